@@ -1,0 +1,126 @@
+/* vkgrad.h — client library for vkgradd, the shared GPU daemon computing
+ * linear-layer backward passes (dW = dYᵀ·X, db = Σ dY, dX = dY·W).
+ *
+ * Wire protocol: proto/README.md (v1). Link with -lvkgrad.
+ *
+ * Conventions
+ *  - Functions returning int return 0 on success and a negative value on
+ *    failure: -errno for local failures (socket, memfd, mmap), or
+ *    VKG_EREMOTE when the daemon answered with an error. In both cases the
+ *    optional vkg_error *err is filled: code is the protocol's error code
+ *    ("bad_request", "limit", ...) or "io" for local failures, and message
+ *    says what went wrong (for remote errors, the daemon's own message).
+ *  - Constructors return NULL on failure and fill err.
+ *
+ * Thread-safety
+ *  A vkg_client may be shared between threads: every call takes the client's
+ *  internal mutex, so calls are serialised. A blocking call (the synchronous
+ *  ops, vkg_wait) holds the mutex while it waits, so for concurrency from
+ *  many threads use one vkg_client per thread, or the asynchronous form.
+ *  Region pointers are plain shared memory: the caller orders its own writes
+ *  before submitting and reads outputs only after the job completed.
+ */
+#ifndef VKGRAD_H
+#define VKGRAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VKG_EREMOTE (-10000) /* the daemon answered with an error */
+#define VKG_NONE UINT64_MAX  /* "no tensor" in vkg_tensor.region */
+
+typedef struct vkg_error {
+	char code[24];     /* protocol code, or "io" */
+	char message[256];
+} vkg_error;
+
+typedef struct vkg_client vkg_client;
+
+/* Connect to the daemon. path NULL means $VKGRAD_SOCKET, else
+ * $XDG_RUNTIME_DIR/vkgrad.sock, else /run/vkgrad/vkgrad.sock. */
+vkg_client *vkg_connect(const char *path, vkg_error *err);
+/* Close the connection; the daemon releases its regions. NULL is allowed. */
+void vkg_close(vkg_client *c);
+/* The socket path the library would use for path == NULL (static buffer). */
+const char *vkg_default_socket(void);
+
+/* ---- server information ---- */
+typedef struct vkg_kernel_info {
+	char name[48], domain[24], variant[24], dtype[8], status[16];
+} vkg_kernel_info;
+
+typedef struct vkg_info {
+	char server[48];
+	char device_name[128], driver[128], api[16], device_type[16];
+	uint32_t vendor_id, device_id;
+	uint32_t max_frame, max_regions, max_inflight;
+	uint64_t max_region_bytes, max_dim, max_tensor_bytes;
+	unsigned n_kernels;
+	vkg_kernel_info kernels[32];
+} vkg_info;
+
+typedef struct vkg_stats {
+	double uptime_s, jobs_per_batch_avg;
+	uint64_t clients, regions, region_bytes, jobs_done, jobs_failed, batches;
+	uint64_t pipelines, pipeline_cache_hits, jobs_queued, jobs_running;
+	uint64_t host_imports, staged_regions;
+} vkg_stats;
+
+int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err);
+int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err);
+int vkg_ping(vkg_client *c, vkg_error *err);
+
+/* ---- shared memory regions ----
+ * vkg_region_create makes a memfd of `size` bytes sealed against shrinking
+ * (F_SEAL_SHRINK), maps it read-write, registers it with the daemon and
+ * returns the mapping; *region receives the daemon's region number. */
+void *vkg_region_create(vkg_client *c, size_t size, uint64_t *region, vkg_error *err);
+/* Unregister (the daemon answers once no job uses the region) and unmap.
+ * ptr/size are what vkg_region_create returned/was given. */
+int vkg_region_destroy(vkg_client *c, uint64_t region, void *ptr, size_t size, vkg_error *err);
+
+/* ---- jobs ---- */
+typedef struct vkg_tensor {
+	uint64_t region; /* VKG_NONE: not given */
+	uint64_t offset; /* bytes from the start of the region */
+} vkg_tensor;
+
+typedef struct vkg_job {
+	const char *dtype; /* "f32" (NULL means f32) */
+	uint64_t batch, in, out;
+	vkg_tensor x, dy, w; /* inputs; w only needed for dx */
+	vkg_tensor dw, db, dx; /* outputs; at least one */
+	bool accumulate;
+} vkg_job;
+
+/* A vkg_job with every tensor set to VKG_NONE. */
+vkg_job vkg_job_init(void);
+
+typedef struct vkg_result {
+	uint64_t queued_us, gpu_us, batch_jobs;
+} vkg_result;
+
+/* Synchronous: returns once the outputs are in the region. */
+int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err);
+
+/* Asynchronous: vkg_submit sends the job and returns a handle at once.
+ * vkg_poll returns 0 when the job finished (res filled), -EAGAIN while it
+ * runs, or an error. vkg_wait blocks up to timeout_ms (-1: forever); it
+ * returns -ETIMEDOUT when the time ran out. Each handle is consumed by the
+ * vkg_poll/vkg_wait call that reports its completion. */
+int vkg_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *err);
+int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err);
+int vkg_wait(vkg_client *c, uint64_t handle, int timeout_ms, vkg_result *res, vkg_error *err);
+/* A descriptor that becomes readable when replies arrive: put it in your own
+ * poll/epoll loop and call vkg_poll when it fires. */
+int vkg_fd(const vkg_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,644 @@
+/* proto/msg.c — see msg.h. */
+#include "msg.h"
+
+#include "frame.h"
+#include "mpcheck.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const code_names[PROTO_CODE_COUNT] = {
+	[PROTO_OK] = "ok",
+	[PROTO_BAD_FRAME] = "bad_frame",
+	[PROTO_BAD_REQUEST] = "bad_request",
+	[PROTO_UNKNOWN_OP] = "unknown_op",
+	[PROTO_UNSUPPORTED] = "unsupported",
+	[PROTO_BAD_REGION] = "bad_region",
+	[PROTO_OUT_OF_BOUNDS] = "out_of_bounds",
+	[PROTO_OVERLAP] = "overlap",
+	[PROTO_LIMIT] = "limit",
+	[PROTO_DEVICE_LOST] = "device_lost",
+	[PROTO_INTERNAL] = "internal",
+};
+
+static const char *const op_names[PROTO_OP_COUNT] = {
+	[PROTO_OP_HELLO] = "hello",
+	[PROTO_OP_REGISTER] = "register",
+	[PROTO_OP_UNREGISTER] = "unregister",
+	[PROTO_OP_LINEAR_BACKWARD] = "linear_backward",
+	[PROTO_OP_STATS] = "stats",
+	[PROTO_OP_PING] = "ping",
+};
+
+static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
+
+const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx"};
+
+const char *proto_code_name(proto_code c)
+{
+	return (unsigned)c < PROTO_CODE_COUNT ? code_names[c] : "internal";
+}
+
+proto_code proto_code_from_name(const char *s, size_t n)
+{
+	for (int i = 0; i < PROTO_CODE_COUNT; i++)
+		if (strlen(code_names[i]) == n && memcmp(code_names[i], s, n) == 0)
+			return (proto_code)i;
+	return PROTO_INTERNAL;
+}
+
+const char *proto_op_name(proto_op op)
+{
+	return (unsigned)op < PROTO_OP_COUNT ? op_names[op] : "?";
+}
+
+const char *proto_dtype_name(proto_dtype d)
+{
+	return (unsigned)d < PROTO_DTYPE_COUNT ? dtype_names[d] : "?";
+}
+
+unsigned proto_dtype_size(proto_dtype d)
+{
+	return d == PROTO_F32 ? 4 : 2;
+}
+
+int proto_fail(proto_err *err, proto_code code, const char *fmt, ...)
+{
+	va_list ap;
+	err->code = code;
+	va_start(ap, fmt);
+	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+	return -(int)code;
+}
+
+/* ---- decoding helpers --------------------------------------------------- */
+
+static bool key_is(const msgpack_object *k, const char *s)
+{
+	size_t n = strlen(s);
+	return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+	       memcmp(k->via.str.ptr, s, n) == 0;
+}
+
+static int get_uint(const msgpack_object *v, const char *key, uint64_t *out, proto_err *err)
+{
+	if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		*out = v->via.u64;
+		return 0;
+	}
+	if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+		return proto_fail(err, PROTO_BAD_REQUEST, "key '%s' must be >= 0 (got %lld)", key,
+				  (long long)v->via.i64);
+	return proto_fail(err, PROTO_BAD_REQUEST, "key '%s' must be an unsigned integer", key);
+}
+
+static int get_str(const msgpack_object *v, const char *key, char *out, size_t cap,
+		   proto_err *err)
+{
+	if (v->type != MSGPACK_OBJECT_STR)
+		return proto_fail(err, PROTO_BAD_REQUEST, "key '%s' must be a string", key);
+	if (v->via.str.size >= cap)
+		return proto_fail(err, PROTO_BAD_REQUEST, "key '%s' is longer than %zu bytes", key,
+				  cap - 1);
+	memcpy(out, v->via.str.ptr, v->via.str.size);
+	out[v->via.str.size] = 0;
+	return 0;
+}
+
+static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t, proto_err *err)
+{
+	if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 2)
+		return proto_fail(err, PROTO_BAD_REQUEST,
+				  "key '%s' must be a two-element array [region, byte_offset]", key);
+	char sub[32];
+	snprintf(sub, sizeof(sub), "%s[0] (region)", key);
+	int rc = get_uint(&v->via.array.ptr[0], sub, &t->region, err);
+	if (rc)
+		return rc;
+	snprintf(sub, sizeof(sub), "%s[1] (byte_offset)", key);
+	rc = get_uint(&v->via.array.ptr[1], sub, &t->offset, err);
+	if (rc)
+		return rc;
+	t->present = true;
+	return 0;
+}
+
+/* Decode the op-specific keys; the map has already yielded op and id. */
+static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_err *err)
+{
+	bool have_version = false, have_size = false, have_region = false, have_dtype = false;
+	bool have_batch = false, have_in = false, have_out = false;
+	char dtype[8];
+	int rc = 0;
+	for (uint32_t i = 0; i < m->size; i++) {
+		const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+		if (key_is(k, "op") || key_is(k, "id"))
+			continue;
+		switch (req->op) {
+		case PROTO_OP_HELLO:
+			if (key_is(k, "version"))
+				rc = get_uint(v, "version", &req->version, err), have_version = true;
+			else if (key_is(k, "client"))
+				rc = get_str(v, "client", req->client, sizeof(req->client), err);
+			break;
+		case PROTO_OP_REGISTER:
+			if (key_is(k, "size"))
+				rc = get_uint(v, "size", &req->size, err), have_size = true;
+			break;
+		case PROTO_OP_UNREGISTER:
+			if (key_is(k, "region"))
+				rc = get_uint(v, "region", &req->region, err), have_region = true;
+			break;
+		case PROTO_OP_LINEAR_BACKWARD:
+			if (key_is(k, "dtype")) {
+				rc = get_str(v, "dtype", dtype, sizeof(dtype), err);
+				have_dtype = true;
+			} else if (key_is(k, "batch")) {
+				rc = get_uint(v, "batch", &req->batch, err), have_batch = true;
+			} else if (key_is(k, "in")) {
+				rc = get_uint(v, "in", &req->in, err), have_in = true;
+			} else if (key_is(k, "out")) {
+				rc = get_uint(v, "out", &req->out, err), have_out = true;
+			} else if (key_is(k, "accumulate")) {
+				if (v->type == MSGPACK_OBJECT_BOOLEAN)
+					req->accumulate = v->via.boolean;
+				else if (v->type != MSGPACK_OBJECT_NIL)
+					rc = proto_fail(err, PROTO_BAD_REQUEST,
+							"key 'accumulate' must be a boolean");
+			} else {
+				for (int t = 0; t < PROTO_T_COUNT; t++) {
+					if (!key_is(k, proto_tensor_key[t]))
+						continue;
+					/* nil means "not asked for", like an absent key */
+					if (v->type != MSGPACK_OBJECT_NIL)
+						rc = get_tensor(v, proto_tensor_key[t], &req->t[t], err);
+					break;
+				}
+			}
+			break;
+		default:
+			break; /* unknown keys are ignored: additions stay compatible */
+		}
+		if (rc)
+			return rc;
+	}
+	switch (req->op) {
+	case PROTO_OP_HELLO:
+		if (!have_version)
+			return proto_fail(err, PROTO_BAD_REQUEST, "hello: key 'version' is missing");
+		if (req->version != PROTO_VERSION)
+			return proto_fail(err, PROTO_UNSUPPORTED,
+					  "hello: version %llu is not spoken here (only %d)",
+					  (unsigned long long)req->version, PROTO_VERSION);
+		break;
+	case PROTO_OP_REGISTER:
+		if (!have_size)
+			return proto_fail(err, PROTO_BAD_REQUEST, "register: key 'size' is missing");
+		if (req->size == 0)
+			return proto_fail(err, PROTO_BAD_REQUEST, "register: key 'size' must be >= 1");
+		break;
+	case PROTO_OP_UNREGISTER:
+		if (!have_region)
+			return proto_fail(err, PROTO_BAD_REQUEST, "unregister: key 'region' is missing");
+		break;
+	case PROTO_OP_LINEAR_BACKWARD: {
+		if (!have_dtype)
+			return proto_fail(err, PROTO_BAD_REQUEST,
+					  "linear_backward: key 'dtype' is missing");
+		int d = -1;
+		for (int i = 0; i < PROTO_DTYPE_COUNT; i++)
+			if (strcmp(dtype, dtype_names[i]) == 0)
+				d = i;
+		if (d < 0)
+			return proto_fail(err, PROTO_BAD_REQUEST,
+					  "linear_backward: key 'dtype' must be one of f32, f16, bf16 (got '%s')",
+					  dtype);
+		req->dtype = (proto_dtype)d;
+		if (!have_batch || !have_in || !have_out)
+			return proto_fail(err, PROTO_BAD_REQUEST, "linear_backward: key '%s' is missing",
+					  !have_batch ? "batch" : !have_in ? "in" : "out");
+		if (!req->t[PROTO_T_X].present || !req->t[PROTO_T_DY].present)
+			return proto_fail(err, PROTO_BAD_REQUEST, "linear_backward: key '%s' is missing",
+					  !req->t[PROTO_T_X].present ? "x" : "dy");
+		if (!req->t[PROTO_T_DW].present && !req->t[PROTO_T_DB].present &&
+		    !req->t[PROTO_T_DX].present)
+			return proto_fail(err, PROTO_BAD_REQUEST,
+					  "linear_backward: name at least one output of dw, db, dx");
+		if (req->t[PROTO_T_DX].present && !req->t[PROTO_T_W].present)
+			return proto_fail(err, PROTO_BAD_REQUEST,
+					  "linear_backward: key 'w' is required when 'dx' is asked for");
+		break;
+	}
+	default:
+		break;
+	}
+	return 0;
+}
+
+int proto_request_decode(const uint8_t *body, size_t len, proto_request *req,
+			 uint64_t *id_out, proto_err *err)
+{
+	const char *why = NULL;
+	memset(req, 0, sizeof(*req));
+	*id_out = 0;
+	if (proto_mpcheck(body, len, PROTO_MAX_DEPTH, &why) != 0)
+		return proto_fail(err, PROTO_BAD_FRAME, "frame body is not valid msgpack: %s", why);
+	msgpack_unpacked u;
+	msgpack_unpacked_init(&u);
+	size_t off = 0;
+	int rc;
+	if (msgpack_unpack_next(&u, (const char *)body, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+		rc = proto_fail(err, PROTO_BAD_FRAME, "frame body is not valid msgpack");
+		goto out;
+	}
+	if (u.data.type != MSGPACK_OBJECT_MAP) {
+		rc = proto_fail(err, PROTO_BAD_FRAME, "frame body must be a msgpack map");
+		goto out;
+	}
+	const msgpack_object_map *m = &u.data.via.map;
+	const msgpack_object *op = NULL, *id = NULL;
+	for (uint32_t i = 0; i < m->size; i++) {
+		if (key_is(&m->ptr[i].key, "op"))
+			op = &m->ptr[i].val;
+		else if (key_is(&m->ptr[i].key, "id"))
+			id = &m->ptr[i].val;
+	}
+	if (!id || id->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		rc = proto_fail(err, PROTO_BAD_FRAME,
+				"request map needs key 'id' as an unsigned integer");
+		goto out;
+	}
+	if (!op || op->type != MSGPACK_OBJECT_STR) {
+		rc = proto_fail(err, PROTO_BAD_FRAME, "request map needs key 'op' as a string");
+		goto out;
+	}
+	req->id = *id_out = id->via.u64;
+	int found = -1;
+	for (int i = 0; i < PROTO_OP_COUNT; i++)
+		if (strlen(op_names[i]) == op->via.str.size &&
+		    memcmp(op_names[i], op->via.str.ptr, op->via.str.size) == 0)
+			found = i;
+	if (found < 0) {
+		int n = op->via.str.size > 40 ? 40 : (int)op->via.str.size;
+		rc = proto_fail(err, PROTO_UNKNOWN_OP, "unknown op '%.*s'", n, op->via.str.ptr);
+		goto out;
+	}
+	req->op = (proto_op)found;
+	rc = decode_fields(m, req, err);
+out:
+	msgpack_unpacked_destroy(&u);
+	return rc;
+}
+
+/* ---- encoding helpers --------------------------------------------------- */
+
+static void pk_str(msgpack_packer *pk, const char *s)
+{
+	size_t n = strlen(s);
+	msgpack_pack_str(pk, n);
+	msgpack_pack_str_body(pk, s, n);
+}
+
+static void pk_kv_u(msgpack_packer *pk, const char *k, uint64_t v)
+{
+	pk_str(pk, k);
+	msgpack_pack_uint64(pk, v);
+}
+
+static void pk_kv_s(msgpack_packer *pk, const char *k, const char *v)
+{
+	pk_str(pk, k);
+	pk_str(pk, v);
+}
+
+static void pk_kv_d(msgpack_packer *pk, const char *k, double v)
+{
+	pk_str(pk, k);
+	msgpack_pack_double(pk, v);
+}
+
+/* Reserve the 4-byte length; returns the offset of the prefix. */
+static size_t frame_begin(msgpack_sbuffer *sb)
+{
+	static const char zero[PROTO_FRAME_HDR] = {0};
+	size_t at = sb->size;
+	msgpack_sbuffer_write(sb, zero, PROTO_FRAME_HDR);
+	return at;
+}
+
+static int frame_end(msgpack_sbuffer *sb, size_t at)
+{
+	if (!sb->data || sb->size < at + PROTO_FRAME_HDR)
+		return -ENOMEM;
+	size_t n = sb->size - at - PROTO_FRAME_HDR;
+	if (n > UINT32_MAX)
+		return -EMSGSIZE;
+	proto_frame_put_len((uint8_t *)sb->data + at, (uint32_t)n);
+	return 0;
+}
+
+int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
+{
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	size_t at = frame_begin(sb);
+	unsigned n = 2;
+	switch (req->op) {
+	case PROTO_OP_HELLO: n += 1 + (req->client[0] != 0); break;
+	case PROTO_OP_REGISTER: n += 1; break;
+	case PROTO_OP_UNREGISTER: n += 1; break;
+	case PROTO_OP_LINEAR_BACKWARD:
+		n += 5;
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			n += req->t[t].present;
+		break;
+	default: break;
+	}
+	msgpack_pack_map(&pk, n);
+	pk_kv_s(&pk, "op", proto_op_name(req->op));
+	pk_kv_u(&pk, "id", req->id);
+	switch (req->op) {
+	case PROTO_OP_HELLO:
+		pk_kv_u(&pk, "version", req->version);
+		if (req->client[0])
+			pk_kv_s(&pk, "client", req->client);
+		break;
+	case PROTO_OP_REGISTER:
+		pk_kv_u(&pk, "size", req->size);
+		break;
+	case PROTO_OP_UNREGISTER:
+		pk_kv_u(&pk, "region", req->region);
+		break;
+	case PROTO_OP_LINEAR_BACKWARD:
+		pk_kv_s(&pk, "dtype", proto_dtype_name(req->dtype));
+		pk_kv_u(&pk, "batch", req->batch);
+		pk_kv_u(&pk, "in", req->in);
+		pk_kv_u(&pk, "out", req->out);
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			if (!req->t[t].present)
+				continue;
+			pk_str(&pk, proto_tensor_key[t]);
+			msgpack_pack_array(&pk, 2);
+			msgpack_pack_uint64(&pk, req->t[t].region);
+			msgpack_pack_uint64(&pk, req->t[t].offset);
+		}
+		pk_str(&pk, "accumulate");
+		if (req->accumulate)
+			msgpack_pack_true(&pk);
+		else
+			msgpack_pack_false(&pk);
+		break;
+	default:
+		break;
+	}
+	return frame_end(sb, at);
+}
+
+static void pack_hello(msgpack_packer *pk, const proto_hello *h)
+{
+	pk_kv_u(pk, "version", h->version);
+	pk_kv_s(pk, "server", h->server);
+	pk_str(pk, "device");
+	msgpack_pack_map(pk, 6);
+	pk_kv_s(pk, "name", h->device.name);
+	pk_kv_u(pk, "vendor_id", h->device.vendor_id);
+	pk_kv_u(pk, "device_id", h->device.device_id);
+	pk_kv_s(pk, "driver", h->device.driver);
+	pk_kv_s(pk, "api", h->device.api);
+	pk_kv_s(pk, "type", h->device.type);
+	pk_str(pk, "limits");
+	msgpack_pack_map(pk, 6);
+	pk_kv_u(pk, "max_frame", h->limits.max_frame);
+	pk_kv_u(pk, "max_regions", h->limits.max_regions);
+	pk_kv_u(pk, "max_region_bytes", h->limits.max_region_bytes);
+	pk_kv_u(pk, "max_inflight", h->limits.max_inflight);
+	pk_kv_u(pk, "max_dim", h->limits.max_dim);
+	pk_kv_u(pk, "max_tensor_bytes", h->limits.max_tensor_bytes);
+	pk_str(pk, "kernels");
+	msgpack_pack_array(pk, h->n_kernels);
+	for (unsigned i = 0; i < h->n_kernels; i++) {
+		const proto_kernel_info *k = &h->kernels[i];
+		msgpack_pack_map(pk, 5);
+		pk_kv_s(pk, "name", k->name);
+		pk_kv_s(pk, "domain", k->domain);
+		pk_kv_s(pk, "variant", k->variant);
+		pk_kv_s(pk, "dtype", k->dtype);
+		pk_kv_s(pk, "status", k->status);
+	}
+}
+
+static void pack_stats(msgpack_packer *pk, const proto_stats *s)
+{
+	pk_kv_d(pk, "uptime_s", s->uptime_s);
+	pk_kv_u(pk, "clients", s->clients);
+	pk_kv_u(pk, "regions", s->regions);
+	pk_kv_u(pk, "region_bytes", s->region_bytes);
+	pk_kv_u(pk, "jobs_done", s->jobs_done);
+	pk_kv_u(pk, "jobs_failed", s->jobs_failed);
+	pk_kv_u(pk, "batches", s->batches);
+	pk_kv_d(pk, "jobs_per_batch_avg", s->jobs_per_batch_avg);
+	pk_kv_u(pk, "pipelines", s->pipelines);
+	pk_kv_u(pk, "pipeline_cache_hits", s->pipeline_cache_hits);
+	pk_kv_u(pk, "jobs_queued", s->jobs_queued);
+	pk_kv_u(pk, "jobs_running", s->jobs_running);
+	pk_kv_u(pk, "host_imports", s->host_imports);
+	pk_kv_u(pk, "staged_regions", s->staged_regions);
+}
+
+int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r)
+{
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	size_t at = frame_begin(sb);
+	unsigned extra = 0;
+	switch (kind) {
+	case PROTO_R_PLAIN: extra = 0; break;
+	case PROTO_R_HELLO: extra = 5; break;
+	case PROTO_R_REGISTER: extra = 1; break;
+	case PROTO_R_JOB: extra = 3; break;
+	case PROTO_R_STATS: extra = 14; break;
+	case PROTO_R_ERROR: extra = 1; break;
+	}
+	msgpack_pack_map(&pk, 2 + extra);
+	pk_kv_u(&pk, "id", r->id);
+	pk_str(&pk, "ok");
+	if (kind == PROTO_R_ERROR)
+		msgpack_pack_false(&pk);
+	else
+		msgpack_pack_true(&pk);
+	switch (kind) {
+	case PROTO_R_PLAIN: break;
+	case PROTO_R_HELLO: pack_hello(&pk, &r->hello); break;
+	case PROTO_R_REGISTER: pk_kv_u(&pk, "region", r->region); break;
+	case PROTO_R_JOB:
+		pk_kv_u(&pk, "queued_us", r->queued_us);
+		pk_kv_u(&pk, "gpu_us", r->gpu_us);
+		pk_kv_u(&pk, "batch_jobs", r->batch_jobs);
+		break;
+	case PROTO_R_STATS: pack_stats(&pk, &r->stats); break;
+	case PROTO_R_ERROR:
+		pk_str(&pk, "error");
+		msgpack_pack_map(&pk, 2);
+		pk_kv_s(&pk, "code", proto_code_name(r->err.code));
+		pk_kv_s(&pk, "message", r->err.message);
+		break;
+	}
+	return frame_end(sb, at);
+}
+
+/* ---- reply decoding (client side) --------------------------------------- */
+
+static void copy_str(const msgpack_object *v, char *out, size_t cap)
+{
+	if (v->type != MSGPACK_OBJECT_STR || cap == 0)
+		return;
+	size_t n = v->via.str.size < cap - 1 ? v->via.str.size : cap - 1;
+	memcpy(out, v->via.str.ptr, n);
+	out[n] = 0;
+}
+
+static uint64_t as_u64(const msgpack_object *v)
+{
+	if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return v->via.u64;
+	if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
+		return v->via.f64 > 0 ? (uint64_t)v->via.f64 : 0;
+	return 0;
+}
+
+static double as_f64(const msgpack_object *v)
+{
+	if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
+		return v->via.f64;
+	if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return (double)v->via.u64;
+	return 0;
+}
+
+#define FOR_KV(mapobj, kp, vp)                                                               \
+	for (uint32_t _i = 0; (mapobj)->type == MSGPACK_OBJECT_MAP &&                        \
+			      _i < (mapobj)->via.map.size &&                                 \
+			      ((kp) = &(mapobj)->via.map.ptr[_i].key,                        \
+			       (vp) = &(mapobj)->via.map.ptr[_i].val, 1);                    \
+	     _i++)
+
+static void unpack_hello(const msgpack_object *m, proto_hello *h)
+{
+	const msgpack_object *k, *v, *k2, *v2;
+	FOR_KV(m, k, v) {
+		if (key_is(k, "version"))
+			h->version = as_u64(v);
+		else if (key_is(k, "server"))
+			copy_str(v, h->server, sizeof(h->server));
+		else if (key_is(k, "device")) {
+			FOR_KV(v, k2, v2) {
+				if (key_is(k2, "name")) copy_str(v2, h->device.name, sizeof(h->device.name));
+				else if (key_is(k2, "vendor_id")) h->device.vendor_id = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "device_id")) h->device.device_id = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "driver")) copy_str(v2, h->device.driver, sizeof(h->device.driver));
+				else if (key_is(k2, "api")) copy_str(v2, h->device.api, sizeof(h->device.api));
+				else if (key_is(k2, "type")) copy_str(v2, h->device.type, sizeof(h->device.type));
+			}
+		} else if (key_is(k, "limits")) {
+			FOR_KV(v, k2, v2) {
+				if (key_is(k2, "max_frame")) h->limits.max_frame = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "max_regions")) h->limits.max_regions = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "max_region_bytes")) h->limits.max_region_bytes = as_u64(v2);
+				else if (key_is(k2, "max_inflight")) h->limits.max_inflight = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "max_dim")) h->limits.max_dim = as_u64(v2);
+				else if (key_is(k2, "max_tensor_bytes")) h->limits.max_tensor_bytes = as_u64(v2);
+			}
+		} else if (key_is(k, "kernels") && v->type == MSGPACK_OBJECT_ARRAY) {
+			for (uint32_t i = 0; i < v->via.array.size && h->n_kernels < PROTO_MAX_KERNELS; i++) {
+				proto_kernel_info *ki = &h->kernels[h->n_kernels++];
+				const msgpack_object *e = &v->via.array.ptr[i];
+				FOR_KV(e, k2, v2) {
+					if (key_is(k2, "name")) copy_str(v2, ki->name, sizeof(ki->name));
+					else if (key_is(k2, "domain")) copy_str(v2, ki->domain, sizeof(ki->domain));
+					else if (key_is(k2, "variant")) copy_str(v2, ki->variant, sizeof(ki->variant));
+					else if (key_is(k2, "dtype")) copy_str(v2, ki->dtype, sizeof(ki->dtype));
+					else if (key_is(k2, "status")) copy_str(v2, ki->status, sizeof(ki->status));
+				}
+			}
+		}
+	}
+}
+
+static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, proto_stats *s)
+{
+	if (key_is(k, "uptime_s")) s->uptime_s = as_f64(v);
+	else if (key_is(k, "clients")) s->clients = as_u64(v);
+	else if (key_is(k, "regions")) s->regions = as_u64(v);
+	else if (key_is(k, "region_bytes")) s->region_bytes = as_u64(v);
+	else if (key_is(k, "jobs_done")) s->jobs_done = as_u64(v);
+	else if (key_is(k, "jobs_failed")) s->jobs_failed = as_u64(v);
+	else if (key_is(k, "batches")) s->batches = as_u64(v);
+	else if (key_is(k, "jobs_per_batch_avg")) s->jobs_per_batch_avg = as_f64(v);
+	else if (key_is(k, "pipelines")) s->pipelines = as_u64(v);
+	else if (key_is(k, "pipeline_cache_hits")) s->pipeline_cache_hits = as_u64(v);
+	else if (key_is(k, "jobs_queued")) s->jobs_queued = as_u64(v);
+	else if (key_is(k, "jobs_running")) s->jobs_running = as_u64(v);
+	else if (key_is(k, "host_imports")) s->host_imports = as_u64(v);
+	else if (key_is(k, "staged_regions")) s->staged_regions = as_u64(v);
+}
+
+int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_err *err)
+{
+	const char *why = NULL;
+	memset(r, 0, sizeof(*r));
+	if (proto_mpcheck(body, len, PROTO_MAX_DEPTH, &why) != 0) {
+		proto_fail(err, PROTO_BAD_FRAME, "reply is not valid msgpack: %s", why);
+		return -EBADMSG;
+	}
+	msgpack_unpacked u;
+	msgpack_unpacked_init(&u);
+	size_t off = 0;
+	int rc = 0;
+	if (msgpack_unpack_next(&u, (const char *)body, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+	    u.data.type != MSGPACK_OBJECT_MAP) {
+		proto_fail(err, PROTO_BAD_FRAME, "reply is not a msgpack map");
+		rc = -EBADMSG;
+		goto out;
+	}
+	bool have_id = false, have_ok = false;
+	const msgpack_object *k, *v, *k2, *v2;
+	FOR_KV(&u.data, k, v) {
+		if (key_is(k, "id")) {
+			r->id = as_u64(v);
+			have_id = true;
+		} else if (key_is(k, "ok") && v->type == MSGPACK_OBJECT_BOOLEAN) {
+			r->ok = v->via.boolean;
+			have_ok = true;
+		} else if (key_is(k, "error")) {
+			FOR_KV(v, k2, v2) {
+				if (key_is(k2, "code") && v2->type == MSGPACK_OBJECT_STR)
+					r->err.code = proto_code_from_name(v2->via.str.ptr, v2->via.str.size);
+				else if (key_is(k2, "message"))
+					copy_str(v2, r->err.message, sizeof(r->err.message));
+			}
+		} else if (key_is(k, "region")) {
+			r->region = as_u64(v);
+		} else if (key_is(k, "queued_us")) {
+			r->queued_us = as_u64(v);
+		} else if (key_is(k, "gpu_us")) {
+			r->gpu_us = as_u64(v);
+		} else if (key_is(k, "batch_jobs")) {
+			r->batch_jobs = as_u64(v);
+		} else {
+			unpack_stats_kv(k, v, &r->stats);
+		}
+	}
+	unpack_hello(&u.data, &r->hello);
+	if (!have_id || !have_ok) {
+		proto_fail(err, PROTO_BAD_FRAME, "reply lacks 'id' or 'ok'");
+		rc = -EBADMSG;
+	} else if (!r->ok && r->err.code == PROTO_OK) {
+		r->err.code = PROTO_INTERNAL;
+	}
+out:
+	msgpack_unpacked_destroy(&u);
+	return rc;
+}

@@ -1,0 +1,172 @@
+/* proto/msg.h — protocol v1 messages: requests and replies as C structs,
+ * encoded to and decoded from msgpack frames. No I/O. Shared by the daemon
+ * (decode requests, encode replies) and the client (the other way round).
+ *
+ * Every decode function bounds the body with proto_mpcheck() before msgpack-c
+ * sees it. Errors are values: a proto_err with a protocol code and a message
+ * naming the key and the limit.
+ */
+#ifndef VKG_PROTO_MSG_H
+#define VKG_PROTO_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#define PROTO_VERSION 1
+
+typedef enum proto_code {
+	PROTO_OK = 0,
+	PROTO_BAD_FRAME,
+	PROTO_BAD_REQUEST,
+	PROTO_UNKNOWN_OP,
+	PROTO_UNSUPPORTED,
+	PROTO_BAD_REGION,
+	PROTO_OUT_OF_BOUNDS,
+	PROTO_OVERLAP,
+	PROTO_LIMIT,
+	PROTO_DEVICE_LOST,
+	PROTO_INTERNAL,
+	PROTO_CODE_COUNT
+} proto_code;
+
+const char *proto_code_name(proto_code c);
+/* Returns the code for a wire name, or PROTO_INTERNAL when unknown. */
+proto_code proto_code_from_name(const char *s, size_t n);
+
+typedef struct proto_err {
+	proto_code code;
+	char message[256];
+} proto_err;
+
+/* Sets err and returns -(int)code (so callers can `return proto_fail(...)`). */
+int proto_fail(proto_err *err, proto_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+typedef enum proto_op {
+	PROTO_OP_HELLO,
+	PROTO_OP_REGISTER,
+	PROTO_OP_UNREGISTER,
+	PROTO_OP_LINEAR_BACKWARD,
+	PROTO_OP_STATS,
+	PROTO_OP_PING,
+	PROTO_OP_COUNT
+} proto_op;
+
+const char *proto_op_name(proto_op op);
+
+typedef enum proto_dtype { PROTO_F32, PROTO_F16, PROTO_BF16, PROTO_DTYPE_COUNT } proto_dtype;
+const char *proto_dtype_name(proto_dtype d);
+unsigned proto_dtype_size(proto_dtype d);
+
+/* Tensor slots of linear_backward, in wire-key order. */
+enum { PROTO_T_X, PROTO_T_DY, PROTO_T_W, PROTO_T_DW, PROTO_T_DB, PROTO_T_DX, PROTO_T_COUNT };
+extern const char *const proto_tensor_key[PROTO_T_COUNT];
+
+typedef struct proto_tensor {
+	bool present;
+	uint64_t region;
+	uint64_t offset; /* bytes */
+} proto_tensor;
+
+typedef struct proto_request {
+	proto_op op;
+	uint64_t id;
+	/* hello */
+	uint64_t version;
+	char client[64];
+	/* register */
+	uint64_t size;
+	/* unregister */
+	uint64_t region;
+	/* linear_backward */
+	proto_dtype dtype;
+	uint64_t batch, in, out;
+	proto_tensor t[PROTO_T_COUNT];
+	bool accumulate;
+} proto_request;
+
+/* Decode one request body. Returns 0, or a negative value with err set:
+ * PROTO_BAD_FRAME when the body is not one msgpack map with a valid op and id
+ * (*id_out is then 0), otherwise the request's id is in *id_out and the code
+ * is bad_request / unknown_op / unsupported. Only the shape of the request is
+ * checked here; sizes against regions are proto_job_check()'s job. */
+int proto_request_decode(const uint8_t *body, size_t len, proto_request *req,
+			 uint64_t *id_out, proto_err *err);
+
+/* Append one framed request (length prefix included) to sb. Keys whose
+ * tensor is not present are left out. Returns 0 or -ENOMEM. */
+int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req);
+
+/* ---- replies ---------------------------------------------------------- */
+
+typedef struct proto_limits {
+	uint32_t max_frame;
+	uint32_t max_regions;       /* per connection */
+	uint64_t max_region_bytes;  /* one region */
+	uint32_t max_inflight;      /* queued+running jobs per connection */
+	uint64_t max_dim;           /* batch, in and out each */
+	uint64_t max_tensor_bytes;  /* one tensor (device storage-buffer range) */
+} proto_limits;
+
+#define PROTO_MAX_KERNELS 32
+
+typedef struct proto_kernel_info {
+	char name[48], domain[24], variant[24], dtype[8], status[16];
+} proto_kernel_info;
+
+typedef struct proto_device_info {
+	char name[128];
+	uint32_t vendor_id, device_id;
+	char driver[128];
+	char api[16];
+	char type[16];
+} proto_device_info;
+
+typedef struct proto_hello {
+	uint64_t version;
+	char server[48];
+	proto_device_info device;
+	proto_limits limits;
+	unsigned n_kernels;
+	proto_kernel_info kernels[PROTO_MAX_KERNELS];
+} proto_hello;
+
+typedef struct proto_stats {
+	double uptime_s;
+	uint64_t clients, regions, region_bytes, jobs_done, jobs_failed, batches;
+	double jobs_per_batch_avg;
+	uint64_t pipelines, pipeline_cache_hits;
+	uint64_t jobs_queued, jobs_running;
+	uint64_t host_imports, staged_regions;
+} proto_stats;
+
+typedef enum proto_reply_kind {
+	PROTO_R_PLAIN,   /* ping, unregister */
+	PROTO_R_HELLO,
+	PROTO_R_REGISTER,
+	PROTO_R_JOB,
+	PROTO_R_STATS,
+	PROTO_R_ERROR
+} proto_reply_kind;
+
+typedef struct proto_reply {
+	uint64_t id;
+	bool ok;
+	proto_err err;           /* when !ok */
+	uint64_t region;         /* register */
+	uint64_t queued_us, gpu_us, batch_jobs; /* linear_backward */
+	proto_hello hello;
+	proto_stats stats;
+} proto_reply;
+
+/* Append one framed reply to sb. kind selects which fields are written. */
+int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r);
+
+/* Decode one reply body (client side). Unknown keys are ignored, so a newer
+ * daemon's additions do not break an older client. Returns 0 or -EBADMSG. */
+int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_err *err);
+
+#endif

@@ -1,0 +1,51 @@
+#version 450
+// @kernel kernel_name=linear_input_backward domain=linear_backward variant=generic dtype=f32 status=experimental
+//
+// dX = dY·W for Y = X·Wᵀ + b: a 16×16 output tile per workgroup (rows are
+// batch rows, columns input features), the reduction over out walked in
+// 16-wide steps through shared-memory tiles of dY and W (17 columns of
+// padding against bank conflicts).
+
+layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
+
+layout(std430, set = 0, binding = 0) readonly buffer BufDY { float dy[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufW { float w[]; };
+layout(std430, set = 0, binding = 2) buffer BufDX { float dx[]; };
+
+layout(push_constant) uniform Params {
+	uint batch;
+	uint n_in;
+	uint n_out;
+	uint dy_off;
+	uint w_off;
+	uint dx_off;
+	uint flags;   // 4: accumulate
+	uint b_base;  // first batch row of this dispatch (chunking)
+} pc;
+
+shared float tdy[16][17]; // [row][k]
+shared float tw[16][17];  // [k][col]
+
+void main()
+{
+	const uint lx = gl_LocalInvocationID.x;
+	const uint ly = gl_LocalInvocationID.y;
+	const uint i = gl_WorkGroupID.x * 16u + lx;
+	const uint b = pc.b_base + gl_WorkGroupID.y * 16u + ly;
+	float sum = 0.0;
+	for (uint k0 = 0u; k0 < pc.n_out; k0 += 16u) {
+		// tdy[ly][lx] = dY[b_tile+ly, k0+lx]; tw[ly][lx] = W[k0+ly, i]
+		const uint kb = k0 + lx;
+		tdy[ly][lx] = (b < pc.batch && kb < pc.n_out) ? dy[pc.dy_off + b * pc.n_out + kb] : 0.0;
+		const uint kw = k0 + ly;
+		tw[ly][lx] = (kw < pc.n_out && i < pc.n_in) ? w[pc.w_off + kw * pc.n_in + i] : 0.0;
+		barrier();
+		for (uint k = 0u; k < 16u; k++)
+			sum += tdy[ly][k] * tw[k][lx];
+		barrier();
+	}
+	if (b < pc.batch && i < pc.n_in) {
+		const uint idx = pc.dx_off + b * pc.n_in + i;
+		dx[idx] = (pc.flags & 4u) != 0u ? dx[idx] + sum : sum;
+	}
+}

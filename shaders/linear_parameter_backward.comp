@@ -1,0 +1,78 @@
+#version 450
+// @kernel kernel_name=linear_parameter_backward domain=linear_backward variant=generic dtype=f32 status=experimental
+//
+// dW = dYᵀ·X and db = Σ_rows dY for Y = X·Wᵀ + b, row-parallel:
+// one workgroup per output feature o and 32-wide tile of input features;
+// the 8 rows of the workgroup are reduction stripes walking the batch
+// (stripe s takes rows s, s+8, s+16, ...). Partial sums meet in padded
+// shared memory (33 columns so stripes land in different banks) and are
+// reduced as a tree; the bias gradient comes from the same pass, summed by
+// the workgroups of tile 0 from the dY values they already load.
+//
+// Bindings are push descriptors (set 0): the daemon binds each tensor's own
+// region buffer; element offsets into it arrive as push constants.
+
+layout(local_size_x = 32, local_size_y = 8, local_size_z = 1) in;
+
+layout(std430, set = 0, binding = 0) readonly buffer BufX { float x[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufDY { float dy[]; };
+layout(std430, set = 0, binding = 2) buffer BufDW { float dw[]; };
+layout(std430, set = 0, binding = 3) buffer BufDB { float db[]; };
+
+layout(push_constant) uniform Params {
+	uint batch;   // rows of X and dY
+	uint n_in;    // columns of X, dW
+	uint n_out;   // columns of dY, rows of dW
+	uint x_off;   // element offsets into the bound buffers
+	uint dy_off;
+	uint dw_off;
+	uint db_off;
+	uint flags;   // 1: write dW, 2: write db, 4: accumulate
+	uint o_base;  // first output feature of this dispatch (chunking)
+} pc;
+
+shared float part[8][33];
+shared float bpart[8];
+
+void main()
+{
+	const uint lx = gl_LocalInvocationID.x;
+	const uint s = gl_LocalInvocationID.y;
+	const uint o = pc.o_base + gl_WorkGroupID.y;
+	const uint i = gl_WorkGroupID.x * 32u + lx;
+	const bool want_dw = (pc.flags & 1u) != 0u;
+	const bool want_db = (pc.flags & 2u) != 0u && gl_WorkGroupID.x == 0u;
+	const bool acc = (pc.flags & 4u) != 0u;
+	const bool col = want_dw && i < pc.n_in;
+
+	float sum = 0.0;
+	float bsum = 0.0;
+	for (uint b = s; b < pc.batch; b += 8u) {
+		const float g = dy[pc.dy_off + b * pc.n_out + o];
+		if (col)
+			sum += g * x[pc.x_off + b * pc.n_in + i];
+		bsum += g;
+	}
+	part[s][lx] = sum;
+	if (lx == 0u)
+		bpart[s] = bsum;
+	barrier();
+	for (uint stride = 4u; stride > 0u; stride >>= 1u) {
+		if (s < stride) {
+			part[s][lx] += part[s + stride][lx];
+			if (lx == 0u)
+				bpart[s] += bpart[s + stride];
+		}
+		barrier();
+	}
+	if (s != 0u)
+		return;
+	if (col) {
+		const uint k = pc.dw_off + o * pc.n_in + i;
+		dw[k] = acc ? dw[k] + part[0][lx] : part[0][lx];
+	}
+	if (want_db && lx == 0u) {
+		const uint k = pc.db_off + o;
+		db[k] = acc ? db[k] + bpart[0] : bpart[0];
+	}
+}
