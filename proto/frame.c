@@ -43,9 +43,16 @@ int proto_framer_push(proto_framer *f, const void *data, size_t n)
 		f->head = 0;
 	}
 	if (f->len + n > f->cap) {
+		/* Double for amortised growth, but never past one whole frame plus
+		 * this chunk (frame.h's bound): doubling alone would reach
+		 * 2 × max_frame for a stream of maximum-size frames. */
+		const size_t need = f->len + n;
+		const size_t bound = (size_t)f->max_frame + PROTO_FRAME_HDR + n;
 		size_t cap = f->cap ? f->cap : 4096;
-		while (cap < f->len + n)
+		while (cap < need)
 			cap *= 2;
+		if (cap > bound)
+			cap = need > bound ? need : bound;
 		uint8_t *nb = realloc(f->buf, cap);
 		if (!nb)
 			return -ENOMEM;

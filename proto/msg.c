@@ -446,6 +446,7 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "jobs_running", s->jobs_running);
 	pk_kv_u(pk, "host_imports", s->host_imports);
 	pk_kv_u(pk, "staged_regions", s->staged_regions);
+	pk_kv_u(pk, "validation_errors", s->validation_errors);
 }
 
 int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r)
@@ -459,7 +460,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
 	case PROTO_R_JOB: extra = 3; break;
-	case PROTO_R_STATS: extra = 14; break;
+	case PROTO_R_STATS: extra = 15; break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);
@@ -504,8 +505,15 @@ static uint64_t as_u64(const msgpack_object *v)
 {
 	if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
 		return v->via.u64;
-	if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
-		return v->via.f64 > 0 ? (uint64_t)v->via.f64 : 0;
+	if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32) {
+		/* converting a double outside [0, 2^64) is undefined: clamp
+		 * (NaN fails the first test and reads as 0) */
+		if (!(v->via.f64 > 0))
+			return 0;
+		if (v->via.f64 >= 18446744073709551616.0)
+			return UINT64_MAX;
+		return (uint64_t)v->via.f64;
+	}
 	return 0;
 }
 
@@ -583,6 +591,7 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (key_is(k, "jobs_running")) s->jobs_running = as_u64(v);
 	else if (key_is(k, "host_imports")) s->host_imports = as_u64(v);
 	else if (key_is(k, "staged_regions")) s->staged_regions = as_u64(v);
+	else if (key_is(k, "validation_errors")) s->validation_errors = as_u64(v);
 }
 
 int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_err *err)

@@ -141,6 +141,7 @@ typedef struct proto_stats {
 	uint64_t pipelines, pipeline_cache_hits;
 	uint64_t jobs_queued, jobs_running;
 	uint64_t host_imports, staged_regions;
+	uint64_t validation_errors;
 } proto_stats;
 
 typedef enum proto_reply_kind {

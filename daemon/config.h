@@ -1,0 +1,31 @@
+/* daemon/config.h — every setting of the daemon, with its default. */
+#ifndef VKG_DAEMON_CONFIG_H
+#define VKG_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "msg.h"
+
+typedef struct config {
+	char socket_path[108];
+	char cache_dir[512];
+	char device[128];      /* "" = automatic, else index or name substring */
+	int log_level;
+	proto_limits limits;    /* what hello reports; max_tensor_bytes is
+				   lowered to the device's storage-buffer range */
+	uint64_t max_total_region_bytes; /* all connections together */
+	uint32_t max_connections;
+	uint32_t max_batch_jobs;  /* jobs recorded into one command buffer */
+	uint32_t inflight_batches;/* submissions in flight at once */
+	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
+	bool no_host_import;     /* force the staging-copy path (testing) */
+} config;
+
+/* Defaults; socket path from $XDG_RUNTIME_DIR or /run/vkgrad. */
+void config_defaults(config *c);
+/* Parse argv; returns 0, 1 when the program should exit 0 (--help,
+ * --version printed), or -1 after printing an error. */
+int config_parse_args(config *c, int argc, char **argv);
+
+#endif

@@ -1,0 +1,601 @@
+/* daemon/conn.c — see conn.h. Where a frame becomes a job: conn_dispatch(). */
+#include "conn.h"
+
+#include "job.h"
+#include "kernel_registry.h"
+#include "log.h"
+#include "server.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CONN_READ_CHUNK 65536
+#define CONN_CMSG_FDS 8 /* descriptors accepted in one recvmsg */
+
+static void conn_poll_cb(uv_poll_t *h, int status, int events);
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+void conn_ref(conn *c)
+{
+	c->refs++;
+}
+
+static void conn_free(conn *c)
+{
+	proto_framer_free(&c->fr);
+	free(c->out);
+	free(c->regs);
+	free(c);
+}
+
+static void poll_closed_cb(uv_handle_t *h)
+{
+	conn *c = h->data;
+	close(c->fd);
+	c->fd = -1;
+	conn_unref(c);
+}
+
+void conn_unref(conn *c)
+{
+	if (--c->refs == 0)
+		conn_free(c);
+}
+
+static void drop_fds(conn *c)
+{
+	for (unsigned i = 0; i < c->nfds; i++)
+		close(c->fds[i]);
+	c->nfds = 0;
+}
+
+void conn_close(conn *c, const char *why)
+{
+	if (!c->open)
+		return;
+	c->open = false;
+	server *s = c->srv;
+	log_info("client pid %d uid %u: connection closed (%s)", (int)c->cred.pid,
+		 (unsigned)c->cred.uid, why);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	drop_fds(c);
+	/* the table's references go; regions used by queued or running jobs
+	 * live on until those jobs finish */
+	for (uint32_t i = 0; i < c->nregs; i++) {
+		s->total_region_bytes -= c->regs[i]->size;
+		region_unref(c->regs[i]);
+	}
+	c->nregs = 0;
+	c->region_bytes = 0;
+	uv_poll_stop(&c->poll);
+	/* poll_closed_cb drops the list's reference */
+	uv_close((uv_handle_t *)&c->poll, poll_closed_cb);
+}
+
+int conn_open(server *s, int fd)
+{
+	conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -1;
+	}
+	c->srv = s;
+	c->fd = fd;
+	c->refs = 1;
+	c->open = true;
+	socklen_t len = sizeof(c->cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) != 0) {
+		c->cred.pid = 0;
+		c->cred.uid = c->cred.gid = (uid_t)-1;
+	}
+	proto_framer_init(&c->fr, s->limits.max_frame);
+	if (uv_poll_init(s->loop, &c->poll, fd) != 0) {
+		close(fd);
+		conn_free(c);
+		return -1;
+	}
+	c->poll.data = c;
+	uv_poll_start(&c->poll, UV_READABLE, conn_poll_cb);
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
+		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, s->nconns);
+	return 0;
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+static void update_poll(conn *c)
+{
+	if (!c->open)
+		return;
+	int ev = (c->close_after_flush ? 0 : UV_READABLE) | (c->want_write ? UV_WRITABLE : 0);
+	uv_poll_start(&c->poll, ev, conn_poll_cb);
+}
+
+static void flush_out(conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			conn_close(c, strerror(errno));
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	bool want = c->out_len > 0;
+	if (!want && c->close_after_flush) {
+		conn_close(c, "protocol error");
+		return;
+	}
+	if (want != c->want_write) {
+		c->want_write = want;
+		update_poll(c);
+	}
+}
+
+/* Queue one framed reply (sb holds prefix + body) and try to write it. */
+static void send_sbuf(conn *c, msgpack_sbuffer *sb)
+{
+	if (!c->open || !sb->data)
+		return;
+	size_t pending = c->out_len - c->out_off;
+	if (pending + sb->size > c->srv->cfg->max_outbound_bytes) {
+		log_warn("client pid %d: %zu reply bytes unread, above max_outbound_bytes %llu; dropping it",
+			 (int)c->cred.pid, pending, (unsigned long long)c->srv->cfg->max_outbound_bytes);
+		conn_close(c, "not reading its replies");
+		return;
+	}
+	if (c->out_off > 0 && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_len + sb->size > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		while (cap < c->out_len + sb->size)
+			cap *= 2;
+		uint8_t *nb = realloc(c->out, cap);
+		if (!nb) {
+			conn_close(c, "out of memory");
+			return;
+		}
+		c->out = nb;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, sb->data, sb->size);
+	c->out_len += sb->size;
+	flush_out(c);
+}
+
+static void reply(conn *c, proto_reply_kind kind, const proto_reply *r)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	if (proto_reply_encode(&sb, kind, r) == 0)
+		send_sbuf(c, &sb);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static void reply_ok(conn *c, uint64_t id)
+{
+	proto_reply r = {.id = id, .ok = true};
+	reply(c, PROTO_R_PLAIN, &r);
+}
+
+static void reply_err(conn *c, uint64_t id, const proto_err *err)
+{
+	proto_reply r = {.id = id, .ok = false, .err = *err};
+	log_debug("client pid %d: request %llu failed: %s: %s", (int)c->cred.pid,
+		  (unsigned long long)id, proto_code_name(err->code), err->message);
+	reply(c, PROTO_R_ERROR, &r);
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static region *find_region(conn *c, uint64_t id, uint32_t *index)
+{
+	for (uint32_t i = 0; i < c->nregs; i++)
+		if (c->regs[i]->id == id) {
+			if (index)
+				*index = i;
+			return c->regs[i];
+		}
+	return NULL;
+}
+
+static int region_size_cb(void *ctx, uint64_t id, uint64_t *size)
+{
+	region *r = find_region(ctx, id, NULL);
+	if (!r)
+		return -1;
+	*size = r->size;
+	return 0;
+}
+
+static void op_hello(conn *c, const proto_request *q)
+{
+	server *s = c->srv;
+	proto_reply *r = calloc(1, sizeof(*r));
+	if (!r)
+		return;
+	r->id = q->id;
+	r->ok = true;
+	r->hello.version = PROTO_VERSION;
+	snprintf(r->hello.server, sizeof(r->hello.server), "vkgradd %s", VKG_VERSION);
+	r->hello.device = s->dev->info;
+	r->hello.limits = s->limits;
+	for (unsigned i = 0; i < kreg_count && i < PROTO_MAX_KERNELS; i++) {
+		proto_kernel_info *k = &r->hello.kernels[r->hello.n_kernels++];
+		snprintf(k->name, sizeof(k->name), "%s", kreg_entries[i].name);
+		snprintf(k->domain, sizeof(k->domain), "%s", kreg_entries[i].domain);
+		snprintf(k->variant, sizeof(k->variant), "%s", kreg_entries[i].variant);
+		snprintf(k->dtype, sizeof(k->dtype), "%s", kreg_entries[i].dtype);
+		snprintf(k->status, sizeof(k->status), "%s", kreg_entries[i].status);
+	}
+	if (q->client[0])
+		log_info("client pid %d says hello as '%s'", (int)c->cred.pid, q->client);
+	reply(c, PROTO_R_HELLO, r);
+	free(r);
+}
+
+static void op_stats(conn *c, const proto_request *q)
+{
+	server *s = c->srv;
+	const engine *e = &s->eng;
+	proto_reply r = {.id = q->id, .ok = true};
+	proto_stats *st = &r.stats;
+	st->uptime_s = (double)(engine_now_ns() - s->started_ns) / 1e9;
+	st->clients = s->nconns;
+	st->regions = region_count;
+	st->region_bytes = region_bytes;
+	st->jobs_done = e->jobs_done;
+	st->jobs_failed = e->jobs_failed;
+	st->batches = e->batches;
+	st->jobs_per_batch_avg = e->batches ? (double)e->jobs_in_batches / (double)e->batches : 0;
+	st->pipelines = s->pl->built;
+	st->pipeline_cache_hits = s->pl->cache_hits;
+	st->jobs_queued = e->queued;
+	st->jobs_running = e->running;
+	st->host_imports = region_imports;
+	st->staged_regions = region_staged;
+	st->validation_errors = atomic_load(&s->dev->validation_errors);
+	reply(c, PROTO_R_STATS, &r);
+}
+
+static void op_register(conn *c, const proto_request *q, int fd)
+{
+	server *s = c->srv;
+	proto_err err;
+	region *r = NULL;
+	if (c->nregs >= s->limits.max_regions) {
+		close(fd);
+		proto_fail(&err, PROTO_LIMIT, "register: this connection already has max_regions = %u regions",
+			   s->limits.max_regions);
+		goto fail;
+	}
+	if (q->size > s->limits.max_region_bytes) {
+		close(fd);
+		proto_fail(&err, PROTO_LIMIT, "register: key 'size' = %llu exceeds max_region_bytes %llu",
+			   (unsigned long long)q->size, (unsigned long long)s->limits.max_region_bytes);
+		goto fail;
+	}
+	if (s->total_region_bytes + q->size > s->cfg->max_total_region_bytes) {
+		close(fd);
+		proto_fail(&err, PROTO_LIMIT,
+			   "register: key 'size' = %llu would pass the daemon's max_total_region_bytes %llu",
+			   (unsigned long long)q->size, (unsigned long long)s->cfg->max_total_region_bytes);
+		goto fail;
+	}
+	if (c->nregs == c->regs_cap) {
+		uint32_t cap = c->regs_cap ? c->regs_cap * 2 : 8;
+		region **nr = realloc(c->regs, cap * sizeof(*nr));
+		if (!nr) {
+			close(fd);
+			proto_fail(&err, PROTO_INTERNAL, "register: out of memory");
+			goto fail;
+		}
+		c->regs = nr;
+		c->regs_cap = cap;
+	}
+	if (region_create(&r, s->dev, fd, q->size, !s->cfg->no_host_import, &err) != 0)
+		goto fail;
+	r->id = ++c->next_region;
+	c->regs[c->nregs++] = r;
+	c->region_bytes += r->size;
+	s->total_region_bytes += r->size;
+	log_debug("client pid %d: region %llu, %llu bytes, %s", (int)c->cred.pid,
+		  (unsigned long long)r->id, (unsigned long long)r->size,
+		  r->staged ? "staged" : "imported");
+	proto_reply rep = {.id = q->id, .ok = true, .region = r->id};
+	reply(c, PROTO_R_REGISTER, &rep);
+	return;
+fail:
+	reply_err(c, q->id, &err);
+}
+
+static void unregister_done(void *ctx, uint64_t id)
+{
+	conn *c = ctx;
+	reply_ok(c, id); /* no-op when the connection closed meanwhile */
+	conn_unref(c);
+}
+
+static void op_unregister(conn *c, const proto_request *q)
+{
+	uint32_t i;
+	region *r = find_region(c, q->region, &i);
+	if (!r) {
+		proto_err err;
+		proto_fail(&err, PROTO_BAD_REGION,
+			   "unregister: key 'region' = %llu is not registered on this connection",
+			   (unsigned long long)q->region);
+		reply_err(c, q->id, &err);
+		return;
+	}
+	c->regs[i] = c->regs[--c->nregs];
+	c->region_bytes -= r->size;
+	c->srv->total_region_bytes -= r->size;
+	conn_ref(c);
+	r->on_release = unregister_done;
+	r->release_ctx = c;
+	r->release_arg = q->id;
+	region_unref(r); /* replies now, or when the last job using it ends */
+}
+
+static void op_linear_backward(conn *c, const proto_request *q)
+{
+	server *s = c->srv;
+	proto_err err;
+	uint64_t bytes[PROTO_T_COUNT];
+	if (q->dtype != PROTO_F32) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: dtype '%s' is not served by this daemon (f32 only)",
+			   proto_dtype_name(q->dtype));
+		goto fail;
+	}
+	if (c->inflight >= s->limits.max_inflight) {
+		proto_fail(&err, PROTO_LIMIT,
+			   "linear_backward: this connection has max_inflight = %u jobs queued or running",
+			   s->limits.max_inflight);
+		goto fail;
+	}
+	if (proto_job_check(q, &s->limits, region_size_cb, c, bytes, &err) != 0)
+		goto fail;
+	job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		proto_fail(&err, PROTO_INTERNAL, "linear_backward: out of memory");
+		goto fail;
+	}
+	j->owner = c;
+	j->req = *q;
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		j->bytes[t] = bytes[t];
+		if (q->t[t].present) {
+			j->reg[t] = find_region(c, q->t[t].region, NULL);
+			region_ref(j->reg[t]);
+		}
+	}
+	conn_ref(c);
+	c->inflight++;
+	engine_enqueue(&s->eng, j);
+	engine_pump(&s->eng);
+	return;
+fail:
+	reply_err(c, q->id, &err);
+}
+
+void conn_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
+		   uint64_t gpu_us, uint32_t batch_jobs)
+{
+	conn *c = j->owner;
+	c->inflight--;
+	if (code == PROTO_OK) {
+		proto_reply r = {.id = j->req.id, .ok = true, .queued_us = queued_us,
+				 .gpu_us = gpu_us, .batch_jobs = batch_jobs};
+		reply(c, PROTO_R_JOB, &r);
+	} else {
+		proto_err err;
+		proto_fail(&err, code, "linear_backward: %s", msg);
+		reply_err(c, j->req.id, &err);
+	}
+	conn_unref(c);
+}
+
+/* ---- input ------------------------------------------------------------------ */
+
+/* Take the descriptor that came with the frame [fs, fe): the oldest one,
+ * when it arrived with bytes of this frame. Returns -1 when none did. */
+static int take_fd(conn *c, uint64_t fs)
+{
+	if (c->nfds == 0 || c->fd_pos[0] <= fs)
+		return -1;
+	int fd = c->fds[0];
+	c->nfds--;
+	memmove(c->fds, c->fds + 1, c->nfds * sizeof(int));
+	memmove(c->fd_pos, c->fd_pos + 1, c->nfds * sizeof(uint64_t));
+	return fd;
+}
+
+/* Close descriptors whose chunk ended inside or before this frame: nothing
+ * else can claim them. Returns how many. */
+static unsigned drop_fds_upto(conn *c, uint64_t fe)
+{
+	unsigned n = 0;
+	while (c->nfds > 0 && c->fd_pos[0] <= fe) {
+		close(c->fds[0]);
+		c->nfds--;
+		memmove(c->fds, c->fds + 1, c->nfds * sizeof(int));
+		memmove(c->fd_pos, c->fd_pos + 1, c->nfds * sizeof(uint64_t));
+		n++;
+	}
+	return n;
+}
+
+/* One whole frame body at stream offsets [fs, fe). Returns false when the
+ * connection must stop reading (protocol error). */
+static bool conn_dispatch(conn *c, const uint8_t *body, uint32_t len, uint64_t fs, uint64_t fe)
+{
+	proto_request q;
+	proto_err err;
+	uint64_t id = 0;
+	int rc = proto_request_decode(body, len, &q, &id, &err);
+	if (rc != 0 && err.code == PROTO_BAD_FRAME) {
+		drop_fds_upto(c, fe);
+		reply_err(c, 0, &err);
+		log_info("client pid %d: protocol error: %s", (int)c->cred.pid, err.message);
+		c->close_after_flush = true;
+		flush_out(c);
+		return false;
+	}
+	int fd = -1;
+	if (rc == 0 && q.op == PROTO_OP_REGISTER) {
+		fd = take_fd(c, fs);
+		if (fd < 0) {
+			rc = proto_fail(&err, PROTO_BAD_REQUEST,
+					"register: exactly one descriptor must be attached (SCM_RIGHTS) to the frame; none came");
+		} else if (drop_fds_upto(c, fe) > 0) {
+			close(fd);
+			fd = -1;
+			rc = proto_fail(&err, PROTO_BAD_REQUEST,
+					"register: exactly one descriptor must be attached to the frame; more came");
+		}
+	} else {
+		unsigned stray = drop_fds_upto(c, fe);
+		if (stray && rc == 0)
+			rc = proto_fail(&err, PROTO_BAD_REQUEST,
+					"%s: %u descriptor(s) came with a frame that takes none; closed",
+					proto_op_name(q.op), stray);
+	}
+	if (rc != 0) {
+		reply_err(c, id, &err);
+		return true;
+	}
+	switch (q.op) {
+	case PROTO_OP_HELLO: op_hello(c, &q); break;
+	case PROTO_OP_REGISTER: op_register(c, &q, fd); break;
+	case PROTO_OP_UNREGISTER: op_unregister(c, &q); break;
+	case PROTO_OP_LINEAR_BACKWARD: op_linear_backward(c, &q); break;
+	case PROTO_OP_STATS: op_stats(c, &q); break;
+	case PROTO_OP_PING: reply_ok(c, q.id); break;
+	default: break;
+	}
+	return true;
+}
+
+static void conn_read(conn *c)
+{
+	uint8_t buf[CONN_READ_CHUNK];
+	union {
+		char b[CMSG_SPACE(CONN_CMSG_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+			    .msg_controllen = sizeof(cm.b)};
+	ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		conn_close(c, strerror(errno));
+		return;
+	}
+	/* collect every descriptor first so that none can leak on any path */
+	int got[CONN_CMSG_FDS * 2];
+	unsigned ngot = 0;
+	bool bad_cmsg = false;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) {
+			bad_cmsg = true;
+			continue;
+		}
+		size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		int tmp[CONN_CMSG_FDS * 2];
+		if (k > CONN_CMSG_FDS * 2)
+			k = CONN_CMSG_FDS * 2;
+		memcpy(tmp, CMSG_DATA(h), k * sizeof(int));
+		for (size_t i = 0; i < k; i++) {
+			if (ngot < CONN_CMSG_FDS * 2)
+				got[ngot++] = tmp[i];
+			else
+				close(tmp[i]);
+		}
+	}
+	if ((mh.msg_flags & MSG_CTRUNC) || bad_cmsg || c->nfds + ngot > CONN_MAX_FDS) {
+		for (unsigned i = 0; i < ngot; i++)
+			close(got[i]);
+		conn_close(c, (mh.msg_flags & MSG_CTRUNC) ? "too many descriptors in one message"
+							: "too many descriptors held");
+		return;
+	}
+	if (n == 0) {
+		for (unsigned i = 0; i < ngot; i++)
+			close(got[i]);
+		conn_close(c, "peer closed");
+		return;
+	}
+	c->rx_pos += (uint64_t)n;
+	for (unsigned i = 0; i < ngot; i++) {
+		c->fds[c->nfds] = got[i];
+		c->fd_pos[c->nfds++] = c->rx_pos;
+	}
+	if (proto_framer_push(&c->fr, buf, (size_t)n) != 0) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	conn_ref(c); /* a dispatch may close c */
+	for (;;) {
+		const uint8_t *body;
+		uint32_t len;
+		int rc = proto_framer_next(&c->fr, &body, &len);
+		if (rc == 0)
+			break;
+		if (rc < 0) {
+			proto_err err;
+			proto_fail(&err, PROTO_BAD_FRAME,
+				   "frame length is 0 or above max_frame %u; closing",
+				   c->srv->limits.max_frame);
+			drop_fds(c);
+			reply_err(c, 0, &err);
+			c->close_after_flush = true;
+			flush_out(c);
+			break;
+		}
+		uint64_t fs = c->frame_pos, fe = fs + PROTO_FRAME_HDR + len;
+		c->frame_pos = fe;
+		if (!conn_dispatch(c, body, len, fs, fe) || !c->open)
+			break;
+	}
+	if (c->open)
+		update_poll(c);
+	conn_unref(c);
+}
+
+static void conn_poll_cb(uv_poll_t *h, int status, int events)
+{
+	conn *c = h->data;
+	if (status < 0) {
+		conn_close(c, uv_strerror(status));
+		return;
+	}
+	if (c->open && (events & UV_WRITABLE))
+		flush_out(c);
+	if (c->open && (events & UV_READABLE) && !c->close_after_flush && !c->srv->draining)
+		conn_read(c);
+}

@@ -1,0 +1,58 @@
+/* daemon/conn.h — one client connection: bytes and descriptors in through
+ * recvmsg, frames out of the framer, requests dispatched to ops, replies
+ * queued out. The connection owns its regions table. */
+#ifndef VKG_DAEMON_CONN_H
+#define VKG_DAEMON_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <uv.h>
+
+#include "engine.h"
+#include "frame.h"
+#include "region.h"
+
+typedef struct server server;
+typedef struct conn conn;
+
+#define CONN_MAX_FDS 16 /* descriptors held at once, waiting for their frame */
+
+struct conn {
+	conn *prev, *next;     /* server's list */
+	server *srv;
+	int fd;
+	uv_poll_t poll;
+	unsigned refs;         /* the server's list + one per job + pending unregisters */
+	bool open;             /* false once closing started */
+	bool close_after_flush;
+	bool want_write;
+	struct ucred cred;
+	proto_framer fr;
+	uint64_t rx_pos;       /* stream bytes received */
+	uint64_t frame_pos;    /* stream offset of the next frame to dispatch */
+	int fds[CONN_MAX_FDS]; /* received descriptors, oldest first */
+	uint64_t fd_pos[CONN_MAX_FDS]; /* rx_pos after the chunk that brought each */
+	unsigned nfds;
+	uint8_t *out;          /* replies not yet written */
+	size_t out_len, out_cap, out_off;
+	region **regs;         /* regions table, by insertion */
+	uint32_t nregs, regs_cap;
+	uint64_t next_region;
+	uint64_t region_bytes;
+	uint32_t inflight;     /* queued + running jobs */
+};
+
+/* Take an accepted socket. Returns 0, or -1 (fd closed). */
+int conn_open(server *s, int fd);
+/* Start closing: stop I/O, release the regions table. */
+void conn_close(conn *c, const char *why);
+void conn_ref(conn *c);
+void conn_unref(conn *c);
+
+/* engine_done_fn for the engine: replies to the job's connection. */
+void conn_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
+		   uint64_t gpu_us, uint32_t batch_jobs);
+
+#endif

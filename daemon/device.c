@@ -1,0 +1,307 @@
+/* daemon/device.c — see device.h. */
+#include "device.h"
+
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+					       VkDebugUtilsMessageTypeFlagsEXT type,
+					       const VkDebugUtilsMessengerCallbackDataEXT *data,
+					       void *user)
+{
+	(void)type;
+	device *d = user;
+	if (sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+		atomic_fetch_add(&d->validation_errors, 1);
+		log_err("vulkan validation: %s", data->pMessage);
+	} else if (sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+		log_warn("vulkan validation: %s", data->pMessage);
+	}
+	return VK_FALSE;
+}
+
+static bool has_ext(VkPhysicalDevice p, const char *name)
+{
+	uint32_t n = 0;
+	vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL);
+	VkExtensionProperties *e = calloc(n ? n : 1, sizeof(*e));
+	if (!e)
+		return false;
+	vkEnumerateDeviceExtensionProperties(p, NULL, &n, e);
+	bool found = false;
+	for (uint32_t i = 0; i < n && !found; i++)
+		found = strcmp(e[i].extensionName, name) == 0;
+	free(e);
+	return found;
+}
+
+static bool has_layer(const char *name)
+{
+	uint32_t n = 0;
+	vkEnumerateInstanceLayerProperties(&n, NULL);
+	VkLayerProperties *l = calloc(n ? n : 1, sizeof(*l));
+	if (!l)
+		return false;
+	vkEnumerateInstanceLayerProperties(&n, l);
+	bool found = false;
+	for (uint32_t i = 0; i < n && !found; i++)
+		found = strcmp(l[i].layerName, name) == 0;
+	free(l);
+	return found;
+}
+
+static const char *type_name(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+	case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+	default: return "other";
+	}
+}
+
+static int type_rank(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+	case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+	default: return 4;
+	}
+}
+
+/* A device we can use: Vulkan 1.2+, a compute queue, push descriptors. */
+static bool usable(VkPhysicalDevice p, uint32_t *qfam)
+{
+	VkPhysicalDeviceProperties pr;
+	vkGetPhysicalDeviceProperties(p, &pr);
+	if (pr.apiVersion < VK_API_VERSION_1_2 || !has_ext(p, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+		return false;
+	uint32_t n = 0;
+	vkGetPhysicalDeviceQueueFamilyProperties(p, &n, NULL);
+	VkQueueFamilyProperties q[16];
+	if (n > 16)
+		n = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(p, &n, q);
+	/* prefer a compute family, the first one with compute otherwise */
+	int best = -1;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT))
+			continue;
+		if (best < 0 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+			best = (int)i;
+		if (!(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+			break;
+	}
+	if (best < 0)
+		return false;
+	*qfam = (uint32_t)best;
+	return true;
+}
+
+int device_open(device *d, const char *want, bool validation, char *err, size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
+	const char *iext[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+	if (validation && !has_layer(layers[0])) {
+		snprintf(err, errlen, "validation requested but VK_LAYER_KHRONOS_validation is not installed");
+		return -1;
+	}
+	VkApplicationInfo app = {
+		.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+		.pApplicationName = "vkgradd",
+		.applicationVersion = 1,
+		.pEngineName = "vkgrad",
+		.apiVersion = VK_API_VERSION_1_2,
+	};
+	VkInstanceCreateInfo ici = {
+		.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+		.pApplicationInfo = &app,
+		.enabledLayerCount = validation ? 1 : 0,
+		.ppEnabledLayerNames = layers,
+		.enabledExtensionCount = validation ? 1 : 0,
+		.ppEnabledExtensionNames = iext,
+	};
+	VkResult r = vkCreateInstance(&ici, NULL, &d->instance);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkCreateInstance failed (VkResult %d)", r);
+		return -1;
+	}
+	if (validation) {
+		PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)
+			vkGetInstanceProcAddr(d->instance, "vkCreateDebugUtilsMessengerEXT");
+		VkDebugUtilsMessengerCreateInfoEXT mci = {
+			.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+			.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
+					   VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT,
+			.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+				       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+				       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+			.pfnUserCallback = debug_cb,
+			.pUserData = d,
+		};
+		if (create)
+			create(d->instance, &mci, NULL, &d->messenger);
+		log_info("Khronos validation layer enabled");
+	}
+
+	uint32_t n = 0;
+	vkEnumeratePhysicalDevices(d->instance, &n, NULL);
+	VkPhysicalDevice phys[16];
+	if (n > 16)
+		n = 16;
+	vkEnumeratePhysicalDevices(d->instance, &n, phys);
+	int pick = -1, pick_rank = 99;
+	uint32_t pick_q = 0;
+	char *end = NULL;
+	long idx = want && *want ? strtol(want, &end, 10) : -1;
+	bool by_index = want && *want && end && *end == 0;
+	for (uint32_t i = 0; i < n; i++) {
+		VkPhysicalDeviceProperties pr;
+		vkGetPhysicalDeviceProperties(phys[i], &pr);
+		uint32_t q;
+		bool ok = usable(phys[i], &q);
+		log_info("device %u: %s (%s)%s", i, pr.deviceName, type_name(pr.deviceType),
+			 ok ? "" : " — unusable: needs Vulkan 1.2, compute, VK_KHR_push_descriptor");
+		if (!ok)
+			continue;
+		if (by_index) {
+			if ((long)i == idx)
+				pick = (int)i, pick_q = q;
+		} else if (want && *want) {
+			if (pick < 0 && strstr(pr.deviceName, want))
+				pick = (int)i, pick_q = q;
+		} else if (type_rank(pr.deviceType) < pick_rank) {
+			pick = (int)i, pick_q = q, pick_rank = type_rank(pr.deviceType);
+		}
+	}
+	if (pick < 0) {
+		snprintf(err, errlen, "no usable Vulkan device%s%s%s", want && *want ? " matches '" : "",
+			 want && *want ? want : "", want && *want ? "'" : "");
+		goto fail;
+	}
+	d->phys = phys[pick];
+	d->queue_family = pick_q;
+	vkGetPhysicalDeviceProperties(d->phys, &d->props);
+	vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
+
+	VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+	VkPhysicalDeviceExternalMemoryHostPropertiesEXT hostp = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT,
+		.pNext = &drv,
+	};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+					  .pNext = &hostp};
+	d->host_import = has_ext(d->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	if (!d->host_import)
+		hostp.pNext = NULL, p2.pNext = &drv;
+	vkGetPhysicalDeviceProperties2(d->phys, &p2);
+	d->import_align = d->host_import ? hostp.minImportedHostPointerAlignment : 0;
+
+	VkPhysicalDeviceVulkan12Features f12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+	};
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
+	vkGetPhysicalDeviceFeatures2(d->phys, &f2);
+	if (!f12.timelineSemaphore) {
+		snprintf(err, errlen, "%s lacks timeline semaphores", d->props.deviceName);
+		goto fail;
+	}
+	VkPhysicalDeviceVulkan12Features en12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+		.timelineSemaphore = VK_TRUE,
+	};
+	float prio = 1.0f;
+	VkDeviceQueueCreateInfo qci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queueFamilyIndex = d->queue_family,
+		.queueCount = 1,
+		.pQueuePriorities = &prio,
+	};
+	const char *dext[3] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+	uint32_t ndext = 1;
+	if (d->host_import) {
+		dext[ndext++] = VK_KHR_EXTERNAL_MEMORY_EXTENSION_NAME;
+		dext[ndext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	}
+	VkDeviceCreateInfo dci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.pNext = &en12,
+		.queueCreateInfoCount = 1,
+		.pQueueCreateInfos = &qci,
+		.enabledExtensionCount = ndext,
+		.ppEnabledExtensionNames = dext,
+	};
+	r = vkCreateDevice(d->phys, &dci, NULL, &d->dev);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkCreateDevice(%s) failed (VkResult %d)", d->props.deviceName, r);
+		goto fail;
+	}
+	vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+	d->cmd_push_descriptor_set = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
+		d->dev, "vkCmdPushDescriptorSetKHR");
+	if (d->host_import)
+		d->get_host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
+			vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT");
+	if (!d->cmd_push_descriptor_set || (d->host_import && !d->get_host_pointer_props)) {
+		snprintf(err, errlen, "device entry points missing");
+		goto fail;
+	}
+	uint32_t nq = 0;
+	VkQueueFamilyProperties qf[16];
+	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, NULL);
+	if (nq > 16)
+		nq = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, qf);
+	d->timestamps = qf[d->queue_family].timestampValidBits > 0 && d->props.limits.timestampPeriod > 0;
+	d->timestamp_period = d->props.limits.timestampPeriod;
+
+	proto_device_info *in = &d->info;
+	snprintf(in->name, sizeof(in->name), "%.127s", d->props.deviceName);
+	in->vendor_id = d->props.vendorID;
+	in->device_id = d->props.deviceID;
+	snprintf(in->driver, sizeof(in->driver), "%.60s %.60s", drv.driverName, drv.driverInfo);
+	snprintf(in->api, sizeof(in->api), "%u.%u.%u", VK_API_VERSION_MAJOR(d->props.apiVersion),
+		 VK_API_VERSION_MINOR(d->props.apiVersion), VK_API_VERSION_PATCH(d->props.apiVersion));
+	snprintf(in->type, sizeof(in->type), "%s", type_name(d->props.deviceType));
+	log_notice("using device %d: %s (%s, %s, Vulkan %s), host-memory import %s", pick, in->name,
+		   in->type, in->driver, in->api,
+		   d->host_import ? "available" : "unavailable: staging copies");
+	return 0;
+fail:
+	device_close(d);
+	return -1;
+}
+
+void device_close(device *d)
+{
+	if (d->dev) {
+		vkDeviceWaitIdle(d->dev);
+		vkDestroyDevice(d->dev, NULL);
+	}
+	if (d->messenger) {
+		PFN_vkDestroyDebugUtilsMessengerEXT destroy = (PFN_vkDestroyDebugUtilsMessengerEXT)
+			vkGetInstanceProcAddr(d->instance, "vkDestroyDebugUtilsMessengerEXT");
+		if (destroy)
+			destroy(d->instance, d->messenger, NULL);
+	}
+	if (d->instance)
+		vkDestroyInstance(d->instance, NULL);
+	d->dev = NULL;
+	d->instance = NULL;
+	d->messenger = VK_NULL_HANDLE;
+}
+
+int device_memory_type(const device *d, uint32_t bits, VkMemoryPropertyFlags flags)
+{
+	for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
+		if ((bits & (1u << i)) && (d->mem.memoryTypes[i].propertyFlags & flags) == flags)
+			return (int)i;
+	return -1;
+}

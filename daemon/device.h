@@ -1,0 +1,42 @@
+/* daemon/device.h — the one Vulkan device the daemon owns: instance, chosen
+ * physical device, logical device, compute queue, and what it can do. */
+#ifndef VKG_DAEMON_DEVICE_H
+#define VKG_DAEMON_DEVICE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <vulkan/vulkan.h>
+
+#include "msg.h"
+
+typedef struct device {
+	VkInstance instance;
+	VkDebugUtilsMessengerEXT messenger;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	uint32_t queue_family;
+	VkPhysicalDeviceProperties props;
+	VkPhysicalDeviceMemoryProperties mem;
+	proto_device_info info;
+	bool host_import;          /* VK_EXT_external_memory_host enabled */
+	VkDeviceSize import_align; /* minImportedHostPointerAlignment */
+	float timestamp_period;    /* ns per tick */
+	bool timestamps;
+	PFN_vkCmdPushDescriptorSetKHR cmd_push_descriptor_set;
+	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props;
+	atomic_uint validation_errors; /* messages of severity error from the layer */
+} device;
+
+/* Open the device picked by `want` ("" = first discrete GPU, else integrated,
+ * else virtual, else CPU; a number = index; else a name substring). With
+ * validation, the Khronos validation layer is enabled and its errors are
+ * logged and counted. Returns 0, or -1 with a message in err. */
+int device_open(device *d, const char *want, bool validation, char *err, size_t errlen);
+void device_close(device *d);
+
+/* Index of a memory type in `bits` having all `flags`, or -1. */
+int device_memory_type(const device *d, uint32_t bits, VkMemoryPropertyFlags flags);
+
+#endif

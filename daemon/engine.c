@@ -1,0 +1,527 @@
+/* daemon/engine.c — see engine.h. */
+#include "engine.h"
+
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ENGINE_WAIT_NS 200000000ull /* completion thread re-checks `stop` this often */
+
+uint64_t engine_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool is_output(int t)
+{
+	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
+}
+
+/* ---- completion thread ---------------------------------------------------- */
+
+static void *completion_main(void *arg)
+{
+	engine *e = arg;
+	pthread_mutex_lock(&e->mu);
+	while (!e->stop) {
+		if (e->ring_done == e->ring_count) {
+			/* nothing in flight: sleep, no spinning */
+			pthread_cond_wait(&e->cv, &e->mu);
+			continue;
+		}
+		uint32_t si = e->ring[(e->ring_head + e->ring_done) % 16];
+		uint64_t value = e->slots[si].value;
+		pthread_mutex_unlock(&e->mu);
+		VkSemaphoreWaitInfo wi = {
+			.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+			.semaphoreCount = 1,
+			.pSemaphores = &e->timeline,
+			.pValues = &value,
+		};
+		VkResult r = vkWaitSemaphores(e->dev->dev, &wi, ENGINE_WAIT_NS);
+		pthread_mutex_lock(&e->mu);
+		if (r == VK_TIMEOUT)
+			continue;
+		if (r != VK_SUCCESS) {
+			log_err("waiting for batch %llu failed (VkResult %d)", (unsigned long long)value, r);
+			e->slots[si].failed = true;
+		}
+		e->ring_done++;
+		uv_async_send(&e->async);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+/* ---- finishing jobs --------------------------------------------------------- */
+
+static void job_free(job *j)
+{
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		region_unref(j->reg[t]);
+	free(j);
+}
+
+static void finish_slot(engine *e, engine_slot *s)
+{
+	uint64_t gpu_us = 0;
+	if (!s->failed && e->dev->timestamps) {
+		uint64_t ts[2] = {0, 0};
+		if (vkGetQueryPoolResults(e->dev->dev, s->queries, 0, 2, sizeof(ts), ts, sizeof(ts[0]),
+					  VK_QUERY_RESULT_64_BIT) == VK_SUCCESS && ts[1] >= ts[0])
+			gpu_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
+	}
+	/* regions used by this batch: one decrement each (marked when submitted) */
+	for (uint32_t i = 0; i < s->njobs; i++)
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			region *r = s->jobs[i]->reg[t];
+			if (r && r->finish_mark != s->value) {
+				r->inflight--;
+				r->finish_mark = s->value;
+			}
+		}
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		job *j = s->jobs[i];
+		if (!s->failed) {
+			/* staged outputs back into the client's memory, in job order */
+			for (int t = 0; t < PROTO_T_COUNT; t++) {
+				region *r = j->reg[t];
+				if (r && r->staged && is_output(t))
+					memcpy(r->map + j->req.t[t].offset, r->stage + j->req.t[t].offset,
+					       j->bytes[t]);
+			}
+			e->jobs_done++;
+			e->done(j, PROTO_OK, NULL, (j->t_submit_ns - j->t_queued_ns) / 1000, gpu_us,
+				s->njobs);
+		} else {
+			e->jobs_failed++;
+			e->done(j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
+				(j->t_submit_ns - j->t_queued_ns) / 1000, 0, s->njobs);
+		}
+		job_free(j);
+	}
+	e->running -= s->njobs;
+	s->njobs = 0;
+	s->busy = false;
+	s->failed = false;
+}
+
+static void async_cb(uv_async_t *h)
+{
+	engine *e = h->data;
+	for (;;) {
+		pthread_mutex_lock(&e->mu);
+		if (e->ring_done == 0) {
+			pthread_mutex_unlock(&e->mu);
+			break;
+		}
+		uint32_t si = e->ring[e->ring_head];
+		e->ring_head = (e->ring_head + 1) % 16;
+		e->ring_count--;
+		e->ring_done--;
+		pthread_mutex_unlock(&e->mu);
+		finish_slot(e, &e->slots[si]);
+	}
+	engine_pump(e);
+}
+
+/* ---- recording ------------------------------------------------------------ */
+
+typedef struct binding {
+	VkDescriptorBufferInfo info;
+	uint32_t elem_off;
+} binding;
+
+/* Bind a tensor from the aligned-down offset so any offset that is a multiple
+ * of the element size works; the remainder goes to the shader as elements. */
+static binding bind_tensor(const engine *e, const job *j, int t)
+{
+	const VkDeviceSize align = e->dev->props.limits.minStorageBufferOffsetAlignment;
+	uint64_t off = j->req.t[t].offset;
+	uint64_t base = off / align * align;
+	binding b = {
+		.info = {.buffer = j->reg[t]->buf, .offset = base, .range = off + j->bytes[t] - base},
+		.elem_off = (uint32_t)((off - base) / 4),
+	};
+	return b;
+}
+
+static binding bind_dummy(const engine *e)
+{
+	binding b = {.info = {.buffer = e->dummy, .offset = 0, .range = VK_WHOLE_SIZE}};
+	return b;
+}
+
+static void push_set(const engine *e, VkCommandBuffer cb, int k, const binding *b, uint32_t n)
+{
+	VkWriteDescriptorSet w[4];
+	for (uint32_t i = 0; i < n; i++)
+		w[i] = (VkWriteDescriptorSet){
+			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+			.dstBinding = i,
+			.descriptorCount = 1,
+			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+			.pBufferInfo = &b[i].info,
+		};
+	e->dev->cmd_push_descriptor_set(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->layout[k], 0, n, w);
+}
+
+static void barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags sa,
+		    VkPipelineStageFlags dst, VkAccessFlags da)
+{
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = sa, .dstAccessMask = da};
+	vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+static void record_job(engine *e, VkCommandBuffer cb, const job *j)
+{
+	const proto_request *q = &j->req;
+	const uint32_t max_y = e->dev->props.limits.maxComputeWorkGroupCount[1];
+	const uint32_t acc = q->accumulate ? 4u : 0u;
+	if (q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present) {
+		binding b[4] = {
+			bind_tensor(e, j, PROTO_T_X),
+			bind_tensor(e, j, PROTO_T_DY),
+			q->t[PROTO_T_DW].present ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e),
+			q->t[PROTO_T_DB].present ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e),
+		};
+		vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_PARAM]);
+		push_set(e, cb, KERN_PARAM, b, 4);
+		uint32_t pc[9] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
+				  b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
+				  (q->t[PROTO_T_DW].present ? 1u : 0u) | (q->t[PROTO_T_DB].present ? 2u : 0u) | acc,
+				  0};
+		uint32_t gx = q->t[PROTO_T_DW].present ? (uint32_t)((q->in + 31) / 32) : 1;
+		for (uint64_t o = 0; o < q->out; o += max_y) {
+			pc[8] = (uint32_t)o;
+			vkCmdPushConstants(cb, e->pl->layout[KERN_PARAM], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+					   sizeof(pc), pc);
+			uint64_t gy = q->out - o < max_y ? q->out - o : max_y;
+			vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
+		}
+	}
+	if (q->t[PROTO_T_DX].present) {
+		binding b[3] = {bind_tensor(e, j, PROTO_T_DY), bind_tensor(e, j, PROTO_T_W),
+				bind_tensor(e, j, PROTO_T_DX)};
+		vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_INPUT]);
+		push_set(e, cb, KERN_INPUT, b, 3);
+		uint32_t pc[8] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
+				  b[1].elem_off, b[2].elem_off, acc, 0};
+		uint32_t gx = (uint32_t)((q->in + 15) / 16);
+		uint64_t rows = (q->batch + 15) / 16;
+		for (uint64_t y = 0; y < rows; y += max_y) {
+			pc[7] = (uint32_t)(y * 16);
+			vkCmdPushConstants(cb, e->pl->layout[KERN_INPUT], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+					   sizeof(pc), pc);
+			uint64_t gy = rows - y < max_y ? rows - y : max_y;
+			vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
+		}
+	}
+}
+
+/* Does j need a barrier before it, given what the batch did since the last
+ * one? Conservative at region granularity: writes after reads or writes, and
+ * reads after writes, of the same region. */
+static bool needs_barrier(const engine *e, const job *j)
+{
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		const region *r = j->reg[t];
+		if (!r)
+			continue;
+		if (r->w_epoch == e->epoch || (is_output(t) && r->r_epoch == e->epoch))
+			return true;
+	}
+	return false;
+}
+
+static void mark_touched(const engine *e, job *j)
+{
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		region *r = j->reg[t];
+		if (!r)
+			continue;
+		if (is_output(t))
+			r->w_epoch = e->epoch;
+		else
+			r->r_epoch = e->epoch;
+	}
+}
+
+/* May j join a batch now? A staged region mirrors the client's memory for
+ * one batch at a time, so a job using one that is in flight waits. */
+static bool can_take(const job *j)
+{
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		if (j->reg[t] && j->reg[t]->staged && j->reg[t]->inflight)
+			return false;
+	return true;
+}
+
+static void submit_slot(engine *e, uint32_t si)
+{
+	engine_slot *s = &e->slots[si];
+	VkCommandBuffer cb = s->cb;
+	vkResetCommandPool(e->dev->dev, s->pool, 0);
+	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+	vkBeginCommandBuffer(cb, &bi);
+	if (e->dev->timestamps) {
+		vkCmdResetQueryPool(cb, s->queries, 0, 2);
+		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries, 0);
+	}
+	/* take jobs from the head of the queue, in order */
+	bool after_inflight = false;
+	while (e->q_head && s->njobs < e->cfg->max_batch_jobs && can_take(e->q_head)) {
+		job *j = e->q_head;
+		e->q_head = j->next;
+		if (!e->q_head)
+			e->q_tail = NULL;
+		j->next = NULL;
+		e->queued--;
+		s->jobs[s->njobs++] = j;
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			if (j->reg[t] && j->reg[t]->inflight)
+				after_inflight = true;
+	}
+	/* earlier batches still running touch some of these regions: order this
+	 * batch after them (a barrier's first scope includes earlier submissions) */
+	if (after_inflight)
+		barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+			VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+			VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+	e->epoch++;
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		job *j = s->jobs[i];
+		if (needs_barrier(e, j)) {
+			barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
+				VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+				VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+			e->epoch++;
+		}
+		record_job(e, cb, j);
+		mark_touched(e, j);
+	}
+	/* outputs visible to the host (the client's mapping) at completion */
+	barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+		VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+	if (e->dev->timestamps)
+		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->queries, 1);
+	vkEndCommandBuffer(cb);
+
+	/* staged regions: the client's current bytes into the mirror */
+	uint64_t now = engine_now_ns();
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		job *j = s->jobs[i];
+		j->t_submit_ns = now;
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			region *r = j->reg[t];
+			if (r && r->staged && (!is_output(t) || j->req.accumulate))
+				memcpy(r->stage + j->req.t[t].offset, r->map + j->req.t[t].offset,
+				       j->bytes[t]);
+		}
+	}
+	s->value = ++e->next_value;
+	s->busy = true;
+	e->running += s->njobs;
+	e->batches++;
+	e->jobs_in_batches += s->njobs;
+	for (uint32_t i = 0; i < s->njobs; i++)
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			region *r = s->jobs[i]->reg[t];
+			if (r && r->submit_mark != s->value) {
+				r->inflight++;
+				r->submit_mark = s->value;
+			}
+		}
+	VkTimelineSemaphoreSubmitInfo tsi = {
+		.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+		.signalSemaphoreValueCount = 1,
+		.pSignalSemaphoreValues = &s->value,
+	};
+	VkSubmitInfo si_ = {
+		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+		.pNext = &tsi,
+		.commandBufferCount = 1,
+		.pCommandBuffers = &cb,
+		.signalSemaphoreCount = 1,
+		.pSignalSemaphores = &e->timeline,
+	};
+	VkResult r = vkQueueSubmit(e->dev->queue, 1, &si_, VK_NULL_HANDLE);
+	if (r != VK_SUCCESS) {
+		log_err("vkQueueSubmit failed (VkResult %d); %u job(s) fail", r, s->njobs);
+		s->failed = true;
+		/* nothing will signal s->value: give the value back and finish the
+		 * slot right here */
+		e->next_value--;
+		finish_slot(e, s);
+		return;
+	}
+	pthread_mutex_lock(&e->mu);
+	e->ring[(e->ring_head + e->ring_count) % 16] = si;
+	e->ring_count++;
+	pthread_cond_signal(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+void engine_pump(engine *e)
+{
+	while (e->q_head && can_take(e->q_head)) {
+		uint32_t si = e->nslots;
+		for (uint32_t i = 0; i < e->nslots; i++)
+			if (!e->slots[i].busy) {
+				si = i;
+				break;
+			}
+		if (si == e->nslots)
+			return;
+		submit_slot(e, si);
+	}
+}
+
+void engine_enqueue(engine *e, job *j)
+{
+	j->next = NULL;
+	j->t_queued_ns = engine_now_ns();
+	if (e->q_tail)
+		e->q_tail->next = j;
+	else
+		e->q_head = j;
+	e->q_tail = j;
+	e->queued++;
+}
+
+bool engine_idle(const engine *e)
+{
+	return e->queued == 0 && e->running == 0;
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
+		const config *cfg, engine_done_fn done, char *err, size_t errlen)
+{
+	memset(e, 0, sizeof(*e));
+	e->dev = d;
+	e->pl = pl;
+	e->cfg = cfg;
+	e->done = done;
+	e->nslots = cfg->inflight_batches;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
+	VkSemaphoreTypeCreateInfo stci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+					  .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+	VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &stci};
+	if (vkCreateSemaphore(d->dev, &sci, NULL, &e->timeline) != VK_SUCCESS) {
+		snprintf(err, errlen, "creating the timeline semaphore failed");
+		return -1;
+	}
+	/* a small device buffer bound in place of outputs a job does not ask for;
+	 * the kernels never write it (their flags say so) */
+	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 256,
+				  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+	if (vkCreateBuffer(d->dev, &bci, NULL, &e->dummy) != VK_SUCCESS)
+		goto fail;
+	VkMemoryRequirements req;
+	vkGetBufferMemoryRequirements(d->dev, e->dummy, &req);
+	int mt = device_memory_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+	if (mt < 0)
+		mt = device_memory_type(d, req.memoryTypeBits, 0);
+	VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+				    .allocationSize = req.size, .memoryTypeIndex = (uint32_t)mt};
+	if (mt < 0 || vkAllocateMemory(d->dev, &mai, NULL, &e->dummy_mem) != VK_SUCCESS ||
+	    vkBindBufferMemory(d->dev, e->dummy, e->dummy_mem, 0) != VK_SUCCESS)
+		goto fail;
+	e->slots = calloc(e->nslots, sizeof(*e->slots));
+	if (!e->slots)
+		goto fail;
+	for (uint32_t i = 0; i < e->nslots; i++) {
+		engine_slot *s = &e->slots[i];
+		VkCommandPoolCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+						.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+						.queueFamilyIndex = d->queue_family};
+		if (vkCreateCommandPool(d->dev, &cpci, NULL, &s->pool) != VK_SUCCESS)
+			goto fail;
+		VkCommandBufferAllocateInfo cbai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+						    .commandPool = s->pool,
+						    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+						    .commandBufferCount = 1};
+		if (vkAllocateCommandBuffers(d->dev, &cbai, &s->cb) != VK_SUCCESS)
+			goto fail;
+		VkQueryPoolCreateInfo qpci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+					      .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2};
+		if (d->timestamps && vkCreateQueryPool(d->dev, &qpci, NULL, &s->queries) != VK_SUCCESS)
+			goto fail;
+		s->jobs = calloc(cfg->max_batch_jobs, sizeof(*s->jobs));
+		if (!s->jobs)
+			goto fail;
+	}
+	uv_async_init(loop, &e->async, async_cb);
+	e->async.data = e;
+	if (pthread_create(&e->thread, NULL, completion_main, e) != 0) {
+		uv_close((uv_handle_t *)&e->async, NULL);
+		goto fail;
+	}
+	e->thread_started = true;
+	return 0;
+fail:
+	snprintf(err, errlen, "creating the engine's Vulkan objects failed");
+	engine_destroy(e);
+	return -1;
+}
+
+void engine_destroy(engine *e)
+{
+	if (e->dev && e->dev->dev)
+		vkDeviceWaitIdle(e->dev->dev);
+	if (e->thread_started) {
+		pthread_mutex_lock(&e->mu);
+		e->stop = true;
+		pthread_cond_signal(&e->cv);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(e->thread, NULL);
+		e->thread_started = false;
+		/* the GPU is idle: finish whatever completed but was not yet handed over */
+		while (e->ring_count) {
+			uint32_t si = e->ring[e->ring_head];
+			e->ring_head = (e->ring_head + 1) % 16;
+			e->ring_count--;
+			finish_slot(e, &e->slots[si]);
+		}
+		e->ring_done = 0;
+		if (!uv_is_closing((uv_handle_t *)&e->async))
+			uv_close((uv_handle_t *)&e->async, NULL);
+	}
+	while (e->q_head) {
+		job *j = e->q_head;
+		e->q_head = j->next;
+		e->queued--;
+		e->jobs_failed++;
+		e->done(j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
+		job_free(j);
+	}
+	e->q_tail = NULL;
+	const device *d = e->dev;
+	for (uint32_t i = 0; e->slots && i < e->nslots; i++) {
+		engine_slot *s = &e->slots[i];
+		if (s->queries)
+			vkDestroyQueryPool(d->dev, s->queries, NULL);
+		if (s->pool)
+			vkDestroyCommandPool(d->dev, s->pool, NULL);
+		free(s->jobs);
+	}
+	free(e->slots);
+	e->slots = NULL;
+	if (e->dummy)
+		vkDestroyBuffer(d->dev, e->dummy, NULL);
+	if (e->dummy_mem)
+		vkFreeMemory(d->dev, e->dummy_mem, NULL);
+	if (e->timeline)
+		vkDestroySemaphore(d->dev, e->timeline, NULL);
+	e->dummy = VK_NULL_HANDLE;
+	e->dummy_mem = VK_NULL_HANDLE;
+	e->timeline = VK_NULL_HANDLE;
+}

@@ -1,0 +1,96 @@
+/* daemon/engine.h — where jobs become GPU work.
+ *
+ * The loop thread enqueues validated jobs. Whenever a submission slot is
+ * free, engine_pump() records every queued job it may take (up to
+ * max_batch_jobs) into that slot's command buffer, with a barrier only before
+ * a job whose regions an earlier job of the batch wrote (or reads what it
+ * writes), and submits it signalling the next value of one timeline
+ * semaphore. A completion thread waits for those values and wakes the loop
+ * (uv_async_t); the loop copies staged outputs back, answers each job
+ * through the done callback, drops region references and pumps again. GPU
+ * waits therefore never block the loop. */
+#ifndef VKG_DAEMON_ENGINE_H
+#define VKG_DAEMON_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "device.h"
+#include "msg.h"
+#include "pipelines.h"
+#include "region.h"
+
+typedef struct job job;
+struct job {
+	job *next;
+	void *owner;            /* the connection; opaque here */
+	proto_request req;
+	region *reg[PROTO_T_COUNT]; /* one reference per present tensor */
+	uint64_t bytes[PROTO_T_COUNT];
+	uint64_t t_queued_ns;
+	uint64_t t_submit_ns;
+};
+
+/* Called on the loop thread once per job: code PROTO_OK with timings, or a
+ * failure. The engine frees the job and its region references afterwards. */
+typedef void (*engine_done_fn)(job *j, proto_code code, const char *msg, uint64_t queued_us,
+			       uint64_t gpu_us, uint32_t batch_jobs);
+
+typedef struct engine_slot {
+	VkCommandPool pool;
+	VkCommandBuffer cb;
+	VkQueryPool queries;
+	job **jobs;
+	uint32_t njobs;
+	uint64_t value;     /* timeline value signalled when done */
+	bool busy;
+	bool failed;        /* the wait reported device loss */
+} engine_slot;
+
+typedef struct engine {
+	const device *dev;
+	const pipelines *pl;
+	const config *cfg;
+	engine_done_fn done;
+	VkSemaphore timeline;
+	uint64_t next_value;
+	VkBuffer dummy;           /* bound where a kernel's output is not asked for */
+	VkDeviceMemory dummy_mem;
+	engine_slot *slots;
+	uint32_t nslots;
+	job *q_head, *q_tail;
+	uint32_t queued, running;
+	uint64_t epoch;           /* barrier generation inside the batch being recorded */
+	/* submitted slots in submission order; shared with the completion thread */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint32_t ring[16];
+	uint32_t ring_head, ring_count, ring_done;
+	bool stop;
+	pthread_t thread;
+	bool thread_started;
+	uv_async_t async;
+	/* stats */
+	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
+} engine;
+
+int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
+		const config *cfg, engine_done_fn done, char *err, size_t errlen);
+/* Stops the completion thread after the GPU is idle and frees everything;
+ * every job still queued is answered with `internal` first. The caller
+ * closes e->async's handle by running the loop afterwards. */
+void engine_destroy(engine *e);
+
+/* Takes ownership of j (and its region references). */
+void engine_enqueue(engine *e, job *j);
+/* Record and submit as many batches as free slots allow. */
+void engine_pump(engine *e);
+bool engine_idle(const engine *e);
+
+uint64_t engine_now_ns(void);
+
+#endif

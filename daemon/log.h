@@ -1,0 +1,21 @@
+/* daemon/log.h — one line per event on stderr. Levels follow syslog's
+ * numbering; when stderr is the journal ($JOURNAL_STREAM) lines carry the
+ * "<N>" prefix journald understands, otherwise a plain level word. */
+#ifndef VKG_DAEMON_LOG_H
+#define VKG_DAEMON_LOG_H
+
+enum { LOG_ERR = 3, LOG_WARN = 4, LOG_NOTICE = 5, LOG_INFO = 6, LOG_DEBUG = 7 };
+
+void log_init(int level);
+int log_level(void);
+/* Parses "error|warn|notice|info|debug" or a digit; -1 when unknown. */
+int log_parse_level(const char *s);
+void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_notice(...) log_msg(LOG_NOTICE, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,61 @@
+/* daemon/main.c — vkgradd: parse settings, open the device, build the
+ * pipelines, serve until SIGTERM/SIGINT, save the cache, exit. */
+#include "config.h"
+#include "device.h"
+#include "log.h"
+#include "pipelines.h"
+#include "server.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+	config cfg;
+	config_defaults(&cfg);
+	int rc = config_parse_args(&cfg, argc, argv);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	log_init(cfg.log_level);
+	signal(SIGPIPE, SIG_IGN);
+	log_notice("vkgradd %s starting", VKG_VERSION);
+
+	const char *v = getenv("VKGRAD_VALIDATION");
+	bool validation = v && strcmp(v, "1") == 0;
+	char err[256];
+	device dev;
+	if (device_open(&dev, cfg.device, validation, err, sizeof(err)) != 0) {
+		log_err("%s", err);
+		return 1;
+	}
+	pipelines pl;
+	if (pipelines_init(&pl, &dev, cfg.cache_dir, err, sizeof(err)) != 0) {
+		log_err("%s", err);
+		pipelines_destroy(&pl, &dev);
+		device_close(&dev);
+		return 1;
+	}
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	server srv;
+	rc = 1;
+	if (server_start(&srv, &loop, &cfg, &dev, &pl) == 0) {
+		log_notice("ready");
+		uv_run(&loop, UV_RUN_DEFAULT);
+		rc = 0;
+	}
+	server_destroy(&srv);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	if (uv_loop_close(&loop) != 0)
+		log_warn("event loop closed with handles still open");
+	unsigned verr = atomic_load(&dev.validation_errors);
+	pipelines_save(&pl, &dev);
+	pipelines_destroy(&pl, &dev);
+	device_close(&dev);
+	if (verr)
+		log_err("%u Vulkan validation error(s) were reported", verr);
+	log_notice("stopped");
+	return rc;
+}

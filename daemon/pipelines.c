@@ -1,0 +1,272 @@
+/* daemon/pipelines.c — see pipelines.h. */
+#include "pipelines.h"
+
+#include "kernel_registry.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CACHE_MAX_BYTES (64u << 20)
+
+static const struct {
+	const char *name;
+	uint32_t bindings;
+	uint32_t push_bytes;
+} kern_desc[KERN_COUNT] = {
+	[KERN_PARAM] = {"linear_parameter_backward", 4, 9 * 4},
+	[KERN_INPUT] = {"linear_input_backward", 3, 8 * 4},
+};
+
+static int mkdir_p(const char *path)
+{
+	char tmp[640];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *s = tmp + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(tmp, 0700) && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	return mkdir(tmp, 0700) && errno != EEXIST ? -1 : 0;
+}
+
+/* Read the cache file if its header names this device and driver. */
+static void *load_cache(const char *path, const device *d, size_t *len)
+{
+	*len = 0;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		if (errno != ENOENT)
+			log_warn("pipeline cache %s: %s; starting cold", path, strerror(errno));
+		return NULL;
+	}
+	uint8_t *buf = NULL;
+	struct stat st;
+	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > CACHE_MAX_BYTES) {
+		log_warn("pipeline cache %s: not a regular file of 1..%u bytes; ignored", path,
+			 CACHE_MAX_BYTES);
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size);
+	if (!buf || fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		log_warn("pipeline cache %s: short read; ignored", path);
+		goto bad;
+	}
+	VkPipelineCacheHeaderVersionOne h;
+	if ((size_t)st.st_size < sizeof(h)) {
+		log_warn("pipeline cache %s: truncated header; ignored", path);
+		goto bad;
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (h.headerSize < sizeof(h) || h.headerSize > (uint32_t)st.st_size ||
+	    h.headerVersion != VK_PIPELINE_CACHE_HEADER_VERSION_ONE ||
+	    h.vendorID != d->props.vendorID || h.deviceID != d->props.deviceID ||
+	    memcmp(h.pipelineCacheUUID, d->props.pipelineCacheUUID, VK_UUID_SIZE) != 0) {
+		log_warn("pipeline cache %s: header is from another device or driver; ignored", path);
+		goto bad;
+	}
+	*len = (size_t)st.st_size;
+	goto out;
+bad:
+	free(buf);
+	buf = NULL;
+out:
+	fclose(f);
+	return buf;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen)
+{
+	memset(p, 0, sizeof(*p));
+	double t0 = now_ms();
+	void *data = NULL;
+	size_t len = 0;
+	if (cache_dir && *cache_dir) {
+		char uuid[2 * VK_UUID_SIZE + 1];
+		for (int i = 0; i < (int)VK_UUID_SIZE; i++)
+			sprintf(uuid + 2 * i, "%02x", d->props.pipelineCacheUUID[i]);
+		snprintf(p->cache_path, sizeof(p->cache_path), "%.400s/pipelines-%04x-%04x-%08x-%s.bin",
+			 cache_dir, d->props.vendorID, d->props.deviceID, d->props.driverVersion, uuid);
+		if (mkdir_p(cache_dir) != 0) {
+			log_warn("cache directory %s: %s; the pipeline cache will not persist",
+				 cache_dir, strerror(errno));
+			p->cache_path[0] = 0;
+		} else {
+			data = load_cache(p->cache_path, d, &len);
+		}
+	}
+	VkPipelineCacheCreateInfo pcci = {
+		.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+		.initialDataSize = len,
+		.pInitialData = data,
+	};
+	VkResult r = vkCreatePipelineCache(d->dev, &pcci, NULL, &p->cache);
+	if (r != VK_SUCCESS && data) {
+		log_warn("pipeline cache %s rejected by the driver (VkResult %d); starting cold",
+			 p->cache_path, r);
+		pcci.initialDataSize = 0;
+		pcci.pInitialData = NULL;
+		r = vkCreatePipelineCache(d->dev, &pcci, NULL, &p->cache);
+	}
+	free(data);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkCreatePipelineCache failed (VkResult %d)", r);
+		return -1;
+	}
+	if (len)
+		log_info("pipeline cache loaded: %s (%zu bytes)", p->cache_path, len);
+
+	for (int k = 0; k < KERN_COUNT; k++) {
+		const kreg_entry *e = kreg_find(kern_desc[k].name, "f32", "generic");
+		if (!e) {
+			snprintf(err, errlen, "kernel %s missing from the registry", kern_desc[k].name);
+			return -1;
+		}
+		VkDescriptorSetLayoutBinding b[8];
+		for (uint32_t i = 0; i < kern_desc[k].bindings; i++)
+			b[i] = (VkDescriptorSetLayoutBinding){
+				.binding = i,
+				.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+				.descriptorCount = 1,
+				.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+			};
+		VkDescriptorSetLayoutCreateInfo dci = {
+			.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+			.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+			.bindingCount = kern_desc[k].bindings,
+			.pBindings = b,
+		};
+		VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, kern_desc[k].push_bytes};
+		VkShaderModuleCreateInfo smci = {
+			.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+			.codeSize = e->spirv_size,
+			.pCode = e->spirv,
+		};
+		VkShaderModule mod;
+		if (vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &p->dsl[k]) != VK_SUCCESS)
+			goto vkfail;
+		VkPipelineLayoutCreateInfo plci = {
+			.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+			.setLayoutCount = 1,
+			.pSetLayouts = &p->dsl[k],
+			.pushConstantRangeCount = 1,
+			.pPushConstantRanges = &pcr,
+		};
+		if (vkCreatePipelineLayout(d->dev, &plci, NULL, &p->layout[k]) != VK_SUCCESS)
+			goto vkfail;
+		if (vkCreateShaderModule(d->dev, &smci, NULL, &mod) != VK_SUCCESS)
+			goto vkfail;
+		VkPipelineCreationFeedback fb = {0};
+		VkPipelineCreationFeedbackCreateInfo fci = {
+			.sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+			.pPipelineCreationFeedback = &fb,
+		};
+		VkComputePipelineCreateInfo cpci = {
+			.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+			/* creation feedback is core in 1.3; on 1.2 devices we skip it */
+			.pNext = d->props.apiVersion >= VK_API_VERSION_1_3 ? &fci : NULL,
+			.stage = {
+				.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+				.stage = VK_SHADER_STAGE_COMPUTE_BIT,
+				.module = mod,
+				.pName = "main",
+			},
+			.layout = p->layout[k],
+		};
+		r = vkCreateComputePipelines(d->dev, p->cache, 1, &cpci, NULL, &p->pipe[k]);
+		vkDestroyShaderModule(d->dev, mod, NULL);
+		if (r != VK_SUCCESS)
+			goto vkfail;
+		p->built++;
+		if ((fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+		    (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT))
+			p->cache_hits++;
+		continue;
+vkfail:
+		snprintf(err, errlen, "creating pipeline %s failed", kern_desc[k].name);
+		return -1;
+	}
+	p->build_ms = now_ms() - t0;
+	log_info("pipelines: %u built, %u from the cache, %.1f ms", p->built, p->cache_hits,
+		 p->build_ms);
+	if (p->cache_hits < p->built)
+		pipelines_save(p, d);
+	return 0;
+}
+
+void pipelines_save(const pipelines *p, const device *d)
+{
+	if (!p->cache_path[0] || !p->cache)
+		return;
+	size_t len = 0;
+	if (vkGetPipelineCacheData(d->dev, p->cache, &len, NULL) != VK_SUCCESS || len == 0)
+		return;
+	void *data = malloc(len);
+	if (!data)
+		return;
+	char tmp[700];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", p->cache_path, (int)getpid());
+	int fd = -1;
+	if (vkGetPipelineCacheData(d->dev, p->cache, &len, data) != VK_SUCCESS)
+		goto out;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, (char *)data + off, len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			goto fail;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) != 0 || close(fd) != 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, p->cache_path) != 0)
+		goto fail;
+	log_info("pipeline cache saved: %s (%zu bytes)", p->cache_path, len);
+	goto out;
+fail:
+	log_warn("pipeline cache %s not saved: %s", p->cache_path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+out:
+	free(data);
+}
+
+void pipelines_destroy(pipelines *p, const device *d)
+{
+	for (int k = 0; k < KERN_COUNT; k++) {
+		if (p->pipe[k])
+			vkDestroyPipeline(d->dev, p->pipe[k], NULL);
+		if (p->layout[k])
+			vkDestroyPipelineLayout(d->dev, p->layout[k], NULL);
+		if (p->dsl[k])
+			vkDestroyDescriptorSetLayout(d->dev, p->dsl[k], NULL);
+	}
+	if (p->cache)
+		vkDestroyPipelineCache(d->dev, p->cache, NULL);
+	memset(p, 0, sizeof(*p));
+}

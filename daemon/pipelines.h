@@ -1,0 +1,28 @@
+/* daemon/pipelines.h — compute pipelines for the registry's kernels and the
+ * persistent VkPipelineCache behind them (one file per device and driver). */
+#ifndef VKG_DAEMON_PIPELINES_H
+#define VKG_DAEMON_PIPELINES_H
+
+#include "device.h"
+
+enum { KERN_PARAM, KERN_INPUT, KERN_COUNT }; /* linear_parameter_backward, linear_input_backward */
+
+typedef struct pipelines {
+	VkPipelineCache cache;
+	char cache_path[640]; /* "" when no cache directory is usable */
+	VkDescriptorSetLayout dsl[KERN_COUNT];
+	VkPipelineLayout layout[KERN_COUNT];
+	VkPipeline pipe[KERN_COUNT];
+	unsigned built;       /* pipelines created */
+	unsigned cache_hits;  /* of those, found in the cache (creation feedback) */
+	double build_ms;
+} pipelines;
+
+/* Load the cache file (a bad or foreign one is logged and ignored), build
+ * every pipeline. Returns 0, or -1 with err. */
+int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen);
+/* Save the cache atomically (temp file, fsync, rename); failures are logged. */
+void pipelines_save(const pipelines *p, const device *d);
+void pipelines_destroy(pipelines *p, const device *d);
+
+#endif

@@ -1,0 +1,224 @@
+/* daemon/region.c — see region.h. */
+#include "region.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+uint64_t region_count, region_bytes, region_imports, region_staged;
+
+static size_t round_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* Import the client's pages in place. Returns 0, or -1 (caller falls back). */
+static int import_host(region *r, const device *d)
+{
+	if ((uintptr_t)r->map % d->import_align || r->map_len % d->import_align)
+		return -1;
+	VkMemoryHostPointerPropertiesEXT hp = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT,
+	};
+	if (d->get_host_pointer_props(d->dev,
+				      VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+				      r->map, &hp) != VK_SUCCESS)
+		return -1;
+	VkExternalMemoryBufferCreateInfo ebci = {
+		.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+		.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+	};
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.pNext = &ebci,
+		.size = r->map_len,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	if (vkCreateBuffer(d->dev, &bci, NULL, &r->buf) != VK_SUCCESS)
+		return -1;
+	VkMemoryRequirements req;
+	vkGetBufferMemoryRequirements(d->dev, r->buf, &req);
+	/* coherent memory, so outputs are visible in the client's mapping once
+	 * the batch's host barrier and semaphore signal have passed */
+	int mt = device_memory_type(d, req.memoryTypeBits & hp.memoryTypeBits,
+				    VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+	if (mt < 0 || req.size > r->map_len)
+		goto fail;
+	VkImportMemoryHostPointerInfoEXT imp = {
+		.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+		.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+		.pHostPointer = r->map,
+	};
+	VkMemoryAllocateInfo mai = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+		.pNext = &imp,
+		.allocationSize = r->map_len,
+		.memoryTypeIndex = (uint32_t)mt,
+	};
+	if (vkAllocateMemory(d->dev, &mai, NULL, &r->mem) != VK_SUCCESS)
+		goto fail;
+	if (vkBindBufferMemory(d->dev, r->buf, r->mem, 0) != VK_SUCCESS)
+		goto fail;
+	return 0;
+fail:
+	if (r->mem)
+		vkFreeMemory(d->dev, r->mem, NULL);
+	vkDestroyBuffer(d->dev, r->buf, NULL);
+	r->mem = VK_NULL_HANDLE;
+	r->buf = VK_NULL_HANDLE;
+	return -1;
+}
+
+/* A device buffer mirroring the region, copied in and out by the engine. */
+static int make_staging(region *r, const device *d)
+{
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.size = r->size,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	if (vkCreateBuffer(d->dev, &bci, NULL, &r->buf) != VK_SUCCESS)
+		return -1;
+	VkMemoryRequirements req;
+	vkGetBufferMemoryRequirements(d->dev, r->buf, &req);
+	const VkMemoryPropertyFlags vis = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+					  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	int mt = device_memory_type(d, req.memoryTypeBits, vis | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+	if (mt < 0)
+		mt = device_memory_type(d, req.memoryTypeBits, vis);
+	VkMemoryAllocateInfo mai = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+		.allocationSize = req.size,
+		.memoryTypeIndex = (uint32_t)mt,
+	};
+	void *p = NULL;
+	if (mt < 0 || vkAllocateMemory(d->dev, &mai, NULL, &r->mem) != VK_SUCCESS)
+		goto fail;
+	if (vkBindBufferMemory(d->dev, r->buf, r->mem, 0) != VK_SUCCESS ||
+	    vkMapMemory(d->dev, r->mem, 0, VK_WHOLE_SIZE, 0, &p) != VK_SUCCESS)
+		goto fail;
+	r->stage = p;
+	r->staged = true;
+	return 0;
+fail:
+	if (r->mem)
+		vkFreeMemory(d->dev, r->mem, NULL);
+	vkDestroyBuffer(d->dev, r->buf, NULL);
+	r->mem = VK_NULL_HANDLE;
+	r->buf = VK_NULL_HANDLE;
+	return -1;
+}
+
+int region_create(region **out, const device *d, int fd, uint64_t size, bool allow_import,
+		  proto_err *err)
+{
+	region *r = NULL;
+	struct stat st;
+	int rc;
+	*out = NULL;
+	if (fstat(fd, &st) != 0) {
+		rc = proto_fail(err, PROTO_BAD_REGION, "register: fstat on the descriptor failed: %s",
+				strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = proto_fail(err, PROTO_BAD_REGION,
+				"register: the descriptor is not a regular file (memfd expected)");
+		goto out;
+	}
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		rc = proto_fail(err, PROTO_BAD_REGION,
+				"register: the file does not carry F_SEAL_SHRINK (seal it with fcntl F_ADD_SEALS)");
+		goto out;
+	}
+	if ((uint64_t)st.st_size < size) {
+		rc = proto_fail(err, PROTO_BAD_REGION,
+				"register: key 'size' = %llu is larger than the file (%lld bytes)",
+				(unsigned long long)size, (long long)st.st_size);
+		goto out;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		rc = proto_fail(err, PROTO_INTERNAL, "register: out of memory");
+		goto out;
+	}
+	r->size = size;
+	r->refs = 1;
+	r->dev = d;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t align = d->host_import && d->import_align > page ? d->import_align : page;
+	r->map_len = round_up(size, align);
+	/* Only the file's own pages may ever be touched; with map_len rounded
+	 * past the last page of the file, import could pin pages beyond EOF, so
+	 * then the region is staged instead. */
+	bool import_ok = allow_import && d->host_import &&
+			 r->map_len <= round_up((size_t)st.st_size, page);
+	if (!import_ok)
+		r->map_len = round_up(size, page);
+	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r->map == MAP_FAILED) {
+		r->map = NULL;
+		rc = proto_fail(err, PROTO_BAD_REGION, "register: mmap of %zu bytes failed: %s",
+				r->map_len, strerror(errno));
+		goto fail;
+	}
+	if (!(import_ok && import_host(r, d) == 0) && make_staging(r, d) != 0) {
+		rc = proto_fail(err, PROTO_LIMIT,
+				"register: the device could not map or stage %llu bytes",
+				(unsigned long long)size);
+		goto fail;
+	}
+	region_count++;
+	region_bytes += size;
+	if (r->staged)
+		region_staged++;
+	else
+		region_imports++;
+	*out = r;
+	rc = 0;
+	goto out;
+fail:
+	if (r->map)
+		munmap(r->map, r->map_len);
+	free(r);
+out:
+	close(fd);
+	return rc;
+}
+
+void region_ref(region *r)
+{
+	r->refs++;
+}
+
+void region_unref(region *r)
+{
+	if (!r || --r->refs > 0)
+		return;
+	const device *d = r->dev;
+	if (r->stage)
+		vkUnmapMemory(d->dev, r->mem);
+	vkDestroyBuffer(d->dev, r->buf, NULL);
+	vkFreeMemory(d->dev, r->mem, NULL);
+	munmap(r->map, r->map_len);
+	region_count--;
+	region_bytes -= r->size;
+	if (r->staged)
+		region_staged--;
+	else
+		region_imports--;
+	if (r->on_release)
+		r->on_release(r->release_ctx, r->release_arg);
+	free(r);
+}

@@ -1,0 +1,52 @@
+/* daemon/region.h — a client's shared-memory region: the memfd checked,
+ * mapped and made visible to the GPU, either imported in place
+ * (VK_EXT_external_memory_host) or mirrored by a staging buffer that the
+ * engine copies in before and out after each job.
+ *
+ * Regions are reference-counted: the owning connection's table holds one
+ * reference and every queued or running job holds one. The mapping, the
+ * buffer and the memory go away with the last reference, on the loop
+ * thread; then the release callback (set by `unregister`) runs. */
+#ifndef VKG_DAEMON_REGION_H
+#define VKG_DAEMON_REGION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "msg.h"
+
+typedef struct region region;
+typedef void (*region_release_fn)(void *ctx, uint64_t arg);
+
+struct region {
+	uint64_t id;
+	unsigned refs;
+	uint64_t size;     /* declared by the client */
+	uint8_t *map;      /* the client's memory, MAP_SHARED */
+	size_t map_len;
+	VkBuffer buf;
+	VkDeviceMemory mem;
+	bool staged;       /* buf is a staging mirror, not the client's pages */
+	uint8_t *stage;    /* mapped staging memory when staged */
+	unsigned inflight; /* submitted batches still running that use it */
+	uint64_t submit_mark, finish_mark; /* engine: dedupe per batch (timeline value) */
+	uint64_t r_epoch, w_epoch; /* engine: barrier generation of the last read / write */
+	const device *dev;
+	region_release_fn on_release;
+	void *release_ctx;
+	uint64_t release_arg;
+};
+
+/* Take ownership of fd (closed in every case), check it, map it and make it
+ * GPU-visible. Returns 0 and *out, or a negative proto code with err. */
+int region_create(region **out, const device *d, int fd, uint64_t size, bool allow_import,
+		  proto_err *err);
+void region_ref(region *r);
+/* Drop a reference; the last one frees everything and calls on_release. */
+void region_unref(region *r);
+
+/* Process-wide counters for stats. */
+extern uint64_t region_count, region_bytes, region_imports, region_staged;
+
+#endif

@@ -1,0 +1,187 @@
+/* daemon/server.c — see server.h. */
+#include "server.h"
+
+#include "conn.h"
+#include "log.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define ACCEPT_BACKOFF_MS 100
+
+static void listen_cb(uv_poll_t *h, int status, int events);
+
+static void accept_resume_cb(uv_timer_t *t)
+{
+	server *s = t->data;
+	if (!s->draining)
+		uv_poll_start(&s->listen_poll, UV_READABLE, listen_cb);
+}
+
+static void listen_cb(uv_poll_t *h, int status, int events)
+{
+	server *s = h->data;
+	(void)events;
+	if (status < 0)
+		return;
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* out of descriptors: existing clients keep being served;
+				 * pause accepting instead of spinning on a readable socket */
+				log_warn("accept: %s; pausing new connections for %d ms", strerror(errno),
+					 ACCEPT_BACKOFF_MS);
+				uv_poll_stop(&s->listen_poll);
+				uv_timer_start(&s->accept_timer, accept_resume_cb, ACCEPT_BACKOFF_MS, 0);
+			}
+			return;
+		}
+		if (s->nconns >= s->cfg->max_connections) {
+			log_warn("refusing a connection: max_connections = %u reached",
+				 s->cfg->max_connections);
+			close(fd);
+			continue;
+		}
+		conn_open(s, fd);
+	}
+}
+
+static void drain_check_cb(uv_timer_t *t)
+{
+	server *s = t->data;
+	bool flushed = true;
+	for (conn *c = s->conns; c; c = c->next)
+		if (c->out_len > c->out_off)
+			flushed = false;
+	if (!engine_idle(&s->eng) || !flushed)
+		return;
+	uv_timer_stop(t);
+	log_notice("all jobs answered; closing %u connection(s)", s->nconns);
+	while (s->conns)
+		conn_close(s->conns, "daemon shutting down");
+	uv_close((uv_handle_t *)&s->drain_timer, NULL);
+	uv_close((uv_handle_t *)&s->accept_timer, NULL);
+	uv_close((uv_handle_t *)&s->sig_term, NULL);
+	uv_close((uv_handle_t *)&s->sig_int, NULL);
+	uv_close((uv_handle_t *)&s->listen_poll, NULL);
+	/* engine_destroy closes the async handle; the loop then ends */
+	engine_destroy(&s->eng);
+}
+
+void server_stop(server *s)
+{
+	if (s->draining)
+		return;
+	s->draining = true;
+	log_notice("shutting down: %u job(s) queued, %u running", s->eng.queued, s->eng.running);
+	uv_poll_stop(&s->listen_poll);
+	uv_timer_stop(&s->accept_timer);
+	if (s->own_socket)
+		unlink(s->cfg->socket_path);
+	uv_timer_start(&s->drain_timer, drain_check_cb, 0, 5);
+}
+
+static void signal_cb(uv_signal_t *h, int signum)
+{
+	server *s = h->data;
+	log_notice("received %s", strsignal(signum));
+	server_stop(s);
+}
+
+static int bind_socket(server *s)
+{
+	const char *path = s->cfg->socket_path;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_err("socket path %s is too long", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_err("socket: %s", strerror(errno));
+		return -1;
+	}
+	/* a stale socket from a crashed run is replaced; a live one is not */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		log_err("another daemon is already serving %s", path);
+		close(fd);
+		return -1;
+	}
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(path);
+	mode_t old = umask(0117); /* socket mode 0660: the group decides who may use the GPU */
+	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc != 0 || listen(fd, 128) != 0) {
+		log_err("bind/listen %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	s->listen_fd = fd;
+	s->own_socket = true;
+	return 0;
+}
+
+int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl)
+{
+	memset(s, 0, sizeof(*s));
+	s->loop = loop;
+	s->cfg = cfg;
+	s->dev = dev;
+	s->pl = pl;
+	s->listen_fd = -1;
+	s->started_ns = engine_now_ns();
+	/* limits the device imposes: one tensor must fit one storage-buffer
+	 * binding (plus the offset remainder), and a dispatch's x groups */
+	s->limits = cfg->limits;
+	uint64_t range = dev->props.limits.maxStorageBufferRange;
+	uint64_t slack = dev->props.limits.minStorageBufferOffsetAlignment;
+	if (s->limits.max_tensor_bytes > range - slack)
+		s->limits.max_tensor_bytes = range - slack;
+	uint64_t gx = (uint64_t)dev->props.limits.maxComputeWorkGroupCount[0] * 16;
+	if (s->limits.max_dim > gx)
+		s->limits.max_dim = gx;
+	char err[256];
+	if (engine_init(&s->eng, loop, dev, pl, cfg, conn_job_done, err, sizeof(err)) != 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	if (bind_socket(s) != 0) {
+		engine_destroy(&s->eng);
+		return -1;
+	}
+	uv_poll_init(loop, &s->listen_poll, s->listen_fd);
+	s->listen_poll.data = s;
+	uv_poll_start(&s->listen_poll, UV_READABLE, listen_cb);
+	uv_timer_init(loop, &s->accept_timer);
+	s->accept_timer.data = s;
+	uv_timer_init(loop, &s->drain_timer);
+	s->drain_timer.data = s;
+	uv_signal_init(loop, &s->sig_term);
+	s->sig_term.data = s;
+	uv_signal_start(&s->sig_term, signal_cb, SIGTERM);
+	uv_signal_init(loop, &s->sig_int);
+	s->sig_int.data = s;
+	uv_signal_start(&s->sig_int, signal_cb, SIGINT);
+	log_notice("listening on %s (max_frame %u, max_regions %u, max_inflight %u, max_dim %llu, max_tensor_bytes %llu)",
+		   cfg->socket_path, s->limits.max_frame, s->limits.max_regions,
+		   s->limits.max_inflight, (unsigned long long)s->limits.max_dim,
+		   (unsigned long long)s->limits.max_tensor_bytes);
+	return 0;
+}
+
+void server_destroy(server *s)
+{
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	s->listen_fd = -1;
+}

@@ -1,0 +1,47 @@
+/* daemon/server.h — the daemon as a whole: the listening socket, the set of
+ * connections, the device/pipelines/engine they share, and shutdown. */
+#ifndef VKG_DAEMON_SERVER_H
+#define VKG_DAEMON_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "device.h"
+#include "engine.h"
+#include "pipelines.h"
+
+typedef struct conn conn;
+
+typedef struct server {
+	uv_loop_t *loop;
+	const config *cfg;
+	proto_limits limits;       /* cfg's, clamped to the device */
+	device *dev;
+	pipelines *pl;
+	engine eng;
+	int listen_fd;
+	bool own_socket;           /* we bound it, so we unlink it */
+	uv_poll_t listen_poll;
+	uv_timer_t accept_timer;   /* re-arms accept after EMFILE/ENFILE */
+	uv_signal_t sig_term, sig_int;
+	uv_timer_t drain_timer;
+	conn *conns;               /* doubly linked list of open connections */
+	uint32_t nconns;
+	uint64_t total_region_bytes;
+	uint64_t started_ns;
+	bool draining;
+	int exit_code;
+} server;
+
+/* Bind the socket and start serving on loop. Returns 0 or -1 (logged). */
+int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl);
+/* Begin graceful shutdown: stop accepting, finish jobs in flight, answer
+ * them, then close every connection and let the loop end. */
+void server_stop(server *s);
+/* After the loop ended: free what is left. */
+void server_destroy(server *s);
+
+#endif
