@@ -2,8 +2,9 @@
  *
  * A frame is a 4-byte big-endian length N then N bytes of body. The framer
  * accepts bytes in any chunking and hands back whole bodies. The length is
- * checked against max_frame before any body byte is buffered, so a hostile
- * length never causes an allocation of that size.
+ * checked against max_frame before a frame is handed out, and the buffer
+ * never holds more than max_frame + 4 plus the chunk being pushed, so a
+ * hostile length never causes an allocation of that size.
  */
 #ifndef VKG_PROTO_FRAME_H
 #define VKG_PROTO_FRAME_H

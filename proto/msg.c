@@ -103,6 +103,8 @@ static int get_str(const msgpack_object *v, const char *key, char *out, size_t c
 	if (v->via.str.size >= cap)
 		return proto_fail(err, PROTO_BAD_REQUEST, "key '%s' is longer than %zu bytes", key,
 				  cap - 1);
+	if (memchr(v->via.str.ptr, 0, v->via.str.size))
+		return proto_fail(err, PROTO_BAD_REQUEST, "key '%s' must not contain NUL bytes", key);
 	memcpy(out, v->via.str.ptr, v->via.str.size);
 	out[v->via.str.size] = 0;
 	return 0;

@@ -1,0 +1,1190 @@
+/* tests/unit/test_msg.c — proto/msg.h: request and reply encode/decode.
+ *
+ * Round trips for every op and every reply kind, then request validation:
+ * each malformed request is built with msgpack_packer directly and must get
+ * the right code, the right id, and a message naming the offending key. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "frame.h"
+#include "mpcheck.h"
+#include "msg.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static uint32_t be32(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* The sbuffer holds exactly one frame: check its prefix, return the body. */
+static const uint8_t *one_frame(const msgpack_sbuffer *sb, size_t *len)
+{
+	assert_true(sb->size > PROTO_FRAME_HDR);
+	assert_int_equal(be32(sb->data), sb->size - PROTO_FRAME_HDR);
+	*len = sb->size - PROTO_FRAME_HDR;
+	return (const uint8_t *)sb->data + PROTO_FRAME_HDR;
+}
+
+static void request_round_trip(const proto_request *in, proto_request *out)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(proto_request_encode(&sb, in), 0);
+	size_t len;
+	const uint8_t *body = one_frame(&sb, &len);
+	uint64_t id = 12345;
+	proto_err err = {0};
+	int rc = proto_request_decode(body, len, out, &id, &err);
+	if (rc != 0)
+		fail_msg("decode of encoded %s failed: %s: %s", proto_op_name(in->op),
+			 proto_code_name(err.code), err.message);
+	assert_int_equal(id, in->id);
+	assert_int_equal(out->id, in->id);
+	assert_int_equal(out->op, in->op);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static void reply_round_trip(proto_reply_kind kind, const proto_reply *in, proto_reply *out)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(proto_reply_encode(&sb, kind, in), 0);
+	size_t len;
+	const uint8_t *body = one_frame(&sb, &len);
+	proto_err err = {0};
+	memset(out, 0xa5, sizeof(*out)); /* decode must not rely on a zeroed struct */
+	int rc = proto_reply_decode(body, len, out, &err);
+	if (rc != 0)
+		fail_msg("reply decode failed: %s", err.message);
+	assert_int_equal(out->id, in->id);
+	assert_int_equal(out->ok, kind != PROTO_R_ERROR);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+static void test_code_names(void **state)
+{
+	(void)state;
+	static const char *const want[PROTO_CODE_COUNT] = {
+		"ok", "bad_frame", "bad_request", "unknown_op", "unsupported", "bad_region",
+		"out_of_bounds", "overlap", "limit", "device_lost", "internal",
+	};
+	for (int c = 0; c < PROTO_CODE_COUNT; c++) {
+		assert_string_equal(proto_code_name((proto_code)c), want[c]);
+		assert_int_equal(proto_code_from_name(want[c], strlen(want[c])), c);
+	}
+	assert_int_equal(proto_code_from_name("nope", 4), PROTO_INTERNAL);
+	assert_int_equal(proto_code_from_name("limitx", 6), PROTO_INTERNAL);
+	assert_int_equal(proto_code_from_name("limitx", 5), PROTO_LIMIT); /* length-bounded */
+	assert_string_equal(proto_code_name((proto_code)999), "internal");
+	assert_string_equal(proto_op_name(PROTO_OP_LINEAR_BACKWARD), "linear_backward");
+	assert_string_equal(proto_op_name(PROTO_OP_UNREGISTER), "unregister");
+	assert_string_equal(proto_dtype_name(PROTO_BF16), "bf16");
+	assert_int_equal(proto_dtype_size(PROTO_F32), 4);
+	assert_int_equal(proto_dtype_size(PROTO_F16), 2);
+	assert_int_equal(proto_dtype_size(PROTO_BF16), 2);
+}
+
+static void test_proto_fail(void **state)
+{
+	(void)state;
+	proto_err err = {0};
+	assert_int_equal(proto_fail(&err, PROTO_LIMIT, "key '%s' = %d", "batch", 9), -(int)PROTO_LIMIT);
+	assert_int_equal(err.code, PROTO_LIMIT);
+	assert_string_equal(err.message, "key 'batch' = 9");
+	/* long messages are cut, not overflowed */
+	char big[600];
+	memset(big, 'z', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	proto_fail(&err, PROTO_INTERNAL, "%s", big);
+	assert_int_equal(strlen(err.message), sizeof(err.message) - 1);
+}
+
+/* ---- request round trips ------------------------------------------------------ */
+
+static void test_request_hello(void **state)
+{
+	(void)state;
+	proto_request in = {0}, out;
+	in.op = PROTO_OP_HELLO;
+	in.id = 1;
+	in.version = PROTO_VERSION;
+	strcpy(in.client, "pytorch-worker-3");
+	request_round_trip(&in, &out);
+	assert_int_equal(out.version, 1);
+	assert_string_equal(out.client, "pytorch-worker-3");
+	/* without client */
+	in.client[0] = 0;
+	in.id = UINT64_MAX;
+	request_round_trip(&in, &out);
+	assert_string_equal(out.client, "");
+}
+
+static void test_request_register(void **state)
+{
+	(void)state;
+	proto_request in = {0}, out;
+	in.op = PROTO_OP_REGISTER;
+	in.id = 77;
+	in.size = (1ull << 40) + 3;
+	request_round_trip(&in, &out);
+	assert_int_equal(out.size, (1ull << 40) + 3);
+}
+
+static void test_request_unregister(void **state)
+{
+	(void)state;
+	proto_request in = {0}, out;
+	in.op = PROTO_OP_UNREGISTER;
+	in.id = 0; /* 0 is a valid id */
+	in.region = 5;
+	request_round_trip(&in, &out);
+	assert_int_equal(out.region, 5);
+}
+
+static void test_request_stats_ping(void **state)
+{
+	(void)state;
+	proto_request in = {0}, out;
+	in.op = PROTO_OP_STATS;
+	in.id = 9;
+	request_round_trip(&in, &out);
+	in.op = PROTO_OP_PING;
+	in.id = 10;
+	request_round_trip(&in, &out);
+}
+
+static void test_request_linear_backward(void **state)
+{
+	(void)state;
+	proto_request in = {0}, out;
+	in.op = PROTO_OP_LINEAR_BACKWARD;
+	in.id = 4242;
+	in.dtype = PROTO_F32;
+	in.batch = 32;
+	in.in = 1024;
+	in.out = 4096;
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		in.t[t].present = true;
+		in.t[t].region = 10 + (uint64_t)t;
+		in.t[t].offset = 1000u * (uint64_t)t + (t == PROTO_T_DX ? (1ull << 35) : 0);
+	}
+	in.accumulate = true;
+	request_round_trip(&in, &out);
+	assert_int_equal(out.dtype, PROTO_F32);
+	assert_int_equal(out.batch, 32);
+	assert_int_equal(out.in, 1024);
+	assert_int_equal(out.out, 4096);
+	assert_true(out.accumulate);
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		assert_true(out.t[t].present);
+		assert_int_equal(out.t[t].region, in.t[t].region);
+		assert_int_equal(out.t[t].offset, in.t[t].offset);
+	}
+
+	/* minimal: only db asked for, other dtypes, no accumulate */
+	const proto_dtype dts[] = {PROTO_F16, PROTO_BF16};
+	for (int d = 0; d < 2; d++) {
+		proto_request m = {0};
+		m.op = PROTO_OP_LINEAR_BACKWARD;
+		m.id = 5;
+		m.dtype = dts[d];
+		m.batch = 1;
+		m.in = 1;
+		m.out = 7;
+		m.t[PROTO_T_X] = (proto_tensor){true, 1, 0};
+		m.t[PROTO_T_DY] = (proto_tensor){true, 1, 64};
+		m.t[PROTO_T_DB] = (proto_tensor){true, 2, 0};
+		request_round_trip(&m, &out);
+		assert_int_equal(out.dtype, dts[d]);
+		assert_false(out.accumulate);
+		assert_int_equal(out.out, 7);
+		assert_true(out.t[PROTO_T_X].present);
+		assert_true(out.t[PROTO_T_DY].present);
+		assert_true(out.t[PROTO_T_DB].present);
+		assert_int_equal(out.t[PROTO_T_DY].offset, 64);
+		assert_int_equal(out.t[PROTO_T_DB].region, 2);
+		assert_false(out.t[PROTO_T_W].present);
+		assert_false(out.t[PROTO_T_DW].present);
+		assert_false(out.t[PROTO_T_DX].present);
+	}
+}
+
+/* Two requests appended to one sbuffer come out as two frames. */
+static void test_request_encode_appends(void **state)
+{
+	(void)state;
+	proto_request a = {.op = PROTO_OP_PING, .id = 1};
+	proto_request b = {.op = PROTO_OP_REGISTER, .id = 2, .size = 4096};
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(proto_request_encode(&sb, &a), 0);
+	size_t first = sb.size;
+	assert_int_equal(proto_request_encode(&sb, &b), 0);
+	assert_int_equal(be32(sb.data), first - PROTO_FRAME_HDR);
+	assert_int_equal(be32(sb.data + first), sb.size - first - PROTO_FRAME_HDR);
+	proto_request out;
+	uint64_t id;
+	proto_err err;
+	assert_int_equal(proto_request_decode((const uint8_t *)sb.data + first + PROTO_FRAME_HDR,
+					      sb.size - first - PROTO_FRAME_HDR, &out, &id, &err), 0);
+	assert_int_equal(out.op, PROTO_OP_REGISTER);
+	assert_int_equal(out.size, 4096);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+/* ---- reply round trips -------------------------------------------------------- */
+
+static void test_reply_plain(void **state)
+{
+	(void)state;
+	proto_reply in = {0}, out;
+	in.id = 31337;
+	in.ok = true;
+	reply_round_trip(PROTO_R_PLAIN, &in, &out);
+	assert_true(out.ok);
+	assert_int_equal(out.region, 0);
+}
+
+static void test_reply_register(void **state)
+{
+	(void)state;
+	proto_reply in = {0}, out;
+	in.id = 2;
+	in.ok = true;
+	in.region = 17;
+	reply_round_trip(PROTO_R_REGISTER, &in, &out);
+	assert_int_equal(out.region, 17);
+}
+
+static void test_reply_job(void **state)
+{
+	(void)state;
+	proto_reply in = {0}, out;
+	in.id = 3;
+	in.ok = true;
+	in.queued_us = 123;
+	in.gpu_us = 4567890123ull;
+	in.batch_jobs = 8;
+	reply_round_trip(PROTO_R_JOB, &in, &out);
+	assert_int_equal(out.queued_us, 123);
+	assert_int_equal(out.gpu_us, 4567890123ull);
+	assert_int_equal(out.batch_jobs, 8);
+}
+
+static void test_reply_hello(void **state)
+{
+	(void)state;
+	proto_reply *in = calloc(1, sizeof(*in)), *out = malloc(sizeof(*out));
+	assert_non_null(in);
+	assert_non_null(out);
+	in->id = 1;
+	in->ok = true;
+	proto_hello *h = &in->hello;
+	h->version = 1;
+	strcpy(h->server, "vkgradd 0.1.0");
+	strcpy(h->device.name, "llvmpipe (LLVM 15.0.6, 256 bits)");
+	h->device.vendor_id = 0x10005;
+	h->device.device_id = 0xffffffffu;
+	strcpy(h->device.driver, "Mesa 22.3.6");
+	strcpy(h->device.api, "1.3.230");
+	strcpy(h->device.type, "cpu");
+	h->limits = (proto_limits){
+		.max_frame = 65536,
+		.max_regions = 64,
+		.max_region_bytes = 1ull << 34,
+		.max_inflight = 256,
+		.max_dim = 1u << 20,
+		.max_tensor_bytes = (1ull << 32) - 4,
+	};
+	h->n_kernels = 3;
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(h->kernels[i].name, sizeof(h->kernels[i].name), "kernel_%u", i);
+		strcpy(h->kernels[i].domain, "linear_backward");
+		strcpy(h->kernels[i].variant, i == 2 ? "subgroup" : "generic");
+		strcpy(h->kernels[i].dtype, i == 1 ? "f16" : "f32");
+		strcpy(h->kernels[i].status, "experimental");
+	}
+	reply_round_trip(PROTO_R_HELLO, in, out);
+	const proto_hello *g = &out->hello;
+	assert_int_equal(g->version, 1);
+	assert_string_equal(g->server, "vkgradd 0.1.0");
+	assert_string_equal(g->device.name, h->device.name);
+	assert_int_equal(g->device.vendor_id, 0x10005);
+	assert_int_equal(g->device.device_id, 0xffffffffu);
+	assert_string_equal(g->device.driver, "Mesa 22.3.6");
+	assert_string_equal(g->device.api, "1.3.230");
+	assert_string_equal(g->device.type, "cpu");
+	assert_int_equal(g->limits.max_frame, 65536);
+	assert_int_equal(g->limits.max_regions, 64);
+	assert_int_equal(g->limits.max_region_bytes, 1ull << 34);
+	assert_int_equal(g->limits.max_inflight, 256);
+	assert_int_equal(g->limits.max_dim, 1u << 20);
+	assert_int_equal(g->limits.max_tensor_bytes, (1ull << 32) - 4);
+	assert_int_equal(g->n_kernels, 3);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_string_equal(g->kernels[i].name, h->kernels[i].name);
+		assert_string_equal(g->kernels[i].domain, "linear_backward");
+		assert_string_equal(g->kernels[i].variant, h->kernels[i].variant);
+		assert_string_equal(g->kernels[i].dtype, h->kernels[i].dtype);
+		assert_string_equal(g->kernels[i].status, "experimental");
+	}
+	/* a hello reply with no kernels */
+	in->hello.n_kernels = 0;
+	reply_round_trip(PROTO_R_HELLO, in, out);
+	assert_int_equal(out->hello.n_kernels, 0);
+	assert_int_equal(out->hello.limits.max_regions, 64);
+	free(in);
+	free(out);
+}
+
+static void test_reply_stats(void **state)
+{
+	(void)state;
+	proto_reply in = {0}, out;
+	in.id = 6;
+	in.ok = true;
+	in.stats = (proto_stats){
+		.uptime_s = 12.5,
+		.clients = 3,
+		.regions = 7,
+		.region_bytes = 1ull << 33,
+		.jobs_done = 1000,
+		.jobs_failed = 2,
+		.batches = 250,
+		.jobs_per_batch_avg = 4.0,
+		.pipelines = 2,
+		.pipeline_cache_hits = 998,
+		.jobs_queued = 5,
+		.jobs_running = 1,
+		.host_imports = 6,
+		.staged_regions = 1,
+		.validation_errors = 11,
+	};
+	reply_round_trip(PROTO_R_STATS, &in, &out);
+	assert_true(out.stats.uptime_s == 12.5);
+	assert_int_equal(out.stats.clients, 3);
+	assert_int_equal(out.stats.regions, 7);
+	assert_int_equal(out.stats.region_bytes, 1ull << 33);
+	assert_int_equal(out.stats.jobs_done, 1000);
+	assert_int_equal(out.stats.jobs_failed, 2);
+	assert_int_equal(out.stats.batches, 250);
+	assert_true(out.stats.jobs_per_batch_avg == 4.0);
+	assert_int_equal(out.stats.pipelines, 2);
+	assert_int_equal(out.stats.pipeline_cache_hits, 998);
+	assert_int_equal(out.stats.jobs_queued, 5);
+	assert_int_equal(out.stats.jobs_running, 1);
+	assert_int_equal(out.stats.host_imports, 6);
+	assert_int_equal(out.stats.staged_regions, 1);
+	assert_int_equal(out.stats.validation_errors, 11);
+}
+
+static void test_reply_error(void **state)
+{
+	(void)state;
+	for (int c = PROTO_BAD_FRAME; c < PROTO_CODE_COUNT; c++) {
+		proto_reply in = {0}, out;
+		in.id = 100 + (uint64_t)c;
+		in.ok = false;
+		in.err.code = (proto_code)c;
+		snprintf(in.err.message, sizeof(in.err.message), "key 'x': message for code %d", c);
+		reply_round_trip(PROTO_R_ERROR, &in, &out);
+		assert_false(out.ok);
+		assert_int_equal(out.err.code, c);
+		assert_string_equal(out.err.message, in.err.message);
+	}
+}
+
+/* A reply with unknown keys (a newer daemon) still decodes; one without
+ * id or ok does not; !ok without an error code reads as internal. */
+static void test_reply_decode_edges(void **state)
+{
+	(void)state;
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	proto_reply r;
+	proto_err err;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	msgpack_pack_str_with_body(&pk, "future", 6);
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_nil(&pk);
+	msgpack_pack_str_with_body(&pk, "id", 2);
+	msgpack_pack_uint64(&pk, 8);
+	msgpack_pack_str_with_body(&pk, "ok", 2);
+	msgpack_pack_true(&pk);
+	msgpack_pack_str_with_body(&pk, "region", 6);
+	msgpack_pack_uint64(&pk, 3);
+	assert_int_equal(proto_reply_decode((uint8_t *)sb.data, sb.size, &r, &err), 0);
+	assert_int_equal(r.id, 8);
+	assert_true(r.ok);
+	assert_int_equal(r.region, 3);
+	msgpack_sbuffer_destroy(&sb);
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_str_with_body(&pk, "id", 2);
+	msgpack_pack_uint64(&pk, 8);
+	assert_int_equal(proto_reply_decode((uint8_t *)sb.data, sb.size, &r, &err), -EBADMSG);
+	assert_int_equal(err.code, PROTO_BAD_FRAME);
+	msgpack_sbuffer_destroy(&sb);
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_pack_map(&pk, 2);
+	msgpack_pack_str_with_body(&pk, "id", 2);
+	msgpack_pack_uint64(&pk, 8);
+	msgpack_pack_str_with_body(&pk, "ok", 2);
+	msgpack_pack_false(&pk);
+	assert_int_equal(proto_reply_decode((uint8_t *)sb.data, sb.size, &r, &err), 0);
+	assert_false(r.ok);
+	assert_int_equal(r.err.code, PROTO_INTERNAL);
+	msgpack_sbuffer_destroy(&sb);
+
+	/* not a map; not msgpack */
+	const uint8_t arr[] = {0x92, 0x01, 0x02};
+	assert_int_equal(proto_reply_decode(arr, sizeof(arr), &r, &err), -EBADMSG);
+	const uint8_t hostile[] = {0xdf, 0xff, 0xff, 0xff, 0xff};
+	assert_int_equal(proto_reply_decode(hostile, sizeof(hostile), &r, &err), -EBADMSG);
+	assert_int_equal(err.code, PROTO_BAD_FRAME);
+}
+
+/* Regression: a float where the client expects an unsigned integer was
+ * converted with a plain cast, undefined behaviour for values >= 2^64 (UBSan
+ * float-cast-overflow on gpu_us = 1e300). Now clamped to [0, UINT64_MAX]. */
+static void test_reply_float_counters_clamped(void **state)
+{
+	(void)state;
+	static const struct {
+		double v;
+		uint64_t want;
+	} cases[] = {
+		{1e300, UINT64_MAX},
+		{18446744073709551616.0, UINT64_MAX},
+		{1.0 / 0.0, UINT64_MAX},
+		{-1.0 / 0.0, 0},
+		{-5.0, 0},
+		{0.0 / 0.0, 0},
+		{42.9, 42},
+		{9007199254740992.0, 9007199254740992ull},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		msgpack_sbuffer sb;
+		msgpack_packer pk;
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		msgpack_pack_map(&pk, 4);
+		msgpack_pack_str_with_body(&pk, "id", 2);
+		msgpack_pack_uint64(&pk, 1);
+		msgpack_pack_str_with_body(&pk, "ok", 2);
+		msgpack_pack_true(&pk);
+		msgpack_pack_str_with_body(&pk, "gpu_us", 6);
+		msgpack_pack_double(&pk, cases[i].v);
+		msgpack_pack_str_with_body(&pk, "queued_us", 9);
+		msgpack_pack_float(&pk, (float)cases[i].v);
+		proto_reply r;
+		proto_err err;
+		assert_int_equal(proto_reply_decode((uint8_t *)sb.data, sb.size, &r, &err), 0);
+		assert_int_equal(r.gpu_us, cases[i].want);
+		if (cases[i].want == UINT64_MAX || cases[i].want == 0)
+			assert_int_equal(r.queued_us, cases[i].want);
+		msgpack_sbuffer_destroy(&sb);
+	}
+}
+
+/* ---- request validation ------------------------------------------------------- */
+
+typedef void (*pack_fn)(msgpack_packer *pk);
+
+typedef struct field {
+	const char *key;
+	pack_fn val;
+} field;
+
+typedef struct fields {
+	int n;
+	field f[24];
+} fields;
+
+static void pk_s(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
+static void v_op_lb(msgpack_packer *pk) { pk_s(pk, "linear_backward"); }
+static void v_op_hello(msgpack_packer *pk) { pk_s(pk, "hello"); }
+static void v_op_register(msgpack_packer *pk) { pk_s(pk, "register"); }
+static void v_op_unregister(msgpack_packer *pk) { pk_s(pk, "unregister"); }
+static void v_op_ping(msgpack_packer *pk) { pk_s(pk, "ping"); }
+static void v_op_frobnicate(msgpack_packer *pk) { pk_s(pk, "frobnicate"); }
+static void v_id(msgpack_packer *pk) { msgpack_pack_uint64(pk, 7); }
+static void v_f32(msgpack_packer *pk) { pk_s(pk, "f32"); }
+static void v_f64(msgpack_packer *pk) { pk_s(pk, "f64"); }
+static void v_long_str(msgpack_packer *pk) { pk_s(pk, "float32_but_much_longer_than_any_dtype"); }
+static void v_2(msgpack_packer *pk) { msgpack_pack_uint64(pk, 2); }
+static void v_3(msgpack_packer *pk) { msgpack_pack_uint64(pk, 3); }
+static void v_4(msgpack_packer *pk) { msgpack_pack_uint64(pk, 4); }
+static void v_1(msgpack_packer *pk) { msgpack_pack_uint64(pk, 1); }
+static void v_0(msgpack_packer *pk) { msgpack_pack_uint64(pk, 0); }
+static void v_neg(msgpack_packer *pk) { msgpack_pack_int64(pk, -1); }
+static void v_float(msgpack_packer *pk) { msgpack_pack_double(pk, 4096.0); }
+static void v_true(msgpack_packer *pk) { msgpack_pack_true(pk); }
+static void v_false(msgpack_packer *pk) { msgpack_pack_false(pk); }
+static void v_nil(msgpack_packer *pk) { msgpack_pack_nil(pk); }
+static void v_str(msgpack_packer *pk) { pk_s(pk, "seven"); }
+static void v_empty_map(msgpack_packer *pk) { msgpack_pack_map(pk, 0); }
+static void v_size(msgpack_packer *pk) { msgpack_pack_uint64(pk, 1 << 20); }
+
+static void tensor(msgpack_packer *pk, uint64_t region, uint64_t off)
+{
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_uint64(pk, region);
+	msgpack_pack_uint64(pk, off);
+}
+static void v_x(msgpack_packer *pk) { tensor(pk, 1, 0); }
+static void v_dy(msgpack_packer *pk) { tensor(pk, 1, 64); }
+static void v_w(msgpack_packer *pk) { tensor(pk, 1, 128); }
+static void v_dw(msgpack_packer *pk) { tensor(pk, 2, 0); }
+static void v_db(msgpack_packer *pk) { tensor(pk, 2, 256); }
+static void v_dx(msgpack_packer *pk) { tensor(pk, 2, 512); }
+static void v_arr3(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 3);
+	msgpack_pack_uint64(pk, 1);
+	msgpack_pack_uint64(pk, 0);
+	msgpack_pack_uint64(pk, 0);
+}
+static void v_arr1(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_uint64(pk, 1);
+}
+static void v_neg_off(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_uint64(pk, 1);
+	msgpack_pack_int64(pk, -4);
+}
+static void v_float_region(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_double(pk, 1.0);
+	msgpack_pack_uint64(pk, 0);
+}
+static void v_str_region(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 2);
+	pk_s(pk, "r1");
+	msgpack_pack_uint64(pk, 0);
+}
+static void v_tensor_map(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 2);
+	pk_s(pk, "region");
+	msgpack_pack_uint64(pk, 1);
+	pk_s(pk, "offset");
+	msgpack_pack_uint64(pk, 0);
+}
+static void v_deep(msgpack_packer *pk)
+{
+	for (int i = 0; i < 3; i++)
+		msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 1);
+	pk_s(pk, "k");
+	msgpack_pack_bin_with_body(pk, "\xc1\xdd", 2);
+}
+
+static void f_add(fields *fs, const char *key, pack_fn val)
+{
+	assert_true(fs->n < 24);
+	fs->f[fs->n++] = (field){key, val};
+}
+
+/* Replace key's value, or append the key when absent. */
+static void f_set(fields *fs, const char *key, pack_fn val)
+{
+	for (int i = 0; i < fs->n; i++) {
+		if (strcmp(fs->f[i].key, key) == 0) {
+			fs->f[i].val = val;
+			return;
+		}
+	}
+	f_add(fs, key, val);
+}
+
+static void f_del(fields *fs, const char *key)
+{
+	for (int i = 0; i < fs->n; i++) {
+		if (strcmp(fs->f[i].key, key) == 0) {
+			memmove(&fs->f[i], &fs->f[i + 1], (size_t)(fs->n - i - 1) * sizeof(field));
+			fs->n--;
+			return;
+		}
+	}
+	fail_msg("no key '%s' to delete", key);
+}
+
+/* A valid linear_backward request with id 7 and every tensor. */
+static fields lb_base(void)
+{
+	fields fs = {0};
+	f_add(&fs, "op", v_op_lb);
+	f_add(&fs, "id", v_id);
+	f_add(&fs, "dtype", v_f32);
+	f_add(&fs, "batch", v_2);
+	f_add(&fs, "in", v_3);
+	f_add(&fs, "out", v_4);
+	f_add(&fs, "x", v_x);
+	f_add(&fs, "dy", v_dy);
+	f_add(&fs, "w", v_w);
+	f_add(&fs, "dw", v_dw);
+	f_add(&fs, "db", v_db);
+	f_add(&fs, "dx", v_dx);
+	f_add(&fs, "accumulate", v_false);
+	return fs;
+}
+
+static fields simple(pack_fn op)
+{
+	fields fs = {0};
+	f_add(&fs, "op", op);
+	f_add(&fs, "id", v_id);
+	return fs;
+}
+
+static void pack_fields(msgpack_sbuffer *sb, const fields *fs)
+{
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, (size_t)fs->n);
+	for (int i = 0; i < fs->n; i++) {
+		pk_s(&pk, fs->f[i].key);
+		fs->f[i].val(&pk);
+	}
+}
+
+static int decode_buf(const msgpack_sbuffer *sb, proto_request *req, uint64_t *id, proto_err *err)
+{
+	*id = 0xdeadbeef; /* the decoder must set it in every outcome */
+	memset(err, 0, sizeof(*err));
+	return proto_request_decode((const uint8_t *)sb->data, sb->size, req, id, err);
+}
+
+static int decode_fields(const fields *fs, proto_request *req, uint64_t *id, proto_err *err)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	pack_fields(&sb, fs);
+	int rc = decode_buf(&sb, req, id, err);
+	msgpack_sbuffer_destroy(&sb);
+	return rc;
+}
+
+/* Decoding fs fails with code, the given id, and a message containing want. */
+#define expect_fail(fs, code, want_id, want) expect_fail_at(fs, code, want_id, want, __LINE__)
+
+static void expect_fail_at(const fields *fs, proto_code code, uint64_t want_id, const char *want,
+			   int line)
+{
+	proto_request req;
+	uint64_t id;
+	proto_err err;
+	int rc = decode_fields(fs, &req, &id, &err);
+	if (rc != -(int)code || err.code != code)
+		fail_msg("line %d: rc %d code %s (%s), want %s", line, rc, proto_code_name(err.code),
+			 err.message, proto_code_name(code));
+	if (id != want_id)
+		fail_msg("line %d: id %llu, want %llu", line, (unsigned long long)id,
+			 (unsigned long long)want_id);
+	if (want && !strstr(err.message, want))
+		fail_msg("line %d: message '%s' does not name %s", line, err.message, want);
+}
+
+static void expect_ok(const fields *fs, proto_request *req)
+{
+	uint64_t id;
+	proto_err err;
+	int rc = decode_fields(fs, req, &id, &err);
+	if (rc != 0)
+		fail_msg("rejected: %s: %s", proto_code_name(err.code), err.message);
+	assert_int_equal(id, req->id);
+}
+
+static void test_valid_base_request(void **state)
+{
+	(void)state;
+	fields fs = lb_base();
+	proto_request req;
+	expect_ok(&fs, &req);
+	assert_int_equal(req.op, PROTO_OP_LINEAR_BACKWARD);
+	assert_int_equal(req.id, 7);
+	assert_int_equal(req.batch, 2);
+	assert_int_equal(req.in, 3);
+	assert_int_equal(req.out, 4);
+	assert_int_equal(req.t[PROTO_T_DY].offset, 64);
+	assert_int_equal(req.t[PROTO_T_DX].region, 2);
+	assert_int_equal(req.t[PROTO_T_DX].offset, 512);
+	assert_false(req.accumulate);
+	/* keys in any order */
+	fields rev = {0};
+	for (int i = fs.n - 1; i >= 0; i--)
+		f_add(&rev, fs.f[i].key, fs.f[i].val);
+	expect_ok(&rev, &req);
+	assert_int_equal(req.t[PROTO_T_W].offset, 128);
+}
+
+static void test_body_not_a_map(void **state)
+{
+	(void)state;
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	proto_request req;
+	uint64_t id;
+	proto_err err;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 2);
+	pk_s(&pk, "ping");
+	msgpack_pack_uint64(&pk, 7);
+	assert_int_equal(decode_buf(&sb, &req, &id, &err), -(int)PROTO_BAD_FRAME);
+	assert_int_equal(err.code, PROTO_BAD_FRAME);
+	assert_int_equal(id, 0);
+	assert_non_null(strstr(err.message, "map"));
+	msgpack_sbuffer_destroy(&sb);
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_pack_uint64(&pk, 7);
+	assert_int_equal(decode_buf(&sb, &req, &id, &err), -(int)PROTO_BAD_FRAME);
+	assert_int_equal(id, 0);
+	msgpack_sbuffer_destroy(&sb);
+
+	/* not msgpack at all, and hostile headers */
+	const uint8_t bad[][5] = {
+		{0xc1, 0, 0, 0, 0},
+		{0xdd, 0xff, 0xff, 0xff, 0xff},
+		{0xdf, 0xff, 0xff, 0xff, 0xff},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		id = 5;
+		assert_int_equal(proto_request_decode(bad[i], 5, &req, &id, &err),
+				 -(int)PROTO_BAD_FRAME);
+		assert_int_equal(id, 0);
+	}
+	/* a valid request followed by a trailing byte */
+	fields fs = simple(v_op_ping);
+	msgpack_sbuffer_init(&sb);
+	pack_fields(&sb, &fs);
+	msgpack_sbuffer_write(&sb, "\x00", 1);
+	assert_int_equal(decode_buf(&sb, &req, &id, &err), -(int)PROTO_BAD_FRAME);
+	assert_int_equal(id, 0);
+	msgpack_sbuffer_destroy(&sb);
+	/* too deep */
+	fs = simple(v_op_ping);
+	f_add(&fs, "extra", v_deep);
+	proto_request ok;
+	expect_ok(&fs, &ok); /* depth 5: fine */
+	msgpack_sbuffer_init(&sb);
+	msgpack_pack_map(&pk, 3);
+	pk_s(&pk, "op");
+	pk_s(&pk, "ping");
+	pk_s(&pk, "id");
+	msgpack_pack_uint64(&pk, 7);
+	pk_s(&pk, "extra");
+	for (int i = 0; i < PROTO_MAX_DEPTH; i++)
+		msgpack_pack_array(&pk, 1);
+	msgpack_pack_nil(&pk);
+	assert_int_equal(decode_buf(&sb, &req, &id, &err), -(int)PROTO_BAD_FRAME);
+	assert_int_equal(id, 0);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static void test_op_and_id_validation(void **state)
+{
+	(void)state;
+	fields fs;
+
+	fs = simple(v_op_ping);
+	f_del(&fs, "op");
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'op'");
+
+	fs = simple(v_op_ping);
+	f_set(&fs, "op", v_3);
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'op'");
+
+	fs = simple(v_op_ping);
+	f_set(&fs, "op", v_nil);
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'op'");
+
+	fs = simple(v_op_ping);
+	f_del(&fs, "id");
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'id'");
+
+	fs = simple(v_op_ping);
+	f_set(&fs, "id", v_neg);
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'id'");
+
+	fs = simple(v_op_ping);
+	f_set(&fs, "id", v_float);
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'id'");
+
+	fs = simple(v_op_ping);
+	f_set(&fs, "id", v_str);
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'id'");
+
+	fs = simple(v_op_ping);
+	f_set(&fs, "id", v_true);
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'id'");
+
+	/* the whole linear_backward with a bad id is still a bad frame */
+	fs = lb_base();
+	f_set(&fs, "id", v_neg);
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, "'id'");
+
+	/* the empty map */
+	fs = (fields){0};
+	expect_fail(&fs, PROTO_BAD_FRAME, 0, NULL);
+}
+
+static void test_unknown_op(void **state)
+{
+	(void)state;
+	fields fs = simple(v_op_frobnicate);
+	expect_fail(&fs, PROTO_UNKNOWN_OP, 7, "frobnicate");
+	/* a prefix of a real op name is not that op */
+	fields p = simple(v_op_ping);
+	f_set(&p, "op", v_long_str);
+	expect_fail(&p, PROTO_UNKNOWN_OP, 7, NULL);
+}
+
+static void test_hello_validation(void **state)
+{
+	(void)state;
+	proto_request req;
+	fields fs = simple(v_op_hello);
+	f_add(&fs, "version", v_1);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.version, 1);
+
+	f_set(&fs, "version", v_2);
+	expect_fail(&fs, PROTO_UNSUPPORTED, 7, "version");
+
+	f_set(&fs, "version", v_0);
+	expect_fail(&fs, PROTO_UNSUPPORTED, 7, "version");
+
+	f_set(&fs, "version", v_str);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'version'");
+
+	f_del(&fs, "version");
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'version'");
+
+	fs = simple(v_op_hello);
+	f_add(&fs, "version", v_1);
+	f_add(&fs, "client", v_3);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'client'");
+	f_set(&fs, "client", v_long_str);
+	expect_ok(&fs, &req); /* 38 bytes fits the 64-byte field */
+	assert_string_equal(req.client, "float32_but_much_longer_than_any_dtype");
+}
+
+static void v_client_too_long(msgpack_packer *pk)
+{
+	char s[65];
+	memset(s, 'c', 64);
+	s[64] = 0;
+	pk_s(pk, s);
+}
+
+static void test_hello_client_too_long(void **state)
+{
+	(void)state;
+	fields fs = simple(v_op_hello);
+	f_add(&fs, "version", v_1);
+	f_add(&fs, "client", v_client_too_long);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'client'");
+}
+
+static void test_register_validation(void **state)
+{
+	(void)state;
+	proto_request req;
+	fields fs = simple(v_op_register);
+	f_add(&fs, "size", v_size);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.size, 1 << 20);
+
+	f_set(&fs, "size", v_0);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'size'");
+
+	f_set(&fs, "size", v_neg);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'size'");
+
+	f_set(&fs, "size", v_float);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "must be an unsigned integer");
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'size'");
+
+	f_set(&fs, "size", v_str);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'size'");
+
+	f_set(&fs, "size", v_nil);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'size'");
+
+	f_del(&fs, "size");
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'size'");
+}
+
+static void test_unregister_validation(void **state)
+{
+	(void)state;
+	proto_request req;
+	fields fs = simple(v_op_unregister);
+	f_add(&fs, "region", v_4);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.region, 4);
+	f_set(&fs, "region", v_neg);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'region'");
+	f_del(&fs, "region");
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'region'");
+}
+
+static void test_lb_missing_keys(void **state)
+{
+	(void)state;
+	static const char *const required[] = {"dtype", "batch", "in", "out", "x", "dy"};
+	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
+		fields fs = lb_base();
+		f_del(&fs, required[i]);
+		char want[16];
+		snprintf(want, sizeof(want), "'%s'", required[i]);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+	}
+	/* nil means absent, so a required tensor set to nil is missing */
+	fields fs = lb_base();
+	f_set(&fs, "x", v_nil);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'x'");
+}
+
+static void test_lb_dtype(void **state)
+{
+	(void)state;
+	fields fs = lb_base();
+	f_set(&fs, "dtype", v_f64);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype'");
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "f64");
+
+	f_set(&fs, "dtype", v_long_str);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype'");
+
+	f_set(&fs, "dtype", v_4);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype'");
+
+	f_set(&fs, "dtype", v_nil);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype'");
+}
+
+static void test_lb_dims(void **state)
+{
+	(void)state;
+	static const char *const dims[] = {"batch", "in", "out"};
+	for (size_t i = 0; i < 3; i++) {
+		char want[16];
+		snprintf(want, sizeof(want), "'%s'", dims[i]);
+		fields fs = lb_base();
+		f_set(&fs, dims[i], v_neg);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+		f_set(&fs, dims[i], v_float);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+		f_set(&fs, dims[i], v_str);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+	}
+}
+
+static void test_lb_tensor_shape(void **state)
+{
+	(void)state;
+	static const char *const keys[] = {"x", "dy", "w", "dw", "db", "dx"};
+	for (size_t i = 0; i < 6; i++) {
+		char want[16], want0[16], want1[16];
+		snprintf(want, sizeof(want), "'%s'", keys[i]);
+		snprintf(want0, sizeof(want0), "'%s[0]", keys[i]);
+		snprintf(want1, sizeof(want1), "'%s[1]", keys[i]);
+		fields fs = lb_base();
+		f_set(&fs, keys[i], v_4);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+		f_set(&fs, keys[i], v_str);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+		f_set(&fs, keys[i], v_tensor_map);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+		f_set(&fs, keys[i], v_arr3);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+		f_set(&fs, keys[i], v_arr1);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
+		f_set(&fs, keys[i], v_neg_off);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want1);
+		f_set(&fs, keys[i], v_float_region);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want0);
+		f_set(&fs, keys[i], v_str_region);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want0);
+	}
+}
+
+static void test_lb_outputs(void **state)
+{
+	(void)state;
+	proto_request req;
+	fields fs = lb_base();
+	f_del(&fs, "dw");
+	f_del(&fs, "db");
+	f_del(&fs, "dx");
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "output");
+	/* outputs all nil is the same as absent */
+	f_set(&fs, "dw", v_nil);
+	f_set(&fs, "db", v_nil);
+	f_set(&fs, "dx", v_nil);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "output");
+
+	/* each output alone is enough (dx with w) */
+	static const char *const outs[] = {"dw", "db", "dx"};
+	for (int keep = 0; keep < 3; keep++) {
+		fs = lb_base();
+		for (int o = 0; o < 3; o++)
+			if (o != keep)
+				f_del(&fs, outs[o]);
+		expect_ok(&fs, &req);
+		assert_true(req.t[PROTO_T_DW].present == (keep == 0));
+		assert_true(req.t[PROTO_T_DB].present == (keep == 1));
+		assert_true(req.t[PROTO_T_DX].present == (keep == 2));
+	}
+
+	/* dx without w */
+	fs = lb_base();
+	f_del(&fs, "w");
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'w'");
+	f_set(&fs, "w", v_nil);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'w'");
+	/* w is optional when dx is not asked for */
+	f_del(&fs, "w");
+	f_del(&fs, "dx");
+	expect_ok(&fs, &req);
+	assert_false(req.t[PROTO_T_W].present);
+	assert_false(req.t[PROTO_T_DX].present);
+}
+
+static void test_lb_accumulate(void **state)
+{
+	(void)state;
+	proto_request req;
+	fields fs = lb_base();
+	f_set(&fs, "accumulate", v_true);
+	expect_ok(&fs, &req);
+	assert_true(req.accumulate);
+	f_set(&fs, "accumulate", v_false);
+	expect_ok(&fs, &req);
+	assert_false(req.accumulate);
+	f_del(&fs, "accumulate");
+	expect_ok(&fs, &req);
+	assert_false(req.accumulate);
+	f_set(&fs, "accumulate", v_1);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'accumulate'");
+	f_set(&fs, "accumulate", v_str);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'accumulate'");
+	f_set(&fs, "accumulate", v_empty_map);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'accumulate'");
+}
+
+static void test_unknown_keys_ignored(void **state)
+{
+	(void)state;
+	proto_request req;
+	fields fs = lb_base();
+	f_add(&fs, "priority", v_str);
+	f_add(&fs, "z", v_deep);
+	f_add(&fs, "size", v_neg);    /* a key of another op */
+	f_add(&fs, "version", v_str); /* ditto */
+	expect_ok(&fs, &req);
+	assert_int_equal(req.batch, 2);
+
+	fs = simple(v_op_ping);
+	f_add(&fs, "x", v_arr3);
+	f_add(&fs, "dtype", v_4);
+	f_add(&fs, "trace", v_empty_map);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.op, PROTO_OP_PING);
+
+	fs = simple(v_op_register);
+	f_add(&fs, "size", v_size);
+	f_add(&fs, "seals", v_str);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.size, 1 << 20);
+
+	/* a non-string key is ignored too */
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3);
+	msgpack_pack_uint64(&pk, 1);
+	msgpack_pack_uint64(&pk, 2);
+	pk_s(&pk, "op");
+	pk_s(&pk, "ping");
+	pk_s(&pk, "id");
+	msgpack_pack_uint64(&pk, 99);
+	uint64_t id;
+	proto_err err;
+	assert_int_equal(decode_buf(&sb, &req, &id, &err), 0);
+	assert_int_equal(id, 99);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_code_names),
+		cmocka_unit_test(test_proto_fail),
+		cmocka_unit_test(test_request_hello),
+		cmocka_unit_test(test_request_register),
+		cmocka_unit_test(test_request_unregister),
+		cmocka_unit_test(test_request_stats_ping),
+		cmocka_unit_test(test_request_linear_backward),
+		cmocka_unit_test(test_request_encode_appends),
+		cmocka_unit_test(test_reply_plain),
+		cmocka_unit_test(test_reply_register),
+		cmocka_unit_test(test_reply_job),
+		cmocka_unit_test(test_reply_hello),
+		cmocka_unit_test(test_reply_stats),
+		cmocka_unit_test(test_reply_error),
+		cmocka_unit_test(test_reply_decode_edges),
+		cmocka_unit_test(test_reply_float_counters_clamped),
+		cmocka_unit_test(test_valid_base_request),
+		cmocka_unit_test(test_body_not_a_map),
+		cmocka_unit_test(test_op_and_id_validation),
+		cmocka_unit_test(test_unknown_op),
+		cmocka_unit_test(test_hello_validation),
+		cmocka_unit_test(test_hello_client_too_long),
+		cmocka_unit_test(test_register_validation),
+		cmocka_unit_test(test_unregister_validation),
+		cmocka_unit_test(test_lb_missing_keys),
+		cmocka_unit_test(test_lb_dtype),
+		cmocka_unit_test(test_lb_dims),
+		cmocka_unit_test(test_lb_tensor_shape),
+		cmocka_unit_test(test_lb_outputs),
+		cmocka_unit_test(test_lb_accumulate),
+		cmocka_unit_test(test_unknown_keys_ignored),
+	};
+	return cmocka_run_group_tests_name("msg", tests, NULL, NULL);
+}
