@@ -44,7 +44,9 @@ typedef struct vkg_client vkg_client;
 /* Connect to the daemon. path NULL means $VKGRAD_SOCKET, else
  * $XDG_RUNTIME_DIR/vkgrad.sock, else /run/vkgrad/vkgrad.sock. */
 vkg_client *vkg_connect(const char *path, vkg_error *err);
-/* Close the connection; the daemon releases its regions. NULL is allowed. */
+/* Close the connection; the daemon releases its regions, and every mapping
+ * vkg_region_create returned that was not destroyed is unmapped. NULL is
+ * allowed. */
 void vkg_close(vkg_client *c);
 /* The socket path the library would use for path == NULL (static buffer). */
 const char *vkg_default_socket(void);
@@ -69,6 +71,7 @@ typedef struct vkg_stats {
 	uint64_t clients, regions, region_bytes, jobs_done, jobs_failed, batches;
 	uint64_t pipelines, pipeline_cache_hits, jobs_queued, jobs_running;
 	uint64_t host_imports, staged_regions;
+	uint64_t validation_errors;
 } vkg_stats;
 
 int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err);
@@ -117,8 +120,18 @@ int vkg_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *e
 int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err);
 int vkg_wait(vkg_client *c, uint64_t handle, int timeout_ms, vkg_result *res, vkg_error *err);
 /* A descriptor that becomes readable when replies arrive: put it in your own
- * poll/epoll loop and call vkg_poll when it fires. */
+ * poll/epoll loop and call vkg_poll when it fires. Note that vkg_poll and
+ * vkg_wait read every reply that has arrived, not only their handle's, so a
+ * finished job may sit in the library while the descriptor is quiet: with
+ * several jobs in flight, call vkg_poll_any until it returns -EAGAIN before
+ * blocking on the descriptor. */
 int vkg_fd(const vkg_client *c);
+/* Report any one finished job: 0 with *handle and res set (the handle is
+ * consumed), VKG_EREMOTE with *handle set when that job failed, -EAGAIN when
+ * none has finished yet, -ENOENT when no job is outstanding, or another
+ * negative value when the connection failed (*handle then names one of the
+ * jobs lost with it). */
+int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *err);
 
 #ifdef __cplusplus
 }

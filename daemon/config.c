@@ -36,6 +36,9 @@ void config_defaults(config *c)
 	c->max_total_region_bytes = 64ull << 30;
 	c->max_connections = 2048;
 	c->max_batch_jobs = 256;
+	c->batch_per_client = 32;
+	c->max_batch_bytes = 256u << 20;
+	c->spin_us = 50;
 	c->inflight_batches = 2;
 	c->max_outbound_bytes = 4u << 20;
 }
@@ -56,6 +59,9 @@ static void usage(const config *d)
 	       "  --max-dim N            largest batch/in/out (default %" PRIu64 ")\n"
 	       "  --max-connections N    connections at once (default %u)\n"
 	       "  --batch-jobs N         jobs per command buffer (default %u)\n"
+	       "  --batch-per-client N   jobs one client adds to a batch per round (default %u)\n"
+	       "  --max-batch-bytes N    tensor bytes per batch (default %" PRIu64 ")\n"
+	       "  --spin-us N            completion spins this long before blocking (default %u)\n"
 	       "  --inflight-batches N   submissions in flight (default %u)\n"
 	       "  --max-outbound-bytes N reply bytes queued per slow client (default %" PRIu64 ")\n"
 	       "  --no-host-import       never import client memory; use staging copies\n"
@@ -63,7 +69,7 @@ static void usage(const config *d)
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
 	       d->limits.max_regions, d->limits.max_region_bytes, d->max_total_region_bytes,
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_batch_jobs,
-	       d->inflight_batches, d->max_outbound_bytes);
+	       d->batch_per_client, d->max_batch_bytes, d->spin_us, d->inflight_batches, d->max_outbound_bytes);
 }
 
 static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -83,7 +89,7 @@ static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, u
 int config_parse_args(config *c, int argc, char **argv)
 {
 	enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
-	       O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_HELP, O_VERSION };
+	       O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{"socket", required_argument, 0, O_SOCKET},
 		{"cache-dir", required_argument, 0, O_CACHE},
@@ -100,6 +106,9 @@ int config_parse_args(config *c, int argc, char **argv)
 		{"inflight-batches", required_argument, 0, O_IBATCH},
 		{"max-outbound-bytes", required_argument, 0, O_OUTB},
 		{"no-host-import", no_argument, 0, O_NOIMPORT},
+		{"batch-per-client", required_argument, 0, O_BPC},
+		{"max-batch-bytes", required_argument, 0, O_BBYTES},
+		{"spin-us", required_argument, 0, O_SPIN},
 		{"help", no_argument, 0, O_HELP},
 		{"version", no_argument, 0, O_VERSION},
 		{0, 0, 0, 0},
@@ -158,6 +167,15 @@ int config_parse_args(config *c, int argc, char **argv)
 			if (parse_u64(name, optarg, 65536, UINT64_MAX / 2, &v)) return -1;
 			c->max_outbound_bytes = v; break;
 		case O_NOIMPORT: c->no_host_import = true; break;
+		case O_BPC:
+			if (parse_u64(name, optarg, 1, 65536, &v)) return -1;
+			c->batch_per_client = (uint32_t)v; break;
+		case O_BBYTES:
+			if (parse_u64(name, optarg, 1, UINT64_MAX / 2, &v)) return -1;
+			c->max_batch_bytes = v; break;
+		case O_SPIN:
+			if (parse_u64(name, optarg, 0, 100000, &v)) return -1;
+			c->spin_us = (uint32_t)v; break;
 		case O_HELP: usage(&d); return 1;
 		case O_VERSION: printf("vkgradd %s\n", VKG_VERSION); return 1;
 		default:

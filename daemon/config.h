@@ -17,6 +17,9 @@ typedef struct config {
 	uint64_t max_total_region_bytes; /* all connections together */
 	uint32_t max_connections;
 	uint32_t max_batch_jobs;  /* jobs recorded into one command buffer */
+	uint32_t batch_per_client;/* jobs one connection adds to a batch per round */
+	uint64_t max_batch_bytes; /* tensor bytes one batch may carry (first job always fits) */
+	uint32_t spin_us;         /* completion thread spins this long before blocking */
 	uint32_t inflight_batches;/* submissions in flight at once */
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
 	bool no_host_import;     /* force the staging-copy path (testing) */

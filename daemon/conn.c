@@ -68,6 +68,9 @@ void conn_close(conn *c, const char *why)
 		c->next->prev = c->prev;
 	s->nconns--;
 	drop_fds(c);
+	/* queued jobs can no longer be answered: drop them (running ones finish) */
+	engine_lane_close(&s->eng, c->lane);
+	c->lane = NULL;
 	/* the table's references go; regions used by queued or running jobs
 	 * live on until those jobs finish */
 	for (uint32_t i = 0; i < c->nregs; i++) {
@@ -98,8 +101,10 @@ int conn_open(server *s, int fd)
 		c->cred.uid = c->cred.gid = (uid_t)-1;
 	}
 	proto_framer_init(&c->fr, s->limits.max_frame);
-	if (uv_poll_init(s->loop, &c->poll, fd) != 0) {
+	c->lane = engine_lane_open(&s->eng);
+	if (!c->lane || uv_poll_init(s->loop, &c->poll, fd) != 0) {
 		close(fd);
+		free(c->lane);
 		conn_free(c);
 		return -1;
 	}
@@ -394,7 +399,7 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	}
 	conn_ref(c);
 	c->inflight++;
-	engine_enqueue(&s->eng, j);
+	engine_enqueue(&s->eng, c->lane, j);
 	engine_pump(&s->eng);
 	return;
 fail:

@@ -42,6 +42,7 @@ struct conn {
 	uint64_t next_region;
 	uint64_t region_bytes;
 	uint32_t inflight;     /* queued + running jobs */
+	engine_lane *lane;     /* this connection's queue in the engine */
 };
 
 /* Take an accepted socket. Returns 0, or -1 (fd closed). */

@@ -3,6 +3,7 @@
 
 #include "log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,8 +43,28 @@ static void *completion_main(void *arg)
 			.pSemaphores = &e->timeline,
 			.pValues = &value,
 		};
-		VkResult r = vkWaitSemaphores(e->dev->dev, &wi, ENGINE_WAIT_NS);
+		/* spin briefly (a small batch often finishes within microseconds
+		 * and waking from a blocking wait costs tens of them), then block */
+		VkResult r = VK_TIMEOUT;
+		uint64_t spin_end = engine_now_ns() + (uint64_t)e->cfg->spin_us * 1000u;
+		for (uint64_t cur = 0; e->cfg->spin_us;) {
+			if (vkGetSemaphoreCounterValue(e->dev->dev, e->timeline, &cur) != VK_SUCCESS)
+				break;
+			if (cur >= value) {
+				r = VK_SUCCESS;
+				break;
+			}
+			if (engine_now_ns() >= spin_end)
+				break;
+		}
+		if (r == VK_TIMEOUT)
+			r = vkWaitSemaphores(e->dev->dev, &wi, ENGINE_WAIT_NS);
 		pthread_mutex_lock(&e->mu);
+		if (r == VK_SUCCESS && ++e->waits == e->fault_wait_at) {
+			log_warn("fault injection: wait %llu reports device loss",
+				 (unsigned long long)e->waits);
+			r = VK_ERROR_DEVICE_LOST;
+		}
 		if (r == VK_TIMEOUT)
 			continue;
 		if (r != VK_SUCCESS) {
@@ -261,6 +282,8 @@ static bool can_take(const job *j)
 	return true;
 }
 
+static void take_jobs(engine *e, engine_slot *s);
+
 static void submit_slot(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
@@ -273,20 +296,12 @@ static void submit_slot(engine *e, uint32_t si)
 		vkCmdResetQueryPool(cb, s->queries, 0, 2);
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries, 0);
 	}
-	/* take jobs from the head of the queue, in order */
+	take_jobs(e, s);
 	bool after_inflight = false;
-	while (e->q_head && s->njobs < e->cfg->max_batch_jobs && can_take(e->q_head)) {
-		job *j = e->q_head;
-		e->q_head = j->next;
-		if (!e->q_head)
-			e->q_tail = NULL;
-		j->next = NULL;
-		e->queued--;
-		s->jobs[s->njobs++] = j;
+	for (uint32_t i = 0; i < s->njobs; i++)
 		for (int t = 0; t < PROTO_T_COUNT; t++)
-			if (j->reg[t] && j->reg[t]->inflight)
+			if (s->jobs[i]->reg[t] && s->jobs[i]->reg[t]->inflight)
 				after_inflight = true;
-	}
 	/* earlier batches still running touch some of these regions: order this
 	 * batch after them (a barrier's first scope includes earlier submissions) */
 	if (after_inflight)
@@ -350,7 +365,14 @@ static void submit_slot(engine *e, uint32_t si)
 		.signalSemaphoreCount = 1,
 		.pSignalSemaphores = &e->timeline,
 	};
-	VkResult r = vkQueueSubmit(e->dev->queue, 1, &si_, VK_NULL_HANDLE);
+	VkResult r;
+	if (++e->submits == e->fault_submit_at) {
+		log_warn("fault injection: submission %llu reports device loss",
+			 (unsigned long long)e->submits);
+		r = VK_ERROR_DEVICE_LOST;
+	} else {
+		r = vkQueueSubmit(e->dev->queue, 1, &si_, VK_NULL_HANDLE);
+	}
 	if (r != VK_SUCCESS) {
 		log_err("vkQueueSubmit failed (VkResult %d); %u job(s) fail", r, s->njobs);
 		s->failed = true;
@@ -367,9 +389,99 @@ static void submit_slot(engine *e, uint32_t si)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* ---- lanes and batch formation ---------------------------------------------- */
+
+static void lane_activate(engine *e, engine_lane *l)
+{
+	l->next = NULL;
+	l->prev = e->active_tail;
+	if (e->active_tail)
+		e->active_tail->next = l;
+	else
+		e->active_head = l;
+	e->active_tail = l;
+	e->nactive++;
+}
+
+static void lane_deactivate(engine *e, engine_lane *l)
+{
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		e->active_head = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	else
+		e->active_tail = l->prev;
+	l->prev = l->next = NULL;
+	e->nactive--;
+}
+
+static job *lane_pop(engine *e, engine_lane *l)
+{
+	job *j = l->head;
+	l->head = j->next;
+	if (!l->head)
+		l->tail = NULL;
+	l->n--;
+	e->queued--;
+	j->next = NULL;
+	j->lane = NULL;
+	return j;
+}
+
+static uint64_t job_bytes(const job *j)
+{
+	uint64_t b = 0;
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		b += j->bytes[t];
+	return b;
+}
+
+/* Fill slot s from the active lanes: rounds of at most batch_per_client jobs
+ * per lane, each lane in its own order, until the batch holds max_batch_jobs
+ * jobs or max_batch_bytes of tensors (the first job always fits). A lane
+ * that got jobs moves to the back, so the next batch starts elsewhere. */
+static void take_jobs(engine *e, engine_slot *s)
+{
+	const uint32_t max = e->cfg->max_batch_jobs, cap = e->cfg->batch_per_client;
+	uint64_t bytes = 0;
+	bool full = false, progress = true;
+	while (!full && progress && e->nactive) {
+		progress = false;
+		uint32_t lanes = e->nactive;
+		for (uint32_t k = 0; k < lanes && !full; k++) {
+			engine_lane *l = e->active_head;
+			uint32_t took = 0;
+			while (l->head && took < cap && can_take(l->head)) {
+				uint64_t jb = job_bytes(l->head);
+				if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
+					full = true;
+					break;
+				}
+				bytes += jb;
+				s->jobs[s->njobs++] = lane_pop(e, l);
+				took++;
+			}
+			progress |= took > 0;
+			lane_deactivate(e, l);
+			if (l->head)
+				lane_activate(e, l);
+		}
+	}
+}
+
+static bool has_takeable(const engine *e)
+{
+	for (const engine_lane *l = e->active_head; l; l = l->next)
+		if (can_take(l->head))
+			return true;
+	return false;
+}
+
 void engine_pump(engine *e)
 {
-	while (e->q_head && can_take(e->q_head)) {
+	while (e->nactive && has_takeable(e)) {
 		uint32_t si = e->nslots;
 		for (uint32_t i = 0; i < e->nslots; i++)
 			if (!e->slots[i].busy) {
@@ -382,16 +494,41 @@ void engine_pump(engine *e)
 	}
 }
 
-void engine_enqueue(engine *e, job *j)
+engine_lane *engine_lane_open(engine *e)
+{
+	(void)e;
+	return calloc(1, sizeof(engine_lane));
+}
+
+void engine_lane_close(engine *e, engine_lane *l)
+{
+	if (!l)
+		return;
+	if (l->head)
+		lane_deactivate(e, l);
+	while (l->head) {
+		job *j = lane_pop(e, l);
+		e->jobs_failed++;
+		e->done(j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
+		job_free(j);
+	}
+	free(l);
+}
+
+void engine_enqueue(engine *e, engine_lane *l, job *j)
 {
 	j->next = NULL;
+	j->lane = l;
 	j->t_queued_ns = engine_now_ns();
-	if (e->q_tail)
-		e->q_tail->next = j;
+	if (l->tail)
+		l->tail->next = j;
 	else
-		e->q_head = j;
-	e->q_tail = j;
+		l->head = j;
+	l->tail = j;
+	l->n++;
 	e->queued++;
+	if (l->n == 1)
+		lane_activate(e, l);
 }
 
 bool engine_idle(const engine *e)
@@ -410,6 +547,12 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	e->cfg = cfg;
 	e->done = done;
 	e->nslots = cfg->inflight_batches;
+	const char *fi = getenv("VKGRAD_FAULT_INJECT");
+	unsigned long long at;
+	if (fi && sscanf(fi, "submit:%llu", &at) == 1)
+		e->fault_submit_at = at;
+	else if (fi && sscanf(fi, "wait:%llu", &at) == 1)
+		e->fault_wait_at = at;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	VkSemaphoreTypeCreateInfo stci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
@@ -495,15 +638,16 @@ void engine_destroy(engine *e)
 		if (!uv_is_closing((uv_handle_t *)&e->async))
 			uv_close((uv_handle_t *)&e->async, NULL);
 	}
-	while (e->q_head) {
-		job *j = e->q_head;
-		e->q_head = j->next;
-		e->queued--;
-		e->jobs_failed++;
-		e->done(j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
-		job_free(j);
+	while (e->active_head) {
+		engine_lane *l = e->active_head;
+		lane_deactivate(e, l);
+		while (l->head) {
+			job *j = lane_pop(e, l);
+			e->jobs_failed++;
+			e->done(j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
+			job_free(j);
+		}
 	}
-	e->q_tail = NULL;
 	const device *d = e->dev;
 	for (uint32_t i = 0; e->slots && i < e->nslots; i++) {
 		engine_slot *s = &e->slots[i];

@@ -25,8 +25,11 @@
 #include "region.h"
 
 typedef struct job job;
+typedef struct engine_lane engine_lane;
+
 struct job {
 	job *next;
+	engine_lane *lane;      /* while queued */
 	void *owner;            /* the connection; opaque here */
 	proto_request req;
 	region *reg[PROTO_T_COUNT]; /* one reference per present tensor */
@@ -39,6 +42,15 @@ struct job {
  * failure. The engine frees the job and its region references afterwards. */
 typedef void (*engine_done_fn)(job *j, proto_code code, const char *msg, uint64_t queued_us,
 			       uint64_t gpu_us, uint32_t batch_jobs);
+
+/* One connection's queue. Batches take jobs from the active lanes
+ * round-robin, at most batch_per_client per lane per round, so a client
+ * with thousands of queued jobs cannot hold back another client's one. */
+struct engine_lane {
+	job *head, *tail;
+	uint32_t n;
+	engine_lane *prev, *next; /* active list, while non-empty */
+};
 
 typedef struct engine_slot {
 	VkCommandPool pool;
@@ -62,7 +74,8 @@ typedef struct engine {
 	VkDeviceMemory dummy_mem;
 	engine_slot *slots;
 	uint32_t nslots;
-	job *q_head, *q_tail;
+	engine_lane *active_head, *active_tail;
+	uint32_t nactive;
 	uint32_t queued, running;
 	uint64_t epoch;           /* barrier generation inside the batch being recorded */
 	/* submitted slots in submission order; shared with the completion thread */
@@ -74,6 +87,9 @@ typedef struct engine {
 	pthread_t thread;
 	bool thread_started;
 	uv_async_t async;
+	/* fault injection for tests (VKGRAD_FAULT_INJECT=submit:N or wait:N):
+	 * the Nth submission or wait reports VK_ERROR_DEVICE_LOST */
+	uint64_t fault_submit_at, fault_wait_at, submits, waits;
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 } engine;
@@ -85,8 +101,12 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
  * closes e->async's handle by running the loop afterwards. */
 void engine_destroy(engine *e);
 
+engine_lane *engine_lane_open(engine *e);
+/* Answers every job still queued on the lane (`internal`, the connection is
+ * gone) and frees it. Jobs already submitted finish normally. */
+void engine_lane_close(engine *e, engine_lane *l);
 /* Takes ownership of j (and its region references). */
-void engine_enqueue(engine *e, job *j);
+void engine_enqueue(engine *e, engine_lane *l, job *j);
 /* Record and submit as many batches as free slots allow. */
 void engine_pump(engine *e);
 bool engine_idle(const engine *e);

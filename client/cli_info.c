@@ -1,0 +1,181 @@
+/* client/cli_info.c — `vkgrad info`, `vkgrad stats`, `vkgrad ping`: what the
+ * daemon is, what it has done, and how fast it answers. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Subcommands without options accept only --help. Returns true when the
+ * command should end at once, with *rc its exit status. */
+static bool no_options(int argc, char **argv, int *rc)
+{
+	if (argc < 2)
+		return false;
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		printf("usage: vkgrad [--socket PATH] %s\n", argv[0]);
+		*rc = CLI_EXIT_OK;
+	} else {
+		*rc = cli_usage_fail("%s: unexpected argument '%s'", argv[0], argv[1]);
+	}
+	return true;
+}
+
+static vkg_client *connect_or_fail(const cli_ctx *ctx, int *rc)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(ctx->socket, &err);
+	if (!c)
+		*rc = cli_fail(&err);
+	return c;
+}
+
+static void print_bytes(const char *label, uint64_t b)
+{
+	if (b >= (1ull << 30) && b % (1ull << 20) == 0)
+		printf("  %-18s %" PRIu64 " (%.1f GiB)\n", label, b, (double)b / (1ull << 30));
+	else if (b >= (1ull << 20))
+		printf("  %-18s %" PRIu64 " (%.1f MiB)\n", label, b, (double)b / (1ull << 20));
+	else
+		printf("  %-18s %" PRIu64 "\n", label, b);
+}
+
+int cli_info(const cli_ctx *ctx, int argc, char **argv)
+{
+	int rc;
+	if (no_options(argc, argv, &rc))
+		return rc;
+	vkg_client *c = connect_or_fail(ctx, &rc);
+	if (!c)
+		return rc;
+	vkg_error err;
+	static vkg_info info; /* large: keep it off the stack */
+	if (vkg_hello(c, "vkgrad-cli info", &info, &err) != 0) {
+		rc = cli_fail(&err);
+		goto out;
+	}
+	printf("server    %s (protocol v1) on %s\n", info.server, cli_socket_path(ctx));
+	printf("device    %s\n", info.device_name);
+	printf("  %-18s %s\n", "type", info.device_type);
+	printf("  %-18s 0x%04x\n", "vendor_id", info.vendor_id);
+	printf("  %-18s 0x%04x\n", "device_id", info.device_id);
+	printf("  %-18s %s\n", "driver", info.driver);
+	printf("  %-18s %s\n", "vulkan api", info.api);
+	printf("limits\n");
+	print_bytes("max_frame", info.max_frame);
+	printf("  %-18s %" PRIu32 " per connection\n", "max_regions", info.max_regions);
+	print_bytes("max_region_bytes", info.max_region_bytes);
+	printf("  %-18s %" PRIu32 " jobs per connection\n", "max_inflight", info.max_inflight);
+	printf("  %-18s %" PRIu64 " (batch, in, out each)\n", "max_dim", info.max_dim);
+	print_bytes("max_tensor_bytes", info.max_tensor_bytes);
+
+	/* an aligned table: widths from the longest cell of each column */
+	const char *head[5] = {"NAME", "DOMAIN", "VARIANT", "DTYPE", "STATUS"};
+	int w[5];
+	for (int k = 0; k < 5; k++)
+		w[k] = (int)strlen(head[k]);
+	unsigned n = info.n_kernels < 32 ? info.n_kernels : 32;
+	for (unsigned i = 0; i < n; i++) {
+		const vkg_kernel_info *k = &info.kernels[i];
+		const char *cell[5] = {k->name, k->domain, k->variant, k->dtype, k->status};
+		for (int j = 0; j < 5; j++)
+			if ((int)strlen(cell[j]) > w[j])
+				w[j] = (int)strlen(cell[j]);
+	}
+	printf("kernels   %u\n", info.n_kernels);
+	printf("  %-*s  %-*s  %-*s  %-*s  %s\n", w[0], head[0], w[1], head[1], w[2], head[2],
+	       w[3], head[3], head[4]);
+	for (unsigned i = 0; i < n; i++) {
+		const vkg_kernel_info *k = &info.kernels[i];
+		printf("  %-*s  %-*s  %-*s  %-*s  %s\n", w[0], k->name, w[1], k->domain, w[2],
+		       k->variant, w[3], k->dtype, k->status);
+	}
+	rc = CLI_EXIT_OK;
+out:
+	vkg_close(c);
+	return rc;
+}
+
+int cli_stats(const cli_ctx *ctx, int argc, char **argv)
+{
+	int rc;
+	if (no_options(argc, argv, &rc))
+		return rc;
+	vkg_client *c = connect_or_fail(ctx, &rc);
+	if (!c)
+		return rc;
+	vkg_error err;
+	vkg_stats s;
+	if (vkg_stats_get(c, &s, &err) != 0) {
+		rc = cli_fail(&err);
+		goto out;
+	}
+	printf("daemon stats (%s)\n", cli_socket_path(ctx));
+	printf("  %-20s %.1f\n", "uptime_s", s.uptime_s);
+	printf("  %-20s %" PRIu64 " (connected now, this one included)\n", "clients", s.clients);
+	printf("  %-20s %" PRIu64 " (registered now, all clients)\n", "regions", s.regions);
+	printf("  %-20s %" PRIu64 "\n", "region_bytes", s.region_bytes);
+	printf("  %-20s %" PRIu64 "\n", "jobs_done", s.jobs_done);
+	printf("  %-20s %" PRIu64 "\n", "jobs_failed", s.jobs_failed);
+	printf("  %-20s %" PRIu64 "\n", "jobs_queued", s.jobs_queued);
+	printf("  %-20s %" PRIu64 "\n", "jobs_running", s.jobs_running);
+	printf("  %-20s %" PRIu64 " (GPU submissions)\n", "batches", s.batches);
+	printf("  %-20s %.2f\n", "jobs_per_batch_avg", s.jobs_per_batch_avg);
+	printf("  %-20s %" PRIu64 "\n", "pipelines", s.pipelines);
+	printf("  %-20s %" PRIu64 "\n", "pipeline_cache_hits", s.pipeline_cache_hits);
+	printf("  %-20s %" PRIu64 " (of those regions: used by the GPU in place)\n", "host_imports",
+	       s.host_imports);
+	printf("  %-20s %" PRIu64 " (of those regions: copied through staging buffers)\n",
+	       "staged_regions", s.staged_regions);
+	printf("  %-20s %" PRIu64 " (Vulkan validation-layer errors)\n", "validation_errors",
+	       s.validation_errors);
+	rc = CLI_EXIT_OK;
+out:
+	vkg_close(c);
+	return rc;
+}
+
+int cli_ping(const cli_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"count", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	uint64_t count = 1;
+	optind = 0;
+	opterr = 0;
+	for (int o; (o = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1;) {
+		switch (o) {
+		case 'c':
+			if (cli_parse_u64("--count", optarg, 1, 1000000, &count))
+				return CLI_EXIT_USAGE;
+			break;
+		case 'h':
+			printf("usage: vkgrad [--socket PATH] ping [--count N]\n");
+			return CLI_EXIT_OK;
+		default:
+			return cli_usage_fail("ping: bad option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_fail("ping: unexpected argument '%s'", argv[optind]);
+	int rc;
+	vkg_client *c = connect_or_fail(ctx, &rc);
+	if (!c)
+		return rc;
+	vkg_error err;
+	rc = CLI_EXIT_OK;
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t t0 = cli_now_us();
+		if (vkg_ping(c, &err) != 0) {
+			rc = cli_fail(&err);
+			break;
+		}
+		printf("ping %s: %" PRIu64 " us round trip\n", cli_socket_path(ctx),
+		       cli_now_us() - t0);
+	}
+	vkg_close(c);
+	return rc;
+}

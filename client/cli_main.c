@@ -1,0 +1,166 @@
+/* client/cli_main.c — the vkgrad command-line tool: global options,
+ * subcommand dispatch, usage and the small helpers every subcommand uses. */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+	"usage: vkgrad [--socket PATH] COMMAND [OPTIONS]\n"
+	"\n"
+	"Talk to vkgradd, the GPU daemon that computes linear-layer backward passes\n"
+	"(dW = dYᵀ·X, db = Σ dY, dX = dY·W) for client processes.\n"
+	"\n"
+	"commands:\n"
+	"  info                 server, device, limits and kernels of the daemon\n"
+	"  stats                the daemon's counters\n"
+	"  ping [--count N]     round-trip time of a ping request\n"
+	"  run --batch B --in I --out O [--outputs dw,db,dx] [--accumulate]\n"
+	"      [--repeat N] [--check] [--seed S] [--quiet]\n"
+	"                       run one job shape on random inputs; --check compares\n"
+	"                       with a float64 CPU reference (f32 tolerance " CLI_TOL_TEXT ")\n"
+	"  demo [--clients N] [--jobs M] [--inflight K]\n"
+	"                       N client processes (default 4) each run M checked jobs\n"
+	"                       (default 4) of mixed shapes, K in flight (default 2)\n"
+	"\n"
+	"--socket PATH defaults to $VKGRAD_SOCKET, else $XDG_RUNTIME_DIR/vkgrad.sock,\n"
+	"else /run/vkgrad/vkgrad.sock.\n"
+	"\n"
+	"exit status: 0 ok, 1 a check failed, 2 usage error, 3 daemon or connection error\n";
+
+static void vwrite_fd(int fd, const char *fmt, va_list ap)
+{
+	char buf[2048];
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	/* one write(2) per call keeps concurrent processes' lines whole */
+	const char *p = buf;
+	while (n > 0) {
+		ssize_t w = write(fd, p, (size_t)n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (int)w;
+	}
+}
+
+void cli_out(const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout); /* keep order with anything printf'd before */
+	va_start(ap, fmt);
+	vwrite_fd(STDOUT_FILENO, fmt, ap);
+	va_end(ap);
+}
+
+void cli_errf(const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	va_start(ap, fmt);
+	vwrite_fd(STDERR_FILENO, fmt, ap);
+	va_end(ap);
+}
+
+int cli_fail(const vkg_error *err)
+{
+	cli_errf("vkgrad: %s: %s\n", err->code[0] ? err->code : "io",
+		 err->message[0] ? err->message : "unknown error");
+	return CLI_EXIT_DAEMON;
+}
+
+int cli_usage_fail(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cli_errf("vkgrad: %s\n(run 'vkgrad --help' for usage)\n", msg);
+	return CLI_EXIT_USAGE;
+}
+
+int cli_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (!s || !*s || *s == '-') {
+		cli_usage_fail("%s needs an unsigned number", opt);
+		return -1;
+	}
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max) {
+		cli_usage_fail("%s must be a number in [%" PRIu64 ", %" PRIu64 "] (got '%s')", opt,
+			       min, max, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+const char *cli_socket_path(const cli_ctx *ctx)
+{
+	return ctx->socket ? ctx->socket : vkg_default_socket();
+}
+
+uint64_t cli_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(const cli_ctx *ctx, int argc, char **argv);
+} commands[] = {
+	{"info", cli_info}, {"stats", cli_stats}, {"ping", cli_ping},
+	{"run", cli_run},   {"demo", cli_demo},
+};
+
+int main(int argc, char **argv)
+{
+	cli_ctx ctx = {0};
+	int i = 1;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			fputs(usage_text, stdout);
+			return CLI_EXIT_OK;
+		} else if (strcmp(a, "--version") == 0) {
+			printf("vkgrad %s (protocol v1)\n", VKG_VERSION);
+			return CLI_EXIT_OK;
+		} else if (strcmp(a, "--socket") == 0 || strcmp(a, "-s") == 0) {
+			if (i + 1 >= argc)
+				return cli_usage_fail("%s needs a path", a);
+			ctx.socket = argv[++i];
+		} else if (strncmp(a, "--socket=", 9) == 0) {
+			ctx.socket = a + 9;
+		} else {
+			return cli_usage_fail("unknown option '%s'", a);
+		}
+	}
+	if (i >= argc) {
+		fputs(usage_text, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (strcmp(argv[i], "help") == 0) {
+		fputs(usage_text, stdout);
+		return CLI_EXIT_OK;
+	}
+	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+		if (strcmp(argv[i], commands[k].name) == 0)
+			return commands[k].fn(&ctx, argc - i, argv + i);
+	return cli_usage_fail("unknown command '%s'", argv[i]);
+}

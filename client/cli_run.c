@@ -1,0 +1,193 @@
+/* client/cli_run.c — `vkgrad run`: one job shape, repeated, optionally
+ * checked against the float64 CPU reference. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char run_usage[] =
+	"usage: vkgrad [--socket PATH] run --batch B --in I --out O [--outputs dw,db,dx]\n"
+	"                [--accumulate] [--repeat N] [--check] [--seed S] [--quiet]\n"
+	"  --outputs    which gradients to compute (default dw,db,dx)\n"
+	"  --accumulate add to the outputs' contents instead of overwriting them\n"
+	"  --repeat N   run the job N times (default 1)\n"
+	"  --check      compare with a float64 CPU reference; exit 1 on a mismatch\n"
+	"               (pass: max|got-want| / max|want| <= " CLI_TOL_TEXT ", f32)\n"
+	"  --seed S     seed of the pseudo-random inputs (default 1)\n"
+	"  --quiet      print only errors and mismatches\n";
+
+typedef struct run_opts {
+	uint64_t batch, in, out, repeat, seed;
+	unsigned outputs;
+	bool accumulate, check, quiet;
+} run_opts;
+
+static int run_parse(int argc, char **argv, run_opts *o)
+{
+	static const struct option opts[] = {
+		{"batch", required_argument, NULL, 'b'},
+		{"in", required_argument, NULL, 'i'},
+		{"out", required_argument, NULL, 'o'},
+		{"outputs", required_argument, NULL, 'O'},
+		{"accumulate", no_argument, NULL, 'a'},
+		{"repeat", required_argument, NULL, 'r'},
+		{"check", no_argument, NULL, 'c'},
+		{"seed", required_argument, NULL, 's'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	*o = (run_opts){.repeat = 1, .seed = 1, .outputs = CLI_OUT_ALL};
+	optind = 0;
+	opterr = 0;
+	for (int c; (c = getopt_long(argc, argv, "+b:i:o:O:ar:cs:qh", opts, NULL)) != -1;) {
+		int bad = 0;
+		switch (c) {
+		case 'b': bad = cli_parse_u64("--batch", optarg, 1, UINT32_MAX, &o->batch); break;
+		case 'i': bad = cli_parse_u64("--in", optarg, 1, UINT32_MAX, &o->in); break;
+		case 'o': bad = cli_parse_u64("--out", optarg, 1, UINT32_MAX, &o->out); break;
+		case 'r': bad = cli_parse_u64("--repeat", optarg, 1, 1000000, &o->repeat); break;
+		case 's': bad = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, &o->seed); break;
+		case 'O':
+			if (cli_outputs_parse(optarg, &o->outputs) != 0)
+				return cli_usage_fail("run: --outputs takes a list of dw, db, dx "
+						      "separated by commas (got '%s')",
+						      optarg);
+			break;
+		case 'a': o->accumulate = true; break;
+		case 'c': o->check = true; break;
+		case 'q': o->quiet = true; break;
+		case 'h': fputs(run_usage, stdout); return -1;
+		default:
+			return cli_usage_fail("run: bad option or missing value: '%s'",
+					      argv[optind - 1]);
+		}
+		if (bad)
+			return CLI_EXIT_USAGE;
+	}
+	if (optind < argc)
+		return cli_usage_fail("run: unexpected argument '%s'", argv[optind]);
+	if (!o->batch || !o->in || !o->out)
+		return cli_usage_fail("run: --batch, --in and --out are required");
+	return 0;
+}
+
+int cli_run(const cli_ctx *ctx, int argc, char **argv)
+{
+	run_opts o;
+	int rc = run_parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? CLI_EXIT_OK : rc;
+
+	cli_task t;
+	char why[160], outs[16];
+	if (cli_task_init(&t, o.batch, o.in, o.out, o.outputs, o.accumulate, why, sizeof(why)))
+		return cli_usage_fail("run: %s", why);
+	cli_outputs_name(o.outputs, outs);
+
+	vkg_error err;
+	vkg_client *c = vkg_connect(ctx->socket, &err);
+	if (!c)
+		return cli_fail(&err);
+	if (cli_task_map(&t, c, &err) != 0) {
+		rc = cli_fail(&err);
+		goto out_close;
+	}
+	if (!o.quiet) {
+		printf("run: B×I×O=%" PRIu64 "×%" PRIu64 "×%" PRIu64 " f32, outputs %s (%s), "
+		       "%" PRIu64 " time%s, seed %" PRIu64 "\n",
+		       o.batch, o.in, o.out, outs, o.accumulate ? "accumulated onto their contents"
+								: "overwritten",
+		       o.repeat, o.repeat == 1 ? "" : "s", o.seed);
+		printf("     region %" PRIu64 " of %zu bytes:", t.region, t.size);
+		static const char *const nm[CLI_NT] = {"x", "dy", "w", "dw", "db", "dx"};
+		for (int s = 0; s < CLI_NT; s++)
+			if (t.present[s])
+				printf(" %s@%zu", nm[s], t.off[s]);
+		printf("\n");
+		if (o.check)
+			printf("     check: float64 CPU reference; pass when max_rel_err = "
+			       "max|got-want| / max|want| <= %s (f32)\n",
+			       CLI_TOL_TEXT);
+	}
+	cli_task_fill_inputs(&t, o.seed);
+	cli_task_fill_outputs(&t, o.seed + 1);
+
+	uint64_t failed = 0;
+	rc = CLI_EXIT_OK;
+	for (uint64_t r = 0; r < o.repeat; r++) {
+		/* Fresh garbage in the outputs shows each run really overwrites; for
+		 * accumulate the base is whatever the previous run left. */
+		if (!o.accumulate && r > 0)
+			cli_task_fill_outputs(&t, o.seed + 1 + r);
+		if (o.check && cli_task_snapshot(&t) != 0) {
+			cli_errf("vkgrad: io: out of memory for the reference\n");
+			rc = CLI_EXIT_DAEMON;
+			break;
+		}
+		vkg_job job = cli_task_job(&t);
+		uint64_t h, t0 = cli_now_us();
+		vkg_result res = {0};
+		if (vkg_submit(c, &job, &h, &err) != 0) {
+			rc = cli_fail(&err);
+			break;
+		}
+		/* the CPU reference runs while the daemon works */
+		if (o.check && r == 0 && cli_task_reference(&t) != 0) {
+			cli_errf("vkgrad: io: out of memory for the reference\n");
+			rc = CLI_EXIT_DAEMON;
+			break;
+		}
+		if (vkg_wait(c, h, -1, &res, &err) != 0) {
+			rc = cli_fail(&err);
+			break;
+		}
+		uint64_t wall = cli_now_us() - t0;
+		char chk[192] = "";
+		bool bad = false;
+		if (o.check) {
+			double e = cli_task_check(&t);
+			bad = !(e <= CLI_TOL);
+			int n = snprintf(chk, sizeof(chk), "  max_rel_err=%.1e (tol %s) %s", e,
+					 CLI_TOL_TEXT, bad ? "MISMATCH" : "ok");
+			if (bad) {
+				n += snprintf(chk + n, sizeof(chk) - (size_t)n, " [");
+				const char *nm[CLI_NT] = {[CLI_DW] = "dw", [CLI_DB] = "db", [CLI_DX] = "dx"};
+				const char *sep = "";
+				for (int s = CLI_DW; s <= CLI_DX; s++) {
+					if (!t.present[s])
+						continue;
+					n += snprintf(chk + n, sizeof(chk) - (size_t)n, "%s%s %.1e", sep,
+						      nm[s], t.err[s]);
+					sep = ", ";
+				}
+				snprintf(chk + n, sizeof(chk) - (size_t)n, "]");
+			}
+			failed += bad;
+		}
+		if (!o.quiet || bad)
+			cli_out("job %" PRIu64 "/%" PRIu64 "  B×I×O=%" PRIu64 "×%" PRIu64 "×%" PRIu64
+				"  outputs=%s%s%s  queued=%" PRIu64 "us gpu=%" PRIu64
+				"us batch=%" PRIu64 "  round_trip=%" PRIu64 "us\n",
+				r + 1, o.repeat, o.batch, o.in, o.out, outs,
+				o.accumulate ? " (accumulate)" : "", chk, res.queued_us, res.gpu_us,
+				res.batch_jobs, wall);
+	}
+	if (rc == CLI_EXIT_OK && o.check) {
+		if (failed) {
+			cli_out("run: %" PRIu64 " of %" PRIu64 " jobs did NOT match the reference\n",
+				failed, o.repeat);
+			rc = CLI_EXIT_CHECK;
+		} else if (!o.quiet) {
+			cli_out("run: all %" PRIu64 " job%s matched the float64 reference "
+				"within %s\n",
+				o.repeat, o.repeat == 1 ? "" : "s", CLI_TOL_TEXT);
+		}
+	}
+	cli_task_free(&t, c);
+out_close:
+	vkg_close(c);
+	return rc;
+}

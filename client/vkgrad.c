@@ -1,0 +1,770 @@
+/* client/vkgrad.c — see vkgrad.h. One socket per client; requests are
+ * msgpack frames from proto/msg.h, replies are matched to requests by id
+ * through a table, because the daemon may answer out of order. */
+#include "vkgrad.h"
+
+#include "frame.h"
+#include "msg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Replies such as hello can be larger than any request the daemon accepts. */
+#define VKG_CLIENT_MAX_FRAME (16u << 20)
+
+/* One request whose reply has not been claimed yet. */
+typedef struct vkg_entry {
+	uint64_t id;
+	bool done;
+	bool ok;
+	proto_code code;
+	char message[256];
+	uint64_t region;
+	uint64_t queued_us, gpu_us, batch_jobs;
+	proto_reply *full; /* sync calls needing the whole reply (hello, stats) */
+} vkg_entry;
+
+/* A mapping made by vkg_region_create, unmapped by destroy or close. */
+typedef struct vkg_mapping {
+	uint64_t region;
+	void *ptr;
+	size_t size;
+} vkg_mapping;
+
+struct vkg_client {
+	pthread_mutex_t lock;
+	int fd;
+	uint64_t next_id;
+	proto_framer rx;
+	proto_reply scratch; /* large: kept here rather than on the stack */
+
+	vkg_entry *entries;
+	size_t n_entries, cap_entries;
+	vkg_mapping *maps;
+	size_t n_maps, cap_maps;
+
+	/* Once the connection is unusable every later call reports this. */
+	int dead_rc;
+	char dead_msg[256];
+	char fatal[200]; /* the daemon's id-0 error, sent just before it closes */
+};
+
+/* ---- errors ------------------------------------------------------------- */
+
+__attribute__((format(printf, 4, 5))) static int set_err(vkg_error *err, int rc,
+							 const char *code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		snprintf(err->code, sizeof(err->code), "%s", code);
+		va_start(ap, fmt);
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+static void clear_err(vkg_error *err)
+{
+	if (err)
+		err->code[0] = err->message[0] = 0;
+}
+
+/* Mark the connection unusable; the first reason wins. */
+__attribute__((format(printf, 3, 4))) static void conn_dead(vkg_client *c, int rc,
+							    const char *fmt, ...)
+{
+	if (c->dead_rc)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->dead_msg, sizeof(c->dead_msg), fmt, ap);
+	va_end(ap);
+	c->dead_rc = rc;
+}
+
+static int dead_err(const vkg_client *c, vkg_error *err)
+{
+	return set_err(err, c->dead_rc, "io", "%s", c->dead_msg);
+}
+
+/* ---- reply table -------------------------------------------------------- */
+
+static vkg_entry *entry_find(vkg_client *c, uint64_t id)
+{
+	for (size_t i = 0; i < c->n_entries; i++)
+		if (c->entries[i].id == id)
+			return &c->entries[i];
+	return NULL;
+}
+
+static vkg_entry *entry_add(vkg_client *c, uint64_t id, proto_reply *full)
+{
+	if (c->n_entries == c->cap_entries) {
+		size_t cap = c->cap_entries ? c->cap_entries * 2 : 16;
+		vkg_entry *ne = realloc(c->entries, cap * sizeof(*ne));
+		if (!ne)
+			return NULL;
+		c->entries = ne;
+		c->cap_entries = cap;
+	}
+	vkg_entry *e = &c->entries[c->n_entries++];
+	memset(e, 0, sizeof(*e));
+	e->id = id;
+	e->full = full;
+	return e;
+}
+
+/* Order of the table does not matter: swap the last one in. */
+static void entry_remove(vkg_client *c, vkg_entry *e)
+{
+	size_t i = (size_t)(e - c->entries);
+	c->entries[i] = c->entries[--c->n_entries];
+}
+
+/* Copy a finished entry out to the caller's structures, then drop it. */
+static int entry_consume(vkg_client *c, vkg_entry *e, vkg_result *res, uint64_t *region,
+			 vkg_error *err)
+{
+	int rc = 0;
+	if (e->ok) {
+		if (res) {
+			res->queued_us = e->queued_us;
+			res->gpu_us = e->gpu_us;
+			res->batch_jobs = e->batch_jobs;
+		}
+		if (region)
+			*region = e->region;
+	} else {
+		rc = set_err(err, VKG_EREMOTE, proto_code_name(e->code), "%s", e->message);
+	}
+	entry_remove(c, e);
+	return rc;
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len)
+{
+	proto_reply *r = &c->scratch;
+	proto_err perr;
+	if (proto_reply_decode(body, len, r, &perr) != 0) {
+		conn_dead(c, -EPROTO, "daemon sent an undecodable reply: %s", perr.message);
+		return;
+	}
+	vkg_entry *e = entry_find(c, r->id);
+	if (!e || e->done) {
+		/* id 0 carries a protocol error; the daemon closes right after. */
+		if (r->id == 0 && !r->ok)
+			snprintf(c->fatal, sizeof(c->fatal), "%s: %.180s", proto_code_name(r->err.code),
+				 r->err.message);
+		return;
+	}
+	e->done = true;
+	e->ok = r->ok;
+	e->code = r->err.code;
+	snprintf(e->message, sizeof(e->message), "%s", r->err.message);
+	e->region = r->region;
+	e->queued_us = r->queued_us;
+	e->gpu_us = r->gpu_us;
+	e->batch_jobs = r->batch_jobs;
+	if (e->full)
+		memcpy(e->full, r, sizeof(*r));
+}
+
+/* Read whatever has arrived without blocking and file every whole frame in
+ * the table. Problems mark the connection dead; callers check dead_rc. */
+static void conn_drain(vkg_client *c)
+{
+	uint8_t buf[65536];
+	while (!c->dead_rc) {
+		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0) {
+			if (c->fatal[0])
+				conn_dead(c, -ECONNRESET, "daemon closed the connection after: %s",
+					  c->fatal);
+			else
+				conn_dead(c, -ECONNRESET, "daemon closed the connection");
+			break;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ECONNRESET)
+				conn_dead(c, -ECONNRESET, "daemon closed the connection (reset)%s%s",
+					  c->fatal[0] ? " after: " : "", c->fatal);
+			else if (errno != EAGAIN && errno != EWOULDBLOCK)
+				conn_dead(c, -errno, "receive from daemon: %s", strerror(errno));
+			break;
+		}
+		if (proto_framer_push(&c->rx, buf, (size_t)n) != 0) {
+			conn_dead(c, -ENOMEM, "out of memory buffering a reply");
+			break;
+		}
+		/* Consume frames after each chunk so the framer stays small. */
+		const uint8_t *body;
+		uint32_t len;
+		int got = 0;
+		while (!c->dead_rc && (got = proto_framer_next(&c->rx, &body, &len)) == 1)
+			dispatch_frame(c, body, len);
+		if (got < 0)
+			conn_dead(c, -EPROTO, "daemon sent a frame with a bad length (0 or over %u bytes)",
+				  VKG_CLIENT_MAX_FRAME);
+	}
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+/* Send one whole frame; fd >= 0 rides as SCM_RIGHTS on the frame's first
+ * byte. While the socket is full we keep reading replies, so that neither
+ * side can block the other with full buffers. */
+static int conn_send(vkg_client *c, const char *data, size_t len, int fd, vkg_error *err)
+{
+	size_t off = 0;
+	while (off < len) {
+		if (c->dead_rc)
+			return dead_err(c, err);
+		struct iovec iov = {.iov_base = (void *)(data + off), .iov_len = len - off};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} cm;
+		if (fd >= 0 && off == 0) {
+			memset(&cm, 0, sizeof(cm));
+			mh.msg_control = cm.buf;
+			mh.msg_controllen = sizeof(cm.buf);
+			struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+			ch->cmsg_level = SOL_SOCKET;
+			ch->cmsg_type = SCM_RIGHTS;
+			ch->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(ch), &fd, sizeof(int));
+		}
+		ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = {.fd = c->fd, .events = POLLOUT | POLLIN};
+			if (poll(&p, 1, -1) < 0 && errno != EINTR)
+				return set_err(err, -errno, "io", "poll: %s", strerror(errno));
+			if (p.revents & (POLLIN | POLLHUP | POLLERR))
+				conn_drain(c);
+			continue;
+		}
+		int e = errno;
+		/* The daemon may have said why before closing: read that first. */
+		conn_drain(c);
+		if (e == EPIPE || e == ECONNRESET)
+			conn_dead(c, -ECONNRESET, "daemon closed the connection%s%s",
+				  c->fatal[0] ? " after: " : "", c->fatal);
+		else
+			conn_dead(c, -e, "send to daemon: %s", strerror(e));
+		return dead_err(c, err);
+	}
+	return 0;
+}
+
+/* Encode req with a fresh id, file a pending entry for it and send it. */
+static int conn_request(vkg_client *c, proto_request *req, int fd, proto_reply *full,
+			uint64_t *id_out, vkg_error *err)
+{
+	if (c->dead_rc)
+		return dead_err(c, err);
+	req->id = c->next_id++;
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	int rc = proto_request_encode(&sb, req);
+	if (rc) {
+		rc = set_err(err, rc, "io", "encoding the %s request failed: %s",
+			     proto_op_name(req->op), strerror(-rc));
+		goto out;
+	}
+	if (!entry_add(c, req->id, full)) {
+		rc = set_err(err, -ENOMEM, "io", "out of memory");
+		goto out;
+	}
+	rc = conn_send(c, sb.data, sb.size, fd, err);
+	if (rc) {
+		entry_remove(c, entry_find(c, req->id));
+		goto out;
+	}
+	*id_out = req->id;
+out:
+	msgpack_sbuffer_destroy(&sb);
+	return rc;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Block until the entry for id is done (returned in *out), the time runs out
+ * (-ETIMEDOUT, entry kept) or the connection dies (entry dropped). */
+static int conn_wait(vkg_client *c, uint64_t id, int timeout_ms, vkg_entry **out,
+		     vkg_error *err)
+{
+	const int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+	for (;;) {
+		conn_drain(c);
+		vkg_entry *e = entry_find(c, id);
+		if (!e)
+			return set_err(err, -ENOENT, "io",
+				       "no outstanding request with handle %llu (never submitted, "
+				       "or already reported)",
+				       (unsigned long long)id);
+		if (e->done) {
+			*out = e;
+			return 0;
+		}
+		if (c->dead_rc) {
+			entry_remove(c, e);
+			return dead_err(c, err);
+		}
+		int wait = -1;
+		if (timeout_ms >= 0) {
+			int64_t left = deadline - now_ms();
+			if (left <= 0)
+				return set_err(err, -ETIMEDOUT, "io",
+					       "request %llu not finished within %d ms",
+					       (unsigned long long)id, timeout_ms);
+			wait = left > INT_MAX ? INT_MAX : (int)left;
+		}
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		if (poll(&p, 1, wait) < 0 && errno != EINTR)
+			return set_err(err, -errno, "io", "poll: %s", strerror(errno));
+	}
+}
+
+/* Send a request and wait for its reply: the synchronous ops. */
+static int conn_call(vkg_client *c, proto_request *req, int fd, proto_reply *full,
+		     vkg_result *res, uint64_t *region, vkg_error *err)
+{
+	uint64_t id;
+	int rc = conn_request(c, req, fd, full, &id, err);
+	if (rc)
+		return rc;
+	vkg_entry *e;
+	rc = conn_wait(c, id, -1, &e, err);
+	if (rc) {
+		/* A local poll failure leaves the entry: drop it, so that a late
+		 * reply can never be copied into the caller's freed `full`. */
+		if ((e = entry_find(c, id)) != NULL)
+			entry_remove(c, e);
+		return rc;
+	}
+	return entry_consume(c, e, res, region, err);
+}
+
+/* ---- connection --------------------------------------------------------- */
+
+const char *vkg_default_socket(void)
+{
+	static _Thread_local char buf[PATH_MAX];
+	const char *s = getenv("VKGRAD_SOCKET");
+	if (s && *s)
+		snprintf(buf, sizeof(buf), "%s", s);
+	else if ((s = getenv("XDG_RUNTIME_DIR")) && *s)
+		snprintf(buf, sizeof(buf), "%s/vkgrad.sock", s);
+	else
+		snprintf(buf, sizeof(buf), "/run/vkgrad/vkgrad.sock");
+	return buf;
+}
+
+vkg_client *vkg_connect(const char *path, vkg_error *err)
+{
+	clear_err(err);
+	if (!path)
+		path = vkg_default_socket();
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		set_err(err, -ENAMETOOLONG, "io", "socket path is longer than %zu bytes: %s",
+			sizeof(sa.sun_path) - 1, path);
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+
+	vkg_client *c = calloc(1, sizeof(*c));
+	if (!c) {
+		set_err(err, -ENOMEM, "io", "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	int e;
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		e = errno;
+		set_err(err, -e, "io", "socket: %s", strerror(e));
+		goto error_free;
+	}
+	while (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (errno == EINTR)
+			continue;
+		e = errno;
+		set_err(err, -e, "io", "connect to %s: %s", path, strerror(e));
+		goto error_close;
+	}
+	if ((e = pthread_mutex_init(&c->lock, NULL)) != 0) {
+		set_err(err, -e, "io", "pthread_mutex_init: %s", strerror(e));
+		goto error_close;
+	}
+	c->next_id = 1;
+	proto_framer_init(&c->rx, VKG_CLIENT_MAX_FRAME);
+	return c;
+
+error_close:
+	close(c->fd);
+error_free:
+	free(c);
+	errno = e;
+	return NULL;
+}
+
+void vkg_close(vkg_client *c)
+{
+	if (!c)
+		return;
+	/* Closing the socket makes the daemon drop its side of every region. */
+	close(c->fd);
+	for (size_t i = 0; i < c->n_maps; i++)
+		munmap(c->maps[i].ptr, c->maps[i].size);
+	free(c->maps);
+	free(c->entries);
+	proto_framer_free(&c->rx);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+int vkg_fd(const vkg_client *c)
+{
+	return c->fd;
+}
+
+/* ---- hello, stats, ping ------------------------------------------------- */
+
+int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err)
+{
+	clear_err(err);
+	proto_reply *full = malloc(sizeof(*full));
+	if (!full)
+		return set_err(err, -ENOMEM, "io", "out of memory");
+	proto_request req = {.op = PROTO_OP_HELLO, .version = PROTO_VERSION};
+	if (client_name)
+		snprintf(req.client, sizeof(req.client), "%s", client_name);
+	pthread_mutex_lock(&c->lock);
+	int rc = conn_call(c, &req, -1, full, NULL, NULL, err);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0 && out) {
+		const proto_hello *h = &full->hello;
+		memset(out, 0, sizeof(*out));
+		snprintf(out->server, sizeof(out->server), "%s", h->server);
+		snprintf(out->device_name, sizeof(out->device_name), "%s", h->device.name);
+		snprintf(out->driver, sizeof(out->driver), "%s", h->device.driver);
+		snprintf(out->api, sizeof(out->api), "%s", h->device.api);
+		snprintf(out->device_type, sizeof(out->device_type), "%s", h->device.type);
+		out->vendor_id = h->device.vendor_id;
+		out->device_id = h->device.device_id;
+		out->max_frame = h->limits.max_frame;
+		out->max_regions = h->limits.max_regions;
+		out->max_inflight = h->limits.max_inflight;
+		out->max_region_bytes = h->limits.max_region_bytes;
+		out->max_dim = h->limits.max_dim;
+		out->max_tensor_bytes = h->limits.max_tensor_bytes;
+		out->n_kernels = h->n_kernels;
+		for (unsigned i = 0; i < h->n_kernels && i < 32; i++) {
+			const proto_kernel_info *k = &h->kernels[i];
+			vkg_kernel_info *o = &out->kernels[i];
+			snprintf(o->name, sizeof(o->name), "%s", k->name);
+			snprintf(o->domain, sizeof(o->domain), "%s", k->domain);
+			snprintf(o->variant, sizeof(o->variant), "%s", k->variant);
+			snprintf(o->dtype, sizeof(o->dtype), "%s", k->dtype);
+			snprintf(o->status, sizeof(o->status), "%s", k->status);
+		}
+	}
+	free(full);
+	return rc;
+}
+
+int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err)
+{
+	clear_err(err);
+	proto_reply *full = malloc(sizeof(*full));
+	if (!full)
+		return set_err(err, -ENOMEM, "io", "out of memory");
+	proto_request req = {.op = PROTO_OP_STATS};
+	pthread_mutex_lock(&c->lock);
+	int rc = conn_call(c, &req, -1, full, NULL, NULL, err);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0 && out) {
+		const proto_stats *s = &full->stats;
+		*out = (vkg_stats){
+			.uptime_s = s->uptime_s,
+			.jobs_per_batch_avg = s->jobs_per_batch_avg,
+			.clients = s->clients,
+			.regions = s->regions,
+			.region_bytes = s->region_bytes,
+			.jobs_done = s->jobs_done,
+			.jobs_failed = s->jobs_failed,
+			.batches = s->batches,
+			.pipelines = s->pipelines,
+			.pipeline_cache_hits = s->pipeline_cache_hits,
+			.jobs_queued = s->jobs_queued,
+			.jobs_running = s->jobs_running,
+			.host_imports = s->host_imports,
+			.staged_regions = s->staged_regions,
+			.validation_errors = s->validation_errors,
+		};
+	}
+	free(full);
+	return rc;
+}
+
+int vkg_ping(vkg_client *c, vkg_error *err)
+{
+	clear_err(err);
+	proto_request req = {.op = PROTO_OP_PING};
+	pthread_mutex_lock(&c->lock);
+	int rc = conn_call(c, &req, -1, NULL, NULL, NULL, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* ---- regions ------------------------------------------------------------ */
+
+static int maps_add(vkg_client *c, uint64_t region, void *ptr, size_t size)
+{
+	if (c->n_maps == c->cap_maps) {
+		size_t cap = c->cap_maps ? c->cap_maps * 2 : 8;
+		vkg_mapping *nm = realloc(c->maps, cap * sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		c->maps = nm;
+		c->cap_maps = cap;
+	}
+	c->maps[c->n_maps++] = (vkg_mapping){region, ptr, size};
+	return 0;
+}
+
+void *vkg_region_create(vkg_client *c, size_t size, uint64_t *region, vkg_error *err)
+{
+	clear_err(err);
+	int rc, e;
+	if (size == 0) {
+		set_err(err, -EINVAL, "io", "region size must be at least 1 byte");
+		errno = EINVAL;
+		return NULL;
+	}
+	int fd = memfd_create("vkgrad-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0) {
+		e = errno;
+		set_err(err, -e, "io", "memfd_create: %s", strerror(e));
+		goto error;
+	}
+	if (ftruncate(fd, (off_t)size) < 0) {
+		e = errno;
+		set_err(err, -e, "io", "ftruncate memfd to %zu bytes: %s", size, strerror(e));
+		goto error_close;
+	}
+	/* The daemon refuses a region that could shrink under the GPU. */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0) {
+		e = errno;
+		set_err(err, -e, "io", "sealing memfd (F_SEAL_SHRINK): %s", strerror(e));
+		goto error_close;
+	}
+	void *ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (ptr == MAP_FAILED) {
+		e = errno;
+		set_err(err, -e, "io", "mmap of %zu bytes: %s", size, strerror(e));
+		goto error_close;
+	}
+	proto_request req = {.op = PROTO_OP_REGISTER, .size = size};
+	uint64_t id = 0;
+	pthread_mutex_lock(&c->lock);
+	rc = conn_call(c, &req, fd, NULL, NULL, &id, err);
+	if (rc == 0 && maps_add(c, id, ptr, size) != 0)
+		rc = set_err(err, -ENOMEM, "io", "out of memory");
+	pthread_mutex_unlock(&c->lock);
+	if (rc) {
+		/* a remote error is not an errno; callers read err instead */
+		e = rc == VKG_EREMOTE ? EIO : -rc;
+		goto error_unmap;
+	}
+	/* The daemon holds its own reference now; the mapping keeps ours. */
+	close(fd);
+	if (region)
+		*region = id;
+	return ptr;
+
+error_unmap:
+	munmap(ptr, size);
+error_close:
+	close(fd);
+error:
+	errno = e;
+	return NULL;
+}
+
+int vkg_region_destroy(vkg_client *c, uint64_t region, void *ptr, size_t size, vkg_error *err)
+{
+	clear_err(err);
+	proto_request req = {.op = PROTO_OP_UNREGISTER, .region = region};
+	pthread_mutex_lock(&c->lock);
+	int rc = conn_call(c, &req, -1, NULL, NULL, NULL, err);
+	/* Unmap even when the daemon refused: the mapping is ours alone, and a
+	 * caller has no better way to release it. */
+	for (size_t i = 0; i < c->n_maps; i++) {
+		if (c->maps[i].region == region && c->maps[i].ptr == ptr) {
+			c->maps[i] = c->maps[--c->n_maps];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (ptr)
+		munmap(ptr, size);
+	return rc;
+}
+
+/* ---- jobs --------------------------------------------------------------- */
+
+vkg_job vkg_job_init(void)
+{
+	vkg_job j;
+	memset(&j, 0, sizeof(j));
+	j.x.region = j.dy.region = j.w.region = VKG_NONE;
+	j.dw.region = j.db.region = j.dx.region = VKG_NONE;
+	return j;
+}
+
+static int job_to_request(const vkg_job *job, proto_request *req, vkg_error *err)
+{
+	memset(req, 0, sizeof(*req));
+	req->op = PROTO_OP_LINEAR_BACKWARD;
+	const char *dt = job->dtype ? job->dtype : "f32";
+	int d = -1;
+	for (int i = 0; i < PROTO_DTYPE_COUNT; i++)
+		if (strcmp(dt, proto_dtype_name((proto_dtype)i)) == 0)
+			d = i;
+	if (d < 0)
+		return set_err(err, -EINVAL, "io", "dtype '%s' is not one of f32, f16, bf16", dt);
+	req->dtype = (proto_dtype)d;
+	req->batch = job->batch;
+	req->in = job->in;
+	req->out = job->out;
+	req->accumulate = job->accumulate;
+	const vkg_tensor *t[PROTO_T_COUNT] = {
+		[PROTO_T_X] = &job->x,	 [PROTO_T_DY] = &job->dy, [PROTO_T_W] = &job->w,
+		[PROTO_T_DW] = &job->dw, [PROTO_T_DB] = &job->db, [PROTO_T_DX] = &job->dx,
+	};
+	for (int i = 0; i < PROTO_T_COUNT; i++) {
+		req->t[i].present = t[i]->region != VKG_NONE;
+		req->t[i].region = t[i]->region;
+		req->t[i].offset = t[i]->offset;
+	}
+	return 0;
+}
+
+int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err)
+{
+	clear_err(err);
+	proto_request req;
+	int rc = job_to_request(job, &req, err);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = conn_call(c, &req, -1, NULL, res, NULL, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int vkg_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *err)
+{
+	clear_err(err);
+	proto_request req;
+	int rc = job_to_request(job, &req, err);
+	if (rc)
+		return rc;
+	uint64_t id = 0;
+	pthread_mutex_lock(&c->lock);
+	rc = conn_request(c, &req, -1, NULL, &id, err);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0 && handle)
+		*handle = id;
+	return rc;
+}
+
+int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err)
+{
+	clear_err(err);
+	pthread_mutex_lock(&c->lock);
+	vkg_entry *e;
+	int rc = conn_wait(c, handle, 0, &e, err);
+	if (rc == 0)
+		rc = entry_consume(c, e, res, NULL, err);
+	else if (rc == -ETIMEDOUT)
+		rc = set_err(err, -EAGAIN, "io", "job %llu is still running",
+			     (unsigned long long)handle);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *err)
+{
+	clear_err(err);
+	pthread_mutex_lock(&c->lock);
+	conn_drain(c);
+	int rc = -EAGAIN;
+	for (size_t i = 0; i < c->n_entries; i++) {
+		if (!c->entries[i].done)
+			continue;
+		if (handle)
+			*handle = c->entries[i].id;
+		rc = entry_consume(c, &c->entries[i], res, NULL, err);
+		goto out;
+	}
+	if (c->n_entries == 0) {
+		rc = c->dead_rc ? dead_err(c, err)
+				: set_err(err, -ENOENT, "io", "no job is outstanding");
+	} else if (c->dead_rc) {
+		/* report the dead connection once per outstanding handle */
+		if (handle)
+			*handle = c->entries[0].id;
+		entry_remove(c, &c->entries[0]);
+		rc = dead_err(c, err);
+	} else {
+		set_err(err, -EAGAIN, "io", "no job has finished yet");
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int vkg_wait(vkg_client *c, uint64_t handle, int timeout_ms, vkg_result *res, vkg_error *err)
+{
+	clear_err(err);
+	pthread_mutex_lock(&c->lock);
+	vkg_entry *e;
+	int rc = conn_wait(c, handle, timeout_ms, &e, err);
+	if (rc == 0)
+		rc = entry_consume(c, e, res, NULL, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
