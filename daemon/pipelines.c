@@ -5,6 +5,8 @@
 #include "log.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +94,44 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+typedef struct build_job {
+	const device *dev;
+	VkPipelineCache cache;
+	VkShaderModule module;
+	VkPipelineLayout layout;
+	VkPipeline *out;
+	VkResult result;
+	bool hit;
+	bool started;
+	pthread_t thread;
+} build_job;
+
+static void *build_one(void *arg)
+{
+	build_job *b = arg;
+	VkPipelineCreationFeedback fb = {0};
+	VkPipelineCreationFeedbackCreateInfo fci = {
+		.sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+		.pPipelineCreationFeedback = &fb,
+	};
+	VkComputePipelineCreateInfo cpci = {
+		.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+		/* creation feedback is core in 1.3; on 1.2 devices there are no hits to count */
+		.pNext = b->dev->props.apiVersion >= VK_API_VERSION_1_3 ? &fci : NULL,
+		.stage = {
+			.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+			.stage = VK_SHADER_STAGE_COMPUTE_BIT,
+			.module = b->module,
+			.pName = "main",
+		},
+		.layout = b->layout,
+	};
+	b->result = vkCreateComputePipelines(b->dev->dev, b->cache, 1, &cpci, NULL, b->out);
+	b->hit = (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+		 (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT);
+	return NULL;
+}
+
 int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof(*p));
@@ -133,11 +173,17 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 	if (len)
 		log_info("pipeline cache loaded: %s (%zu bytes)", p->cache_path, len);
 
-	for (int k = 0; k < KERN_COUNT; k++) {
+	/* layouts and modules serially (cheap), pipelines in parallel: the
+	 * compile is the slow part and VkPipelineCache is internally synchronised */
+	build_job jobs[KERN_COUNT];
+	memset(jobs, 0, sizeof(jobs));
+	int rc = 0;
+	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
 		const kreg_entry *e = kreg_find(kern_desc[k].name, "f32", "generic");
 		if (!e) {
 			snprintf(err, errlen, "kernel %s missing from the registry", kern_desc[k].name);
-			return -1;
+			rc = -1;
+			break;
 		}
 		VkDescriptorSetLayoutBinding b[8];
 		for (uint32_t i = 0; i < kern_desc[k].bindings; i++)
@@ -159,9 +205,6 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			.codeSize = e->spirv_size,
 			.pCode = e->spirv,
 		};
-		VkShaderModule mod;
-		if (vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &p->dsl[k]) != VK_SUCCESS)
-			goto vkfail;
 		VkPipelineLayoutCreateInfo plci = {
 			.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
 			.setLayoutCount = 1,
@@ -169,40 +212,40 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			.pushConstantRangeCount = 1,
 			.pPushConstantRanges = &pcr,
 		};
-		if (vkCreatePipelineLayout(d->dev, &plci, NULL, &p->layout[k]) != VK_SUCCESS)
-			goto vkfail;
-		if (vkCreateShaderModule(d->dev, &smci, NULL, &mod) != VK_SUCCESS)
-			goto vkfail;
-		VkPipelineCreationFeedback fb = {0};
-		VkPipelineCreationFeedbackCreateInfo fci = {
-			.sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
-			.pPipelineCreationFeedback = &fb,
-		};
-		VkComputePipelineCreateInfo cpci = {
-			.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-			/* creation feedback is core in 1.3; on 1.2 devices we skip it */
-			.pNext = d->props.apiVersion >= VK_API_VERSION_1_3 ? &fci : NULL,
-			.stage = {
-				.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-				.stage = VK_SHADER_STAGE_COMPUTE_BIT,
-				.module = mod,
-				.pName = "main",
-			},
-			.layout = p->layout[k],
-		};
-		r = vkCreateComputePipelines(d->dev, p->cache, 1, &cpci, NULL, &p->pipe[k]);
-		vkDestroyShaderModule(d->dev, mod, NULL);
-		if (r != VK_SUCCESS)
-			goto vkfail;
-		p->built++;
-		if ((fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
-		    (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT))
-			p->cache_hits++;
-		continue;
-vkfail:
-		snprintf(err, errlen, "creating pipeline %s failed", kern_desc[k].name);
-		return -1;
+		if (vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &p->dsl[k]) != VK_SUCCESS ||
+		    vkCreatePipelineLayout(d->dev, &plci, NULL, &p->layout[k]) != VK_SUCCESS ||
+		    vkCreateShaderModule(d->dev, &smci, NULL, &jobs[k].module) != VK_SUCCESS) {
+			snprintf(err, errlen, "creating the layout of pipeline %s failed", kern_desc[k].name);
+			rc = -1;
+			break;
+		}
+		jobs[k].dev = d;
+		jobs[k].cache = p->cache;
+		jobs[k].layout = p->layout[k];
+		jobs[k].out = &p->pipe[k];
 	}
+	for (int k = 0; k < KERN_COUNT && rc == 0; k++)
+		jobs[k].started = pthread_create(&jobs[k].thread, NULL, build_one, &jobs[k]) == 0;
+	for (int k = 0; k < KERN_COUNT; k++) {
+		if (jobs[k].started)
+			pthread_join(jobs[k].thread, NULL);
+		else if (rc == 0 && jobs[k].module)
+			build_one(&jobs[k]); /* no thread: build it here */
+		if (jobs[k].module)
+			vkDestroyShaderModule(d->dev, jobs[k].module, NULL);
+		if (rc == 0 && jobs[k].result != VK_SUCCESS) {
+			snprintf(err, errlen, "creating pipeline %s failed (VkResult %d)", kern_desc[k].name,
+				 jobs[k].result);
+			rc = -1;
+		}
+		if (rc == 0) {
+			p->built++;
+			if (jobs[k].hit)
+				p->cache_hits++;
+		}
+	}
+	if (rc != 0)
+		return -1;
 	p->build_ms = now_ms() - t0;
 	log_info("pipelines: %u built, %u from the cache, %.1f ms", p->built, p->cache_hits,
 		 p->build_ms);
