@@ -3,6 +3,7 @@
 #   make demo    deps + build + run the multi-client demo
 #   make test    deps + build + unit and integration tests
 #   make test-asan  the test suite under AddressSanitizer + UBSan
+#   make bench   deps + build + `vkgrad bench --compare` (daemon vs in-process)
 
 CC      ?= cc
 BUILD   ?= build
@@ -27,8 +28,9 @@ SPV_INC    := $(patsubst shaders/%.comp,$(BUILD)/gen/%.spv.inc,$(SHADERS))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all deps demo test test-unit test-integration test-asan clean
-all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a
+.PHONY: all deps demo bench test test-unit test-integration test-asan clean
+all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a \
+	$(BUILD)/libvkgradd-core.a
 
 deps:
 	@./scripts/deps.sh
@@ -62,8 +64,15 @@ $(BUILD)/libvkgrad.so: $(BUILD)/libvkgrad.so.$(VERSION)
 	ln -sf libvkgrad.so.$(VERSION) $(BUILD)/libvkgrad.so.$(SOMAJOR)
 	ln -sf libvkgrad.so.$(VERSION) $@
 
-$(BUILD)/vkgrad: $(call obj,$(CLI_SRC)) $(BUILD)/libvkgrad.a
-	$(CC) -o $@ $(call obj,$(CLI_SRC)) $(BUILD)/libvkgrad.a $(shell pkg-config --libs msgpack) -lpthread -lm $(SAN)
+# The daemon without its main(): what `vkgrad bench --direct` runs in-process.
+# It needs proto/ too, which libvkgrad.a carries, so link it before that.
+CORE_OBJ := $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o
+$(BUILD)/libvkgradd-core.a: $(CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/vkgrad: $(call obj,$(CLI_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a
+	$(CC) -o $@ $(call obj,$(CLI_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a \
+		$(shell pkg-config --libs vulkan libuv msgpack) -lpthread -lm $(SAN)
 
 # ---- tests ----------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -97,5 +106,64 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@./scripts/demo.sh $(BUILD)
 
+bench:
+	@./scripts/deps.sh
+	@$(MAKE) --no-print-directory all
+	@$(BUILD)/vkgrad bench --compare
+
 clean:
 	rm -rf build build-asan
+
+# ---- install ----------------------------------------------------------------
+#   make install [PREFIX=/usr/local] [DESTDIR=/staging]    make uninstall
+# Daemon and CLI in bin, libvkgrad.so.$(VERSION) with its soname and dev
+# symlinks, libvkgrad.a, vkgrad.h, vkgrad.pc, the systemd units, the
+# sysusers.d entry for the vkgrad user/group, man pages, and a commented
+# config file (kept when one is there already).
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR      ?= $(PREFIX)/share/man
+SYSCONFDIR  ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
+	-e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
+
+.PHONY: install uninstall
+install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(SYSCONFDIR)/vkgrad
+	install -m 0755 $(BUILD)/vkgradd $(BUILD)/vkgrad $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(BUILD)/libvkgrad.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libvkgrad.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libvkgrad.so.$(SOMAJOR)
+	ln -sf libvkgrad.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libvkgrad.so
+	install -m 0644 $(BUILD)/libvkgrad.a $(DESTDIR)$(LIBDIR)/
+	install -m 0644 client/vkgrad.h $(DESTDIR)$(INCLUDEDIR)/
+	$(SUBST) client/vkgrad.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/vkgrad.pc
+	$(SUBST) systemd/vkgradd.service.in >$(DESTDIR)$(UNITDIR)/vkgradd.service
+	$(SUBST) systemd/vkgradd.socket.in >$(DESTDIR)$(UNITDIR)/vkgradd.socket
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/vkgrad.pc $(DESTDIR)$(UNITDIR)/vkgradd.service \
+		$(DESTDIR)$(UNITDIR)/vkgradd.socket
+	install -m 0644 systemd/vkgrad.sysusers $(DESTDIR)$(SYSUSERSDIR)/vkgrad.conf
+	install -m 0644 man/vkgradd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 man/vkgrad.1 $(DESTDIR)$(MANDIR)/man1/
+	[ -e $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf ] || \
+		install -m 0644 systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf
+	@[ -n "$(DESTDIR)" ] || echo "install: now run 'systemd-sysusers; systemctl daemon-reload; systemctl enable --now vkgradd.socket'"
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/vkgradd $(DESTDIR)$(BINDIR)/vkgrad \
+		$(DESTDIR)$(LIBDIR)/libvkgrad.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libvkgrad.so.$(SOMAJOR) \
+		$(DESTDIR)$(LIBDIR)/libvkgrad.so $(DESTDIR)$(LIBDIR)/libvkgrad.a \
+		$(DESTDIR)$(INCLUDEDIR)/vkgrad.h $(DESTDIR)$(PKGCONFIGDIR)/vkgrad.pc \
+		$(DESTDIR)$(UNITDIR)/vkgradd.service $(DESTDIR)$(UNITDIR)/vkgradd.socket \
+		$(DESTDIR)$(SYSUSERSDIR)/vkgrad.conf \
+		$(DESTDIR)$(MANDIR)/man8/vkgradd.8 $(DESTDIR)$(MANDIR)/man1/vkgrad.1
+	! cmp -s systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf || \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf
+	rmdir $(DESTDIR)$(SYSCONFDIR)/vkgrad 2>/dev/null || true

@@ -1,6 +1,7 @@
 /* client/cli.h — internals of the vkgrad command-line tool, shared by its
- * subcommands (cli_main.c dispatches; cli_info.c, cli_run.c, cli_demo.c
- * implement; cli_task.c owns one job's memory, inputs and reference check). */
+ * subcommands (cli_main.c dispatches; cli_info.c, cli_run.c, cli_demo.c,
+ * cli_bench.c implement; cli_task.c owns one job's memory, inputs and
+ * reference check; cli_bench.h has the benchmark's own parts). */
 #ifndef VKGRAD_CLI_H
 #define VKGRAD_CLI_H
 
@@ -49,6 +50,7 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv);
 int cli_ping(const cli_ctx *ctx, int argc, char **argv);
 int cli_run(const cli_ctx *ctx, int argc, char **argv);
 int cli_demo(const cli_ctx *ctx, int argc, char **argv);
+int cli_bench(const cli_ctx *ctx, int argc, char **argv); /* cli_bench.c */
 
 /* ---- one linear_backward job with its own region (cli_task.c) ---- */
 

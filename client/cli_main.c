@@ -28,6 +28,12 @@ static const char usage_text[] =
 	"  demo [--clients N] [--jobs M] [--inflight K]\n"
 	"                       N client processes (default 4) each run M checked jobs\n"
 	"                       (default 4) of mixed shapes, K in flight (default 2)\n"
+	"  bench [--scenario NAME] [--clients N] [--jobs M] [--inflight K] [--json]\n"
+	"        [--direct | --compare] [--daemon PATH]\n"
+	"                       latency and throughput of fixed scenarios (tiny_latency,\n"
+	"                       tiny_throughput, narrow); without --socket on a private\n"
+	"                       daemon; --direct runs the jobs in-process without the\n"
+	"                       daemon, --compare both ways (see 'vkgrad bench --help')\n"
 	"\n"
 	"--socket PATH defaults to $VKGRAD_SOCKET, else $XDG_RUNTIME_DIR/vkgrad.sock,\n"
 	"else /run/vkgrad/vkgrad.sock.\n"
@@ -126,7 +132,7 @@ static const struct {
 	int (*fn)(const cli_ctx *ctx, int argc, char **argv);
 } commands[] = {
 	{"info", cli_info}, {"stats", cli_stats}, {"ping", cli_ping},
-	{"run", cli_run},   {"demo", cli_demo},
+	{"run", cli_run},   {"demo", cli_demo}, {"bench", cli_bench},
 };
 
 int main(int argc, char **argv)

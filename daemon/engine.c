@@ -91,9 +91,10 @@ static void finish_slot(engine *e, engine_slot *s)
 {
 	uint64_t gpu_us = 0;
 	if (!s->failed && e->dev->timestamps) {
-		uint64_t ts[2] = {0, 0};
-		if (vkGetQueryPoolResults(e->dev->dev, s->queries, 0, 2, sizeof(ts), ts, sizeof(ts[0]),
-					  VK_QUERY_RESULT_64_BIT) == VK_SUCCESS && ts[1] >= ts[0])
+		/* copied by the command buffer itself: vkGetQueryPoolResults
+		 * would wait for the whole queue on some drivers (lavapipe) */
+		const volatile uint64_t *ts = s->ts_map;
+		if (ts[1] >= ts[0])
 			gpu_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
 	}
 	/* regions used by this batch: one decrement each (marked when submitted) */
@@ -245,30 +246,51 @@ static void record_job(engine *e, VkCommandBuffer cb, const job *j)
 }
 
 /* Does j need a barrier before it, given what the batch did since the last
- * one? Conservative at region granularity: writes after reads or writes, and
- * reads after writes, of the same region. */
+ * one? Only when its bytes overlap bytes an earlier job wrote, or it writes
+ * bytes an earlier job read or wrote: independent jobs run concurrently. */
 static bool needs_barrier(const engine *e, const job *j)
 {
+	if (e->untracked)
+		return true;
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		const region *r = j->reg[t];
-		if (!r)
+		if (!r || r->touch_epoch != e->epoch)
 			continue;
-		if (r->w_epoch == e->epoch || (is_output(t) && r->r_epoch == e->epoch))
-			return true;
+		uint64_t lo = j->req.t[t].offset, hi = lo + j->bytes[t];
+		for (uint32_t i = 0; i < r->ntouch; i++) {
+			const struct region_touch *k = &r->touch[i];
+			if (k->lo < hi && lo < k->hi && (k->write || is_output(t)))
+				return true;
+		}
 	}
 	return false;
 }
 
-static void mark_touched(const engine *e, job *j)
+/* Remember j's ranges. The arrays only grow (geometrically) and are reused
+ * batch after batch, so steady state allocates nothing per job. */
+static void mark_touched(engine *e, job *j)
 {
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		region *r = j->reg[t];
 		if (!r)
 			continue;
-		if (is_output(t))
-			r->w_epoch = e->epoch;
-		else
-			r->r_epoch = e->epoch;
+		if (r->touch_epoch != e->epoch) {
+			r->touch_epoch = e->epoch;
+			r->ntouch = 0;
+		}
+		if (r->ntouch == r->touch_cap) {
+			uint32_t cap = r->touch_cap ? r->touch_cap * 2 : 16;
+			struct region_touch *nt = realloc(r->touch, cap * sizeof(*nt));
+			if (!nt) {
+				/* cannot track: the next job gets a barrier regardless */
+				e->untracked = true;
+				continue;
+			}
+			r->touch = nt;
+			r->touch_cap = cap;
+		}
+		uint64_t lo = j->req.t[t].offset;
+		r->touch[r->ntouch++] = (struct region_touch){lo, lo + j->bytes[t], is_output(t)};
 	}
 }
 
@@ -316,6 +338,7 @@ static void submit_slot(engine *e, uint32_t si)
 				VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
 				VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
 			e->epoch++;
+			e->untracked = false;
 		}
 		record_job(e, cb, j);
 		mark_touched(e, j);
@@ -323,8 +346,13 @@ static void submit_slot(engine *e, uint32_t si)
 	/* outputs visible to the host (the client's mapping) at completion */
 	barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
 		VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
-	if (e->dev->timestamps)
+	if (e->dev->timestamps) {
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->queries, 1);
+		vkCmdCopyQueryPoolResults(cb, s->queries, 0, 2, s->ts_buf, 0, sizeof(uint64_t),
+					  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+		barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+			VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+	}
 	vkEndCommandBuffer(cb);
 
 	/* staged regions: the client's current bytes into the mirror */
@@ -538,6 +566,31 @@ bool engine_idle(const engine *e)
 
 /* ---- setup ---------------------------------------------------------------- */
 
+/* A host-visible buffer the slot's command buffer copies its two
+ * timestamps into. */
+static int make_ts_buffer(const device *d, engine_slot *s)
+{
+	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+				  .size = 2 * sizeof(uint64_t),
+				  .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+	if (vkCreateBuffer(d->dev, &bci, NULL, &s->ts_buf) != VK_SUCCESS)
+		return -1;
+	VkMemoryRequirements req;
+	vkGetBufferMemoryRequirements(d->dev, s->ts_buf, &req);
+	int mt = device_memory_type(d, req.memoryTypeBits,
+				    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+	VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+				    .allocationSize = req.size, .memoryTypeIndex = (uint32_t)mt};
+	void *p = NULL;
+	if (mt < 0 || vkAllocateMemory(d->dev, &mai, NULL, &s->ts_mem) != VK_SUCCESS ||
+	    vkBindBufferMemory(d->dev, s->ts_buf, s->ts_mem, 0) != VK_SUCCESS ||
+	    vkMapMemory(d->dev, s->ts_mem, 0, VK_WHOLE_SIZE, 0, &p) != VK_SUCCESS)
+		return -1;
+	s->ts_map = p;
+	s->ts_map[0] = s->ts_map[1] = 0;
+	return 0;
+}
+
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
 		const config *cfg, engine_done_fn done, char *err, size_t errlen)
 {
@@ -596,7 +649,8 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 			goto fail;
 		VkQueryPoolCreateInfo qpci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
 					      .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2};
-		if (d->timestamps && vkCreateQueryPool(d->dev, &qpci, NULL, &s->queries) != VK_SUCCESS)
+		if (d->timestamps && (vkCreateQueryPool(d->dev, &qpci, NULL, &s->queries) != VK_SUCCESS ||
+				      make_ts_buffer(d, s) != 0))
 			goto fail;
 		s->jobs = calloc(cfg->max_batch_jobs, sizeof(*s->jobs));
 		if (!s->jobs)
@@ -653,6 +707,10 @@ void engine_destroy(engine *e)
 		engine_slot *s = &e->slots[i];
 		if (s->queries)
 			vkDestroyQueryPool(d->dev, s->queries, NULL);
+		if (s->ts_buf)
+			vkDestroyBuffer(d->dev, s->ts_buf, NULL);
+		if (s->ts_mem)
+			vkFreeMemory(d->dev, s->ts_mem, NULL); /* unmaps */
 		if (s->pool)
 			vkDestroyCommandPool(d->dev, s->pool, NULL);
 		free(s->jobs);

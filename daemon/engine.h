@@ -56,6 +56,9 @@ typedef struct engine_slot {
 	VkCommandPool pool;
 	VkCommandBuffer cb;
 	VkQueryPool queries;
+	VkBuffer ts_buf;    /* the two timestamps, copied there by the GPU */
+	VkDeviceMemory ts_mem;
+	uint64_t *ts_map;
 	job **jobs;
 	uint32_t njobs;
 	uint64_t value;     /* timeline value signalled when done */
@@ -78,6 +81,7 @@ typedef struct engine {
 	uint32_t nactive;
 	uint32_t queued, running;
 	uint64_t epoch;           /* barrier generation inside the batch being recorded */
+	bool untracked;           /* a range could not be recorded: barrier next job */
 	/* submitted slots in submission order; shared with the completion thread */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;

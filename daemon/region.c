@@ -220,5 +220,6 @@ void region_unref(region *r)
 		region_imports--;
 	if (r->on_release)
 		r->on_release(r->release_ctx, r->release_arg);
+	free(r->touch);
 	free(r);
 }

@@ -31,7 +31,11 @@ struct region {
 	uint8_t *stage;    /* mapped staging memory when staged */
 	unsigned inflight; /* submitted batches still running that use it */
 	uint64_t submit_mark, finish_mark; /* engine: dedupe per batch (timeline value) */
-	uint64_t r_epoch, w_epoch; /* engine: barrier generation of the last read / write */
+	/* engine: byte ranges jobs of the batch being recorded touched since
+	 * its last barrier (valid while touch_epoch is the engine's epoch) */
+	struct region_touch { uint64_t lo, hi; bool write; } *touch;
+	uint32_t ntouch, touch_cap;
+	uint64_t touch_epoch;
 	const device *dev;
 	region_release_fn on_release;
 	void *release_ctx;
