@@ -113,12 +113,16 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		snprintf(err, errlen, "validation requested but VK_LAYER_KHRONOS_validation is not installed");
 		return -1;
 	}
+	/* ask for 1.3 where the loader has it (creation feedback is core
+	 * there); 1.2 is the minimum (timeline semaphores) */
+	uint32_t loader = VK_API_VERSION_1_0;
+	vkEnumerateInstanceVersion(&loader);
 	VkApplicationInfo app = {
 		.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
 		.pApplicationName = "vkgradd",
 		.applicationVersion = 1,
 		.pEngineName = "vkgrad",
-		.apiVersion = VK_API_VERSION_1_2,
+		.apiVersion = loader >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2,
 	};
 	VkInstanceCreateInfo ici = {
 		.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
@@ -190,6 +194,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	d->queue_family = pick_q;
 	vkGetPhysicalDeviceProperties(d->phys, &d->props);
 	vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
+	d->api_version = d->props.apiVersion < app.apiVersion ? d->props.apiVersion : app.apiVersion;
 
 	VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
 	VkPhysicalDeviceExternalMemoryHostPropertiesEXT hostp = {

@@ -18,6 +18,7 @@ typedef struct device {
 	VkQueue queue;
 	uint32_t queue_family;
 	VkPhysicalDeviceProperties props;
+	uint32_t api_version;      /* what we may use: min(instance, device) */
 	VkPhysicalDeviceMemoryProperties mem;
 	proto_device_info info;
 	bool host_import;          /* VK_EXT_external_memory_host enabled */

@@ -466,36 +466,34 @@ static uint64_t job_bytes(const job *j)
 	return b;
 }
 
-/* Fill slot s from the active lanes: rounds of at most batch_per_client jobs
- * per lane, each lane in its own order, until the batch holds max_batch_jobs
- * jobs or max_batch_bytes of tensors (the first job always fits). A lane
- * that got jobs moves to the back, so the next batch starts elsewhere. */
+/* Fill slot s from the active lanes, round-robin: each lane gives at most
+ * batch_per_client jobs, in its own order, until the batch holds
+ * max_batch_jobs jobs or max_batch_bytes of tensors (the first job always
+ * fits). A lane that gave jobs moves to the back, so the next batch starts
+ * with the lanes that waited; a flood of one client is spread over many
+ * batches while everyone else's jobs ride the next one. */
 static void take_jobs(engine *e, engine_slot *s)
 {
 	const uint32_t max = e->cfg->max_batch_jobs, cap = e->cfg->batch_per_client;
 	uint64_t bytes = 0;
-	bool full = false, progress = true;
-	while (!full && progress && e->nactive) {
-		progress = false;
-		uint32_t lanes = e->nactive;
-		for (uint32_t k = 0; k < lanes && !full; k++) {
-			engine_lane *l = e->active_head;
-			uint32_t took = 0;
-			while (l->head && took < cap && can_take(l->head)) {
-				uint64_t jb = job_bytes(l->head);
-				if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
-					full = true;
-					break;
-				}
-				bytes += jb;
-				s->jobs[s->njobs++] = lane_pop(e, l);
-				took++;
+	bool full = false;
+	uint32_t lanes = e->nactive;
+	for (uint32_t k = 0; k < lanes && !full; k++) {
+		engine_lane *l = e->active_head;
+		uint32_t took = 0;
+		while (l->head && took < cap && can_take(l->head)) {
+			uint64_t jb = job_bytes(l->head);
+			if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
+				full = true;
+				break;
 			}
-			progress |= took > 0;
-			lane_deactivate(e, l);
-			if (l->head)
-				lane_activate(e, l);
+			bytes += jb;
+			s->jobs[s->njobs++] = lane_pop(e, l);
+			took++;
 		}
+		lane_deactivate(e, l);
+		if (l->head)
+			lane_activate(e, l);
 	}
 }
 

@@ -117,7 +117,7 @@ static void *build_one(void *arg)
 	VkComputePipelineCreateInfo cpci = {
 		.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
 		/* creation feedback is core in 1.3; on 1.2 devices there are no hits to count */
-		.pNext = b->dev->props.apiVersion >= VK_API_VERSION_1_3 ? &fci : NULL,
+		.pNext = b->dev->api_version >= VK_API_VERSION_1_3 ? &fci : NULL,
 		.stage = {
 			.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
 			.stage = VK_SHADER_STAGE_COMPUTE_BIT,
