@@ -167,3 +167,44 @@ uninstall:
 	! cmp -s systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf || \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf
 	rmdir $(DESTDIR)$(SYSCONFDIR)/vkgrad 2>/dev/null || true
+
+# ---- fuzzing ------------------------------------------------------------------
+#   make fuzz [FUZZ_SECONDS=60]  build the libFuzzer targets of tests/fuzz/ (clang,
+#       ASan+UBSan) into $(BUILD)/fuzz/ and run each for FUZZ_SECONDS on a scratch
+#       copy of its seed corpus; fails when one crashes, leaks, times out, passes
+#       -malloc_limit_mb or breaks one of its invariants.
+#   make fuzz-corpus  rewrite the seeds in tests/fuzz/corpus/ with make_corpus.c
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_TARGETS := frame request
+FUZZ_LIBS     = $(shell pkg-config --libs msgpack)
+FUZZ_CFLAGS   = -std=c17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -D_GNU_SOURCE \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -Iproto \
+	$(shell pkg-config --cflags msgpack)
+# Longest input: fuzz_frame's header and two max_frame frames; one body.
+FUZZ_MAXLEN_frame   := 131200
+FUZZ_MAXLEN_request := 65536
+
+.PHONY: fuzz fuzz-build fuzz-corpus
+fuzz:
+	@./scripts/fuzz-deps.sh
+	@$(MAKE) --no-print-directory fuzz-build
+	@rc=0; $(foreach t,$(FUZZ_TARGETS),./tests/fuzz/run.sh $(t) $(FUZZ_DIR)/fuzz_$(t) \
+		tests/fuzz/corpus/$(t) $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_MAXLEN_$(t)) || rc=1;) \
+		exit $$rc
+
+fuzz-build: $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(PROTO_SRC) $(wildcard proto/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(PROTO_SRC) $(FUZZ_LIBS)
+
+$(FUZZ_DIR)/make_corpus: tests/fuzz/make_corpus.c $(PROTO_SRC) $(wildcard proto/*.h)
+	@mkdir -p $(@D)
+	$(CC) -std=c17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -Iproto \
+		$(shell pkg-config --cflags msgpack) -o $@ $< $(PROTO_SRC) $(FUZZ_LIBS)
+
+fuzz-corpus: $(FUZZ_DIR)/make_corpus
+	rm -rf tests/fuzz/corpus
+	$(FUZZ_DIR)/make_corpus tests/fuzz/corpus

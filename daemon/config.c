@@ -1,11 +1,13 @@
-/* daemon/config.c — defaults and command-line flags. */
+/* daemon/config.c — defaults, the optional config file, command-line flags. */
 #include "config.h"
 
 #include "log.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +48,16 @@ void config_defaults(config *c)
 static void usage(const config *d)
 {
 	printf("usage: vkgradd [options]\n"
-	       "  --socket PATH          listening socket (default %s)\n"
+	       "  --config FILE          read settings from FILE first (default: none)\n"
+	       "  --socket PATH          listening socket, unless the service manager passes one\n"
+	       "                         (default %s)\n"
 	       "  --cache-dir DIR        pipeline cache directory (default %s)\n"
 	       "  --device N|NAME        device index or name substring (default: first\n"
 	       "                         discrete GPU, else integrated, else CPU)\n"
 	       "  --log-level L          error|warn|notice|info|debug (default info)\n"
+	       "  --allow-uid LIST       serve only these users (comma-separated uids or names;\n"
+	       "                         default: everyone the socket's permissions let in)\n"
+	       "  --allow-gid LIST       ... or members of these groups (primary or supplementary)\n"
 	       "  --max-frame N          largest request frame in bytes (default %u)\n"
 	       "  --max-regions N        regions per connection (default %u)\n"
 	       "  --max-region-bytes N   bytes of one region (default %" PRIu64 ")\n"
@@ -65,12 +72,26 @@ static void usage(const config *d)
 	       "  --inflight-batches N   submissions in flight (default %u)\n"
 	       "  --max-outbound-bytes N reply bytes queued per slow client (default %" PRIu64 ")\n"
 	       "  --no-host-import       never import client memory; use staging copies\n"
-	       "  --help, --version\n",
+	       "  --help, --version\n"
+	       "\n"
+	       "The config file holds 'key = value' lines; keys are the long options above\n"
+	       "without dashes (max-inflight = 64, no-host-import = true), '#' starts a\n"
+	       "comment line. Options on the command line override the file.\n"
+	       "\n"
+	       "Environment: CACHE_DIRECTORY, XDG_CACHE_HOME, HOME (cache directory default),\n"
+	       "XDG_RUNTIME_DIR (socket default), JOURNAL_STREAM (journald log prefixes),\n"
+	       "LISTEN_FDS/LISTEN_PID (socket activation), NOTIFY_SOCKET, WATCHDOG_USEC\n"
+	       "(readiness, status, watchdog), VKGRAD_VALIDATION=1 (Khronos validation layer),\n"
+	       "VKGRAD_FAULT_INJECT=submit:N|wait:N (tests).\n",
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
 	       d->limits.max_regions, d->limits.max_region_bytes, d->max_total_region_bytes,
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_batch_jobs,
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, d->inflight_batches, d->max_outbound_bytes);
 }
+
+/* Where the setting being parsed came from: "" for the command line, else
+ * "FILE:LINE: " (error messages start with it). */
+static char g_where[600];
 
 static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
@@ -78,109 +99,299 @@ static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, u
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 0);
 	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr, "vkgradd: --%s: '%s' is not an integer in [%" PRIu64 ", %" PRIu64 "]\n",
-			opt, s, lo, hi);
+		fprintf(stderr, "vkgradd: %s--%s: '%s' is not an integer in [%" PRIu64 ", %" PRIu64 "]\n",
+			g_where, opt, s, lo, hi);
 		return -1;
 	}
 	*out = v;
 	return 0;
 }
 
+/* "1000,1001,alice": numbers or names (resolved now, through NSS). */
+static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list, unsigned *n)
+{
+	char buf[1024];
+	if (strlen(s) >= sizeof(buf)) {
+		fprintf(stderr, "vkgradd: %s--%s: list too long\n", g_where, opt);
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%s", s);
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ' || *tok == '\t')
+			tok++;
+		size_t len = strlen(tok);
+		while (len && (tok[len - 1] == ' ' || tok[len - 1] == '\t'))
+			tok[--len] = 0;
+		if (!len)
+			continue;
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(tok, &end, 10);
+		if (tok[0] >= '0' && tok[0] <= '9') {
+			if (errno || *end || v >= UINT32_MAX) {
+				fprintf(stderr, "vkgradd: %s--%s: '%s' is not a valid id\n", g_where, opt, tok);
+				return -1;
+			}
+		} else if (users) {
+			struct passwd *pw = getpwnam(tok);
+			if (!pw) {
+				fprintf(stderr, "vkgradd: %s--%s: no user '%s'\n", g_where, opt, tok);
+				return -1;
+			}
+			v = pw->pw_uid;
+		} else {
+			struct group *gr = getgrnam(tok);
+			if (!gr) {
+				fprintf(stderr, "vkgradd: %s--%s: no group '%s'\n", g_where, opt, tok);
+				return -1;
+			}
+			v = gr->gr_gid;
+		}
+		if (*n >= CONFIG_MAX_ALLOW) {
+			fprintf(stderr, "vkgradd: %s--%s: more than %d ids\n", g_where, opt, CONFIG_MAX_ALLOW);
+			return -1;
+		}
+		list[(*n)++] = (uint32_t)v;
+	}
+	return 0;
+}
+
+enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
+       O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
+       O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_HELP, O_VERSION };
+/* in the enum's order: opts[o - O_SOCKET] is option o */
+static const struct option opts[] = {
+	{"socket", required_argument, 0, O_SOCKET},
+	{"cache-dir", required_argument, 0, O_CACHE},
+	{"device", required_argument, 0, O_DEVICE},
+	{"log-level", required_argument, 0, O_LOG},
+	{"max-frame", required_argument, 0, O_FRAME},
+	{"max-regions", required_argument, 0, O_REGIONS},
+	{"max-region-bytes", required_argument, 0, O_RBYTES},
+	{"max-total-region-bytes", required_argument, 0, O_TBYTES},
+	{"max-inflight", required_argument, 0, O_INFL},
+	{"max-dim", required_argument, 0, O_DIM},
+	{"max-connections", required_argument, 0, O_CONNS},
+	{"batch-jobs", required_argument, 0, O_BJOBS},
+	{"inflight-batches", required_argument, 0, O_IBATCH},
+	{"max-outbound-bytes", required_argument, 0, O_OUTB},
+	{"no-host-import", no_argument, 0, O_NOIMPORT},
+	{"batch-per-client", required_argument, 0, O_BPC},
+	{"max-batch-bytes", required_argument, 0, O_BBYTES},
+	{"spin-us", required_argument, 0, O_SPIN},
+	{"config", required_argument, 0, O_CONFIG},
+	{"allow-uid", required_argument, 0, O_ALLOW_UID},
+	{"allow-gid", required_argument, 0, O_ALLOW_GID},
+	{"help", no_argument, 0, O_HELP},
+	{"version", no_argument, 0, O_VERSION},
+	{0, 0, 0, 0},
+};
+
+/* One source of settings (the file, then the command line): a list named
+ * in a source replaces the list of an earlier source. */
+typedef struct source {
+	bool uid_seen, gid_seen;
+} source;
+
+/* Apply setting o with argument arg (NULL for flags). 0, or -1 printed. */
+static int apply(config *c, source *src, int o, const char *arg)
+{
+	const char *name = o >= O_SOCKET && o <= O_VERSION ? opts[o - O_SOCKET].name : "?";
+	uint64_t v;
+	switch (o) {
+	case O_SOCKET:
+		if (strlen(arg) >= sizeof(c->socket_path)) {
+			fprintf(stderr, "vkgradd: %s--socket: path longer than %zu bytes\n", g_where,
+				sizeof(c->socket_path) - 1);
+			return -1;
+		}
+		snprintf(c->socket_path, sizeof(c->socket_path), "%s", arg);
+		break;
+	case O_CACHE: snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", arg); break;
+	case O_DEVICE: snprintf(c->device, sizeof(c->device), "%s", arg); break;
+	case O_LOG:
+		if ((c->log_level = log_parse_level(arg)) < 0) {
+			fprintf(stderr, "vkgradd: %s--log-level: '%s' is not one of error, warn, notice, info, debug\n",
+				g_where, arg);
+			return -1;
+		}
+		break;
+	case O_FRAME:
+		if (parse_u64(name, arg, 65536, 64u << 20, &v)) return -1;
+		c->limits.max_frame = (uint32_t)v; break;
+	case O_REGIONS:
+		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		c->limits.max_regions = (uint32_t)v; break;
+	case O_RBYTES:
+		if (parse_u64(name, arg, 4096, UINT64_MAX / 2, &v)) return -1;
+		c->limits.max_region_bytes = v; break;
+	case O_TBYTES:
+		if (parse_u64(name, arg, 4096, UINT64_MAX / 2, &v)) return -1;
+		c->max_total_region_bytes = v; break;
+	case O_INFL:
+		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		c->limits.max_inflight = (uint32_t)v; break;
+	case O_DIM:
+		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		c->limits.max_dim = v; break;
+	case O_CONNS:
+		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		c->max_connections = (uint32_t)v; break;
+	case O_BJOBS:
+		if (parse_u64(name, arg, 1, 65536, &v)) return -1;
+		c->max_batch_jobs = (uint32_t)v; break;
+	case O_IBATCH:
+		if (parse_u64(name, arg, 1, 16, &v)) return -1;
+		c->inflight_batches = (uint32_t)v; break;
+	case O_OUTB:
+		if (parse_u64(name, arg, 65536, UINT64_MAX / 2, &v)) return -1;
+		c->max_outbound_bytes = v; break;
+	case O_NOIMPORT: c->no_host_import = true; break;
+	case O_BPC:
+		if (parse_u64(name, arg, 1, 65536, &v)) return -1;
+		c->batch_per_client = (uint32_t)v; break;
+	case O_BBYTES:
+		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		c->max_batch_bytes = v; break;
+	case O_SPIN:
+		if (parse_u64(name, arg, 0, 100000, &v)) return -1;
+		c->spin_us = (uint32_t)v; break;
+	case O_ALLOW_UID:
+		if (!src->uid_seen)
+			c->n_allow_uid = 0;
+		src->uid_seen = true;
+		return parse_ids(name, arg, true, c->allow_uid, &c->n_allow_uid);
+	case O_ALLOW_GID:
+		if (!src->gid_seen)
+			c->n_allow_gid = 0;
+		src->gid_seen = true;
+		return parse_ids(name, arg, false, c->allow_gid, &c->n_allow_gid);
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+/* "false" for a flag in the file: undo it. */
+static void clear_flag(config *c, int o)
+{
+	if (o == O_NOIMPORT)
+		c->no_host_import = false;
+}
+
+static char *trim(char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+		s[--n] = 0;
+	return s;
+}
+
+static int file_error(FILE *f, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "vkgradd: %s", g_where);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fclose(f);
+	return -1;
+}
+
+/* key = value lines, '#' (or ';') comment lines, blank lines. */
+static int load_file(config *c, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "vkgradd: --config %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	source src = {0};
+	char line[1024];
+	unsigned ln = 0;
+	while (fgets(line, sizeof(line), f)) {
+		ln++;
+		snprintf(g_where, sizeof(g_where), "%.500s:%u: ", path, ln);
+		size_t len = strlen(line);
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n' && !feof(f))
+			return file_error(f, "line longer than %s bytes", "1022");
+		char *s = trim(line);
+		if (!*s || *s == '#' || *s == ';')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq)
+			return file_error(f, "expected 'key = value', got '%s'", s);
+		*eq = 0;
+		char *key = trim(s), *val = trim(eq + 1);
+		size_t vl = strlen(val);
+		if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+			val[vl - 1] = 0;
+			val++;
+		}
+		const struct option *opt = NULL;
+		for (const struct option *o = opts; o->name; o++)
+			if (strcmp(o->name, key) == 0 && o->val != O_CONFIG && o->val != O_HELP &&
+			    o->val != O_VERSION)
+				opt = o;
+		if (!opt)
+			return file_error(f, "unknown key '%s' (keys are the long options of --help, without dashes)", key);
+		if (opt->has_arg == no_argument) {
+			if (!strcmp(val, "true") || !strcmp(val, "yes") || !strcmp(val, "1") || !strcmp(val, "on"))
+				apply(c, &src, opt->val, NULL);
+			else if (!strcmp(val, "false") || !strcmp(val, "no") || !strcmp(val, "0") || !strcmp(val, "off"))
+				clear_flag(c, opt->val);
+			else
+				return file_error(f, "'%s' is not true or false", val);
+		} else if (apply(c, &src, opt->val, val) != 0) {
+			fclose(f);
+			return -1;
+		}
+	}
+	int e = ferror(f);
+	fclose(f);
+	g_where[0] = 0;
+	if (e) {
+		fprintf(stderr, "vkgradd: --config %s: read error\n", path);
+		return -1;
+	}
+	return 0;
+}
+
 int config_parse_args(config *c, int argc, char **argv)
 {
-	enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
-	       O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN, O_HELP, O_VERSION };
-	static const struct option opts[] = {
-		{"socket", required_argument, 0, O_SOCKET},
-		{"cache-dir", required_argument, 0, O_CACHE},
-		{"device", required_argument, 0, O_DEVICE},
-		{"log-level", required_argument, 0, O_LOG},
-		{"max-frame", required_argument, 0, O_FRAME},
-		{"max-regions", required_argument, 0, O_REGIONS},
-		{"max-region-bytes", required_argument, 0, O_RBYTES},
-		{"max-total-region-bytes", required_argument, 0, O_TBYTES},
-		{"max-inflight", required_argument, 0, O_INFL},
-		{"max-dim", required_argument, 0, O_DIM},
-		{"max-connections", required_argument, 0, O_CONNS},
-		{"batch-jobs", required_argument, 0, O_BJOBS},
-		{"inflight-batches", required_argument, 0, O_IBATCH},
-		{"max-outbound-bytes", required_argument, 0, O_OUTB},
-		{"no-host-import", no_argument, 0, O_NOIMPORT},
-		{"batch-per-client", required_argument, 0, O_BPC},
-		{"max-batch-bytes", required_argument, 0, O_BBYTES},
-		{"spin-us", required_argument, 0, O_SPIN},
-		{"help", no_argument, 0, O_HELP},
-		{"version", no_argument, 0, O_VERSION},
-		{0, 0, 0, 0},
-	};
 	config d = *c;
 	int o;
-	uint64_t v;
-	optind = 1;
+	/* first pass, silent: only --config (and whether --help/--version make
+	 * the file moot); errors are reported by the second pass */
+	const char *file = NULL;
+	bool info = false;
+	opterr = 0;
+	optind = 0;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		const char *name = o >= O_SOCKET && o <= O_VERSION ? opts[o - O_SOCKET].name : "?";
+		if (o == O_CONFIG)
+			file = optarg;
+		else if (o == O_HELP || o == O_VERSION)
+			info = true;
+	}
+	if (file && !info && load_file(c, file) != 0)
+		return -1;
+	g_where[0] = 0;
+	source src = {0};
+	opterr = 1;
+	optind = 0;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
-		case O_SOCKET:
-			if (strlen(optarg) >= sizeof(c->socket_path)) {
-				fprintf(stderr, "vkgradd: --socket: path longer than %zu bytes\n",
-					sizeof(c->socket_path) - 1);
-				return -1;
-			}
-			snprintf(c->socket_path, sizeof(c->socket_path), "%s", optarg);
-			break;
-		case O_CACHE: snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", optarg); break;
-		case O_DEVICE: snprintf(c->device, sizeof(c->device), "%s", optarg); break;
-		case O_LOG:
-			if ((c->log_level = log_parse_level(optarg)) < 0) {
-				fprintf(stderr, "vkgradd: --log-level: '%s' is not one of error, warn, notice, info, debug\n", optarg);
-				return -1;
-			}
-			break;
-		case O_FRAME:
-			if (parse_u64(name, optarg, 65536, 64u << 20, &v)) return -1;
-			c->limits.max_frame = (uint32_t)v; break;
-		case O_REGIONS:
-			if (parse_u64(name, optarg, 1, 1u << 20, &v)) return -1;
-			c->limits.max_regions = (uint32_t)v; break;
-		case O_RBYTES:
-			if (parse_u64(name, optarg, 4096, UINT64_MAX / 2, &v)) return -1;
-			c->limits.max_region_bytes = v; break;
-		case O_TBYTES:
-			if (parse_u64(name, optarg, 4096, UINT64_MAX / 2, &v)) return -1;
-			c->max_total_region_bytes = v; break;
-		case O_INFL:
-			if (parse_u64(name, optarg, 1, 1u << 20, &v)) return -1;
-			c->limits.max_inflight = (uint32_t)v; break;
-		case O_DIM:
-			if (parse_u64(name, optarg, 1, 1u << 20, &v)) return -1;
-			c->limits.max_dim = v; break;
-		case O_CONNS:
-			if (parse_u64(name, optarg, 1, 1u << 20, &v)) return -1;
-			c->max_connections = (uint32_t)v; break;
-		case O_BJOBS:
-			if (parse_u64(name, optarg, 1, 65536, &v)) return -1;
-			c->max_batch_jobs = (uint32_t)v; break;
-		case O_IBATCH:
-			if (parse_u64(name, optarg, 1, 16, &v)) return -1;
-			c->inflight_batches = (uint32_t)v; break;
-		case O_OUTB:
-			if (parse_u64(name, optarg, 65536, UINT64_MAX / 2, &v)) return -1;
-			c->max_outbound_bytes = v; break;
-		case O_NOIMPORT: c->no_host_import = true; break;
-		case O_BPC:
-			if (parse_u64(name, optarg, 1, 65536, &v)) return -1;
-			c->batch_per_client = (uint32_t)v; break;
-		case O_BBYTES:
-			if (parse_u64(name, optarg, 1, UINT64_MAX / 2, &v)) return -1;
-			c->max_batch_bytes = v; break;
-		case O_SPIN:
-			if (parse_u64(name, optarg, 0, 100000, &v)) return -1;
-			c->spin_us = (uint32_t)v; break;
+		case O_CONFIG: break;
 		case O_HELP: usage(&d); return 1;
 		case O_VERSION: printf("vkgradd %s\n", VKG_VERSION); return 1;
 		default:
-			fprintf(stderr, "vkgradd: try --help\n");
-			return -1;
+			if (o < O_SOCKET || o > O_VERSION) {
+				fprintf(stderr, "vkgradd: try --help\n");
+				return -1;
+			}
+			if (apply(c, &src, o, optarg) != 0)
+				return -1;
 		}
 	}
 	if (optind < argc) {

@@ -7,6 +7,8 @@
 
 #include "msg.h"
 
+#define CONFIG_MAX_ALLOW 64 /* ids per --allow-uid / --allow-gid list */
+
 typedef struct config {
 	char socket_path[108];
 	char cache_dir[512];
@@ -23,11 +25,16 @@ typedef struct config {
 	uint32_t inflight_batches;/* submissions in flight at once */
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
 	bool no_host_import;     /* force the staging-copy path (testing) */
+	/* peer checks (peer.h): both empty = everyone the socket lets in */
+	uint32_t allow_uid[CONFIG_MAX_ALLOW], allow_gid[CONFIG_MAX_ALLOW];
+	unsigned n_allow_uid, n_allow_gid;
 } config;
 
 /* Defaults; socket path from $XDG_RUNTIME_DIR or /run/vkgrad. */
 void config_defaults(config *c);
-/* Parse argv; returns 0, 1 when the program should exit 0 (--help,
+/* Parse argv, after the file named by --config FILE when there is one
+ * (key = value lines, keys the long option names; the command line
+ * overrides the file). Returns 0, 1 when the program should exit 0 (--help,
  * --version printed), or -1 after printing an error. */
 int config_parse_args(config *c, int argc, char **argv);
 

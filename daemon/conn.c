@@ -4,7 +4,9 @@
 #include "job.h"
 #include "kernel_registry.h"
 #include "log.h"
+#include "peer.h"
 #include "server.h"
+#include "service.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -67,6 +69,7 @@ void conn_close(conn *c, const char *why)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
+	service_clients(s->nconns);
 	drop_fds(c);
 	/* queued jobs can no longer be answered: drop them (running ones finish) */
 	engine_lane_close(&s->eng, c->lane);
@@ -100,6 +103,14 @@ int conn_open(server *s, int fd)
 		c->cred.pid = 0;
 		c->cred.uid = c->cred.gid = (uid_t)-1;
 	}
+	char why[160];
+	if (!peer_allowed(s->cfg, fd, &c->cred, why, sizeof(why))) {
+		log_warn("refusing client pid %d uid %u gid %u: %s", (int)c->cred.pid,
+			 (unsigned)c->cred.uid, (unsigned)c->cred.gid, why);
+		close(fd);
+		conn_free(c);
+		return -1;
+	}
 	proto_framer_init(&c->fr, s->limits.max_frame);
 	c->lane = engine_lane_open(&s->eng);
 	if (!c->lane || uv_poll_init(s->loop, &c->poll, fd) != 0) {
@@ -115,6 +126,7 @@ int conn_open(server *s, int fd)
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
+	service_clients(s->nconns);
 	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
 		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, s->nconns);
 	return 0;
@@ -425,30 +437,32 @@ void conn_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
 
 /* ---- input ------------------------------------------------------------------ */
 
-/* Take the descriptor that came with the frame [fs, fe): the oldest one,
- * when it arrived with bytes of this frame. Returns -1 when none did. */
-static int take_fd(conn *c, uint64_t fs)
+/* Descriptors are kept with the stream offset of the frame they came with
+ * (conn_read works that out exactly); a frame takes its own. */
+static void fd_pop(conn *c, unsigned i)
 {
-	if (c->nfds == 0 || c->fd_pos[0] <= fs)
-		return -1;
-	int fd = c->fds[0];
 	c->nfds--;
-	memmove(c->fds, c->fds + 1, c->nfds * sizeof(int));
-	memmove(c->fd_pos, c->fd_pos + 1, c->nfds * sizeof(uint64_t));
-	return fd;
+	memmove(c->fds + i, c->fds + i + 1, (c->nfds - i) * sizeof(int));
+	memmove(c->fd_frame + i, c->fd_frame + i + 1, (c->nfds - i) * sizeof(uint64_t));
 }
 
-/* Close descriptors whose chunk ended inside or before this frame: nothing
- * else can claim them. Returns how many. */
-static unsigned drop_fds_upto(conn *c, uint64_t fe)
+/* Move the descriptors of the frame starting at fs into out[] (at most
+ * `max`, the rest closed) and close any left over from earlier frames.
+ * Returns how many came with the frame. */
+static unsigned take_fds(conn *c, uint64_t fs, int *out, unsigned max)
 {
 	unsigned n = 0;
-	while (c->nfds > 0 && c->fd_pos[0] <= fe) {
-		close(c->fds[0]);
-		c->nfds--;
-		memmove(c->fds, c->fds + 1, c->nfds * sizeof(int));
-		memmove(c->fd_pos, c->fd_pos + 1, c->nfds * sizeof(uint64_t));
-		n++;
+	for (unsigned i = 0; i < c->nfds;) {
+		if (c->fd_frame[i] > fs) {
+			i++;
+			continue;
+		}
+		if (c->fd_frame[i] == fs && n < max)
+			out[n] = c->fds[i];
+		else
+			close(c->fds[i]);
+		n += c->fd_frame[i] == fs;
+		fd_pop(c, i);
 	}
 	return n;
 }
@@ -460,9 +474,13 @@ static bool conn_dispatch(conn *c, const uint8_t *body, uint32_t len, uint64_t f
 	proto_request q;
 	proto_err err;
 	uint64_t id = 0;
+	int fds[2];
+	unsigned nfd = take_fds(c, fs, fds, 2);
+	(void)fe;
 	int rc = proto_request_decode(body, len, &q, &id, &err);
 	if (rc != 0 && err.code == PROTO_BAD_FRAME) {
-		drop_fds_upto(c, fe);
+		for (unsigned i = 0; i < nfd && i < 2; i++)
+			close(fds[i]);
 		reply_err(c, 0, &err);
 		log_info("client pid %d: protocol error: %s", (int)c->cred.pid, err.message);
 		c->close_after_flush = true;
@@ -470,23 +488,19 @@ static bool conn_dispatch(conn *c, const uint8_t *body, uint32_t len, uint64_t f
 		return false;
 	}
 	int fd = -1;
-	if (rc == 0 && q.op == PROTO_OP_REGISTER) {
-		fd = take_fd(c, fs);
-		if (fd < 0) {
-			rc = proto_fail(&err, PROTO_BAD_REQUEST,
-					"register: exactly one descriptor must be attached (SCM_RIGHTS) to the frame; none came");
-		} else if (drop_fds_upto(c, fe) > 0) {
-			close(fd);
-			fd = -1;
-			rc = proto_fail(&err, PROTO_BAD_REQUEST,
-					"register: exactly one descriptor must be attached to the frame; more came");
-		}
+	if (rc == 0 && q.op == PROTO_OP_REGISTER && nfd == 1) {
+		fd = fds[0];
 	} else {
-		unsigned stray = drop_fds_upto(c, fe);
-		if (stray && rc == 0)
+		for (unsigned i = 0; i < nfd && i < 2; i++)
+			close(fds[i]);
+		if (rc == 0 && q.op == PROTO_OP_REGISTER)
+			rc = proto_fail(&err, PROTO_BAD_REQUEST,
+					"register: exactly one descriptor must be attached (SCM_RIGHTS) to the frame; %u came (closed)",
+					nfd);
+		else if (rc == 0 && nfd)
 			rc = proto_fail(&err, PROTO_BAD_REQUEST,
 					"%s: %u descriptor(s) came with a frame that takes none; closed",
-					proto_op_name(q.op), stray);
+					proto_op_name(q.op), nfd);
 	}
 	if (rc != 0) {
 		reply_err(c, id, &err);
@@ -504,73 +518,76 @@ static bool conn_dispatch(conn *c, const uint8_t *body, uint32_t len, uint64_t f
 	return true;
 }
 
-static void conn_read(conn *c)
+/* Receive up to `len` bytes with their descriptors into buf. Returns the
+ * byte count (0: peer closed), -EAGAIN, or another negative errno; *nfds
+ * descriptors in fds[]. On MSG_CTRUNC or foreign control messages every
+ * received descriptor is closed and -EBADMSG returned. */
+static ssize_t recv_piece(conn *c, uint8_t *buf, size_t len, int flags, int *fds, unsigned *nfds)
 {
-	uint8_t buf[CONN_READ_CHUNK];
 	union {
 		char b[CMSG_SPACE(CONN_CMSG_FDS * sizeof(int))];
 		struct cmsghdr align;
 	} cm;
-	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
 			    .msg_controllen = sizeof(cm.b)};
-	ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	if (n < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return;
-		conn_close(c, strerror(errno));
-		return;
-	}
-	/* collect every descriptor first so that none can leak on any path */
-	int got[CONN_CMSG_FDS * 2];
-	unsigned ngot = 0;
-	bool bad_cmsg = false;
+	*nfds = 0;
+	ssize_t n = recvmsg(c->fd, &mh, flags | MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	bool bad = (mh.msg_flags & MSG_CTRUNC) != 0;
 	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
 		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) {
-			bad_cmsg = true;
+			bad = true;
 			continue;
 		}
 		size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		int tmp[CONN_CMSG_FDS * 2];
-		if (k > CONN_CMSG_FDS * 2)
-			k = CONN_CMSG_FDS * 2;
-		memcpy(tmp, CMSG_DATA(h), k * sizeof(int));
 		for (size_t i = 0; i < k; i++) {
-			if (ngot < CONN_CMSG_FDS * 2)
-				got[ngot++] = tmp[i];
+			int fd;
+			memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+			if (*nfds < CONN_CMSG_FDS)
+				fds[(*nfds)++] = fd;
 			else
-				close(tmp[i]);
+				close(fd), bad = true;
 		}
 	}
-	if ((mh.msg_flags & MSG_CTRUNC) || bad_cmsg || c->nfds + ngot > CONN_MAX_FDS) {
-		for (unsigned i = 0; i < ngot; i++)
-			close(got[i]);
-		conn_close(c, (mh.msg_flags & MSG_CTRUNC) ? "too many descriptors in one message"
-							: "too many descriptors held");
-		return;
+	if (bad) {
+		for (unsigned i = 0; i < *nfds; i++)
+			close(fds[i]);
+		*nfds = 0;
+		return -EBADMSG;
 	}
-	if (n == 0) {
-		for (unsigned i = 0; i < ngot; i++)
-			close(got[i]);
-		conn_close(c, "peer closed");
-		return;
+	return n;
+}
+
+/* Hand n received bytes (and the descriptors that came with them) to the
+ * framer and dispatch every whole frame. Returns false when c stopped
+ * reading or closed. The caller holds a reference. */
+static bool take_bytes(conn *c, const uint8_t *buf, size_t n, const int *fds, unsigned nfds)
+{
+	if (c->nfds + nfds > CONN_MAX_FDS) {
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
+		conn_close(c, "too many descriptors held");
+		return false;
 	}
-	c->rx_pos += (uint64_t)n;
-	for (unsigned i = 0; i < ngot; i++) {
-		c->fds[c->nfds] = got[i];
-		c->fd_pos[c->nfds++] = c->rx_pos;
+	/* the framer holds at most the current partial frame, which starts
+	 * at frame_pos: that is the frame these bytes' first byte belongs to */
+	for (unsigned i = 0; i < nfds; i++) {
+		c->fds[c->nfds] = fds[i];
+		c->fd_frame[c->nfds++] = c->frame_pos;
 	}
-	if (proto_framer_push(&c->fr, buf, (size_t)n) != 0) {
+	c->rx_pos += n;
+	if (proto_framer_push(&c->fr, buf, n) != 0) {
 		conn_close(c, "out of memory");
-		return;
+		return false;
 	}
-	conn_ref(c); /* a dispatch may close c */
 	for (;;) {
 		const uint8_t *body;
 		uint32_t len;
 		int rc = proto_framer_next(&c->fr, &body, &len);
 		if (rc == 0)
-			break;
+			return true;
 		if (rc < 0) {
 			proto_err err;
 			proto_fail(&err, PROTO_BAD_FRAME,
@@ -580,11 +597,62 @@ static void conn_read(conn *c)
 			reply_err(c, 0, &err);
 			c->close_after_flush = true;
 			flush_out(c);
-			break;
+			return false;
 		}
 		uint64_t fs = c->frame_pos, fe = fs + PROTO_FRAME_HDR + len;
 		c->frame_pos = fe;
 		if (!conn_dispatch(c, body, len, fs, fe) || !c->open)
+			return false;
+	}
+}
+
+/* Descriptors ride with the last sendmsg() chunk of a read: Linux ends a
+ * read with the first chunk that carries descriptors, but merges the chunks
+ * before it. So a plain read cannot tell which frame a descriptor came with
+ * when several frames share the read. Peek first: with no descriptors in
+ * sight (the usual case) consume the peeked bytes in one go; otherwise
+ * consume them frame by frame, never reading across a frame boundary, so
+ * the read that returns the descriptors names their frame exactly. */
+static void conn_read(conn *c)
+{
+	uint8_t buf[CONN_READ_CHUNK];
+	int fds[CONN_CMSG_FDS];
+	unsigned nfds;
+	ssize_t n = recv_piece(c, buf, sizeof(buf), MSG_PEEK, fds, &nfds);
+	bool with_fds = nfds > 0 || n == -EBADMSG;
+	for (unsigned i = 0; i < nfds; i++)
+		close(fds[i]); /* peeked copies */
+	if (n == -EBADMSG) {
+		/* a consuming read gets the same trouble: take it from there */
+		n = sizeof(buf);
+	} else if (n < 0) {
+		if (n != -EAGAIN)
+			conn_close(c, strerror((int)-n));
+		return;
+	} else if (n == 0) {
+		conn_close(c, "peer closed");
+		return;
+	}
+	conn_ref(c); /* a dispatch may close c */
+	size_t total = (size_t)n, done = 0;
+	while (done < total && c->open && !c->close_after_flush) {
+		size_t want = total - done;
+		if (with_fds) {
+			size_t need = proto_framer_need(&c->fr);
+			if (need && need < want)
+				want = need;
+		}
+		ssize_t m = recv_piece(c, buf, want, 0, fds, &nfds);
+		if (m == -EAGAIN)
+			break;
+		if (m <= 0) {
+			conn_close(c, m == 0 ? "peer closed"
+				   : m == -EBADMSG ? "too many descriptors in one message"
+				   : strerror((int)-m));
+			break;
+		}
+		done += (size_t)m;
+		if (!take_bytes(c, buf, (size_t)m, fds, nfds))
 			break;
 	}
 	if (c->open)

@@ -33,7 +33,7 @@ struct conn {
 	uint64_t rx_pos;       /* stream bytes received */
 	uint64_t frame_pos;    /* stream offset of the next frame to dispatch */
 	int fds[CONN_MAX_FDS]; /* received descriptors, oldest first */
-	uint64_t fd_pos[CONN_MAX_FDS]; /* rx_pos after the chunk that brought each */
+	uint64_t fd_frame[CONN_MAX_FDS]; /* stream offset of the frame each came with */
 	unsigned nfds;
 	uint8_t *out;          /* replies not yet written */
 	size_t out_len, out_cap, out_off;

@@ -172,9 +172,14 @@ static binding bind_tensor(const engine *e, const job *j, int t)
 	return b;
 }
 
-static binding bind_dummy(const engine *e)
+/* An unasked-for output binds its own small piece of the daemon's dummy
+ * buffer (never written: the kernel's flags say so), one piece per output
+ * slot of each job position of each submission slot, so no two dispatches
+ * that may run at once bind the same bytes. */
+static binding bind_dummy(const engine *e, uint64_t piece)
 {
-	binding b = {.info = {.buffer = e->dummy, .offset = 0, .range = VK_WHOLE_SIZE}};
+	binding b = {.info = {.buffer = e->dummy, .offset = piece * e->dummy_piece,
+			      .range = e->dummy_piece}};
 	return b;
 }
 
@@ -199,64 +204,82 @@ static void barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags 
 	vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
-static void record_job(engine *e, VkCommandBuffer cb, const job *j)
+static void record_param(engine *e, VkCommandBuffer cb, const job *j, uint64_t piece)
 {
 	const proto_request *q = &j->req;
 	const uint32_t max_y = e->dev->props.limits.maxComputeWorkGroupCount[1];
 	const uint32_t acc = q->accumulate ? 4u : 0u;
-	if (q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present) {
-		binding b[4] = {
-			bind_tensor(e, j, PROTO_T_X),
-			bind_tensor(e, j, PROTO_T_DY),
-			q->t[PROTO_T_DW].present ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e),
-			q->t[PROTO_T_DB].present ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e),
-		};
-		vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_PARAM]);
-		push_set(e, cb, KERN_PARAM, b, 4);
-		uint32_t pc[9] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
-				  b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
-				  (q->t[PROTO_T_DW].present ? 1u : 0u) | (q->t[PROTO_T_DB].present ? 2u : 0u) | acc,
-				  0};
-		uint32_t gx = q->t[PROTO_T_DW].present ? (uint32_t)((q->in + 31) / 32) : 1;
-		for (uint64_t o = 0; o < q->out; o += max_y) {
-			pc[8] = (uint32_t)o;
-			vkCmdPushConstants(cb, e->pl->layout[KERN_PARAM], VK_SHADER_STAGE_COMPUTE_BIT, 0,
-					   sizeof(pc), pc);
-			uint64_t gy = q->out - o < max_y ? q->out - o : max_y;
-			vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
-		}
-	}
-	if (q->t[PROTO_T_DX].present) {
-		binding b[3] = {bind_tensor(e, j, PROTO_T_DY), bind_tensor(e, j, PROTO_T_W),
-				bind_tensor(e, j, PROTO_T_DX)};
-		vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_INPUT]);
-		push_set(e, cb, KERN_INPUT, b, 3);
-		uint32_t pc[8] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
-				  b[1].elem_off, b[2].elem_off, acc, 0};
-		uint32_t gx = (uint32_t)((q->in + 15) / 16);
-		uint64_t rows = (q->batch + 15) / 16;
-		for (uint64_t y = 0; y < rows; y += max_y) {
-			pc[7] = (uint32_t)(y * 16);
-			vkCmdPushConstants(cb, e->pl->layout[KERN_INPUT], VK_SHADER_STAGE_COMPUTE_BIT, 0,
-					   sizeof(pc), pc);
-			uint64_t gy = rows - y < max_y ? rows - y : max_y;
-			vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
-		}
+	binding b[4] = {
+		bind_tensor(e, j, PROTO_T_X),
+		bind_tensor(e, j, PROTO_T_DY),
+		q->t[PROTO_T_DW].present ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e, 2 * piece),
+		q->t[PROTO_T_DB].present ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e, 2 * piece + 1),
+	};
+	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_PARAM]);
+	push_set(e, cb, KERN_PARAM, b, 4);
+	uint32_t pc[9] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
+			  b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
+			  (q->t[PROTO_T_DW].present ? 1u : 0u) | (q->t[PROTO_T_DB].present ? 2u : 0u) | acc,
+			  0};
+	uint32_t gx = q->t[PROTO_T_DW].present ? (uint32_t)((q->in + 31) / 32) : 1;
+	for (uint64_t o = 0; o < q->out; o += max_y) {
+		pc[8] = (uint32_t)o;
+		vkCmdPushConstants(cb, e->pl->layout[KERN_PARAM], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+				   sizeof(pc), pc);
+		uint64_t gy = q->out - o < max_y ? q->out - o : max_y;
+		vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
 	}
 }
 
-/* Does j need a barrier before it, given what the batch did since the last
- * one? Only when its bytes overlap bytes an earlier job wrote, or it writes
- * bytes an earlier job read or wrote: independent jobs run concurrently. */
-static bool needs_barrier(const engine *e, const job *j)
+static void record_input(engine *e, VkCommandBuffer cb, const job *j)
+{
+	const proto_request *q = &j->req;
+	const uint32_t max_y = e->dev->props.limits.maxComputeWorkGroupCount[1];
+	const uint32_t acc = q->accumulate ? 4u : 0u;
+	binding b[3] = {bind_tensor(e, j, PROTO_T_DY), bind_tensor(e, j, PROTO_T_W),
+			bind_tensor(e, j, PROTO_T_DX)};
+	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_INPUT]);
+	push_set(e, cb, KERN_INPUT, b, 3);
+	uint32_t pc[8] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
+			  b[1].elem_off, b[2].elem_off, acc, 0};
+	uint32_t gx = (uint32_t)((q->in + 15) / 16);
+	uint64_t rows = (q->batch + 15) / 16;
+	for (uint64_t y = 0; y < rows; y += max_y) {
+		pc[7] = (uint32_t)(y * 16);
+		vkCmdPushConstants(cb, e->pl->layout[KERN_INPUT], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+				   sizeof(pc), pc);
+		uint64_t gy = rows - y < max_y ? rows - y : max_y;
+		vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
+	}
+}
+
+/* The bytes a dispatch binds for tensor t: from the offset aligned down as
+ * bind_tensor() binds it, to the tensor's end. */
+static void bound_range(const engine *e, const job *j, int t, uint64_t *lo, uint64_t *hi)
+{
+	const VkDeviceSize align = e->dev->props.limits.minStorageBufferOffsetAlignment;
+	*lo = j->req.t[t].offset / align * align;
+	*hi = j->req.t[t].offset + j->bytes[t];
+}
+
+/* Tensor slots each kernel binds. */
+#define UNIT_PARAM ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_DW) | (1u << PROTO_T_DB))
+#define UNIT_INPUT ((1u << PROTO_T_DY) | (1u << PROTO_T_W) | (1u << PROTO_T_DX))
+
+/* Does the dispatch binding tensors `mask` of j need a barrier before it,
+ * given what the batch did since the last one? Only when its bound bytes
+ * overlap bytes an earlier dispatch wrote, or it writes bytes an earlier
+ * one bound: independent jobs run concurrently. */
+static bool needs_barrier(const engine *e, const job *j, unsigned mask)
 {
 	if (e->untracked)
 		return true;
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		const region *r = j->reg[t];
-		if (!r || r->touch_epoch != e->epoch)
+		if (!r || !(mask & (1u << t)) || r->touch_epoch != e->epoch)
 			continue;
-		uint64_t lo = j->req.t[t].offset, hi = lo + j->bytes[t];
+		uint64_t lo, hi;
+		bound_range(e, j, t, &lo, &hi);
 		for (uint32_t i = 0; i < r->ntouch; i++) {
 			const struct region_touch *k = &r->touch[i];
 			if (k->lo < hi && lo < k->hi && (k->write || is_output(t)))
@@ -266,13 +289,14 @@ static bool needs_barrier(const engine *e, const job *j)
 	return false;
 }
 
-/* Remember j's ranges. The arrays only grow (geometrically) and are reused
- * batch after batch, so steady state allocates nothing per job. */
-static void mark_touched(engine *e, job *j)
+/* Remember the dispatch's bound ranges. The arrays only grow
+ * (geometrically) and are reused batch after batch, so steady state
+ * allocates nothing per job. */
+static void mark_touched(engine *e, job *j, unsigned mask)
 {
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		region *r = j->reg[t];
-		if (!r)
+		if (!r || !(mask & (1u << t)))
 			continue;
 		if (r->touch_epoch != e->epoch) {
 			r->touch_epoch = e->epoch;
@@ -282,16 +306,35 @@ static void mark_touched(engine *e, job *j)
 			uint32_t cap = r->touch_cap ? r->touch_cap * 2 : 16;
 			struct region_touch *nt = realloc(r->touch, cap * sizeof(*nt));
 			if (!nt) {
-				/* cannot track: the next job gets a barrier regardless */
+				/* cannot track: the next dispatch gets a barrier regardless */
 				e->untracked = true;
 				continue;
 			}
 			r->touch = nt;
 			r->touch_cap = cap;
 		}
-		uint64_t lo = j->req.t[t].offset;
-		r->touch[r->ntouch++] = (struct region_touch){lo, lo + j->bytes[t], is_output(t)};
+		uint64_t lo, hi;
+		bound_range(e, j, t, &lo, &hi);
+		r->touch[r->ntouch++] = (struct region_touch){lo, hi, is_output(t)};
 	}
+}
+
+/* Record one dispatch unit of j, after a barrier when it needs one. */
+static void record_unit(engine *e, VkCommandBuffer cb, job *j, unsigned mask, uint64_t piece)
+{
+	if (needs_barrier(e, j, mask)) {
+		barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+			VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
+			VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+			VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+		e->epoch++;
+		e->untracked = false;
+	}
+	if (mask == UNIT_PARAM)
+		record_param(e, cb, j, piece);
+	else
+		record_input(e, cb, j);
+	mark_touched(e, j, mask);
 }
 
 /* May j join a batch now? A staged region mirrors the client's memory for
@@ -333,15 +376,11 @@ static void submit_slot(engine *e, uint32_t si)
 	e->epoch++;
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		job *j = s->jobs[i];
-		if (needs_barrier(e, j)) {
-			barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
-				VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-				VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-			e->epoch++;
-			e->untracked = false;
-		}
-		record_job(e, cb, j);
-		mark_touched(e, j);
+		const proto_tensor *t = j->req.t;
+		if (t[PROTO_T_DW].present || t[PROTO_T_DB].present)
+			record_unit(e, cb, j, UNIT_PARAM, (uint64_t)si * e->cfg->max_batch_jobs + i);
+		if (t[PROTO_T_DX].present)
+			record_unit(e, cb, j, UNIT_INPUT, 0);
 	}
 	/* outputs visible to the host (the client's mapping) at completion */
 	barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -615,7 +654,11 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	}
 	/* a small device buffer bound in place of outputs a job does not ask for;
 	 * the kernels never write it (their flags say so) */
-	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 256,
+	e->dummy_piece = d->props.limits.minStorageBufferOffsetAlignment;
+	if (e->dummy_piece < 16)
+		e->dummy_piece = 16;
+	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+				  .size = e->dummy_piece * 2 * (uint64_t)cfg->max_batch_jobs * e->nslots,
 				  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
 	if (vkCreateBuffer(d->dev, &bci, NULL, &e->dummy) != VK_SUCCESS)
 		goto fail;

@@ -75,6 +75,7 @@ typedef struct engine {
 	uint64_t next_value;
 	VkBuffer dummy;           /* bound where a kernel's output is not asked for */
 	VkDeviceMemory dummy_mem;
+	VkDeviceSize dummy_piece; /* bytes of dummy per unasked-for output */
 	engine_slot *slots;
 	uint32_t nslots;
 	engine_lane *active_head, *active_tail;

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "pipelines.h"
 #include "server.h"
+#include "service.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -24,12 +25,14 @@ int main(int argc, char **argv)
 
 	const char *v = getenv("VKGRAD_VALIDATION");
 	bool validation = v && strcmp(v, "1") == 0;
+	service_status("opening the GPU");
 	char err[256];
 	device dev;
 	if (device_open(&dev, cfg.device, validation, err, sizeof(err)) != 0) {
 		log_err("%s", err);
 		return 1;
 	}
+	service_status("building pipelines on %s", dev.props.deviceName);
 	pipelines pl;
 	if (pipelines_init(&pl, &dev, cfg.cache_dir, err, sizeof(err)) != 0) {
 		log_err("%s", err);
@@ -43,6 +46,8 @@ int main(int argc, char **argv)
 	rc = 1;
 	if (server_start(&srv, &loop, &cfg, &dev, &pl) == 0) {
 		log_notice("ready");
+		/* only now: a client connecting after READY=1 is served at once */
+		service_ready(&loop, dev.props.deviceName);
 		uv_run(&loop, UV_RUN_DEFAULT);
 		rc = 0;
 	}

@@ -3,9 +3,11 @@
 
 #include "conn.h"
 #include "log.h"
+#include "service.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -71,6 +73,7 @@ static void drain_check_cb(uv_timer_t *t)
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
 	uv_close((uv_handle_t *)&s->sig_int, NULL);
 	uv_close((uv_handle_t *)&s->listen_poll, NULL);
+	service_close();
 	/* engine_destroy closes the async handle; the loop then ends */
 	engine_destroy(&s->eng);
 }
@@ -81,6 +84,7 @@ void server_stop(server *s)
 		return;
 	s->draining = true;
 	log_notice("shutting down: %u job(s) queued, %u running", s->eng.queued, s->eng.running);
+	service_stopping();
 	uv_poll_stop(&s->listen_poll);
 	uv_timer_stop(&s->accept_timer);
 	if (s->own_socket)
@@ -155,7 +159,13 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		log_err("%s", err);
 		return -1;
 	}
-	if (bind_socket(s) != 0) {
+	/* socket activation: the service manager's socket, else our own */
+	char where[160];
+	snprintf(where, sizeof(where), "%s", cfg->socket_path);
+	int lfd = service_listen_fd(where, sizeof(where));
+	if (lfd >= 0)
+		s->listen_fd = lfd; /* own_socket stays false: systemd unlinks it */
+	if (lfd == -2 || (lfd == -1 && bind_socket(s) != 0)) {
 		engine_destroy(&s->eng);
 		return -1;
 	}
@@ -173,7 +183,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->sig_int.data = s;
 	uv_signal_start(&s->sig_int, signal_cb, SIGINT);
 	log_notice("listening on %s (max_frame %u, max_regions %u, max_inflight %u, max_dim %llu, max_tensor_bytes %llu)",
-		   cfg->socket_path, s->limits.max_frame, s->limits.max_regions,
+		   where, s->limits.max_frame, s->limits.max_regions,
 		   s->limits.max_inflight, (unsigned long long)s->limits.max_dim,
 		   (unsigned long long)s->limits.max_tensor_bytes);
 	return 0;

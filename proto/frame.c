@@ -82,3 +82,13 @@ int proto_framer_next(proto_framer *f, const uint8_t **body, uint32_t *len)
 		f->head = 0; /* body stays valid: nothing is moved until the next push */
 	return 1;
 }
+
+size_t proto_framer_need(const proto_framer *f)
+{
+	if (f->len < PROTO_FRAME_HDR)
+		return PROTO_FRAME_HDR - f->len;
+	uint32_t n = get_be32(f->buf + f->head);
+	if (n == 0 || n > f->max_frame || f->len - PROTO_FRAME_HDR >= n)
+		return 0;
+	return PROTO_FRAME_HDR + n - f->len;
+}

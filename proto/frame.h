@@ -36,6 +36,11 @@ int proto_framer_push(proto_framer *f, const void *data, size_t n);
  * then unusable). */
 int proto_framer_next(proto_framer *f, const uint8_t **body, uint32_t *len);
 
+/* Bytes still missing from the frame being assembled: the rest of its
+ * header while that is incomplete, else the rest of its body. 0 when a
+ * whole frame is buffered or the length prefix is invalid. */
+size_t proto_framer_need(const proto_framer *f);
+
 /* Write the 4-byte big-endian length prefix of a body of n bytes. */
 void proto_frame_put_len(uint8_t out[PROTO_FRAME_HDR], uint32_t n);
 

@@ -3,7 +3,8 @@
 # non-interactive; used by `make deps` (and so by `make demo` / `make test`).
 set -eu
 PKGS="make gcc pkg-config libvulkan-dev glslc libshaderc-dev libuv1-dev libmsgpack-dev
-libcmocka-dev mesa-vulkan-drivers libsystemd-dev vulkan-validationlayers"
+libcmocka-dev mesa-vulkan-drivers libsystemd-dev vulkan-validationlayers
+systemd util-linux"
 missing=""
 for p in $PKGS; do
 	st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)

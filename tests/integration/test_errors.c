@@ -1,0 +1,1243 @@
+/* tests/integration/test_errors.c — every error code of the protocol,
+ * provoked by a real bad request against a real daemon.
+ *
+ * Each case checks the code, the id, that the message names the offending
+ * key or limit, that the daemon wrote nothing into the client's memory where
+ * a region is involved, and that the daemon still serves: a NEW connection
+ * answers ping (and, unless the error was bad_frame, the same one too).
+ * After bad_frame the daemon must close that connection (EOF).
+ *
+ * The shared daemon runs with --max-dim 4096 --max-regions 4
+ * --max-inflight 2; device_lost uses daemons started with
+ * VKGRAD_FAULT_INJECT. The code `internal` ("anything else") has no
+ * request that provokes it on purpose and is not covered here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon_proc.h"
+#include "jobcase.h"
+#include "rawsock.h"
+#include "shm.h"
+
+static daemon_proc g_d;
+
+#define MAX_DIM 4096
+#define MAX_REGIONS 4
+#define MAX_INFLIGHT 2
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* No Vulkan validation error since `before` (stats' count); otherwise the
+ * first ones from the log, and fail. */
+static void assert_validation_clean(const daemon_proc *d, uint64_t before, const char *what)
+{
+	uint64_t n = 0;
+	assert_int_equal(daemon_proc_validation_count(d, &n), 0);
+	if (n != before) {
+		daemon_proc_print_validation_errors(d, 3);
+		fail_msg("%s: %llu Vulkan validation error(s) (the first above)", what,
+			 (unsigned long long)(n - before));
+	}
+}
+
+static void open_conn(rawsock *s)
+{
+	int rc = rawsock_open(s, g_d.sock);
+	if (rc)
+		fail_msg("connect %s: %s", g_d.sock, strerror(-rc));
+}
+
+static void assert_serves(void)
+{
+	if (!rawsock_daemon_serves(g_d.sock))
+		fail_msg("the daemon no longer answers ping on a new connection");
+}
+
+/* The same connection still answers ping (ids must not collide). */
+static void assert_conn_serves(rawsock *s)
+{
+	static uint64_t id = 900000;
+	proto_request q = {.op = PROTO_OP_PING, .id = ++id};
+	proto_reply r;
+	int rc = rawsock_call(s, &q, &r, RAWSOCK_TIMEOUT_MS);
+	if (rc || !r.ok)
+		fail_msg("the connection stopped answering ping after the error (rc %d)", rc);
+}
+
+/* Wait up to 10 s until stats reports `n` live regions, daemon-wide. */
+static void wait_regions(uint64_t n)
+{
+	proto_stats st;
+	for (int i = 0; i < 1000; i++) {
+		assert_int_equal(rawsock_stats(g_d.sock, &st), 0);
+		if (st.regions == n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("stats reports %llu live regions, want %llu", (unsigned long long)st.regions,
+		 (unsigned long long)n);
+}
+
+/* Wait for the next reply: an error with `code`, id `id`, whose message
+ * contains every one of the NULL-terminated needles. */
+static void expect_error_v(rawsock *s, uint64_t id, proto_code code, const char *const *needles)
+{
+	proto_reply r;
+	int rc = rawsock_recv(s, &r, RAWSOCK_TIMEOUT_MS);
+	if (rc)
+		fail_msg("no reply (want %s): %s", proto_code_name(code), strerror(-rc));
+	if (r.ok)
+		fail_msg("request %llu succeeded; want error %s", (unsigned long long)id,
+			 proto_code_name(code));
+	if (r.err.code != code || r.id != id)
+		fail_msg("got error %s id %llu (\"%s\"); want %s id %llu",
+			 proto_code_name(r.err.code), (unsigned long long)r.id, r.err.message,
+			 proto_code_name(code), (unsigned long long)id);
+	for (unsigned i = 0; needles && needles[i]; i++)
+		if (!strstr(r.err.message, needles[i]))
+			fail_msg("%s message \"%s\" does not mention \"%s\"", proto_code_name(code),
+				 r.err.message, needles[i]);
+}
+
+#define expect_error(s, id, code, ...)                                                       \
+	expect_error_v((s), (id), (code), (const char *const[]){__VA_ARGS__, NULL})
+
+/* After bad_frame: the error with id 0, then the daemon closes. */
+static void expect_bad_frame(rawsock *s, const char *needle)
+{
+	expect_error(s, 0, PROTO_BAD_FRAME, needle);
+	int rc = rawsock_expect_eof(s, 10000);
+	if (rc)
+		fail_msg("after bad_frame the connection was not closed (%s)",
+			 rc == -EPROTO ? "more data came" : strerror(-rc));
+	assert_serves();
+}
+
+/* A connection with one registered region of `size` bytes filled with a
+ * pattern, mapped at *map. */
+typedef struct rconn {
+	rawsock s;
+	uint64_t region;
+	void *map;
+	size_t size;
+	uint8_t *pattern;
+} rconn;
+
+static void rconn_open(rconn *c, size_t size)
+{
+	open_conn(&c->s);
+	c->size = size;
+	int fd = shm_create(size, true, size, &c->map);
+	assert_true(fd >= 0);
+	proto_reply r;
+	int rc = rawsock_register(&c->s, 1, fd, size, &c->region, &r);
+	if (rc)
+		fail_msg("register: rc %d: %s", rc, r.err.message);
+	close(fd);
+	c->pattern = malloc(size);
+	assert_non_null(c->pattern);
+	for (size_t i = 0; i < size; i++)
+		c->pattern[i] = (uint8_t)(i * 7 + 3);
+	memcpy(c->map, c->pattern, size);
+}
+
+/* Nothing was written into the region. */
+static void rconn_assert_untouched(const rconn *c)
+{
+	if (memcmp(c->map, c->pattern, c->size) != 0)
+		fail_msg("a failed request wrote into the client's memory");
+}
+
+static void rconn_close(rconn *c)
+{
+	rawsock_close(&c->s);
+	munmap(c->map, c->size);
+	free(c->pattern);
+}
+
+/* A valid f32 job 8×16×4 in c's region: x at 0, dy at 1024, w at 2048,
+ * dw at 4096, db at 5120, dx at 6144 (region of 8192 bytes). */
+static proto_request small_job(const rconn *c, uint64_t id)
+{
+	proto_request q;
+	memset(&q, 0, sizeof(q));
+	q.op = PROTO_OP_LINEAR_BACKWARD;
+	q.id = id;
+	q.dtype = PROTO_F32;
+	q.batch = 8, q.in = 16, q.out = 4;
+	const uint64_t off[PROTO_T_COUNT] = {0, 1024, 2048, 4096, 5120, 6144};
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		q.t[t] = (proto_tensor){.present = true, .region = c->region, .offset = off[t]};
+	return q;
+}
+
+/* Send q on c and expect one error. */
+static void job_error(rconn *c, proto_request q, proto_code code, const char *a, const char *b)
+{
+	assert_int_equal(rawsock_send_request(&c->s, &q, NULL, 0), 0);
+	if (b)
+		expect_error(&c->s, q.id, code, a, b);
+	else
+		expect_error(&c->s, q.id, code, a);
+	rconn_assert_untouched(c);
+	assert_conn_serves(&c->s);
+	assert_serves();
+}
+
+/* ---- a tiny msgpack map builder for malformed requests ------------------------- */
+
+typedef enum { V_U, V_I, V_S, V_T, V_B, V_NIL, V_ARR3 } vtype;
+
+typedef struct kv {
+	const char *key;
+	vtype type;
+	uint64_t u;  /* V_U, V_T's region, V_B */
+	int64_t i;   /* V_I */
+	const char *s;
+	uint64_t u2; /* V_T's offset */
+} kv;
+
+static void pk_str(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str(pk, strlen(s));
+	msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+static void send_map(rawsock *s, const kv *kvs, size_t n)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, n);
+	for (size_t k = 0; k < n; k++) {
+		pk_str(&pk, kvs[k].key);
+		switch (kvs[k].type) {
+		case V_U: msgpack_pack_uint64(&pk, kvs[k].u); break;
+		case V_I: msgpack_pack_int64(&pk, kvs[k].i); break;
+		case V_S: pk_str(&pk, kvs[k].s); break;
+		case V_T:
+			msgpack_pack_array(&pk, 2);
+			msgpack_pack_uint64(&pk, kvs[k].u);
+			msgpack_pack_uint64(&pk, kvs[k].u2);
+			break;
+		case V_B:
+			if (kvs[k].u)
+				msgpack_pack_true(&pk);
+			else
+				msgpack_pack_false(&pk);
+			break;
+		case V_NIL: msgpack_pack_nil(&pk); break;
+		case V_ARR3:
+			msgpack_pack_array(&pk, 3);
+			msgpack_pack_uint64(&pk, kvs[k].u);
+			msgpack_pack_uint64(&pk, 0);
+			msgpack_pack_uint64(&pk, 0);
+			break;
+		}
+	}
+	assert_int_equal(rawsock_send_sbuf(s, &sb, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+/* The keys of small_job() as kv pairs. */
+static size_t job_kvs(kv *out, uint64_t region, uint64_t id)
+{
+	size_t n = 0;
+	out[n++] = (kv){"op", V_S, .s = "linear_backward"};
+	out[n++] = (kv){"id", V_U, .u = id};
+	out[n++] = (kv){"dtype", V_S, .s = "f32"};
+	out[n++] = (kv){"batch", V_U, .u = 8};
+	out[n++] = (kv){"in", V_U, .u = 16};
+	out[n++] = (kv){"out", V_U, .u = 4};
+	out[n++] = (kv){"x", V_T, .u = region, .u2 = 0};
+	out[n++] = (kv){"dy", V_T, .u = region, .u2 = 1024};
+	out[n++] = (kv){"w", V_T, .u = region, .u2 = 2048};
+	out[n++] = (kv){"dw", V_T, .u = region, .u2 = 4096};
+	out[n++] = (kv){"db", V_T, .u = region, .u2 = 5120};
+	out[n++] = (kv){"dx", V_T, .u = region, .u2 = 6144};
+	out[n++] = (kv){"accumulate", V_B, .u = 0};
+	return n;
+}
+
+static kv *find_kv(kv *kvs, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(kvs[i].key, key))
+			return &kvs[i];
+	fail_msg("no key %s", key);
+	return NULL;
+}
+
+static size_t drop_kv(kv *kvs, size_t n, const char *key)
+{
+	kv *k = find_kv(kvs, n, key);
+	memmove(k, k + 1, (size_t)(kvs + n - k - 1) * sizeof(*k));
+	return n - 1;
+}
+
+/* Send small_job's map with one key's value replaced by *v (or the key
+ * dropped when v is NULL) and expect error `code` naming `needle`. */
+static void job_variant(rconn *c, uint64_t id, const char *key, const kv *v, proto_code code,
+			const char *needle)
+{
+	kv kvs[16];
+	size_t n = job_kvs(kvs, c->region, id);
+	if (v) {
+		kv *k = find_kv(kvs, n, key);
+		*k = *v;
+		k->key = key;
+	} else {
+		n = drop_kv(kvs, n, key);
+	}
+	send_map(&c->s, kvs, n);
+	expect_error(&c->s, id, code, needle);
+	rconn_assert_untouched(c);
+	assert_conn_serves(&c->s);
+}
+
+/* ---- bad_frame ------------------------------------------------------------------ */
+
+static void test_bad_frame_zero_length(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	assert_int_equal(rawsock_send(&s, "\0\0\0\0", 4, NULL, 0), 0);
+	expect_bad_frame(&s, "length");
+	rawsock_close(&s);
+}
+
+static void test_bad_frame_length_above_max_frame(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	uint8_t hdr[4];
+	proto_frame_put_len(hdr, 65536 + 1);
+	assert_int_equal(rawsock_send(&s, hdr, 4, NULL, 0), 0);
+	expect_bad_frame(&s, "max_frame");
+	rawsock_close(&s);
+}
+
+static void test_bad_frame_body_is_array(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	const uint8_t body[] = {0x92, 0x01, 0x02}; /* [1, 2] */
+	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
+	expect_bad_frame(&s, "map");
+	rawsock_close(&s);
+}
+
+static void test_bad_frame_map_without_id(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	kv m[] = {{"op", V_S, .s = "ping"}};
+	send_map(&s, m, 1);
+	expect_bad_frame(&s, "id");
+	rawsock_close(&s);
+}
+
+static void test_bad_frame_id_not_unsigned(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	kv m[] = {{"op", V_S, .s = "ping"}, {"id", V_I, .i = -1}};
+	send_map(&s, m, 2);
+	expect_bad_frame(&s, "id");
+	rawsock_close(&s);
+}
+
+static void test_bad_frame_map_without_op(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	kv m[] = {{"id", V_U, .u = 5}};
+	send_map(&s, m, 1);
+	expect_bad_frame(&s, "op");
+	rawsock_close(&s);
+}
+
+static void test_bad_frame_truncated_msgpack(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	/* array32 header claiming 2^32-1 elements, then nothing */
+	const uint8_t body[] = {0xdd, 0xff, 0xff, 0xff, 0xff};
+	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
+	expect_bad_frame(&s, "msgpack");
+	rawsock_close(&s);
+}
+
+static void test_bad_frame_trailing_bytes(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	/* {op: "ping", id: 1} then a nil: two objects, not one map */
+	const uint8_t body[] = {0x82, 0xa2, 'o', 'p', 0xa4, 'p', 'i', 'n', 'g', 0xa2, 'i', 'd', 0x01, 0xc0};
+	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
+	expect_bad_frame(&s, "msgpack");
+	rawsock_close(&s);
+}
+
+/* Requests before the bad frame in the same write are answered first; the
+ * one after it never is. */
+static void test_bad_frame_after_good_requests(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	proto_request p1 = {.op = PROTO_OP_PING, .id = 1}, p2 = {.op = PROTO_OP_PING, .id = 2};
+	assert_int_equal(proto_request_encode(&sb, &p1), 0);
+	msgpack_sbuffer_write(&sb, "\0\0\0\0", 4);
+	assert_int_equal(proto_request_encode(&sb, &p2), 0);
+	assert_int_equal(rawsock_send(&s, sb.data, sb.size, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sb);
+	proto_reply r;
+	assert_int_equal(rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r.ok);
+	assert_int_equal(r.id, 1);
+	expect_bad_frame(&s, "length");
+	rawsock_close(&s);
+}
+
+/* A body of exactly max_frame bytes is fine (unknown keys are ignored);
+ * one byte more is bad_frame. */
+static void test_frame_of_exactly_max_frame(void **state)
+{
+	(void)state;
+	for (int extra = 0; extra < 2; extra++) {
+		rawsock s;
+		open_conn(&s);
+		/* {op: "ping", id: 8, pad: str16 of n bytes}: 20 + n bytes */
+		size_t n = 65536 - 20 + (size_t)extra;
+		char *pad = malloc(n);
+		assert_non_null(pad);
+		memset(pad, 'p', n);
+		msgpack_sbuffer sb;
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer pk;
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		msgpack_pack_map(&pk, 3);
+		pk_str(&pk, "op");
+		pk_str(&pk, "ping");
+		pk_str(&pk, "id");
+		msgpack_pack_uint64(&pk, 8);
+		pk_str(&pk, "pad");
+		msgpack_pack_str(&pk, n);
+		msgpack_pack_str_body(&pk, pad, n);
+		free(pad);
+		assert_int_equal(sb.size, 65536 + (size_t)extra);
+		assert_int_equal(rawsock_send_sbuf(&s, &sb, NULL, 0), 0);
+		msgpack_sbuffer_destroy(&sb);
+		if (extra) {
+			expect_bad_frame(&s, "max_frame");
+		} else {
+			proto_reply r;
+			assert_int_equal(rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS), 0);
+			if (!r.ok)
+				fail_msg("a frame of exactly max_frame bytes: %s: %s",
+					 proto_code_name(r.err.code), r.err.message);
+			assert_int_equal(r.id, 8);
+		}
+		rawsock_close(&s);
+	}
+}
+
+/* A frame dribbled a byte at a time is still one frame. */
+static void test_frame_in_single_bytes_is_fine(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	proto_request q = {.op = PROTO_OP_HELLO, .id = 3, .version = 1};
+	assert_int_equal(proto_request_encode(&sb, &q), 0);
+	for (size_t i = 0; i < sb.size; i++) {
+		assert_int_equal(rawsock_send(&s, sb.data + i, 1, NULL, 0), 0);
+		usleep(1000);
+	}
+	msgpack_sbuffer_destroy(&sb);
+	proto_reply r;
+	assert_int_equal(rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r.ok);
+	assert_int_equal(r.id, 3);
+	rawsock_close(&s);
+}
+
+/* ---- bad_request ---------------------------------------------------------------- */
+
+static void test_bad_request_missing_keys(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	job_variant(&c, 11, "batch", NULL, PROTO_BAD_REQUEST, "batch");
+	job_variant(&c, 12, "dtype", NULL, PROTO_BAD_REQUEST, "dtype");
+	job_variant(&c, 13, "x", NULL, PROTO_BAD_REQUEST, "'x'");
+	job_variant(&c, 14, "dy", NULL, PROTO_BAD_REQUEST, "dy");
+	job_variant(&c, 15, "w", NULL, PROTO_BAD_REQUEST, "'w'"); /* dx needs w */
+	kv reg[] = {{"op", V_S, .s = "register"}, {"id", V_U, .u = 16}};
+	send_map(&c.s, reg, 2);
+	expect_error(&c.s, 16, PROTO_BAD_REQUEST, "size");
+	kv unreg[] = {{"op", V_S, .s = "unregister"}, {"id", V_U, .u = 17}};
+	send_map(&c.s, unreg, 2);
+	expect_error(&c.s, 17, PROTO_BAD_REQUEST, "region");
+	kv hello[] = {{"op", V_S, .s = "hello"}, {"id", V_U, .u = 18}};
+	send_map(&c.s, hello, 2);
+	expect_error(&c.s, 18, PROTO_BAD_REQUEST, "version");
+	/* a job with no output at all */
+	kv kvs[16];
+	size_t n = job_kvs(kvs, c.region, 19);
+	n = drop_kv(kvs, n, "dw");
+	n = drop_kv(kvs, n, "db");
+	n = drop_kv(kvs, n, "dx");
+	send_map(&c.s, kvs, n);
+	expect_error(&c.s, 19, PROTO_BAD_REQUEST, "output");
+	rconn_assert_untouched(&c);
+	assert_conn_serves(&c.s);
+	assert_serves();
+	rconn_close(&c);
+}
+
+static void test_bad_request_wrong_types(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	kv v;
+	v = (kv){.type = V_S, .s = "eight"};
+	job_variant(&c, 21, "batch", &v, PROTO_BAD_REQUEST, "batch");
+	v = (kv){.type = V_S, .s = "nope"};
+	job_variant(&c, 22, "x", &v, PROTO_BAD_REQUEST, "'x'");
+	v = (kv){.type = V_ARR3, .u = c.region};
+	job_variant(&c, 23, "dy", &v, PROTO_BAD_REQUEST, "dy");
+	v = (kv){.type = V_U, .u = 1};
+	job_variant(&c, 24, "accumulate", &v, PROTO_BAD_REQUEST, "accumulate");
+	v = (kv){.type = V_U, .u = 32};
+	job_variant(&c, 25, "dtype", &v, PROTO_BAD_REQUEST, "dtype");
+	v = (kv){.type = V_S, .s = "f64"};
+	job_variant(&c, 26, "dtype", &v, PROTO_BAD_REQUEST, "dtype");
+	kv hello[] = {{"op", V_S, .s = "hello"}, {"id", V_U, .u = 27}, {"version", V_S, .s = "1"}};
+	send_map(&c.s, hello, 3);
+	expect_error(&c.s, 27, PROTO_BAD_REQUEST, "version");
+	char longname[200];
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	kv hello2[] = {{"op", V_S, .s = "hello"}, {"id", V_U, .u = 28}, {"version", V_U, .u = 1},
+		       {"client", V_S, .s = longname}};
+	send_map(&c.s, hello2, 4);
+	expect_error(&c.s, 28, PROTO_BAD_REQUEST, "client");
+	kv reg[] = {{"op", V_S, .s = "register"}, {"id", V_U, .u = 29}, {"size", V_S, .s = "4096"}};
+	send_map(&c.s, reg, 3);
+	expect_error(&c.s, 29, PROTO_BAD_REQUEST, "size");
+	rconn_assert_untouched(&c);
+	assert_conn_serves(&c.s);
+	assert_serves();
+	rconn_close(&c);
+}
+
+static void test_bad_request_negative_or_zero_dims(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	kv v = {.type = V_I, .i = -3};
+	job_variant(&c, 31, "in", &v, PROTO_BAD_REQUEST, "'in'");
+	v = (kv){.type = V_I, .i = -1};
+	job_variant(&c, 32, "batch", &v, PROTO_BAD_REQUEST, "batch");
+	v = (kv){.type = V_U, .u = 0};
+	job_variant(&c, 33, "out", &v, PROTO_BAD_REQUEST, "'out'");
+	/* a negative offset inside a tensor array */
+	kv kvs[16];
+	size_t n = job_kvs(kvs, c.region, 34);
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, n);
+	for (size_t k = 0; k < n; k++) {
+		pk_str(&pk, kvs[k].key);
+		if (!strcmp(kvs[k].key, "dw")) {
+			msgpack_pack_array(&pk, 2);
+			msgpack_pack_uint64(&pk, c.region);
+			msgpack_pack_int64(&pk, -4096);
+		} else if (kvs[k].type == V_T) {
+			msgpack_pack_array(&pk, 2);
+			msgpack_pack_uint64(&pk, kvs[k].u);
+			msgpack_pack_uint64(&pk, kvs[k].u2);
+		} else if (kvs[k].type == V_S) {
+			pk_str(&pk, kvs[k].s);
+		} else if (kvs[k].type == V_B) {
+			msgpack_pack_false(&pk);
+		} else {
+			msgpack_pack_uint64(&pk, kvs[k].u);
+		}
+	}
+	assert_int_equal(rawsock_send_sbuf(&c.s, &sb, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sb);
+	expect_error(&c.s, 34, PROTO_BAD_REQUEST, "dw");
+	kv reg[] = {{"op", V_S, .s = "register"}, {"id", V_U, .u = 35}, {"size", V_I, .i = -4096}};
+	send_map(&c.s, reg, 3);
+	expect_error(&c.s, 35, PROTO_BAD_REQUEST, "size");
+	rconn_assert_untouched(&c);
+	assert_conn_serves(&c.s);
+	assert_serves();
+	rconn_close(&c);
+}
+
+/* The daemon closed its copy of a pipe's write end: once ours is closed
+ * too, the read end reports EOF. */
+static bool peer_closed(int rfd, int timeout_ms)
+{
+	struct pollfd p = {.fd = rfd, .events = POLLIN};
+	if (poll(&p, 1, timeout_ms) != 1)
+		return false;
+	char b;
+	return read(rfd, &b, 1) == 0;
+}
+
+static void test_bad_request_register_without_fd(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	proto_request q = {.op = PROTO_OP_REGISTER, .id = 41, .size = 4096};
+	assert_int_equal(rawsock_send_request(&s, &q, NULL, 0), 0);
+	expect_error(&s, 41, PROTO_BAD_REQUEST, "descriptor");
+	assert_conn_serves(&s);
+	assert_serves();
+	rawsock_close(&s);
+}
+
+static void test_bad_request_fd_with_ping(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	proto_request q = {.op = PROTO_OP_PING, .id = 42};
+	assert_int_equal(rawsock_send_request(&s, &q, &p[1], 1), 0);
+	expect_error(&s, 42, PROTO_BAD_REQUEST, "descriptor");
+	close(p[1]);
+	if (!peer_closed(p[0], 10000))
+		fail_msg("the daemon kept the descriptor that came with a ping");
+	close(p[0]);
+	assert_conn_serves(&s);
+	assert_serves();
+	rawsock_close(&s);
+}
+
+static void test_bad_request_register_with_two_fds(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	int fd = shm_create(4096, true, 0, NULL);
+	assert_true(fd >= 0);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	int fds[2] = {fd, p[1]};
+	proto_request q = {.op = PROTO_OP_REGISTER, .id = 43, .size = 4096};
+	assert_int_equal(rawsock_send_request(&s, &q, fds, 2), 0);
+	expect_error(&s, 43, PROTO_BAD_REQUEST, "descriptor");
+	close(p[1]);
+	if (!peer_closed(p[0], 10000))
+		fail_msg("the daemon kept a descriptor of a refused register");
+	close(p[0]);
+	/* and no region came of it (earlier tests' connections may still be
+	 * closing: wait for the count to settle) */
+	wait_regions(0);
+	/* the same memfd alone registers fine */
+	uint64_t region;
+	proto_reply r;
+	assert_int_equal(rawsock_register(&s, 44, fd, 4096, &region, &r), 0);
+	close(fd);
+	assert_serves();
+	rawsock_close(&s);
+}
+
+/* Regression: the daemon gave a register frame that came without a
+ * descriptor the descriptor of the NEXT register frame when both arrived in
+ * one read (the kernel hands a read's descriptors over with its last
+ * message, so they belong to the last frame that starts in the read, not to
+ * the first). Two frames sent back to back by separate sendmsg calls: the
+ * first must get bad_request, the second its own descriptor. */
+static void test_bad_request_fd_goes_to_its_own_frame(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 5; k++) {
+		rawsock s;
+		open_conn(&s);
+		int fd = shm_create(4096, true, 0, NULL);
+		assert_true(fd >= 0);
+		proto_request a = {.op = PROTO_OP_REGISTER, .id = 45, .size = 4096};
+		proto_request b = {.op = PROTO_OP_REGISTER, .id = 46, .size = 4096};
+		assert_int_equal(rawsock_send_request(&s, &a, NULL, 0), 0);
+		assert_int_equal(rawsock_send_request(&s, &b, &fd, 1), 0);
+		close(fd);
+		proto_reply r[2];
+		assert_int_equal(rawsock_recv(&s, &r[0], RAWSOCK_TIMEOUT_MS), 0);
+		assert_int_equal(rawsock_recv(&s, &r[1], RAWSOCK_TIMEOUT_MS), 0);
+		for (int i = 0; i < 2; i++) {
+			if (r[i].id == 45 && r[i].ok)
+				fail_msg("round %d: register 45 sent without a descriptor succeeded "
+					 "(it took the descriptor of register 46)", k);
+			if (r[i].id == 45 && r[i].err.code != PROTO_BAD_REQUEST)
+				fail_msg("register 45: %s, want bad_request", proto_code_name(r[i].err.code));
+			if (r[i].id == 46 && !r[i].ok)
+				fail_msg("round %d: register 46 lost its descriptor: %s: %s", k,
+					 proto_code_name(r[i].err.code), r[i].err.message);
+		}
+		assert_true((r[0].id == 45 && r[1].id == 46) || (r[0].id == 46 && r[1].id == 45));
+		rawsock_close(&s);
+	}
+	assert_serves();
+}
+
+/* ---- unknown_op, unsupported ------------------------------------------------------- */
+
+static void test_unknown_op(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	kv m[] = {{"op", V_S, .s = "frobnicate"}, {"id", V_U, .u = 51}};
+	send_map(&s, m, 2);
+	expect_error(&s, 51, PROTO_UNKNOWN_OP, "frobnicate");
+	kv m2[] = {{"op", V_S, .s = "PING"}, {"id", V_U, .u = 52}};
+	send_map(&s, m2, 2);
+	expect_error(&s, 52, PROTO_UNKNOWN_OP, "PING");
+	assert_conn_serves(&s);
+	assert_serves();
+	rawsock_close(&s);
+}
+
+static void test_unsupported_version_and_dtype(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	proto_request h = {.op = PROTO_OP_HELLO, .id = 61, .version = 2};
+	assert_int_equal(rawsock_send_request(&c.s, &h, NULL, 0), 0);
+	expect_error(&c.s, 61, PROTO_UNSUPPORTED, "version");
+	kv v = {.type = V_S, .s = "f16"};
+	job_variant(&c, 62, "dtype", &v, PROTO_UNSUPPORTED, "f16");
+	v = (kv){.type = V_S, .s = "bf16"};
+	job_variant(&c, 63, "dtype", &v, PROTO_UNSUPPORTED, "bf16");
+	/* version 1 still fine afterwards */
+	h.version = 1, h.id = 64;
+	proto_reply r;
+	assert_int_equal(rawsock_call(&c.s, &h, &r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r.ok);
+	assert_serves();
+	rconn_close(&c);
+}
+
+/* ---- bad_region -------------------------------------------------------------------- */
+
+static void test_bad_region_unknown_id(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	proto_request q = small_job(&c, 71);
+	q.t[PROTO_T_DY].region = 999;
+	job_error(&c, q, PROTO_BAD_REGION, "dy", "999");
+	proto_request u = {.op = PROTO_OP_UNREGISTER, .id = 72, .region = 999};
+	assert_int_equal(rawsock_send_request(&c.s, &u, NULL, 0), 0);
+	expect_error(&c.s, 72, PROTO_BAD_REGION, "region");
+	rconn_close(&c);
+}
+
+static void test_bad_region_of_another_connection(void **state)
+{
+	(void)state;
+	rconn a, b;
+	rconn_open(&a, 8192); /* region 1 on a */
+	/* a second region on a: its id is one b does not have */
+	int fd = shm_create(8192, true, 0, NULL);
+	assert_true(fd >= 0);
+	uint64_t a2;
+	proto_reply r;
+	assert_int_equal(rawsock_register(&a.s, 2, fd, 8192, &a2, &r), 0);
+	close(fd);
+	rconn_open(&b, 8192);
+	assert_int_not_equal(a2, b.region);
+	proto_request q = small_job(&b, 73);
+	q.t[PROTO_T_X].region = a2;
+	job_error(&b, q, PROTO_BAD_REGION, "'x'", NULL);
+	proto_request u = {.op = PROTO_OP_UNREGISTER, .id = 74, .region = a2};
+	assert_int_equal(rawsock_send_request(&b.s, &u, NULL, 0), 0);
+	expect_error(&b.s, 74, PROTO_BAD_REGION, "region");
+	/* still a's: a may unregister it */
+	u.id = 75;
+	assert_int_equal(rawsock_call(&a.s, &u, &r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r.ok);
+	/* and only once */
+	u.id = 76;
+	assert_int_equal(rawsock_send_request(&a.s, &u, NULL, 0), 0);
+	expect_error(&a.s, 76, PROTO_BAD_REGION, "region");
+	rconn_close(&a);
+	rconn_close(&b);
+	assert_serves();
+}
+
+static void register_refused(int fd, uint64_t size, uint64_t id, const char *needle)
+{
+	rawsock s;
+	open_conn(&s);
+	uint64_t region;
+	proto_reply r;
+	int rc = rawsock_register(&s, id, fd, size, &region, &r);
+	if (rc != -EREMOTEIO)
+		fail_msg("register of a bad descriptor: rc %d (want a refusal)", rc);
+	if (r.err.code != PROTO_BAD_REGION)
+		fail_msg("got %s (\"%s\"), want bad_region", proto_code_name(r.err.code),
+			 r.err.message);
+	if (!strstr(r.err.message, needle))
+		fail_msg("message \"%s\" does not mention \"%s\"", r.err.message, needle);
+	assert_conn_serves(&s);
+	rawsock_close(&s);
+	assert_serves();
+}
+
+static void test_bad_region_pipe_fd(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	register_refused(p[0], 4096, 81, "regular file");
+	close(p[0]);
+	close(p[1]);
+}
+
+static void test_bad_region_unsealed_memfd(void **state)
+{
+	(void)state;
+	int fd = shm_create(4096, false, 0, NULL);
+	assert_true(fd >= 0);
+	register_refused(fd, 4096, 82, "F_SEAL_SHRINK");
+	close(fd);
+}
+
+/* Sealed against writing too: the daemon cannot map it read-write. */
+static void test_bad_region_write_sealed_memfd(void **state)
+{
+	(void)state;
+	int fd = shm_create(4096, true, 0, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), 0);
+	register_refused(fd, 4096, 84, "register");
+	close(fd);
+}
+
+static void test_bad_region_size_larger_than_file(void **state)
+{
+	(void)state;
+	int fd = shm_create(4096, true, 0, NULL);
+	assert_true(fd >= 0);
+	register_refused(fd, 8192, 83, "size");
+	close(fd);
+}
+
+/* ---- out_of_bounds ----------------------------------------------------------------- */
+
+static void test_out_of_bounds_offset_past_end(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	proto_request q = small_job(&c, 91);
+	q.t[PROTO_T_X].offset = 8192;
+	job_error(&c, q, PROTO_OUT_OF_BOUNDS, "'x'", NULL);
+	q = small_job(&c, 92); /* dx: 8·16·4 = 512 bytes; 4 past the end */
+	q.t[PROTO_T_DX].offset = 8192 - 512 + 4;
+	job_error(&c, q, PROTO_OUT_OF_BOUNDS, "dx", NULL);
+	q = small_job(&c, 93); /* ends exactly at the end: fine */
+	q.t[PROTO_T_DX].offset = 8192 - 512;
+	proto_reply r;
+	assert_int_equal(rawsock_call(&c.s, &q, &r, RAWSOCK_TIMEOUT_MS), 0);
+	if (!r.ok)
+		fail_msg("a tensor ending at the region's end was refused: %s", r.err.message);
+	rconn_close(&c);
+}
+
+static void test_out_of_bounds_offset_wraps_2_64(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	proto_request q = small_job(&c, 94);
+	q.t[PROTO_T_DY].offset = UINT64_MAX - 3; /* a multiple of 4; + 128 bytes wraps */
+	job_error(&c, q, PROTO_OUT_OF_BOUNDS, "dy", NULL);
+	q = small_job(&c, 95);
+	q.t[PROTO_T_DW].offset = UINT64_MAX - 255 - 3; /* dw is 256 bytes: ends at 2^64 - 4 + ... */
+	job_error(&c, q, PROTO_OUT_OF_BOUNDS, "dw", NULL);
+	rconn_close(&c);
+}
+
+static void test_out_of_bounds_misaligned_offset(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	proto_request q = small_job(&c, 96);
+	q.t[PROTO_T_W].offset = 2048 + 2;
+	job_error(&c, q, PROTO_OUT_OF_BOUNDS, "'w'", NULL);
+	q = small_job(&c, 97);
+	q.t[PROTO_T_DB].offset = 5120 + 1;
+	job_error(&c, q, PROTO_OUT_OF_BOUNDS, "db", NULL);
+	rconn_close(&c);
+}
+
+/* ---- overlap ------------------------------------------------------------------------ */
+
+static void test_overlap(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	proto_request q = small_job(&c, 101);
+	q.t[PROTO_T_DW].offset = 4; /* inside x [0, 512) */
+	job_error(&c, q, PROTO_OVERLAP, "dw", "'x'");
+	q = small_job(&c, 102);
+	q.t[PROTO_T_DW].offset = 6144 + 508; /* last float of dx [6144, 6656) */
+	job_error(&c, q, PROTO_OVERLAP, "dw", "dx");
+	q = small_job(&c, 103);
+	q.t[PROTO_T_DB].offset = 1024 + 112; /* inside dy [1024, 1152) */
+	job_error(&c, q, PROTO_OVERLAP, "db", "dy");
+	q = small_job(&c, 104);
+	q.t[PROTO_T_DX].offset = 2048; /* dx on w */
+	job_error(&c, q, PROTO_OVERLAP, "dx", "'w'");
+	/* touching is not overlapping: dw right after x */
+	q = small_job(&c, 105);
+	q.t[PROTO_T_DW].offset = 512;
+	proto_reply r;
+	assert_int_equal(rawsock_call(&c.s, &q, &r, RAWSOCK_TIMEOUT_MS), 0);
+	if (!r.ok)
+		fail_msg("adjacent tensors were refused: %s: %s", proto_code_name(r.err.code),
+			 r.err.message);
+	rconn_close(&c);
+	/* the same offsets in different regions do not overlap */
+	rconn a;
+	rconn_open(&a, 8192);
+	int fd = shm_create(8192, true, 0, NULL);
+	uint64_t r2;
+	assert_int_equal(rawsock_register(&a.s, 2, fd, 8192, &r2, &r), 0);
+	close(fd);
+	q = small_job(&a, 106);
+	q.t[PROTO_T_DW] = (proto_tensor){.present = true, .region = r2, .offset = 0};
+	assert_int_equal(rawsock_call(&a.s, &q, &r, RAWSOCK_TIMEOUT_MS), 0);
+	if (!r.ok)
+		fail_msg("equal offsets in different regions were refused: %s", r.err.message);
+	rconn_close(&a);
+}
+
+/* ---- limit -------------------------------------------------------------------------- */
+
+static void test_limit_max_dim(void **state)
+{
+	(void)state;
+	rconn c;
+	rconn_open(&c, 8192);
+	proto_request q = small_job(&c, 111);
+	q.batch = MAX_DIM + 1;
+	job_error(&c, q, PROTO_LIMIT, "batch", "4096");
+	q = small_job(&c, 112);
+	q.in = MAX_DIM + 1;
+	job_error(&c, q, PROTO_LIMIT, "'in'", "4096");
+	q = small_job(&c, 113);
+	q.out = 1u << 30;
+	job_error(&c, q, PROTO_LIMIT, "'out'", "max_dim");
+	rconn_close(&c);
+	/* max_dim itself is allowed: 4096 × 1 × 1 */
+	jobcase jc;
+	jobcase_init(&jc, MAX_DIM, 1, 1, JC_ALL, false);
+	vkg_error err;
+	vkg_client *cl = vkg_connect(g_d.sock, &err);
+	assert_non_null(cl);
+	assert_int_equal(jobcase_run(cl, &jc, 1, 1, 5, NULL), 0);
+	vkg_close(cl);
+}
+
+static void test_limit_max_regions(void **state)
+{
+	(void)state;
+	rawsock s;
+	open_conn(&s);
+	int fd = shm_create(4096, true, 0, NULL);
+	assert_true(fd >= 0);
+	uint64_t region[MAX_REGIONS];
+	proto_reply r;
+	for (int i = 0; i < MAX_REGIONS; i++)
+		assert_int_equal(rawsock_register(&s, 1 + (uint64_t)i, fd, 4096, &region[i], &r), 0);
+	int rc = rawsock_register(&s, 10, fd, 4096, &region[0], &r);
+	if (rc != -EREMOTEIO || r.err.code != PROTO_LIMIT)
+		fail_msg("register %d of max_regions %d: rc %d, %s", MAX_REGIONS + 1, MAX_REGIONS, rc,
+			 proto_code_name(r.err.code));
+	if (!strstr(r.err.message, "max_regions"))
+		fail_msg("message \"%s\" does not name max_regions", r.err.message);
+	/* another connection has its own allowance */
+	rawsock s2;
+	open_conn(&s2);
+	uint64_t other;
+	assert_int_equal(rawsock_register(&s2, 1, fd, 4096, &other, &r), 0);
+	rawsock_close(&s2);
+	/* after an unregister there is room again */
+	proto_request u = {.op = PROTO_OP_UNREGISTER, .id = 11, .region = region[2]};
+	assert_int_equal(rawsock_call(&s, &u, &r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r.ok);
+	assert_int_equal(rawsock_register(&s, 12, fd, 4096, &region[2], &r), 0);
+	close(fd);
+	assert_conn_serves(&s);
+	assert_serves();
+	rawsock_close(&s);
+}
+
+static void test_limit_max_region_bytes(void **state)
+{
+	(void)state;
+	/* the daemon's default max_region_bytes is 4 GiB: ask for more (the
+	 * limit is checked before the file's size) */
+	int fd = shm_create(4096, true, 0, NULL);
+	assert_true(fd >= 0);
+	rawsock s;
+	open_conn(&s);
+	uint64_t region;
+	proto_reply r;
+	int rc = rawsock_register(&s, 1, fd, 5ull << 30, &region, &r);
+	close(fd);
+	if (rc != -EREMOTEIO || r.err.code != PROTO_LIMIT)
+		fail_msg("a 5 GiB register: rc %d, %s (want limit)", rc, proto_code_name(r.err.code));
+	assert_non_null(strstr(r.err.message, "size"));
+	assert_conn_serves(&s);
+	rawsock_close(&s);
+	assert_serves();
+}
+
+/* --max-inflight 2: eight jobs sent in one write, the first two heavy so
+ * the rest arrive while they run; some get `limit` (naming max_inflight),
+ * the others succeed with right numbers, and refused ones wrote nothing.
+ * Job k uses region k % 4 (the daemon allows 4); a region's jobs are
+ * identical overwrites, so one or two of them succeeding gives one result. */
+static void test_limit_max_inflight(void **state)
+{
+	(void)state;
+	enum { NJOBS = 2 * MAX_REGIONS };
+	jobcase jc[MAX_REGIONS];
+	uint64_t region[MAX_REGIONS];
+	void *map[MAX_REGIONS];
+	rawsock s;
+	open_conn(&s);
+	for (int i = 0; i < MAX_REGIONS; i++) {
+		if (i < 2)
+			jobcase_init(&jc[i], 384, 384, 384, JC_ALL, false);
+		else
+			jobcase_init(&jc[i], 64, 33, 31, JC_ALL, false);
+		int fd = shm_create(jc[i].size[0], true, jc[i].size[0], &map[i]);
+		assert_true(fd >= 0);
+		proto_reply r;
+		assert_int_equal(rawsock_register(&s, 1 + (uint64_t)i, fd, jc[i].size[0], &region[i], &r), 0);
+		close(fd);
+		assert_int_equal(jobcase_fill(&jc[i], &map[i], 500 + (uint64_t)i), 0);
+	}
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	for (int k = 0; k < NJOBS; k++) {
+		int i = k % MAX_REGIONS;
+		proto_request q = jobcase_request(&jc[i], &region[i], 10 + (uint64_t)k);
+		assert_int_equal(proto_request_encode(&sb, &q), 0);
+	}
+	assert_int_equal(rawsock_send(&s, sb.data, sb.size, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sb);
+	int ok = 0, limited = 0;
+	bool region_ok[MAX_REGIONS] = {false};
+	for (int k = 0; k < NJOBS; k++) {
+		proto_reply r;
+		assert_int_equal(rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS), 0);
+		assert_true(r.id >= 10 && r.id < 10 + NJOBS);
+		if (r.ok) {
+			ok++;
+			region_ok[(r.id - 10) % MAX_REGIONS] = true;
+			continue;
+		}
+		if (r.err.code != PROTO_LIMIT)
+			fail_msg("job %llu: %s: %s (want ok or limit)", (unsigned long long)r.id,
+				 proto_code_name(r.err.code), r.err.message);
+		if (!strstr(r.err.message, "max_inflight"))
+			fail_msg("limit message \"%s\" does not name max_inflight", r.err.message);
+		limited++;
+	}
+	if (limited == 0)
+		fail_msg("%d jobs sent at once with --max-inflight %d: none got limit", NJOBS,
+			 MAX_INFLIGHT);
+	assert_true(ok >= MAX_INFLIGHT);
+	for (int i = 0; i < MAX_REGIONS; i++) {
+		char why[320], name[96];
+		int rc = region_ok[i] ? jobcase_check(&jc[i], &map[i], JC_TOL_F32, why, sizeof(why))
+				      : jobcase_check_untouched(&jc[i], &map[i], why, sizeof(why));
+		if (rc)
+			fail_msg("%s (%s): %s", jobcase_name(&jc[i], name, sizeof(name)),
+				 region_ok[i] ? "succeeded" : "refused", why);
+		munmap(map[i], jc[i].size[0]);
+		jobcase_free(&jc[i]);
+	}
+	/* once those finished, the allowance is back */
+	assert_conn_serves(&s);
+	rawsock_close(&s);
+	assert_serves();
+}
+
+/* ---- device_lost ---------------------------------------------------------------------- */
+
+/* On a daemon whose `fault` (VKGRAD_FAULT_INJECT) makes the 2nd batch fail:
+ * job 1 succeeds, job 2 gets device_lost, job 3 succeeds with right numbers. */
+static void device_lost_with(const char *fault)
+{
+	daemon_proc d = {0};
+	const char *const env[] = {fault, NULL};
+	if (daemon_proc_start(&d, NULL, env) != 0)
+		fail_msg("could not start the daemon with %s", fault);
+	vkg_error err;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	for (int i = 1; i <= 3; i++) {
+		jobcase jc;
+		jobcase_init(&jc, 33, 47, 17, JC_ALL, i == 3);
+		uint64_t region;
+		void *map = vkg_region_create(c, jc.size[0], &region, &err);
+		assert_non_null(map);
+		assert_int_equal(jobcase_fill(&jc, &map, 700 + (uint64_t)i), 0);
+		vkg_job j = jobcase_job(&jc, &region);
+		vkg_result res;
+		int rc = vkg_linear_backward(c, &j, &res, &err);
+		char why[320];
+		if (i == 2) {
+			if (rc != VKG_EREMOTE || strcmp(err.code, "device_lost") != 0)
+				fail_msg("%s: job 2: rc %d %s (want device_lost)", fault, rc, err.code);
+			assert_non_null(strstr(err.message, "GPU"));
+		} else {
+			if (rc != 0)
+				fail_msg("%s: job %d: %s: %s", fault, i, err.code, err.message);
+			if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)) != 0)
+				fail_msg("%s: job %d: %s", fault, i, why);
+		}
+		assert_int_equal(vkg_region_destroy(c, region, map, jc.size[0], &err), 0);
+		jobcase_free(&jc);
+	}
+	assert_int_equal(vkg_ping(c, &err), 0);
+	vkg_close(c);
+	assert_true(rawsock_daemon_serves(d.sock));
+	proto_stats st;
+	assert_int_equal(rawsock_stats(d.sock, &st), 0);
+	assert_int_equal(st.jobs_failed, 1);
+	assert_int_equal(st.jobs_done, 2);
+	assert_true(daemon_proc_log_contains(&d, "fault injection"));
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+static void test_device_lost_on_wait(void **state)
+{
+	(void)state;
+	device_lost_with("VKGRAD_FAULT_INJECT=wait:2");
+}
+
+static void test_device_lost_on_submit(void **state)
+{
+	(void)state;
+	device_lost_with("VKGRAD_FAULT_INJECT=submit:2");
+}
+
+/* ---- setup ------------------------------------------------------------------------------ */
+
+/* Last: no Vulkan validation error so far (the teardown checks again). */
+static void test_no_validation_errors(void **state)
+{
+	(void)state;
+	assert_validation_clean(&g_d, 0, "the shared daemon");
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--max-dim", "4096", "--max-regions", "4",
+					   "--max-inflight", "2", NULL};
+	return daemon_proc_start(&g_d, args, NULL);
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return daemon_proc_stop(&g_d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_frame_zero_length),
+		cmocka_unit_test(test_bad_frame_length_above_max_frame),
+		cmocka_unit_test(test_bad_frame_body_is_array),
+		cmocka_unit_test(test_bad_frame_map_without_id),
+		cmocka_unit_test(test_bad_frame_id_not_unsigned),
+		cmocka_unit_test(test_bad_frame_map_without_op),
+		cmocka_unit_test(test_bad_frame_truncated_msgpack),
+		cmocka_unit_test(test_bad_frame_trailing_bytes),
+		cmocka_unit_test(test_bad_frame_after_good_requests),
+		cmocka_unit_test(test_frame_of_exactly_max_frame),
+		cmocka_unit_test(test_frame_in_single_bytes_is_fine),
+		cmocka_unit_test(test_bad_request_missing_keys),
+		cmocka_unit_test(test_bad_request_wrong_types),
+		cmocka_unit_test(test_bad_request_negative_or_zero_dims),
+		cmocka_unit_test(test_bad_request_register_without_fd),
+		cmocka_unit_test(test_bad_request_fd_with_ping),
+		cmocka_unit_test(test_bad_request_register_with_two_fds),
+		cmocka_unit_test(test_bad_request_fd_goes_to_its_own_frame),
+		cmocka_unit_test(test_unknown_op),
+		cmocka_unit_test(test_unsupported_version_and_dtype),
+		cmocka_unit_test(test_bad_region_unknown_id),
+		cmocka_unit_test(test_bad_region_of_another_connection),
+		cmocka_unit_test(test_bad_region_pipe_fd),
+		cmocka_unit_test(test_bad_region_unsealed_memfd),
+		cmocka_unit_test(test_bad_region_write_sealed_memfd),
+		cmocka_unit_test(test_bad_region_size_larger_than_file),
+		cmocka_unit_test(test_out_of_bounds_offset_past_end),
+		cmocka_unit_test(test_out_of_bounds_offset_wraps_2_64),
+		cmocka_unit_test(test_out_of_bounds_misaligned_offset),
+		cmocka_unit_test(test_overlap),
+		cmocka_unit_test(test_limit_max_dim),
+		cmocka_unit_test(test_limit_max_regions),
+		cmocka_unit_test(test_limit_max_region_bytes),
+		cmocka_unit_test(test_limit_max_inflight),
+		cmocka_unit_test(test_device_lost_on_wait),
+		cmocka_unit_test(test_device_lost_on_submit),
+		cmocka_unit_test(test_no_validation_errors),
+	};
+	int rc = cmocka_run_group_tests_name("errors", tests, group_setup, group_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}
