@@ -17,8 +17,9 @@
  *   incomplete frame (≤ max_frame + 3 bytes), so the clamp never cuts below
  *   what is needed, and after every push:
  *     len ≤ cap ≤ max_frame + 4 + (largest chunk pushed so far),
- *   a reallocation by a push of n gives cap ≤ max_frame + 4 + n, and a grown
- *   cap is either 4096 × 2^k or exactly max_frame + 4 + n;
+ *   a reallocation by a push of n gives cap ≤ max_frame + 4 + n, and the
+ *   grown cap is either the old one (4096 when none) doubled k ≥ 1 times
+ *   or exactly max_frame + 4 + n;
  * - every body is 1..max_frame bytes and equals the stream's bytes at the
  *   offset where that frame starts;
  * - the frames (offset, length, bytes) and the outcome (clean end with the
@@ -60,9 +61,10 @@ static uint64_t get_be(const uint8_t *p, unsigned k)
 	return v;
 }
 
-static bool pow2_of_4096(size_t c)
+/* c is base × 2^k for some k ≥ 0 */
+static bool doubled_from(size_t c, size_t base)
 {
-	return c >= 4096 && c % 4096 == 0 && ((c / 4096) & (c / 4096 - 1)) == 0;
+	return c >= base && c % base == 0 && ((c / base) & (c / base - 1)) == 0;
 }
 
 /* Feed s[0..slen) in the given chunk sizes; drain after every push exactly as
@@ -94,7 +96,7 @@ static void run(const uint8_t *s, size_t slen, const size_t *chunk, unsigned nch
 		if (f.cap != old_cap) {
 			FUZZ_ASSERT(f.cap > old_cap);
 			FUZZ_ASSERT(f.cap <= bound);
-			FUZZ_ASSERT(f.cap == bound || pow2_of_4096(f.cap));
+			FUZZ_ASSERT(f.cap == bound || doubled_from(f.cap, old_cap ? old_cap : 4096));
 		}
 		for (;;) {
 			const uint8_t *body = NULL;
