@@ -99,7 +99,10 @@ test:
 test-asan:
 	@./scripts/deps.sh
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-build
-	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./tests/run.sh $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN) $(INTEG_BIN))
+	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+		VKGRAD_KEEP_DRIVERS=libvulkan_lvp.so:libVkLayer_khronos_validation.so \
+		./tests/run.sh $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN) $(INTEG_BIN))
 
 demo:
 	@./scripts/deps.sh

@@ -7,10 +7,27 @@
 #include "server.h"
 #include "service.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* VKGRAD_KEEP_DRIVERS=lib1.so:lib2.so keeps those libraries (the Vulkan
+ * driver, layers) mapped until exit: the loader unloads them at
+ * vkDestroyInstance, after which a leak report (make test-asan) could not
+ * name their frames for its suppressions. A debugging aid only. */
+static void keep_drivers(void)
+{
+	const char *v = getenv("VKGRAD_KEEP_DRIVERS");
+	char buf[512];
+	if (!v || strlen(v) >= sizeof(buf))
+		return;
+	strcpy(buf, v);
+	for (char *save = NULL, *lib = strtok_r(buf, ":", &save); lib; lib = strtok_r(NULL, ":", &save))
+		if (!dlopen(lib, RTLD_LAZY | RTLD_NODELETE))
+			log_debug("VKGRAD_KEEP_DRIVERS: %s not loaded: %s", lib, dlerror());
+}
 
 int main(int argc, char **argv)
 {
@@ -23,6 +40,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	log_notice("vkgradd %s starting", VKG_VERSION);
 
+	keep_drivers();
 	const char *v = getenv("VKGRAD_VALIDATION");
 	bool validation = v && strcmp(v, "1") == 0;
 	service_status("opening the GPU");
