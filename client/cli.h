@@ -64,6 +64,7 @@ typedef struct cli_task {
 	uint64_t batch, in, out;
 	unsigned outputs;        /* CLI_OUT_* */
 	bool accumulate;
+	const char *variant;     /* NULL: the daemon's choice */
 	bool present[CLI_NT];
 	size_t off[CLI_NT];      /* byte offsets in the region, 256-aligned */
 	size_t size;             /* region bytes */

@@ -1,6 +1,7 @@
 /* client/cli_run.c — `vkgrad run`: one job shape, repeated, optionally
  * checked against the float64 CPU reference. */
 #include "cli.h"
+#include "msg.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -12,6 +13,7 @@ static const char run_usage[] =
 	"                [--accumulate] [--repeat N] [--check] [--seed S] [--quiet]\n"
 	"  --outputs    which gradients to compute (default dw,db,dx)\n"
 	"  --accumulate add to the outputs' contents instead of overwriting them\n"
+	"  --variant V  force the kernel family: auto (default), generic, tiled\n"
 	"  --repeat N   run the job N times (default 1)\n"
 	"  --check      compare with a float64 CPU reference; exit 1 on a mismatch\n"
 	"               (pass: max|got-want| / max|want| <= " CLI_TOL_TEXT ", f32)\n"
@@ -22,6 +24,7 @@ typedef struct run_opts {
 	uint64_t batch, in, out, repeat, seed;
 	unsigned outputs;
 	bool accumulate, check, quiet;
+	const char *variant;
 } run_opts;
 
 static int run_parse(int argc, char **argv, run_opts *o)
@@ -36,13 +39,14 @@ static int run_parse(int argc, char **argv, run_opts *o)
 		{"check", no_argument, NULL, 'c'},
 		{"seed", required_argument, NULL, 's'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"variant", required_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	*o = (run_opts){.repeat = 1, .seed = 1, .outputs = CLI_OUT_ALL};
 	optind = 0;
 	opterr = 0;
-	for (int c; (c = getopt_long(argc, argv, "+b:i:o:O:ar:cs:qh", opts, NULL)) != -1;) {
+	for (int c; (c = getopt_long(argc, argv, "+b:i:o:O:ar:cs:qV:h", opts, NULL)) != -1;) {
 		int bad = 0;
 		switch (c) {
 		case 'b': bad = cli_parse_u64("--batch", optarg, 1, UINT32_MAX, &o->batch); break;
@@ -59,6 +63,12 @@ static int run_parse(int argc, char **argv, run_opts *o)
 		case 'a': o->accumulate = true; break;
 		case 'c': o->check = true; break;
 		case 'q': o->quiet = true; break;
+		case 'V':
+			if (proto_variant_parse(optarg) < 0)
+				return cli_usage_fail("run: --variant takes auto, generic or tiled (got '%s')",
+						      optarg);
+			o->variant = optarg;
+			break;
 		case 'h': fputs(run_usage, stdout); return -1;
 		default:
 			return cli_usage_fail("run: bad option or missing value: '%s'",
@@ -85,6 +95,7 @@ int cli_run(const cli_ctx *ctx, int argc, char **argv)
 	char why[160], outs[16];
 	if (cli_task_init(&t, o.batch, o.in, o.out, o.outputs, o.accumulate, why, sizeof(why)))
 		return cli_usage_fail("run: %s", why);
+	t.variant = o.variant;
 	cli_outputs_name(o.outputs, outs);
 
 	vkg_error err;

@@ -165,6 +165,7 @@ vkg_job cli_task_job(const cli_task *t)
 	j.in = t->in;
 	j.out = t->out;
 	j.accumulate = t->accumulate;
+	j.variant = t->variant;
 	vkg_tensor *slot[CLI_NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
 	for (int s = 0; s < CLI_NT; s++)
 		if (t->present[s])

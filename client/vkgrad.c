@@ -670,6 +670,13 @@ static int job_to_request(const vkg_job *job, proto_request *req, vkg_error *err
 	req->in = job->in;
 	req->out = job->out;
 	req->accumulate = job->accumulate;
+	if (job->variant) {
+		int v = proto_variant_parse(job->variant);
+		if (v < 0)
+			return set_err(err, -EINVAL, "io", "variant '%s' is not one of auto, generic, tiled",
+				       job->variant);
+		req->variant = (proto_variant)v;
+	}
 	const vkg_tensor *t[PROTO_T_COUNT] = {
 		[PROTO_T_X] = &job->x,	 [PROTO_T_DY] = &job->dy, [PROTO_T_W] = &job->w,
 		[PROTO_T_DW] = &job->dw, [PROTO_T_DB] = &job->db, [PROTO_T_DX] = &job->dx,

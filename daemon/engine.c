@@ -2,6 +2,7 @@
 #include "engine.h"
 
 #include "log.h"
+#include "variant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,8 +174,8 @@ static binding bind_tensor(const engine *e, const job *j, int t)
 }
 
 /* An unasked-for output binds its own small piece of the daemon's dummy
- * buffer (never written: the kernel's flags say so), one piece per output
- * slot of each job position of each submission slot, so no two dispatches
+ * buffer (never written: the kernel's flags say so), three pieces (dW, db,
+ * the tiled dX kernel's bias) per job position of each submission slot, so no two dispatches
  * that may run at once bind the same bytes. */
 static binding bind_dummy(const engine *e, uint64_t piece)
 {
@@ -212,8 +213,8 @@ static void record_param(engine *e, VkCommandBuffer cb, const job *j, uint64_t p
 	binding b[4] = {
 		bind_tensor(e, j, PROTO_T_X),
 		bind_tensor(e, j, PROTO_T_DY),
-		q->t[PROTO_T_DW].present ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e, 2 * piece),
-		q->t[PROTO_T_DB].present ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e, 2 * piece + 1),
+		q->t[PROTO_T_DW].present ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e, 3 * piece),
+		q->t[PROTO_T_DB].present ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e, 3 * piece + 1),
 	};
 	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_PARAM]);
 	push_set(e, cb, KERN_PARAM, b, 4);
@@ -228,6 +229,49 @@ static void record_param(engine *e, VkCommandBuffer cb, const job *j, uint64_t p
 				   sizeof(pc), pc);
 		uint64_t gy = q->out - o < max_y ? q->out - o : max_y;
 		vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
+	}
+}
+
+/* linear_tiled_gemm for dW (+ fused db) or for dX; see the shader. */
+static void record_tiled(engine *e, VkCommandBuffer cb, const job *j, bool for_dx, uint64_t piece)
+{
+	const proto_request *q = &j->req;
+	const uint32_t max_y = e->dev->props.limits.maxComputeWorkGroupCount[1];
+	const uint32_t acc = q->accumulate ? 4u : 0u;
+	binding b[4];
+	uint32_t pc[12];
+	uint64_t m, n;
+	if (!for_dx) {
+		const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+		b[0] = bind_tensor(e, j, PROTO_T_DY);
+		b[1] = bind_tensor(e, j, PROTO_T_X);
+		b[2] = dw ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e, 3 * piece);
+		b[3] = db ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e, 3 * piece + 1);
+		m = q->out, n = dw ? q->in : 1;
+		uint32_t init[12] = {(uint32_t)q->out, (uint32_t)q->in, (uint32_t)q->batch,
+				     b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
+				     1, (uint32_t)q->out, (dw ? 1u : 0u) | (db ? 2u : 0u) | acc, 0};
+		memcpy(pc, init, sizeof(pc));
+	} else {
+		b[0] = bind_tensor(e, j, PROTO_T_DY);
+		b[1] = bind_tensor(e, j, PROTO_T_W);
+		b[2] = bind_tensor(e, j, PROTO_T_DX);
+		b[3] = bind_dummy(e, 3 * piece + 2);
+		m = q->batch, n = q->in;
+		uint32_t init[12] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
+				     b[0].elem_off, b[1].elem_off, b[2].elem_off, 0,
+				     (uint32_t)q->out, 1, 1u | acc, 0};
+		memcpy(pc, init, sizeof(pc));
+	}
+	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_TILED]);
+	push_set(e, cb, KERN_TILED, b, 4);
+	const uint32_t gx = (uint32_t)((n + 63) / 64);
+	const uint64_t rows = (m + 63) / 64;
+	for (uint64_t y = 0; y < rows; y += max_y) {
+		pc[11] = (uint32_t)y;
+		vkCmdPushConstants(cb, e->pl->layout[KERN_TILED], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+				   sizeof(pc), pc);
+		vkCmdDispatch(cb, gx, (uint32_t)(rows - y < max_y ? rows - y : max_y), 1);
 	}
 }
 
@@ -330,8 +374,13 @@ static void record_unit(engine *e, VkCommandBuffer cb, job *j, unsigned mask, ui
 		e->epoch++;
 		e->untracked = false;
 	}
-	if (mask == UNIT_PARAM)
+	const variant_plan plan = variant_choose(&j->req);
+	if (mask == UNIT_PARAM && plan.param == KERN_TILED)
+		record_tiled(e, cb, j, false, piece);
+	else if (mask == UNIT_PARAM)
 		record_param(e, cb, j, piece);
+	else if (plan.input == KERN_TILED)
+		record_tiled(e, cb, j, true, piece);
 	else
 		record_input(e, cb, j);
 	mark_touched(e, j, mask);
@@ -380,7 +429,7 @@ static void submit_slot(engine *e, uint32_t si)
 		if (t[PROTO_T_DW].present || t[PROTO_T_DB].present)
 			record_unit(e, cb, j, UNIT_PARAM, (uint64_t)si * e->cfg->max_batch_jobs + i);
 		if (t[PROTO_T_DX].present)
-			record_unit(e, cb, j, UNIT_INPUT, 0);
+			record_unit(e, cb, j, UNIT_INPUT, (uint64_t)si * e->cfg->max_batch_jobs + i);
 	}
 	/* outputs visible to the host (the client's mapping) at completion */
 	barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -658,7 +707,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	if (e->dummy_piece < 16)
 		e->dummy_piece = 16;
 	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-				  .size = e->dummy_piece * 2 * (uint64_t)cfg->max_batch_jobs * e->nslots,
+				  .size = e->dummy_piece * 3 * (uint64_t)cfg->max_batch_jobs * e->nslots,
 				  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
 	if (vkCreateBuffer(d->dev, &bci, NULL, &e->dummy) != VK_SUCCESS)
 		goto fail;

@@ -18,12 +18,13 @@
 #define CACHE_MAX_BYTES (64u << 20)
 
 static const struct {
-	const char *name;
+	const char *name, *variant;
 	uint32_t bindings;
 	uint32_t push_bytes;
 } kern_desc[KERN_COUNT] = {
-	[KERN_PARAM] = {"linear_parameter_backward", 4, 9 * 4},
-	[KERN_INPUT] = {"linear_input_backward", 3, 8 * 4},
+	[KERN_PARAM] = {"linear_parameter_backward", "generic", 4, 9 * 4},
+	[KERN_INPUT] = {"linear_input_backward", "generic", 3, 8 * 4},
+	[KERN_TILED] = {"linear_tiled_gemm", "tiled64", 4, 12 * 4},
 };
 
 static int mkdir_p(const char *path)
@@ -179,7 +180,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 	memset(jobs, 0, sizeof(jobs));
 	int rc = 0;
 	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
-		const kreg_entry *e = kreg_find(kern_desc[k].name, "f32", "generic");
+		const kreg_entry *e = kreg_find(kern_desc[k].name, "f32", kern_desc[k].variant);
 		if (!e) {
 			snprintf(err, errlen, "kernel %s missing from the registry", kern_desc[k].name);
 			rc = -1;

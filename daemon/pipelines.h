@@ -5,7 +5,8 @@
 
 #include "device.h"
 
-enum { KERN_PARAM, KERN_INPUT, KERN_COUNT }; /* linear_parameter_backward, linear_input_backward */
+/* linear_parameter_backward, linear_input_backward (generic), linear_tiled_gemm (tiled64) */
+enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_COUNT };
 
 typedef struct pipelines {
 	VkPipelineCache cache;

@@ -33,6 +33,20 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
+static const char *const variant_names[PROTO_VARIANT_COUNT] = {"auto", "generic", "tiled"};
+
+const char *proto_variant_name(proto_variant v)
+{
+	return (unsigned)v < PROTO_VARIANT_COUNT ? variant_names[v] : "?";
+}
+
+int proto_variant_parse(const char *s)
+{
+	for (int i = 0; i < PROTO_VARIANT_COUNT; i++)
+		if (strcmp(s, variant_names[i]) == 0)
+			return i;
+	return -1;
+}
 
 const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx"};
 
@@ -164,6 +178,20 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 				rc = get_uint(v, "in", &req->in, err), have_in = true;
 			} else if (key_is(k, "out")) {
 				rc = get_uint(v, "out", &req->out, err), have_out = true;
+			} else if (key_is(k, "variant")) {
+				char vname[16];
+				if (v->type == MSGPACK_OBJECT_NIL)
+					continue;
+				rc = get_str(v, "variant", vname, sizeof(vname), err);
+				if (rc == 0) {
+					int vi = proto_variant_parse(vname);
+					if (vi < 0)
+						rc = proto_fail(err, PROTO_BAD_REQUEST,
+								"key 'variant' must be one of auto, generic, tiled (got '%s')",
+								vname);
+					else
+						req->variant = (proto_variant)vi;
+				}
 			} else if (key_is(k, "accumulate")) {
 				if (v->type == MSGPACK_OBJECT_BOOLEAN)
 					req->accumulate = v->via.boolean;
@@ -353,7 +381,7 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 	case PROTO_OP_REGISTER: n += 1; break;
 	case PROTO_OP_UNREGISTER: n += 1; break;
 	case PROTO_OP_LINEAR_BACKWARD:
-		n += 5;
+		n += 5 + (req->variant != PROTO_VARIANT_AUTO);
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			n += req->t[t].present;
 		break;
@@ -387,6 +415,8 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 			msgpack_pack_uint64(&pk, req->t[t].region);
 			msgpack_pack_uint64(&pk, req->t[t].offset);
 		}
+		if (req->variant != PROTO_VARIANT_AUTO)
+			pk_kv_s(&pk, "variant", proto_variant_name(req->variant));
 		pk_str(&pk, "accumulate");
 		if (req->accumulate)
 			msgpack_pack_true(&pk);

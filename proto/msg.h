@@ -61,6 +61,14 @@ typedef enum proto_dtype { PROTO_F32, PROTO_F16, PROTO_BF16, PROTO_DTYPE_COUNT }
 const char *proto_dtype_name(proto_dtype d);
 unsigned proto_dtype_size(proto_dtype d);
 
+/* Kernel families a linear_backward request may force (key `variant`);
+ * AUTO lets the daemon choose by shape and device. */
+typedef enum proto_variant { PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED,
+			     PROTO_VARIANT_COUNT } proto_variant;
+const char *proto_variant_name(proto_variant v);
+/* Returns the variant for a name, or -1. */
+int proto_variant_parse(const char *s);
+
 /* Tensor slots of linear_backward, in wire-key order. */
 enum { PROTO_T_X, PROTO_T_DY, PROTO_T_W, PROTO_T_DW, PROTO_T_DB, PROTO_T_DX, PROTO_T_COUNT };
 extern const char *const proto_tensor_key[PROTO_T_COUNT];
@@ -86,6 +94,7 @@ typedef struct proto_request {
 	uint64_t batch, in, out;
 	proto_tensor t[PROTO_T_COUNT];
 	bool accumulate;
+	proto_variant variant; /* optional key `variant`: kernel family to force */
 } proto_request;
 
 /* Decode one request body. Returns 0, or a negative value with err set:

@@ -1,0 +1,149 @@
+/* tests/integration/test_variants.c — every kernel family, forced with the
+ * request's `variant` key, against the float64 reference at JC_TOL_F32 over
+ * shapes on the tiled kernel's edges (tile 64: 63, 64, 65, 127, 128, 129),
+ * single rows and columns, every output subset, with and without
+ * accumulate; the automatic choice on the same shapes; a bad variant name. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon_proc.h"
+#include "jobcase.h"
+#include "rawsock.h"
+#include "vkgrad.h"
+
+static daemon_proc g_d;
+
+static const uint64_t shapes[][3] = {
+	{1, 1, 1},     {1, 64, 64},   {64, 1, 64},   {64, 64, 1},  {63, 63, 63},
+	{64, 64, 64},  {65, 65, 65},  {127, 129, 64}, {129, 127, 65}, {128, 64, 128},
+	{200, 65, 16}, {70, 130, 17}, {3, 257, 66},
+};
+
+static unsigned run_family(const char *variant)
+{
+	static const unsigned subsets[] = {JC_DW, JC_DB, JC_DX, JC_DW | JC_DB, JC_ALL};
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	assert_non_null(c);
+	unsigned failed = 0, n = 0;
+	char name[96], why[320];
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		for (unsigned k = 0; k < 5; k++) {
+			jobcase jc;
+			jobcase_init(&jc, shapes[s][0], shapes[s][1], shapes[s][2], subsets[k],
+				     (s + k) % 2 == 1);
+			jc.skew = (s % 3 == 2) ? 4 : 0; /* some tensors off the 16-byte grid */
+			jobcase_layout(&jc);
+			uint64_t reg;
+			void *map = vkg_region_create(c, jc.size[0], &reg, &err);
+			assert_non_null(map);
+			assert_int_equal(jobcase_fill(&jc, &map, 1000 + s * 10 + k), 0);
+			vkg_job j = jobcase_job(&jc, &reg);
+			j.variant = variant;
+			vkg_result r;
+			n++;
+			if (vkg_linear_backward(c, &j, &r, &err) != 0) {
+				fprintf(stderr, "%s %s: %s: %s\n", variant,
+					jobcase_name(&jc, name, sizeof(name)), err.code, err.message);
+				failed++;
+			} else if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)) != 0) {
+				fprintf(stderr, "%s %s: %s\n", variant,
+					jobcase_name(&jc, name, sizeof(name)), why);
+				failed++;
+			}
+			assert_int_equal(vkg_region_destroy(c, reg, map, jc.size[0], &err), 0);
+			jobcase_free(&jc);
+		}
+	}
+	printf("variant %s: %u cases, %u failed (tol %g)\n", variant, n, failed, JC_TOL_F32);
+	vkg_close(c);
+	return failed;
+}
+
+static void test_tiled(void **state)
+{
+	(void)state;
+	assert_int_equal(run_family("tiled"), 0);
+}
+
+static void test_generic(void **state)
+{
+	(void)state;
+	assert_int_equal(run_family("generic"), 0);
+}
+
+static void test_auto(void **state)
+{
+	(void)state;
+	assert_int_equal(run_family("auto"), 0);
+}
+
+static void test_unknown_variant_is_bad_request(void **state)
+{
+	(void)state;
+	rawsock s;
+	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	const char *keys[] = {"op", "id", "dtype", "batch", "in", "out", "x", "dy", "db", "variant"};
+	msgpack_pack_map(&pk, 10);
+	for (int i = 0; i < 10; i++) {
+		msgpack_pack_str(&pk, strlen(keys[i]));
+		msgpack_pack_str_body(&pk, keys[i], strlen(keys[i]));
+		switch (i) {
+		case 0: msgpack_pack_str(&pk, 15); msgpack_pack_str_body(&pk, "linear_backward", 15); break;
+		case 1: msgpack_pack_uint64(&pk, 7); break;
+		case 2: msgpack_pack_str(&pk, 3); msgpack_pack_str_body(&pk, "f32", 3); break;
+		case 3: case 4: case 5: msgpack_pack_uint64(&pk, 4); break;
+		case 6: case 7: case 8:
+			msgpack_pack_array(&pk, 2);
+			msgpack_pack_uint64(&pk, 1);
+			msgpack_pack_uint64(&pk, 0);
+			break;
+		case 9: msgpack_pack_str(&pk, 5); msgpack_pack_str_body(&pk, "fast!", 5); break;
+		}
+	}
+	assert_int_equal(rawsock_send_sbuf(&s, &sb, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sb);
+	proto_reply r;
+	assert_int_equal(rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_int_equal(r.id, 7);
+	assert_false(r.ok);
+	assert_int_equal(r.err.code, PROTO_BAD_REQUEST);
+	assert_non_null(strstr(r.err.message, "variant"));
+	rawsock_close(&s);
+	assert_true(rawsock_daemon_serves(g_d.sock));
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tiled),
+		cmocka_unit_test(test_generic),
+		cmocka_unit_test(test_auto),
+		cmocka_unit_test(test_unknown_variant_is_bad_request),
+	};
+	int rc = cmocka_run_group_tests_name("variants", tests, group_setup, group_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}

@@ -1,0 +1,101 @@
+/* tests/unit/test_variant.c — the kernel selection table (daemon/variant.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "pipelines.h"
+#include "variant.h"
+
+static proto_request job(uint64_t b, uint64_t i, uint64_t o, bool dw, bool db, bool dx,
+			 proto_variant v)
+{
+	proto_request q = {.op = PROTO_OP_LINEAR_BACKWARD, .batch = b, .in = i, .out = o,
+			   .variant = v};
+	q.t[PROTO_T_X].present = q.t[PROTO_T_DY].present = true;
+	q.t[PROTO_T_W].present = dx;
+	q.t[PROTO_T_DW].present = dw;
+	q.t[PROTO_T_DB].present = db;
+	q.t[PROTO_T_DX].present = dx;
+	return q;
+}
+
+static void test_narrow_layers_use_the_row_parallel_kernel(void **state)
+{
+	(void)state;
+	proto_request q = job(4096, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
+	variant_plan p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_PARAM);
+	assert_int_equal(p.input, KERN_TILED); /* batch, in >= 64 and out >= 16 */
+	q = job(4096, 1024, 8, true, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_PARAM);
+	assert_int_equal(p.input, KERN_INPUT); /* out < 16 */
+}
+
+static void test_thresholds_at_the_tile_edge(void **state)
+{
+	(void)state;
+	proto_request q = job(8, 64, 64, true, true, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).param, KERN_TILED);
+	q = job(8, 63, 64, true, true, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).param, KERN_PARAM);
+	q = job(8, 64, 63, true, true, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).param, KERN_PARAM);
+	q = job(64, 64, 16, false, false, true, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).input, KERN_TILED);
+	q = job(63, 64, 16, false, false, true, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).input, KERN_INPUT);
+	q = job(64, 63, 16, false, false, true, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).input, KERN_INPUT);
+	q = job(64, 64, 15, false, false, true, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).input, KERN_INPUT);
+}
+
+static void test_bias_alone_is_one_pass_over_dy(void **state)
+{
+	(void)state;
+	proto_request q = job(8192, 4096, 4096, false, true, false, PROTO_VARIANT_AUTO);
+	variant_plan p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_PARAM);
+	assert_int_equal(p.input, -1);
+}
+
+static void test_forced_variants(void **state)
+{
+	(void)state;
+	proto_request q = job(1, 1, 1, true, true, true, PROTO_VARIANT_TILED);
+	variant_plan p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_TILED);
+	assert_int_equal(p.input, KERN_TILED);
+	q = job(4096, 4096, 4096, true, true, true, PROTO_VARIANT_GENERIC);
+	p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_PARAM);
+	assert_int_equal(p.input, KERN_INPUT);
+	q = job(4096, 4096, 4096, false, false, true, PROTO_VARIANT_GENERIC);
+	p = variant_choose(&q);
+	assert_int_equal(p.param, -1);
+}
+
+static void test_variant_names_round_trip(void **state)
+{
+	(void)state;
+	for (int v = 0; v < PROTO_VARIANT_COUNT; v++)
+		assert_int_equal(proto_variant_parse(proto_variant_name((proto_variant)v)), v);
+	assert_int_equal(proto_variant_parse("tiled64"), -1);
+	assert_int_equal(proto_variant_parse(""), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_narrow_layers_use_the_row_parallel_kernel),
+		cmocka_unit_test(test_thresholds_at_the_tile_edge),
+		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
+		cmocka_unit_test(test_forced_variants),
+		cmocka_unit_test(test_variant_names_round_trip),
+	};
+	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
+}
