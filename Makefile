@@ -24,7 +24,10 @@ DAEMON_SRC := $(wildcard daemon/*.c)
 CLIENT_LIB_SRC := client/vkgrad.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 SHADERS    := $(wildcard shaders/*.comp)
-SPV_INC    := $(patsubst shaders/%.comp,$(BUILD)/gen/%.spv.inc,$(SHADERS))
+# every shader is built once per storage dtype (shaders/dtype.glsl)
+DTYPES     := f32 f16 bf16
+spv_of      = $(BUILD)/gen/$(basename $(notdir $(1))).$(2).spv.inc
+SPV_INC    := $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(call spv_of,$(s),$(d))))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -35,13 +38,20 @@ all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a
 deps:
 	@./scripts/deps.sh
 
-$(BUILD)/gen/%.spv.inc: shaders/%.comp
+GLSLC = glslc -O --target-env=vulkan1.2 -Ishaders -mfmt=c
+$(BUILD)/gen/%.f32.spv.inc: shaders/%.comp shaders/dtype.glsl
 	@mkdir -p $(@D)
-	glslc -O --target-env=vulkan1.2 -mfmt=c $< -o $@
+	$(GLSLC) $< -o $@
+$(BUILD)/gen/%.f16.spv.inc: shaders/%.comp shaders/dtype.glsl
+	@mkdir -p $(@D)
+	$(GLSLC) -DVKG_DTYPE_F16 $< -o $@
+$(BUILD)/gen/%.bf16.spv.inc: shaders/%.comp shaders/dtype.glsl
+	@mkdir -p $(@D)
+	$(GLSLC) -DVKG_DTYPE_BF16 $< -o $@
 
 $(BUILD)/gen/kernel_registry_gen.c: $(SHADERS) $(SPV_INC) shaders/gen_registry.sh
 	@mkdir -p $(@D)
-	./shaders/gen_registry.sh $@ $(foreach s,$(SHADERS),$(s) $(patsubst shaders/%.comp,$(BUILD)/gen/%.spv.inc,$(s)))
+	./shaders/gen_registry.sh $@ $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(s) $(d) $(call spv_of,$(s),$(d))))
 
 $(BUILD)/obj/%.o: %.c $(wildcard proto/*.h daemon/*.h client/*.h)
 	@mkdir -p $(@D)

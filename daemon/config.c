@@ -37,6 +37,7 @@ void config_defaults(config *c)
 	c->limits.max_tensor_bytes = 4ull << 30;
 	c->max_total_region_bytes = 64ull << 30;
 	c->max_connections = 2048;
+	c->max_connections_per_uid = 256;
 	c->max_batch_jobs = 256;
 	c->batch_per_client = 32;
 	c->max_batch_bytes = 256u << 20;
@@ -65,6 +66,7 @@ static void usage(const config *d)
 	       "  --max-inflight N       queued+running jobs per connection (default %u)\n"
 	       "  --max-dim N            largest batch/in/out (default %" PRIu64 ")\n"
 	       "  --max-connections N    connections at once (default %u)\n"
+	       "  --max-connections-per-uid N  connections at once of one user (default %u)\n"
 	       "  --batch-jobs N         jobs per command buffer (default %u)\n"
 	       "  --batch-per-client N   jobs one client adds to a batch per round (default %u)\n"
 	       "  --max-batch-bytes N    tensor bytes per batch (default %" PRIu64 ")\n"
@@ -85,7 +87,7 @@ static void usage(const config *d)
 	       "VKGRAD_FAULT_INJECT=submit:N|wait:N (tests).\n",
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
 	       d->limits.max_regions, d->limits.max_region_bytes, d->max_total_region_bytes,
-	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_batch_jobs,
+	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, d->inflight_batches, d->max_outbound_bytes);
 }
 
@@ -159,7 +161,7 @@ static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list,
 
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
-       O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_HELP, O_VERSION };
+       O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_HELP, O_VERSION };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -180,6 +182,7 @@ static const struct option opts[] = {
 	{"batch-per-client", required_argument, 0, O_BPC},
 	{"max-batch-bytes", required_argument, 0, O_BBYTES},
 	{"spin-us", required_argument, 0, O_SPIN},
+	{"max-connections-per-uid", required_argument, 0, O_CONNS_UID},
 	{"config", required_argument, 0, O_CONFIG},
 	{"allow-uid", required_argument, 0, O_ALLOW_UID},
 	{"allow-gid", required_argument, 0, O_ALLOW_GID},
@@ -238,6 +241,9 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_CONNS:
 		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
 		c->max_connections = (uint32_t)v; break;
+	case O_CONNS_UID:
+		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		c->max_connections_per_uid = (uint32_t)v; break;
 	case O_BJOBS:
 		if (parse_u64(name, arg, 1, 65536, &v)) return -1;
 		c->max_batch_jobs = (uint32_t)v; break;

@@ -18,6 +18,7 @@ typedef struct config {
 				   lowered to the device's storage-buffer range */
 	uint64_t max_total_region_bytes; /* all connections together */
 	uint32_t max_connections;
+	uint32_t max_connections_per_uid; /* connections at once of one peer uid */
 	uint32_t max_batch_jobs;  /* jobs recorded into one command buffer */
 	uint32_t batch_per_client;/* jobs one connection adds to a batch per round */
 	uint64_t max_batch_bytes; /* tensor bytes one batch may carry (first job always fits) */

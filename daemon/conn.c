@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #define CONN_READ_CHUNK 65536
-#define CONN_CMSG_FDS 8 /* descriptors accepted in one recvmsg */
 
 static void conn_poll_cb(uv_poll_t *h, int status, int events);
 
@@ -87,6 +86,32 @@ void conn_close(conn *c, const char *why)
 	uv_close((uv_handle_t *)&c->poll, poll_closed_cb);
 }
 
+/* Say why, in one error frame, to a peer that is not taken, and close it.
+ * Its socket is fresh, so the frame fits the send buffer; if it does not,
+ * the close alone says enough. */
+static void refuse(int fd, const proto_err *err)
+{
+	proto_reply r = {.id = 0, .ok = false, .err = *err};
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	if (proto_reply_encode(&sb, PROTO_R_ERROR, &r) == 0 && sb.data) {
+		ssize_t n = send(fd, sb.data, sb.size, MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)n;
+	}
+	msgpack_sbuffer_destroy(&sb);
+	close(fd);
+}
+
+/* Connections of uid open now. A linear walk: at most max_connections of
+ * them, once per accepted connection. */
+static uint32_t conns_of_uid(const server *s, uid_t uid)
+{
+	uint32_t n = 0;
+	for (const conn *c = s->conns; c; c = c->next)
+		n += c->cred.uid == uid;
+	return n;
+}
+
 int conn_open(server *s, int fd)
 {
 	conn *c = calloc(1, sizeof(*c));
@@ -108,6 +133,37 @@ int conn_open(server *s, int fd)
 		log_warn("refusing client pid %d uid %u gid %u: %s", (int)c->cred.pid,
 			 (unsigned)c->cred.uid, (unsigned)c->cred.gid, why);
 		close(fd);
+		conn_free(c);
+		return -1;
+	}
+	proto_err err = {0};
+	if (s->nconns >= s->limits.max_connections)
+		proto_fail(&err, PROTO_LIMIT, "connection refused: max_connections = %u reached",
+			   s->limits.max_connections);
+	else if (conns_of_uid(s, c->cred.uid) >= s->limits.max_connections_per_uid)
+		proto_fail(&err, PROTO_LIMIT,
+			   "connection refused: uid %u has max_connections_per_uid = %u open",
+			   (unsigned)c->cred.uid, s->limits.max_connections_per_uid);
+	if (err.code != PROTO_OK) {
+		/* a flood must not flood the log too: one warning a second */
+		static uint64_t last_ns, quiet;
+		uint64_t now = engine_now_ns();
+		if (now - last_ns >= 1000000000ull) {
+			if (quiet)
+				log_warn("refusing client pid %d uid %u: %s (and %llu more since the "
+					 "last warning, logged at debug level)", (int)c->cred.pid,
+					 (unsigned)c->cred.uid, err.message, (unsigned long long)quiet);
+			else
+				log_warn("refusing client pid %d uid %u: %s", (int)c->cred.pid,
+					 (unsigned)c->cred.uid, err.message);
+			last_ns = now;
+			quiet = 0;
+		} else {
+			quiet++;
+			log_debug("refusing client pid %d uid %u: %s", (int)c->cred.pid,
+				  (unsigned)c->cred.uid, err.message);
+		}
+		refuse(fd, &err);
 		conn_free(c);
 		return -1;
 	}
@@ -258,7 +314,13 @@ static void op_hello(conn *c, const proto_request *q)
 	snprintf(r->hello.server, sizeof(r->hello.server), "vkgradd %s", VKG_VERSION);
 	r->hello.device = s->dev->info;
 	r->hello.limits = s->limits;
-	for (unsigned i = 0; i < kreg_count && i < PROTO_MAX_KERNELS; i++) {
+	for (unsigned i = 0; i < kreg_count && r->hello.n_kernels < PROTO_MAX_KERNELS; i++) {
+		int dt = -1;
+		for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
+			if (strcmp(kreg_entries[i].dtype, proto_dtype_name((proto_dtype)t)) == 0)
+				dt = t;
+		if (dt < 0 || !s->pl->dtype_ok[dt])
+			continue; /* only what this device runs */
 		proto_kernel_info *k = &r->hello.kernels[r->hello.n_kernels++];
 		snprintf(k->name, sizeof(k->name), "%s", kreg_entries[i].name);
 		snprintf(k->domain, sizeof(k->domain), "%s", kreg_entries[i].domain);
@@ -301,6 +363,12 @@ static void op_register(conn *c, const proto_request *q, int fd)
 	server *s = c->srv;
 	proto_err err;
 	region *r = NULL;
+	if (!s->dev->dev) {
+		close(fd);
+		proto_fail(&err, PROTO_DEVICE_LOST,
+			   "register: the GPU was lost and is being recreated; retry in a second");
+		goto fail;
+	}
 	if (c->nregs >= s->limits.max_regions) {
 		close(fd);
 		proto_fail(&err, PROTO_LIMIT, "register: this connection already has max_regions = %u regions",
@@ -381,9 +449,9 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	server *s = c->srv;
 	proto_err err;
 	uint64_t bytes[PROTO_T_COUNT];
-	if (q->dtype != PROTO_F32) {
+	if (!s->pl->dtype_ok[q->dtype]) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "linear_backward: dtype '%s' is not served by this daemon (f32 only)",
+			   "linear_backward: dtype '%s' is not served on this device (it lacks 16-bit storage)",
 			   proto_dtype_name(q->dtype));
 		goto fail;
 	}

@@ -18,6 +18,7 @@ typedef struct server server;
 typedef struct conn conn;
 
 #define CONN_MAX_FDS 16 /* descriptors held at once, waiting for their frame */
+#define CONN_CMSG_FDS 8 /* descriptors accepted in one recvmsg */
 
 struct conn {
 	conn *prev, *next;     /* server's list */
@@ -45,7 +46,10 @@ struct conn {
 	engine_lane *lane;     /* this connection's queue in the engine */
 };
 
-/* Take an accepted socket. Returns 0, or -1 (fd closed). */
+/* Take an accepted socket. A peer the allow lists refuse is closed; one
+ * past max_connections or max_connections_per_uid gets one
+ * {id: 0, ok: false, error: {code: limit}} frame first. Returns 0, or -1
+ * (fd closed). */
 int conn_open(server *s, int fd);
 /* Start closing: stop I/O, release the regions table. */
 void conn_close(conn *c, const char *why);

@@ -107,6 +107,7 @@ static bool usable(VkPhysicalDevice p, uint32_t *qfam)
 int device_open(device *d, const char *want, bool validation, char *err, size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
+	d->validation = validation;
 	const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
 	const char *iext[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
 	if (validation && !has_layer(layers[0])) {
@@ -212,7 +213,11 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	VkPhysicalDeviceVulkan12Features f12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
 	};
-	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
+	VkPhysicalDeviceVulkan11Features f11 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+		.pNext = &f12,
+	};
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
 	vkGetPhysicalDeviceFeatures2(d->phys, &f2);
 	if (!f12.timelineSemaphore) {
 		snprintf(err, errlen, "%s lacks timeline semaphores", d->props.deviceName);
@@ -221,6 +226,18 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	VkPhysicalDeviceVulkan12Features en12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
 		.timelineSemaphore = VK_TRUE,
+	};
+	/* 16-bit storage lets the f16/bf16 kernels load and store their tensors */
+	d->storage16 = f11.storageBuffer16BitAccess;
+	if (getenv("VKGRAD_FAULT_NO_STORAGE16")) {
+		/* debug switch: behave like a device without 16-bit storage */
+		log_warn("VKGRAD_FAULT_NO_STORAGE16: f16 and bf16 disabled");
+		d->storage16 = false;
+	}
+	VkPhysicalDeviceVulkan11Features en11 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+		.pNext = &en12,
+		.storageBuffer16BitAccess = f11.storageBuffer16BitAccess,
 	};
 	float prio = 1.0f;
 	VkDeviceQueueCreateInfo qci = {
@@ -237,7 +254,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	}
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-		.pNext = &en12,
+		.pNext = &en11,
 		.queueCreateInfoCount = 1,
 		.pQueueCreateInfos = &qci,
 		.enabledExtensionCount = ndext,

@@ -22,12 +22,14 @@ typedef struct device {
 	VkPhysicalDeviceMemoryProperties mem;
 	proto_device_info info;
 	bool host_import;          /* VK_EXT_external_memory_host enabled */
+	bool storage16;            /* storageBuffer16BitAccess: f16/bf16 tensors */
 	VkDeviceSize import_align; /* minImportedHostPointerAlignment */
 	float timestamp_period;    /* ns per tick */
 	bool timestamps;
 	PFN_vkCmdPushDescriptorSetKHR cmd_push_descriptor_set;
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props;
 	atomic_uint validation_errors; /* messages of severity error from the layer */
+	bool validation;           /* opened with the validation layer */
 } device;
 
 /* Open the device picked by `want` ("" = first discrete GPU, else integrated,

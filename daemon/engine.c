@@ -91,6 +91,15 @@ static void job_free(job *j)
 static void finish_slot(engine *e, engine_slot *s)
 {
 	uint64_t gpu_us = 0;
+	if (s->failed && !e->lost) {
+		/* no more submissions until the device is recreated (recovery.c);
+		 * queued jobs wait for it, batches in flight finish first */
+		e->lost = true;
+		e->losses++;
+		log_err("device lost (loss %llu): %u job(s) of batch %llu answer device_lost; "
+			"%u queued job(s) wait for the device to be recreated",
+			(unsigned long long)e->losses, s->njobs, (unsigned long long)s->value, e->queued);
+	}
 	if (!s->failed && e->dev->timestamps) {
 		/* copied by the command buffer itself: vkGetQueryPoolResults
 		 * would wait for the whole queue on some drivers (lavapipe) */
@@ -149,6 +158,18 @@ static void async_cb(uv_async_t *h)
 		pthread_mutex_unlock(&e->mu);
 		finish_slot(e, &e->slots[si]);
 	}
+	if (e->lost && !e->down) {
+		/* once nothing runs on the lost device, recover it (once) */
+		if (e->running == 0 && !e->lost_notified) {
+			e->lost_notified = true;
+			if (e->lost_cb)
+				e->lost_cb(e->lost_ctx);
+			else
+				e->down = true; /* nobody recovers: answer jobs instead */
+		}
+		if (!e->down)
+			return;
+	}
 	engine_pump(e);
 }
 
@@ -168,7 +189,7 @@ static binding bind_tensor(const engine *e, const job *j, int t)
 	uint64_t base = off / align * align;
 	binding b = {
 		.info = {.buffer = j->reg[t]->buf, .offset = base, .range = off + j->bytes[t] - base},
-		.elem_off = (uint32_t)((off - base) / 4),
+		.elem_off = (uint32_t)((off - base) / proto_dtype_size(j->req.dtype)),
 	};
 	return b;
 }
@@ -216,7 +237,7 @@ static void record_param(engine *e, VkCommandBuffer cb, const job *j, uint64_t p
 		q->t[PROTO_T_DW].present ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e, 3 * piece),
 		q->t[PROTO_T_DB].present ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e, 3 * piece + 1),
 	};
-	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_PARAM]);
+	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_PARAM][q->dtype]);
 	push_set(e, cb, KERN_PARAM, b, 4);
 	uint32_t pc[9] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
 			  b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
@@ -263,7 +284,7 @@ static void record_tiled(engine *e, VkCommandBuffer cb, const job *j, bool for_d
 				     (uint32_t)q->out, 1, 1u | acc, 0};
 		memcpy(pc, init, sizeof(pc));
 	}
-	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_TILED]);
+	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_TILED][q->dtype]);
 	push_set(e, cb, KERN_TILED, b, 4);
 	const uint32_t gx = (uint32_t)((n + 63) / 64);
 	const uint64_t rows = (m + 63) / 64;
@@ -282,7 +303,7 @@ static void record_input(engine *e, VkCommandBuffer cb, const job *j)
 	const uint32_t acc = q->accumulate ? 4u : 0u;
 	binding b[3] = {bind_tensor(e, j, PROTO_T_DY), bind_tensor(e, j, PROTO_T_W),
 			bind_tensor(e, j, PROTO_T_DX)};
-	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_INPUT]);
+	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_INPUT][q->dtype]);
 	push_set(e, cb, KERN_INPUT, b, 3);
 	uint32_t pc[8] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
 			  b[1].elem_off, b[2].elem_off, acc, 0};
@@ -496,6 +517,7 @@ static void submit_slot(engine *e, uint32_t si)
 		 * slot right here */
 		e->next_value--;
 		finish_slot(e, s);
+		uv_async_send(&e->async); /* async_cb starts the recovery */
 		return;
 	}
 	pthread_mutex_lock(&e->mu);
@@ -595,7 +617,11 @@ static bool has_takeable(const engine *e)
 
 void engine_pump(engine *e)
 {
-	while (e->nactive && has_takeable(e)) {
+	if (e->down) {
+		engine_fail_queued(e, "there is no usable GPU (it was lost and not recreated)");
+		return;
+	}
+	while (!e->lost && e->nactive && has_takeable(e)) {
 		uint32_t si = e->nslots;
 		for (uint32_t i = 0; i < e->nslots; i++)
 			if (!e->slots[i].busy) {
@@ -650,6 +676,21 @@ bool engine_idle(const engine *e)
 	return e->queued == 0 && e->running == 0;
 }
 
+void engine_fail_queued(engine *e, const char *why)
+{
+	/* one job at a time, the lane fixed up before the answer: a reply may
+	 * close its connection, which closes (and frees) the lane */
+	while (e->active_head) {
+		engine_lane *l = e->active_head;
+		job *j = lane_pop(e, l);
+		if (!l->head)
+			lane_deactivate(e, l);
+		e->jobs_failed++;
+		e->done(j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
+		job_free(j);
+	}
+}
+
 /* ---- setup ---------------------------------------------------------------- */
 
 /* A host-visible buffer the slot's command buffer copies its two
@@ -677,30 +718,44 @@ static int make_ts_buffer(const device *d, engine_slot *s)
 	return 0;
 }
 
-int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
-		const config *cfg, engine_done_fn done, char *err, size_t errlen)
+/* VKGRAD_FAULT_INJECT: comma-separated submit:N, wait:N (the Nth
+ * submission or wait reports VK_ERROR_DEVICE_LOST) and recreate:N (the
+ * first N device recreations fail; recovery.c). */
+static void parse_faults(engine *e)
 {
-	memset(e, 0, sizeof(*e));
-	e->dev = d;
-	e->pl = pl;
-	e->cfg = cfg;
-	e->done = done;
-	e->nslots = cfg->inflight_batches;
 	const char *fi = getenv("VKGRAD_FAULT_INJECT");
-	unsigned long long at;
-	if (fi && sscanf(fi, "submit:%llu", &at) == 1)
-		e->fault_submit_at = at;
-	else if (fi && sscanf(fi, "wait:%llu", &at) == 1)
-		e->fault_wait_at = at;
-	pthread_mutex_init(&e->mu, NULL);
-	pthread_cond_init(&e->cv, NULL);
-	VkSemaphoreTypeCreateInfo stci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-					  .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
-	VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &stci};
-	if (vkCreateSemaphore(d->dev, &sci, NULL, &e->timeline) != VK_SUCCESS) {
-		snprintf(err, errlen, "creating the timeline semaphore failed");
-		return -1;
+	char buf[128];
+	if (!fi || strlen(fi) >= sizeof(buf))
+		return;
+	strcpy(buf, fi);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		unsigned long long n;
+		if (sscanf(t, "submit:%llu", &n) == 1)
+			e->fault_submit_at = n;
+		else if (sscanf(t, "wait:%llu", &n) == 1)
+			e->fault_wait_at = n;
+		else if (sscanf(t, "recreate:%llu", &n) == 1)
+			e->fault_recreate = n;
+		else
+			log_warn("VKGRAD_FAULT_INJECT: '%s' not understood", t);
 	}
+}
+
+/* The engine's objects on e->dev: the timeline semaphore, the dummy
+ * buffer, each slot's pool, command buffer, query pool and timestamp
+ * buffer. The timeline starts at next_value, so values stay increasing
+ * across a device recreation and the regions' per-batch marks (timeline
+ * values) cannot repeat. Returns 0 or -1; gpu_release cleans up either way. */
+static int gpu_create(engine *e)
+{
+	const device *d = e->dev;
+	const config *cfg = e->cfg;
+	VkSemaphoreTypeCreateInfo stci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+					  .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+					  .initialValue = e->next_value};
+	VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &stci};
+	if (vkCreateSemaphore(d->dev, &sci, NULL, &e->timeline) != VK_SUCCESS)
+		return -1;
 	/* a small device buffer bound in place of outputs a job does not ask for;
 	 * the kernels never write it (their flags say so) */
 	e->dummy_piece = d->props.limits.minStorageBufferOffsetAlignment;
@@ -710,7 +765,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 				  .size = e->dummy_piece * 3 * (uint64_t)cfg->max_batch_jobs * e->nslots,
 				  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
 	if (vkCreateBuffer(d->dev, &bci, NULL, &e->dummy) != VK_SUCCESS)
-		goto fail;
+		return -1;
 	VkMemoryRequirements req;
 	vkGetBufferMemoryRequirements(d->dev, e->dummy, &req);
 	int mt = device_memory_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
@@ -720,32 +775,106 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 				    .allocationSize = req.size, .memoryTypeIndex = (uint32_t)mt};
 	if (mt < 0 || vkAllocateMemory(d->dev, &mai, NULL, &e->dummy_mem) != VK_SUCCESS ||
 	    vkBindBufferMemory(d->dev, e->dummy, e->dummy_mem, 0) != VK_SUCCESS)
-		goto fail;
-	e->slots = calloc(e->nslots, sizeof(*e->slots));
-	if (!e->slots)
-		goto fail;
+		return -1;
 	for (uint32_t i = 0; i < e->nslots; i++) {
 		engine_slot *s = &e->slots[i];
 		VkCommandPoolCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
 						.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
 						.queueFamilyIndex = d->queue_family};
 		if (vkCreateCommandPool(d->dev, &cpci, NULL, &s->pool) != VK_SUCCESS)
-			goto fail;
+			return -1;
 		VkCommandBufferAllocateInfo cbai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
 						    .commandPool = s->pool,
 						    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
 						    .commandBufferCount = 1};
 		if (vkAllocateCommandBuffers(d->dev, &cbai, &s->cb) != VK_SUCCESS)
-			goto fail;
+			return -1;
 		VkQueryPoolCreateInfo qpci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
 					      .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2};
 		if (d->timestamps && (vkCreateQueryPool(d->dev, &qpci, NULL, &s->queries) != VK_SUCCESS ||
 				      make_ts_buffer(d, s) != 0))
-			goto fail;
-		s->jobs = calloc(cfg->max_batch_jobs, sizeof(*s->jobs));
-		if (!s->jobs)
+			return -1;
+	}
+	return 0;
+}
+
+/* Destroy what gpu_create made (any part of it). */
+static void gpu_release(engine *e)
+{
+	const device *d = e->dev;
+	for (uint32_t i = 0; e->slots && i < e->nslots; i++) {
+		engine_slot *s = &e->slots[i];
+		if (s->queries)
+			vkDestroyQueryPool(d->dev, s->queries, NULL);
+		if (s->ts_buf)
+			vkDestroyBuffer(d->dev, s->ts_buf, NULL);
+		if (s->ts_mem)
+			vkFreeMemory(d->dev, s->ts_mem, NULL); /* unmaps */
+		if (s->pool)
+			vkDestroyCommandPool(d->dev, s->pool, NULL);
+		s->queries = VK_NULL_HANDLE;
+		s->ts_buf = VK_NULL_HANDLE;
+		s->ts_mem = VK_NULL_HANDLE;
+		s->ts_map = NULL;
+		s->pool = VK_NULL_HANDLE;
+		s->cb = VK_NULL_HANDLE;
+	}
+	if (e->dummy)
+		vkDestroyBuffer(d->dev, e->dummy, NULL);
+	if (e->dummy_mem)
+		vkFreeMemory(d->dev, e->dummy_mem, NULL);
+	if (e->timeline)
+		vkDestroySemaphore(d->dev, e->timeline, NULL);
+	e->dummy = VK_NULL_HANDLE;
+	e->dummy_mem = VK_NULL_HANDLE;
+	e->timeline = VK_NULL_HANDLE;
+}
+
+void engine_gpu_release(engine *e)
+{
+	gpu_release(e);
+}
+
+int engine_gpu_restore(engine *e, char *err, size_t errlen)
+{
+	if (gpu_create(e) != 0) {
+		snprintf(err, errlen, "creating the engine's Vulkan objects failed");
+		gpu_release(e);
+		return -1;
+	}
+	return 0;
+}
+
+void engine_resume(engine *e)
+{
+	e->lost = false;
+	e->lost_notified = false;
+	e->down = false;
+	engine_pump(e);
+}
+
+int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
+		const config *cfg, engine_done_fn done, char *err, size_t errlen)
+{
+	memset(e, 0, sizeof(*e));
+	e->dev = d;
+	e->pl = pl;
+	e->cfg = cfg;
+	e->done = done;
+	e->nslots = cfg->inflight_batches;
+	parse_faults(e);
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
+	e->slots = calloc(e->nslots, sizeof(*e->slots));
+	if (!e->slots)
+		goto fail;
+	for (uint32_t i = 0; i < e->nslots; i++) {
+		e->slots[i].jobs = calloc(cfg->max_batch_jobs, sizeof(*e->slots[i].jobs));
+		if (!e->slots[i].jobs)
 			goto fail;
 	}
+	if (gpu_create(e) != 0)
+		goto fail;
 	uv_async_init(loop, &e->async, async_cb);
 	e->async.data = e;
 	if (pthread_create(&e->thread, NULL, completion_main, e) != 0) {
@@ -782,38 +911,20 @@ void engine_destroy(engine *e)
 		if (!uv_is_closing((uv_handle_t *)&e->async))
 			uv_close((uv_handle_t *)&e->async, NULL);
 	}
+	/* one job at a time, the lane fixed up before the answer (a reply
+	 * may close its connection, and with it the lane) */
 	while (e->active_head) {
 		engine_lane *l = e->active_head;
-		lane_deactivate(e, l);
-		while (l->head) {
-			job *j = lane_pop(e, l);
-			e->jobs_failed++;
-			e->done(j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
-			job_free(j);
-		}
+		job *j = lane_pop(e, l);
+		if (!l->head)
+			lane_deactivate(e, l);
+		e->jobs_failed++;
+		e->done(j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
+		job_free(j);
 	}
-	const device *d = e->dev;
-	for (uint32_t i = 0; e->slots && i < e->nslots; i++) {
-		engine_slot *s = &e->slots[i];
-		if (s->queries)
-			vkDestroyQueryPool(d->dev, s->queries, NULL);
-		if (s->ts_buf)
-			vkDestroyBuffer(d->dev, s->ts_buf, NULL);
-		if (s->ts_mem)
-			vkFreeMemory(d->dev, s->ts_mem, NULL); /* unmaps */
-		if (s->pool)
-			vkDestroyCommandPool(d->dev, s->pool, NULL);
-		free(s->jobs);
-	}
+	gpu_release(e);
+	for (uint32_t i = 0; e->slots && i < e->nslots; i++)
+		free(e->slots[i].jobs);
 	free(e->slots);
 	e->slots = NULL;
-	if (e->dummy)
-		vkDestroyBuffer(d->dev, e->dummy, NULL);
-	if (e->dummy_mem)
-		vkFreeMemory(d->dev, e->dummy_mem, NULL);
-	if (e->timeline)
-		vkDestroySemaphore(d->dev, e->timeline, NULL);
-	e->dummy = VK_NULL_HANDLE;
-	e->dummy_mem = VK_NULL_HANDLE;
-	e->timeline = VK_NULL_HANDLE;
 }

@@ -92,9 +92,19 @@ typedef struct engine {
 	pthread_t thread;
 	bool thread_started;
 	uv_async_t async;
-	/* fault injection for tests (VKGRAD_FAULT_INJECT=submit:N or wait:N):
-	 * the Nth submission or wait reports VK_ERROR_DEVICE_LOST */
+	/* fault injection for tests (VKGRAD_FAULT_INJECT=submit:N,wait:N,
+	 * recreate:N): the Nth submission or wait reports VK_ERROR_DEVICE_LOST;
+	 * the first N device recreations fail (recovery.c counts it down) */
 	uint64_t fault_submit_at, fault_wait_at, submits, waits;
+	uint64_t fault_recreate;
+	/* device loss. `lost`: a batch failed; nothing is submitted until
+	 * engine_resume, queued jobs wait. Once no batch runs, the loop calls
+	 * lost_cb (the recovery) once. `down`: no device to wait for; queued
+	 * and new jobs are answered device_lost at once. */
+	bool lost, lost_notified, down;
+	void (*lost_cb)(void *ctx);
+	void *lost_ctx;
+	uint64_t losses;
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 } engine;
@@ -115,6 +125,16 @@ void engine_enqueue(engine *e, engine_lane *l, job *j);
 /* Record and submit as many batches as free slots allow. */
 void engine_pump(engine *e);
 bool engine_idle(const engine *e);
+/* Answer every queued job with device_lost (`why`). */
+void engine_fail_queued(engine *e, const char *why);
+
+/* Device recovery (recovery.c), on the loop thread, with nothing running:
+ * drop the engine's Vulkan objects before the device goes; make them again
+ * on e->dev once it is reopened (0, or -1 with err, nothing left made);
+ * then resume: clear lost/down and submit what is queued. */
+void engine_gpu_release(engine *e);
+int engine_gpu_restore(engine *e, char *err, size_t errlen);
+void engine_resume(engine *e);
 
 uint64_t engine_now_ns(void);
 

@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 		/* only now: a client connecting after READY=1 is served at once */
 		service_ready(&loop, dev.props.deviceName);
 		uv_run(&loop, UV_RUN_DEFAULT);
-		rc = 0;
+		rc = srv.exit_code; /* 1 when the GPU was lost for good */
 	}
 	server_destroy(&srv);
 	uv_run(&loop, UV_RUN_NOWAIT);

@@ -176,16 +176,13 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 
 	/* layouts and modules serially (cheap), pipelines in parallel: the
 	 * compile is the slow part and VkPipelineCache is internally synchronised */
-	build_job jobs[KERN_COUNT];
+	enum { NJ = KERN_COUNT * PROTO_DTYPE_COUNT };
+	build_job jobs[NJ];
 	memset(jobs, 0, sizeof(jobs));
+	for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
+		p->dtype_ok[t] = t == PROTO_F32 || d->storage16;
 	int rc = 0;
 	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
-		const kreg_entry *e = kreg_find(kern_desc[k].name, "f32", kern_desc[k].variant);
-		if (!e) {
-			snprintf(err, errlen, "kernel %s missing from the registry", kern_desc[k].name);
-			rc = -1;
-			break;
-		}
 		VkDescriptorSetLayoutBinding b[8];
 		for (uint32_t i = 0; i < kern_desc[k].bindings; i++)
 			b[i] = (VkDescriptorSetLayoutBinding){
@@ -201,11 +198,6 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			.pBindings = b,
 		};
 		VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, kern_desc[k].push_bytes};
-		VkShaderModuleCreateInfo smci = {
-			.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-			.codeSize = e->spirv_size,
-			.pCode = e->spirv,
-		};
 		VkPipelineLayoutCreateInfo plci = {
 			.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
 			.setLayoutCount = 1,
@@ -214,34 +206,54 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			.pPushConstantRanges = &pcr,
 		};
 		if (vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &p->dsl[k]) != VK_SUCCESS ||
-		    vkCreatePipelineLayout(d->dev, &plci, NULL, &p->layout[k]) != VK_SUCCESS ||
-		    vkCreateShaderModule(d->dev, &smci, NULL, &jobs[k].module) != VK_SUCCESS) {
+		    vkCreatePipelineLayout(d->dev, &plci, NULL, &p->layout[k]) != VK_SUCCESS) {
 			snprintf(err, errlen, "creating the layout of pipeline %s failed", kern_desc[k].name);
 			rc = -1;
 			break;
 		}
-		jobs[k].dev = d;
-		jobs[k].cache = p->cache;
-		jobs[k].layout = p->layout[k];
-		jobs[k].out = &p->pipe[k];
+		/* one pipeline per storage dtype the device can serve */
+		for (int t = 0; t < PROTO_DTYPE_COUNT && rc == 0; t++) {
+			if (!p->dtype_ok[t])
+				continue;
+			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
+			const kreg_entry *e = kreg_find(kern_desc[k].name, proto_dtype_name((proto_dtype)t),
+							kern_desc[k].variant);
+			VkShaderModuleCreateInfo smci = {
+				.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+				.codeSize = e ? e->spirv_size : 0,
+				.pCode = e ? e->spirv : NULL,
+			};
+			if (!e || vkCreateShaderModule(d->dev, &smci, NULL, &bj->module) != VK_SUCCESS) {
+				snprintf(err, errlen, "kernel %s (%s) missing or not loadable", kern_desc[k].name,
+					 proto_dtype_name((proto_dtype)t));
+				rc = -1;
+				break;
+			}
+			bj->dev = d;
+			bj->cache = p->cache;
+			bj->layout = p->layout[k];
+			bj->out = &p->pipe[k][t];
+		}
 	}
-	for (int k = 0; k < KERN_COUNT && rc == 0; k++)
-		jobs[k].started = pthread_create(&jobs[k].thread, NULL, build_one, &jobs[k]) == 0;
-	for (int k = 0; k < KERN_COUNT; k++) {
-		if (jobs[k].started)
-			pthread_join(jobs[k].thread, NULL);
-		else if (rc == 0 && jobs[k].module)
-			build_one(&jobs[k]); /* no thread: build it here */
-		if (jobs[k].module)
-			vkDestroyShaderModule(d->dev, jobs[k].module, NULL);
-		if (rc == 0 && jobs[k].result != VK_SUCCESS) {
-			snprintf(err, errlen, "creating pipeline %s failed (VkResult %d)", kern_desc[k].name,
-				 jobs[k].result);
+	for (int i = 0; i < NJ && rc == 0; i++)
+		if (jobs[i].module)
+			jobs[i].started = pthread_create(&jobs[i].thread, NULL, build_one, &jobs[i]) == 0;
+	for (int i = 0; i < NJ; i++) {
+		if (!jobs[i].module)
+			continue;
+		if (jobs[i].started)
+			pthread_join(jobs[i].thread, NULL);
+		else if (rc == 0)
+			build_one(&jobs[i]); /* no thread: build it here */
+		vkDestroyShaderModule(d->dev, jobs[i].module, NULL);
+		if (rc == 0 && jobs[i].result != VK_SUCCESS) {
+			snprintf(err, errlen, "creating pipeline %s failed (VkResult %d)",
+				 kern_desc[i / PROTO_DTYPE_COUNT].name, jobs[i].result);
 			rc = -1;
 		}
 		if (rc == 0) {
 			p->built++;
-			if (jobs[k].hit)
+			if (jobs[i].hit)
 				p->cache_hits++;
 		}
 	}
@@ -303,8 +315,9 @@ out:
 void pipelines_destroy(pipelines *p, const device *d)
 {
 	for (int k = 0; k < KERN_COUNT; k++) {
-		if (p->pipe[k])
-			vkDestroyPipeline(d->dev, p->pipe[k], NULL);
+		for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
+			if (p->pipe[k][t])
+				vkDestroyPipeline(d->dev, p->pipe[k][t], NULL);
 		if (p->layout[k])
 			vkDestroyPipelineLayout(d->dev, p->layout[k], NULL);
 		if (p->dsl[k])

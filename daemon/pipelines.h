@@ -3,7 +3,10 @@
 #ifndef VKG_DAEMON_PIPELINES_H
 #define VKG_DAEMON_PIPELINES_H
 
+#include <stdbool.h>
+
 #include "device.h"
+#include "msg.h"
 
 /* linear_parameter_backward, linear_input_backward (generic), linear_tiled_gemm (tiled64) */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_COUNT };
@@ -13,7 +16,8 @@ typedef struct pipelines {
 	char cache_path[640]; /* "" when no cache directory is usable */
 	VkDescriptorSetLayout dsl[KERN_COUNT];
 	VkPipelineLayout layout[KERN_COUNT];
-	VkPipeline pipe[KERN_COUNT];
+	VkPipeline pipe[KERN_COUNT][PROTO_DTYPE_COUNT]; /* per storage dtype */
+	bool dtype_ok[PROTO_DTYPE_COUNT]; /* pipelines exist for this dtype */
 	unsigned built;       /* pipelines created */
 	unsigned cache_hits;  /* of those, found in the cache (creation feedback) */
 	double build_ms;

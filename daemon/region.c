@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 uint64_t region_count, region_bytes, region_imports, region_staged;
+static region *live_head;
 
 static size_t round_up(size_t v, size_t a)
 {
@@ -179,6 +181,10 @@ int region_create(region **out, const device *d, int fd, uint64_t size, bool all
 				(unsigned long long)size);
 		goto fail;
 	}
+	r->live_next = live_head;
+	if (live_head)
+		live_head->live_prev = r;
+	live_head = r;
 	region_count++;
 	region_bytes += size;
 	if (r->staged)
@@ -197,6 +203,51 @@ out:
 	return rc;
 }
 
+/* Drop the Vulkan objects (none after a device loss that is not yet
+ * repaired); `staged` stays, it says how to make them again. */
+static void gpu_release(region *r)
+{
+	const device *d = r->dev;
+	if (r->stage)
+		vkUnmapMemory(d->dev, r->mem);
+	if (r->buf)
+		vkDestroyBuffer(d->dev, r->buf, NULL);
+	if (r->mem)
+		vkFreeMemory(d->dev, r->mem, NULL);
+	r->stage = NULL;
+	r->buf = VK_NULL_HANDLE;
+	r->mem = VK_NULL_HANDLE;
+}
+
+void region_gpu_release_all(void)
+{
+	for (region *r = live_head; r; r = r->live_next)
+		gpu_release(r);
+}
+
+int region_gpu_restore_all(const device *d, char *err, size_t errlen)
+{
+	for (region *r = live_head; r; r = r->live_next) {
+		if (r->buf)
+			continue;
+		r->dev = d;
+		if (!r->staged && import_host(r, d) == 0)
+			continue;
+		bool was_imported = !r->staged;
+		if (make_staging(r, d) != 0) {
+			snprintf(err, errlen, "region of %llu bytes could not be %s again",
+				 (unsigned long long)r->size, was_imported ? "imported or staged" : "staged");
+			return -1;
+		}
+		if (was_imported) {
+			/* the new device refused the import: copies from now on */
+			region_imports--;
+			region_staged++;
+		}
+	}
+	return 0;
+}
+
 void region_ref(region *r)
 {
 	r->refs++;
@@ -206,11 +257,13 @@ void region_unref(region *r)
 {
 	if (!r || --r->refs > 0)
 		return;
-	const device *d = r->dev;
-	if (r->stage)
-		vkUnmapMemory(d->dev, r->mem);
-	vkDestroyBuffer(d->dev, r->buf, NULL);
-	vkFreeMemory(d->dev, r->mem, NULL);
+	gpu_release(r);
+	if (r->live_prev)
+		r->live_prev->live_next = r->live_next;
+	else
+		live_head = r->live_next;
+	if (r->live_next)
+		r->live_next->live_prev = r->live_prev;
 	munmap(r->map, r->map_len);
 	region_count--;
 	region_bytes -= r->size;

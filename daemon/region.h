@@ -6,7 +6,12 @@
  * Regions are reference-counted: the owning connection's table holds one
  * reference and every queued or running job holds one. The mapping, the
  * buffer and the memory go away with the last reference, on the loop
- * thread; then the release callback (set by `unregister`) runs. */
+ * thread; then the release callback (set by `unregister`) runs.
+ *
+ * Every live region is also on one process-wide list, so that after a
+ * device loss its Vulkan objects can be dropped before the old device goes
+ * and made again on the new one (region_gpu_release_all/restore_all); a
+ * region's `buf` is VK_NULL_HANDLE in between. */
 #ifndef VKG_DAEMON_REGION_H
 #define VKG_DAEMON_REGION_H
 
@@ -37,6 +42,7 @@ struct region {
 	uint32_t ntouch, touch_cap;
 	uint64_t touch_epoch;
 	const device *dev;
+	region *live_prev, *live_next; /* every region alive, for device recovery */
 	region_release_fn on_release;
 	void *release_ctx;
 	uint64_t release_arg;
@@ -49,6 +55,17 @@ int region_create(region **out, const device *d, int fd, uint64_t size, bool all
 void region_ref(region *r);
 /* Drop a reference; the last one frees everything and calls on_release. */
 void region_unref(region *r);
+
+/* After a device loss: destroy every live region's buffer and memory
+ * (the mapping of the client's memory stays), before the device goes.
+ * No job may be running. Safe to call again. */
+void region_gpu_release_all(void);
+/* On the recreated device d (the same struct, reopened): import each live
+ * region again where it was imported, falling back to a staging mirror as
+ * at registration, or stage it again. Returns 0, or -1 with err (the
+ * regions restored so far keep their objects; region_gpu_release_all
+ * undoes them). */
+int region_gpu_restore_all(const device *d, char *err, size_t errlen);
 
 /* Process-wide counters for stats. */
 extern uint64_t region_count, region_bytes, region_imports, region_staged;

@@ -45,13 +45,7 @@ static void listen_cb(uv_poll_t *h, int status, int events)
 			}
 			return;
 		}
-		if (s->nconns >= s->cfg->max_connections) {
-			log_warn("refusing a connection: max_connections = %u reached",
-				 s->cfg->max_connections);
-			close(fd);
-			continue;
-		}
-		conn_open(s, fd);
+		conn_open(s, fd); /* checks max_connections and the per-uid cap */
 	}
 }
 
@@ -73,6 +67,7 @@ static void drain_check_cb(uv_timer_t *t)
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
 	uv_close((uv_handle_t *)&s->sig_int, NULL);
 	uv_close((uv_handle_t *)&s->listen_poll, NULL);
+	recovery_close(s);
 	service_close();
 	/* engine_destroy closes the async handle; the loop then ends */
 	engine_destroy(&s->eng);
@@ -87,6 +82,7 @@ void server_stop(server *s)
 	service_stopping();
 	uv_poll_stop(&s->listen_poll);
 	uv_timer_stop(&s->accept_timer);
+	recovery_stop(s);
 	if (s->own_socket)
 		unlink(s->cfg->socket_path);
 	uv_timer_start(&s->drain_timer, drain_check_cb, 0, 5);
@@ -147,6 +143,12 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	/* limits the device imposes: one tensor must fit one storage-buffer
 	 * binding (plus the offset remainder), and a dispatch's x groups */
 	s->limits = cfg->limits;
+	s->limits.max_total_region_bytes = cfg->max_total_region_bytes;
+	s->limits.max_connections = cfg->max_connections;
+	s->limits.max_connections_per_uid = cfg->max_connections_per_uid;
+	s->limits.max_fds_per_message = CONN_CMSG_FDS;
+	s->limits.max_fds_held = CONN_MAX_FDS;
+	s->limits.max_outbound_bytes = cfg->max_outbound_bytes;
 	uint64_t range = dev->props.limits.maxStorageBufferRange;
 	uint64_t slack = dev->props.limits.minStorageBufferOffsetAlignment;
 	if (s->limits.max_tensor_bytes > range - slack)
@@ -182,6 +184,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	uv_signal_init(loop, &s->sig_int);
 	s->sig_int.data = s;
 	uv_signal_start(&s->sig_int, signal_cb, SIGINT);
+	recovery_init(s);
 	log_notice("listening on %s (max_frame %u, max_regions %u, max_inflight %u, max_dim %llu, max_tensor_bytes %llu)",
 		   where, s->limits.max_frame, s->limits.max_regions,
 		   s->limits.max_inflight, (unsigned long long)s->limits.max_dim,

@@ -12,6 +12,7 @@
 #include "device.h"
 #include "engine.h"
 #include "pipelines.h"
+#include "recovery.h"
 
 typedef struct conn conn;
 
@@ -33,7 +34,8 @@ typedef struct server {
 	uint64_t total_region_bytes;
 	uint64_t started_ns;
 	bool draining;
-	int exit_code;
+	int exit_code;             /* of the process, once the loop ended */
+	recovery rec;              /* after a device loss */
 } server;
 
 /* Bind the socket and start serving on loop. Returns 0 or -1 (logged). */

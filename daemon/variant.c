@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #define TILE 64
+#define BIG (1ull << 20) /* batch*in below this: the simple kernels win */
 
 variant_plan variant_choose(const proto_request *q)
 {
@@ -14,7 +15,7 @@ variant_plan variant_choose(const proto_request *q)
 	if (dw || db) {
 		bool tiled;
 		if (q->variant == PROTO_VARIANT_AUTO)
-			tiled = dw && q->out >= TILE && q->in >= TILE;
+			tiled = dw && q->out >= 32 && q->in >= TILE && q->batch * q->in >= BIG;
 		else
 			tiled = q->variant == PROTO_VARIANT_TILED;
 		p.param = tiled ? KERN_TILED : KERN_PARAM;
@@ -22,7 +23,8 @@ variant_plan variant_choose(const proto_request *q)
 	if (q->t[PROTO_T_DX].present) {
 		bool tiled;
 		if (q->variant == PROTO_VARIANT_AUTO)
-			tiled = q->batch >= TILE && q->in >= TILE && q->out >= 16;
+			tiled = q->batch >= TILE && q->in >= TILE && q->out >= 16 &&
+				q->batch * q->in >= BIG;
 		else
 			tiled = q->variant == PROTO_VARIANT_TILED;
 		p.input = tiled ? KERN_TILED : KERN_INPUT;

@@ -442,13 +442,19 @@ static void pack_hello(msgpack_packer *pk, const proto_hello *h)
 	pk_kv_s(pk, "api", h->device.api);
 	pk_kv_s(pk, "type", h->device.type);
 	pk_str(pk, "limits");
-	msgpack_pack_map(pk, 6);
+	msgpack_pack_map(pk, 12);
 	pk_kv_u(pk, "max_frame", h->limits.max_frame);
 	pk_kv_u(pk, "max_regions", h->limits.max_regions);
 	pk_kv_u(pk, "max_region_bytes", h->limits.max_region_bytes);
 	pk_kv_u(pk, "max_inflight", h->limits.max_inflight);
 	pk_kv_u(pk, "max_dim", h->limits.max_dim);
 	pk_kv_u(pk, "max_tensor_bytes", h->limits.max_tensor_bytes);
+	pk_kv_u(pk, "max_total_region_bytes", h->limits.max_total_region_bytes);
+	pk_kv_u(pk, "max_connections", h->limits.max_connections);
+	pk_kv_u(pk, "max_connections_per_uid", h->limits.max_connections_per_uid);
+	pk_kv_u(pk, "max_fds_per_message", h->limits.max_fds_per_message);
+	pk_kv_u(pk, "max_fds_held", h->limits.max_fds_held);
+	pk_kv_u(pk, "max_outbound_bytes", h->limits.max_outbound_bytes);
 	pk_str(pk, "kernels");
 	msgpack_pack_array(pk, h->n_kernels);
 	for (unsigned i = 0; i < h->n_kernels; i++) {
@@ -590,6 +596,12 @@ static void unpack_hello(const msgpack_object *m, proto_hello *h)
 				else if (key_is(k2, "max_inflight")) h->limits.max_inflight = (uint32_t)as_u64(v2);
 				else if (key_is(k2, "max_dim")) h->limits.max_dim = as_u64(v2);
 				else if (key_is(k2, "max_tensor_bytes")) h->limits.max_tensor_bytes = as_u64(v2);
+				else if (key_is(k2, "max_total_region_bytes")) h->limits.max_total_region_bytes = as_u64(v2);
+				else if (key_is(k2, "max_connections")) h->limits.max_connections = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "max_connections_per_uid")) h->limits.max_connections_per_uid = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "max_fds_per_message")) h->limits.max_fds_per_message = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "max_fds_held")) h->limits.max_fds_held = (uint32_t)as_u64(v2);
+				else if (key_is(k2, "max_outbound_bytes")) h->limits.max_outbound_bytes = as_u64(v2);
 			}
 		} else if (key_is(k, "kernels") && v->type == MSGPACK_OBJECT_ARRAY) {
 			for (uint32_t i = 0; i < v->via.array.size && h->n_kernels < PROTO_MAX_KERNELS; i++) {

@@ -118,6 +118,13 @@ typedef struct proto_limits {
 	uint32_t max_inflight;      /* queued+running jobs per connection */
 	uint64_t max_dim;           /* batch, in and out each */
 	uint64_t max_tensor_bytes;  /* one tensor (device storage-buffer range) */
+	/* additions (hello.limits keys of the same names) */
+	uint64_t max_total_region_bytes;  /* registered bytes, all connections */
+	uint32_t max_connections;         /* connections at once, all users */
+	uint32_t max_connections_per_uid; /* connections at once of one peer uid */
+	uint32_t max_fds_per_message;     /* descriptors in one sendmsg */
+	uint32_t max_fds_held;            /* descriptors held awaiting their frame */
+	uint64_t max_outbound_bytes;      /* unread reply bytes before a drop */
 } proto_limits;
 
 #define PROTO_MAX_KERNELS 32

@@ -1,16 +1,19 @@
 #version 450
-// @kernel kernel_name=linear_input_backward domain=linear_backward variant=generic dtype=f32 status=experimental
+#extension GL_GOOGLE_include_directive : require
+// @kernel kernel_name=linear_input_backward domain=linear_backward variant=generic dtype=f32,f16,bf16 status=experimental
 //
 // dX = dY·W for Y = X·Wᵀ + b: a 16×16 output tile per workgroup (rows are
 // batch rows, columns input features), the reduction over out walked in
 // 16-wide steps through shared-memory tiles of dY and W (17 columns of
 // padding against bank conflicts).
 
+#include "dtype.glsl"
+
 layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
 
-layout(std430, set = 0, binding = 0) readonly buffer BufDY { float dy[]; };
-layout(std430, set = 0, binding = 1) readonly buffer BufW { float w[]; };
-layout(std430, set = 0, binding = 2) buffer BufDX { float dx[]; };
+layout(std430, set = 0, binding = 0) readonly buffer BufDY { STYPE dy[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufW { STYPE w[]; };
+layout(std430, set = 0, binding = 2) buffer BufDX { STYPE dx[]; };
 
 layout(push_constant) uniform Params {
 	uint batch;
@@ -36,9 +39,9 @@ void main()
 	for (uint k0 = 0u; k0 < pc.n_out; k0 += 16u) {
 		// tdy[ly][lx] = dY[b_tile+ly, k0+lx]; tw[ly][lx] = W[k0+ly, i]
 		const uint kb = k0 + lx;
-		tdy[ly][lx] = (b < pc.batch && kb < pc.n_out) ? dy[pc.dy_off + b * pc.n_out + kb] : 0.0;
+		tdy[ly][lx] = (b < pc.batch && kb < pc.n_out) ? LOAD(dy[pc.dy_off + b * pc.n_out + kb]) : 0.0;
 		const uint kw = k0 + ly;
-		tw[ly][lx] = (kw < pc.n_out && i < pc.n_in) ? w[pc.w_off + kw * pc.n_in + i] : 0.0;
+		tw[ly][lx] = (kw < pc.n_out && i < pc.n_in) ? LOAD(w[pc.w_off + kw * pc.n_in + i]) : 0.0;
 		barrier();
 		for (uint k = 0u; k < 16u; k++)
 			sum += tdy[ly][k] * tw[k][lx];
@@ -46,6 +49,6 @@ void main()
 	}
 	if (b < pc.batch && i < pc.n_in) {
 		const uint idx = pc.dx_off + b * pc.n_in + i;
-		dx[idx] = (pc.flags & 4u) != 0u ? dx[idx] + sum : sum;
+		dx[idx] = STORE((pc.flags & 4u) != 0u ? LOAD(dx[idx]) + sum : sum);
 	}
 }

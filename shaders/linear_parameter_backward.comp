@@ -1,5 +1,6 @@
 #version 450
-// @kernel kernel_name=linear_parameter_backward domain=linear_backward variant=generic dtype=f32 status=experimental
+#extension GL_GOOGLE_include_directive : require
+// @kernel kernel_name=linear_parameter_backward domain=linear_backward variant=generic dtype=f32,f16,bf16 status=experimental
 //
 // dW = dYᵀ·X and db = Σ_rows dY for Y = X·Wᵀ + b, row-parallel:
 // one workgroup per output feature o and 32-wide tile of input features;
@@ -12,12 +13,14 @@
 // Bindings are push descriptors (set 0): the daemon binds each tensor's own
 // region buffer; element offsets into it arrive as push constants.
 
+#include "dtype.glsl"
+
 layout(local_size_x = 32, local_size_y = 8, local_size_z = 1) in;
 
-layout(std430, set = 0, binding = 0) readonly buffer BufX { float x[]; };
-layout(std430, set = 0, binding = 1) readonly buffer BufDY { float dy[]; };
-layout(std430, set = 0, binding = 2) buffer BufDW { float dw[]; };
-layout(std430, set = 0, binding = 3) buffer BufDB { float db[]; };
+layout(std430, set = 0, binding = 0) readonly buffer BufX { STYPE x[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufDY { STYPE dy[]; };
+layout(std430, set = 0, binding = 2) buffer BufDW { STYPE dw[]; };
+layout(std430, set = 0, binding = 3) buffer BufDB { STYPE db[]; };
 
 layout(push_constant) uniform Params {
 	uint batch;   // rows of X and dY
@@ -48,9 +51,9 @@ void main()
 	float sum = 0.0;
 	float bsum = 0.0;
 	for (uint b = s; b < pc.batch; b += 8u) {
-		const float g = dy[pc.dy_off + b * pc.n_out + o];
+		const float g = LOAD(dy[pc.dy_off + b * pc.n_out + o]);
 		if (col)
-			sum += g * x[pc.x_off + b * pc.n_in + i];
+			sum += g * LOAD(x[pc.x_off + b * pc.n_in + i]);
 		bsum += g;
 	}
 	part[s][lx] = sum;
@@ -69,10 +72,10 @@ void main()
 		return;
 	if (col) {
 		const uint k = pc.dw_off + o * pc.n_in + i;
-		dw[k] = acc ? dw[k] + part[0][lx] : part[0][lx];
+		dw[k] = STORE(acc ? LOAD(dw[k]) + part[0][lx] : part[0][lx]);
 	}
 	if (want_db && lx == 0u) {
 		const uint k = pc.db_off + o;
-		db[k] = acc ? db[k] + bpart[0] : bpart[0];
+		db[k] = STORE(acc ? LOAD(db[k]) + bpart[0] : bpart[0]);
 	}
 }

@@ -1,5 +1,6 @@
 #version 450
-// @kernel kernel_name=linear_tiled_gemm domain=linear_backward variant=tiled64 dtype=f32 status=experimental
+#extension GL_GOOGLE_include_directive : require
+// @kernel kernel_name=linear_tiled_gemm domain=linear_backward variant=tiled64 dtype=f32,f16,bf16 status=experimental
 //
 // C[m, n] (+)= Σ_k A(m, k) · B[k, n], register-blocked: a 64×64 tile of C
 // per workgroup of 16×16 threads, 4×4 outputs per thread (rows ly + 16i,
@@ -11,12 +12,14 @@
 // With flag 2 the workgroups of column tile 0 also sum A over k for their
 // rows: db = Σ_rows dY from the same pass (fused bias).
 
+#include "dtype.glsl"
+
 layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
 
-layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };
-layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };
-layout(std430, set = 0, binding = 2) buffer BufC { float c[]; };
-layout(std430, set = 0, binding = 3) buffer BufD { float d[]; };
+layout(std430, set = 0, binding = 0) readonly buffer BufA { STYPE a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { STYPE b[]; };
+layout(std430, set = 0, binding = 2) buffer BufC { STYPE c[]; };
+layout(std430, set = 0, binding = 3) buffer BufD { STYPE d[]; };
 
 layout(push_constant) uniform Params {
 	uint M, N, K;
@@ -60,10 +63,10 @@ void main()
 				kk = idx % 16u;
 			}
 			const uint gm = m0 + mm, gk = k0 + kk;
-			As[kk][mm] = (gm < pc.M && gk < pc.K) ? a[pc.a_off + gm * pc.sam + gk * pc.sak] : 0.0;
+			As[kk][mm] = (gm < pc.M && gk < pc.K) ? LOAD(a[pc.a_off + gm * pc.sam + gk * pc.sak]) : 0.0;
 			const uint bk = idx / 64u, bn = idx % 64u;
 			const uint gbk = k0 + bk, gbn = n0 + bn;
-			Bs[bk][bn] = (gbk < pc.K && gbn < pc.N) ? b[pc.b_off + gbk * pc.N + gbn] : 0.0;
+			Bs[bk][bn] = (gbk < pc.K && gbn < pc.N) ? LOAD(b[pc.b_off + gbk * pc.N + gbn]) : 0.0;
 		}
 		barrier();
 		for (uint kk = 0u; kk < 16u; kk++) {
@@ -89,13 +92,13 @@ void main()
 				const uint n = n0 + lx + 16u * j;
 				if (n < pc.N) {
 					const uint k = pc.c_off + m * pc.N + n;
-					c[k] = acc ? c[k] + r[i][j] : r[i][j];
+					c[k] = STORE(acc ? LOAD(c[k]) + r[i][j] : r[i][j]);
 				}
 			}
 		}
 		if (want_d && lx == 0u) {
 			const uint k = pc.d_off + m;
-			d[k] = acc ? d[k] + bias[i] : bias[i];
+			d[k] = STORE(acc ? LOAD(d[k]) + bias[i] : bias[i]);
 		}
 	}
 }

@@ -25,6 +25,18 @@
 
 int daemon_proc_failures;
 
+bool daemon_proc_slow(void)
+{
+	const char *w = getenv("VKGRAD_TEST_DAEMON_WRAPPER");
+	return w && *w;
+}
+
+/* Timeouts for the daemon's start and stop: longer under a wrapper. */
+static int scaled(int ms)
+{
+	return daemon_proc_slow() ? 10 * ms : ms;
+}
+
 const char *daemon_proc_binary(void)
 {
 	static char path[PATH_MAX];
@@ -86,7 +98,7 @@ static void exec_daemon(const char *const *argv, const char *log, const char *co
 		       "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT", 0);
 	for (unsigned i = 0; env && env[i]; i++)
 		putenv((char *)env[i]);
-	execv(argv[0], (char *const *)argv);
+	execvp(argv[0], (char *const *)argv); /* a wrapper is found on $PATH */
 	fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
 }
@@ -111,6 +123,17 @@ int daemon_proc_start(daemon_proc *d, const char *const *args, const char *const
 	}
 	const char *argv[MAX_ARGS];
 	unsigned n = 0;
+	/* VKGRAD_TEST_DAEMON_WRAPPER: its words first (static: they outlive
+	 * the fork, and one daemon starts at a time) */
+	static char wrap[512];
+	const char *w = getenv("VKGRAD_TEST_DAEMON_WRAPPER");
+	if (w && *w) {
+		snprintf(wrap, sizeof(wrap), "%s", w);
+		for (char *save = NULL, *t = strtok_r(wrap, " \t", &save); t && n < MAX_ARGS / 2;
+		     t = strtok_r(NULL, " \t", &save))
+			argv[n++] = t;
+	}
+	const unsigned bin = n;
 	argv[n++] = daemon_proc_binary();
 	argv[n++] = "--socket";
 	argv[n++] = d->sock;
@@ -121,8 +144,8 @@ int daemon_proc_start(daemon_proc *d, const char *const *args, const char *const
 	for (unsigned i = 0; args && args[i] && n < MAX_ARGS - 1; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	if (access(argv[0], X_OK) != 0) {
-		fprintf(stderr, "daemon_proc: %s is not executable (run make; BUILD=%s)\n", argv[0],
+	if (access(argv[bin], X_OK) != 0) {
+		fprintf(stderr, "daemon_proc: %s is not executable (run make; BUILD=%s)\n", argv[bin],
 			getenv("BUILD") ? getenv("BUILD") : "");
 		return -1;
 	}
@@ -135,7 +158,7 @@ int daemon_proc_start(daemon_proc *d, const char *const *args, const char *const
 	if (pid == 0)
 		exec_daemon(argv, d->log, env);
 	d->pid = pid;
-	const int64_t deadline = now_ms() + START_TIMEOUT_MS;
+	const int64_t deadline = now_ms() + scaled(START_TIMEOUT_MS);
 	for (;;) {
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
@@ -148,7 +171,7 @@ int daemon_proc_start(daemon_proc *d, const char *const *args, const char *const
 			return 0;
 		if (now_ms() > deadline) {
 			fprintf(stderr, "daemon_proc: %s not accepting after %d s\n", d->sock,
-				START_TIMEOUT_MS / 1000);
+				scaled(START_TIMEOUT_MS) / 1000);
 			daemon_proc_print_log_tail(d, 30);
 			daemon_proc_kill(d);
 			return -1;
@@ -237,10 +260,10 @@ int daemon_proc_stop(daemon_proc *d)
 		bad = true;
 	}
 	kill(d->pid, SIGTERM);
-	int ws = daemon_proc_wait(d, STOP_TIMEOUT_MS);
+	int ws = daemon_proc_wait(d, scaled(STOP_TIMEOUT_MS));
 	if (ws == -1) {
 		fprintf(stderr, "daemon_proc: no exit %d s after SIGTERM; killing it\n",
-			STOP_TIMEOUT_MS / 1000);
+			scaled(STOP_TIMEOUT_MS) / 1000);
 		daemon_proc_kill(d);
 		return stop_fail(d);
 	}
@@ -376,4 +399,93 @@ int daemon_proc_run(const char *const *args, const char *log, int timeout_ms)
 	if (st == -1)
 		daemon_proc_kill(&d);
 	return st;
+}
+
+/* ---- /proc/PID --------------------------------------------------------------- */
+
+int daemon_proc_fd_count(const daemon_proc *d)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(dir)))
+		n += e->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+long daemon_proc_rss_kb(const daemon_proc *d)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	long kb = -1;
+	while (kb < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) != 1)
+			kb = -1;
+	fclose(f);
+	return kb;
+}
+
+int daemon_proc_baseline(const daemon_proc *d, daemon_baseline *b)
+{
+	b->fds = daemon_proc_fd_count(d);
+	b->rss_kb = daemon_proc_rss_kb(d);
+	return b->fds < 0 || b->rss_kb < 0 ? -1 : 0;
+}
+
+/* Where each of the daemon's descriptors points, to stderr. */
+static void print_fds(const daemon_proc *d)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return;
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char link[PATH_MAX], target[PATH_MAX];
+		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = 0;
+		fprintf(stderr, "  fd %s -> %s\n", e->d_name, target);
+	}
+	closedir(dir);
+}
+
+int daemon_proc_expect_baseline(const daemon_proc *d, const daemon_baseline *b, long slack_kb,
+				int timeout_ms)
+{
+	if (daemon_proc_slow())
+		slack_kb *= 8;
+#ifdef __SANITIZE_ADDRESS__
+	/* an ASan daemon keeps freed memory in quarantine (256 MiB by
+	 * default): RSS says nothing there, LeakSanitizer checks instead */
+	slack_kb += 1024 * 1024;
+#endif
+	const int64_t deadline = now_ms() + timeout_ms;
+	int fds;
+	long rss;
+	for (;;) {
+		fds = daemon_proc_fd_count(d);
+		rss = daemon_proc_rss_kb(d);
+		if (fds == b->fds && rss >= 0 && rss <= b->rss_kb + slack_kb)
+			return 0;
+		if (fds < 0 || rss < 0 || now_ms() > deadline)
+			break;
+		sleep_ms(20);
+	}
+	fprintf(stderr, "daemon_proc: the daemon holds %d descriptors (baseline %d) and %ld KiB RSS "
+		"(baseline %ld KiB + %ld KiB allowed)\n", fds, b->fds, rss, b->rss_kb, slack_kb);
+	if (fds != b->fds)
+		print_fds(d);
+	return -1;
 }

@@ -7,7 +7,12 @@
  * synchronization validation is on too (VK_LAYER_ENABLES, unless the
  * environment already sets that variable, or VKGRAD_TEST_SYNC_VALIDATION=0),
  * so a missing barrier counts as an error even on a device that would not
- * show it. The daemon dies with the test process (PR_SET_PDEATHSIG). */
+ * show it. The daemon dies with the test process (PR_SET_PDEATHSIG).
+ *
+ * VKGRAD_TEST_DAEMON_WRAPPER="valgrind --leak-check=full ..." runs each
+ * daemon that daemon_proc_start starts under that command (words split on
+ * blanks; `make test-valgrind`); start, stop and reply timeouts are then
+ * ten times longer and the RSS checks looser (daemon_proc_slow()). */
 #ifndef VKG_TEST_DAEMON_PROC_H
 #define VKG_TEST_DAEMON_PROC_H
 
@@ -59,6 +64,29 @@ int daemon_proc_log_validation_errors(const daemon_proc *d);
 bool daemon_proc_log_contains(const daemon_proc *d, const char *needle);
 /* Print the last `lines` lines of the log to stderr. */
 void daemon_proc_print_log_tail(const daemon_proc *d, unsigned lines);
+
+/* ---- what the daemon holds: /proc/PID ---------------------------------- */
+
+/* Open descriptors (entries of /proc/PID/fd), or -1. */
+int daemon_proc_fd_count(const daemon_proc *d);
+/* Resident set size in KiB (VmRSS of /proc/PID/status), or -1. */
+long daemon_proc_rss_kb(const daemon_proc *d);
+
+typedef struct daemon_baseline {
+	int fds;
+	long rss_kb;
+} daemon_baseline;
+
+/* Descriptors and RSS now. Returns 0 or -1. */
+int daemon_proc_baseline(const daemon_proc *d, daemon_baseline *b);
+/* Wait up to timeout_ms until the daemon holds exactly b->fds descriptors
+ * and at most b->rss_kb + slack_kb KiB of RSS (slack times 8 under a
+ * wrapper, RSS unchecked in an AddressSanitizer build: its quarantine). Returns 0, or -1 after printing what it holds (the extra
+ * descriptors' targets too). */
+int daemon_proc_expect_baseline(const daemon_proc *d, const daemon_baseline *b, long slack_kb,
+				int timeout_ms);
+/* True under VKGRAD_TEST_DAEMON_WRAPPER: the daemon is much slower. */
+bool daemon_proc_slow(void);
 
 /* Path of the daemon binary: $BUILD/vkgradd (static buffer). */
 const char *daemon_proc_binary(void);

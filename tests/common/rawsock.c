@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RAWSOCK_MAX_FDS 8
+#define RAWSOCK_MAX_FDS 32 /* more than the daemon takes in one message */
 
 int rawsock_open(rawsock *s, const char *path)
 {

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon_proc.h"
@@ -33,6 +34,7 @@
 #include "shm.h"
 
 static daemon_proc g_d;
+static daemon_baseline g_base;
 
 #define MAX_DIM 4096
 #define MAX_REGIONS 4
@@ -746,10 +748,8 @@ static void test_unsupported_version_and_dtype(void **state)
 	proto_request h = {.op = PROTO_OP_HELLO, .id = 61, .version = 2};
 	assert_int_equal(rawsock_send_request(&c.s, &h, NULL, 0), 0);
 	expect_error(&c.s, 61, PROTO_UNSUPPORTED, "version");
-	kv v = {.type = V_S, .s = "f16"};
-	job_variant(&c, 62, "dtype", &v, PROTO_UNSUPPORTED, "f16");
-	v = (kv){.type = V_S, .s = "bf16"};
-	job_variant(&c, 63, "dtype", &v, PROTO_UNSUPPORTED, "bf16");
+	/* a dtype the device cannot serve: test_dtypes.c
+	 * (test_dtype_unsupported_without_16bit_storage) */
 	/* version 1 still fine afterwards */
 	h.version = 1, h.id = 64;
 	proto_reply r;
@@ -1116,65 +1116,203 @@ static void test_limit_max_inflight(void **state)
 
 /* ---- device_lost ---------------------------------------------------------------------- */
 
+/* A region of one jobcase, registered through the client library. */
+typedef struct lregion {
+	jobcase jc;
+	uint64_t id;
+	void *map;
+} lregion;
+
+static void lregion_make(vkg_client *c, lregion *r, uint64_t batch, uint64_t in, uint64_t out,
+			 bool acc, uint64_t seed)
+{
+	vkg_error err;
+	jobcase_init(&r->jc, batch, in, out, JC_ALL, acc);
+	r->map = vkg_region_create(c, r->jc.size[0], &r->id, &err);
+	if (!r->map)
+		fail_msg("region: %s: %s", err.code, err.message);
+	assert_int_equal(jobcase_fill(&r->jc, &r->map, seed), 0);
+}
+
+/* Run r's job synchronously and check it succeeded with right numbers. */
+static void lregion_job_ok(vkg_client *c, lregion *r, const char *what)
+{
+	vkg_error err;
+	vkg_result res;
+	vkg_job j = jobcase_job(&r->jc, &r->id);
+	if (vkg_linear_backward(c, &j, &res, &err) != 0)
+		fail_msg("%s: %s: %s", what, err.code, err.message);
+	char why[320];
+	if (jobcase_check(&r->jc, &r->map, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("%s: %s", what, why);
+}
+
+static void lregion_free(vkg_client *c, lregion *r)
+{
+	vkg_error err;
+	assert_int_equal(vkg_region_destroy(c, r->id, r->map, r->jc.size[0], &err), 0);
+	jobcase_free(&r->jc);
+}
+
 /* On a daemon whose `fault` (VKGRAD_FAULT_INJECT) makes the 2nd batch fail:
- * job 1 succeeds, job 2 gets device_lost, job 3 succeeds with right numbers. */
-static void device_lost_with(const char *fault)
+ * region A is registered and used before the loss; the job on B gets
+ * device_lost; the job on C, sent right behind it, succeeds (in a batch of
+ * its own that ran, or queued until the device was recreated); after the
+ * recreation a job on A (registered BEFORE the loss), one on B and one on
+ * a new region D succeed with right numbers. */
+static void device_lost_with(const char *fault, const char *const *args)
 {
 	daemon_proc d = {0};
 	const char *const env[] = {fault, NULL};
-	if (daemon_proc_start(&d, NULL, env) != 0)
+	if (daemon_proc_start(&d, args, env) != 0)
 		fail_msg("could not start the daemon with %s", fault);
 	vkg_error err;
 	vkg_client *c = vkg_connect(d.sock, &err);
 	assert_non_null(c);
-	for (int i = 1; i <= 3; i++) {
-		jobcase jc;
-		jobcase_init(&jc, 33, 47, 17, JC_ALL, i == 3);
-		uint64_t region;
-		void *map = vkg_region_create(c, jc.size[0], &region, &err);
-		assert_non_null(map);
-		assert_int_equal(jobcase_fill(&jc, &map, 700 + (uint64_t)i), 0);
-		vkg_job j = jobcase_job(&jc, &region);
-		vkg_result res;
-		int rc = vkg_linear_backward(c, &j, &res, &err);
-		char why[320];
-		if (i == 2) {
-			if (rc != VKG_EREMOTE || strcmp(err.code, "device_lost") != 0)
-				fail_msg("%s: job 2: rc %d %s (want device_lost)", fault, rc, err.code);
-			assert_non_null(strstr(err.message, "GPU"));
-		} else {
-			if (rc != 0)
-				fail_msg("%s: job %d: %s: %s", fault, i, err.code, err.message);
-			if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)) != 0)
-				fail_msg("%s: job %d: %s", fault, i, why);
-		}
-		assert_int_equal(vkg_region_destroy(c, region, map, jc.size[0], &err), 0);
-		jobcase_free(&jc);
-	}
-	assert_int_equal(vkg_ping(c, &err), 0);
-	vkg_close(c);
-	assert_true(rawsock_daemon_serves(d.sock));
+	lregion a, b, cc, dd;
+	lregion_make(c, &a, 33, 47, 17, true, 701);
+	lregion_make(c, &b, 17, 9, 33, false, 702);
+	lregion_make(c, &cc, 64, 31, 16, false, 703);
+	lregion_job_ok(c, &a, "job 1, before the loss");
+	vkg_job jb = jobcase_job(&b.jc, &b.id), jcc = jobcase_job(&cc.jc, &cc.id);
+	uint64_t hb, hc;
+	assert_int_equal(vkg_submit(c, &jb, &hb, &err), 0);
+	assert_int_equal(vkg_submit(c, &jcc, &hc, &err), 0);
+	vkg_result res;
+	int rc = vkg_wait(c, hb, 60000, &res, &err);
+	if (rc != VKG_EREMOTE || strcmp(err.code, "device_lost") != 0)
+		fail_msg("%s: job 2: rc %d %s (want device_lost)", fault, rc, err.code);
+	assert_non_null(strstr(err.message, "GPU"));
+	if (vkg_wait(c, hc, 60000, &res, &err) != 0)
+		fail_msg("%s: job 3, sent behind the lost one: %s: %s", fault, err.code, err.message);
+	char why[320];
+	if (jobcase_check(&cc.jc, &cc.map, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("%s: job 3: %s", fault, why);
+	/* after the recreation: regions from before the loss, and a new one */
+	memcpy(a.map, a.jc.before[0], a.jc.size[0]); /* accumulates: start over */
+	lregion_job_ok(c, &a, "job 4 on region A, registered before the loss");
+	assert_int_equal(jobcase_fill(&b.jc, &b.map, 704), 0);
+	lregion_job_ok(c, &b, "job 5 on region B, whose job was lost");
+	lregion_make(c, &dd, 5, 130, 7, false, 705);
+	lregion_job_ok(c, &dd, "job 6 on region D, registered after the loss");
 	proto_stats st;
 	assert_int_equal(rawsock_stats(d.sock, &st), 0);
 	assert_int_equal(st.jobs_failed, 1);
-	assert_int_equal(st.jobs_done, 2);
+	assert_int_equal(st.jobs_done, 5);
+	assert_int_equal(st.regions, 4);
+	assert_int_equal(st.host_imports + st.staged_regions, 4);
+	lregion_free(c, &a);
+	lregion_free(c, &b);
+	lregion_free(c, &cc);
+	lregion_free(c, &dd);
+	assert_int_equal(vkg_ping(c, &err), 0);
+	vkg_close(c);
+	assert_true(rawsock_daemon_serves(d.sock));
 	assert_true(daemon_proc_log_contains(&d, "fault injection"));
+	assert_true(daemon_proc_log_contains(&d, "device recreated after a device loss"));
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
 static void test_device_lost_on_wait(void **state)
 {
 	(void)state;
-	device_lost_with("VKGRAD_FAULT_INJECT=wait:2");
+	device_lost_with("VKGRAD_FAULT_INJECT=wait:2", NULL);
 }
 
 static void test_device_lost_on_submit(void **state)
 {
 	(void)state;
-	device_lost_with("VKGRAD_FAULT_INJECT=submit:2");
+	device_lost_with("VKGRAD_FAULT_INJECT=submit:2", NULL);
+}
+
+/* The same with every region staged (copies, not imports) */
+static void test_device_lost_on_wait_staged(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--no-host-import", NULL};
+	device_lost_with("VKGRAD_FAULT_INJECT=wait:2", args);
+}
+
+/* The first recreation fails: jobs sent meanwhile wait, the second attempt
+ * (a second later) succeeds and runs them, on a region from before. */
+static void test_device_lost_recreated_on_second_attempt(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	const char *const env[] = {"VKGRAD_FAULT_INJECT=wait:2,recreate:1", NULL};
+	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
+	vkg_error err;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	lregion a;
+	lregion_make(c, &a, 33, 47, 17, false, 711);
+	lregion_job_ok(c, &a, "job 1");
+	vkg_job j = jobcase_job(&a.jc, &a.id);
+	vkg_result res;
+	int rc = vkg_linear_backward(c, &j, &res, &err);
+	if (rc != VKG_EREMOTE || strcmp(err.code, "device_lost") != 0)
+		fail_msg("job 2: rc %d %s (want device_lost)", rc, err.code);
+	assert_int_equal(jobcase_fill(&a.jc, &a.map, 712), 0);
+	lregion_job_ok(c, &a, "job 3, sent while the device was being recreated");
+	lregion_free(c, &a);
+	vkg_close(c);
+	assert_true(daemon_proc_log_contains(&d, "recreating the device failed (attempt 1 of 2)"));
+	assert_true(daemon_proc_log_contains(&d, "device recreated after a device loss"));
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+/* Both recreations fail: the job waiting for the device is answered
+ * device_lost and the daemon exits with status 1 (systemd restarts it). */
+static void test_device_lost_for_good_exits_1(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	const char *const env[] = {"VKGRAD_FAULT_INJECT=wait:2,recreate:2", NULL};
+	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
+	vkg_error err;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	lregion a;
+	lregion_make(c, &a, 33, 47, 17, false, 721);
+	lregion_job_ok(c, &a, "job 1");
+	vkg_job j = jobcase_job(&a.jc, &a.id);
+	vkg_result res;
+	for (int i = 2; i <= 3; i++) {
+		int rc = vkg_linear_backward(c, &j, &res, &err);
+		if (rc != VKG_EREMOTE || strcmp(err.code, "device_lost") != 0)
+			fail_msg("job %d: rc %d %s (want device_lost)", i, rc, err.code);
+	}
+	assert_non_null(strstr(err.message, "could not be recreated"));
+	vkg_close(c);
+	jobcase_free(&a.jc);
+	munmap(a.map, a.jc.size[0]);
+	int ws = daemon_proc_wait(&d, 60000);
+	if (ws == -1) {
+		daemon_proc_kill(&d);
+		fail_msg("the daemon did not exit after losing the device for good");
+	}
+	if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 1) {
+		daemon_proc_print_log_tail(&d, 30);
+		fail_msg("the daemon ended with wait status 0x%x (want exit status 1)", ws);
+	}
+	assert_true(daemon_proc_log_contains(&d, "no usable GPU after 2 attempts"));
+	assert_int_equal(daemon_proc_log_validation_errors(&d), 0);
+	daemon_proc_cleanup(&d);
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */
+
+/* After each test: the shared daemon holds the descriptors it held after
+ * its warm-up, and at most 16 MiB more memory. */
+static int back_to_baseline(void **state)
+{
+	(void)state;
+	if (daemon_proc_expect_baseline(&g_d, &g_base, 16 * 1024, 15000) != 0) {
+		daemon_proc_failures++;
+		return -1;
+	}
+	return 0;
+}
 
 /* Last: no Vulkan validation error so far (the teardown checks again). */
 static void test_no_validation_errors(void **state)
@@ -1188,7 +1326,21 @@ static int group_setup(void **state)
 	(void)state;
 	static const char *const args[] = {"--max-dim", "4096", "--max-regions", "4",
 					   "--max-inflight", "2", NULL};
-	return daemon_proc_start(&g_d, args, NULL);
+	if (daemon_proc_start(&g_d, args, NULL) != 0)
+		return -1;
+	/* warm up before the baseline: a job, a refused request */
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	if (!c)
+		return -1;
+	jobcase jc;
+	jobcase_init(&jc, 33, 65, 17, JC_ALL, true);
+	unsigned bad = jobcase_run(c, &jc, 1, 1, 3, NULL);
+	vkg_close(c);
+	if (bad || !rawsock_daemon_serves(g_d.sock))
+		return -1;
+	usleep(100000);
+	return daemon_proc_baseline(&g_d, &g_base);
 }
 
 static int group_teardown(void **state)
@@ -1197,46 +1349,51 @@ static int group_teardown(void **state)
 	return daemon_proc_stop(&g_d);
 }
 
+#define T(f) cmocka_unit_test_teardown(f, back_to_baseline)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_frame_zero_length),
-		cmocka_unit_test(test_bad_frame_length_above_max_frame),
-		cmocka_unit_test(test_bad_frame_body_is_array),
-		cmocka_unit_test(test_bad_frame_map_without_id),
-		cmocka_unit_test(test_bad_frame_id_not_unsigned),
-		cmocka_unit_test(test_bad_frame_map_without_op),
-		cmocka_unit_test(test_bad_frame_truncated_msgpack),
-		cmocka_unit_test(test_bad_frame_trailing_bytes),
-		cmocka_unit_test(test_bad_frame_after_good_requests),
-		cmocka_unit_test(test_frame_of_exactly_max_frame),
-		cmocka_unit_test(test_frame_in_single_bytes_is_fine),
-		cmocka_unit_test(test_bad_request_missing_keys),
-		cmocka_unit_test(test_bad_request_wrong_types),
-		cmocka_unit_test(test_bad_request_negative_or_zero_dims),
-		cmocka_unit_test(test_bad_request_register_without_fd),
-		cmocka_unit_test(test_bad_request_fd_with_ping),
-		cmocka_unit_test(test_bad_request_register_with_two_fds),
-		cmocka_unit_test(test_bad_request_fd_goes_to_its_own_frame),
-		cmocka_unit_test(test_unknown_op),
-		cmocka_unit_test(test_unsupported_version_and_dtype),
-		cmocka_unit_test(test_bad_region_unknown_id),
-		cmocka_unit_test(test_bad_region_of_another_connection),
-		cmocka_unit_test(test_bad_region_pipe_fd),
-		cmocka_unit_test(test_bad_region_unsealed_memfd),
-		cmocka_unit_test(test_bad_region_write_sealed_memfd),
-		cmocka_unit_test(test_bad_region_size_larger_than_file),
-		cmocka_unit_test(test_out_of_bounds_offset_past_end),
-		cmocka_unit_test(test_out_of_bounds_offset_wraps_2_64),
-		cmocka_unit_test(test_out_of_bounds_misaligned_offset),
-		cmocka_unit_test(test_overlap),
-		cmocka_unit_test(test_limit_max_dim),
-		cmocka_unit_test(test_limit_max_regions),
-		cmocka_unit_test(test_limit_max_region_bytes),
-		cmocka_unit_test(test_limit_max_inflight),
-		cmocka_unit_test(test_device_lost_on_wait),
-		cmocka_unit_test(test_device_lost_on_submit),
-		cmocka_unit_test(test_no_validation_errors),
+		T(test_bad_frame_zero_length),
+		T(test_bad_frame_length_above_max_frame),
+		T(test_bad_frame_body_is_array),
+		T(test_bad_frame_map_without_id),
+		T(test_bad_frame_id_not_unsigned),
+		T(test_bad_frame_map_without_op),
+		T(test_bad_frame_truncated_msgpack),
+		T(test_bad_frame_trailing_bytes),
+		T(test_bad_frame_after_good_requests),
+		T(test_frame_of_exactly_max_frame),
+		T(test_frame_in_single_bytes_is_fine),
+		T(test_bad_request_missing_keys),
+		T(test_bad_request_wrong_types),
+		T(test_bad_request_negative_or_zero_dims),
+		T(test_bad_request_register_without_fd),
+		T(test_bad_request_fd_with_ping),
+		T(test_bad_request_register_with_two_fds),
+		T(test_bad_request_fd_goes_to_its_own_frame),
+		T(test_unknown_op),
+		T(test_unsupported_version_and_dtype),
+		T(test_bad_region_unknown_id),
+		T(test_bad_region_of_another_connection),
+		T(test_bad_region_pipe_fd),
+		T(test_bad_region_unsealed_memfd),
+		T(test_bad_region_write_sealed_memfd),
+		T(test_bad_region_size_larger_than_file),
+		T(test_out_of_bounds_offset_past_end),
+		T(test_out_of_bounds_offset_wraps_2_64),
+		T(test_out_of_bounds_misaligned_offset),
+		T(test_overlap),
+		T(test_limit_max_dim),
+		T(test_limit_max_regions),
+		T(test_limit_max_region_bytes),
+		T(test_limit_max_inflight),
+		T(test_device_lost_on_wait),
+		T(test_device_lost_on_submit),
+		T(test_device_lost_on_wait_staged),
+		T(test_device_lost_recreated_on_second_attempt),
+		T(test_device_lost_for_good_exits_1),
+		T(test_no_validation_errors),
 	};
 	int rc = cmocka_run_group_tests_name("errors", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;

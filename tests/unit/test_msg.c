@@ -310,6 +310,12 @@ static void test_reply_hello(void **state)
 		.max_inflight = 256,
 		.max_dim = 1u << 20,
 		.max_tensor_bytes = (1ull << 32) - 4,
+		.max_total_region_bytes = 64ull << 30,
+		.max_connections = 2048,
+		.max_connections_per_uid = 256,
+		.max_fds_per_message = 8,
+		.max_fds_held = 16,
+		.max_outbound_bytes = 4u << 20,
 	};
 	h->n_kernels = 3;
 	for (unsigned i = 0; i < 3; i++) {
@@ -335,6 +341,12 @@ static void test_reply_hello(void **state)
 	assert_int_equal(g->limits.max_inflight, 256);
 	assert_int_equal(g->limits.max_dim, 1u << 20);
 	assert_int_equal(g->limits.max_tensor_bytes, (1ull << 32) - 4);
+	assert_int_equal(g->limits.max_total_region_bytes, 64ull << 30);
+	assert_int_equal(g->limits.max_connections, 2048);
+	assert_int_equal(g->limits.max_connections_per_uid, 256);
+	assert_int_equal(g->limits.max_fds_per_message, 8);
+	assert_int_equal(g->limits.max_fds_held, 16);
+	assert_int_equal(g->limits.max_outbound_bytes, 4u << 20);
 	assert_int_equal(g->n_kernels, 3);
 	for (unsigned i = 0; i < 3; i++) {
 		assert_string_equal(g->kernels[i].name, h->kernels[i].name);

@@ -1,0 +1,270 @@
+/* tests/integration/test_dtypes.c — f16 and bf16 storage (f32 accumulation)
+ * on the plain-shader path, every kernel family, against the float64
+ * reference computed from the same rounded inputs.
+ *
+ * Tolerances (normwise, vkg_ref_max_rel_err): the only error beyond f32
+ * accumulation is rounding each output to the storage type once (twice with
+ * accumulate: base + gradient): f16 keeps 11 significant bits (half-ulp
+ * 2^-11 ≈ 4.9e-4), bf16 keeps 8 (2^-8 ≈ 3.9e-3). Stated limits: f16 2e-3,
+ * bf16 1e-2. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon_proc.h"
+#include "rawsock.h"
+#include "ref.h"
+#include "vkgrad.h"
+
+static daemon_proc g_d;
+
+#define TOL_F16 2e-3
+#define TOL_BF16 1e-2
+
+static uint16_t to_bits(float f, bool bf16)
+{
+	if (!bf16) {
+		_Float16 h = (_Float16)f;
+		uint16_t u;
+		memcpy(&u, &h, 2);
+		return u;
+	}
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static float from_bits(uint16_t v, bool bf16)
+{
+	if (!bf16) {
+		_Float16 h;
+		memcpy(&h, &v, 2);
+		return (float)h;
+	}
+	uint32_t u = (uint32_t)v << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+enum { X, DY, W, DW, DB, DX, NT };
+
+/* Run one job; returns the worst normwise error over its outputs, or
+ * INFINITY when it failed. */
+static double run_one(vkg_client *c, bool bf16, uint64_t B, uint64_t I, uint64_t O,
+		      unsigned outs, bool acc, const char *variant, unsigned seed)
+{
+	const uint64_t n[NT] = {B * I, B * O, O * I, O * I, O, B * I};
+	bool present[NT] = {true, true, (outs & 4) != 0, (outs & 1) != 0, (outs & 2) != 0,
+			    (outs & 4) != 0};
+	size_t off[NT], size = 0;
+	for (int t = 0; t < NT; t++) {
+		off[t] = size;
+		size += (n[t] * 2 + 255) / 256 * 256 + 256;
+	}
+	vkg_error err;
+	uint64_t reg;
+	uint8_t *m = vkg_region_create(c, size, &reg, &err);
+	assert_non_null(m);
+	float *val[NT];
+	srand(seed);
+	for (int t = 0; t < NT; t++) {
+		val[t] = calloc(n[t], sizeof(float));
+		assert_non_null(val[t]);
+		uint16_t *p = (uint16_t *)(m + off[t]);
+		for (uint64_t i = 0; i < n[t]; i++) {
+			bool input = t <= W;
+			uint16_t bits = (input || acc) ? to_bits((float)rand() / (float)RAND_MAX * 2.0f - 1.0f, bf16)
+						       : 0x7e00; /* NaN: overwrite must not read it */
+			p[i] = bits;
+			val[t][i] = from_bits(bits, bf16);
+		}
+	}
+	vkg_job j = vkg_job_init();
+	j.dtype = bf16 ? "bf16" : "f16";
+	j.variant = variant;
+	j.batch = B, j.in = I, j.out = O;
+	j.accumulate = acc;
+	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
+	for (int t = 0; t < NT; t++)
+		if (present[t])
+			*slot[t] = (vkg_tensor){reg, off[t]};
+	vkg_result r;
+	double worst = 0;
+	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
+		fprintf(stderr, "%s %llux%llux%llu: %s: %s\n", j.dtype, (unsigned long long)B,
+			(unsigned long long)I, (unsigned long long)O, err.code, err.message);
+		worst = INFINITY;
+	} else {
+		double *ref[NT] = {0};
+		for (int t = DW; t < NT; t++)
+			if (present[t])
+				ref[t] = calloc(n[t], sizeof(double));
+		vkg_ref_linear_backward(B, I, O, val[X], val[DY], val[W], ref[DW], ref[DB], ref[DX]);
+		for (int t = DW; t < NT; t++) {
+			if (!present[t])
+				continue;
+			float *got = calloc(n[t], sizeof(float));
+			double *base = acc ? calloc(n[t], sizeof(double)) : NULL;
+			assert_non_null(got);
+			const uint16_t *p = (const uint16_t *)(m + off[t]);
+			for (uint64_t i = 0; i < n[t]; i++) {
+				got[i] = from_bits(p[i], bf16);
+				if (base)
+					base[i] = val[t][i];
+			}
+			double e = vkg_ref_max_rel_err(got, ref[t], base, n[t]);
+			if (e > worst)
+				worst = e;
+			free(got);
+			free(base);
+			free(ref[t]);
+		}
+	}
+	for (int t = 0; t < NT; t++)
+		free(val[t]);
+	assert_int_equal(vkg_region_destroy(c, reg, m, size, &err), 0);
+	return worst;
+}
+
+static void run_dtype(bool bf16)
+{
+	static const uint64_t shapes[][3] = {{1, 1, 1},    {33, 257, 31}, {64, 64, 64},
+					     {65, 63, 129}, {200, 65, 16}, {7, 300, 5}};
+	static const unsigned subsets[] = {1, 2, 4, 3, 7};
+	static const char *const variants[] = {"generic", "tiled"};
+	const double tol = bf16 ? TOL_BF16 : TOL_F16;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	assert_non_null(c);
+	unsigned failed = 0, cases = 0;
+	double worst = 0;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (unsigned k = 0; k < 5; k++)
+			for (int v = 0; v < 2; v++) {
+				bool acc = (s + k + (unsigned)v) % 2;
+				double e = run_one(c, bf16, shapes[s][0], shapes[s][1], shapes[s][2],
+						   subsets[k], acc, variants[v], (unsigned)(s * 100 + k * 10 + (unsigned)v));
+				cases++;
+				if (e > worst)
+					worst = e;
+				if (!(e <= tol)) {
+					failed++;
+					fprintf(stderr, "%s %llux%llux%llu outputs %u %s%s: err %.3g > %g\n",
+						bf16 ? "bf16" : "f16", (unsigned long long)shapes[s][0],
+						(unsigned long long)shapes[s][1], (unsigned long long)shapes[s][2],
+						subsets[k], variants[v], acc ? " acc" : "", e, tol);
+				}
+			}
+	printf("%s: %u cases, worst max_rel_err %.3g (tol %g), %u failed\n", bf16 ? "bf16" : "f16",
+	       cases, worst, tol, failed);
+	vkg_close(c);
+	assert_int_equal(failed, 0);
+}
+
+static void test_f16(void **state)
+{
+	(void)state;
+	run_dtype(false);
+}
+
+static void test_bf16(void **state)
+{
+	(void)state;
+	run_dtype(true);
+}
+
+static void test_hello_lists_every_dtype(void **state)
+{
+	(void)state;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	assert_non_null(c);
+	vkg_info info;
+	assert_int_equal(vkg_hello(c, "test_dtypes", &info, &err), 0);
+	unsigned seen[3] = {0};
+	for (unsigned i = 0; i < info.n_kernels; i++) {
+		if (strcmp(info.kernels[i].dtype, "f32") == 0) seen[0]++;
+		if (strcmp(info.kernels[i].dtype, "f16") == 0) seen[1]++;
+		if (strcmp(info.kernels[i].dtype, "bf16") == 0) seen[2]++;
+	}
+	vkg_close(c);
+	/* lavapipe has storageBuffer16BitAccess: all three kernels in all three */
+	assert_int_equal(seen[0], 3);
+	assert_int_equal(seen[1], 3);
+	assert_int_equal(seen[2], 3);
+}
+
+/* A device without 16-bit storage serves f32 only: hello lists no f16/bf16
+ * kernels and such a job is `unsupported`, naming the dtype. */
+static void test_dtype_unsupported_without_16bit_storage(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	static const char *const env[] = {"VKGRAD_FAULT_NO_STORAGE16=1", NULL};
+	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
+	vkg_error err;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	vkg_info info;
+	assert_int_equal(vkg_hello(c, "test_dtypes", &info, &err), 0);
+	for (unsigned i = 0; i < info.n_kernels; i++)
+		assert_string_equal(info.kernels[i].dtype, "f32");
+	for (int bf = 0; bf < 2; bf++) {
+		uint64_t reg;
+		void *m = vkg_region_create(c, 4096, &reg, &err);
+		assert_non_null(m);
+		vkg_job j = vkg_job_init();
+		j.dtype = bf ? "bf16" : "f16";
+		j.batch = j.in = j.out = 4;
+		j.x = (vkg_tensor){reg, 0};
+		j.dy = (vkg_tensor){reg, 256};
+		j.db = (vkg_tensor){reg, 512};
+		memset(m, 0x5a, 4096);
+		vkg_result r;
+		assert_int_equal(vkg_linear_backward(c, &j, &r, &err), VKG_EREMOTE);
+		assert_string_equal(err.code, "unsupported");
+		assert_non_null(strstr(err.message, j.dtype));
+		for (int i = 0; i < 4096; i++)
+			assert_int_equal(((uint8_t *)m)[i], 0x5a); /* nothing written */
+		assert_int_equal(vkg_region_destroy(c, reg, m, 4096, &err), 0);
+	}
+	vkg_close(c);
+	assert_true(rawsock_daemon_serves(d.sock));
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hello_lists_every_dtype),
+		cmocka_unit_test(test_f16),
+		cmocka_unit_test(test_bf16),
+		cmocka_unit_test(test_dtype_unsupported_without_16bit_storage),
+	};
+	int rc = cmocka_run_group_tests_name("dtypes", tests, group_setup, group_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}
