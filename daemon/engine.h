@@ -138,4 +138,10 @@ void engine_resume(engine *e);
 
 uint64_t engine_now_ns(void);
 
+/* Is tensor slot t an output (dw, db, dx)? */
+static inline bool engine_is_output(int t)
+{
+	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
+}
+
 #endif

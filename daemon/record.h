@@ -1,0 +1,9 @@
+/* daemon/record.h — recording one batch into its slot's command buffer. */
+#ifndef VKG_DAEMON_RECORD_H
+#define VKG_DAEMON_RECORD_H
+
+#include "engine.h"
+
+void record_batch(engine *e, uint32_t si);
+
+#endif
