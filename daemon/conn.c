@@ -254,7 +254,33 @@ static void send_sbuf(conn *c, msgpack_sbuffer *sb)
 	}
 	memcpy(c->out + c->out_len, sb->data, sb->size);
 	c->out_len += sb->size;
+	if (c->srv->cork) {
+		if (!c->dirty) {
+			c->dirty = true;
+			c->dirty_next = c->srv->dirty;
+			c->srv->dirty = c;
+			conn_ref(c);
+		}
+		return;
+	}
 	flush_out(c);
+}
+
+void conn_replies_cork(void *srv, bool begin)
+{
+	server *s = srv;
+	s->cork = begin;
+	if (begin)
+		return;
+	while (s->dirty) {
+		conn *c = s->dirty;
+		s->dirty = c->dirty_next;
+		c->dirty = false;
+		c->dirty_next = NULL;
+		if (c->open)
+			flush_out(c);
+		conn_unref(c);
+	}
 }
 
 static void reply(conn *c, proto_reply_kind kind, const proto_reply *r)
@@ -363,7 +389,9 @@ static void op_register(conn *c, const proto_request *q, int fd)
 	server *s = c->srv;
 	proto_err err;
 	region *r = NULL;
-	if (!s->dev->dev) {
+	if (s->eng.lost || !s->dev->dev) {
+		/* no objects on a lost device: recovery.c makes them for the
+		 * regions it knows, once the device is back */
 		close(fd);
 		proto_fail(&err, PROTO_DEVICE_LOST,
 			   "register: the GPU was lost and is being recreated; retry in a second");

@@ -44,6 +44,8 @@ struct conn {
 	uint64_t region_bytes;
 	uint32_t inflight;     /* queued + running jobs */
 	engine_lane *lane;     /* this connection's queue in the engine */
+	conn *dirty_next;      /* server's corked list, while dirty */
+	bool dirty;
 };
 
 /* Take an accepted socket. A peer the allow lists refuse is closed; one
@@ -54,6 +56,9 @@ int conn_open(server *s, int fd);
 /* Start closing: stop I/O, release the regions table. */
 void conn_close(conn *c, const char *why);
 void conn_ref(conn *c);
+/* engine replies_cb: cork (queue replies) or uncork (write every queued
+ * reply, one send per connection). */
+void conn_replies_cork(void *srv, bool begin);
 void conn_unref(conn *c);
 
 /* engine_done_fn for the engine: replies to the job's connection. */

@@ -145,6 +145,9 @@ static void finish_slot(engine *e, engine_slot *s)
 static void async_cb(uv_async_t *h)
 {
 	engine *e = h->data;
+	/* many replies at once: let the owner write them in one go per client */
+	if (e->replies_cb)
+		e->replies_cb(e->replies_ctx, true);
 	for (;;) {
 		pthread_mutex_lock(&e->mu);
 		if (e->ring_done == 0) {
@@ -158,6 +161,8 @@ static void async_cb(uv_async_t *h)
 		pthread_mutex_unlock(&e->mu);
 		finish_slot(e, &e->slots[si]);
 	}
+	if (e->replies_cb)
+		e->replies_cb(e->replies_ctx, false);
 	if (e->lost && !e->down) {
 		/* once nothing runs on the lost device, recover it (once) */
 		if (e->running == 0 && !e->lost_notified) {

@@ -71,6 +71,10 @@ typedef struct engine {
 	const pipelines *pl;
 	const config *cfg;
 	engine_done_fn done;
+	/* optional: called with true before answering the jobs of finished
+	 * batches and with false after, so replies can be written together */
+	void (*replies_cb)(void *ctx, bool begin);
+	void *replies_ctx;
 	VkSemaphore timeline;
 	uint64_t next_value;
 	VkBuffer dummy;           /* bound where a kernel's output is not asked for */

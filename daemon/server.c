@@ -161,6 +161,8 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		log_err("%s", err);
 		return -1;
 	}
+	s->eng.replies_cb = conn_replies_cork;
+	s->eng.replies_ctx = s;
 	/* socket activation: the service manager's socket, else our own */
 	char where[160];
 	snprintf(where, sizeof(where), "%s", cfg->socket_path);

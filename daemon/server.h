@@ -30,6 +30,8 @@ typedef struct server {
 	uv_signal_t sig_term, sig_int;
 	uv_timer_t drain_timer;
 	conn *conns;               /* doubly linked list of open connections */
+	bool cork;                 /* replies are queued, written at uncork */
+	conn *dirty;               /* connections with replies queued while corked */
 	uint32_t nconns;
 	uint64_t total_region_bytes;
 	uint64_t started_ns;
