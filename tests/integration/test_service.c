@@ -355,7 +355,8 @@ static void test_socket_activation(void **state)
 	argv[n++] = s.d.sock;
 	argv[n++] = "-E";
 	argv[n++] = "VKGRAD_VALIDATION=1";
-	static const char *const pass[] = {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"};
+	static const char *const pass[] = {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS",
+					   "VKGRAD_KEEP_DRIVERS"};
 	for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++)
 		if (getenv(pass[i])) {
 			argv[n++] = "-E";
