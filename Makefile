@@ -3,6 +3,7 @@
 #   make demo    deps + build + run the multi-client demo
 #   make test    deps + build + unit and integration tests
 #   make test-asan  the test suite under AddressSanitizer + UBSan
+#   make test-valgrind  test_errors + test_lifecycle, every daemon under memcheck
 #   make bench   deps + build + `vkgrad bench --compare` (daemon vs in-process)
 
 CC      ?= cc
@@ -31,7 +32,7 @@ SPV_INC    := $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(call spv_of,$(s),$(
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all deps demo bench test test-unit test-integration test-asan clean
+.PHONY: all deps demo bench test test-unit test-integration test-asan test-valgrind clean
 all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a \
 	$(BUILD)/libvkgradd-core.a
 
@@ -111,8 +112,25 @@ test-asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-build
 	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
-		VKGRAD_KEEP_DRIVERS=libvulkan_lvp.so:libVkLayer_khronos_validation.so \
+		VKGRAD_KEEP_DRIVERS=libvulkan_lvp.so:libVkLayer_khronos_validation.so:libVkLayer_MESA_device_select.so \
 		./tests/run.sh $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN) $(INTEG_BIN))
+
+# Every daemon that test_errors and test_lifecycle start runs under valgrind's
+# memcheck (tests/common/daemon_proc.c: VKGRAD_TEST_DAEMON_WRAPPER); a memory
+# error or a definite leak makes it exit 99, which daemon_proc_stop fails on.
+# Driver-internal reports are suppressed in tests/valgrind.supp; the driver
+# stays mapped so its frames have names. Without the validation layer (`make
+# test` runs it; under valgrind its own leaks and time-outs would drown ours).
+# lavapipe under valgrind is slow (~15 s per daemon start): a few minutes.
+VALGRIND_TESTS := $(BUILD)/tests/test_errors $(BUILD)/tests/test_lifecycle
+VALGRIND_CMD   := valgrind --leak-check=full --errors-for-leak-kinds=definite \
+	--error-exitcode=99 --num-callers=30 --suppressions=$(CURDIR)/tests/valgrind.supp
+test-valgrind:
+	@./scripts/deps.sh valgrind
+	@$(MAKE) --no-print-directory test-build
+	@BUILD=$(BUILD) TEST_TIMEOUT=1800 VKGRAD_TEST_DAEMON_WRAPPER="$(VALGRIND_CMD)" \
+		VKGRAD_TEST_VALIDATION=0 VKGRAD_KEEP_DRIVERS=libvulkan_lvp.so \
+		./tests/run.sh $(VALGRIND_TESTS)
 
 demo:
 	@./scripts/deps.sh

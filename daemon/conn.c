@@ -760,7 +760,14 @@ static void conn_poll_cb(uv_poll_t *h, int status, int events)
 {
 	conn *c = h->data;
 	if (status < 0) {
-		conn_close(c, uv_strerror(status));
+		/* libuv reports POLLERR as UV_EBADF: name the socket's own error
+		 * (a peer that hung up on unread replies: ECONNRESET) */
+		int e = 0;
+		socklen_t len = sizeof(e);
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 && e)
+			conn_close(c, strerror(e));
+		else
+			conn_close(c, uv_strerror(status));
 		return;
 	}
 	if (c->open && (events & UV_WRITABLE))

@@ -5,6 +5,8 @@ set -eu
 PKGS="make gcc pkg-config libvulkan-dev glslc libshaderc-dev libuv1-dev libmsgpack-dev
 libcmocka-dev mesa-vulkan-drivers libsystemd-dev vulkan-validationlayers
 systemd util-linux"
+# extra packages a target needs beyond `make test` (test-valgrind: valgrind)
+PKGS="$PKGS $*"
 missing=""
 for p in $PKGS; do
 	st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)

@@ -12,7 +12,8 @@
  * VKGRAD_TEST_DAEMON_WRAPPER="valgrind --leak-check=full ..." runs each
  * daemon that daemon_proc_start starts under that command (words split on
  * blanks; `make test-valgrind`); start, stop and reply timeouts are then
- * ten times longer and the RSS checks looser (daemon_proc_slow()). */
+ * ten times longer and the RSS checks looser (daemon_proc_slow()).
+ * VKGRAD_TEST_VALIDATION=0 leaves the validation layer out. */
 #ifndef VKG_TEST_DAEMON_PROC_H
 #define VKG_TEST_DAEMON_PROC_H
 

@@ -1,6 +1,8 @@
 /* tests/common/rawsock.c — see rawsock.h. Blocking sends, poll()ed reads. */
 #include "rawsock.h"
 
+#include "daemon_proc.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -134,8 +136,15 @@ static int fill(rawsock *s, int wait)
 	return 1;
 }
 
+/* Under a wrapper (valgrind) the daemon is many times slower. */
+static int scaled(int ms)
+{
+	return daemon_proc_slow() ? 10 * ms : ms;
+}
+
 int rawsock_recv(rawsock *s, proto_reply *r, int timeout_ms)
 {
+	timeout_ms = scaled(timeout_ms);
 	const int64_t deadline = now_ms() + timeout_ms;
 	for (;;) {
 		const uint8_t *body;
@@ -171,6 +180,7 @@ int rawsock_call(rawsock *s, const proto_request *req, proto_reply *r, int timeo
 
 int rawsock_expect_eof(rawsock *s, int timeout_ms)
 {
+	timeout_ms = scaled(timeout_ms);
 	const int64_t deadline = now_ms() + timeout_ms;
 	for (;;) {
 		const uint8_t *body;

@@ -40,6 +40,8 @@ int rawsock_send_request(rawsock *s, const proto_request *req, const int *fds, u
 /* Send the body a packer wrote into sb (no prefix yet), framed. */
 int rawsock_send_sbuf(rawsock *s, const msgpack_sbuffer *sb, const int *fds, unsigned nfds);
 
+/* Timeouts below are ten times longer under VKGRAD_TEST_DAEMON_WRAPPER. */
+
 /* Wait up to timeout_ms for one reply frame and decode it into *r.
  * Returns 0, -ETIMEDOUT, -ECONNRESET when the daemon closed the connection
  * (s->eof is then set), or -EBADMSG for a frame that does not decode. */

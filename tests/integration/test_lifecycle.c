@@ -30,6 +30,10 @@
 
 static daemon_proc g_d;
 
+/* Jobs big enough to be still running a moment later: 256³; 64³ under
+ * valgrind (make test-valgrind), where lavapipe is ~60 times slower. */
+#define BIG ((uint64_t)(daemon_proc_slow() ? 64 : 256))
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -233,7 +237,7 @@ static void test_client_killed_with_jobs_in_flight(void **state)
 			_exit(1);
 		for (int i = 0; i < 3; i++) {
 			jobcase jc;
-			jobcase_init(&jc, 256, 256, 256, JC_ALL, false);
+			jobcase_init(&jc, BIG, BIG, BIG, JC_ALL, false);
 			uint64_t region, h;
 			void *map = vkg_region_create(c, jc.size[0], &region, &err);
 			if (!map || jobcase_fill(&jc, &map, (uint64_t)i) != 0)
@@ -326,7 +330,7 @@ static void test_sigterm_with_jobs_in_flight(void **state)
 	void *map[NJOBS];
 	vkg_error err;
 	for (int i = 0; i < NJOBS; i++) {
-		jobcase_init(&jc[i], 256, 256, 256, JC_ALL, i % 2);
+		jobcase_init(&jc[i], BIG, BIG, BIG, JC_ALL, i % 2);
 		map[i] = vkg_region_create(c, jc[i].size[0], &region[i], &err);
 		assert_non_null(map[i]);
 		assert_int_equal(jobcase_fill(&jc[i], &map[i], 50 + (uint64_t)i), 0);
