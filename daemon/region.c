@@ -20,6 +20,35 @@ static size_t round_up(size_t v, size_t a)
 	return (v + a - 1) / a * a;
 }
 
+/* The region's VkBuffer over `size` bytes (pnext: external-memory info or
+ * NULL), and what memory it needs. */
+static int create_buffer(region *r, const device *d, VkDeviceSize size, const void *pnext,
+			 VkMemoryRequirements *req)
+{
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.pNext = pnext,
+		.size = size,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	if (vkCreateBuffer(d->dev, &bci, NULL, &r->buf) != VK_SUCCESS)
+		return -1;
+	vkGetBufferMemoryRequirements(d->dev, r->buf, req);
+	return 0;
+}
+
+/* Undo a half-made buffer: memory (if any) and buffer. */
+static void drop_buffer(region *r, const device *d)
+{
+	if (r->mem)
+		vkFreeMemory(d->dev, r->mem, NULL);
+	vkDestroyBuffer(d->dev, r->buf, NULL);
+	r->mem = VK_NULL_HANDLE;
+	r->buf = VK_NULL_HANDLE;
+}
+
 /* Import the client's pages in place. Returns 0, or -1 (caller falls back). */
 static int import_host(region *r, const device *d)
 {
@@ -36,18 +65,9 @@ static int import_host(region *r, const device *d)
 		.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
 		.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
 	};
-	VkBufferCreateInfo bci = {
-		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-		.pNext = &ebci,
-		.size = r->map_len,
-		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
-	};
-	if (vkCreateBuffer(d->dev, &bci, NULL, &r->buf) != VK_SUCCESS)
-		return -1;
 	VkMemoryRequirements req;
-	vkGetBufferMemoryRequirements(d->dev, r->buf, &req);
+	if (create_buffer(r, d, r->map_len, &ebci, &req) != 0)
+		return -1;
 	/* coherent memory, so outputs are visible in the client's mapping once
 	 * the batch's host barrier and semaphore signal have passed */
 	int mt = device_memory_type(d, req.memoryTypeBits & hp.memoryTypeBits,
@@ -71,28 +91,16 @@ static int import_host(region *r, const device *d)
 		goto fail;
 	return 0;
 fail:
-	if (r->mem)
-		vkFreeMemory(d->dev, r->mem, NULL);
-	vkDestroyBuffer(d->dev, r->buf, NULL);
-	r->mem = VK_NULL_HANDLE;
-	r->buf = VK_NULL_HANDLE;
+	drop_buffer(r, d);
 	return -1;
 }
 
 /* A device buffer mirroring the region, copied in and out by the engine. */
 static int make_staging(region *r, const device *d)
 {
-	VkBufferCreateInfo bci = {
-		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-		.size = r->size,
-		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
-	};
-	if (vkCreateBuffer(d->dev, &bci, NULL, &r->buf) != VK_SUCCESS)
-		return -1;
 	VkMemoryRequirements req;
-	vkGetBufferMemoryRequirements(d->dev, r->buf, &req);
+	if (create_buffer(r, d, r->size, NULL, &req) != 0)
+		return -1;
 	const VkMemoryPropertyFlags vis = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
 					  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
 	int mt = device_memory_type(d, req.memoryTypeBits, vis | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
@@ -113,11 +121,7 @@ static int make_staging(region *r, const device *d)
 	r->staged = true;
 	return 0;
 fail:
-	if (r->mem)
-		vkFreeMemory(d->dev, r->mem, NULL);
-	vkDestroyBuffer(d->dev, r->buf, NULL);
-	r->mem = VK_NULL_HANDLE;
-	r->buf = VK_NULL_HANDLE;
+	drop_buffer(r, d);
 	return -1;
 }
 

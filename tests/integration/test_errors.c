@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "daemon_proc.h"
+#include "expect.h"
 #include "jobcase.h"
 #include "rawsock.h"
 #include "shm.h"
@@ -57,30 +58,6 @@ static void assert_validation_clean(const daemon_proc *d, uint64_t before, const
 		fail_msg("%s: %llu Vulkan validation error(s) (the first above)", what,
 			 (unsigned long long)(n - before));
 	}
-}
-
-static void open_conn(rawsock *s)
-{
-	int rc = rawsock_open(s, g_d.sock);
-	if (rc)
-		fail_msg("connect %s: %s", g_d.sock, strerror(-rc));
-}
-
-static void assert_serves(void)
-{
-	if (!rawsock_daemon_serves(g_d.sock))
-		fail_msg("the daemon no longer answers ping on a new connection");
-}
-
-/* The same connection still answers ping (ids must not collide). */
-static void assert_conn_serves(rawsock *s)
-{
-	static uint64_t id = 900000;
-	proto_request q = {.op = PROTO_OP_PING, .id = ++id};
-	proto_reply r;
-	int rc = rawsock_call(s, &q, &r, RAWSOCK_TIMEOUT_MS);
-	if (rc || !r.ok)
-		fail_msg("the connection stopped answering ping after the error (rc %d)", rc);
 }
 
 /* Wait up to 10 s until stats reports `n` live regions, daemon-wide. */
@@ -129,7 +106,7 @@ static void expect_bad_frame(rawsock *s, const char *needle)
 	if (rc)
 		fail_msg("after bad_frame the connection was not closed (%s)",
 			 rc == -EPROTO ? "more data came" : strerror(-rc));
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* A connection with one registered region of `size` bytes filled with a
@@ -144,7 +121,7 @@ typedef struct rconn {
 
 static void rconn_open(rconn *c, size_t size)
 {
-	open_conn(&c->s);
+	expect_open(&c->s, g_d.sock);
 	c->size = size;
 	int fd = shm_create(size, true, size, &c->map);
 	assert_true(fd >= 0);
@@ -199,8 +176,8 @@ static void job_error(rconn *c, proto_request q, proto_code code, const char *a,
 	else
 		expect_error(&c->s, q.id, code, a);
 	rconn_assert_untouched(c);
-	assert_conn_serves(&c->s);
-	assert_serves();
+	expect_conn_serves(&c->s);
+	expect_serves(g_d.sock);
 }
 
 /* ---- a tiny msgpack map builder for malformed requests ------------------------- */
@@ -312,7 +289,7 @@ static void job_variant(rconn *c, uint64_t id, const char *key, const kv *v, pro
 	send_map(&c->s, kvs, n);
 	expect_error(&c->s, id, code, needle);
 	rconn_assert_untouched(c);
-	assert_conn_serves(&c->s);
+	expect_conn_serves(&c->s);
 }
 
 /* ---- bad_frame ------------------------------------------------------------------ */
@@ -321,7 +298,7 @@ static void test_bad_frame_zero_length(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	assert_int_equal(rawsock_send(&s, "\0\0\0\0", 4, NULL, 0), 0);
 	expect_bad_frame(&s, "length");
 	rawsock_close(&s);
@@ -331,7 +308,7 @@ static void test_bad_frame_length_above_max_frame(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	uint8_t hdr[4];
 	proto_frame_put_len(hdr, 65536 + 1);
 	assert_int_equal(rawsock_send(&s, hdr, 4, NULL, 0), 0);
@@ -343,7 +320,7 @@ static void test_bad_frame_body_is_array(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	const uint8_t body[] = {0x92, 0x01, 0x02}; /* [1, 2] */
 	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
 	expect_bad_frame(&s, "map");
@@ -354,7 +331,7 @@ static void test_bad_frame_map_without_id(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	kv m[] = {{"op", V_S, .s = "ping"}};
 	send_map(&s, m, 1);
 	expect_bad_frame(&s, "id");
@@ -365,7 +342,7 @@ static void test_bad_frame_id_not_unsigned(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	kv m[] = {{"op", V_S, .s = "ping"}, {"id", V_I, .i = -1}};
 	send_map(&s, m, 2);
 	expect_bad_frame(&s, "id");
@@ -376,7 +353,7 @@ static void test_bad_frame_map_without_op(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	kv m[] = {{"id", V_U, .u = 5}};
 	send_map(&s, m, 1);
 	expect_bad_frame(&s, "op");
@@ -387,7 +364,7 @@ static void test_bad_frame_truncated_msgpack(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	/* array32 header claiming 2^32-1 elements, then nothing */
 	const uint8_t body[] = {0xdd, 0xff, 0xff, 0xff, 0xff};
 	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
@@ -399,7 +376,7 @@ static void test_bad_frame_trailing_bytes(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	/* {op: "ping", id: 1} then a nil: two objects, not one map */
 	const uint8_t body[] = {0x82, 0xa2, 'o', 'p', 0xa4, 'p', 'i', 'n', 'g', 0xa2, 'i', 'd', 0x01, 0xc0};
 	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
@@ -413,7 +390,7 @@ static void test_bad_frame_after_good_requests(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	msgpack_sbuffer sb;
 	msgpack_sbuffer_init(&sb);
 	proto_request p1 = {.op = PROTO_OP_PING, .id = 1}, p2 = {.op = PROTO_OP_PING, .id = 2};
@@ -437,7 +414,7 @@ static void test_frame_of_exactly_max_frame(void **state)
 	(void)state;
 	for (int extra = 0; extra < 2; extra++) {
 		rawsock s;
-		open_conn(&s);
+		expect_open(&s, g_d.sock);
 		/* {op: "ping", id: 8, pad: str16 of n bytes}: 20 + n bytes */
 		size_t n = 65536 - 20 + (size_t)extra;
 		char *pad = malloc(n);
@@ -478,7 +455,7 @@ static void test_frame_in_single_bytes_is_fine(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	msgpack_sbuffer sb;
 	msgpack_sbuffer_init(&sb);
 	proto_request q = {.op = PROTO_OP_HELLO, .id = 3, .version = 1};
@@ -525,8 +502,8 @@ static void test_bad_request_missing_keys(void **state)
 	send_map(&c.s, kvs, n);
 	expect_error(&c.s, 19, PROTO_BAD_REQUEST, "output");
 	rconn_assert_untouched(&c);
-	assert_conn_serves(&c.s);
-	assert_serves();
+	expect_conn_serves(&c.s);
+	expect_serves(g_d.sock);
 	rconn_close(&c);
 }
 
@@ -562,8 +539,8 @@ static void test_bad_request_wrong_types(void **state)
 	send_map(&c.s, reg, 3);
 	expect_error(&c.s, 29, PROTO_BAD_REQUEST, "size");
 	rconn_assert_untouched(&c);
-	assert_conn_serves(&c.s);
-	assert_serves();
+	expect_conn_serves(&c.s);
+	expect_serves(g_d.sock);
 	rconn_close(&c);
 }
 
@@ -611,8 +588,8 @@ static void test_bad_request_negative_or_zero_dims(void **state)
 	send_map(&c.s, reg, 3);
 	expect_error(&c.s, 35, PROTO_BAD_REQUEST, "size");
 	rconn_assert_untouched(&c);
-	assert_conn_serves(&c.s);
-	assert_serves();
+	expect_conn_serves(&c.s);
+	expect_serves(g_d.sock);
 	rconn_close(&c);
 }
 
@@ -631,12 +608,12 @@ static void test_bad_request_register_without_fd(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	proto_request q = {.op = PROTO_OP_REGISTER, .id = 41, .size = 4096};
 	assert_int_equal(rawsock_send_request(&s, &q, NULL, 0), 0);
 	expect_error(&s, 41, PROTO_BAD_REQUEST, "descriptor");
-	assert_conn_serves(&s);
-	assert_serves();
+	expect_conn_serves(&s);
+	expect_serves(g_d.sock);
 	rawsock_close(&s);
 }
 
@@ -644,7 +621,7 @@ static void test_bad_request_fd_with_ping(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	int p[2];
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	proto_request q = {.op = PROTO_OP_PING, .id = 42};
@@ -654,8 +631,8 @@ static void test_bad_request_fd_with_ping(void **state)
 	if (!peer_closed(p[0], 10000))
 		fail_msg("the daemon kept the descriptor that came with a ping");
 	close(p[0]);
-	assert_conn_serves(&s);
-	assert_serves();
+	expect_conn_serves(&s);
+	expect_serves(g_d.sock);
 	rawsock_close(&s);
 }
 
@@ -663,7 +640,7 @@ static void test_bad_request_register_with_two_fds(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	int fd = shm_create(4096, true, 0, NULL);
 	assert_true(fd >= 0);
 	int p[2];
@@ -684,7 +661,7 @@ static void test_bad_request_register_with_two_fds(void **state)
 	proto_reply r;
 	assert_int_equal(rawsock_register(&s, 44, fd, 4096, &region, &r), 0);
 	close(fd);
-	assert_serves();
+	expect_serves(g_d.sock);
 	rawsock_close(&s);
 }
 
@@ -699,7 +676,7 @@ static void test_bad_request_fd_goes_to_its_own_frame(void **state)
 	(void)state;
 	for (int k = 0; k < 5; k++) {
 		rawsock s;
-		open_conn(&s);
+		expect_open(&s, g_d.sock);
 		int fd = shm_create(4096, true, 0, NULL);
 		assert_true(fd >= 0);
 		proto_request a = {.op = PROTO_OP_REGISTER, .id = 45, .size = 4096};
@@ -723,7 +700,7 @@ static void test_bad_request_fd_goes_to_its_own_frame(void **state)
 		assert_true((r[0].id == 45 && r[1].id == 46) || (r[0].id == 46 && r[1].id == 45));
 		rawsock_close(&s);
 	}
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* ---- unknown_op, unsupported ------------------------------------------------------- */
@@ -732,15 +709,15 @@ static void test_unknown_op(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	kv m[] = {{"op", V_S, .s = "frobnicate"}, {"id", V_U, .u = 51}};
 	send_map(&s, m, 2);
 	expect_error(&s, 51, PROTO_UNKNOWN_OP, "frobnicate");
 	kv m2[] = {{"op", V_S, .s = "PING"}, {"id", V_U, .u = 52}};
 	send_map(&s, m2, 2);
 	expect_error(&s, 52, PROTO_UNKNOWN_OP, "PING");
-	assert_conn_serves(&s);
-	assert_serves();
+	expect_conn_serves(&s);
+	expect_serves(g_d.sock);
 	rawsock_close(&s);
 }
 
@@ -759,7 +736,7 @@ static void test_unsupported_version_and_dtype(void **state)
 	proto_reply r;
 	assert_int_equal(rawsock_call(&c.s, &h, &r, RAWSOCK_TIMEOUT_MS), 0);
 	assert_true(r.ok);
-	assert_serves();
+	expect_serves(g_d.sock);
 	rconn_close(&c);
 }
 
@@ -809,13 +786,13 @@ static void test_bad_region_of_another_connection(void **state)
 	expect_error(&a.s, 76, PROTO_BAD_REGION, "region");
 	rconn_close(&a);
 	rconn_close(&b);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 static void register_refused(int fd, uint64_t size, uint64_t id, const char *needle)
 {
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	uint64_t region;
 	proto_reply r;
 	int rc = rawsock_register(&s, id, fd, size, &region, &r);
@@ -826,9 +803,9 @@ static void register_refused(int fd, uint64_t size, uint64_t id, const char *nee
 			 r.err.message);
 	if (!strstr(r.err.message, needle))
 		fail_msg("message \"%s\" does not mention \"%s\"", r.err.message, needle);
-	assert_conn_serves(&s);
+	expect_conn_serves(&s);
 	rawsock_close(&s);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 static void test_bad_region_pipe_fd(void **state)
@@ -994,7 +971,7 @@ static void test_limit_max_regions(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	int fd = shm_create(4096, true, 0, NULL);
 	assert_true(fd >= 0);
 	uint64_t region[MAX_REGIONS];
@@ -1009,7 +986,7 @@ static void test_limit_max_regions(void **state)
 		fail_msg("message \"%s\" does not name max_regions", r.err.message);
 	/* another connection has its own allowance */
 	rawsock s2;
-	open_conn(&s2);
+	expect_open(&s2, g_d.sock);
 	uint64_t other;
 	assert_int_equal(rawsock_register(&s2, 1, fd, 4096, &other, &r), 0);
 	rawsock_close(&s2);
@@ -1019,8 +996,8 @@ static void test_limit_max_regions(void **state)
 	assert_true(r.ok);
 	assert_int_equal(rawsock_register(&s, 12, fd, 4096, &region[2], &r), 0);
 	close(fd);
-	assert_conn_serves(&s);
-	assert_serves();
+	expect_conn_serves(&s);
+	expect_serves(g_d.sock);
 	rawsock_close(&s);
 }
 
@@ -1032,7 +1009,7 @@ static void test_limit_max_region_bytes(void **state)
 	int fd = shm_create(4096, true, 0, NULL);
 	assert_true(fd >= 0);
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	uint64_t region;
 	proto_reply r;
 	int rc = rawsock_register(&s, 1, fd, 5ull << 30, &region, &r);
@@ -1040,9 +1017,9 @@ static void test_limit_max_region_bytes(void **state)
 	if (rc != -EREMOTEIO || r.err.code != PROTO_LIMIT)
 		fail_msg("a 5 GiB register: rc %d, %s (want limit)", rc, proto_code_name(r.err.code));
 	assert_non_null(strstr(r.err.message, "size"));
-	assert_conn_serves(&s);
+	expect_conn_serves(&s);
 	rawsock_close(&s);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* --max-inflight 2: eight jobs sent in one write, the first two heavy so
@@ -1058,7 +1035,7 @@ static void test_limit_max_inflight(void **state)
 	uint64_t region[MAX_REGIONS];
 	void *map[MAX_REGIONS];
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	for (int i = 0; i < MAX_REGIONS; i++) {
 		if (i < 2)
 			jobcase_init(&jc[i], BIG, BIG, BIG, JC_ALL, false);
@@ -1113,9 +1090,9 @@ static void test_limit_max_inflight(void **state)
 		jobcase_free(&jc[i]);
 	}
 	/* once those finished, the allowance is back */
-	assert_conn_serves(&s);
+	expect_conn_serves(&s);
 	rawsock_close(&s);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* ---- device_lost ---------------------------------------------------------------------- */

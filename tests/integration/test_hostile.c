@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "daemon_proc.h"
+#include "expect.h"
 #include "jobcase.h"
 #include "rawsock.h"
 #include "shm.h"
@@ -58,29 +59,6 @@ static int64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void open_conn(rawsock *s)
-{
-	int rc = rawsock_open(s, g_d.sock);
-	if (rc)
-		fail_msg("connect %s: %s", g_d.sock, strerror(-rc));
-}
-
-static void assert_serves(void)
-{
-	if (!rawsock_daemon_serves(g_d.sock))
-		fail_msg("the daemon no longer answers ping on a new connection");
-}
-
-static void assert_conn_serves(rawsock *s)
-{
-	static uint64_t id = 900000;
-	proto_request q = {.op = PROTO_OP_PING, .id = ++id};
-	proto_reply r;
-	int rc = rawsock_call(s, &q, &r, RAWSOCK_TIMEOUT_MS);
-	if (rc || !r.ok)
-		fail_msg("the connection stopped answering ping (rc %d)", rc);
 }
 
 /* The next reply: an error `code` with id `id` whose message holds needle. */
@@ -107,7 +85,7 @@ static void expect_bad_frame(rawsock *s, const char *needle)
 	if (rc)
 		fail_msg("after bad_frame the connection was not closed (%s)",
 			 rc == -EPROTO ? "more data came" : strerror(-rc));
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* The daemon closed the connection, with or without a last error frame. */
@@ -156,7 +134,7 @@ static void encode(msgpack_sbuffer *sb, const proto_request *q)
 static void register_refused(int fd, uint64_t size, const char *needle)
 {
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	uint64_t region;
 	proto_reply r;
 	int rc = rawsock_register(&s, 7, fd, size, &region, &r);
@@ -165,9 +143,9 @@ static void register_refused(int fd, uint64_t size, const char *needle)
 	if (r.err.code != PROTO_BAD_REGION || !strstr(r.err.message, needle))
 		fail_msg("got %s \"%s\"; want bad_region naming \"%s\"", proto_code_name(r.err.code),
 			 r.err.message, needle);
-	assert_conn_serves(&s);
+	expect_conn_serves(&s);
 	rawsock_close(&s);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 static void test_region_seal_seal_without_shrink(void **state)
@@ -217,7 +195,7 @@ static void job_with_dims(uint64_t batch, uint64_t in, uint64_t out, proto_code 
 			  const char *needle)
 {
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	int fd = shm_create(8192, true, 0, NULL);
 	uint64_t region;
 	proto_reply r;
@@ -230,9 +208,9 @@ static void job_with_dims(uint64_t batch, uint64_t in, uint64_t out, proto_code 
 		q.t[t] = (proto_tensor){.present = true, .region = region, .offset = off[t]};
 	assert_int_equal(rawsock_send_request(&s, &q, NULL, 0), 0);
 	expect_error(&s, 2, code, needle);
-	assert_conn_serves(&s);
+	expect_conn_serves(&s);
 	rawsock_close(&s);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* batch·in, batch·out, out·in overflow 32 bits, or 64 bits once ×4: each
@@ -247,7 +225,7 @@ static void test_dims_whose_product_overflows(void **state)
 	/* every dim within max_dim (2^20 here at most), the product not: X
 	 * would be 2^40 floats */
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
 	proto_reply *r = malloc(sizeof(*r));
 	assert_non_null(r);
@@ -263,7 +241,7 @@ static void test_non_integer_dims(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	int fd = shm_create(8192, true, 0, NULL);
 	uint64_t region;
 	proto_reply rr;
@@ -306,9 +284,9 @@ static void test_non_integer_dims(void **state)
 		msgpack_sbuffer_destroy(&sb);
 		expect_error(&s, 10 + (uint64_t)kind, PROTO_BAD_REQUEST, "batch");
 	}
-	assert_conn_serves(&s);
+	expect_conn_serves(&s);
 	rawsock_close(&s);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* ---- descriptors ------------------------------------------------------------------- */
@@ -345,19 +323,19 @@ static void test_descriptors_too_many_with_one_frame(void **state)
 		fds[0] = shm_create(4096, true, 0, NULL);
 		assert_true(fds[0] >= 0);
 		rawsock s;
-		open_conn(&s);
+		expect_open(&s, g_d.sock);
 		proto_request q = {.op = PROTO_OP_REGISTER, .id = 20 + e, .size = 4096};
 		assert_int_equal(rawsock_send_request(&s, &q, fds, n), 0);
 		close(fds[0]);
 		if (n <= 8) {
 			expect_error(&s, 20 + e, PROTO_BAD_REQUEST, "descriptor");
-			assert_conn_serves(&s);
+			expect_conn_serves(&s);
 		} else {
 			expect_dropped(&s);
 		}
 		assert_pipes_closed(p, n - 1, extra[e] == 17 ? "17 too many" : "too many");
 		rawsock_close(&s);
-		assert_serves();
+		expect_serves(g_d.sock);
 	}
 }
 
@@ -368,7 +346,7 @@ static void test_descriptors_with_non_register_frames(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	proto_request qs[4] = {
 		{.op = PROTO_OP_HELLO, .id = 31, .version = 1},
 		{.op = PROTO_OP_STATS, .id = 32},
@@ -382,12 +360,12 @@ static void test_descriptors_with_non_register_frames(void **state)
 		expect_error(&s, qs[i].id, PROTO_BAD_REQUEST, "descriptor");
 		assert_pipes_closed(p, 3, proto_op_name(qs[i].op));
 	}
-	assert_conn_serves(&s);
+	expect_conn_serves(&s);
 	rawsock_close(&s);
 
 	/* a frame header, then 3 messages of 6 descriptors each and 1 byte of
 	 * body: 18 held for one incomplete frame, above max_fds_held 16 */
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	uint8_t hdr[4];
 	proto_frame_put_len(hdr, 100);
 	assert_int_equal(rawsock_send(&s, hdr, 4, NULL, 0), 0);
@@ -401,7 +379,7 @@ static void test_descriptors_with_non_register_frames(void **state)
 	expect_dropped(&s);
 	assert_pipes_closed(p, 18, "held past max_fds_held");
 	rawsock_close(&s);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* ---- frames ----------------------------------------------------------------------- */
@@ -410,7 +388,7 @@ static void test_frame_length_ffffffff(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	assert_int_equal(rawsock_send(&s, "\xff\xff\xff\xff", 4, NULL, 0), 0);
 	expect_bad_frame(&s, "max_frame");
 	rawsock_close(&s);
@@ -433,7 +411,7 @@ static void test_frame_10000_nested_arrays(void **state)
 	n += DEPTH;
 	body[n++] = 0xc0;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	assert_int_equal(rawsock_send_frame(&s, body, n, NULL, 0), 0);
 	free(body);
 	expect_bad_frame(&s, "nesting");
@@ -442,7 +420,7 @@ static void test_frame_10000_nested_arrays(void **state)
 	body = malloc(DEPTH + 1);
 	memset(body, 0x91, DEPTH);
 	body[DEPTH] = 0xc0;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	assert_int_equal(rawsock_send_frame(&s, body, DEPTH + 1, NULL, 0), 0);
 	free(body);
 	expect_bad_frame(&s, "msgpack");
@@ -477,7 +455,7 @@ static void test_frame_truncated_str_bin_ext(void **state)
 		memcpy(body, head, sizeof(head));
 		memcpy(body + sizeof(head), cases[i].b, cases[i].n);
 		rawsock s;
-		open_conn(&s);
+		expect_open(&s, g_d.sock);
 		assert_int_equal(rawsock_send_frame(&s, body, sizeof(head) + cases[i].n, NULL, 0), 0);
 		proto_reply r;
 		int rc = rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS);
@@ -487,7 +465,7 @@ static void test_frame_truncated_str_bin_ext(void **state)
 		assert_int_equal(rawsock_expect_eof(&s, 10000), 0);
 		rawsock_close(&s);
 	}
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* A hello dribbled one byte per write, its last byte merged with a whole
@@ -498,7 +476,7 @@ static void test_frame_bytewise_merged_with_next(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	proto_request q[5] = {
 		{.op = PROTO_OP_HELLO, .id = 41, .version = 1},
 		{.op = PROTO_OP_PING, .id = 42},
@@ -544,9 +522,9 @@ static void test_frame_bytewise_merged_with_next(void **state)
 				 (unsigned long long)q[i].id);
 	}
 	free(r);
-	assert_conn_serves(&s);
+	expect_conn_serves(&s);
 	rawsock_close(&s);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* ---- clients that do not read, die, or hang up ------------------------------------- */
@@ -560,7 +538,7 @@ static void test_client_never_reads_replies(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	msgpack_sbuffer sb;
 	msgpack_sbuffer_init(&sb);
 	for (uint64_t i = 0; i < 3000; i++) {
@@ -590,7 +568,7 @@ static void test_client_never_reads_replies(void **state)
 		fail_msg("after %u replies: %s (want the connection dropped)", got, strerror(-rc));
 	if (got >= 3000)
 		fail_msg("all 3000 replies came: the slow reader was not dropped");
-	assert_serves();
+	expect_serves(g_d.sock);
 	assert_true(daemon_proc_log_contains(&g_d, "not reading its replies"));
 }
 
@@ -633,7 +611,7 @@ static void test_close_while_reply_is_written(void **state)
 	}
 	for (int round = 0; round < 4; round++) {
 		rawsock s;
-		open_conn(&s);
+		expect_open(&s, g_d.sock);
 		int last = -1, n = 0;
 		for (int k = 0; k < 500; k++) {
 			assert_int_equal(rawsock_send(&s, sb.data, sb.size, NULL, 0), 0);
@@ -652,7 +630,7 @@ static void test_close_while_reply_is_written(void **state)
 		rawsock_close(&s);
 	}
 	msgpack_sbuffer_destroy(&sb);
-	assert_serves();
+	expect_serves(g_d.sock);
 	/* the daemon saw it as its write's error, or as the socket's */
 	if (!daemon_proc_log_contains(&g_d, "connection closed (Broken pipe)") &&
 	    !daemon_proc_log_contains(&g_d, "connection closed (Connection reset by peer)"))
@@ -716,7 +694,7 @@ static void test_sigkill_client_with_100_jobs(void **state)
 	int st;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFSIGNALED(st));
-	assert_serves();
+	expect_serves(g_d.sock);
 	vkg_error err;
 	vkg_client *c = vkg_connect(g_d.sock, &err);
 	assert_non_null(c);
@@ -751,15 +729,15 @@ static void test_connection_flood_past_per_uid_cap(void **state)
 	(void)state;
 	rawsock held[PER_UID];
 	for (int i = 0; i < PER_UID; i++) {
-		open_conn(&held[i]);
-		assert_conn_serves(&held[i]);
+		expect_open(&held[i], g_d.sock);
+		expect_conn_serves(&held[i]);
 	}
 	/* the burst: connect all first, then read each refusal */
 	enum { FLOOD = 300 };
 	rawsock *extra = calloc(FLOOD, sizeof(*extra));
 	assert_non_null(extra);
 	for (int i = 0; i < FLOOD; i++)
-		open_conn(&extra[i]);
+		expect_open(&extra[i], g_d.sock);
 	for (int i = 0; i < FLOOD; i++) {
 		proto_reply r;
 		int rc = rawsock_recv(&extra[i], &r, 20000);
@@ -773,7 +751,7 @@ static void test_connection_flood_past_per_uid_cap(void **state)
 	free(extra);
 	/* those held are still served */
 	for (int i = 0; i < PER_UID; i++)
-		assert_conn_serves(&held[i]);
+		expect_conn_serves(&held[i]);
 	if (geteuid() == 0) {
 		/* another uid has its own allowance (let it reach the socket) */
 		assert_int_equal(chmod(g_d.dir, 0711), 0);
@@ -801,7 +779,7 @@ static void test_connection_flood_past_per_uid_cap(void **state)
 			fail_msg("no room after closing one of %d connections", PER_UID);
 	for (int i = 1; i < PER_UID; i++)
 		rawsock_close(&held[i]);
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* ---- many short-lived clients -------------------------------------------------------- */
@@ -822,7 +800,7 @@ static void test_1000_connect_register_job_disconnect(void **state)
 	assert_true(fd >= 0);
 	for (int i = 0; i < rounds; i++) {
 		rawsock s;
-		open_conn(&s);
+		expect_open(&s, g_d.sock);
 		uint64_t region;
 		proto_reply r;
 		int rc = rawsock_register(&s, 1, fd, jc.size[0], &region, &r);
@@ -847,7 +825,7 @@ static void test_1000_connect_register_job_disconnect(void **state)
 	assert_int_equal(rawsock_stats(g_d.sock, &after), 0);
 	assert_int_equal(after.jobs_done, before.jobs_done + (uint64_t)rounds);
 	printf("%d cycles in %lld ms\n", rounds, (long long)(now_ms() - t0));
-	assert_serves();
+	expect_serves(g_d.sock);
 }
 
 /* ---- hello reports every limit ---------------------------------------------------------- */
@@ -856,7 +834,7 @@ static void test_hello_reports_every_limit(void **state)
 {
 	(void)state;
 	rawsock s;
-	open_conn(&s);
+	expect_open(&s, g_d.sock);
 	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
 	proto_reply *r = malloc(sizeof(*r));
 	assert_non_null(r);

@@ -1,0 +1,15 @@
+/* tests/common/expect.h — cmocka checks shared by the integration tests:
+ * each fails the running test with a message saying what went wrong. */
+#ifndef VKG_TEST_EXPECT_H
+#define VKG_TEST_EXPECT_H
+
+#include "rawsock.h"
+
+/* Connect s to the daemon at path. */
+void expect_open(rawsock *s, const char *path);
+/* A new connection to path answers ping (the daemon still serves). */
+void expect_serves(const char *path);
+/* The connection s itself still answers ping (ids from 900001 up). */
+void expect_conn_serves(rawsock *s);
+
+#endif
