@@ -32,7 +32,7 @@ typedef struct vkg_entry {
 	proto_code code;
 	char message[256];
 	uint64_t region;
-	uint64_t queued_us, gpu_us, batch_jobs;
+	uint64_t queued_us, gpu_us, batch_jobs, kernel_us; /* kernel_us 0: not sent */
 	proto_reply *full; /* sync calls needing the whole reply (hello, stats) */
 } vkg_entry;
 
@@ -144,6 +144,7 @@ static int entry_consume(vkg_client *c, vkg_entry *e, vkg_result *res, uint64_t 
 			res->queued_us = e->queued_us;
 			res->gpu_us = e->gpu_us;
 			res->batch_jobs = e->batch_jobs;
+			res->kernel_us = e->kernel_us;
 		}
 		if (region)
 			*region = e->region;
@@ -180,6 +181,7 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len)
 	e->queued_us = r->queued_us;
 	e->gpu_us = r->gpu_us;
 	e->batch_jobs = r->batch_jobs;
+	e->kernel_us = r->has_kernel_us ? r->kernel_us : 0;
 	if (e->full)
 		memcpy(e->full, r, sizeof(*r));
 }

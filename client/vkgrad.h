@@ -106,8 +106,17 @@ typedef struct vkg_job {
 /* A vkg_job with every tensor set to VKG_NONE. */
 vkg_job vkg_job_init(void);
 
+/* What the daemon reports about a finished job (proto/README.md):
+ *   queued_us   from the request's arrival to its submission
+ *   gpu_us      GPU time of the whole batch (command buffer) that carried it
+ *   batch_jobs  jobs in that batch
+ *   kernel_us   GPU time of this job's own dispatches alone (timestamps
+ *               around them); 0 when the daemon did not measure it — an
+ *               older daemon, or a job it does not time that way — so read
+ *               gpu_us then. */
 typedef struct vkg_result {
 	uint64_t queued_us, gpu_us, batch_jobs;
+	uint64_t kernel_us;
 } vkg_result;
 
 /* Synchronous: returns once the outputs are in the region. */

@@ -497,7 +497,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_PLAIN: extra = 0; break;
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
-	case PROTO_R_JOB: extra = 3; break;
+	case PROTO_R_JOB: extra = 3 + r->has_kernel_us; break;
 	case PROTO_R_STATS: extra = 15; break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
@@ -516,6 +516,9 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 		pk_kv_u(&pk, "queued_us", r->queued_us);
 		pk_kv_u(&pk, "gpu_us", r->gpu_us);
 		pk_kv_u(&pk, "batch_jobs", r->batch_jobs);
+		/* only when measured: a client must not mistake 0 for a time */
+		if (r->has_kernel_us)
+			pk_kv_u(&pk, "kernel_us", r->kernel_us);
 		break;
 	case PROTO_R_STATS: pack_stats(&pk, &r->stats); break;
 	case PROTO_R_ERROR:
@@ -680,6 +683,9 @@ int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_er
 			r->gpu_us = as_u64(v);
 		} else if (key_is(k, "batch_jobs")) {
 			r->batch_jobs = as_u64(v);
+		} else if (key_is(k, "kernel_us")) {
+			r->kernel_us = as_u64(v);
+			r->has_kernel_us = true;
 		} else {
 			unpack_stats_kv(k, v, &r->stats);
 		}

@@ -175,6 +175,11 @@ typedef struct proto_reply {
 	proto_err err;           /* when !ok */
 	uint64_t region;         /* register */
 	uint64_t queued_us, gpu_us, batch_jobs; /* linear_backward */
+	/* linear_backward, optional (addition): GPU time of this job's own
+	 * dispatches alone, from timestamps around them, where gpu_us is the
+	 * whole batch's. Encoded only when has_kernel_us; decoded sets it. */
+	uint64_t kernel_us;
+	bool has_kernel_us;
 	proto_hello hello;
 	proto_stats stats;
 } proto_reply;

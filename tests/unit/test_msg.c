@@ -284,6 +284,42 @@ static void test_reply_job(void **state)
 	assert_int_equal(out.queued_us, 123);
 	assert_int_equal(out.gpu_us, 4567890123ull);
 	assert_int_equal(out.batch_jobs, 8);
+	/* kernel_us is an optional key: absent unless the daemon measured it */
+	assert_false(out.has_kernel_us);
+	assert_int_equal(out.kernel_us, 0);
+}
+
+static void test_reply_job_kernel_us(void **state)
+{
+	(void)state;
+	proto_reply in = {0}, out;
+	in.id = 4;
+	in.ok = true;
+	in.queued_us = 5;
+	in.gpu_us = 900;
+	in.batch_jobs = 3;
+	in.kernel_us = 4294967301ull; /* past 32 bits */
+	in.has_kernel_us = true;
+	reply_round_trip(PROTO_R_JOB, &in, &out);
+	assert_true(out.has_kernel_us);
+	assert_int_equal(out.kernel_us, 4294967301ull);
+	assert_int_equal(out.gpu_us, 900);
+	assert_int_equal(out.batch_jobs, 3);
+	/* a measured 0 is still sent and still present */
+	in.kernel_us = 0;
+	reply_round_trip(PROTO_R_JOB, &in, &out);
+	assert_true(out.has_kernel_us);
+	assert_int_equal(out.kernel_us, 0);
+	/* kernel_us set but not marked present is not sent */
+	in.kernel_us = 77;
+	in.has_kernel_us = false;
+	reply_round_trip(PROTO_R_JOB, &in, &out);
+	assert_false(out.has_kernel_us);
+	assert_int_equal(out.kernel_us, 0);
+	/* other replies never carry it */
+	in.has_kernel_us = true;
+	reply_round_trip(PROTO_R_PLAIN, &in, &out);
+	assert_false(out.has_kernel_us);
 }
 
 static void test_reply_hello(void **state)
@@ -1177,6 +1213,7 @@ int main(void)
 		cmocka_unit_test(test_reply_plain),
 		cmocka_unit_test(test_reply_register),
 		cmocka_unit_test(test_reply_job),
+		cmocka_unit_test(test_reply_job_kernel_us),
 		cmocka_unit_test(test_reply_hello),
 		cmocka_unit_test(test_reply_stats),
 		cmocka_unit_test(test_reply_error),
