@@ -40,13 +40,13 @@ deps:
 	@./scripts/deps.sh
 
 GLSLC = glslc -O --target-env=vulkan1.2 -Ishaders -mfmt=c
-$(BUILD)/gen/%.f32.spv.inc: shaders/%.comp shaders/dtype.glsl
+$(BUILD)/gen/%.f32.spv.inc: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(@D)
 	$(GLSLC) $< -o $@
-$(BUILD)/gen/%.f16.spv.inc: shaders/%.comp shaders/dtype.glsl
+$(BUILD)/gen/%.f16.spv.inc: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(@D)
 	$(GLSLC) -DVKG_DTYPE_F16 $< -o $@
-$(BUILD)/gen/%.bf16.spv.inc: shaders/%.comp shaders/dtype.glsl
+$(BUILD)/gen/%.bf16.spv.inc: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(@D)
 	$(GLSLC) -DVKG_DTYPE_BF16 $< -o $@
 

@@ -44,6 +44,9 @@ void config_defaults(config *c)
 	c->spin_us = 50;
 	c->inflight_batches = 2;
 	c->max_outbound_bytes = 4u << 20;
+	c->devlocal_min_bytes = CONFIG_AUTO;
+	c->scratch_max_bytes = CONFIG_AUTO;
+	c->dispatch_max_macs = 1ull << 36;
 }
 
 static void usage(const config *d)
@@ -74,6 +77,14 @@ static void usage(const config *d)
 	       "  --inflight-batches N   submissions in flight (default %u)\n"
 	       "  --max-outbound-bytes N reply bytes queued per slow client (default %" PRIu64 ")\n"
 	       "  --no-host-import       never import client memory; use staging copies\n"
+	       "  --devlocal-min-bytes N|auto|off  jobs with at least N tensor bytes are\n"
+	       "                         copied to device memory, computed there and copied\n"
+	       "                         back (default auto: %s)\n"
+	       "  --scratch-max-bytes N|auto  device memory per submission slot for those\n"
+	       "                         copies and split-K partials (default auto: a quarter\n"
+	       "                         of device memory over the slots, at most 8 GiB)\n"
+	       "  --dispatch-max-macs N  multiply-adds per dispatch; larger kernels are cut\n"
+	       "                         into several (default %" PRIu64 ")\n"
 	       "  --help, --version\n"
 	       "\n"
 	       "The config file holds 'key = value' lines; keys are the long options above\n"
@@ -88,7 +99,8 @@ static void usage(const config *d)
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
 	       d->limits.max_regions, d->limits.max_region_bytes, d->max_total_region_bytes,
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,
-	       d->batch_per_client, d->max_batch_bytes, d->spin_us, d->inflight_batches, d->max_outbound_bytes);
+	       d->batch_per_client, d->max_batch_bytes, d->spin_us, d->inflight_batches, d->max_outbound_bytes,
+	       CONFIG_DEVLOCAL_AUTO_DOC, d->dispatch_max_macs);
 }
 
 /* Where the setting being parsed came from: "" for the command line, else
@@ -161,7 +173,8 @@ static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list,
 
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
-       O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_HELP, O_VERSION };
+       O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
+       O_HELP, O_VERSION };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -186,6 +199,9 @@ static const struct option opts[] = {
 	{"config", required_argument, 0, O_CONFIG},
 	{"allow-uid", required_argument, 0, O_ALLOW_UID},
 	{"allow-gid", required_argument, 0, O_ALLOW_GID},
+	{"devlocal-min-bytes", required_argument, 0, O_DEVLOCAL},
+	{"scratch-max-bytes", required_argument, 0, O_SCRATCH},
+	{"dispatch-max-macs", required_argument, 0, O_DISPATCH},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{0, 0, 0, 0},
@@ -263,6 +279,23 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_SPIN:
 		if (parse_u64(name, arg, 0, 100000, &v)) return -1;
 		c->spin_us = (uint32_t)v; break;
+	case O_DEVLOCAL:
+		if (!strcmp(arg, "auto") || !strcmp(arg, "off")) {
+			c->devlocal_min_bytes = arg[0] == 'a' ? CONFIG_AUTO : CONFIG_OFF;
+			break;
+		}
+		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		c->devlocal_min_bytes = v; break;
+	case O_SCRATCH:
+		if (!strcmp(arg, "auto")) {
+			c->scratch_max_bytes = CONFIG_AUTO;
+			break;
+		}
+		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		c->scratch_max_bytes = v; break;
+	case O_DISPATCH:
+		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		c->dispatch_max_macs = v; break;
 	case O_ALLOW_UID:
 		if (!src->uid_seen)
 			c->n_allow_uid = 0;

@@ -7,7 +7,12 @@
 
 #include "msg.h"
 
-#define CONFIG_MAX_ALLOW 64 /* ids per --allow-uid / --allow-gid list */
+#define CONFIG_AUTO 0
+#define CONFIG_OFF UINT64_MAX
+#define CONFIG_MAX_ALLOW 64
+/* what --devlocal-min-bytes auto means (engine.c resolves it) */
+#define CONFIG_DEVLOCAL_AUTO_BYTES (4ull << 20)
+#define CONFIG_DEVLOCAL_AUTO_DOC "4 MiB on a GPU, off on a CPU device, whose device memory is host memory" /* ids per --allow-uid / --allow-gid list */
 
 typedef struct config {
 	char socket_path[108];
@@ -26,6 +31,12 @@ typedef struct config {
 	uint32_t inflight_batches;/* submissions in flight at once */
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
 	bool no_host_import;     /* force the staging-copy path (testing) */
+	/* the device-local path (engine.h): jobs with at least this many tensor
+	 * bytes run on device-local copies; CONFIG_AUTO: chosen per device type,
+	 * CONFIG_OFF: never */
+	uint64_t devlocal_min_bytes;
+	uint64_t scratch_max_bytes;  /* per submission slot; CONFIG_AUTO: scratch.h */
+	uint64_t dispatch_max_macs;  /* multiply-adds per dispatch (driver timeouts) */
 	/* peer checks (peer.h): both empty = everyone the socket lets in */
 	uint32_t allow_uid[CONFIG_MAX_ALLOW], allow_gid[CONFIG_MAX_ALLOW];
 	unsigned n_allow_uid, n_allow_gid;

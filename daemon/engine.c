@@ -118,6 +118,13 @@ static void finish_slot(engine *e, engine_slot *s)
 		}
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		job *j = s->jobs[i];
+		if (!s->failed && j->devlocal && e->dev->timestamps) {
+			const volatile uint64_t *ts = s->ts_map + j->ts_index;
+			if (ts[1] >= ts[0]) {
+				j->kernel_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
+				j->has_kernel_us = true;
+			}
+		}
 		if (!s->failed) {
 			/* staged outputs back into the client's memory, in job order */
 			for (int t = 0; t < PROTO_T_COUNT; t++) {
@@ -188,12 +195,26 @@ static bool can_take(const job *j)
 	return true;
 }
 
-static void take_jobs(engine *e, engine_slot *s);
+static uint64_t take_jobs(engine *e, engine_slot *s);
+static void unplace(job *j);
 
 static void submit_slot(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
-	take_jobs(e, s);
+	uint64_t need = take_jobs(e, s);
+	char err[160];
+	if (need && scratch_reserve(&s->scratch, e->dev, need, err, sizeof(err)) != 0) {
+		/* no device memory to spare: this batch reads the client's memory
+		 * directly and uses no split-K (both are correct, only slower) */
+		e->scratch_failures++;
+		log_warn("%s; %u job(s) run without scratch", err, s->njobs);
+		for (uint32_t i = 0; i < s->njobs; i++)
+			unplace(s->jobs[i]);
+	}
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		e->devlocal_jobs += s->jobs[i]->devlocal;
+		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK;
+	}
 	record_batch(e, si);
 
 	/* staged regions: the client's current bytes into the mirror */
@@ -308,16 +329,71 @@ static uint64_t job_bytes(const job *j)
 	return b;
 }
 
+/* Without scratch: the job reads the client's memory, dW by the tiled
+ * kernel instead of split-K. */
+static void unplace(job *j)
+{
+	j->devlocal = false;
+	if (j->plan.param == KERN_SPLITK) {
+		j->plan.param = KERN_TILED;
+		j->plan.slices = 1;
+	}
+	j->slices = j->plan.slices;
+}
+
+/* Choose j's kernels and where its tensors live, given `used` bytes of the
+ * slot's scratch already placed: split-K partials and, for a job of at
+ * least devlocal_min tensor bytes, its tensors' device-local copies. What
+ * does not fit the cap even alone is dropped (devlocal first, then
+ * split-K). Returns the scratch bytes it takes, or UINT64_MAX when it
+ * would fit an empty slot but not this one. */
+static uint64_t place(engine *e, job *j, uint64_t used)
+{
+	j->plan = variant_choose(&j->req);
+	j->slices = j->plan.slices;
+	j->devlocal = false;
+	uint64_t split = j->plan.param == KERN_SPLITK
+				 ? scratch_round(variant_splitk_elems(&j->req, j->slices) * 4) : 0;
+	uint64_t dl = 0;
+	if (e->devlocal_min != CONFIG_OFF && job_bytes(j) >= e->devlocal_min)
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			if (j->req.t[t].present)
+				dl += scratch_round(j->bytes[t]);
+	if (split + dl > e->scratch_cap)
+		dl = 0;
+	if (split > e->scratch_cap) {
+		unplace(j);
+		split = 0;
+	}
+	if (used + split + dl > e->scratch_cap)
+		return UINT64_MAX;
+	uint64_t at = used;
+	if (split) {
+		j->splitk_off = at;
+		at += split;
+	}
+	if (dl) {
+		j->devlocal = true;
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			if (j->req.t[t].present) {
+				j->soff[t] = at;
+				at += scratch_round(j->bytes[t]);
+			}
+	}
+	return at - used;
+}
+
 /* Fill slot s from the active lanes, round-robin: each lane gives at most
  * batch_per_client jobs, in its own order, until the batch holds
- * max_batch_jobs jobs or max_batch_bytes of tensors (the first job always
- * fits). A lane that gave jobs moves to the back, so the next batch starts
- * with the lanes that waited; a flood of one client is spread over many
- * batches while everyone else's jobs ride the next one. */
-static void take_jobs(engine *e, engine_slot *s)
+ * max_batch_jobs jobs, max_batch_bytes of tensors or the slot's scratch cap
+ * (the first job always fits). A lane that gave jobs moves to the back, so
+ * the next batch starts with the lanes that waited; a flood of one client
+ * is spread over many batches while everyone else's jobs ride the next one.
+ * Returns the scratch bytes the batch needs. */
+static uint64_t take_jobs(engine *e, engine_slot *s)
 {
 	const uint32_t max = e->cfg->max_batch_jobs, cap = e->cfg->batch_per_client;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, used = 0;
 	bool full = false;
 	uint32_t lanes = e->nactive;
 	for (uint32_t k = 0; k < lanes && !full; k++) {
@@ -329,6 +405,12 @@ static void take_jobs(engine *e, engine_slot *s)
 				full = true;
 				break;
 			}
+			uint64_t sb = place(e, l->head, used);
+			if (sb == UINT64_MAX) {
+				full = true;
+				break;
+			}
+			used += sb;
 			bytes += jb;
 			s->jobs[s->njobs++] = lane_pop(e, l);
 			took++;
@@ -337,6 +419,7 @@ static void take_jobs(engine *e, engine_slot *s)
 		if (l->head)
 			lane_activate(e, l);
 	}
+	return used;
 }
 
 static bool has_takeable(const engine *e)
@@ -427,10 +510,10 @@ void engine_fail_queued(engine *e, const char *why)
 
 /* A host-visible buffer the slot's command buffer copies its two
  * timestamps into. */
-static int make_ts_buffer(const device *d, engine_slot *s)
+static int make_ts_buffer(const device *d, engine_slot *s, uint32_t nq)
 {
 	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-				  .size = 2 * sizeof(uint64_t),
+				  .size = nq * sizeof(uint64_t),
 				  .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT};
 	if (vkCreateBuffer(d->dev, &bci, NULL, &s->ts_buf) != VK_SUCCESS)
 		return -1;
@@ -521,10 +604,12 @@ static int gpu_create(engine *e)
 						    .commandBufferCount = 1};
 		if (vkAllocateCommandBuffers(d->dev, &cbai, &s->cb) != VK_SUCCESS)
 			return -1;
+		/* the batch's two timestamps, two per device-local job */
+		const uint32_t nq = 2 + 2 * cfg->max_batch_jobs;
 		VkQueryPoolCreateInfo qpci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-					      .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2};
+					      .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = nq};
 		if (d->timestamps && (vkCreateQueryPool(d->dev, &qpci, NULL, &s->queries) != VK_SUCCESS ||
-				      make_ts_buffer(d, s) != 0))
+				      make_ts_buffer(d, s, nq) != 0))
 			return -1;
 	}
 	return 0;
@@ -544,6 +629,7 @@ static void gpu_release(engine *e)
 			vkFreeMemory(d->dev, s->ts_mem, NULL); /* unmaps */
 		if (s->pool)
 			vkDestroyCommandPool(d->dev, s->pool, NULL);
+		scratch_release(&s->scratch, d);
 		s->queries = VK_NULL_HANDLE;
 		s->ts_buf = VK_NULL_HANDLE;
 		s->ts_mem = VK_NULL_HANDLE;
@@ -595,6 +681,20 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	e->done = done;
 	e->nslots = cfg->inflight_batches;
 	parse_faults(e);
+	e->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, e->nslots)
+							       : cfg->scratch_max_bytes;
+	e->devlocal_min = cfg->devlocal_min_bytes;
+	if (e->devlocal_min == CONFIG_AUTO)
+		e->devlocal_min = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU
+					  ? CONFIG_OFF : CONFIG_DEVLOCAL_AUTO_BYTES;
+	if (e->devlocal_min == CONFIG_OFF)
+		log_info("device-local path off%s; scratch for split-K up to %llu bytes per slot",
+			 cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
+			 (unsigned long long)e->scratch_cap);
+	else
+		log_info("device-local path: jobs of >= %llu tensor bytes run on device copies; "
+			 "scratch up to %llu bytes per slot", (unsigned long long)e->devlocal_min,
+			 (unsigned long long)e->scratch_cap);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	e->slots = calloc(e->nslots, sizeof(*e->slots));

@@ -23,6 +23,8 @@
 #include "msg.h"
 #include "pipelines.h"
 #include "region.h"
+#include "scratch.h"
+#include "variant.h"
 
 typedef struct job job;
 typedef struct engine_lane engine_lane;
@@ -36,6 +38,15 @@ struct job {
 	uint64_t bytes[PROTO_T_COUNT];
 	uint64_t t_queued_ns;
 	uint64_t t_submit_ns;
+	/* placement, set when the job joins a batch (engine.c take_jobs) */
+	variant_plan plan;      /* kernels; split-K only with its partials in scratch */
+	uint32_t slices;        /* split-K slices (plan.slices), 1 otherwise */
+	uint64_t splitk_off;    /* the partials' offset in the slot's scratch */
+	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
+	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
+	uint32_t ts_index;      /* its two timestamp queries, when devlocal */
+	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
+	bool has_kernel_us;
 };
 
 /* Called on the loop thread once per job: code PROTO_OK with timings, or a
@@ -55,8 +66,9 @@ struct engine_lane {
 typedef struct engine_slot {
 	VkCommandPool pool;
 	VkCommandBuffer cb;
-	VkQueryPool queries;
-	VkBuffer ts_buf;    /* the two timestamps, copied there by the GPU */
+	VkQueryPool queries; /* the batch's two timestamps, then two per devlocal job */
+	uint32_t nqueries;   /* used by the batch recorded last */
+	VkBuffer ts_buf;    /* the timestamps, copied there by the GPU */
 	VkDeviceMemory ts_mem;
 	uint64_t *ts_map;
 	job **jobs;
@@ -64,6 +76,7 @@ typedef struct engine_slot {
 	uint64_t value;     /* timeline value signalled when done */
 	bool busy;
 	bool failed;        /* the wait reported device loss */
+	scratch scratch;    /* device-local: devlocal tensors, split-K partials */
 } engine_slot;
 
 typedef struct engine {
@@ -109,8 +122,14 @@ typedef struct engine {
 	void (*lost_cb)(void *ctx);
 	void *lost_ctx;
 	uint64_t losses;
+	/* device-local path and scratch, resolved from the config at init:
+	 * jobs with at least devlocal_min tensor bytes (UINT64_MAX: never) are
+	 * copied to device memory when their pieces fit scratch_cap per slot */
+	uint64_t devlocal_min, scratch_cap;
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
+	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
+	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
 } engine;
 
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,

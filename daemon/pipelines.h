@@ -8,8 +8,10 @@
 #include "device.h"
 #include "msg.h"
 
-/* linear_parameter_backward, linear_input_backward (generic), linear_tiled_gemm (tiled64) */
-enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_COUNT };
+/* linear_parameter_backward, linear_input_backward (generic),
+ * linear_tiled_gemm (tiled64), linear_splitk_gemm + linear_splitk_reduce
+ * (splitk: the two passes of split-K) */
+enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COUNT };
 
 typedef struct pipelines {
 	VkPipelineCache cache;

@@ -19,10 +19,28 @@ typedef struct binding {
 	uint32_t elem_off;
 } binding;
 
-/* Bind a tensor from the aligned-down offset so any offset that is a multiple
- * of the element size works; the remainder goes to the shader as elements. */
-static binding bind_tensor(const engine *e, const job *j, int t)
+/* What one job's recording needs to know. */
+typedef struct rec {
+	engine *e;
+	engine_slot *s;
+	VkCommandBuffer cb;
+	job *j;
+	uint64_t piece; /* the job's position among all slots' jobs (dummy pieces) */
+} rec;
+
+/* Bind a tensor: its device-local copy in the slot's scratch, or the
+ * client's buffer from the aligned-down offset so any offset that is a
+ * multiple of the element size works (the remainder goes to the shader as
+ * elements). */
+static binding bind_tensor(const rec *r, int t)
 {
+	const engine *e = r->e;
+	const job *j = r->j;
+	if (j->devlocal) {
+		binding b = {.info = {.buffer = r->s->scratch.buf, .offset = j->soff[t],
+				      .range = j->bytes[t]}};
+		return b;
+	}
 	const VkDeviceSize align = e->dev->props.limits.minStorageBufferOffsetAlignment;
 	uint64_t off = j->req.t[t].offset;
 	uint64_t base = off / align * align;
@@ -37,14 +55,23 @@ static binding bind_tensor(const engine *e, const job *j, int t)
  * buffer (never written: the kernel's flags say so), three pieces (dW, db,
  * the tiled dX kernel's bias) per job position of each submission slot, so no two dispatches
  * that may run at once bind the same bytes. */
-static binding bind_dummy(const engine *e, uint64_t piece)
+static binding bind_dummy(const rec *r, uint64_t which)
 {
-	binding b = {.info = {.buffer = e->dummy, .offset = piece * e->dummy_piece,
+	const engine *e = r->e;
+	binding b = {.info = {.buffer = e->dummy, .offset = (3 * r->piece + which) * e->dummy_piece,
 			      .range = e->dummy_piece}};
 	return b;
 }
 
-static void push_set(const engine *e, VkCommandBuffer cb, int k, const binding *b, uint32_t n)
+/* The job's split-K partial sums in the slot's scratch. */
+static binding bind_partials(const rec *r)
+{
+	binding b = {.info = {.buffer = r->s->scratch.buf, .offset = r->j->splitk_off,
+			      .range = variant_splitk_elems(&r->j->req, r->j->slices) * 4}};
+	return b;
+}
+
+static void push_set(const rec *r, int k, const binding *b, uint32_t n)
 {
 	VkWriteDescriptorSet w[4];
 	for (uint32_t i = 0; i < n; i++)
@@ -55,106 +82,166 @@ static void push_set(const engine *e, VkCommandBuffer cb, int k, const binding *
 			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
 			.pBufferInfo = &b[i].info,
 		};
-	e->dev->cmd_push_descriptor_set(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->layout[k], 0, n, w);
+	r->e->dev->cmd_push_descriptor_set(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE,
+					   r->e->pl->layout[k], 0, n, w);
 }
 
-static void barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags sa,
-		    VkPipelineStageFlags dst, VkAccessFlags da)
+/* Everything before (shader and transfer writes) visible to everything after. */
+static void barrier_all(VkCommandBuffer cb)
 {
-	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = sa, .dstAccessMask = da};
-	vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
-}
-
-static void record_param(engine *e, VkCommandBuffer cb, const job *j, uint64_t piece)
-{
-	const proto_request *q = &j->req;
-	const uint32_t max_y = e->dev->props.limits.maxComputeWorkGroupCount[1];
-	const uint32_t acc = q->accumulate ? 4u : 0u;
-	binding b[4] = {
-		bind_tensor(e, j, PROTO_T_X),
-		bind_tensor(e, j, PROTO_T_DY),
-		q->t[PROTO_T_DW].present ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e, 3 * piece),
-		q->t[PROTO_T_DB].present ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e, 3 * piece + 1),
+	VkMemoryBarrier mb = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+		.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+		.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+				 VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
 	};
-	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_PARAM][q->dtype]);
-	push_set(e, cb, KERN_PARAM, b, 4);
-	uint32_t pc[9] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
-			  b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
-			  (q->t[PROTO_T_DW].present ? 1u : 0u) | (q->t[PROTO_T_DB].present ? 2u : 0u) | acc,
-			  0};
-	uint32_t gx = q->t[PROTO_T_DW].present ? (uint32_t)((q->in + 31) / 32) : 1;
-	for (uint64_t o = 0; o < q->out; o += max_y) {
-		pc[8] = (uint32_t)o;
-		vkCmdPushConstants(cb, e->pl->layout[KERN_PARAM], VK_SHADER_STAGE_COMPUTE_BIT, 0,
-				   sizeof(pc), pc);
-		uint64_t gy = q->out - o < max_y ? q->out - o : max_y;
-		vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
-	}
+	const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+	vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* Dispatch a gx × gy grid of workgroups, each costing wg_macs
+ * multiply-adds, in pieces of at most dispatch_max_macs (whole rows of the
+ * grid, or part of one row when a row alone is more), so no single dispatch
+ * runs long enough to meet a driver's timeout; also keeps each piece within
+ * maxComputeWorkGroupCount. The piece's first row (× yscale) goes to
+ * push-constant word yword, its first column (× xscale) to xword. */
+#define NO_WORD UINT32_MAX /* dispatch_split: the grid has one row, no row base */
+
+static void dispatch_split(const rec *r, int k, uint32_t *pc, uint32_t npc, uint32_t yword,
+			   uint32_t yscale, uint32_t xword, uint32_t xscale, uint64_t gx, uint64_t gy,
+			   uint64_t wg_macs)
+{
+	const uint32_t *lim = r->e->dev->props.limits.maxComputeWorkGroupCount;
+	uint64_t per = r->e->cfg->dispatch_max_macs / (wg_macs ? wg_macs : 1);
+	if (per == 0)
+		per = 1;
+	uint64_t cols = gx <= per ? gx : per;
+	uint64_t rows = gx <= per ? per / gx : 1;
+	if (cols > lim[0])
+		cols = lim[0];
+	if (rows > lim[1])
+		rows = lim[1];
+	for (uint64_t y = 0; y < gy; y += rows)
+		for (uint64_t x = 0; x < gx; x += cols) {
+			if (yword != NO_WORD)
+				pc[yword] = (uint32_t)(y * yscale);
+			pc[xword] = (uint32_t)(x * xscale);
+			vkCmdPushConstants(r->cb, r->e->pl->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+					   npc * 4, pc);
+			vkCmdDispatch(r->cb, (uint32_t)(gx - x < cols ? gx - x : cols),
+				      (uint32_t)(gy - y < rows ? gy - y : rows), 1);
+			r->e->dispatches++;
+		}
+}
+
+static void record_param(const rec *r)
+{
+	const proto_request *q = &r->j->req;
+	const uint32_t acc = q->accumulate ? 4u : 0u;
+	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+	binding b[4] = {
+		bind_tensor(r, PROTO_T_X),
+		bind_tensor(r, PROTO_T_DY),
+		dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0),
+		db ? bind_tensor(r, PROTO_T_DB) : bind_dummy(r, 1),
+	};
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_PARAM][q->dtype]);
+	push_set(r, KERN_PARAM, b, 4);
+	uint32_t pc[10] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
+			   b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
+			   (dw ? 1u : 0u) | (db ? 2u : 0u) | acc, 0, 0};
+	const uint64_t gx = dw ? (q->in + 31) / 32 : 1;
+	dispatch_split(r, KERN_PARAM, pc, 10, 8, 1, 9, 1, gx, q->out, 32 * q->batch);
 }
 
 /* linear_tiled_gemm for dW (+ fused db) or for dX; see the shader. */
-static void record_tiled(engine *e, VkCommandBuffer cb, const job *j, bool for_dx, uint64_t piece)
+static void record_tiled(const rec *r, bool for_dx)
 {
-	const proto_request *q = &j->req;
-	const uint32_t max_y = e->dev->props.limits.maxComputeWorkGroupCount[1];
+	const proto_request *q = &r->j->req;
 	const uint32_t acc = q->accumulate ? 4u : 0u;
 	binding b[4];
 	uint32_t pc[12];
 	uint64_t m, n;
 	if (!for_dx) {
 		const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
-		b[0] = bind_tensor(e, j, PROTO_T_DY);
-		b[1] = bind_tensor(e, j, PROTO_T_X);
-		b[2] = dw ? bind_tensor(e, j, PROTO_T_DW) : bind_dummy(e, 3 * piece);
-		b[3] = db ? bind_tensor(e, j, PROTO_T_DB) : bind_dummy(e, 3 * piece + 1);
+		b[0] = bind_tensor(r, PROTO_T_DY);
+		b[1] = bind_tensor(r, PROTO_T_X);
+		b[2] = dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0);
+		b[3] = db ? bind_tensor(r, PROTO_T_DB) : bind_dummy(r, 1);
 		m = q->out, n = dw ? q->in : 1;
 		uint32_t init[12] = {(uint32_t)q->out, (uint32_t)q->in, (uint32_t)q->batch,
 				     b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
-				     1, (uint32_t)q->out, (dw ? 1u : 0u) | (db ? 2u : 0u) | acc, 0};
+				     1, (uint32_t)q->out, (dw ? 1u : 0u) | (db ? 2u : 0u) | acc, 0, 0};
 		memcpy(pc, init, sizeof(pc));
 	} else {
-		b[0] = bind_tensor(e, j, PROTO_T_DY);
-		b[1] = bind_tensor(e, j, PROTO_T_W);
-		b[2] = bind_tensor(e, j, PROTO_T_DX);
-		b[3] = bind_dummy(e, 3 * piece + 2);
+		b[0] = bind_tensor(r, PROTO_T_DY);
+		b[1] = bind_tensor(r, PROTO_T_W);
+		b[2] = bind_tensor(r, PROTO_T_DX);
+		b[3] = bind_dummy(r, 2);
 		m = q->batch, n = q->in;
 		uint32_t init[12] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
 				     b[0].elem_off, b[1].elem_off, b[2].elem_off, 0,
-				     (uint32_t)q->out, 1, 1u | acc, 0};
+				     (uint32_t)q->out, 1, 1u | acc, 0, 0};
 		memcpy(pc, init, sizeof(pc));
 	}
-	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_TILED][q->dtype]);
-	push_set(e, cb, KERN_TILED, b, 4);
-	const uint32_t gx = (uint32_t)((n + 63) / 64);
-	const uint64_t rows = (m + 63) / 64;
-	for (uint64_t y = 0; y < rows; y += max_y) {
-		pc[11] = (uint32_t)y;
-		vkCmdPushConstants(cb, e->pl->layout[KERN_TILED], VK_SHADER_STAGE_COMPUTE_BIT, 0,
-				   sizeof(pc), pc);
-		vkCmdDispatch(cb, gx, (uint32_t)(rows - y < max_y ? rows - y : max_y), 1);
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_TILED][q->dtype]);
+	push_set(r, KERN_TILED, b, 4);
+	dispatch_split(r, KERN_TILED, pc, 12, 10, 1, 11, 1, (n + 63) / 64, (m + 63) / 64,
+		       4096 * (uint64_t)pc[2]);
+}
+
+/* Split-K for dW (+ db): each slice of the batch's rows through
+ * linear_splitk_gemm into the job's f32 partials in scratch, one barrier,
+ * then linear_splitk_reduce adds the slices in order into dW and db. */
+static void record_splitk(const rec *r)
+{
+	const proto_request *q = &r->j->req;
+	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+	const uint32_t S = r->j->slices;
+	const uint64_t L = (q->batch + S - 1) / S; /* rows per slice; S·L covers the batch */
+	const uint64_t m = q->out, n = dw ? q->in : 1, mn = q->out * q->in;
+	binding b[4] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_X), bind_partials(r),
+			bind_partials(r)};
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_SPLITK][q->dtype]);
+	push_set(r, KERN_SPLITK, b, 4);
+	for (uint32_t s = 0; s < S; s++) {
+		const uint64_t k0 = s * L, len = q->batch - k0 < L ? q->batch - k0 : L;
+		uint32_t pc[12] = {(uint32_t)q->out, (uint32_t)q->in, (uint32_t)len,
+				   (uint32_t)(b[0].elem_off + k0 * q->out), (uint32_t)(b[1].elem_off + k0 * q->in),
+				   (uint32_t)(s * mn), (uint32_t)(S * mn + s * q->out),
+				   1, (uint32_t)q->out, (dw ? 1u : 0u) | (db ? 2u : 0u), 0, 0};
+		dispatch_split(r, KERN_SPLITK, pc, 12, 10, 1, 11, 1, (n + 63) / 64, (m + 63) / 64,
+			       4096 * len);
+	}
+	barrier_all(r->cb);
+	r->e->epoch++;
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_REDUCE][q->dtype]);
+	const uint32_t acc = q->accumulate ? 4u : 0u;
+	for (int t = PROTO_T_DW; t <= PROTO_T_DB; t++) {
+		if (!q->t[t].present)
+			continue;
+		const uint64_t cnt = t == PROTO_T_DW ? mn : q->out;
+		binding rb[2] = {bind_partials(r), bind_tensor(r, t)};
+		push_set(r, KERN_REDUCE, rb, 2);
+		uint32_t pc[7] = {(uint32_t)cnt, S, (uint32_t)cnt,
+				  t == PROTO_T_DW ? 0u : (uint32_t)(S * mn), rb[1].elem_off, acc, 0};
+		dispatch_split(r, KERN_REDUCE, pc, 7, NO_WORD, 0, 6, 256, (cnt + 255) / 256, 1,
+			       256 * (uint64_t)S);
 	}
 }
 
-static void record_input(engine *e, VkCommandBuffer cb, const job *j)
+static void record_input(const rec *r)
 {
-	const proto_request *q = &j->req;
-	const uint32_t max_y = e->dev->props.limits.maxComputeWorkGroupCount[1];
+	const proto_request *q = &r->j->req;
 	const uint32_t acc = q->accumulate ? 4u : 0u;
-	binding b[3] = {bind_tensor(e, j, PROTO_T_DY), bind_tensor(e, j, PROTO_T_W),
-			bind_tensor(e, j, PROTO_T_DX)};
-	vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->pl->pipe[KERN_INPUT][q->dtype]);
-	push_set(e, cb, KERN_INPUT, b, 3);
-	uint32_t pc[8] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
-			  b[1].elem_off, b[2].elem_off, acc, 0};
-	uint32_t gx = (uint32_t)((q->in + 15) / 16);
-	uint64_t rows = (q->batch + 15) / 16;
-	for (uint64_t y = 0; y < rows; y += max_y) {
-		pc[7] = (uint32_t)(y * 16);
-		vkCmdPushConstants(cb, e->pl->layout[KERN_INPUT], VK_SHADER_STAGE_COMPUTE_BIT, 0,
-				   sizeof(pc), pc);
-		uint64_t gy = rows - y < max_y ? rows - y : max_y;
-		vkCmdDispatch(cb, gx, (uint32_t)gy, 1);
-	}
+	binding b[3] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_W),
+			bind_tensor(r, PROTO_T_DX)};
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_INPUT][q->dtype]);
+	push_set(r, KERN_INPUT, b, 3);
+	uint32_t pc[9] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
+			  b[1].elem_off, b[2].elem_off, acc, 0, 0};
+	dispatch_split(r, KERN_INPUT, pc, 9, 7, 16, 8, 1, (q->in + 15) / 16, (q->batch + 15) / 16,
+		       256 * q->out);
 }
 
 /* The bytes a dispatch binds for tensor t: from the offset aligned down as
@@ -223,34 +310,95 @@ static void mark_touched(engine *e, job *j, unsigned mask)
 	}
 }
 
-/* Record one dispatch unit of j, after a barrier when it needs one. */
-static void record_unit(engine *e, VkCommandBuffer cb, job *j, unsigned mask, uint64_t piece)
+/* The kernels of one unit (dW/db, or dX) of the job. */
+static void record_kernels(const rec *r, unsigned mask)
 {
-	if (needs_barrier(e, j, mask)) {
-		barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-			VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
-			VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-			VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+	const job *j = r->j;
+	if (mask == UNIT_PARAM && j->plan.param == KERN_SPLITK)
+		record_splitk(r);
+	else if (mask == UNIT_PARAM && j->plan.param == KERN_TILED)
+		record_tiled(r, false);
+	else if (mask == UNIT_PARAM)
+		record_param(r);
+	else if (j->plan.input == KERN_TILED)
+		record_tiled(r, true);
+	else
+		record_input(r);
+}
+
+/* Record one unit of a job reading the client's memory, after a barrier
+ * when its ranges conflict with what the batch did since the last one. */
+static void record_unit(const rec *r, unsigned mask)
+{
+	engine *e = r->e;
+	if (needs_barrier(e, r->j, mask)) {
+		barrier_all(r->cb);
 		e->epoch++;
 		e->untracked = false;
 	}
-	const variant_plan plan = variant_choose(&j->req);
-	if (mask == UNIT_PARAM && plan.param == KERN_TILED)
-		record_tiled(e, cb, j, false, piece);
-	else if (mask == UNIT_PARAM)
-		record_param(e, cb, j, piece);
-	else if (plan.input == KERN_TILED)
-		record_tiled(e, cb, j, true, piece);
-	else
-		record_input(e, cb, j);
-	mark_touched(e, j, mask);
+	record_kernels(r, mask);
+	mark_touched(e, r->j, mask);
 }
 
+/* One copy per tensor in `mask` between the client's buffer and the job's
+ * piece of scratch. */
+static void copy_tensors(const rec *r, unsigned mask, bool to_scratch)
+{
+	const job *j = r->j;
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		if (!(mask & (1u << t)) || !j->req.t[t].present)
+			continue;
+		VkBufferCopy c = {.srcOffset = to_scratch ? j->req.t[t].offset : j->soff[t],
+				  .dstOffset = to_scratch ? j->soff[t] : j->req.t[t].offset,
+				  .size = j->bytes[t]};
+		if (to_scratch)
+			vkCmdCopyBuffer(r->cb, j->reg[t]->buf, r->s->scratch.buf, 1, &c);
+		else
+			vkCmdCopyBuffer(r->cb, r->s->scratch.buf, j->reg[t]->buf, 1, &c);
+		r->e->devlocal_copy_bytes += j->bytes[t];
+	}
+}
 
-/* Record the jobs of slot si, already taken from the queue, into its
- * command buffer: timestamps around them, a barrier after earlier batches
- * when this one touches their regions, each job's dispatches with barriers
- * only where ranges conflict, and the host-visibility barrier at the end. */
+#define MASK_INPUTS ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_W))
+#define MASK_OUTPUTS ((1u << PROTO_T_DW) | (1u << PROTO_T_DB) | (1u << PROTO_T_DX))
+
+/* A job on the device-local path: its inputs (and, accumulating, its
+ * outputs) copied into scratch, its kernels run there between two
+ * timestamps (the job's kernel_us), its outputs copied back into the
+ * client's buffer. Barriers: before the copies in when they read what the
+ * batch wrote, copies → kernels, kernels → copies out; afterwards only the
+ * output ranges it wrote are live in the batch's tracking. */
+static void record_devlocal(const rec *r, uint32_t ts)
+{
+	engine *e = r->e;
+	const job *j = r->j;
+	const unsigned in_mask = MASK_INPUTS | (j->req.accumulate ? MASK_OUTPUTS : 0);
+	if (needs_barrier(e, j, UNIT_PARAM | UNIT_INPUT))
+		barrier_all(r->cb);
+	copy_tensors(r, in_mask, true);
+	barrier_all(r->cb);
+	e->epoch++;
+	e->untracked = false;
+	if (e->dev->timestamps)
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, r->s->queries, ts);
+	const proto_tensor *t = j->req.t;
+	if (t[PROTO_T_DW].present || t[PROTO_T_DB].present)
+		record_kernels(r, UNIT_PARAM);
+	if (t[PROTO_T_DX].present)
+		record_kernels(r, UNIT_INPUT);
+	if (e->dev->timestamps)
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->s->queries, ts + 1);
+	barrier_all(r->cb);
+	e->epoch++;
+	copy_tensors(r, MASK_OUTPUTS, false);
+	mark_touched(e, r->j, MASK_OUTPUTS);
+}
+
+/* Record the jobs of slot si, already taken from the queue and placed
+ * (engine.c: devlocal, split-K partials in scratch), into its command
+ * buffer: timestamps around them, a barrier after earlier batches when this
+ * one touches their regions, each job's work with barriers only where ranges
+ * conflict, and the host-visibility barrier at the end. */
 void record_batch(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
@@ -259,8 +407,14 @@ void record_batch(engine *e, uint32_t si)
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	vkBeginCommandBuffer(cb, &bi);
+	/* queries: the batch's two, then two per device-local job */
+	uint32_t nq = 2;
+	for (uint32_t i = 0; i < s->njobs; i++)
+		if (s->jobs[i]->devlocal)
+			s->jobs[i]->ts_index = (nq += 2) - 2;
+	s->nqueries = nq;
 	if (e->dev->timestamps) {
-		vkCmdResetQueryPool(cb, s->queries, 0, 2);
+		vkCmdResetQueryPool(cb, s->queries, 0, nq);
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries, 0);
 	}
 	bool after_inflight = false;
@@ -271,27 +425,36 @@ void record_batch(engine *e, uint32_t si)
 	/* earlier batches still running touch some of these regions: order this
 	 * batch after them (a barrier's first scope includes earlier submissions) */
 	if (after_inflight)
-		barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-			VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-			VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+		barrier_all(cb);
 	e->epoch++;
 	for (uint32_t i = 0; i < s->njobs; i++) {
-		job *j = s->jobs[i];
-		const proto_tensor *t = j->req.t;
+		rec r = {.e = e, .s = s, .cb = cb, .j = s->jobs[i],
+			 .piece = (uint64_t)si * e->cfg->max_batch_jobs + i};
+		const proto_tensor *t = r.j->req.t;
+		if (r.j->devlocal) {
+			record_devlocal(&r, r.j->ts_index);
+			continue;
+		}
 		if (t[PROTO_T_DW].present || t[PROTO_T_DB].present)
-			record_unit(e, cb, j, UNIT_PARAM, (uint64_t)si * e->cfg->max_batch_jobs + i);
+			record_unit(&r, UNIT_PARAM);
 		if (t[PROTO_T_DX].present)
-			record_unit(e, cb, j, UNIT_INPUT, (uint64_t)si * e->cfg->max_batch_jobs + i);
+			record_unit(&r, UNIT_INPUT);
 	}
 	/* outputs visible to the host (the client's mapping) at completion */
-	barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-		VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+			      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+			     VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 	if (e->dev->timestamps) {
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->queries, 1);
-		vkCmdCopyQueryPoolResults(cb, s->queries, 0, 2, s->ts_buf, 0, sizeof(uint64_t),
+		vkCmdCopyQueryPoolResults(cb, s->queries, 0, nq, s->ts_buf, 0, sizeof(uint64_t),
 					  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-		barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-			VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+		VkMemoryBarrier hb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+				      .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+				      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+				     1, &hb, 0, NULL, 0, NULL);
 	}
 	vkEndCommandBuffer(cb);
 }

@@ -24,6 +24,7 @@ layout(push_constant) uniform Params {
 	uint dx_off;
 	uint flags;   // 4: accumulate
 	uint b_base;  // first batch row of this dispatch (chunking)
+	uint c_base;  // first column tile of this dispatch (chunking)
 } pc;
 
 shared float tdy[16][17]; // [row][k]
@@ -33,7 +34,7 @@ void main()
 {
 	const uint lx = gl_LocalInvocationID.x;
 	const uint ly = gl_LocalInvocationID.y;
-	const uint i = gl_WorkGroupID.x * 16u + lx;
+	const uint i = (pc.c_base + gl_WorkGroupID.x) * 16u + lx;
 	const uint b = pc.b_base + gl_WorkGroupID.y * 16u + ly;
 	float sum = 0.0;
 	for (uint k0 = 0u; k0 < pc.n_out; k0 += 16u) {

@@ -32,6 +32,7 @@ layout(push_constant) uniform Params {
 	uint db_off;
 	uint flags;   // 1: write dW, 2: write db, 4: accumulate
 	uint o_base;  // first output feature of this dispatch (chunking)
+	uint c_base;  // first 32-wide input tile of this dispatch (chunking)
 } pc;
 
 shared float part[8][33];
@@ -42,9 +43,10 @@ void main()
 	const uint lx = gl_LocalInvocationID.x;
 	const uint s = gl_LocalInvocationID.y;
 	const uint o = pc.o_base + gl_WorkGroupID.y;
-	const uint i = gl_WorkGroupID.x * 32u + lx;
+	const uint tile = pc.c_base + gl_WorkGroupID.x;
+	const uint i = tile * 32u + lx;
 	const bool want_dw = (pc.flags & 1u) != 0u;
-	const bool want_db = (pc.flags & 2u) != 0u && gl_WorkGroupID.x == 0u;
+	const bool want_db = (pc.flags & 2u) != 0u && tile == 0u;
 	const bool acc = (pc.flags & 4u) != 0u;
 	const bool col = want_dw && i < pc.n_in;
 

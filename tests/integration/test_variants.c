@@ -1,8 +1,17 @@
 /* tests/integration/test_variants.c — every kernel family, forced with the
  * request's `variant` key, against the float64 reference at JC_TOL_F32 over
  * shapes on the tiled kernel's edges (tile 64: 63, 64, 65, 127, 128, 129),
- * single rows and columns, every output subset, with and without
- * accumulate; the automatic choice on the same shapes; a bad variant name. */
+ * split-K's edges (batch below one slice, slices that do not divide the
+ * batch, the automatic choice at batch 4096+), single rows and columns,
+ * every output subset, with and without accumulate; the automatic choice on
+ * the same shapes; a bad variant name.
+ *
+ * A second daemon runs every job on the device-local path
+ * (--devlocal-min-bytes 1: tensors copied into scratch, computed there,
+ * copied back) and cuts kernels into many small dispatches
+ * (--dispatch-max-macs); its results must match the reference and be the
+ * same bits as the first daemon's, and split-K must give the same bits
+ * every run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +20,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon_proc.h"
@@ -18,19 +28,20 @@
 #include "rawsock.h"
 #include "vkgrad.h"
 
-static daemon_proc g_d;
+static daemon_proc g_d, g_dl;
 
 static const uint64_t shapes[][3] = {
 	{1, 1, 1},     {1, 64, 64},   {64, 1, 64},   {64, 64, 1},  {63, 63, 63},
 	{64, 64, 64},  {65, 65, 65},  {127, 129, 64}, {129, 127, 65}, {128, 64, 128},
 	{200, 65, 16}, {70, 130, 17}, {3, 257, 66},
+	{17, 3, 100},  {1040, 70, 65}, {4100, 33, 5}, /* split-K: 1 slice, 64 uneven, auto */
 };
 
-static unsigned run_family(const char *variant)
+static unsigned run_family_on(const daemon_proc *d, const char *variant)
 {
 	static const unsigned subsets[] = {JC_DW, JC_DB, JC_DX, JC_DW | JC_DB, JC_ALL};
 	vkg_error err;
-	vkg_client *c = vkg_connect(g_d.sock, &err);
+	vkg_client *c = vkg_connect(d->sock, &err);
 	assert_non_null(c);
 	unsigned failed = 0, n = 0;
 	char name[96], why[320];
@@ -62,9 +73,86 @@ static unsigned run_family(const char *variant)
 			jobcase_free(&jc);
 		}
 	}
-	printf("variant %s: %u cases, %u failed (tol %g)\n", variant, n, failed, JC_TOL_F32);
+	printf("variant %s (%s): %u cases, %u failed (tol %g)\n", variant,
+	       d == &g_dl ? "device-local, small dispatches" : "direct", n, failed, JC_TOL_F32);
 	vkg_close(c);
 	return failed;
+}
+
+static unsigned run_family(const char *variant)
+{
+	return run_family_on(&g_d, variant);
+}
+
+static void test_splitk(void **state)
+{
+	(void)state;
+	assert_int_equal(run_family("splitk"), 0);
+}
+
+static void test_devlocal_and_small_dispatches(void **state)
+{
+	(void)state;
+	static const char *const families[] = {"auto", "generic", "tiled", "splitk"};
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(run_family_on(&g_dl, families[i]), 0);
+}
+
+/* Run one full-backward job (accumulating onto the filled outputs) on
+ * daemon d and copy the region's bytes out. */
+static uint8_t *run_bytes(const daemon_proc *d, const uint64_t *shp, const char *variant)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(d->sock, &err);
+	assert_non_null(c);
+	jobcase jc;
+	jobcase_init(&jc, shp[0], shp[1], shp[2], JC_ALL, true);
+	jobcase_layout(&jc);
+	uint64_t reg;
+	void *map = vkg_region_create(c, jc.size[0], &reg, &err);
+	assert_non_null(map);
+	assert_int_equal(jobcase_fill(&jc, &map, 77), 0);
+	vkg_job j = jobcase_job(&jc, &reg);
+	j.variant = variant;
+	vkg_result r;
+	assert_int_equal(vkg_linear_backward(c, &j, &r, &err), 0);
+	char why[320];
+	assert_int_equal(jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)), 0);
+	uint8_t *out = malloc(jc.size[0]);
+	assert_non_null(out);
+	memcpy(out, map, jc.size[0]);
+	assert_int_equal(vkg_region_destroy(c, reg, map, jc.size[0], &err), 0);
+	jobcase_free(&jc);
+	vkg_close(c);
+	return out;
+}
+
+static void test_same_bits_every_path_and_run(void **state)
+{
+	(void)state;
+	static const uint64_t shp[][3] = {{1040, 70, 65}, {4100, 33, 5}, {129, 127, 65}};
+	static const char *const families[] = {"splitk", "tiled", "generic", "auto"};
+	for (size_t s = 0; s < 3; s++)
+		for (int f = 0; f < 4; f++) {
+			jobcase jc;
+			jobcase_init(&jc, shp[s][0], shp[s][1], shp[s][2], JC_ALL, true);
+			jobcase_layout(&jc);
+			const size_t n = jc.size[0];
+			jobcase_free(&jc);
+			uint8_t *a = run_bytes(&g_d, shp[s], families[f]);
+			uint8_t *b = run_bytes(&g_d, shp[s], families[f]);
+			uint8_t *c = run_bytes(&g_dl, shp[s], families[f]);
+			if (memcmp(a, b, n) || memcmp(a, c, n))
+				fprintf(stderr, "%s %llux%llux%llu: bits differ (%s)\n", families[f],
+					(unsigned long long)shp[s][0], (unsigned long long)shp[s][1],
+					(unsigned long long)shp[s][2],
+					memcmp(a, b, n) ? "two runs on one daemon" : "direct vs device-local");
+			assert_memory_equal(a, b, n);
+			assert_memory_equal(a, c, n);
+			free(a);
+			free(b);
+			free(c);
+		}
 }
 
 static void test_tiled(void **state)
@@ -127,13 +215,18 @@ static void test_unknown_variant_is_bad_request(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
+	static const char *const dl_args[] = {"--devlocal-min-bytes", "1", "--dispatch-max-macs",
+					      "100000", NULL};
+	if (daemon_proc_start(&g_d, NULL, NULL) != 0)
+		return -1;
+	return daemon_proc_start(&g_dl, dl_args, NULL) == 0 ? 0 : -1;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
+	int a = daemon_proc_stop(&g_d), b = daemon_proc_stop(&g_dl);
+	return a == 0 && b == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -142,6 +235,9 @@ int main(void)
 		cmocka_unit_test(test_tiled),
 		cmocka_unit_test(test_generic),
 		cmocka_unit_test(test_auto),
+		cmocka_unit_test(test_splitk),
+		cmocka_unit_test(test_devlocal_and_small_dispatches),
+		cmocka_unit_test(test_same_bits_every_path_and_run),
 		cmocka_unit_test(test_unknown_variant_is_bad_request),
 	};
 	int rc = cmocka_run_group_tests_name("variants", tests, group_setup, group_teardown);

@@ -25,31 +25,36 @@ static proto_request job(uint64_t b, uint64_t i, uint64_t o, bool dw, bool db, b
 static void test_narrow_layers_use_the_row_parallel_kernel(void **state)
 {
 	(void)state;
-	proto_request q = job(4096, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
+	proto_request q = job(2048, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
 	variant_plan p = variant_choose(&q);
 	assert_int_equal(p.param, KERN_PARAM);
 	assert_int_equal(p.input, KERN_TILED); /* measured: 681 µs vs 854 all-generic */
-	q = job(8192, 4096, 32, true, true, true, PROTO_VARIANT_AUTO);
+	q = job(1024, 4096, 64, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q);
-	assert_int_equal(p.param, KERN_TILED); /* measured: 6010 µs vs 13138 generic */
+	assert_int_equal(p.param, KERN_TILED); /* batch too small for split-K */
 	assert_int_equal(p.input, KERN_TILED);
-	q = job(4096, 1024, 8, true, false, true, PROTO_VARIANT_AUTO);
+	q = job(2048, 1024, 8, true, false, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q);
 	assert_int_equal(p.param, KERN_PARAM);
 	assert_int_equal(p.input, KERN_INPUT); /* out < 16 */
+	q = job(4096, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_SPLITK); /* 16 tiles, 4 slices of 1024 rows */
+	assert_int_equal(p.slices, 4);
 }
 
 static void test_thresholds_at_the_tile_edge(void **state)
 {
 	(void)state;
-	/* dW: out >= 32, in >= 64, batch*in >= 2^20 */
-	proto_request q = job(16384, 64, 32, true, true, false, PROTO_VARIANT_AUTO);
+	/* dW: out >= 32, in >= 64, batch*in >= 2^20 (with 128+ output tiles,
+	 * so split-K does not take it) */
+	proto_request q = job(1024, 1024, 512, true, true, false, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q).param, KERN_TILED);
-	q = job(16384, 64, 31, true, true, false, PROTO_VARIANT_AUTO);
+	q = job(1024, 8192, 31, true, true, false, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q).param, KERN_PARAM);
-	q = job(16384, 63, 32, true, true, false, PROTO_VARIANT_AUTO);
+	q = job(16384, 63, 8192, true, true, false, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q).param, KERN_PARAM);
-	q = job(16383, 64, 32, true, true, false, PROTO_VARIANT_AUTO);
+	q = job(1023, 1024, 1024, true, true, false, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q).param, KERN_PARAM); /* batch*in just below 2^20 */
 	/* dX: batch >= 64, in >= 64, out >= 16, batch*in >= 2^20 */
 	q = job(16384, 64, 16, false, false, true, PROTO_VARIANT_AUTO);
@@ -89,6 +94,48 @@ static void test_forced_variants(void **state)
 	assert_int_equal(p.param, -1);
 }
 
+static void test_splitk_for_tall_skinny(void **state)
+{
+	(void)state;
+	/* 1 tile, batch 16384: S = min(64, 256/1, 16384/1024) = 16 */
+	proto_request q = job(16384, 64, 32, true, true, false, PROTO_VARIANT_AUTO);
+	variant_plan p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 16);
+	/* 8192x4096x32: 64 tiles, S = min(64, 4, 8) = 4 */
+	q = job(8192, 4096, 32, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 4);
+	assert_int_equal(p.input, KERN_TILED);
+	/* edges: batch 4095 is below 4 slices of 1024; 128 tiles is enough */
+	q = job(4095, 64, 32, true, true, false, PROTO_VARIANT_AUTO);
+	assert_int_not_equal(variant_choose(&q).param, KERN_SPLITK);
+	q = job(4096, 64, 32, true, true, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).param, KERN_SPLITK);
+	q = job(65536, 64 * 16, 64 * 8, true, false, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).param, KERN_TILED);
+	q = job(65536, 64 * 127, 64, true, false, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 3); /* ceil(256 / 127) */
+	/* db alone never splits */
+	q = job(1u << 20, 64, 32, false, true, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q).param, KERN_PARAM);
+	/* forced: batch / 16 slices, 1..64 */
+	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_SPLITK);
+	p = variant_choose(&q);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 1);
+	assert_int_equal(p.input, KERN_TILED);
+	q = job(33, 1, 1, true, false, false, PROTO_VARIANT_SPLITK);
+	assert_int_equal(variant_choose(&q).slices, 2);
+	q = job(1u << 20, 1, 1, true, false, false, PROTO_VARIANT_SPLITK);
+	assert_int_equal(variant_choose(&q).slices, 64);
+	/* scratch: S * (out*in + out) f32 */
+	assert_int_equal(variant_splitk_elems(&q, 64), 64 * 2);
+}
+
 static void test_variant_names_round_trip(void **state)
 {
 	(void)state;
@@ -105,6 +152,7 @@ int main(void)
 		cmocka_unit_test(test_thresholds_at_the_tile_edge),
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
 		cmocka_unit_test(test_forced_variants),
+		cmocka_unit_test(test_splitk_for_tall_skinny),
 		cmocka_unit_test(test_variant_names_round_trip),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
