@@ -130,6 +130,20 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 	       "staged_regions", s.staged_regions);
 	printf("  %-20s %" PRIu64 " (Vulkan validation-layer errors)\n", "validation_errors",
 	       s.validation_errors);
+	if (s.devlocal_min_bytes)
+		printf("  %-20s %" PRIu64 " (jobs with this many tensor bytes run on device copies)\n",
+		       "devlocal_min_bytes", s.devlocal_min_bytes);
+	else
+		printf("  %-20s off (every job reads the client's memory directly)\n",
+		       "devlocal_min_bytes");
+	printf("  %-20s %" PRIu64 " (%" PRIu64 " bytes copied to and from device memory)\n",
+	       "devlocal_jobs", s.devlocal_jobs, s.devlocal_copy_bytes);
+	printf("  %-20s %" PRIu64 "\n", "splitk_jobs", s.splitk_jobs);
+	printf("  %-20s %" PRIu64 " (kernel launches)\n", "dispatches", s.dispatches);
+	printf("  %-20s %" PRIu64 " (device memory held for copies and split-K)\n",
+	       "scratch_bytes", s.scratch_bytes);
+	printf("  %-20s %" PRIu64 " (batches run without scratch: allocation failed)\n",
+	       "scratch_failures", s.scratch_failures);
 	rc = CLI_EXIT_OK;
 out:
 	vkg_close(c);

@@ -534,6 +534,13 @@ int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err)
 			.host_imports = s->host_imports,
 			.staged_regions = s->staged_regions,
 			.validation_errors = s->validation_errors,
+			.devlocal_min_bytes = s->devlocal_min_bytes,
+			.devlocal_jobs = s->devlocal_jobs,
+			.devlocal_copy_bytes = s->devlocal_copy_bytes,
+			.splitk_jobs = s->splitk_jobs,
+			.dispatches = s->dispatches,
+			.scratch_bytes = s->scratch_bytes,
+			.scratch_failures = s->scratch_failures,
 		};
 	}
 	free(full);

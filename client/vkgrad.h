@@ -72,6 +72,11 @@ typedef struct vkg_stats {
 	uint64_t pipelines, pipeline_cache_hits, jobs_queued, jobs_running;
 	uint64_t host_imports, staged_regions;
 	uint64_t validation_errors;
+	/* kernels and memory path: device-local threshold (0: off), jobs run
+	 * on device-local copies and the bytes copied, split-K jobs,
+	 * dispatches recorded, scratch held now, batches run without scratch */
+	uint64_t devlocal_min_bytes, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
+	uint64_t dispatches, scratch_bytes, scratch_failures;
 } vkg_stats;
 
 int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err);

@@ -381,6 +381,14 @@ static void op_stats(conn *c, const proto_request *q)
 	st->host_imports = region_imports;
 	st->staged_regions = region_staged;
 	st->validation_errors = atomic_load(&s->dev->validation_errors);
+	st->devlocal_min_bytes = e->devlocal_min == CONFIG_OFF ? 0 : e->devlocal_min;
+	st->devlocal_jobs = e->devlocal_jobs;
+	st->devlocal_copy_bytes = e->devlocal_copy_bytes;
+	st->splitk_jobs = e->splitk_jobs;
+	st->dispatches = e->dispatches;
+	for (uint32_t i = 0; i < e->nslots; i++)
+		st->scratch_bytes += e->slots[i].scratch.size;
+	st->scratch_failures = e->scratch_failures;
 	reply(c, PROTO_R_STATS, &r);
 }
 
@@ -521,7 +529,8 @@ void conn_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
 	c->inflight--;
 	if (code == PROTO_OK) {
 		proto_reply r = {.id = j->req.id, .ok = true, .queued_us = queued_us,
-				 .gpu_us = gpu_us, .batch_jobs = batch_jobs};
+				 .gpu_us = gpu_us, .batch_jobs = batch_jobs,
+				 .kernel_us = j->kernel_us, .has_kernel_us = j->has_kernel_us};
 		reply(c, PROTO_R_JOB, &r);
 	} else {
 		proto_err err;

@@ -485,6 +485,13 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "host_imports", s->host_imports);
 	pk_kv_u(pk, "staged_regions", s->staged_regions);
 	pk_kv_u(pk, "validation_errors", s->validation_errors);
+	pk_kv_u(pk, "devlocal_min_bytes", s->devlocal_min_bytes);
+	pk_kv_u(pk, "devlocal_jobs", s->devlocal_jobs);
+	pk_kv_u(pk, "devlocal_copy_bytes", s->devlocal_copy_bytes);
+	pk_kv_u(pk, "splitk_jobs", s->splitk_jobs);
+	pk_kv_u(pk, "dispatches", s->dispatches);
+	pk_kv_u(pk, "scratch_bytes", s->scratch_bytes);
+	pk_kv_u(pk, "scratch_failures", s->scratch_failures);
 }
 
 int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r)
@@ -498,7 +505,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
 	case PROTO_R_JOB: extra = 3 + r->has_kernel_us; break;
-	case PROTO_R_STATS: extra = 15; break;
+	case PROTO_R_STATS: extra = 22; break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);
@@ -639,6 +646,13 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (key_is(k, "host_imports")) s->host_imports = as_u64(v);
 	else if (key_is(k, "staged_regions")) s->staged_regions = as_u64(v);
 	else if (key_is(k, "validation_errors")) s->validation_errors = as_u64(v);
+	else if (key_is(k, "devlocal_min_bytes")) s->devlocal_min_bytes = as_u64(v);
+	else if (key_is(k, "devlocal_jobs")) s->devlocal_jobs = as_u64(v);
+	else if (key_is(k, "devlocal_copy_bytes")) s->devlocal_copy_bytes = as_u64(v);
+	else if (key_is(k, "splitk_jobs")) s->splitk_jobs = as_u64(v);
+	else if (key_is(k, "dispatches")) s->dispatches = as_u64(v);
+	else if (key_is(k, "scratch_bytes")) s->scratch_bytes = as_u64(v);
+	else if (key_is(k, "scratch_failures")) s->scratch_failures = as_u64(v);
 }
 
 int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_err *err)

@@ -158,6 +158,11 @@ typedef struct proto_stats {
 	uint64_t jobs_queued, jobs_running;
 	uint64_t host_imports, staged_regions;
 	uint64_t validation_errors;
+	/* kernels and memory path (daemon/engine.h) */
+	uint64_t devlocal_min_bytes;  /* device-local path threshold; 0: off */
+	uint64_t devlocal_jobs, devlocal_copy_bytes, splitk_jobs, dispatches;
+	uint64_t scratch_bytes;       /* device memory held as scratch now */
+	uint64_t scratch_failures;    /* batches run without scratch */
 } proto_stats;
 
 typedef enum proto_reply_kind {

@@ -96,6 +96,24 @@ static void test_devlocal_and_small_dispatches(void **state)
 	static const char *const families[] = {"auto", "generic", "tiled", "splitk"};
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(run_family_on(&g_dl, families[i]), 0);
+	/* stats say which path the jobs took */
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_dl.sock, &err);
+	assert_non_null(c);
+	vkg_stats st;
+	assert_int_equal(vkg_stats_get(c, &st, &err), 0);
+	vkg_close(c);
+	printf("device-local daemon: devlocal_min_bytes %llu, devlocal_jobs %llu of %llu, "
+	       "splitk_jobs %llu, dispatches %llu, scratch_bytes %llu\n",
+	       (unsigned long long)st.devlocal_min_bytes, (unsigned long long)st.devlocal_jobs,
+	       (unsigned long long)st.jobs_done, (unsigned long long)st.splitk_jobs,
+	       (unsigned long long)st.dispatches, (unsigned long long)st.scratch_bytes);
+	assert_int_equal(st.devlocal_min_bytes, 1);
+	assert_int_equal(st.devlocal_jobs, st.jobs_done);
+	assert_true(st.splitk_jobs >= 64); /* the 16 shapes x 4 subsets with dW or db, forced */
+	assert_true(st.dispatches > 4 * st.jobs_done); /* small dispatches: many per job */
+	assert_true(st.scratch_bytes > 0);
+	assert_int_equal(st.scratch_failures, 0);
 }
 
 /* Run one full-backward job (accumulating onto the filled outputs) on

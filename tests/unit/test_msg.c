@@ -422,6 +422,13 @@ static void test_reply_stats(void **state)
 		.host_imports = 6,
 		.staged_regions = 1,
 		.validation_errors = 11,
+		.devlocal_min_bytes = 4u << 20,
+		.devlocal_jobs = 12,
+		.devlocal_copy_bytes = 1ull << 40,
+		.splitk_jobs = 13,
+		.dispatches = 14,
+		.scratch_bytes = 15,
+		.scratch_failures = 16,
 	};
 	reply_round_trip(PROTO_R_STATS, &in, &out);
 	assert_true(out.stats.uptime_s == 12.5);
@@ -430,6 +437,13 @@ static void test_reply_stats(void **state)
 	assert_int_equal(out.stats.region_bytes, 1ull << 33);
 	assert_int_equal(out.stats.jobs_done, 1000);
 	assert_int_equal(out.stats.jobs_failed, 2);
+	assert_int_equal(out.stats.devlocal_min_bytes, 4u << 20);
+	assert_int_equal(out.stats.devlocal_jobs, 12);
+	assert_int_equal(out.stats.devlocal_copy_bytes, 1ull << 40);
+	assert_int_equal(out.stats.splitk_jobs, 13);
+	assert_int_equal(out.stats.dispatches, 14);
+	assert_int_equal(out.stats.scratch_bytes, 15);
+	assert_int_equal(out.stats.scratch_failures, 16);
 	assert_int_equal(out.stats.batches, 250);
 	assert_true(out.stats.jobs_per_batch_avg == 4.0);
 	assert_int_equal(out.stats.pipelines, 2);
