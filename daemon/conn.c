@@ -345,7 +345,7 @@ static void op_hello(conn *c, const proto_request *q)
 		for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
 			if (strcmp(kreg_entries[i].dtype, proto_dtype_name((proto_dtype)t)) == 0)
 				dt = t;
-		if (dt < 0 || !s->pl->dtype_ok[dt])
+		if (dt < 0 || !pipelines_serves(s->pl, kreg_entries[i].name, (proto_dtype)dt))
 			continue; /* only what this device runs */
 		proto_kernel_info *k = &r->hello.kernels[r->hello.n_kernels++];
 		snprintf(k->name, sizeof(k->name), "%s", kreg_entries[i].name);
@@ -489,6 +489,14 @@ static void op_linear_backward(conn *c, const proto_request *q)
 		proto_fail(&err, PROTO_UNSUPPORTED,
 			   "linear_backward: dtype '%s' is not served on this device (it lacks 16-bit storage)",
 			   proto_dtype_name(q->dtype));
+		goto fail;
+	}
+	if (q->variant == PROTO_VARIANT_COOPMAT && !s->pl->pipe[KERN_COOPMAT][q->dtype]) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'coopmat' needs dtype f16 on a device with "
+			   "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s",
+			   proto_dtype_name(q->dtype), s->dev->info.name,
+			   s->dev->coopmat ? "" : ", which lacks it");
 		goto fail;
 	}
 	if (c->inflight >= s->limits.max_inflight) {

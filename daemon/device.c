@@ -38,6 +38,42 @@ static bool has_ext(VkPhysicalDevice p, const char *name)
 	return found;
 }
 
+/* Does the device multiply 16x16x16 f16 matrices into f32 at subgroup
+ * scope (what linear_coopmat_gemm is written for)? */
+static bool coopmat_shape_ok(VkPhysicalDevice p, VkInstance inst)
+{
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+		(PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+			inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	uint32_t n = 0;
+	if (!get || get(p, &n, NULL) != VK_SUCCESS || n == 0)
+		return false;
+	VkCooperativeMatrixPropertiesNV *cp = calloc(n, sizeof(*cp));
+	if (!cp)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+	bool ok = false;
+	if (get(p, &n, cp) == VK_SUCCESS)
+		for (uint32_t i = 0; i < n; i++)
+			ok |= cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
+			      cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			      cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			      cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			      cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			      cp[i].scope == VK_SCOPE_SUBGROUP_NV;
+	free(cp);
+	return ok;
+}
+
+static uint32_t subgroup_size(VkPhysicalDevice p)
+{
+	VkPhysicalDeviceSubgroupProperties sp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sp};
+	vkGetPhysicalDeviceProperties2(p, &p2);
+	return sp.subgroupSize;
+}
+
 static bool has_layer(const char *name)
 {
 	uint32_t n = 0;
@@ -217,6 +253,12 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
 		.pNext = &f12,
 	};
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+	};
+	const bool has_cm = has_ext(d->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+	if (has_cm)
+		f12.pNext = &fcm;
 	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
 	vkGetPhysicalDeviceFeatures2(d->phys, &f2);
 	if (!f12.timelineSemaphore) {
@@ -234,6 +276,18 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		log_warn("VKGRAD_FAULT_NO_STORAGE16: f16 and bf16 disabled");
 		d->storage16 = false;
 	}
+	d->coopmat = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
+		     f11.storageBuffer16BitAccess && coopmat_shape_ok(d->phys, d->instance) &&
+		     subgroup_size(d->phys) == 32 && !getenv("VKGRAD_NO_COOPMAT");
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV encm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+		.cooperativeMatrix = VK_TRUE,
+	};
+	if (d->coopmat) {
+		en12.shaderFloat16 = VK_TRUE;
+		en12.vulkanMemoryModel = VK_TRUE;
+		en12.pNext = &encm;
+	}
 	VkPhysicalDeviceVulkan11Features en11 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
 		.pNext = &en12,
@@ -246,8 +300,10 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
-	const char *dext[3] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+	const char *dext[4] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
 	uint32_t ndext = 1;
+	if (d->coopmat)
+		dext[ndext++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
 	if (d->host_import) {
 		dext[ndext++] = VK_KHR_EXTERNAL_MEMORY_EXTENSION_NAME;
 		dext[ndext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
@@ -292,6 +348,12 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	snprintf(in->api, sizeof(in->api), "%u.%u.%u", VK_API_VERSION_MAJOR(d->props.apiVersion),
 		 VK_API_VERSION_MINOR(d->props.apiVersion), VK_API_VERSION_PATCH(d->props.apiVersion));
 	snprintf(in->type, sizeof(in->type), "%s", type_name(d->props.deviceType));
+	log_info("matrix extensions: VK_KHR_cooperative_matrix %s, VK_NV_cooperative_matrix %s "
+		 "(used: %s), VK_NV_cooperative_matrix2 %s, VK_KHR_shader_bfloat16 %s",
+		 has_ext(d->phys, "VK_KHR_cooperative_matrix") ? "yes" : "no",
+		 has_ext(d->phys, "VK_NV_cooperative_matrix") ? "yes" : "no", d->coopmat ? "yes" : "no",
+		 has_ext(d->phys, "VK_NV_cooperative_matrix2") ? "yes" : "no",
+		 has_ext(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
 	log_notice("using device %d: %s (%s, %s, Vulkan %s), host-memory import %s", pick, in->name,
 		   in->type, in->driver, in->api,
 		   d->host_import ? "available" : "unavailable: staging copies");

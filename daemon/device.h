@@ -23,6 +23,9 @@ typedef struct device {
 	proto_device_info info;
 	bool host_import;          /* VK_EXT_external_memory_host enabled */
 	bool storage16;            /* storageBuffer16BitAccess: f16/bf16 tensors */
+	bool coopmat;              /* VK_NV_cooperative_matrix with 16x16x16 f16 -> f32,
+				      shaderFloat16, the Vulkan memory model and
+				      32-wide subgroups: linear_coopmat_gemm runs */
 	VkDeviceSize import_align; /* minImportedHostPointerAlignment */
 	float timestamp_period;    /* ns per tick */
 	bool timestamps;

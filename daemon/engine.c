@@ -349,7 +349,7 @@ static void unplace(job *j)
  * would fit an empty slot but not this one. */
 static uint64_t place(engine *e, job *j, uint64_t used)
 {
-	j->plan = variant_choose(&j->req);
+	j->plan = variant_choose(&j->req, e->pl->pipe[KERN_COOPMAT][j->req.dtype] != VK_NULL_HANDLE);
 	j->slices = j->plan.slices;
 	j->devlocal = false;
 	uint64_t split = j->plan.param == KERN_SPLITK

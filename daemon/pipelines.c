@@ -27,6 +27,7 @@ static const struct {
 	[KERN_TILED] = {"linear_tiled_gemm", "tiled64", 4, 12 * 4},
 	[KERN_SPLITK] = {"linear_splitk_gemm", "splitk", 4, 12 * 4},
 	[KERN_REDUCE] = {"linear_splitk_reduce", "splitk", 2, 7 * 4},
+	[KERN_COOPMAT] = {"linear_coopmat_gemm", "coopmat", 4, 12 * 4},
 };
 
 static int mkdir_p(const char *path)
@@ -213,9 +214,12 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			rc = -1;
 			break;
 		}
-		/* one pipeline per storage dtype the device can serve */
+		/* one pipeline per storage dtype the device can serve; the
+		 * cooperative-matrix kernel only for f16 where the device has it */
 		for (int t = 0; t < PROTO_DTYPE_COUNT && rc == 0; t++) {
 			if (!p->dtype_ok[t])
+				continue;
+			if (k == KERN_COOPMAT && (!d->coopmat || t != PROTO_F16))
 				continue;
 			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
 			const kreg_entry *e = kreg_find(kern_desc[k].name, proto_dtype_name((proto_dtype)t),
@@ -267,6 +271,14 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 	if (p->cache_hits < p->built)
 		pipelines_save(p, d);
 	return 0;
+}
+
+bool pipelines_serves(const pipelines *p, const char *name, proto_dtype t)
+{
+	for (int k = 0; k < KERN_COUNT; k++)
+		if (strcmp(kern_desc[k].name, name) == 0)
+			return (unsigned)t < PROTO_DTYPE_COUNT && p->pipe[k][t] != VK_NULL_HANDLE;
+	return false;
 }
 
 void pipelines_save(const pipelines *p, const device *d)

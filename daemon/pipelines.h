@@ -10,8 +10,9 @@
 
 /* linear_parameter_backward, linear_input_backward (generic),
  * linear_tiled_gemm (tiled64), linear_splitk_gemm + linear_splitk_reduce
- * (splitk: the two passes of split-K) */
-enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COUNT };
+ * (splitk: the two passes of split-K), linear_coopmat_gemm (coopmat: f16
+ * on cooperative matrices, only where device.coopmat) */
+enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_COUNT };
 
 typedef struct pipelines {
 	VkPipelineCache cache;
@@ -28,6 +29,9 @@ typedef struct pipelines {
 /* Load the cache file (a bad or foreign one is logged and ignored), build
  * every pipeline. Returns 0, or -1 with err. */
 int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen);
+/* Is there a pipeline of kernel `name` (registry name) for dtype t? */
+bool pipelines_serves(const pipelines *p, const char *name, proto_dtype t);
+
 /* Save the cache atomically (temp file, fsync, rename); failures are logged. */
 void pipelines_save(const pipelines *p, const device *d);
 void pipelines_destroy(pipelines *p, const device *d);

@@ -134,11 +134,12 @@ static void dispatch_split(const rec *r, int k, uint32_t *pc, uint32_t npc, uint
 		}
 }
 
-static void record_param(const rec *r)
+/* linear_parameter_backward for dW and db, or (db_only) for db alone. */
+static void record_param(const rec *r, bool db_only)
 {
 	const proto_request *q = &r->j->req;
 	const uint32_t acc = q->accumulate ? 4u : 0u;
-	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+	const bool dw = q->t[PROTO_T_DW].present && !db_only, db = q->t[PROTO_T_DB].present;
 	binding b[4] = {
 		bind_tensor(r, PROTO_T_X),
 		bind_tensor(r, PROTO_T_DY),
@@ -154,8 +155,10 @@ static void record_param(const rec *r)
 	dispatch_split(r, KERN_PARAM, pc, 10, 8, 1, 9, 1, gx, q->out, 32 * q->batch);
 }
 
-/* linear_tiled_gemm for dW (+ fused db) or for dX; see the shader. */
-static void record_tiled(const rec *r, bool for_dx)
+/* linear_tiled_gemm (k = KERN_TILED) for dW (+ fused db) or for dX; or
+ * linear_coopmat_gemm (k = KERN_COOPMAT, same push constants, no fused db)
+ * for dW or dX. See the shaders. */
+static void record_tiled(const rec *r, bool for_dx, int k)
 {
 	const proto_request *q = &r->j->req;
 	const uint32_t acc = q->accumulate ? 4u : 0u;
@@ -163,7 +166,8 @@ static void record_tiled(const rec *r, bool for_dx)
 	uint32_t pc[12];
 	uint64_t m, n;
 	if (!for_dx) {
-		const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+		const bool dw = q->t[PROTO_T_DW].present;
+		const bool db = q->t[PROTO_T_DB].present && k == KERN_TILED;
 		b[0] = bind_tensor(r, PROTO_T_DY);
 		b[1] = bind_tensor(r, PROTO_T_X);
 		b[2] = dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0);
@@ -184,9 +188,9 @@ static void record_tiled(const rec *r, bool for_dx)
 				     (uint32_t)q->out, 1, 1u | acc, 0, 0};
 		memcpy(pc, init, sizeof(pc));
 	}
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_TILED][q->dtype]);
-	push_set(r, KERN_TILED, b, 4);
-	dispatch_split(r, KERN_TILED, pc, 12, 10, 1, 11, 1, (n + 63) / 64, (m + 63) / 64,
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[k][q->dtype]);
+	push_set(r, k, b, 4);
+	dispatch_split(r, k, pc, 12, 10, 1, 11, 1, (n + 63) / 64, (m + 63) / 64,
 		       4096 * (uint64_t)pc[2]);
 }
 
@@ -314,16 +318,21 @@ static void mark_touched(engine *e, job *j, unsigned mask)
 static void record_kernels(const rec *r, unsigned mask)
 {
 	const job *j = r->j;
-	if (mask == UNIT_PARAM && j->plan.param == KERN_SPLITK)
+	if (mask == UNIT_PARAM && j->plan.param == KERN_SPLITK) {
 		record_splitk(r);
-	else if (mask == UNIT_PARAM && j->plan.param == KERN_TILED)
-		record_tiled(r, false);
-	else if (mask == UNIT_PARAM)
-		record_param(r);
-	else if (j->plan.input == KERN_TILED)
-		record_tiled(r, true);
-	else
+	} else if (mask == UNIT_PARAM && j->plan.param == KERN_COOPMAT) {
+		record_tiled(r, false, KERN_COOPMAT);
+		if (j->req.t[PROTO_T_DB].present)
+			record_param(r, true); /* db: one more pass over dY */
+	} else if (mask == UNIT_PARAM && j->plan.param == KERN_TILED) {
+		record_tiled(r, false, KERN_TILED);
+	} else if (mask == UNIT_PARAM) {
+		record_param(r, false);
+	} else if (j->plan.input == KERN_TILED || j->plan.input == KERN_COOPMAT) {
+		record_tiled(r, true, j->plan.input);
+	} else {
 		record_input(r);
+	}
 }
 
 /* Record one unit of a job reading the client's memory, after a barrier

@@ -22,13 +22,17 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-variant_plan variant_choose(const proto_request *q)
+variant_plan variant_choose(const proto_request *q, bool coopmat)
 {
 	variant_plan p = {-1, -1, 1};
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+	const bool force_cm = q->variant == PROTO_VARIANT_COOPMAT && coopmat;
 	if (dw || db) {
 		const uint64_t tiles = ceil_div(q->out, TILE) * ceil_div(q->in, TILE);
-		if (q->variant == PROTO_VARIANT_AUTO) {
+		if (force_cm || (q->variant == PROTO_VARIANT_AUTO && coopmat && q->out >= TILE &&
+				 q->in >= TILE && q->batch >= 256)) {
+			p.param = dw ? KERN_COOPMAT : KERN_PARAM;
+		} else if (q->variant == PROTO_VARIANT_AUTO) {
 			uint64_t s = min_u64(min_u64(SPLITK_MAX, ceil_div(SPLITK_TARGET, tiles)),
 					     q->batch / SPLITK_MIN_ROWS);
 			if (dw && tiles < SPLITK_TILES && q->batch >= 4 * SPLITK_MIN_ROWS && s >= 2) {
@@ -49,6 +53,11 @@ variant_plan variant_choose(const proto_request *q)
 	}
 	if (q->t[PROTO_T_DX].present) {
 		bool tiled;
+		if (force_cm || (q->variant == PROTO_VARIANT_AUTO && coopmat && q->batch >= TILE &&
+				 q->in >= TILE && q->out >= TILE)) {
+			p.input = KERN_COOPMAT;
+			return p;
+		}
 		if (q->variant == PROTO_VARIANT_AUTO)
 			tiled = q->batch >= TILE && q->in >= TILE && q->out >= 16 &&
 				q->batch * q->in >= BIG;

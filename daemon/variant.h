@@ -4,6 +4,9 @@
  * family for every part of the job:
  *
  *   part        kernel                     when
+ *   dW          linear_coopmat_gemm        f16 on a device with cooperative
+ *               (+ db by the row-parallel  matrices, out >= 64, in >= 64,
+ *               kernel's bias-only pass)   batch >= 256
  *   dW (+ db)   linear_splitk_gemm +       out*in fills fewer than 128 tiles of
  *               linear_splitk_reduce       64x64 and batch >= 4096 (tall-skinny):
  *                                          the batch cut into S slices (below)
@@ -11,7 +14,9 @@
  *               linear_parameter_backward  otherwise (narrow layers: the seed's
  *                                          row-parallel kernel)
  *   db only     linear_parameter_backward  always (one pass over dY)
- *   dX          linear_tiled_gemm          batch >= 64, in >= 64, out >= 16,
+ *   dX          linear_coopmat_gemm        f16 with cooperative matrices,
+ *                                          batch, in, out >= 64
+ *               linear_tiled_gemm          batch >= 64, in >= 64, out >= 16,
  *                                          batch*in >= 2^20
  *               linear_input_backward      otherwise
  *
@@ -30,6 +35,7 @@
 #ifndef VKG_DAEMON_VARIANT_H
 #define VKG_DAEMON_VARIANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "msg.h"
@@ -40,7 +46,8 @@ typedef struct variant_plan {
 	uint32_t slices; /* split-K slices when param is KERN_SPLITK, else 1 */
 } variant_plan;
 
-variant_plan variant_choose(const proto_request *q);
+/* coopmat: the device runs linear_coopmat_gemm for q's dtype. */
+variant_plan variant_choose(const proto_request *q, bool coopmat);
 
 /* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices);

@@ -25,6 +25,7 @@
 #include "vkgrad.h"
 
 static daemon_proc g_d;
+static bool g_coopmat; /* hello lists linear_coopmat_gemm */
 
 #define TOL_F16 2e-3
 #define TOL_BF16 1e-2
@@ -143,7 +144,11 @@ static void run_dtype(bool bf16)
 	static const uint64_t shapes[][3] = {{1, 1, 1},    {33, 257, 31}, {64, 64, 64},
 					     {65, 63, 129}, {200, 65, 16}, {7, 300, 5}};
 	static const unsigned subsets[] = {1, 2, 4, 3, 7};
-	static const char *const variants[] = {"generic", "tiled"};
+	/* coopmat only where the daemon has it (f16 on VK_NV_cooperative_matrix) */
+	static const char *const variants[] = {"generic", "tiled", "splitk", "coopmat"};
+	const int nv = !bf16 && g_coopmat ? 4 : 3;
+	if (!bf16 && !g_coopmat)
+		printf("f16: variant coopmat skipped: hello lists no linear_coopmat_gemm on this device\n");
 	const double tol = bf16 ? TOL_BF16 : TOL_F16;
 	vkg_error err;
 	vkg_client *c = vkg_connect(g_d.sock, &err);
@@ -152,7 +157,7 @@ static void run_dtype(bool bf16)
 	double worst = 0;
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 		for (unsigned k = 0; k < 5; k++)
-			for (int v = 0; v < 2; v++) {
+			for (int v = 0; v < nv; v++) {
 				bool acc = (s + k + (unsigned)v) % 2;
 				double e = run_one(c, bf16, shapes[s][0], shapes[s][1], shapes[s][2],
 						   subsets[k], acc, variants[v], (unsigned)(s * 100 + k * 10 + (unsigned)v));
@@ -195,15 +200,58 @@ static void test_hello_lists_every_dtype(void **state)
 	assert_int_equal(vkg_hello(c, "test_dtypes", &info, &err), 0);
 	unsigned seen[3] = {0};
 	for (unsigned i = 0; i < info.n_kernels; i++) {
+		if (strcmp(info.kernels[i].name, "linear_coopmat_gemm") == 0) {
+			assert_string_equal(info.kernels[i].dtype, "f16");
+			continue;
+		}
 		if (strcmp(info.kernels[i].dtype, "f32") == 0) seen[0]++;
 		if (strcmp(info.kernels[i].dtype, "f16") == 0) seen[1]++;
 		if (strcmp(info.kernels[i].dtype, "bf16") == 0) seen[2]++;
 	}
 	vkg_close(c);
-	/* lavapipe has storageBuffer16BitAccess: all three kernels in all three */
-	assert_int_equal(seen[0], 3);
-	assert_int_equal(seen[1], 3);
-	assert_int_equal(seen[2], 3);
+	/* lavapipe has storageBuffer16BitAccess: the five plain kernels in all
+	 * three dtypes (parameter, input, tiled, split-K's two passes) */
+	assert_int_equal(seen[0], 5);
+	assert_int_equal(seen[1], 5);
+	assert_int_equal(seen[2], 5);
+}
+
+/* Forcing coopmat where it cannot run is `unsupported`, naming the variant,
+ * and writes nothing; the daemon goes on serving. */
+static void test_coopmat_unsupported_where_absent(void **state)
+{
+	(void)state;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	assert_non_null(c);
+	for (int k = 0; k < 3; k++) {
+		static const char *const dt[] = {"f32", "bf16", "f16"};
+		if (k == 2 && g_coopmat) {
+			printf("coopmat f16 is served here: its numbers are checked in test_f16\n");
+			break;
+		}
+		uint64_t reg;
+		void *m = vkg_region_create(c, 4096, &reg, &err);
+		assert_non_null(m);
+		vkg_job j = vkg_job_init();
+		j.dtype = dt[k];
+		j.variant = "coopmat";
+		j.batch = j.in = j.out = 4;
+		j.x = (vkg_tensor){reg, 0};
+		j.dy = (vkg_tensor){reg, 256};
+		j.dw = (vkg_tensor){reg, 512};
+		memset(m, 0x5a, 4096);
+		vkg_result r;
+		assert_int_equal(vkg_linear_backward(c, &j, &r, &err), VKG_EREMOTE);
+		assert_string_equal(err.code, "unsupported");
+		assert_non_null(strstr(err.message, "coopmat"));
+		assert_non_null(strstr(err.message, dt[k]));
+		for (int i = 0; i < 4096; i++)
+			assert_int_equal(((uint8_t *)m)[i], 0x5a);
+		assert_int_equal(vkg_region_destroy(c, reg, m, 4096, &err), 0);
+	}
+	vkg_close(c);
+	assert_true(rawsock_daemon_serves(g_d.sock));
 }
 
 /* A device without 16-bit storage serves f32 only: hello lists no f16/bf16
@@ -248,7 +296,17 @@ static void test_dtype_unsupported_without_16bit_storage(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
+	if (daemon_proc_start(&g_d, NULL, NULL) != 0)
+		return -1;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	vkg_info info;
+	if (!c || vkg_hello(c, "test_dtypes", &info, &err) != 0)
+		return -1;
+	for (unsigned i = 0; i < info.n_kernels; i++)
+		g_coopmat |= strcmp(info.kernels[i].name, "linear_coopmat_gemm") == 0;
+	vkg_close(c);
+	return 0;
 }
 
 static int group_teardown(void **state)
@@ -263,6 +321,7 @@ int main(void)
 		cmocka_unit_test(test_hello_lists_every_dtype),
 		cmocka_unit_test(test_f16),
 		cmocka_unit_test(test_bf16),
+		cmocka_unit_test(test_coopmat_unsupported_where_absent),
 		cmocka_unit_test(test_dtype_unsupported_without_16bit_storage),
 	};
 	int rc = cmocka_run_group_tests_name("dtypes", tests, group_setup, group_teardown);

@@ -26,19 +26,19 @@ static void test_narrow_layers_use_the_row_parallel_kernel(void **state)
 {
 	(void)state;
 	proto_request q = job(2048, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
-	variant_plan p = variant_choose(&q);
+	variant_plan p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_PARAM);
 	assert_int_equal(p.input, KERN_TILED); /* measured: 681 µs vs 854 all-generic */
 	q = job(1024, 4096, 64, true, true, true, PROTO_VARIANT_AUTO);
-	p = variant_choose(&q);
+	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_TILED); /* batch too small for split-K */
 	assert_int_equal(p.input, KERN_TILED);
 	q = job(2048, 1024, 8, true, false, true, PROTO_VARIANT_AUTO);
-	p = variant_choose(&q);
+	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_PARAM);
 	assert_int_equal(p.input, KERN_INPUT); /* out < 16 */
 	q = job(4096, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
-	p = variant_choose(&q);
+	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_SPLITK); /* 16 tiles, 4 slices of 1024 rows */
 	assert_int_equal(p.slices, 4);
 }
@@ -49,31 +49,31 @@ static void test_thresholds_at_the_tile_edge(void **state)
 	/* dW: out >= 32, in >= 64, batch*in >= 2^20 (with 128+ output tiles,
 	 * so split-K does not take it) */
 	proto_request q = job(1024, 1024, 512, true, true, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).param, KERN_TILED);
+	assert_int_equal(variant_choose(&q, false).param, KERN_TILED);
 	q = job(1024, 8192, 31, true, true, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).param, KERN_PARAM);
+	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM);
 	q = job(16384, 63, 8192, true, true, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).param, KERN_PARAM);
+	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM);
 	q = job(1023, 1024, 1024, true, true, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).param, KERN_PARAM); /* batch*in just below 2^20 */
+	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM); /* batch*in just below 2^20 */
 	/* dX: batch >= 64, in >= 64, out >= 16, batch*in >= 2^20 */
 	q = job(16384, 64, 16, false, false, true, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).input, KERN_TILED);
+	assert_int_equal(variant_choose(&q, false).input, KERN_TILED);
 	q = job(16384, 64, 15, false, false, true, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).input, KERN_INPUT);
+	assert_int_equal(variant_choose(&q, false).input, KERN_INPUT);
 	q = job(16384, 63, 16, false, false, true, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).input, KERN_INPUT);
+	assert_int_equal(variant_choose(&q, false).input, KERN_INPUT);
 	q = job(63, 1u << 15, 16, false, false, true, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).input, KERN_INPUT);
+	assert_int_equal(variant_choose(&q, false).input, KERN_INPUT);
 	q = job(256, 256, 16, false, false, true, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).input, KERN_INPUT); /* small: generic measured faster */
+	assert_int_equal(variant_choose(&q, false).input, KERN_INPUT); /* small: generic measured faster */
 }
 
 static void test_bias_alone_is_one_pass_over_dy(void **state)
 {
 	(void)state;
 	proto_request q = job(8192, 4096, 4096, false, true, false, PROTO_VARIANT_AUTO);
-	variant_plan p = variant_choose(&q);
+	variant_plan p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_PARAM);
 	assert_int_equal(p.input, -1);
 }
@@ -82,15 +82,15 @@ static void test_forced_variants(void **state)
 {
 	(void)state;
 	proto_request q = job(1, 1, 1, true, true, true, PROTO_VARIANT_TILED);
-	variant_plan p = variant_choose(&q);
+	variant_plan p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_TILED);
 	assert_int_equal(p.input, KERN_TILED);
 	q = job(4096, 4096, 4096, true, true, true, PROTO_VARIANT_GENERIC);
-	p = variant_choose(&q);
+	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_PARAM);
 	assert_int_equal(p.input, KERN_INPUT);
 	q = job(4096, 4096, 4096, false, false, true, PROTO_VARIANT_GENERIC);
-	p = variant_choose(&q);
+	p = variant_choose(&q, false);
 	assert_int_equal(p.param, -1);
 }
 
@@ -99,41 +99,70 @@ static void test_splitk_for_tall_skinny(void **state)
 	(void)state;
 	/* 1 tile, batch 16384: S = min(64, 256/1, 16384/1024) = 16 */
 	proto_request q = job(16384, 64, 32, true, true, false, PROTO_VARIANT_AUTO);
-	variant_plan p = variant_choose(&q);
+	variant_plan p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_SPLITK);
 	assert_int_equal(p.slices, 16);
 	/* 8192x4096x32: 64 tiles, S = min(64, 4, 8) = 4 */
 	q = job(8192, 4096, 32, true, true, true, PROTO_VARIANT_AUTO);
-	p = variant_choose(&q);
+	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_SPLITK);
 	assert_int_equal(p.slices, 4);
 	assert_int_equal(p.input, KERN_TILED);
 	/* edges: batch 4095 is below 4 slices of 1024; 128 tiles is enough */
 	q = job(4095, 64, 32, true, true, false, PROTO_VARIANT_AUTO);
-	assert_int_not_equal(variant_choose(&q).param, KERN_SPLITK);
+	assert_int_not_equal(variant_choose(&q, false).param, KERN_SPLITK);
 	q = job(4096, 64, 32, true, true, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).param, KERN_SPLITK);
+	assert_int_equal(variant_choose(&q, false).param, KERN_SPLITK);
 	q = job(65536, 64 * 16, 64 * 8, true, false, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).param, KERN_TILED);
+	assert_int_equal(variant_choose(&q, false).param, KERN_TILED);
 	q = job(65536, 64 * 127, 64, true, false, false, PROTO_VARIANT_AUTO);
-	p = variant_choose(&q);
+	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_SPLITK);
 	assert_int_equal(p.slices, 3); /* ceil(256 / 127) */
 	/* db alone never splits */
 	q = job(1u << 20, 64, 32, false, true, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q).param, KERN_PARAM);
+	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM);
 	/* forced: batch / 16 slices, 1..64 */
 	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_SPLITK);
-	p = variant_choose(&q);
+	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_SPLITK);
 	assert_int_equal(p.slices, 1);
 	assert_int_equal(p.input, KERN_TILED);
 	q = job(33, 1, 1, true, false, false, PROTO_VARIANT_SPLITK);
-	assert_int_equal(variant_choose(&q).slices, 2);
+	assert_int_equal(variant_choose(&q, false).slices, 2);
 	q = job(1u << 20, 1, 1, true, false, false, PROTO_VARIANT_SPLITK);
-	assert_int_equal(variant_choose(&q).slices, 64);
+	assert_int_equal(variant_choose(&q, false).slices, 64);
 	/* scratch: S * (out*in + out) f32 */
 	assert_int_equal(variant_splitk_elems(&q, 64), 64 * 2);
+}
+
+static void test_coopmat_where_the_device_has_it(void **state)
+{
+	(void)state;
+	proto_request q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F16;
+	variant_plan p = variant_choose(&q, true);
+	assert_int_equal(p.param, KERN_COOPMAT);
+	assert_int_equal(p.input, KERN_COOPMAT);
+	p = variant_choose(&q, false); /* no cooperative matrices: plain kernels */
+	assert_int_equal(p.param, KERN_TILED);
+	assert_int_equal(p.input, KERN_TILED);
+	/* edges: 64 everywhere, batch 256 for dW */
+	q = job(256, 64, 64, true, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, true);
+	assert_int_equal(p.param, KERN_COOPMAT);
+	assert_int_equal(p.input, KERN_COOPMAT);
+	q = job(255, 64, 63, true, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, true);
+	assert_int_not_equal(p.param, KERN_COOPMAT);
+	assert_int_not_equal(p.input, KERN_COOPMAT);
+	/* forced: dW and dX on it; db alone by the row-parallel kernel */
+	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_COOPMAT);
+	p = variant_choose(&q, true);
+	assert_int_equal(p.param, KERN_COOPMAT);
+	assert_int_equal(p.input, KERN_COOPMAT);
+	q = job(1, 1, 1, false, true, false, PROTO_VARIANT_COOPMAT);
+	assert_int_equal(variant_choose(&q, true).param, KERN_PARAM);
 }
 
 static void test_variant_names_round_trip(void **state)
@@ -153,6 +182,7 @@ int main(void)
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
 		cmocka_unit_test(test_forced_variants),
 		cmocka_unit_test(test_splitk_for_tall_skinny),
+		cmocka_unit_test(test_coopmat_where_the_device_has_it),
 		cmocka_unit_test(test_variant_names_round_trip),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
