@@ -5,6 +5,8 @@
 #   make test-asan  the test suite under AddressSanitizer + UBSan
 #   make test-valgrind  test_errors + test_lifecycle, every daemon under memcheck
 #   make bench   deps + build + `vkgrad bench --compare` (daemon vs in-process)
+#   make bench-kernels  deps + build + `vkgrad bench --kernels` (GPU time, TFLOP/s,
+#                GB/s and max error per shape, dtype and kernel variant)
 
 CC      ?= cc
 BUILD   ?= build
@@ -32,7 +34,7 @@ SPV_INC    := $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(call spv_of,$(s),$(
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all deps demo bench test test-unit test-integration test-asan test-valgrind clean
+.PHONY: all deps demo bench bench-kernels test test-unit test-integration test-asan test-valgrind clean
 all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a \
 	$(BUILD)/libvkgradd-core.a
 
@@ -141,6 +143,13 @@ bench:
 	@./scripts/deps.sh
 	@$(MAKE) --no-print-directory all
 	@$(BUILD)/vkgrad bench --compare
+
+# Starts its own daemon with region limits raised for the large shapes; on a
+# CPU device (lavapipe) shapes above 1 GFLOP are skipped (--max-gflop).
+bench-kernels:
+	@./scripts/deps.sh
+	@$(MAKE) --no-print-directory all
+	@$(BUILD)/vkgrad bench --kernels
 
 clean:
 	rm -rf build build-asan

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "msg.h" /* proto_dtype, proto_variant */
 #include "vkgrad.h"
 
 /* Exit codes of every subcommand. */
@@ -19,9 +20,11 @@ enum {
 	CLI_EXIT_DAEMON = 3, /* the daemon refused, or the connection failed */
 };
 
-/* f32 results must match the float64 reference within this (ref.h metric). */
+/* f32 results must match the float64 reference within this (ref.h metric);
+ * f16 and bf16 within vkg_ref_tolerance() (ref.h). */
 #define CLI_TOL 1e-4
 #define CLI_TOL_TEXT "1e-4"
+#define CLI_TOL_ALL_TEXT "f32 1e-4, f16 2e-3, bf16 1e-2"
 
 typedef struct cli_ctx {
 	const char *socket; /* --socket, or NULL for the library default */
@@ -51,6 +54,8 @@ int cli_ping(const cli_ctx *ctx, int argc, char **argv);
 int cli_run(const cli_ctx *ctx, int argc, char **argv);
 int cli_demo(const cli_ctx *ctx, int argc, char **argv);
 int cli_bench(const cli_ctx *ctx, int argc, char **argv); /* cli_bench.c */
+/* `bench --kernels` (cli_bench_kernels.c); cli_bench hands over to it. */
+int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv);
 
 /* ---- one linear_backward job with its own region (cli_task.c) ---- */
 
@@ -64,34 +69,53 @@ typedef struct cli_task {
 	uint64_t batch, in, out;
 	unsigned outputs;        /* CLI_OUT_* */
 	bool accumulate;
+	proto_dtype dtype;       /* storage type of every tensor */
 	const char *variant;     /* NULL: the daemon's choice */
 	bool present[CLI_NT];
 	size_t off[CLI_NT];      /* byte offsets in the region, 256-aligned */
 	size_t size;             /* region bytes */
 	uint8_t *mem;            /* the mapping, NULL until registered */
 	uint64_t region;
-	double *ref[CLI_NT];     /* float64 gradients of the outputs */
+	double *ref[CLI_NT];     /* float64 gradients of the outputs (or of the samples) */
+	uint64_t *sample[CLI_NT]; /* NULL: ref holds every element; else the indices */
+	size_t nsample[CLI_NT];  /* ... of the nsample elements ref holds */
 	double *base[CLI_NT];    /* outputs before the job (accumulate only) */
 	double err[CLI_NT];      /* last check, per output */
 } cli_task;
 
-/* Lay out the tensors. Returns 0, or -1 with why filled (too large). */
+/* Lay out the tensors, each stored as dtype. Returns 0, or -1 with why
+ * filled (too large). */
 int cli_task_init(cli_task *t, uint64_t batch, uint64_t in, uint64_t out, unsigned outputs,
-		  bool accumulate, char *why, size_t why_len);
+		  bool accumulate, proto_dtype dtype, char *why, size_t why_len);
 uint64_t cli_task_elems(const cli_task *t, int slot);
-float *cli_task_ptr(const cli_task *t, int slot);
+/* Bytes of one tensor. */
+uint64_t cli_task_bytes(const cli_task *t, int slot);
+/* The tensor's first element in the mapping (t->dtype values), or NULL. */
+void *cli_task_ptr(const cli_task *t, int slot);
 /* Create and register the region. 0 or a negative value with err set. */
 int cli_task_map(cli_task *t, vkg_client *c, vkg_error *err);
-/* Deterministic values in [-1, 1] from seed: the inputs, or the outputs
- * (garbage to be overwritten, or the base an accumulate job adds to). */
+/* Deterministic values in [-1, 1] from seed, rounded to the dtype: the
+ * inputs, or the outputs (garbage to be overwritten, or the base an
+ * accumulate job adds to). */
 void cli_task_fill_inputs(cli_task *t, uint64_t seed);
 void cli_task_fill_outputs(cli_task *t, uint64_t seed);
+/* Fill the outputs with NaN (all bits set, a NaN in every dtype): a job that
+ * leaves any element unwritten then fails the check. Cheaper than random
+ * values for large tensors. */
+void cli_task_poison_outputs(cli_task *t);
 /* Remember the outputs' contents as the base of an accumulate job. */
 int cli_task_snapshot(cli_task *t);
-/* Compute the float64 reference (once; inputs must not change afterwards). */
+/* Compute the float64 reference (once; inputs must not change afterwards).
+ * 0 or -ENOMEM. */
 int cli_task_reference(cli_task *t);
-/* Compare the outputs with reference (+ base); returns the largest error
- * and fills t->err per output. */
+/* The same for large shapes, where the full reference would take minutes:
+ * every element of db, and n elements of dw and of dx picked from seed
+ * (all of them when the tensor has no more), each a float64 dot product
+ * over the stored inputs. 0 or -ENOMEM. */
+int cli_task_reference_sampled(cli_task *t, size_t n, uint64_t seed);
+/* Compare the outputs with the reference (+ base): vkg_ref_max_rel_err over
+ * every element, or over the sampled ones. Returns the largest error and
+ * fills t->err per output. */
 double cli_task_check(cli_task *t);
 vkg_job cli_task_job(const cli_task *t);
 /* Unregister and unmap the region (through c, even when its connection

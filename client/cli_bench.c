@@ -50,6 +50,7 @@ static const char bench_usage[] =
 	"usage: vkgrad [--socket PATH] bench [--socket PATH] [--scenario NAME] [--clients N]\n"
 	"                [--jobs M] [--inflight K] [--warmup W] [--json] [--direct | --compare]\n"
 	"                [--check] [--daemon PATH]\n"
+	"       vkgrad [--socket PATH] bench --kernels [OPTIONS]\n"
 	"  scenarios (default: all of them):\n"
 	"    tiny_latency     B×I×O=32×64×8, dw,db,dx; 1 client, 1 in flight\n"
 	"    tiny_throughput  the same shape; 1, 4 and 16 clients, 32 in flight each\n"
@@ -66,6 +67,8 @@ static const char bench_usage[] =
 	"  --socket PATH use a running daemon; otherwise a private one is started\n"
 	"                (--daemon PATH, default: the vkgradd next to this program)\n"
 	"                on a temporary socket with an empty pipeline cache\n"
+	"  --kernels     a different benchmark: kernel time, TFLOP/s and GB/s per\n"
+	"                shape, dtype and variant (see 'vkgrad bench --kernels --help')\n"
 	"Latency is a job's round trip: from vkg_submit until its completion is seen.\n"
 	"jobs_per_s counts all clients' measured jobs over the time from the start\n"
 	"barrier to the last client's last completion.\n";
@@ -209,7 +212,8 @@ static int child_main(const char *sock, const bench_spec *s, uint32_t idx, int r
 		snprintf(rep.err, sizeof(rep.err), "out of memory");
 		goto out;
 	}
-	if (cli_task_init(&t, s->batch, s->in, s->out, s->outputs, false, why, sizeof(why)) != 0) {
+	if (cli_task_init(&t, s->batch, s->in, s->out, s->outputs, false, PROTO_F32, why,
+			  sizeof(why)) != 0) {
 		snprintf(rep.err, sizeof(rep.err), "%s", why);
 		goto out;
 	}
@@ -661,7 +665,7 @@ static const char *bench_daemon_up(const bench_opts *o, cli_daemon *priv)
 	}
 	if (!o->json)
 		cli_errf("bench: starting a private daemon (%s)...\n", bin);
-	if (cli_daemon_start(priv, bin, 120000, why, sizeof(why)) != 0) {
+	if (cli_daemon_start(priv, bin, NULL, 120000, why, sizeof(why)) != 0) {
 		cli_errf("vkgrad: bench: %s\n", why);
 		return NULL;
 	}
@@ -670,6 +674,10 @@ static const char *bench_daemon_up(const bench_opts *o, cli_daemon *priv)
 
 int cli_bench(const cli_ctx *ctx, int argc, char **argv)
 {
+	/* --kernels is a different benchmark with its own options */
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--kernels") == 0)
+			return cli_bench_kernels(ctx, argc, argv);
 	bench_opts o = {0};
 	int rc = bench_parse(argc, argv, &o);
 	if (rc)

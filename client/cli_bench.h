@@ -81,9 +81,11 @@ typedef struct cli_daemon {
 int cli_daemon_default_binary(char *buf, size_t len);
 /* Start `binary` on a socket in a fresh temporary directory with an empty
  * --cache-dir there, stderr to the log, and wait up to timeout_ms until it
- * answers ping. 0, or -1 with why (the log's tail printed to stderr). */
-int cli_daemon_start(cli_daemon *d, const char *binary, int timeout_ms, char *why,
-		     size_t why_len);
+ * answers ping. args: more command-line arguments (NULL-terminated, at most
+ * 16; NULL for none), e.g. raised limits. 0, or -1 with why (the log's tail
+ * printed to stderr). */
+int cli_daemon_start(cli_daemon *d, const char *binary, const char *const *args, int timeout_ms,
+		     char *why, size_t why_len);
 /* SIGTERM, wait up to timeout_ms, remove the directory. 0 when the daemon
  * exited with status 0, else -1 with why (the log kept and named). */
 int cli_daemon_stop(cli_daemon *d, int timeout_ms, char *why, size_t why_len);

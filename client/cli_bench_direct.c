@@ -208,7 +208,8 @@ static int dclient_setup(bench_direct *b, dclient *c, uint32_t idx, char *why, s
 	const bench_spec *s = b->spec;
 	c->b = b;
 	c->idx = idx;
-	if (cli_task_init(&c->t, s->batch, s->in, s->out, s->outputs, false, why, why_len) != 0)
+	if (cli_task_init(&c->t, s->batch, s->in, s->out, s->outputs, false, PROTO_F32,
+			  why, why_len) != 0)
 		return -1;
 	uint64_t most = s->jobs > s->warmup ? s->jobs : s->warmup;
 	c->t_submit = calloc(most ? most : 1, sizeof(*c->t_submit));

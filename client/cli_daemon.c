@@ -102,8 +102,8 @@ static void status_text(int st, char *buf, size_t len)
 		snprintf(buf, len, "wait status %d", st);
 }
 
-int cli_daemon_start(cli_daemon *d, const char *binary, int timeout_ms, char *why,
-		     size_t why_len)
+int cli_daemon_start(cli_daemon *d, const char *binary, const char *const *args, int timeout_ms,
+		     char *why, size_t why_len)
 {
 	memset(d, 0, sizeof(*d));
 	const char *tmp = getenv("TMPDIR");
@@ -117,6 +117,17 @@ int cli_daemon_start(cli_daemon *d, const char *binary, int timeout_ms, char *wh
 	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
 	char cache[300];
 	snprintf(cache, sizeof(cache), "%s/cache", d->dir);
+	/* argv built before the fork: the child only execs */
+	const char *argv[24] = {binary, "--socket", d->sock, "--cache-dir", cache};
+	size_t argc = 5;
+	for (size_t i = 0; args && args[i]; i++) {
+		if (argc + 1 >= sizeof(argv) / sizeof(argv[0])) {
+			snprintf(why, why_len, "too many daemon arguments");
+			goto fail_dir;
+		}
+		argv[argc++] = args[i];
+	}
+	argv[argc] = NULL;
 	if (access(binary, X_OK) != 0) {
 		snprintf(why, why_len, "daemon binary %s: %s (build it, or pass --daemon PATH)",
 			 binary, strerror(errno));
@@ -144,7 +155,7 @@ int cli_daemon_start(cli_daemon *d, const char *binary, int timeout_ms, char *wh
 			dup2(null, STDIN_FILENO);
 		dup2(logfd, STDOUT_FILENO);
 		dup2(logfd, STDERR_FILENO);
-		execl(binary, binary, "--socket", d->sock, "--cache-dir", cache, (char *)NULL);
+		execv(binary, (char *const *)argv);
 		dprintf(STDERR_FILENO, "exec %s: %s\n", binary, strerror(errno));
 		_exit(127);
 	}

@@ -62,7 +62,7 @@ static int demo_start(vkg_client *c, unsigned client, uint64_t j, demo_job *dj)
 	char why[160];
 	vkg_error err;
 	if (cli_task_init(&dj->t, demo_shapes[k].batch, demo_shapes[k].in, demo_shapes[k].out,
-			  outputs, accumulate, why, sizeof(why)) != 0) {
+			  outputs, accumulate, PROTO_F32, why, sizeof(why)) != 0) {
 		cli_errf("client %u job %" PRIu64 ": %s\n", client, j + 1, why);
 		return CLI_EXIT_USAGE;
 	}

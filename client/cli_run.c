@@ -1,7 +1,8 @@
-/* client/cli_run.c — `vkgrad run`: one job shape, repeated, optionally
- * checked against the float64 CPU reference. */
+/* client/cli_run.c — `vkgrad run`: one job shape in one storage dtype,
+ * repeated, optionally checked against the float64 CPU reference. */
 #include "cli.h"
 #include "msg.h"
+#include "ref.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -10,13 +11,18 @@
 
 static const char run_usage[] =
 	"usage: vkgrad [--socket PATH] run --batch B --in I --out O [--outputs dw,db,dx]\n"
-	"                [--accumulate] [--repeat N] [--check] [--seed S] [--quiet]\n"
+	"                [--dtype f32|f16|bf16] [--variant V] [--accumulate] [--repeat N]\n"
+	"                [--check] [--seed S] [--quiet]\n"
 	"  --outputs    which gradients to compute (default dw,db,dx)\n"
+	"  --dtype D    storage type of every tensor: f32 (default), f16, bf16; the\n"
+	"               random inputs are rounded to it, the daemon computes in f32\n"
+	"               and rounds each output once\n"
 	"  --accumulate add to the outputs' contents instead of overwriting them\n"
 	"  --variant V  force the kernel family: auto (default), generic, tiled\n"
 	"  --repeat N   run the job N times (default 1)\n"
-	"  --check      compare with a float64 CPU reference; exit 1 on a mismatch\n"
-	"               (pass: max|got-want| / max|want| <= " CLI_TOL_TEXT ", f32)\n"
+	"  --check      compare with a float64 CPU reference computed from the stored\n"
+	"               (rounded) inputs; exit 1 on a mismatch (pass:\n"
+	"               max|got-want| / max|want| <= " CLI_TOL_ALL_TEXT ")\n"
 	"  --seed S     seed of the pseudo-random inputs (default 1)\n"
 	"  --quiet      print only errors and mismatches\n";
 
@@ -25,7 +31,17 @@ typedef struct run_opts {
 	unsigned outputs;
 	bool accumulate, check, quiet;
 	const char *variant;
+	proto_dtype dtype;
 } run_opts;
+
+/* The dtype for a name, or -1. */
+static int dtype_parse(const char *s)
+{
+	for (int d = 0; d < PROTO_DTYPE_COUNT; d++)
+		if (strcmp(s, proto_dtype_name((proto_dtype)d)) == 0)
+			return d;
+	return -1;
+}
 
 static int run_parse(int argc, char **argv, run_opts *o)
 {
@@ -40,13 +56,14 @@ static int run_parse(int argc, char **argv, run_opts *o)
 		{"seed", required_argument, NULL, 's'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"variant", required_argument, NULL, 'V'},
+		{"dtype", required_argument, NULL, 'd'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	*o = (run_opts){.repeat = 1, .seed = 1, .outputs = CLI_OUT_ALL};
+	*o = (run_opts){.repeat = 1, .seed = 1, .outputs = CLI_OUT_ALL, .dtype = PROTO_F32};
 	optind = 0;
 	opterr = 0;
-	for (int c; (c = getopt_long(argc, argv, "+b:i:o:O:ar:cs:qV:h", opts, NULL)) != -1;) {
+	for (int c; (c = getopt_long(argc, argv, "+b:i:o:O:ar:cs:qV:d:h", opts, NULL)) != -1;) {
 		int bad = 0;
 		switch (c) {
 		case 'b': bad = cli_parse_u64("--batch", optarg, 1, UINT32_MAX, &o->batch); break;
@@ -69,6 +86,14 @@ static int run_parse(int argc, char **argv, run_opts *o)
 						      optarg);
 			o->variant = optarg;
 			break;
+		case 'd': {
+			int d = dtype_parse(optarg);
+			if (d < 0)
+				return cli_usage_fail("run: --dtype takes f32, f16 or bf16 (got '%s')",
+						      optarg);
+			o->dtype = (proto_dtype)d;
+			break;
+		}
 		case 'h': fputs(run_usage, stdout); return -1;
 		default:
 			return cli_usage_fail("run: bad option or missing value: '%s'",
@@ -93,10 +118,14 @@ int cli_run(const cli_ctx *ctx, int argc, char **argv)
 
 	cli_task t;
 	char why[160], outs[16];
-	if (cli_task_init(&t, o.batch, o.in, o.out, o.outputs, o.accumulate, why, sizeof(why)))
+	if (cli_task_init(&t, o.batch, o.in, o.out, o.outputs, o.accumulate, o.dtype, why,
+			  sizeof(why)))
 		return cli_usage_fail("run: %s", why);
 	t.variant = o.variant;
 	cli_outputs_name(o.outputs, outs);
+	const char *dname = proto_dtype_name(o.dtype);
+	const double tol = vkg_ref_tolerance(o.dtype);
+	const char *tol_text = vkg_ref_tolerance_text(o.dtype);
 
 	vkg_error err;
 	vkg_client *c = vkg_connect(ctx->socket, &err);
@@ -107,10 +136,10 @@ int cli_run(const cli_ctx *ctx, int argc, char **argv)
 		goto out_close;
 	}
 	if (!o.quiet) {
-		printf("run: B×I×O=%" PRIu64 "×%" PRIu64 "×%" PRIu64 " f32, outputs %s (%s), "
+		printf("run: B×I×O=%" PRIu64 "×%" PRIu64 "×%" PRIu64 " %s, outputs %s (%s), "
 		       "%" PRIu64 " time%s, seed %" PRIu64 "\n",
-		       o.batch, o.in, o.out, outs, o.accumulate ? "accumulated onto their contents"
-								: "overwritten",
+		       o.batch, o.in, o.out, dname, outs,
+		       o.accumulate ? "accumulated onto their contents" : "overwritten",
 		       o.repeat, o.repeat == 1 ? "" : "s", o.seed);
 		printf("     region %" PRIu64 " of %zu bytes:", t.region, t.size);
 		static const char *const nm[CLI_NT] = {"x", "dy", "w", "dw", "db", "dx"};
@@ -120,8 +149,8 @@ int cli_run(const cli_ctx *ctx, int argc, char **argv)
 		printf("\n");
 		if (o.check)
 			printf("     check: float64 CPU reference; pass when max_rel_err = "
-			       "max|got-want| / max|want| <= %s (f32)\n",
-			       CLI_TOL_TEXT);
+			       "max|got-want| / max|want| <= %s (%s)\n",
+			       tol_text, dname);
 	}
 	cli_task_fill_inputs(&t, o.seed);
 	cli_task_fill_outputs(&t, o.seed + 1);
@@ -156,13 +185,15 @@ int cli_run(const cli_ctx *ctx, int argc, char **argv)
 			break;
 		}
 		uint64_t wall = cli_now_us() - t0;
-		char chk[192] = "";
+		char chk[192] = "", kern[40] = "";
+		if (res.kernel_us) /* only when the daemon measured it */
+			snprintf(kern, sizeof(kern), " kernel=%" PRIu64 "us", res.kernel_us);
 		bool bad = false;
 		if (o.check) {
 			double e = cli_task_check(&t);
-			bad = !(e <= CLI_TOL);
+			bad = !(e <= tol);
 			int n = snprintf(chk, sizeof(chk), "  max_rel_err=%.1e (tol %s) %s", e,
-					 CLI_TOL_TEXT, bad ? "MISMATCH" : "ok");
+					 tol_text, bad ? "MISMATCH" : "ok");
 			if (bad) {
 				n += snprintf(chk + n, sizeof(chk) - (size_t)n, " [");
 				const char *nm[CLI_NT] = {[CLI_DW] = "dw", [CLI_DB] = "db", [CLI_DX] = "dx"};
@@ -180,11 +211,11 @@ int cli_run(const cli_ctx *ctx, int argc, char **argv)
 		}
 		if (!o.quiet || bad)
 			cli_out("job %" PRIu64 "/%" PRIu64 "  B×I×O=%" PRIu64 "×%" PRIu64 "×%" PRIu64
-				"  outputs=%s%s%s  queued=%" PRIu64 "us gpu=%" PRIu64
-				"us batch=%" PRIu64 "  round_trip=%" PRIu64 "us\n",
-				r + 1, o.repeat, o.batch, o.in, o.out, outs,
+				" %s  outputs=%s%s%s  queued=%" PRIu64 "us gpu=%" PRIu64
+				"us%s batch=%" PRIu64 "  round_trip=%" PRIu64 "us\n",
+				r + 1, o.repeat, o.batch, o.in, o.out, dname, outs,
 				o.accumulate ? " (accumulate)" : "", chk, res.queued_us, res.gpu_us,
-				res.batch_jobs, wall);
+				kern, res.batch_jobs, wall);
 	}
 	if (rc == CLI_EXIT_OK && o.check) {
 		if (failed) {
@@ -193,8 +224,8 @@ int cli_run(const cli_ctx *ctx, int argc, char **argv)
 			rc = CLI_EXIT_CHECK;
 		} else if (!o.quiet) {
 			cli_out("run: all %" PRIu64 " job%s matched the float64 reference "
-				"within %s\n",
-				o.repeat, o.repeat == 1 ? "" : "s", CLI_TOL_TEXT);
+				"within %s (%s)\n",
+				o.repeat, o.repeat == 1 ? "" : "s", tol_text, dname);
 		}
 	}
 	cli_task_free(&t, c);

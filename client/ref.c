@@ -65,3 +65,105 @@ double vkg_ref_max_rel_err(const float *got, const double *want, const double *b
 	}
 	return max_ref > 0 ? max_diff / max_ref : max_diff;
 }
+
+/* ---- storage dtypes ------------------------------------------------------ */
+
+uint16_t vkg_ref_f16_from_float(float f)
+{
+	/* the compiler's conversion rounds to nearest even, as the GPU's does */
+	_Float16 h = (_Float16)f;
+	uint16_t u;
+	memcpy(&u, &h, sizeof(u));
+	return u;
+}
+
+float vkg_ref_f16_to_float(uint16_t v)
+{
+	_Float16 h;
+	memcpy(&h, &v, sizeof(h));
+	return (float)h;
+}
+
+uint16_t vkg_ref_bf16_from_float(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	/* NaN: keep the sign and the top of the payload, force it quiet (the
+	 * rounding below could carry a NaN into infinity) */
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u);
+	/* round to nearest, ties to the even upper half */
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+float vkg_ref_bf16_to_float(uint16_t v)
+{
+	uint32_t u = (uint32_t)v << 16;
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+void vkg_ref_store(proto_dtype d, void *dst, const float *src, size_t n)
+{
+	uint16_t *h = dst;
+	switch (d) {
+	case PROTO_F16:
+		for (size_t i = 0; i < n; i++)
+			h[i] = vkg_ref_f16_from_float(src[i]);
+		break;
+	case PROTO_BF16:
+		for (size_t i = 0; i < n; i++)
+			h[i] = vkg_ref_bf16_from_float(src[i]);
+		break;
+	default:
+		memmove(dst, src, n * sizeof(float));
+		break;
+	}
+}
+
+void vkg_ref_load(proto_dtype d, float *dst, const void *src, size_t n)
+{
+	const uint16_t *h = src;
+	switch (d) {
+	case PROTO_F16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = vkg_ref_f16_to_float(h[i]);
+		break;
+	case PROTO_BF16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = vkg_ref_bf16_to_float(h[i]);
+		break;
+	default:
+		memmove(dst, src, n * sizeof(float));
+		break;
+	}
+}
+
+double vkg_ref_load_one(proto_dtype d, const void *src, size_t i)
+{
+	switch (d) {
+	case PROTO_F16: return vkg_ref_f16_to_float(((const uint16_t *)src)[i]);
+	case PROTO_BF16: return vkg_ref_bf16_to_float(((const uint16_t *)src)[i]);
+	default: return ((const float *)src)[i];
+	}
+}
+
+double vkg_ref_tolerance(proto_dtype d)
+{
+	switch (d) {
+	case PROTO_F16: return VKG_REF_TOL_F16;
+	case PROTO_BF16: return VKG_REF_TOL_BF16;
+	default: return VKG_REF_TOL_F32;
+	}
+}
+
+const char *vkg_ref_tolerance_text(proto_dtype d)
+{
+	switch (d) {
+	case PROTO_F16: return "2e-3";
+	case PROTO_BF16: return "1e-2";
+	default: return "1e-4";
+	}
+}

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "msg.h" /* proto_dtype */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,6 +41,38 @@ void vkg_ref_linear_backward(uint64_t batch, uint64_t in, uint64_t out, const fl
  * kernel while catching any wrong element, index or accumulation. */
 double vkg_ref_max_rel_err(const float *got, const double *want, const double *base,
 			   size_t n);
+
+/* ---- storage dtypes ------------------------------------------------------
+ * f16 and bf16 tensors are stored in 16 bits; the daemon widens them to f32
+ * for all arithmetic and rounds each output once (proto/README.md). The
+ * reference is computed in float64 from the stored (already rounded) inputs,
+ * so the only error left beyond f32 summation is that final rounding. */
+
+/* float -> 16-bit storage, round to nearest even (NaN stays a quiet NaN),
+ * and back (exact). */
+uint16_t vkg_ref_f16_from_float(float f);
+float vkg_ref_f16_to_float(uint16_t h);
+uint16_t vkg_ref_bf16_from_float(float f);
+float vkg_ref_bf16_to_float(uint16_t h);
+
+/* Store n floats as dtype (rounded as above) at dst; load n stored values of
+ * dtype from src as floats; one stored value src[i] as a double. */
+void vkg_ref_store(proto_dtype d, void *dst, const float *src, size_t n);
+void vkg_ref_load(proto_dtype d, float *dst, const void *src, size_t n);
+double vkg_ref_load_one(proto_dtype d, const void *src, size_t i);
+
+/* Largest vkg_ref_max_rel_err a correct result of dtype may have. Rounding
+ * each output once to the storage type costs at most half an ulp relative to
+ * the tensor's largest entry: f16 keeps 11 significant bits (2^-11 ≈ 4.9e-4),
+ * bf16 keeps 8 (2^-8 ≈ 3.9e-3); with accumulate the sum is rounded twice
+ * (base, then base + gradient). f32 has 1e-4 for the kernels' summation
+ * order. Limits: f32 1e-4, f16 2e-3, bf16 1e-2. */
+#define VKG_REF_TOL_F32 1e-4
+#define VKG_REF_TOL_F16 2e-3
+#define VKG_REF_TOL_BF16 1e-2
+double vkg_ref_tolerance(proto_dtype d);
+/* The same as text ("1e-4", "2e-3", "1e-2"), for messages. */
+const char *vkg_ref_tolerance_text(proto_dtype d);
 
 #ifdef __cplusplus
 }

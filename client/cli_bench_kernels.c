@@ -1,0 +1,761 @@
+/* client/cli_bench_kernels.c — `vkgrad bench --kernels`: what the kernels
+ * themselves achieve, per shape, storage dtype and kernel variant.
+ *
+ * Each (shape, dtype, variant) runs the full backward (dW, db, dX) with one
+ * job in flight: one unmeasured warm-up job, then `reps` measured ones. The
+ * GPU time is the reply's kernel_us (the job's own dispatches, timestamps
+ * around them) where the daemon measured it, else its gpu_us (the batch's
+ * time: with one job in flight the batch is that job, plus whatever copies
+ * the daemon made around it). TFLOP/s and GB/s follow from that time; the
+ * client's round trip is reported beside it. The outputs of each line are
+ * checked against a float64 reference: the whole tensors for small shapes,
+ * sampled entries (plus all of db) for large ones, where the full reference
+ * would take the CPU minutes.
+ *
+ * Large shapes need large regions: without --socket the private daemon is
+ * started with max_region_bytes and the total raised to fit the largest job
+ * of the plan. A shape the daemon cannot take (max_tensor_bytes is the
+ * device's largest storage-buffer binding, not a setting) is reported as
+ * skipped, and so is one above --max-gflop, which defaults to a small cap on
+ * a CPU device (lavapipe) so the default run stays short there. */
+#include "cli.h"
+#include "cli_bench.h"
+#include "ref.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BK_MAX_SHAPES 32
+/* Above this many FLOPs (4·B·I·O) the check is sampled: the full float64
+ * reference costs about as many operations again on one CPU core. */
+#define BK_SAMPLED_FLOP 2e9
+#define BK_SAMPLES 512 /* entries of dW and of dX each; all of db */
+/* Default --max-gflop on a CPU device. lavapipe on a small machine runs these
+ * kernels at 0.2-2 GFLOP/s, so 4096×1024×16 (0.27 GFLOP) already takes
+ * seconds per job and 2048×1024×1024 (8.6 GFLOP) tens of seconds. */
+#define BK_CPU_MAX_GFLOP 1.0
+/* Default reps stop early once a line's measured jobs took this long, but
+ * never below BK_MIN_REPS. (Judged as they run, not from the warm-up job,
+ * whose time can include one-off work such as a driver compiling a shader
+ * on first use.) */
+#define BK_REP_BUDGET_US 3000000.0
+#define BK_MIN_REPS 3
+
+static const uint64_t bk_default_shapes[][3] = {
+	{32, 64, 8},        {256, 256, 16},     {4096, 1024, 16},    {8192, 4096, 32},
+	{2048, 1024, 1024}, {8192, 4096, 4096}, {16384, 8192, 8192},
+};
+
+static const char bk_usage[] =
+	"usage: vkgrad [--socket PATH] bench --kernels [--shapes B,I,O[;B,I,O...]]\n"
+	"                [--dtypes f32,f16,bf16] [--variants auto,generic,tiled] [--reps N]\n"
+	"                [--max-gflop X] [--json] [--socket PATH] [--daemon PATH]\n"
+	"Kernel throughput: for each shape, dtype and variant the full backward\n"
+	"(dW, db, dX) runs with one job in flight, one warm-up job then N measured;\n"
+	"one JSON line each:\n"
+	"  shape [B,I,O], dtype, variant, outputs \"dw,db,dx\", reps\n"
+	"  gpu_us          median over the reps of the reply's kernel_us (the job's own\n"
+	"                  dispatches) when the daemon sent it, else of its gpu_us\n"
+	"                  (the whole batch, i.e. this job and its copies)\n"
+	"  kernel_us_measured  true when every rep's reply carried kernel_us\n"
+	"  batch_gpu_us    median of the replies' gpu_us\n"
+	"  tflops          4·B·I·O / gpu_us / 1e6\n"
+	"  gbps            bytes of X, dY, W read + dW, db, dX written / gpu_us / 1e3\n"
+	"  end_to_end_us   median client round trip, submit to reply, with the\n"
+	"                  tensors in the client's memory\n"
+	"  max_rel_err     max|got-want| / max|want| of the worst output against a\n"
+	"                  float64 reference: every element when 4·B·I·O <= 2e9\n"
+	"                  (check \"full\"), else 512 random entries of dW and of dX\n"
+	"                  and all of db (check \"sampled\"); ok is false above the\n"
+	"                  dtype's tolerance (" CLI_TOL_ALL_TEXT ")\n"
+	"A shape above --max-gflop, or one the daemon's limits cannot take\n"
+	"(max_tensor_bytes, max_region_bytes, max_dim), prints a line with\n"
+	"\"skipped\"; a dtype/variant the daemon refuses prints one with \"error\".\n"
+	"  --shapes      default 32,64,8;256,256,16;4096,1024,16;8192,4096,32;\n"
+	"                2048,1024,1024;8192,4096,4096;16384,8192,8192\n"
+	"  --dtypes      default: every dtype the daemon's hello lists kernels for\n"
+	"  --variants    default auto,generic,tiled (the request key `variant`)\n"
+	"  --reps N      measured jobs per line; default 50 up to 1e8 FLOPs, 20 up to\n"
+	"                1e9, 10 up to 1e10, 5 up to 1e11, else 3 -- stopping early\n"
+	"                (after at least 3) once they took 3 s\n"
+	"  --max-gflop X skip shapes with 4·B·I·O above X·1e9; default none on a GPU,\n"
+	"                1 on a CPU device (lavapipe); 0 means none\n"
+	"  --json        only the JSON lines (no progress, no table)\n"
+	"  --socket PATH use a running daemon; otherwise a private one is started\n"
+	"                (--daemon PATH, default: the vkgradd next to this program)\n"
+	"                with max_region_bytes raised to fit the largest job\n"
+	"exit status: 1 when a line's check failed, 3 when the daemon failed a job\n"
+	"(other than refusing a dtype/variant) or the connection broke.\n";
+
+typedef struct bk_opts {
+	const char *socket, *daemon;
+	uint64_t shapes[BK_MAX_SHAPES][3];
+	unsigned nshapes;
+	proto_dtype dtypes[PROTO_DTYPE_COUNT];
+	unsigned ndtypes; /* 0: what hello lists */
+	proto_variant variants[PROTO_VARIANT_COUNT];
+	unsigned nvariants;
+	uint64_t reps; /* 0: by FLOPs */
+	double max_gflop;
+	bool max_gflop_set, json;
+} bk_opts;
+
+/* One line's outcome, kept for the table at the end. */
+typedef enum { BK_MEASURED, BK_SKIPPED, BK_REFUSED } bk_kind;
+
+typedef struct bk_line {
+	uint64_t shape[3];
+	proto_dtype dtype;
+	proto_variant variant;
+	bk_kind kind;
+	uint64_t reps;
+	double gpu_us, batch_gpu_us, e2e_us, tflops, gbps, err;
+	bool measured, ok, sampled;
+	char note[320];
+} bk_line;
+
+typedef struct bk_run {
+	const bk_opts *o;
+	vkg_client *c;
+	vkg_info info;
+	char device[300]; /* JSON-escaped */
+	double max_flop;  /* 0: no cap */
+	bk_line *lines;
+	size_t nlines, cap;
+	bool check_failed, daemon_failed;
+} bk_run;
+
+/* ---- options ----------------------------------------------------------------- */
+
+static int parse_shapes(const char *s, bk_opts *o)
+{
+	o->nshapes = 0;
+	const char *p = s;
+	while (*p) {
+		size_t n = strcspn(p, ";");
+		char one[96];
+		if (n == 0 || n >= sizeof(one) || o->nshapes == BK_MAX_SHAPES)
+			return -1;
+		memcpy(one, p, n);
+		one[n] = 0;
+		uint64_t *d = o->shapes[o->nshapes];
+		char *q = one, *end;
+		for (int k = 0; k < 3; k++) {
+			if (*q < '0' || *q > '9')
+				return -1;
+			errno = 0;
+			unsigned long long v = strtoull(q, &end, 10);
+			if (errno || v == 0 || v > UINT32_MAX || *end != (k < 2 ? ',' : 0))
+				return -1;
+			d[k] = v;
+			q = end + 1;
+		}
+		o->nshapes++;
+		p += n;
+		if (*p == ';')
+			p++;
+	}
+	return o->nshapes ? 0 : -1;
+}
+
+/* A comma-separated list of names; lookup returns the index or -1. Each name
+ * once; 0, or -1 on an unknown name, a repeat or an empty list. */
+static int parse_names(const char *s, int (*lookup)(const char *), int *out, unsigned max,
+		       unsigned *n)
+{
+	*n = 0;
+	const char *p = s;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char one[32];
+		if (len == 0 || len >= sizeof(one))
+			return -1;
+		memcpy(one, p, len);
+		one[len] = 0;
+		int v = lookup(one);
+		if (v < 0 || *n == max)
+			return -1;
+		for (unsigned i = 0; i < *n; i++)
+			if (out[i] == v)
+				return -1;
+		out[(*n)++] = v;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return *n ? 0 : -1;
+}
+
+static int dtype_lookup(const char *s)
+{
+	for (int d = 0; d < PROTO_DTYPE_COUNT; d++)
+		if (strcmp(s, proto_dtype_name((proto_dtype)d)) == 0)
+			return d;
+	return -1;
+}
+
+static int bk_parse(int argc, char **argv, bk_opts *o)
+{
+	enum { KO_KERNELS = 256, KO_SHAPES, KO_DTYPES, KO_VARIANTS, KO_REPS, KO_MAXGF, KO_JSON,
+	       KO_SOCKET, KO_DAEMON, KO_HELP };
+	static const struct option opts[] = {
+		{"kernels", no_argument, NULL, KO_KERNELS},
+		{"shapes", required_argument, NULL, KO_SHAPES},
+		{"dtypes", required_argument, NULL, KO_DTYPES},
+		{"variants", required_argument, NULL, KO_VARIANTS},
+		{"reps", required_argument, NULL, KO_REPS},
+		{"max-gflop", required_argument, NULL, KO_MAXGF},
+		{"json", no_argument, NULL, KO_JSON},
+		{"socket", required_argument, NULL, KO_SOCKET},
+		{"daemon", required_argument, NULL, KO_DAEMON},
+		{"help", no_argument, NULL, KO_HELP},
+		{0},
+	};
+	memset(o, 0, sizeof(*o));
+	o->nshapes = sizeof(bk_default_shapes) / sizeof(bk_default_shapes[0]);
+	memcpy(o->shapes, bk_default_shapes, sizeof(bk_default_shapes));
+	o->variants[0] = PROTO_VARIANT_AUTO;
+	o->variants[1] = PROTO_VARIANT_GENERIC;
+	o->variants[2] = PROTO_VARIANT_TILED;
+	o->nvariants = 3;
+	optind = 0;
+	opterr = 0;
+	for (int c; (c = getopt_long(argc, argv, "+h", opts, NULL)) != -1;) {
+		int bad = 0, idx[PROTO_VARIANT_COUNT + PROTO_DTYPE_COUNT];
+		switch (c) {
+		case KO_KERNELS: break;
+		case KO_SHAPES:
+			if (parse_shapes(optarg, o) != 0)
+				return cli_usage_fail("bench --kernels: --shapes takes B,I,O[;B,I,O...] "
+						      "with each in [1, 2^32) (up to %d shapes; got '%s')",
+						      BK_MAX_SHAPES, optarg);
+			break;
+		case KO_DTYPES:
+			if (parse_names(optarg, dtype_lookup, idx, PROTO_DTYPE_COUNT, &o->ndtypes) != 0)
+				return cli_usage_fail("bench --kernels: --dtypes takes distinct names of "
+						      "f32, f16, bf16 separated by commas (got '%s')",
+						      optarg);
+			for (unsigned i = 0; i < o->ndtypes; i++)
+				o->dtypes[i] = (proto_dtype)idx[i];
+			break;
+		case KO_VARIANTS:
+			if (parse_names(optarg, proto_variant_parse, idx, PROTO_VARIANT_COUNT,
+					&o->nvariants) != 0)
+				return cli_usage_fail("bench --kernels: --variants takes distinct variant "
+						      "names (auto, generic, tiled, ...) separated by "
+						      "commas (got '%s')",
+						      optarg);
+			for (unsigned i = 0; i < o->nvariants; i++)
+				o->variants[i] = (proto_variant)idx[i];
+			break;
+		case KO_REPS: bad = cli_parse_u64("--reps", optarg, 1, 1000000, &o->reps); break;
+		case KO_MAXGF: {
+			char *end;
+			errno = 0;
+			o->max_gflop = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->max_gflop >= 0) ||
+			    isinf(o->max_gflop))
+				return cli_usage_fail("bench --kernels: --max-gflop takes a number >= 0 "
+						      "(got '%s')",
+						      optarg);
+			o->max_gflop_set = true;
+			break;
+		}
+		case KO_JSON: o->json = true; break;
+		case KO_SOCKET: o->socket = optarg; break;
+		case KO_DAEMON: o->daemon = optarg; break;
+		case 'h':
+		case KO_HELP: fputs(bk_usage, stdout); return -1;
+		default:
+			return cli_usage_fail("bench --kernels: bad option or missing value: '%s'",
+					      argv[optind - 1]);
+		}
+		if (bad)
+			return CLI_EXIT_USAGE;
+	}
+	if (optind < argc)
+		return cli_usage_fail("bench --kernels: unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+/* ---- helpers --------------------------------------------------------------------- */
+
+static double flop_of(const uint64_t s[3])
+{
+	return 4.0 * (double)s[0] * (double)s[1] * (double)s[2];
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorts v): the middle one, or the mean of the two. */
+static double median_u64(uint64_t *v, uint64_t n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
+}
+
+static uint64_t default_reps(double flop)
+{
+	return flop <= 1e8 ? 50 : flop <= 1e9 ? 20 : flop <= 1e10 ? 10 : flop <= 1e11 ? 5 : 3;
+}
+
+/* s as a JSON string body. */
+static void json_escape(char *out, size_t cap, const char *s)
+{
+	size_t o = 0;
+	for (; *s && o + 7 < cap; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)ch;
+		} else if (ch < 0x20) {
+			o += (size_t)snprintf(out + o, cap - o, "\\u%04x", ch);
+		} else {
+			out[o++] = (char)ch;
+		}
+	}
+	out[o] = 0;
+}
+
+/* A number for JSON: null when not finite (JSON has no NaN or infinity). */
+static const char *json_num(char *buf, size_t cap, const char *fmt, double v)
+{
+	if (!isfinite(v))
+		snprintf(buf, cap, "null");
+	else
+		snprintf(buf, cap, fmt, v);
+	return buf;
+}
+
+static bk_line *line_add(bk_run *r, const uint64_t shape[3])
+{
+	if (r->nlines == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 32;
+		bk_line *n = realloc(r->lines, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		r->lines = n;
+		r->cap = cap;
+	}
+	bk_line *l = &r->lines[r->nlines++];
+	memset(l, 0, sizeof(*l));
+	memcpy(l->shape, shape, sizeof(l->shape));
+	return l;
+}
+
+/* The common head of every line: {"bench":"kernels","shape":[B,I,O] */
+static int line_head(char *buf, size_t cap, const uint64_t s[3])
+{
+	return snprintf(buf, cap, "{\"bench\":\"kernels\",\"shape\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
+			s[0], s[1], s[2]);
+}
+
+/* A (shape, dtype, variant) the daemon refused or failed. */
+static void print_error(bk_run *r, const uint64_t s[3], const char *dtype, const char *variant,
+			const vkg_error *err)
+{
+	char buf[2048], msg[600];
+	int n = line_head(buf, sizeof(buf), s);
+	json_escape(msg, sizeof(msg), err->message);
+	snprintf(buf + n, sizeof(buf) - (size_t)n,
+		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"dw,db,dx\","
+		 "\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"device\":\"%s\"}\n",
+		 dtype, variant, err->code, msg, r->device);
+	cli_out("%s", buf);
+}
+
+/* A skipped shape (dtype NULL: every dtype) or (shape, dtype). */
+static void print_skipped(bk_run *r, const uint64_t s[3], const char *dtype, const char *why)
+{
+	char buf[768], w[400];
+	int n = line_head(buf, sizeof(buf), s);
+	if (dtype)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"dtype\":\"%s\"", dtype);
+	json_escape(w, sizeof(w), why);
+	snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"skipped\":\"%s\",\"device\":\"%s\"}\n", w,
+		 r->device);
+	cli_out("%s", buf);
+	bk_line *l = line_add(r, s);
+	if (l) {
+		l->kind = BK_SKIPPED;
+		l->dtype = dtype ? (proto_dtype)dtype_lookup(dtype) : PROTO_DTYPE_COUNT;
+		snprintf(l->note, sizeof(l->note), "%s", why);
+	}
+}
+
+/* ---- one line ----------------------------------------------------------------------- */
+
+/* Run (shape, dtype, variant) on the task's region and print its line.
+ * Returns 0, or -1 when the connection failed (nothing more can run). */
+static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
+{
+	const bk_opts *o = r->o;
+	const uint64_t shape[3] = {t->batch, t->in, t->out};
+	const char *dname = proto_dtype_name(t->dtype), *vname = proto_variant_name(v);
+	const double flop = flop_of(shape);
+	bk_line *l = line_add(r, shape);
+	if (!l) {
+		cli_errf("vkgrad: bench: out of memory\n");
+		return -1;
+	}
+	l->dtype = t->dtype;
+	l->variant = v;
+	t->variant = v == PROTO_VARIANT_AUTO ? NULL : vname;
+	const vkg_job job = cli_task_job(t);
+	vkg_error err;
+	vkg_result res;
+
+	/* outputs NaN first: an element the kernels leave alone fails the check */
+	cli_task_poison_outputs(t);
+	uint64_t t0 = now_ns();
+	int rc = vkg_linear_backward(r->c, &job, &res, &err);
+	const double warm_us = (double)(now_ns() - t0) / 1e3;
+	if (rc != 0 && rc != VKG_EREMOTE) {
+		r->daemon_failed = true;
+		cli_fail(&err);
+		return -1;
+	}
+	if (rc == VKG_EREMOTE) {
+		/* refused: unsupported dtype/variant (or a limit) is the device's
+		 * answer, not a failure of the bench; anything else is */
+		const bool refusal = strcmp(err.code, "unsupported") == 0 ||
+				     strcmp(err.code, "limit") == 0 ||
+				     strcmp(err.code, "bad_request") == 0;
+		if (!refusal)
+			r->daemon_failed = true;
+		print_error(r, shape, dname, vname, &err);
+		l->kind = BK_REFUSED;
+		snprintf(l->note, sizeof(l->note), "%.23s: %.250s", err.code, err.message);
+		return 0;
+	}
+
+	uint64_t reps = o->reps ? o->reps : default_reps(flop);
+	if (!o->json)
+		cli_errf("bench: %" PRIu64 "x%" PRIu64 "x%" PRIu64 " %s %s: %s%" PRIu64
+			 " reps (warm-up %.0f us)...\n",
+			 shape[0], shape[1], shape[2], dname, vname, o->reps ? "" : "up to ", reps,
+			 warm_us);
+	uint64_t *gpu = calloc(reps, sizeof(uint64_t)), *kern = calloc(reps, sizeof(uint64_t)),
+		 *e2e = calloc(reps, sizeof(uint64_t));
+	if (!gpu || !kern || !e2e) {
+		free(gpu), free(kern), free(e2e);
+		cli_errf("vkgrad: bench: out of memory\n");
+		return -1;
+	}
+	bool all_kernel = true;
+	double spent_us = 0;
+	for (uint64_t i = 0; i < reps; i++) {
+		if (!o->reps && i >= BK_MIN_REPS && spent_us > BK_REP_BUDGET_US) {
+			reps = i; /* enough time measured */
+			break;
+		}
+		uint64_t h;
+		t0 = now_ns();
+		rc = vkg_submit(r->c, &job, &h, &err);
+		if (rc == 0)
+			rc = vkg_wait(r->c, h, -1, &res, &err);
+		const uint64_t t1 = now_ns();
+		if (rc != 0) {
+			/* it ran once already: a failure now is the daemon's */
+			free(gpu), free(kern), free(e2e);
+			r->daemon_failed = true;
+			if (rc != VKG_EREMOTE) {
+				cli_fail(&err);
+				return -1;
+			}
+			print_error(r, shape, dname, vname, &err);
+			l->kind = BK_REFUSED;
+			snprintf(l->note, sizeof(l->note), "%.23s: %.250s (rep %" PRIu64 ")", err.code,
+				 err.message, i + 1);
+			return 0;
+		}
+		e2e[i] = (t1 - t0 + 500) / 1000;
+		spent_us += (double)e2e[i];
+		gpu[i] = res.gpu_us;
+		kern[i] = res.kernel_us;
+		all_kernel &= res.kernel_us != 0;
+	}
+	l->kind = BK_MEASURED;
+	l->reps = reps;
+	l->measured = all_kernel;
+	l->batch_gpu_us = median_u64(gpu, reps);
+	l->gpu_us = all_kernel ? median_u64(kern, reps) : l->batch_gpu_us;
+	l->e2e_us = median_u64(e2e, reps);
+	free(gpu), free(kern), free(e2e);
+
+	const double es = proto_dtype_size(t->dtype);
+	const double bytes = es * ((double)shape[0] * (double)shape[1] * 2 + /* X, dX */
+				   (double)shape[0] * (double)shape[2] +     /* dY */
+				   (double)shape[2] * (double)shape[1] * 2 + /* W, dW */
+				   (double)shape[2]);                        /* db */
+	const double us = l->gpu_us > 0 ? l->gpu_us : NAN;
+	l->tflops = flop / us / 1e6;
+	l->gbps = bytes / us / 1e3;
+	l->err = cli_task_check(t);
+	l->sampled = t->sample[CLI_DW] != NULL;
+	const double tol = vkg_ref_tolerance(t->dtype);
+	l->ok = l->err <= tol; /* NaN fails */
+	if (!l->ok)
+		r->check_failed = true;
+
+	char buf[1024], nb[4][40];
+	int n = line_head(buf, sizeof(buf), shape);
+	snprintf(buf + n, sizeof(buf) - (size_t)n,
+		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"dw,db,dx\",\"reps\":%" PRIu64
+		 ",\"gpu_us\":%.1f,\"kernel_us_measured\":%s,\"batch_gpu_us\":%.1f,"
+		 "\"tflops\":%s,\"gbps\":%s,\"end_to_end_us\":%.1f,\"warmup_us\":%.0f,"
+		 "\"max_rel_err\":%s,\"tol\":%s,\"check\":\"%s\",\"ok\":%s,\"device\":\"%s\"}\n",
+		 dname, vname, reps, l->gpu_us, all_kernel ? "true" : "false", l->batch_gpu_us,
+		 json_num(nb[0], sizeof(nb[0]), "%.4g", l->tflops),
+		 json_num(nb[1], sizeof(nb[1]), "%.4g", l->gbps), l->e2e_us, warm_us,
+		 json_num(nb[2], sizeof(nb[2]), "%.3g", l->err), vkg_ref_tolerance_text(t->dtype),
+		 l->sampled ? "sampled" : "full", l->ok ? "true" : "false", r->device);
+	cli_out("%s", buf);
+	return 0;
+}
+
+/* Why the daemon cannot take (shape, dtype) as hello describes it, or NULL. */
+static const char *limit_problem(const bk_run *r, const cli_task *t, char *why, size_t len)
+{
+	static const char *const nm[CLI_NT] = {"x", "dy", "w", "dw", "db", "dx"};
+	const uint64_t dims[3] = {t->batch, t->in, t->out};
+	for (int k = 0; k < 3; k++)
+		if (r->info.max_dim && dims[k] > r->info.max_dim) {
+			snprintf(why, len, "%s %" PRIu64 " > max_dim %" PRIu64,
+				 k == 0 ? "batch" : k == 1 ? "in" : "out", dims[k], r->info.max_dim);
+			return why;
+		}
+	for (int s = 0; s < CLI_NT; s++)
+		if (t->present[s] && cli_task_bytes(t, s) > r->info.max_tensor_bytes) {
+			snprintf(why, len,
+				 "tensor %s needs %" PRIu64 " bytes > max_tensor_bytes %" PRIu64
+				 " (the device's largest storage-buffer binding)",
+				 nm[s], cli_task_bytes(t, s), r->info.max_tensor_bytes);
+			return why;
+		}
+	if (t->size > r->info.max_region_bytes) {
+		snprintf(why, len, "region of %zu bytes > max_region_bytes %" PRIu64, t->size,
+			 r->info.max_region_bytes);
+		return why;
+	}
+	return NULL;
+}
+
+/* Every variant of one (shape, dtype) on one region. -1: connection lost. */
+static int bk_shape_dtype(bk_run *r, const uint64_t s[3], proto_dtype d)
+{
+	const char *dname = proto_dtype_name(d);
+	cli_task t;
+	char why[512];
+	if (cli_task_init(&t, s[0], s[1], s[2], CLI_OUT_ALL, false, d, why, sizeof(why)) != 0) {
+		print_skipped(r, s, dname, why);
+		return 0;
+	}
+	if (limit_problem(r, &t, why, sizeof(why))) {
+		print_skipped(r, s, dname, why);
+		return 0;
+	}
+	vkg_error err;
+	if (cli_task_map(&t, r->c, &err) != 0) {
+		/* the daemon's limits were checked: a refusal here is a real one
+		 * (total bytes, memory), so report it and go on */
+		snprintf(why, sizeof(why), "region of %zu bytes: %s: %s", t.size, err.code,
+			 err.message);
+		print_skipped(r, s, dname, why);
+		if (strcmp(err.code, "limit") != 0)
+			r->daemon_failed = true;
+		return strcmp(err.code, "io") == 0 ? -1 : 0;
+	}
+	const double flop = flop_of(s);
+	if (!r->o->json)
+		cli_errf("bench: %" PRIu64 "x%" PRIu64 "x%" PRIu64 " %s: filling %zu bytes, %s "
+			 "reference...\n",
+			 s[0], s[1], s[2], dname, t.size, flop > BK_SAMPLED_FLOP ? "sampled" : "full");
+	cli_task_fill_inputs(&t, 1);
+	/* the reference before any job, so it never competes with the device
+	 * for the CPU (lavapipe computes on it) */
+	int rc = flop > BK_SAMPLED_FLOP ? cli_task_reference_sampled(&t, BK_SAMPLES, 0x5eed)
+					: cli_task_reference(&t);
+	if (rc != 0) {
+		cli_errf("vkgrad: bench: out of memory for the reference of %" PRIu64 "x%" PRIu64
+			 "x%" PRIu64 " %s\n",
+			 s[0], s[1], s[2], dname);
+		r->daemon_failed = true; /* not the daemon's fault, but a failed run */
+		cli_task_free(&t, r->c);
+		return 0;
+	}
+	rc = 0;
+	for (unsigned k = 0; k < r->o->nvariants && rc == 0; k++)
+		rc = bk_measure(r, &t, r->o->variants[k]);
+	cli_task_free(&t, r->c);
+	return rc;
+}
+
+/* ---- the private daemon ------------------------------------------------------------ */
+
+/* Start it with max_region_bytes and the total raised to fit the plan's
+ * largest job (a region of X, dY, W, dW, db, dX), at least the defaults. */
+static const char *bk_daemon_up(const bk_opts *o, cli_daemon *priv)
+{
+	uint64_t need = 0;
+	for (unsigned i = 0; i < o->nshapes; i++) {
+		cli_task t;
+		char why[160];
+		if (cli_task_init(&t, o->shapes[i][0], o->shapes[i][1], o->shapes[i][2], CLI_OUT_ALL,
+				  false, PROTO_F32, why, sizeof(why)) == 0 &&
+		    t.size > need)
+			need = t.size; /* f32 is the largest dtype */
+	}
+	uint64_t region = 4ull << 30, total = 64ull << 30;
+	if (need > region)
+		region = need;
+	if (need * 2 > total)
+		total = need * 2;
+	static char region_s[32], total_s[32];
+	snprintf(region_s, sizeof(region_s), "%" PRIu64, region);
+	snprintf(total_s, sizeof(total_s), "%" PRIu64, total);
+	const char *const args[] = {"--max-region-bytes", region_s, "--max-total-region-bytes",
+				    total_s, NULL};
+	char bin[4096], why[512];
+	if (o->daemon)
+		snprintf(bin, sizeof(bin), "%s", o->daemon);
+	else if (cli_daemon_default_binary(bin, sizeof(bin)) != 0) {
+		cli_errf("vkgrad: bench: cannot find vkgradd next to this program; "
+			 "pass --daemon PATH or --socket PATH\n");
+		return NULL;
+	}
+	if (!o->json)
+		cli_errf("bench: starting a private daemon (%s --max-region-bytes %s "
+			 "--max-total-region-bytes %s)...\n",
+			 bin, region_s, total_s);
+	if (cli_daemon_start(priv, bin, args, 120000, why, sizeof(why)) != 0) {
+		cli_errf("vkgrad: bench: %s\n", why);
+		return NULL;
+	}
+	return priv->sock;
+}
+
+/* ---- output: the table --------------------------------------------------------------- */
+
+static void print_table(const bk_run *r)
+{
+	printf("\n%-18s %-5s %-8s %5s %11s %4s %9s %9s %12s %9s  %s\n", "shape", "dtype",
+	       "variant", "reps", "gpu_us", "kern", "TFLOP/s", "GB/s", "end2end_us", "max_err",
+	       "check");
+	for (size_t i = 0; i < r->nlines; i++) {
+		const bk_line *l = &r->lines[i];
+		char shape[48];
+		snprintf(shape, sizeof(shape), "%" PRIu64 "x%" PRIu64 "x%" PRIu64, l->shape[0],
+			 l->shape[1], l->shape[2]);
+		const char *dn = l->dtype < PROTO_DTYPE_COUNT ? proto_dtype_name(l->dtype) : "*";
+		if (l->kind == BK_SKIPPED) {
+			printf("%-18s %-5s %-8s skipped: %s\n", shape, dn, "*", l->note);
+		} else if (l->kind == BK_REFUSED) {
+			printf("%-18s %-5s %-8s error: %s\n", shape, dn, proto_variant_name(l->variant),
+			       l->note);
+		} else {
+			printf("%-18s %-5s %-8s %5" PRIu64 " %11.1f %4s %9.4g %9.4g %12.1f %9.2g  %s%s\n",
+			       shape, dn, proto_variant_name(l->variant), l->reps, l->gpu_us,
+			       l->measured ? "yes" : "no", l->tflops, l->gbps, l->e2e_us, l->err,
+			       l->sampled ? "sampled " : "full ", l->ok ? "ok" : "MISMATCH");
+		}
+	}
+	printf("device: %s (%s)\n", r->info.device_name, r->info.device_type);
+	printf("gpu_us: kernel_us (the job's own dispatches) where kern=yes, else the batch's "
+	       "gpu_us\n");
+	fflush(stdout);
+}
+
+/* ---- the command ----------------------------------------------------------------------- */
+
+int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv)
+{
+	bk_opts o;
+	int rc = bk_parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	if (!o.socket)
+		o.socket = ctx->socket;
+
+	bk_run r = {.o = &o};
+	cli_daemon priv = {0};
+	const char *sock = o.socket;
+	char why[512];
+	if (!sock && !(sock = bk_daemon_up(&o, &priv)))
+		return CLI_EXIT_DAEMON;
+	vkg_error err;
+	rc = CLI_EXIT_OK;
+	if (!(r.c = vkg_connect(sock, &err)) ||
+	    vkg_hello(r.c, "vkgrad bench --kernels", &r.info, &err) != 0) {
+		rc = cli_fail(&err);
+		goto out;
+	}
+	json_escape(r.device, sizeof(r.device), r.info.device_name);
+	/* the dtypes the device serves, unless asked for others */
+	if (!o.ndtypes) {
+		for (int d = 0; d < PROTO_DTYPE_COUNT; d++) {
+			bool served = false;
+			for (unsigned k = 0; k < r.info.n_kernels; k++)
+				served |= strcmp(r.info.kernels[k].dtype,
+						 proto_dtype_name((proto_dtype)d)) == 0;
+			if (served)
+				o.dtypes[o.ndtypes++] = (proto_dtype)d;
+		}
+	}
+	const bool cpu = strcmp(r.info.device_type, "cpu") == 0;
+	const double max_gflop = o.max_gflop_set ? o.max_gflop : cpu ? BK_CPU_MAX_GFLOP : 0;
+	r.max_flop = max_gflop * 1e9;
+	if (!o.json)
+		cli_errf("bench: kernels on %s (%s); %u shape%s, cap %s\n", r.info.device_name,
+			 r.info.device_type, o.nshapes, o.nshapes == 1 ? "" : "s",
+			 r.max_flop > 0 ? "--max-gflop applies" : "none");
+
+	for (unsigned i = 0; i < o.nshapes && rc == CLI_EXIT_OK; i++) {
+		const uint64_t *s = o.shapes[i];
+		if (r.max_flop > 0 && flop_of(s) > r.max_flop) {
+			snprintf(why, sizeof(why), "4*B*I*O = %.3g GFLOP > --max-gflop %g%s",
+				 flop_of(s) / 1e9, max_gflop,
+				 o.max_gflop_set ? "" : " (the default on a CPU device)");
+			print_skipped(&r, s, NULL, why);
+			continue;
+		}
+		for (unsigned k = 0; k < o.ndtypes; k++)
+			if (bk_shape_dtype(&r, s, o.dtypes[k]) != 0) {
+				rc = CLI_EXIT_DAEMON;
+				break;
+			}
+	}
+	if (!o.json && r.nlines)
+		print_table(&r);
+out:
+	vkg_close(r.c);
+	if (priv.pid && cli_daemon_stop(&priv, 60000, why, sizeof(why)) != 0) {
+		cli_errf("vkgrad: bench: %s\n", why);
+		rc = CLI_EXIT_DAEMON;
+	}
+	free(r.lines);
+	if (rc == CLI_EXIT_OK && r.daemon_failed)
+		rc = CLI_EXIT_DAEMON;
+	if (rc == CLI_EXIT_OK && r.check_failed)
+		rc = CLI_EXIT_CHECK;
+	return rc;
+}

@@ -1,0 +1,414 @@
+/* tests/integration/test_cli.c — the vkgrad command-line tool ($BUILD/vkgrad)
+ * against a private daemon: `run --dtype f16|bf16|f32 --check`, and
+ * `bench --kernels` in its cheap forms — a few small shapes whose JSON lines
+ * must parse and carry every field with ok:true; kernel_us from a daemon
+ * that runs every job on the device-local path; lines skipped for
+ * --max-gflop and for max_tensor_bytes; an error line (and exit 0) for a
+ * dtype the daemon refuses; the private daemon the bench starts itself.
+ *
+ * The JSON lines are checked by a small strict parser below (objects,
+ * arrays, strings, numbers, true/false/null), not by string matching, so a
+ * stray comma or an unquoted NaN fails. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "daemon_proc.h"
+#include "vkgrad.h"
+
+static daemon_proc g_d;
+
+static const char *build_dir(void)
+{
+	const char *b = getenv("BUILD");
+	return b && *b ? b : "build";
+}
+
+/* Run cmd through the shell; its stdout in out (stderr goes to the test's
+ * log). Returns the exit status, or -1. */
+static int run_cmd(const char *cmd, char *out, size_t n)
+{
+	fflush(NULL);
+	printf("$ %s\n", cmd);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	size_t len = 0;
+	out[0] = 0;
+	char buf[4096];
+	size_t got;
+	while ((got = fread(buf, 1, sizeof(buf), p)) > 0)
+		if (len + 1 < n) {
+			size_t take = got < n - 1 - len ? got : n - 1 - len;
+			memcpy(out + len, buf, take);
+			len += take;
+			out[len] = 0;
+		}
+	int st = pclose(p);
+	fputs(out, stdout);
+	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- a strict little JSON parser ------------------------------------------- */
+
+static const char *ws(const char *p)
+{
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return p;
+}
+
+static const char *json_value(const char *p);
+
+static const char *json_string(const char *p)
+{
+	if (*p++ != '"')
+		return NULL;
+	for (; *p && *p != '"'; p++) {
+		if ((unsigned char)*p < 0x20)
+			return NULL;
+		if (*p == '\\') {
+			p++;
+			if (*p == 'u') {
+				for (int i = 1; i <= 4; i++)
+					if (!isxdigit((unsigned char)p[i]))
+						return NULL;
+				p += 4;
+			} else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+				return NULL;
+			}
+		}
+	}
+	return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *json_number(const char *p)
+{
+	const char *s = p;
+	if (*p == '-')
+		p++;
+	if (!isdigit((unsigned char)*p))
+		return NULL;
+	if (*p == '0')
+		p++;
+	else
+		while (isdigit((unsigned char)*p))
+			p++;
+	if (*p == '.') {
+		p++;
+		if (!isdigit((unsigned char)*p))
+			return NULL;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!isdigit((unsigned char)*p))
+			return NULL;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	return p > s ? p : NULL;
+}
+
+/* Object or array: open/close brackets, members "key": value when keyed. */
+static const char *json_seq(const char *p, char open, char close, bool keyed)
+{
+	if (*p++ != open)
+		return NULL;
+	p = ws(p);
+	if (*p == close)
+		return p + 1;
+	for (;;) {
+		if (keyed) {
+			if (!(p = json_string(ws(p))))
+				return NULL;
+			p = ws(p);
+			if (*p++ != ':')
+				return NULL;
+		}
+		if (!(p = json_value(ws(p))))
+			return NULL;
+		p = ws(p);
+		if (*p == close)
+			return p + 1;
+		if (*p++ != ',')
+			return NULL;
+	}
+}
+
+static const char *json_value(const char *p)
+{
+	p = ws(p);
+	switch (*p) {
+	case '{': return json_seq(p, '{', '}', true);
+	case '[': return json_seq(p, '[', ']', false);
+	case '"': return json_string(p);
+	case 't': return strncmp(p, "true", 4) == 0 ? p + 4 : NULL;
+	case 'f': return strncmp(p, "false", 5) == 0 ? p + 5 : NULL;
+	case 'n': return strncmp(p, "null", 4) == 0 ? p + 4 : NULL;
+	default: return json_number(p);
+	}
+}
+
+/* The raw text of top-level key `key` of a line that parsed as an object
+ * (copied into out), or NULL when absent. */
+static const char *json_get(const char *line, const char *key, char *out, size_t n)
+{
+	const char *p = ws(line) + 1;
+	for (;;) {
+		p = ws(p);
+		if (*p != '"')
+			return NULL;
+		const char *ks = p + 1, *ke = json_string(p);
+		p = ws(ke);
+		p = ws(p + 1); /* ':' */
+		const char *ve = json_value(p);
+		if ((size_t)(ke - 1 - ks) == strlen(key) && memcmp(ks, key, strlen(key)) == 0) {
+			size_t len = (size_t)(ve - p) < n - 1 ? (size_t)(ve - p) : n - 1;
+			memcpy(out, p, len);
+			out[len] = 0;
+			return out;
+		}
+		p = ws(ve);
+		if (*p != ',')
+			return NULL;
+		p++;
+	}
+}
+
+/* Split out into lines; each must be one JSON object (fail otherwise).
+ * Returns the count; lines[i] point into out (newlines replaced). */
+static unsigned json_lines(char *out, char **lines, unsigned max)
+{
+	unsigned n = 0;
+	for (char *save = NULL, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		const char *end = *l == '{' ? json_value(l) : NULL;
+		if (!end || *ws(end))
+			fail_msg("not one JSON object: %s", l);
+		assert_true(n < max);
+		lines[n++] = l;
+	}
+	return n;
+}
+
+/* ---- vkgrad run --dtype -------------------------------------------------------- */
+
+static void test_run_dtypes_check(void **state)
+{
+	(void)state;
+	static const char *const dt[] = {"f16", "bf16", "f32"};
+	static const char *const tol[] = {"2e-3", "1e-2", "1e-4"};
+	char cmd[1024], out[16384], want[96];
+	for (int i = 0; i < 3; i++) {
+		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s run --batch 67 --in 65 --out 33 "
+			 "--dtype %s --check --repeat 2", build_dir(), g_d.sock, dt[i]);
+		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+		snprintf(want, sizeof(want), "matched the float64 reference within %s (%s)", tol[i],
+			 dt[i]);
+		assert_non_null(strstr(out, want));
+		/* accumulate: the base is stored in the dtype too */
+		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s run --batch 33 --in 70 --out 65 "
+			 "--dtype %s --variant tiled --accumulate --repeat 3 --check --quiet",
+			 build_dir(), g_d.sock, dt[i]);
+		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	}
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s run --batch 2 --in 2 --out 2 --dtype f64 2>&1",
+		 build_dir(), g_d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "--dtype takes f32, f16 or bf16"));
+}
+
+/* ---- vkgrad bench --kernels ------------------------------------------------------ */
+
+static const char *const measured_keys[] = {
+	"shape", "dtype", "variant", "outputs", "reps", "gpu_us", "kernel_us_measured",
+	"batch_gpu_us", "tflops", "gbps", "end_to_end_us", "max_rel_err", "tol", "check", "ok",
+	"device",
+};
+
+/* Every key of a measured line present, ok true, numbers sane. */
+static void expect_measured(const char *l, const char *reps)
+{
+	char v[256];
+	for (size_t k = 0; k < sizeof(measured_keys) / sizeof(measured_keys[0]); k++)
+		if (!json_get(l, measured_keys[k], v, sizeof(v)))
+			fail_msg("key '%s' missing: %s", measured_keys[k], l);
+	assert_string_equal(json_get(l, "ok", v, sizeof(v)), "true");
+	assert_string_equal(json_get(l, "outputs", v, sizeof(v)), "\"dw,db,dx\"");
+	assert_string_equal(json_get(l, "check", v, sizeof(v)), "\"full\"");
+	if (reps)
+		assert_string_equal(json_get(l, "reps", v, sizeof(v)), reps);
+	assert_true(strtod(json_get(l, "gpu_us", v, sizeof(v)), NULL) > 0);
+	assert_true(strtod(json_get(l, "tflops", v, sizeof(v)), NULL) > 0);
+	assert_true(strtod(json_get(l, "gbps", v, sizeof(v)), NULL) > 0);
+	assert_true(strtod(json_get(l, "end_to_end_us", v, sizeof(v)), NULL) > 0);
+	assert_true(strtod(json_get(l, "max_rel_err", v, sizeof(v)), NULL) <
+		    strtod(json_get(l, "tol", v, sizeof(v)), NULL));
+}
+
+static void test_bench_kernels_json(void **state)
+{
+	(void)state;
+	char cmd[1024], out[32768], v[64], *lines[64];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes '32,64,8;67,65,33' "
+		 "--dtypes f32,bf16 --variants auto,tiled --reps 2 --json", build_dir(), g_d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	unsigned n = json_lines(out, lines, 64);
+	assert_int_equal(n, 8); /* 2 shapes x 2 dtypes x 2 variants, in that order */
+	static const char *const shape[] = {"[32,64,8]", "[67,65,33]"};
+	static const char *const dtype[] = {"\"f32\"", "\"bf16\""};
+	static const char *const variant[] = {"\"auto\"", "\"tiled\""};
+	for (unsigned i = 0; i < n; i++) {
+		expect_measured(lines[i], "2");
+		assert_string_equal(json_get(lines[i], "shape", v, sizeof(v)), shape[i / 4]);
+		assert_string_equal(json_get(lines[i], "dtype", v, sizeof(v)), dtype[i / 2 % 2]);
+		assert_string_equal(json_get(lines[i], "variant", v, sizeof(v)), variant[i % 2]);
+		/* this daemon keeps lavapipe's jobs on host memory: no kernel_us */
+		assert_string_equal(json_get(lines[i], "kernel_us_measured", v, sizeof(v)), "false");
+	}
+}
+
+/* Every job on the device-local path: the replies carry kernel_us, and the
+ * bench uses it. */
+static void test_bench_kernels_kernel_us(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	static const char *const args[] = {"--devlocal-min-bytes", "1", NULL};
+	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
+	char cmd[1024], out[16384], v[64], *lines[8];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes 67,65,33 "
+		 "--dtypes f16 --variants generic --reps 3 --json", build_dir(), d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 8), 1);
+	expect_measured(lines[0], "3");
+	assert_string_equal(json_get(lines[0], "kernel_us_measured", v, sizeof(v)), "true");
+	/* the job's own dispatches take no longer than its whole batch */
+	double k = strtod(json_get(lines[0], "gpu_us", v, sizeof(v)), NULL);
+	double b = strtod(json_get(lines[0], "batch_gpu_us", v, sizeof(v)), NULL);
+	assert_true(k > 0 && k <= b);
+	/* vkgrad run shows it too */
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s run --batch 8 --in 8 --out 8 --check",
+		 build_dir(), d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, " kernel="));
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+/* Skipped lines: a shape above --max-gflop (this run starts its own daemon,
+ * the vkgradd next to vkgrad, and stops it), and one whose X exceeds the
+ * device's max_tensor_bytes (found before any region is made). */
+static void test_bench_kernels_skips(void **state)
+{
+	(void)state;
+	char cmd[1024], out[16384], v[512], *lines[16];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --kernels --shapes '32,64,8;256,256,16' "
+		 "--dtypes f32 --variants tiled --reps 1 --max-gflop 0.002 --json", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 16), 2);
+	expect_measured(lines[0], "1");
+	assert_non_null(json_get(lines[1], "skipped", v, sizeof(v)));
+	assert_non_null(strstr(v, "--max-gflop 0.002"));
+	assert_null(json_get(lines[1], "ok", v, sizeof(v)));
+
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	assert_non_null(c);
+	vkg_info info;
+	assert_int_equal(vkg_hello(c, "test_cli", &info, &err), 0);
+	vkg_close(c);
+	/* batch x 4096 f32 just above max_tensor_bytes; out = 1 keeps the rest small */
+	const uint64_t big_b = info.max_tensor_bytes / 16384 + 1;
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes %llu,4096,1 "
+		 "--dtypes f32 --variants auto --reps 1 --max-gflop 0 --json",
+		 build_dir(), g_d.sock, (unsigned long long)big_b);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 16), 1);
+	assert_non_null(json_get(lines[0], "skipped", v, sizeof(v)));
+	assert_non_null(strstr(v, "tensor x needs"));
+	assert_non_null(strstr(v, "max_tensor_bytes"));
+	assert_string_equal(json_get(lines[0], "dtype", v, sizeof(v)), "\"f32\"");
+}
+
+/* A dtype the daemon does not serve: an error line naming the code, the
+ * other dtype still measured, exit 0. */
+static void test_bench_kernels_refused(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	static const char *const env[] = {"VKGRAD_FAULT_NO_STORAGE16=1", NULL};
+	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
+	char cmd[1024], out[16384], v[512], *lines[8];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes 32,64,8 "
+		 "--dtypes bf16,f32 --variants auto --reps 2 --json", build_dir(), d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 8), 2);
+	assert_non_null(json_get(lines[0], "error", v, sizeof(v)));
+	assert_non_null(strstr(v, "\"code\":\"unsupported\""));
+	assert_null(json_get(lines[0], "ok", v, sizeof(v)));
+	assert_string_equal(json_get(lines[1], "dtype", v, sizeof(v)), "\"f32\"");
+	expect_measured(lines[1], "2");
+	/* without --dtypes only what hello lists: f32 alone here */
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes 32,64,8 "
+		 "--variants auto --reps 1 --json", build_dir(), d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 8), 1);
+	assert_string_equal(json_get(lines[0], "dtype", v, sizeof(v)), "\"f32\"");
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+static void test_bench_kernels_usage(void **state)
+{
+	(void)state;
+	char cmd[1024], out[16384];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --kernels --help", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "end_to_end_us"));
+	assert_non_null(strstr(out, "4·B·I·O / gpu_us / 1e6"));
+	static const char *const bad[] = {"--shapes 1,2", "--shapes 0,1,1", "--dtypes f64",
+					  "--variants auto,auto", "--max-gflop -1", "--reps 0"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels %s 2>/dev/null",
+			 build_dir(), g_d.sock, bad[i]);
+		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
+	}
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_run_dtypes_check),
+		cmocka_unit_test(test_bench_kernels_json),
+		cmocka_unit_test(test_bench_kernels_kernel_us),
+		cmocka_unit_test(test_bench_kernels_skips),
+		cmocka_unit_test(test_bench_kernels_refused),
+		cmocka_unit_test(test_bench_kernels_usage),
+	};
+	int rc = cmocka_run_group_tests_name("cli", tests, group_setup, group_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}
