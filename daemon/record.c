@@ -190,8 +190,9 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	}
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[k][q->dtype]);
 	push_set(r, k, b, 4);
-	dispatch_split(r, k, pc, 12, 10, 1, 11, 1, (n + 63) / 64, (m + 63) / 64,
-		       4096 * (uint64_t)pc[2]);
+	const uint64_t tile = k == KERN_COOPMAT ? 128 : 64; /* C tile per workgroup */
+	dispatch_split(r, k, pc, 12, 10, 1, 11, 1, (n + tile - 1) / tile, (m + tile - 1) / tile,
+		       tile * tile * (uint64_t)pc[2]);
 }
 
 /* Split-K for dW (+ db): each slice of the batch's rows through

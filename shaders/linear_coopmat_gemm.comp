@@ -4,17 +4,18 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
 // @kernel kernel_name=linear_coopmat_gemm domain=linear_backward variant=coopmat dtype=f16 status=experimental
 //
 // C[m, n] (+)= Σ_k A(m, k) · B[k, n] on the tensor cores through
 // VK_NV_cooperative_matrix (16×16×16 f16 products, f32 accumulators), for
-// f16 tensors: a 64×64 tile of C per workgroup of four subgroups, each
-// subgroup a 32×32 quarter (2×2 matrices). The reduction goes 32 at a time:
+// f16 tensors: a 128×128 tile of C per workgroup of eight subgroups (2×4),
+// each subgroup 64×32 of it (4×2 matrices). The reduction goes 32 at a time:
 // the workgroup stages A and B tiles in shared memory (zero outside the
-// tensors, so any shape works), the subgroups multiply from there. The
-// accumulators go back through shared memory so the edge tiles can be
-// stored element by element, rounded once to f16 (accumulate: added to the
-// old value in f32). Same push constants as linear_tiled_gemm, so the same
+// tensors, so any shape works), the subgroups multiply from there. Each
+// accumulator goes out through a small per-subgroup shared buffer, element
+// by element with bounds checks, rounded once to f16 (accumulate: added to
+// the old value in f32). Same push constants as linear_tiled_gemm, so the same
 // strides serve dW = dYᵀ·X and dX = dY·W; db is not fused here (the daemon
 // adds a db pass). Built only where the device offers VK_NV_cooperative_matrix
 // with 16×16×16 f16→f32 (the H200; not lavapipe).
@@ -22,7 +23,7 @@
 // (Debian 12's glslang 11 knows GL_NV_cooperative_matrix but not the KHR
 // one, hence the NV extension.)
 
-layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
+layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { float16_t a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { float16_t b[]; };
@@ -38,35 +39,34 @@ layout(push_constant) uniform Params {
 	uint n_base;
 } pc;
 
-#define BM 64
-#define BN 64
+#define BM 128
+#define BN 128
 #define BK 32
 #define AS 40   // row stride of As (f16): 80 bytes, a multiple of 16
-#define BS 72   // row stride of Bs (f16): 144 bytes
-#define CS 72   // row stride of Cs (f32)
+#define BS 136  // row stride of Bs (f16): 272 bytes
 
-shared float16_t As[BM * AS]; // [m][k]
-shared float16_t Bs[BK * BS]; // [k][n]
-shared float Cs[BM * CS];     // [m][n]
+shared float16_t As[BM * AS];  // [m][k]
+shared float16_t Bs[BK * BS];  // [k][n]
+shared float Ct[8 * 256];      // per subgroup: one 16×16 accumulator on its way out
 
 void main()
 {
 	const uint tid = gl_LocalInvocationID.x;
-	const uint warp = tid / 32u;
-	const uint wm = (warp / 2u) * 32u, wn = (warp % 2u) * 32u;
+	const uint warp = tid / 32u, lane = tid % 32u;
+	const uint wm = (warp / 4u) * 64u, wn = (warp % 4u) * 32u;
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
 
-	fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[2][2];
-	for (int i = 0; i < 2; i++)
+	fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4][2];
+	for (int i = 0; i < 4; i++)
 		for (int j = 0; j < 2; j++)
 			acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
 	for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-		// A tile 64×32: 2048 elements, 16 per thread, walking memory
+		// A tile 128×32: 16 elements per thread, walking memory
 		// contiguously (along m when sam == 1, along k otherwise)
 		for (uint q = 0u; q < 16u; q++) {
-			const uint idx = tid + q * 128u;
+			const uint idx = tid + q * 256u;
 			uint mm, kk;
 			if (pc.sam == 1u) {
 				kk = idx / BM;
@@ -78,42 +78,45 @@ void main()
 			const uint gm = m0 + mm, gk = k0 + kk;
 			As[mm * AS + kk] = (gm < pc.M && gk < pc.K) ? a[pc.a_off + gm * pc.sam + gk * pc.sak] : float16_t(0.0);
 		}
-		// B tile 32×64, contiguous along n
+		// B tile 32×128, contiguous along n
 		for (uint q = 0u; q < 16u; q++) {
-			const uint idx = tid + q * 128u;
+			const uint idx = tid + q * 256u;
 			const uint kk = idx / BN, nn = idx % BN;
 			const uint gk = k0 + kk, gn = n0 + nn;
 			Bs[kk * BS + nn] = (gk < pc.K && gn < pc.N) ? b[pc.b_off + gk * pc.N + gn] : float16_t(0.0);
 		}
 		barrier();
 		for (uint kk = 0u; kk < BK; kk += 16u) {
-			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[2];
+			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4];
 			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb[2];
-			for (uint i = 0u; i < 2u; i++)
+			for (uint i = 0u; i < 4u; i++)
 				coopMatLoadNV(fa[i], As, (wm + 16u * i) * AS + kk, AS, false);
 			for (uint j = 0u; j < 2u; j++)
 				coopMatLoadNV(fb[j], Bs, kk * BS + wn + 16u * j, BS, false);
-			for (uint i = 0u; i < 2u; i++)
+			for (uint i = 0u; i < 4u; i++)
 				for (uint j = 0u; j < 2u; j++)
 					acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
 		}
 		barrier();
 	}
-	for (uint i = 0u; i < 2u; i++)
-		for (uint j = 0u; j < 2u; j++)
-			coopMatStoreNV(acc[i][j], Cs, (wm + 16u * i) * CS + wn + 16u * j, CS, false);
-	barrier();
 	if ((pc.flags & 1u) == 0u)
 		return;
 	const bool accum = (pc.flags & 4u) != 0u;
-	for (uint q = 0u; q < 32u; q++) {
-		const uint idx = tid + q * 128u;
-		const uint mm = idx / BN, nn = idx % BN;
-		const uint gm = m0 + mm, gn = n0 + nn;
-		if (gm < pc.M && gn < pc.N) {
-			const uint k = pc.c_off + gm * pc.N + gn;
-			const float v = Cs[mm * CS + nn];
-			c[k] = float16_t(accum ? float(c[k]) + v : v);
+	for (uint i = 0u; i < 4u; i++)
+		for (uint j = 0u; j < 2u; j++) {
+			coopMatStoreNV(acc[i][j], Ct, warp * 256u, 16u, false);
+			subgroupMemoryBarrierShared();
+			subgroupBarrier();
+			for (uint q = 0u; q < 8u; q++) {
+				const uint e = lane + 32u * q;
+				const uint gm = m0 + wm + 16u * i + e / 16u;
+				const uint gn = n0 + wn + 16u * j + e % 16u;
+				if (gm < pc.M && gn < pc.N) {
+					const uint k = pc.c_off + gm * pc.N + gn;
+					const float v = Ct[warp * 256u + e];
+					c[k] = float16_t(accum ? float(c[k]) + v : v);
+				}
+			}
+			subgroupBarrier();
 		}
-	}
 }
