@@ -121,7 +121,10 @@ static void finish_slot(engine *e, engine_slot *s)
 		if (!s->failed && j->devlocal && e->dev->timestamps) {
 			const volatile uint64_t *ts = s->ts_map + j->ts_index;
 			if (ts[1] >= ts[0]) {
+				/* at least 1: a client cannot tell a measured 0 from "not sent" */
 				j->kernel_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
+				if (j->kernel_us == 0)
+					j->kernel_us = 1;
 				j->has_kernel_us = true;
 			}
 		}

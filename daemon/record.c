@@ -188,6 +188,10 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 				     (uint32_t)q->out, 1, 1u | acc, 0, 0};
 		memcpy(pc, init, sizeof(pc));
 	}
+	/* coopmat: 8-element vector loads when every vector is aligned and
+	 * wholly inside or outside its tensor (in, out multiples of 8) */
+	if (k == KERN_COOPMAT && q->in % 8 == 0 && q->out % 8 == 0 && pc[3] % 8 == 0 && pc[4] % 8 == 0)
+		pc[9] |= 8u;
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[k][q->dtype]);
 	push_set(r, k, b, 4);
 	const uint64_t tile = k == KERN_COOPMAT ? 128 : 64; /* C tile per workgroup */

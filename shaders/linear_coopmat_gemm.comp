@@ -29,12 +29,16 @@ layout(std430, set = 0, binding = 0) readonly buffer BufA { float16_t a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { float16_t b[]; };
 layout(std430, set = 0, binding = 2) buffer BufC { float16_t c[]; };
 layout(std430, set = 0, binding = 3) buffer BufD { float16_t d[]; };
+// the same A and B, 8 elements at a time (flag 8: every vector the loads
+// touch is 16-byte aligned and wholly inside or outside the tensor)
+layout(std430, set = 0, binding = 0) readonly buffer BufA8 { uvec4 a8[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB8 { uvec4 b8[]; };
 
 layout(push_constant) uniform Params {
 	uint M, N, K;
 	uint a_off, b_off, c_off, d_off;
 	uint sam, sak;
-	uint flags;     // 1: write C, 4: accumulate
+	uint flags;     // 1: write C, 4: accumulate, 8: vector loads (see BufA8)
 	uint m_base;
 	uint n_base;
 } pc;
@@ -48,6 +52,27 @@ layout(push_constant) uniform Params {
 shared float16_t As[BM * AS];  // [m][k]
 shared float16_t Bs[BK * BS];  // [k][n]
 shared float Ct[8 * 256];      // per subgroup: one 16×16 accumulator on its way out
+
+// Eight f16 of v into As from element `at`, `step` elements apart.
+void put_a(uint at, uint step, uvec4 v)
+{
+	const uint w[4] = uint[4](v.x, v.y, v.z, v.w);
+	for (uint i = 0u; i < 4u; i++) {
+		const f16vec2 h = unpackFloat2x16(w[i]);
+		As[at + (2u * i) * step] = h.x;
+		As[at + (2u * i + 1u) * step] = h.y;
+	}
+}
+
+void put_b(uint at, uvec4 v)
+{
+	const uint w[4] = uint[4](v.x, v.y, v.z, v.w);
+	for (uint i = 0u; i < 4u; i++) {
+		const f16vec2 h = unpackFloat2x16(w[i]);
+		Bs[at + 2u * i] = h.x;
+		Bs[at + 2u * i + 1u] = h.y;
+	}
+}
 
 void main()
 {
@@ -63,27 +88,49 @@ void main()
 			acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
 	for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-		// A tile 128×32: 16 elements per thread, walking memory
-		// contiguously (along m when sam == 1, along k otherwise)
-		for (uint q = 0u; q < 16u; q++) {
-			const uint idx = tid + q * 256u;
-			uint mm, kk;
-			if (pc.sam == 1u) {
-				kk = idx / BM;
-				mm = idx % BM;
-			} else {
-				mm = idx / BK;
-				kk = idx % BK;
+		if ((pc.flags & 8u) != 0u) {
+			// 512 vectors of A and of B, two each per thread
+			for (uint q = 0u; q < 2u; q++) {
+				const uint idx = tid + q * 256u;
+				if (pc.sam == 1u) {
+					const uint kk = idx / 16u, mm = (idx % 16u) * 8u;
+					const uint gm = m0 + mm, gk = k0 + kk;
+					const uvec4 v = (gm < pc.M && gk < pc.K) ? a8[(pc.a_off + gm + gk * pc.sak) / 8u] : uvec4(0u);
+					put_a(mm * AS + kk, AS, v);
+				} else {
+					const uint mm = idx / 4u, kk = (idx % 4u) * 8u;
+					const uint gm = m0 + mm, gk = k0 + kk;
+					const uvec4 v = (gm < pc.M && gk < pc.K) ? a8[(pc.a_off + gm * pc.sam + gk) / 8u] : uvec4(0u);
+					put_a(mm * AS + kk, 1u, v);
+				}
+				const uint kk = idx / 16u, nn = (idx % 16u) * 8u;
+				const uint gk = k0 + kk, gn = n0 + nn;
+				const uvec4 v = (gk < pc.K && gn < pc.N) ? b8[(pc.b_off + gk * pc.N + gn) / 8u] : uvec4(0u);
+				put_b(kk * BS + nn, v);
 			}
-			const uint gm = m0 + mm, gk = k0 + kk;
-			As[mm * AS + kk] = (gm < pc.M && gk < pc.K) ? a[pc.a_off + gm * pc.sam + gk * pc.sak] : float16_t(0.0);
-		}
-		// B tile 32×128, contiguous along n
-		for (uint q = 0u; q < 16u; q++) {
-			const uint idx = tid + q * 256u;
-			const uint kk = idx / BN, nn = idx % BN;
-			const uint gk = k0 + kk, gn = n0 + nn;
-			Bs[kk * BS + nn] = (gk < pc.K && gn < pc.N) ? b[pc.b_off + gk * pc.N + gn] : float16_t(0.0);
+		} else {
+			// A tile 128×32: 16 elements per thread, walking memory
+			// contiguously (along m when sam == 1, along k otherwise)
+			for (uint q = 0u; q < 16u; q++) {
+				const uint idx = tid + q * 256u;
+				uint mm, kk;
+				if (pc.sam == 1u) {
+					kk = idx / BM;
+					mm = idx % BM;
+				} else {
+					mm = idx / BK;
+					kk = idx % BK;
+				}
+				const uint gm = m0 + mm, gk = k0 + kk;
+				As[mm * AS + kk] = (gm < pc.M && gk < pc.K) ? a[pc.a_off + gm * pc.sam + gk * pc.sak] : float16_t(0.0);
+			}
+			// B tile 32×128, contiguous along n
+			for (uint q = 0u; q < 16u; q++) {
+				const uint idx = tid + q * 256u;
+				const uint kk = idx / BN, nn = idx % BN;
+				const uint gk = k0 + kk, gn = n0 + nn;
+				Bs[kk * BS + nn] = (gk < pc.K && gn < pc.N) ? b[pc.b_off + gk * pc.N + gn] : float16_t(0.0);
+			}
 		}
 		barrier();
 		for (uint kk = 0u; kk < BK; kk += 16u) {

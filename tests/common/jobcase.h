@@ -22,12 +22,13 @@
 #include <stdint.h>
 
 #include "msg.h"
+#include "ref.h"
 #include "vkgrad.h"
 
 enum { JC_DW = 1u, JC_DB = 2u, JC_DX = 4u, JC_ALL = 7u };
 
 /* f32 results: normwise relative error (vkg_ref_max_rel_err) at most this. */
-#define JC_TOL_F32 1e-4
+#define JC_TOL_F32 VKG_REF_TOL_F32
 /* Canary bytes around each tensor. */
 #define JC_GAP 64u
 
