@@ -14,7 +14,7 @@
 #define CSTORE(f) STORE(f)
 #endif
 
-layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { STYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { STYPE b[]; };
@@ -30,31 +30,36 @@ layout(push_constant) uniform Params {
 	uint n_base;    // first column tile of this dispatch (chunking)
 } pc;
 
-shared float As[16][65]; // [k][m]
-shared float Bs[16][65]; // [k][n]
+// 64×64 tile of C per workgroup of 64 threads, 8×8 outputs per thread:
+// thread (tx, ty) = (tid % 8, tid / 8) owns rows 8·ty + i and columns
+// 8·tx + j, so each k step reads 8 consecutive floats of A and of B from
+// shared memory (vectorisable) for 64 multiply-adds.
+#define AST 68 // row stride of As/Bs: a multiple of 4 floats
+shared float As[16 * AST]; // [k][m]
+shared float Bs[16 * AST]; // [k][n]
 
 void main()
 {
-	const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
-	const uint tid = ly * 16u + lx;
+	const uint tid = gl_LocalInvocationID.x;
+	const uint tx = tid % 8u, ty = tid / 8u;
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * 64u;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * 64u;
 	const bool want_c = (pc.flags & 1u) != 0u;
 	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u;
 	const bool acc = (pc.flags & 4u) != 0u;
 
-	float r[4][4];
-	float bias[4];
-	for (int i = 0; i < 4; i++) {
+	float r[8][8];
+	float bias[8];
+	for (int i = 0; i < 8; i++) {
 		bias[i] = 0.0;
-		for (int j = 0; j < 4; j++)
+		for (int j = 0; j < 8; j++)
 			r[i][j] = 0.0;
 	}
 	for (uint k0 = 0u; k0 < pc.K; k0 += 16u) {
-		for (uint q = 0u; q < 4u; q++) {
-			const uint idx = tid + q * 256u;
-			// A tile: walk memory contiguously along m when sam == 1,
-			// along k otherwise
+		// 1024 elements of A and of B, 16 each per thread, walking memory
+		// contiguously (A along m when sam == 1, along k otherwise)
+		for (uint q = 0u; q < 16u; q++) {
+			const uint idx = tid + q * 64u;
 			uint kk, mm;
 			if (pc.sam == 1u) {
 				kk = idx / 64u;
@@ -64,40 +69,40 @@ void main()
 				kk = idx % 16u;
 			}
 			const uint gm = m0 + mm, gk = k0 + kk;
-			As[kk][mm] = (gm < pc.M && gk < pc.K) ? LOAD(a[pc.a_off + gm * pc.sam + gk * pc.sak]) : 0.0;
+			As[kk * AST + mm] = (gm < pc.M && gk < pc.K) ? LOAD(a[pc.a_off + gm * pc.sam + gk * pc.sak]) : 0.0;
 			const uint bk = idx / 64u, bn = idx % 64u;
 			const uint gbk = k0 + bk, gbn = n0 + bn;
-			Bs[bk][bn] = (gbk < pc.K && gbn < pc.N) ? LOAD(b[pc.b_off + gbk * pc.N + gbn]) : 0.0;
+			Bs[bk * AST + bn] = (gbk < pc.K && gbn < pc.N) ? LOAD(b[pc.b_off + gbk * pc.N + gbn]) : 0.0;
 		}
 		barrier();
 		for (uint kk = 0u; kk < 16u; kk++) {
-			float av[4], bv[4];
-			for (uint i = 0u; i < 4u; i++) {
-				av[i] = As[kk][ly + 16u * i];
-				bv[i] = Bs[kk][lx + 16u * i];
+			float av[8], bv[8];
+			for (uint i = 0u; i < 8u; i++) {
+				av[i] = As[kk * AST + ty * 8u + i];
+				bv[i] = Bs[kk * AST + tx * 8u + i];
 			}
-			for (uint i = 0u; i < 4u; i++) {
-				for (uint j = 0u; j < 4u; j++)
+			for (uint i = 0u; i < 8u; i++) {
+				for (uint j = 0u; j < 8u; j++)
 					r[i][j] += av[i] * bv[j];
 				bias[i] += av[i];
 			}
 		}
 		barrier();
 	}
-	for (uint i = 0u; i < 4u; i++) {
-		const uint m = m0 + ly + 16u * i;
+	for (uint i = 0u; i < 8u; i++) {
+		const uint m = m0 + ty * 8u + i;
 		if (m >= pc.M)
 			continue;
 		if (want_c) {
-			for (uint j = 0u; j < 4u; j++) {
-				const uint n = n0 + lx + 16u * j;
+			for (uint j = 0u; j < 8u; j++) {
+				const uint n = n0 + tx * 8u + j;
 				if (n < pc.N) {
 					const uint k = pc.c_off + m * pc.N + n;
 					c[k] = CSTORE(acc ? CLOAD(c[k]) + r[i][j] : r[i][j]);
 				}
 			}
 		}
-		if (want_d && lx == 0u) {
+		if (want_d && tx == 0u) {
 			const uint k = pc.d_off + m;
 			d[k] = CSTORE(acc ? CLOAD(d[k]) + bias[i] : bias[i]);
 		}
