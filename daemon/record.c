@@ -155,6 +155,18 @@ static void record_param(const rec *r, bool db_only)
 	dispatch_split(r, KERN_PARAM, pc, 10, 8, 1, 9, 1, gx, q->out, 32 * q->batch);
 }
 
+/* Flag 8 of the GEMM kernels: vector loads of A and B (coopmat: 8 f16,
+ * tiled/split-K f32: 4 f32), when every vector is aligned and wholly inside
+ * or outside its tensor: in and out multiples of the width, A's and B's
+ * element offsets too. */
+static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
+{
+	uint32_t w = k == KERN_COOPMAT ? 8 : q->dtype == PROTO_F32 ? 4 : 0;
+	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
+		return 0;
+	return 8u;
+}
+
 /* linear_tiled_gemm (k = KERN_TILED) for dW (+ fused db) or for dX; or
  * linear_coopmat_gemm (k = KERN_COOPMAT, same push constants, no fused db)
  * for dW or dX. See the shaders. */
@@ -188,10 +200,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 				     (uint32_t)q->out, 1, 1u | acc, 0, 0};
 		memcpy(pc, init, sizeof(pc));
 	}
-	/* coopmat: 8-element vector loads when every vector is aligned and
-	 * wholly inside or outside its tensor (in, out multiples of 8) */
-	if (k == KERN_COOPMAT && q->in % 8 == 0 && q->out % 8 == 0 && pc[3] % 8 == 0 && pc[4] % 8 == 0)
-		pc[9] |= 8u;
+	pc[9] |= vec_flag(q, k, pc[3], pc[4]);
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[k][q->dtype]);
 	push_set(r, k, b, 4);
 	const uint64_t tile = k == KERN_COOPMAT ? 128 : 64; /* C tile per workgroup */
@@ -219,6 +228,7 @@ static void record_splitk(const rec *r)
 				   (uint32_t)(b[0].elem_off + k0 * q->out), (uint32_t)(b[1].elem_off + k0 * q->in),
 				   (uint32_t)(s * mn), (uint32_t)(S * mn + s * q->out),
 				   1, (uint32_t)q->out, (dw ? 1u : 0u) | (db ? 2u : 0u), 0, 0};
+		pc[9] |= vec_flag(q, KERN_SPLITK, pc[3], pc[4]);
 		dispatch_split(r, KERN_SPLITK, pc, 12, 10, 1, 11, 1, (n + 63) / 64, (m + 63) / 64,
 			       4096 * len);
 	}

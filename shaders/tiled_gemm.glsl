@@ -20,12 +20,19 @@ layout(std430, set = 0, binding = 0) readonly buffer BufA { STYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { STYPE b[]; };
 layout(std430, set = 0, binding = 2) buffer BufC { CTYPE c[]; };
 layout(std430, set = 0, binding = 3) buffer BufD { CTYPE d[]; };
+#if !defined(VKG_DTYPE_F16) && !defined(VKG_DTYPE_BF16)
+// f32: the same A and B four elements at a time (flag 8: every vector the
+// loads touch is aligned and wholly inside or outside its tensor)
+layout(std430, set = 0, binding = 0) readonly buffer BufA4 { vec4 a4[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB4 { vec4 b4[]; };
+#define VEC_LOADS 1
+#endif
 
 layout(push_constant) uniform Params {
 	uint M, N, K;
 	uint a_off, b_off, c_off, d_off;
 	uint sam, sak;  // A(m, k) = a[a_off + m·sam + k·sak]; B row stride is N
-	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate
+	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate, 8: vec4 loads (f32)
 	uint m_base;    // first row tile of this dispatch (chunking)
 	uint n_base;    // first column tile of this dispatch (chunking)
 } pc;
@@ -56,23 +63,51 @@ void main()
 			r[i][j] = 0.0;
 	}
 	for (uint k0 = 0u; k0 < pc.K; k0 += 16u) {
-		// 1024 elements of A and of B, 16 each per thread, walking memory
-		// contiguously (A along m when sam == 1, along k otherwise)
-		for (uint q = 0u; q < 16u; q++) {
-			const uint idx = tid + q * 64u;
-			uint kk, mm;
-			if (pc.sam == 1u) {
-				kk = idx / 64u;
-				mm = idx % 64u;
-			} else {
-				mm = idx / 16u;
-				kk = idx % 16u;
+#ifdef VEC_LOADS
+		if ((pc.flags & 8u) != 0u) {
+			// 256 vectors of A and of B, 4 each per thread
+			for (uint q = 0u; q < 4u; q++) {
+				const uint idx = tid + q * 64u;
+				if (pc.sam == 1u) {
+					const uint kk = idx / 16u, mm = (idx % 16u) * 4u;
+					const uint gm = m0 + mm, gk = k0 + kk;
+					const vec4 v = (gm < pc.M && gk < pc.K) ? a4[(pc.a_off + gm + gk * pc.sak) / 4u] : vec4(0.0);
+					for (uint e = 0u; e < 4u; e++)
+						As[kk * AST + mm + e] = v[e];
+				} else {
+					const uint mm = idx / 4u, kk = (idx % 4u) * 4u;
+					const uint gm = m0 + mm, gk = k0 + kk;
+					const vec4 v = (gm < pc.M && gk < pc.K) ? a4[(pc.a_off + gm * pc.sam + gk) / 4u] : vec4(0.0);
+					for (uint e = 0u; e < 4u; e++)
+						As[(kk + e) * AST + mm] = v[e];
+				}
+				const uint bk = idx / 16u, bn = (idx % 16u) * 4u;
+				const uint gbk = k0 + bk, gbn = n0 + bn;
+				const vec4 v = (gbk < pc.K && gbn < pc.N) ? b4[(pc.b_off + gbk * pc.N + gbn) / 4u] : vec4(0.0);
+				for (uint e = 0u; e < 4u; e++)
+					Bs[bk * AST + bn + e] = v[e];
 			}
-			const uint gm = m0 + mm, gk = k0 + kk;
-			As[kk * AST + mm] = (gm < pc.M && gk < pc.K) ? LOAD(a[pc.a_off + gm * pc.sam + gk * pc.sak]) : 0.0;
-			const uint bk = idx / 64u, bn = idx % 64u;
-			const uint gbk = k0 + bk, gbn = n0 + bn;
-			Bs[bk * AST + bn] = (gbk < pc.K && gbn < pc.N) ? LOAD(b[pc.b_off + gbk * pc.N + gbn]) : 0.0;
+		} else
+#endif
+		{
+			// 1024 elements of A and of B, 16 each per thread, walking memory
+			// contiguously (A along m when sam == 1, along k otherwise)
+			for (uint q = 0u; q < 16u; q++) {
+				const uint idx = tid + q * 64u;
+				uint kk, mm;
+				if (pc.sam == 1u) {
+					kk = idx / 64u;
+					mm = idx % 64u;
+				} else {
+					mm = idx / 16u;
+					kk = idx % 16u;
+				}
+				const uint gm = m0 + mm, gk = k0 + kk;
+				As[kk * AST + mm] = (gm < pc.M && gk < pc.K) ? LOAD(a[pc.a_off + gm * pc.sam + gk * pc.sak]) : 0.0;
+				const uint bk = idx / 64u, bn = idx % 64u;
+				const uint gbk = k0 + bk, gbn = n0 + bn;
+				Bs[bk * AST + bn] = (gbk < pc.K && gbn < pc.N) ? LOAD(b[pc.b_off + gbk * pc.N + gbn]) : 0.0;
+			}
 		}
 		barrier();
 		for (uint kk = 0u; kk < 16u; kk++) {

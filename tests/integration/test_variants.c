@@ -35,6 +35,7 @@ static const uint64_t shapes[][3] = {
 	{64, 64, 64},  {65, 65, 65},  {127, 129, 64}, {129, 127, 65}, {128, 64, 128},
 	{200, 65, 16}, {70, 130, 17}, {3, 257, 66},
 	{17, 3, 100},  {1040, 70, 65}, {4100, 33, 5}, /* split-K: 1 slice, 64 uneven, auto */
+	{70, 68, 36},  {1100, 4, 132},                /* in, out multiples of 4: vector loads */
 };
 
 static unsigned run_family_on(const daemon_proc *d, const char *variant)
