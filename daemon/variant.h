@@ -20,6 +20,10 @@
  *                                          batch*in >= 2^20
  *               linear_input_backward      otherwise
  *
+ * Tiled means linear_tiled128_gemm (128x128 tiles) where the output has
+ * both sides >= 128 and at least 132 such tiles (forced `tiled`: both
+ * sides >= 128 is enough), else linear_tiled_gemm (64x64).
+ *
  * Split-K slices: S = min(64, ceil(256 / tiles), batch / 1024) when chosen
  * automatically, S = min(64, max(1, batch / 16)) when forced; each slice
  * covers ceil(batch / S) rows. S depends on the shape only, and the second

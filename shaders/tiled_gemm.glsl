@@ -14,7 +14,13 @@
 #define CSTORE(f) STORE(f)
 #endif
 
-layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
+// TILE (64 by default, 128 for linear_tiled128_gemm): C tile per workgroup.
+#ifndef TILE
+#define TILE 64
+#endif
+#define TPR (TILE / 8)    // threads per row of the thread grid
+#define NT (TPR * TPR)    // threads per workgroup
+layout(local_size_x = NT, local_size_y = 1, local_size_z = 1) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { STYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { STYPE b[]; };
@@ -37,20 +43,20 @@ layout(push_constant) uniform Params {
 	uint n_base;    // first column tile of this dispatch (chunking)
 } pc;
 
-// 64×64 tile of C per workgroup of 64 threads, 8×8 outputs per thread:
-// thread (tx, ty) = (tid % 8, tid / 8) owns rows 8·ty + i and columns
+// TILE×TILE tile of C per workgroup of (TILE/8)² threads, 8×8 outputs per
+// thread: thread (tx, ty) = (tid % TPR, tid / TPR) owns rows 8·ty + i and columns
 // 8·tx + j, so each k step reads 8 consecutive floats of A and of B from
 // shared memory (vectorisable) for 64 multiply-adds.
-#define AST 68 // row stride of As/Bs: a multiple of 4 floats
+#define AST (TILE + 4) // row stride of As/Bs: a multiple of 4 floats
 shared float As[16 * AST]; // [k][m]
 shared float Bs[16 * AST]; // [k][n]
 
 void main()
 {
 	const uint tid = gl_LocalInvocationID.x;
-	const uint tx = tid % 8u, ty = tid / 8u;
-	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * 64u;
-	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * 64u;
+	const uint tx = tid % TPR, ty = tid / TPR;
+	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * TILE;
+	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * TILE;
 	const bool want_c = (pc.flags & 1u) != 0u;
 	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u;
 	const bool acc = (pc.flags & 4u) != 0u;
@@ -65,11 +71,11 @@ void main()
 	for (uint k0 = 0u; k0 < pc.K; k0 += 16u) {
 #ifdef VEC_LOADS
 		if ((pc.flags & 8u) != 0u) {
-			// 256 vectors of A and of B, 4 each per thread
-			for (uint q = 0u; q < 4u; q++) {
-				const uint idx = tid + q * 64u;
+			// 4·TILE vectors of A and of B
+			for (uint q = 0u; q < 4u * TILE / NT; q++) {
+				const uint idx = tid + q * NT;
 				if (pc.sam == 1u) {
-					const uint kk = idx / 16u, mm = (idx % 16u) * 4u;
+					const uint kk = idx / (TILE / 4u), mm = (idx % (TILE / 4u)) * 4u;
 					const uint gm = m0 + mm, gk = k0 + kk;
 					const vec4 v = (gm < pc.M && gk < pc.K) ? a4[(pc.a_off + gm + gk * pc.sak) / 4u] : vec4(0.0);
 					for (uint e = 0u; e < 4u; e++)
@@ -81,7 +87,7 @@ void main()
 					for (uint e = 0u; e < 4u; e++)
 						As[(kk + e) * AST + mm] = v[e];
 				}
-				const uint bk = idx / 16u, bn = (idx % 16u) * 4u;
+				const uint bk = idx / (TILE / 4u), bn = (idx % (TILE / 4u)) * 4u;
 				const uint gbk = k0 + bk, gbn = n0 + bn;
 				const vec4 v = (gbk < pc.K && gbn < pc.N) ? b4[(pc.b_off + gbk * pc.N + gbn) / 4u] : vec4(0.0);
 				for (uint e = 0u; e < 4u; e++)
@@ -90,21 +96,21 @@ void main()
 		} else
 #endif
 		{
-			// 1024 elements of A and of B, 16 each per thread, walking memory
+			// 16·TILE elements of A and of B, walking memory
 			// contiguously (A along m when sam == 1, along k otherwise)
-			for (uint q = 0u; q < 16u; q++) {
-				const uint idx = tid + q * 64u;
+			for (uint q = 0u; q < 16u * TILE / NT; q++) {
+				const uint idx = tid + q * NT;
 				uint kk, mm;
 				if (pc.sam == 1u) {
-					kk = idx / 64u;
-					mm = idx % 64u;
+					kk = idx / TILE;
+					mm = idx % TILE;
 				} else {
 					mm = idx / 16u;
 					kk = idx % 16u;
 				}
 				const uint gm = m0 + mm, gk = k0 + kk;
 				As[kk * AST + mm] = (gm < pc.M && gk < pc.K) ? LOAD(a[pc.a_off + gm * pc.sam + gk * pc.sak]) : 0.0;
-				const uint bk = idx / 64u, bn = idx % 64u;
+				const uint bk = idx / TILE, bn = idx % TILE;
 				const uint gbk = k0 + bk, gbn = n0 + bn;
 				Bs[bk * AST + bn] = (gbk < pc.K && gbn < pc.N) ? LOAD(b[pc.b_off + gbk * pc.N + gbn]) : 0.0;
 			}
