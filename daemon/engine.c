@@ -353,6 +353,19 @@ static void unplace(job *j)
 static uint64_t place(engine *e, job *j, uint64_t used)
 {
 	j->plan = variant_choose(&j->req, e->pl->pipe[KERN_COOPMAT][j->req.dtype] != VK_NULL_HANDLE);
+	if (j->plan.param == KERN_SPLITK) {
+		/* the partials are one storage-buffer binding: fewer slices when
+		 * they would pass maxStorageBufferRange (a shape-only choice, so
+		 * still the same bits every run), tiled when not even two fit */
+		const uint64_t per = variant_splitk_elems(&j->req, 1) * 4;
+		const uint64_t fit = e->dev->props.limits.maxStorageBufferRange / per;
+		if (fit < j->plan.slices)
+			j->plan.slices = (uint32_t)fit;
+		if (j->plan.slices < 2 && j->req.variant != PROTO_VARIANT_SPLITK)
+			unplace(j);
+		else if (j->plan.slices < 1)
+			unplace(j);
+	}
 	j->slices = j->plan.slices;
 	j->devlocal = false;
 	uint64_t split = j->plan.param == KERN_SPLITK

@@ -7,9 +7,10 @@
 
 #define TILE 64
 #define BIG (1ull << 20)      /* batch*in below this: the simple kernels win */
-#define SPLITK_TILES 128      /* fewer output tiles than this leave the GPU idle */
-#define SPLITK_TARGET 256     /* workgroups split-K aims for */
-#define SPLITK_MIN_ROWS 1024  /* auto: rows per slice at least this */
+#define NARROW 32             /* out up to this: the seed kernel for dW */
+#define SPLITK_WGS 256        /* fewer workgroups than this leave the GPU idle */
+#define SPLITK_TARGET 1024    /* workgroups split-K aims for */
+#define SPLITK_MIN_ROWS 256   /* auto: rows per slice at least this */
 #define SPLITK_MAX 64
 #define TILED128_MIN_TILES 132 /* auto: 128x128 tiles only when there are this many */
 
@@ -32,27 +33,48 @@ static int tiled_for(uint64_t m, uint64_t n, bool forced)
 	return KERN_TILED;
 }
 
+/* dW (and db) when nothing is forced. */
+static void choose_param_auto(const proto_request *q, bool coopmat, variant_plan *p)
+{
+	const bool dw = q->t[PROTO_T_DW].present;
+	if (!dw) {
+		p->param = KERN_PARAM; /* db alone: one pass over dY */
+		return;
+	}
+	if (coopmat && q->out >= TILE && q->in >= TILE && q->batch >= 256) {
+		p->param = KERN_COOPMAT;
+		return;
+	}
+	const uint64_t tiles = ceil_div(q->out, TILE) * ceil_div(q->in, TILE);
+	uint64_t wgs;
+	if (q->out > NARROW && q->in >= TILE && q->batch * q->in >= BIG) {
+		p->param = KERN_TILED;
+		wgs = tiles;
+	} else {
+		p->param = KERN_PARAM;
+		wgs = q->out * ceil_div(q->in, 32);
+	}
+	/* too few workgroups for a long reduction: cut the batch */
+	if (wgs < SPLITK_WGS && q->batch >= 4096) {
+		uint64_t s = min_u64(min_u64(SPLITK_MAX, ceil_div(SPLITK_TARGET, tiles)),
+				     q->batch / SPLITK_MIN_ROWS);
+		if (s >= 2) {
+			p->param = KERN_SPLITK;
+			p->slices = (uint32_t)s;
+		}
+	}
+}
+
 variant_plan variant_choose(const proto_request *q, bool coopmat)
 {
 	variant_plan p = {-1, -1, 1};
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
 	const bool force_cm = q->variant == PROTO_VARIANT_COOPMAT && coopmat;
 	if (dw || db) {
-		const uint64_t tiles = ceil_div(q->out, TILE) * ceil_div(q->in, TILE);
-		if (force_cm || (q->variant == PROTO_VARIANT_AUTO && coopmat && q->out >= TILE &&
-				 q->in >= TILE && q->batch >= 256)) {
+		if (q->variant == PROTO_VARIANT_AUTO) {
+			choose_param_auto(q, coopmat, &p);
+		} else if (force_cm) {
 			p.param = dw ? KERN_COOPMAT : KERN_PARAM;
-		} else if (q->variant == PROTO_VARIANT_AUTO) {
-			uint64_t s = min_u64(min_u64(SPLITK_MAX, ceil_div(SPLITK_TARGET, tiles)),
-					     q->batch / SPLITK_MIN_ROWS);
-			if (dw && tiles < SPLITK_TILES && q->batch >= 4 * SPLITK_MIN_ROWS && s >= 2) {
-				p.param = KERN_SPLITK;
-				p.slices = (uint32_t)s;
-			} else if (dw && q->out >= 32 && q->in >= TILE && q->batch * q->in >= BIG) {
-				p.param = KERN_TILED;
-			} else {
-				p.param = KERN_PARAM;
-			}
 		} else if (q->variant == PROTO_VARIANT_SPLITK) {
 			p.param = KERN_SPLITK;
 			uint64_t s = q->batch / 16;
@@ -62,21 +84,17 @@ variant_plan variant_choose(const proto_request *q, bool coopmat)
 		}
 	}
 	if (q->t[PROTO_T_DX].present) {
-		bool tiled;
 		if (force_cm || (q->variant == PROTO_VARIANT_AUTO && coopmat && q->batch >= TILE &&
-				 q->in >= TILE && q->out >= TILE)) {
+				 q->in >= TILE && q->out >= TILE))
 			p.input = KERN_COOPMAT;
-			return p;
-		}
-		if (q->variant == PROTO_VARIANT_AUTO)
-			tiled = q->batch >= TILE && q->in >= TILE && q->out >= 16 &&
-				q->batch * q->in >= BIG;
+		else if (q->variant == PROTO_VARIANT_AUTO)
+			p.input = q->batch >= TILE && q->in >= TILE && q->out >= TILE && q->batch * q->in >= BIG
+					  ? KERN_TILED : KERN_INPUT;
 		else
-			tiled = q->variant != PROTO_VARIANT_GENERIC;
-		p.input = tiled ? KERN_TILED : KERN_INPUT;
+			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
 	const bool forced = q->variant != PROTO_VARIANT_AUTO;
-	if (p.param == KERN_TILED && q->t[PROTO_T_DW].present)
+	if (p.param == KERN_TILED && dw)
 		p.param = tiled_for(q->out, q->in, forced);
 	if (p.input == KERN_TILED)
 		p.input = tiled_for(q->batch, q->in, forced);

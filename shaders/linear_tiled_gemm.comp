@@ -3,7 +3,7 @@
 // @kernel kernel_name=linear_tiled_gemm domain=linear_backward variant=tiled64 dtype=f32,f16,bf16 status=experimental
 //
 // C[m, n] (+)= Σ_k A(m, k) · B[k, n], register-blocked: a 64×64 tile of C
-// per workgroup of 64 threads, 8×8 outputs per thread (see tiled_gemm.glsl),
+// per workgroup of 16×16 threads, 4×4 outputs per thread (see tiled_gemm.glsl),
 // the reduction walked 16 at a time through shared-memory tiles of A and B.
 // A's strides are push constants, so one kernel serves both gradients:
 //   dW = dYᵀ·X : M = out,   N = in, K = batch, A(m,k) = dY[k·out + m]
