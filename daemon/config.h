@@ -10,9 +10,12 @@
 #define CONFIG_AUTO 0
 #define CONFIG_OFF UINT64_MAX
 #define CONFIG_MAX_ALLOW 64
-/* what --devlocal-min-bytes auto means (engine.c resolves it) */
-#define CONFIG_DEVLOCAL_AUTO_BYTES (4ull << 20)
-#define CONFIG_DEVLOCAL_AUTO_DOC "4 MiB on a GPU, off on a CPU device, whose device memory is host memory" /* ids per --allow-uid / --allow-gid list */
+/* what --devlocal-min-bytes auto means (engine.c resolves it), measured on
+ * the H200 (README, Memory path) */
+#define CONFIG_DEVLOCAL_AUTO_F32 (64ull << 20)
+#define CONFIG_DEVLOCAL_AUTO_16BIT (4ull << 20)
+#define CONFIG_DEVLOCAL_AUTO_DOC "on a GPU 64 MiB for f32 jobs, 4 MiB for f16/bf16;\n" \
+	"                         off on a CPU device, whose device memory is host memory" /* ids per --allow-uid / --allow-gid list */
 
 typedef struct config {
 	char socket_path[108];

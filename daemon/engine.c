@@ -371,7 +371,7 @@ static uint64_t place(engine *e, job *j, uint64_t used)
 	uint64_t split = j->plan.param == KERN_SPLITK
 				 ? scratch_round(variant_splitk_elems(&j->req, j->slices) * 4) : 0;
 	uint64_t dl = 0;
-	if (e->devlocal_min != CONFIG_OFF && job_bytes(j) >= e->devlocal_min)
+	if (e->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= e->devlocal_min[j->req.dtype])
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present)
 				dl += scratch_round(j->bytes[t]);
@@ -699,18 +699,22 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	parse_faults(e);
 	e->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, e->nslots)
 							       : cfg->scratch_max_bytes;
-	e->devlocal_min = cfg->devlocal_min_bytes;
-	if (e->devlocal_min == CONFIG_AUTO)
-		e->devlocal_min = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU
-					  ? CONFIG_OFF : CONFIG_DEVLOCAL_AUTO_BYTES;
-	if (e->devlocal_min == CONFIG_OFF)
+	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
+		uint64_t v = cfg->devlocal_min_bytes;
+		if (v == CONFIG_AUTO)
+			v = cpu ? CONFIG_OFF : t == PROTO_F32 ? CONFIG_DEVLOCAL_AUTO_F32 : CONFIG_DEVLOCAL_AUTO_16BIT;
+		e->devlocal_min[t] = v;
+	}
+	if (e->devlocal_min[PROTO_F32] == CONFIG_OFF)
 		log_info("device-local path off%s; scratch for split-K up to %llu bytes per slot",
-			 cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
+			 cpu && cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
 			 (unsigned long long)e->scratch_cap);
 	else
-		log_info("device-local path: jobs of >= %llu tensor bytes run on device copies; "
-			 "scratch up to %llu bytes per slot", (unsigned long long)e->devlocal_min,
-			 (unsigned long long)e->scratch_cap);
+		log_info("device-local path: jobs of >= %llu tensor bytes (f16/bf16: %llu) run on device "
+			 "copies; scratch up to %llu bytes per slot",
+			 (unsigned long long)e->devlocal_min[PROTO_F32],
+			 (unsigned long long)e->devlocal_min[PROTO_F16], (unsigned long long)e->scratch_cap);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	e->slots = calloc(e->nslots, sizeof(*e->slots));

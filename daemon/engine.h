@@ -125,7 +125,7 @@ typedef struct engine {
 	/* device-local path and scratch, resolved from the config at init:
 	 * jobs with at least devlocal_min tensor bytes (UINT64_MAX: never) are
 	 * copied to device memory when their pieces fit scratch_cap per slot */
-	uint64_t devlocal_min, scratch_cap;
+	uint64_t devlocal_min[PROTO_DTYPE_COUNT], scratch_cap;
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;

@@ -12,7 +12,6 @@
 #define SPLITK_TARGET 1024    /* workgroups split-K aims for */
 #define SPLITK_MIN_ROWS 256   /* auto: rows per slice at least this */
 #define SPLITK_MAX 64
-#define TILED128_MIN_TILES 132 /* auto: 128x128 tiles only when there are this many */
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
@@ -22,15 +21,6 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
-}
-
-/* The tiled kernel for an m×n output: 128×128 tiles where both sides have
- * one and (unless forced) there are enough of them, else 64×64. */
-static int tiled_for(uint64_t m, uint64_t n, bool forced)
-{
-	if (m >= 128 && n >= 128 && (forced || ceil_div(m, 128) * ceil_div(n, 128) >= TILED128_MIN_TILES))
-		return KERN_TILED128;
-	return KERN_TILED;
 }
 
 /* dW (and db) when nothing is forced. */
@@ -93,11 +83,6 @@ variant_plan variant_choose(const proto_request *q, bool coopmat)
 		else
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
-	const bool forced = q->variant != PROTO_VARIANT_AUTO;
-	if (p.param == KERN_TILED && dw)
-		p.param = tiled_for(q->out, q->in, forced);
-	if (p.input == KERN_TILED)
-		p.input = tiled_for(q->batch, q->in, forced);
 	return p;
 }
 

@@ -36,7 +36,7 @@ static const uint64_t shapes[][3] = {
 	{200, 65, 16}, {70, 130, 17}, {3, 257, 66},
 	{17, 3, 100},  {1040, 70, 65}, {4100, 33, 5}, /* split-K: 1 slice, 64 uneven, auto */
 	{70, 68, 36},  {1100, 4, 132},                /* in, out multiples of 4: vector loads */
-	{300, 130, 129}, {257, 256, 128},             /* 128x128 tiles (forced tiled), odd and even */
+	{300, 130, 129}, {257, 256, 128},             /* several tiles each way */
 };
 
 static unsigned run_family_on(const daemon_proc *d, const char *variant)

@@ -42,7 +42,7 @@ static void test_narrow_layers_use_the_row_parallel_kernel(void **state)
 	q = job(1024, 4096, 64, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_TILED);
-	assert_int_equal(p.input, KERN_TILED128); /* 8 x 32 tiles of 128x128 */
+	assert_int_equal(p.input, KERN_TILED);
 }
 
 static void test_thresholds_at_the_tile_edge(void **state)
@@ -122,7 +122,7 @@ static void test_splitk_for_tall_skinny(void **state)
 	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM);
 	/* a dW with many tiles is not split */
 	q = job(65536, 64 * 16, 64 * 16, true, false, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q, false).param, KERN_TILED); /* 256 tiles of 64x64, 64 of 128x128 */
+	assert_int_equal(variant_choose(&q, false).param, KERN_TILED); /* 256 tiles */
 	/* forced: batch / 16 slices, 1..64; dX tiled */
 	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_SPLITK);
 	p = variant_choose(&q, false);
@@ -146,8 +146,8 @@ static void test_coopmat_where_the_device_has_it(void **state)
 	assert_int_equal(p.param, KERN_COOPMAT);
 	assert_int_equal(p.input, KERN_COOPMAT);
 	p = variant_choose(&q, false); /* no cooperative matrices: plain kernels */
-	assert_int_equal(p.param, KERN_TILED128);
-	assert_int_equal(p.input, KERN_TILED128);
+	assert_int_equal(p.param, KERN_TILED);
+	assert_int_equal(p.input, KERN_TILED);
 	/* edges: 64 everywhere, batch 256 for dW */
 	q = job(256, 64, 64, true, false, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, true);
@@ -171,34 +171,6 @@ static void test_coopmat_where_the_device_has_it(void **state)
 	assert_int_equal(variant_choose(&q, true).param, KERN_PARAM);
 }
 
-static void test_tiled128_for_big_outputs(void **state)
-{
-	(void)state;
-	/* auto: both sides >= 128 and >= 132 tiles of 128x128 */
-	proto_request q = job(4096, 12 * 128, 11 * 128, true, false, true, PROTO_VARIANT_AUTO);
-	variant_plan p = variant_choose(&q, false);
-	assert_int_equal(p.param, KERN_TILED128); /* 11 x 12 = 132 tiles */
-	assert_int_equal(p.input, KERN_TILED128); /* 32 x 12 */
-	q = job(4096, 12 * 128, 11 * 128 - 1, true, false, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q, false).param, KERN_TILED128); /* still 11 x 12 */
-	q = job(4096, 12 * 128, 10 * 128, true, false, false, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q, false).param, KERN_TILED); /* 120 tiles */
-	/* forced tiled: both sides >= 128 is enough */
-	q = job(300, 130, 129, true, true, true, PROTO_VARIANT_TILED);
-	p = variant_choose(&q, false);
-	assert_int_equal(p.param, KERN_TILED128);
-	assert_int_equal(p.input, KERN_TILED128);
-	q = job(300, 130, 127, true, true, true, PROTO_VARIANT_TILED);
-	p = variant_choose(&q, false);
-	assert_int_equal(p.param, KERN_TILED);    /* out < 128 */
-	assert_int_equal(p.input, KERN_TILED128); /* 300 x 130 */
-	q = job(127, 130, 129, false, false, true, PROTO_VARIANT_TILED);
-	assert_int_equal(variant_choose(&q, false).input, KERN_TILED);
-	/* db alone never goes 128 */
-	q = job(4096, 4096, 4096, false, true, false, PROTO_VARIANT_TILED);
-	assert_int_equal(variant_choose(&q, false).param, KERN_TILED);
-}
-
 static void test_variant_names_round_trip(void **state)
 {
 	(void)state;
@@ -217,7 +189,6 @@ int main(void)
 		cmocka_unit_test(test_forced_variants),
 		cmocka_unit_test(test_splitk_for_tall_skinny),
 		cmocka_unit_test(test_coopmat_where_the_device_has_it),
-		cmocka_unit_test(test_tiled128_for_big_outputs),
 		cmocka_unit_test(test_variant_names_round_trip),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
