@@ -33,12 +33,12 @@
  *
  * Measured on the H200 (kernel µs of a full backward, f32, tensors in
  * device memory, `vkgrad bench --kernels`, 2026-12-02): 4096x1024x16
- * generic 58 / split-K(64) 390 / tiled dX 581 in total; 8192x4096x32
- * generic 932 / split-K(64) 3300; 2048x1024x1024 generic 1803 / tiled 462
- * (4x4 per thread); 8192x4096x4096 tiled 24660; f16 coopmat 2048x1024x1024
- * 349, 8192x4096x4096 20751, 8192x4096x32 1335 vs generic 1006: narrow
- * layers are the seed kernels' (they read dY and X once, well spread),
- * wide ones the tiled or tensor-core GEMMs. */
+ * generic 58 / split-K(64) 116 / tiled 398; 8192x4096x32
+ * generic 932 / split-K(64) 1207 / tiled 1352; 2048x1024x1024 generic 1803
+ * / tiled 380; 8192x4096x4096 tiled 21939; f16 coopmat 2048x1024x1024 349,
+ * 8192x4096x4096 20857 (plain tiled 24878), 8192x4096x32 1335 vs generic
+ * 1006. Narrow layers are the seed kernels' (many small workgroups, no
+ * 64-row tile mostly empty), wide ones the tiled or tensor-core GEMMs. */
 #ifndef VKG_DAEMON_VARIANT_H
 #define VKG_DAEMON_VARIANT_H
 
