@@ -1214,6 +1214,15 @@ static void test_device_lost_on_wait_staged(void **state)
 	device_lost_with("VKGRAD_FAULT_INJECT=wait:2", args);
 }
 
+/* The same with every job on the device-local path: the slots' scratch
+ * buffers go with the lost device and are made again on the new one */
+static void test_device_lost_on_wait_devlocal(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--devlocal-min-bytes", "1", NULL};
+	device_lost_with("VKGRAD_FAULT_INJECT=wait:2", args);
+}
+
 /* The first recreation fails: jobs sent meanwhile wait, the second attempt
  * (a second later) succeeds and runs them, on a region from before. */
 static void test_device_lost_recreated_on_second_attempt(void **state)
@@ -1372,6 +1381,7 @@ int main(void)
 		T(test_device_lost_on_wait),
 		T(test_device_lost_on_submit),
 		T(test_device_lost_on_wait_staged),
+		T(test_device_lost_on_wait_devlocal),
 		T(test_device_lost_recreated_on_second_attempt),
 		T(test_device_lost_for_good_exits_1),
 		T(test_no_validation_errors),
