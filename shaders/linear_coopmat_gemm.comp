@@ -46,10 +46,15 @@ layout(push_constant) uniform Params {
 #define BM 128
 #define BN 128
 #define BK 32
-#define AS 40   // row stride of As (f16): 80 bytes, a multiple of 16
+#define AS 40   // row stride of As as [m][k] (f16): 80 bytes, a multiple of 16
+#define ATS 136 // row stride of As as [k][m] (f16): 272 bytes
 #define BS 136  // row stride of Bs (f16): 272 bytes
 
-shared float16_t As[BM * AS];  // [m][k]
+// A's tile is kept the way it lies in memory, so a thread's consecutive
+// elements land in consecutive shared words: [m][k] when A runs along k
+// (dX: A = dY), [k][m] when it runs along m (dW: A = dYᵀ), then read as a
+// column-major matrix
+shared float16_t As[BM * AS];  // [m][k] (BM·AS >= BK·ATS: also [k][m])
 shared float16_t Bs[BK * BS];  // [k][n]
 shared float Ct[8 * 256];      // per subgroup: one 16×16 accumulator on its way out
 
@@ -96,7 +101,7 @@ void main()
 					const uint kk = idx / 16u, mm = (idx % 16u) * 8u;
 					const uint gm = m0 + mm, gk = k0 + kk;
 					const uvec4 v = (gm < pc.M && gk < pc.K) ? a8[(pc.a_off + gm + gk * pc.sak) / 8u] : uvec4(0u);
-					put_a(mm * AS + kk, AS, v);
+					put_a(kk * ATS + mm, 1u, v);
 				} else {
 					const uint mm = idx / 4u, kk = (idx % 4u) * 8u;
 					const uint gm = m0 + mm, gk = k0 + kk;
@@ -122,7 +127,11 @@ void main()
 					kk = idx % BK;
 				}
 				const uint gm = m0 + mm, gk = k0 + kk;
-				As[mm * AS + kk] = (gm < pc.M && gk < pc.K) ? a[pc.a_off + gm * pc.sam + gk * pc.sak] : float16_t(0.0);
+				const float16_t v = (gm < pc.M && gk < pc.K) ? a[pc.a_off + gm * pc.sam + gk * pc.sak] : float16_t(0.0);
+				if (pc.sam == 1u)
+					As[kk * ATS + mm] = v;
+				else
+					As[mm * AS + kk] = v;
 			}
 			// B tile 32×128, contiguous along n
 			for (uint q = 0u; q < 16u; q++) {
@@ -136,8 +145,13 @@ void main()
 		for (uint kk = 0u; kk < BK; kk += 16u) {
 			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4];
 			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb[2];
-			for (uint i = 0u; i < 4u; i++)
-				coopMatLoadNV(fa[i], As, (wm + 16u * i) * AS + kk, AS, false);
+			if (pc.sam == 1u) {
+				for (uint i = 0u; i < 4u; i++)
+					coopMatLoadNV(fa[i], As, kk * ATS + wm + 16u * i, ATS, true);
+			} else {
+				for (uint i = 0u; i < 4u; i++)
+					coopMatLoadNV(fa[i], As, (wm + 16u * i) * AS + kk, AS, false);
+			}
 			for (uint j = 0u; j < 2u; j++)
 				coopMatLoadNV(fb[j], Bs, kk * BS + wn + 16u * j, BS, false);
 			for (uint i = 0u; i < 4u; i++)
