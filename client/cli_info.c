@@ -130,9 +130,10 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 	       "staged_regions", s.staged_regions);
 	printf("  %-20s %" PRIu64 " (Vulkan validation-layer errors)\n", "validation_errors",
 	       s.validation_errors);
-	if (s.devlocal_min_bytes)
-		printf("  %-20s %" PRIu64 " (jobs with this many tensor bytes run on device copies)\n",
-		       "devlocal_min_bytes", s.devlocal_min_bytes);
+	if (s.devlocal_min_bytes || s.devlocal_min_bytes_16bit)
+		printf("  %-20s %" PRIu64 " f32, %" PRIu64 " f16/bf16 (jobs with this many tensor "
+		       "bytes run on device copies; 0: never)\n",
+		       "devlocal_min_bytes", s.devlocal_min_bytes, s.devlocal_min_bytes_16bit);
 	else
 		printf("  %-20s off (every job reads the client's memory directly)\n",
 		       "devlocal_min_bytes");

@@ -535,6 +535,7 @@ int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err)
 			.staged_regions = s->staged_regions,
 			.validation_errors = s->validation_errors,
 			.devlocal_min_bytes = s->devlocal_min_bytes,
+			.devlocal_min_bytes_16bit = s->devlocal_min_bytes_16bit,
 			.devlocal_jobs = s->devlocal_jobs,
 			.devlocal_copy_bytes = s->devlocal_copy_bytes,
 			.splitk_jobs = s->splitk_jobs,

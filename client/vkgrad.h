@@ -75,7 +75,8 @@ typedef struct vkg_stats {
 	/* kernels and memory path: device-local threshold (0: off), jobs run
 	 * on device-local copies and the bytes copied, split-K jobs,
 	 * dispatches recorded, scratch held now, batches run without scratch */
-	uint64_t devlocal_min_bytes, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
+	uint64_t devlocal_min_bytes, devlocal_min_bytes_16bit; /* f32 jobs, f16/bf16 jobs */
+	uint64_t devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
 	uint64_t dispatches, scratch_bytes, scratch_failures;
 } vkg_stats;
 

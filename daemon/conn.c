@@ -382,6 +382,7 @@ static void op_stats(conn *c, const proto_request *q)
 	st->staged_regions = region_staged;
 	st->validation_errors = atomic_load(&s->dev->validation_errors);
 	st->devlocal_min_bytes = e->devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F32];
+	st->devlocal_min_bytes_16bit = e->devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F16];
 	st->devlocal_jobs = e->devlocal_jobs;
 	st->devlocal_copy_bytes = e->devlocal_copy_bytes;
 	st->splitk_jobs = e->splitk_jobs;

@@ -487,6 +487,7 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "staged_regions", s->staged_regions);
 	pk_kv_u(pk, "validation_errors", s->validation_errors);
 	pk_kv_u(pk, "devlocal_min_bytes", s->devlocal_min_bytes);
+	pk_kv_u(pk, "devlocal_min_bytes_16bit", s->devlocal_min_bytes_16bit);
 	pk_kv_u(pk, "devlocal_jobs", s->devlocal_jobs);
 	pk_kv_u(pk, "devlocal_copy_bytes", s->devlocal_copy_bytes);
 	pk_kv_u(pk, "splitk_jobs", s->splitk_jobs);
@@ -506,7 +507,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
 	case PROTO_R_JOB: extra = 3 + r->has_kernel_us; break;
-	case PROTO_R_STATS: extra = 22; break;
+	case PROTO_R_STATS: extra = 23; break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);
@@ -648,6 +649,7 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (key_is(k, "staged_regions")) s->staged_regions = as_u64(v);
 	else if (key_is(k, "validation_errors")) s->validation_errors = as_u64(v);
 	else if (key_is(k, "devlocal_min_bytes")) s->devlocal_min_bytes = as_u64(v);
+	else if (key_is(k, "devlocal_min_bytes_16bit")) s->devlocal_min_bytes_16bit = as_u64(v);
 	else if (key_is(k, "devlocal_jobs")) s->devlocal_jobs = as_u64(v);
 	else if (key_is(k, "devlocal_copy_bytes")) s->devlocal_copy_bytes = as_u64(v);
 	else if (key_is(k, "splitk_jobs")) s->splitk_jobs = as_u64(v);

@@ -160,7 +160,8 @@ typedef struct proto_stats {
 	uint64_t host_imports, staged_regions;
 	uint64_t validation_errors;
 	/* kernels and memory path (daemon/engine.h) */
-	uint64_t devlocal_min_bytes;  /* device-local path threshold; 0: off */
+	uint64_t devlocal_min_bytes;  /* device-local path threshold, f32 jobs; 0: off */
+	uint64_t devlocal_min_bytes_16bit; /* the same for f16/bf16 jobs */
 	uint64_t devlocal_jobs, devlocal_copy_bytes, splitk_jobs, dispatches;
 	uint64_t scratch_bytes;       /* device memory held as scratch now */
 	uint64_t scratch_failures;    /* batches run without scratch */

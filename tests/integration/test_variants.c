@@ -111,6 +111,7 @@ static void test_devlocal_and_small_dispatches(void **state)
 	       (unsigned long long)st.jobs_done, (unsigned long long)st.splitk_jobs,
 	       (unsigned long long)st.dispatches, (unsigned long long)st.scratch_bytes);
 	assert_int_equal(st.devlocal_min_bytes, 1);
+	assert_int_equal(st.devlocal_min_bytes_16bit, 1);
 	assert_int_equal(st.devlocal_jobs, st.jobs_done);
 	assert_true(st.splitk_jobs >= 64); /* the 16 shapes x 4 subsets with dW or db, forced */
 	assert_true(st.dispatches > 4 * st.jobs_done); /* small dispatches: many per job */

@@ -423,6 +423,7 @@ static void test_reply_stats(void **state)
 		.staged_regions = 1,
 		.validation_errors = 11,
 		.devlocal_min_bytes = 4u << 20,
+		.devlocal_min_bytes_16bit = 17,
 		.devlocal_jobs = 12,
 		.devlocal_copy_bytes = 1ull << 40,
 		.splitk_jobs = 13,
@@ -438,6 +439,7 @@ static void test_reply_stats(void **state)
 	assert_int_equal(out.stats.jobs_done, 1000);
 	assert_int_equal(out.stats.jobs_failed, 2);
 	assert_int_equal(out.stats.devlocal_min_bytes, 4u << 20);
+	assert_int_equal(out.stats.devlocal_min_bytes_16bit, 17);
 	assert_int_equal(out.stats.devlocal_jobs, 12);
 	assert_int_equal(out.stats.devlocal_copy_bytes, 1ull << 40);
 	assert_int_equal(out.stats.splitk_jobs, 13);
