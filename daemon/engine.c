@@ -2,6 +2,7 @@
 #include "engine.h"
 
 #include "log.h"
+#include "placement.h"
 #include "record.h"
 
 #include <stdio.h>
@@ -199,7 +200,6 @@ static bool can_take(const job *j)
 }
 
 static uint64_t take_jobs(engine *e, engine_slot *s);
-static void unplace(job *j);
 
 static void submit_slot(engine *e, uint32_t si)
 {
@@ -212,7 +212,7 @@ static void submit_slot(engine *e, uint32_t si)
 		e->scratch_failures++;
 		log_warn("%s; %u job(s) run without scratch", err, s->njobs);
 		for (uint32_t i = 0; i < s->njobs; i++)
-			unplace(s->jobs[i]);
+			placement_drop(s->jobs[i]);
 	}
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		e->devlocal_jobs += s->jobs[i]->devlocal;
@@ -324,81 +324,6 @@ static job *lane_pop(engine *e, engine_lane *l)
 	return j;
 }
 
-static uint64_t job_bytes(const job *j)
-{
-	uint64_t b = 0;
-	for (int t = 0; t < PROTO_T_COUNT; t++)
-		b += j->bytes[t];
-	return b;
-}
-
-/* Without scratch: the job reads the client's memory, dW by the tiled
- * kernel instead of split-K. */
-static void unplace(job *j)
-{
-	j->devlocal = false;
-	if (j->plan.param == KERN_SPLITK) {
-		j->plan.param = KERN_TILED;
-		j->plan.slices = 1;
-	}
-	j->slices = j->plan.slices;
-}
-
-/* Choose j's kernels and where its tensors live, given `used` bytes of the
- * slot's scratch already placed: split-K partials and, for a job of at
- * least devlocal_min tensor bytes, its tensors' device-local copies. What
- * does not fit the cap even alone is dropped (devlocal first, then
- * split-K). Returns the scratch bytes it takes, or UINT64_MAX when it
- * would fit an empty slot but not this one. */
-static uint64_t place(engine *e, job *j, uint64_t used)
-{
-	j->plan = variant_choose(&j->req, e->pl->pipe[KERN_COOPMAT][j->req.dtype] != VK_NULL_HANDLE);
-	if (j->plan.param == KERN_SPLITK) {
-		/* the partials are one storage-buffer binding: fewer slices when
-		 * they would pass maxStorageBufferRange (a shape-only choice, so
-		 * still the same bits every run), tiled when not even two fit */
-		const uint64_t per = variant_splitk_elems(&j->req, 1) * 4;
-		const uint64_t fit = e->dev->props.limits.maxStorageBufferRange / per;
-		if (fit < j->plan.slices)
-			j->plan.slices = (uint32_t)fit;
-		if (j->plan.slices < 2 && j->req.variant != PROTO_VARIANT_SPLITK)
-			unplace(j);
-		else if (j->plan.slices < 1)
-			unplace(j);
-	}
-	j->slices = j->plan.slices;
-	j->devlocal = false;
-	uint64_t split = j->plan.param == KERN_SPLITK
-				 ? scratch_round(variant_splitk_elems(&j->req, j->slices) * 4) : 0;
-	uint64_t dl = 0;
-	if (e->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= e->devlocal_min[j->req.dtype])
-		for (int t = 0; t < PROTO_T_COUNT; t++)
-			if (j->req.t[t].present)
-				dl += scratch_round(j->bytes[t]);
-	if (split + dl > e->scratch_cap)
-		dl = 0;
-	if (split > e->scratch_cap) {
-		unplace(j);
-		split = 0;
-	}
-	if (used + split + dl > e->scratch_cap)
-		return UINT64_MAX;
-	uint64_t at = used;
-	if (split) {
-		j->splitk_off = at;
-		at += split;
-	}
-	if (dl) {
-		j->devlocal = true;
-		for (int t = 0; t < PROTO_T_COUNT; t++)
-			if (j->req.t[t].present) {
-				j->soff[t] = at;
-				at += scratch_round(j->bytes[t]);
-			}
-	}
-	return at - used;
-}
-
 /* Fill slot s from the active lanes, round-robin: each lane gives at most
  * batch_per_client jobs, in its own order, until the batch holds
  * max_batch_jobs jobs, max_batch_bytes of tensors or the slot's scratch cap
@@ -416,12 +341,12 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 		engine_lane *l = e->active_head;
 		uint32_t took = 0;
 		while (l->head && took < cap && can_take(l->head)) {
-			uint64_t jb = job_bytes(l->head);
+			uint64_t jb = engine_job_bytes(l->head);
 			if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
 				full = true;
 				break;
 			}
-			uint64_t sb = place(e, l->head, used);
+			uint64_t sb = placement_place(e, l->head, used);
 			if (sb == UINT64_MAX) {
 				full = true;
 				break;
@@ -697,24 +622,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	e->done = done;
 	e->nslots = cfg->inflight_batches;
 	parse_faults(e);
-	e->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, e->nslots)
-							       : cfg->scratch_max_bytes;
-	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
-		uint64_t v = cfg->devlocal_min_bytes;
-		if (v == CONFIG_AUTO)
-			v = cpu ? CONFIG_OFF : t == PROTO_F32 ? CONFIG_DEVLOCAL_AUTO_F32 : CONFIG_DEVLOCAL_AUTO_16BIT;
-		e->devlocal_min[t] = v;
-	}
-	if (e->devlocal_min[PROTO_F32] == CONFIG_OFF)
-		log_info("device-local path off%s; scratch for split-K up to %llu bytes per slot",
-			 cpu && cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
-			 (unsigned long long)e->scratch_cap);
-	else
-		log_info("device-local path: jobs of >= %llu tensor bytes (f16/bf16: %llu) run on device "
-			 "copies; scratch up to %llu bytes per slot",
-			 (unsigned long long)e->devlocal_min[PROTO_F32],
-			 (unsigned long long)e->devlocal_min[PROTO_F16], (unsigned long long)e->scratch_cap);
+	placement_init(e);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	e->slots = calloc(e->nslots, sizeof(*e->slots));

@@ -161,6 +161,15 @@ void engine_resume(engine *e);
 
 uint64_t engine_now_ns(void);
 
+/* Tensor bytes of a job, all slots together. */
+static inline uint64_t engine_job_bytes(const job *j)
+{
+	uint64_t b = 0;
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		b += j->bytes[t];
+	return b;
+}
+
 /* Is tensor slot t an output (dw, db, dx)? */
 static inline bool engine_is_output(int t)
 {

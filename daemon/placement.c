@@ -1,0 +1,94 @@
+/* daemon/placement.c — see placement.h. */
+#include "placement.h"
+
+#include "log.h"
+#include "variant.h"
+
+void placement_init(engine *e)
+{
+	const device *d = e->dev;
+	const config *cfg = e->cfg;
+	e->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, e->nslots)
+							       : cfg->scratch_max_bytes;
+	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
+		uint64_t v = cfg->devlocal_min_bytes;
+		if (v == CONFIG_AUTO)
+			v = cpu ? CONFIG_OFF : t == PROTO_F32 ? CONFIG_DEVLOCAL_AUTO_F32 : CONFIG_DEVLOCAL_AUTO_16BIT;
+		e->devlocal_min[t] = v;
+	}
+	if (e->devlocal_min[PROTO_F32] == CONFIG_OFF)
+		log_info("device-local path off%s; scratch for split-K up to %llu bytes per slot",
+			 cpu && cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
+			 (unsigned long long)e->scratch_cap);
+	else
+		log_info("device-local path: jobs of >= %llu tensor bytes (f16/bf16: %llu) run on device "
+			 "copies; scratch up to %llu bytes per slot",
+			 (unsigned long long)e->devlocal_min[PROTO_F32],
+			 (unsigned long long)e->devlocal_min[PROTO_F16], (unsigned long long)e->scratch_cap);
+}
+
+/* Without scratch: the job reads the client's memory, dW by the tiled
+ * kernel instead of split-K. */
+void placement_drop(job *j)
+{
+	j->devlocal = false;
+	if (j->plan.param == KERN_SPLITK) {
+		j->plan.param = KERN_TILED;
+		j->plan.slices = 1;
+	}
+	j->slices = j->plan.slices;
+}
+
+/* Choose j's kernels and where its tensors live, given `used` bytes of the
+ * slot's scratch already placed: split-K partials and, for a job of at
+ * least devlocal_min tensor bytes, its tensors' device-local copies. What
+ * does not fit the cap even alone is dropped (devlocal first, then
+ * split-K). Returns the scratch bytes it takes, or UINT64_MAX when it
+ * would fit an empty slot but not this one. */
+uint64_t placement_place(engine *e, job *j, uint64_t used)
+{
+	j->plan = variant_choose(&j->req, e->pl->pipe[KERN_COOPMAT][j->req.dtype] != VK_NULL_HANDLE);
+	if (j->plan.param == KERN_SPLITK) {
+		/* the partials are one storage-buffer binding: fewer slices when
+		 * they would pass maxStorageBufferRange (a shape-only choice, so
+		 * still the same bits every run), tiled when not even two fit */
+		const uint64_t per = variant_splitk_elems(&j->req, 1) * 4;
+		const uint64_t fit = e->dev->props.limits.maxStorageBufferRange / per;
+		if (fit < j->plan.slices)
+			j->plan.slices = (uint32_t)fit;
+		if (j->plan.slices < (j->req.variant == PROTO_VARIANT_SPLITK ? 1u : 2u))
+			placement_drop(j);
+	}
+	j->slices = j->plan.slices;
+	j->devlocal = false;
+	uint64_t split = j->plan.param == KERN_SPLITK
+				 ? scratch_round(variant_splitk_elems(&j->req, j->slices) * 4) : 0;
+	uint64_t dl = 0;
+	if (e->devlocal_min[j->req.dtype] != CONFIG_OFF && engine_job_bytes(j) >= e->devlocal_min[j->req.dtype])
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			if (j->req.t[t].present)
+				dl += scratch_round(j->bytes[t]);
+	if (split + dl > e->scratch_cap)
+		dl = 0;
+	if (split > e->scratch_cap) {
+		placement_drop(j);
+		split = 0;
+	}
+	if (used + split + dl > e->scratch_cap)
+		return UINT64_MAX;
+	uint64_t at = used;
+	if (split) {
+		j->splitk_off = at;
+		at += split;
+	}
+	if (dl) {
+		j->devlocal = true;
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			if (j->req.t[t].present) {
+				j->soff[t] = at;
+				at += scratch_round(j->bytes[t]);
+			}
+	}
+	return at - used;
+}
