@@ -465,8 +465,7 @@ static bench_stats stats_of(bench_result *r)
 	return st;
 }
 
-/* s as a JSON string body (quotes, backslashes and control characters escaped). */
-static void json_escape(char *out, size_t cap, const char *s)
+void cli_json_escape(char *out, size_t cap, const char *s)
 {
 	size_t o = 0;
 	for (; *s && o + 7 < cap; s++) {
@@ -487,7 +486,7 @@ static void print_json(const bench_spec *s, const char *mode, const bench_stats 
 		       const char *device)
 {
 	char dev[300];
-	json_escape(dev, sizeof(dev), device);
+	cli_json_escape(dev, sizeof(dev), device);
 	cli_out("{\"scenario\":\"%s\",\"mode\":\"%s\",\"clients\":%u,\"inflight\":%u,\"jobs\":%" PRIu64
 		",\"shape\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],\"p50_us\":%.1f,\"p99_us\":%.1f,"
 		"\"jobs_per_s\":%.1f,\"avg_batch_jobs\":%.2f,\"device\":\"%s\"}\n",

@@ -84,6 +84,10 @@ int cli_daemon_default_binary(char *buf, size_t len);
  * answers ping. args: more command-line arguments (NULL-terminated, at most
  * 16; NULL for none), e.g. raised limits. 0, or -1 with why (the log's tail
  * printed to stderr). */
+/* s as a JSON string body into out (quotes, backslashes and control
+ * characters escaped; cut to fit cap). */
+void cli_json_escape(char *out, size_t cap, const char *s);
+
 int cli_daemon_start(cli_daemon *d, const char *binary, const char *const *args, int timeout_ms,
 		     char *why, size_t why_len);
 /* SIGTERM, wait up to timeout_ms, remove the directory. 0 when the daemon

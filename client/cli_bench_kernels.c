@@ -318,24 +318,6 @@ static uint64_t default_reps(double flop)
 	return flop <= 1e8 ? 50 : flop <= 1e9 ? 20 : flop <= 1e10 ? 10 : flop <= 1e11 ? 5 : 3;
 }
 
-/* s as a JSON string body. */
-static void json_escape(char *out, size_t cap, const char *s)
-{
-	size_t o = 0;
-	for (; *s && o + 7 < cap; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\') {
-			out[o++] = '\\';
-			out[o++] = (char)ch;
-		} else if (ch < 0x20) {
-			o += (size_t)snprintf(out + o, cap - o, "\\u%04x", ch);
-		} else {
-			out[o++] = (char)ch;
-		}
-	}
-	out[o] = 0;
-}
-
 /* A number for JSON: null when not finite (JSON has no NaN or infinity). */
 static const char *json_num(char *buf, size_t cap, const char *fmt, double v)
 {
@@ -375,7 +357,7 @@ static void print_error(bk_run *r, const uint64_t s[3], const char *dtype, const
 {
 	char buf[2048], msg[600];
 	int n = line_head(buf, sizeof(buf), s);
-	json_escape(msg, sizeof(msg), err->message);
+	cli_json_escape(msg, sizeof(msg), err->message);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"dw,db,dx\","
 		 "\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"device\":\"%s\"}\n",
@@ -390,7 +372,7 @@ static void print_skipped(bk_run *r, const uint64_t s[3], const char *dtype, con
 	int n = line_head(buf, sizeof(buf), s);
 	if (dtype)
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"dtype\":\"%s\"", dtype);
-	json_escape(w, sizeof(w), why);
+	cli_json_escape(w, sizeof(w), why);
 	snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"skipped\":\"%s\",\"device\":\"%s\"}\n", w,
 		 r->device);
 	cli_out("%s", buf);
@@ -709,7 +691,7 @@ int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv)
 		rc = cli_fail(&err);
 		goto out;
 	}
-	json_escape(r.device, sizeof(r.device), r.info.device_name);
+	cli_json_escape(r.device, sizeof(r.device), r.info.device_name);
 	/* the dtypes the device serves, unless asked for others */
 	if (!o.ndtypes) {
 		for (int d = 0; d < PROTO_DTYPE_COUNT; d++) {
