@@ -40,7 +40,6 @@ struct job {
 	uint64_t t_submit_ns;
 	/* placement, set when the job joins a batch (engine.c take_jobs) */
 	variant_plan plan;      /* kernels; split-K only with its partials in scratch */
-	uint32_t slices;        /* split-K slices (plan.slices), 1 otherwise */
 	uint64_t splitk_off;    /* the partials' offset in the slot's scratch */
 	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
 	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */

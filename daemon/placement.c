@@ -37,7 +37,6 @@ void placement_drop(job *j)
 		j->plan.param = KERN_TILED;
 		j->plan.slices = 1;
 	}
-	j->slices = j->plan.slices;
 }
 
 /* Choose j's kernels and where its tensors live, given `used` bytes of the
@@ -60,10 +59,9 @@ uint64_t placement_place(engine *e, job *j, uint64_t used)
 		if (j->plan.slices < (j->req.variant == PROTO_VARIANT_SPLITK ? 1u : 2u))
 			placement_drop(j);
 	}
-	j->slices = j->plan.slices;
 	j->devlocal = false;
 	uint64_t split = j->plan.param == KERN_SPLITK
-				 ? scratch_round(variant_splitk_elems(&j->req, j->slices) * 4) : 0;
+				 ? scratch_round(variant_splitk_elems(&j->req, j->plan.slices) * 4) : 0;
 	uint64_t dl = 0;
 	if (e->devlocal_min[j->req.dtype] != CONFIG_OFF && engine_job_bytes(j) >= e->devlocal_min[j->req.dtype])
 		for (int t = 0; t < PROTO_T_COUNT; t++)

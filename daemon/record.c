@@ -67,7 +67,7 @@ static binding bind_dummy(const rec *r, uint64_t which)
 static binding bind_partials(const rec *r)
 {
 	binding b = {.info = {.buffer = r->s->scratch.buf, .offset = r->j->splitk_off,
-			      .range = variant_splitk_elems(&r->j->req, r->j->slices) * 4}};
+			      .range = variant_splitk_elems(&r->j->req, r->j->plan.slices) * 4}};
 	return b;
 }
 
@@ -215,7 +215,7 @@ static void record_splitk(const rec *r)
 {
 	const proto_request *q = &r->j->req;
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
-	const uint32_t S = r->j->slices;
+	const uint32_t S = r->j->plan.slices;
 	const uint64_t L = (q->batch + S - 1) / S; /* rows per slice; S·L covers the batch */
 	const uint64_t m = q->out, n = dw ? q->in : 1, mn = q->out * q->in;
 	binding b[4] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_X), bind_partials(r),
