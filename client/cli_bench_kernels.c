@@ -55,7 +55,8 @@ static const uint64_t bk_default_shapes[][3] = {
 static const char bk_usage[] =
 	"usage: vkgrad [--socket PATH] bench --kernels [--shapes B,I,O[;B,I,O...]]\n"
 	"                [--dtypes f32,f16,bf16] [--variants auto,generic,tiled] [--reps N]\n"
-	"                [--max-gflop X] [--json] [--socket PATH] [--daemon PATH]\n"
+	"                [--outputs dw,db,dx] [--max-gflop X] [--json] [--socket PATH]\n"
+	"                [--daemon PATH]\n"
 	"Kernel throughput: for each shape, dtype and variant the full backward\n"
 	"(dW, db, dX) runs with one job in flight, one warm-up job then N measured;\n"
 	"one JSON line each:\n"
@@ -65,7 +66,7 @@ static const char bk_usage[] =
 	"                  (the whole batch, i.e. this job and its copies)\n"
 	"  kernel_us_measured  true when every rep's reply carried kernel_us\n"
 	"  batch_gpu_us    median of the replies' gpu_us\n"
-	"  tflops          4·B·I·O / gpu_us / 1e6\n"
+	"  tflops          FLOPs (4·B·I·O for all three outputs) / gpu_us / 1e6\n"
 	"  gbps            bytes of X, dY, W read + dW, db, dX written / gpu_us / 1e3\n"
 	"  end_to_end_us   median client round trip, submit to reply, with the\n"
 	"                  tensors in the client's memory\n"
@@ -81,10 +82,13 @@ static const char bk_usage[] =
 	"                2048,1024,1024;8192,4096,4096;16384,8192,8192\n"
 	"  --dtypes      default: every dtype the daemon's hello lists kernels for\n"
 	"  --variants    default auto,generic,tiled (the request key `variant`)\n"
+	"  --outputs L   the gradients each job computes (default dw,db,dx): one at a\n"
+	"                time shows where a full backward's time goes; FLOPs and bytes\n"
+	"                count only what is asked (dW, dX 2·B·I·O each, db B·O)\n"
 	"  --reps N      measured jobs per line; default 50 up to 1e8 FLOPs, 20 up to\n"
 	"                1e9, 10 up to 1e10, 5 up to 1e11, else 3 -- stopping early\n"
 	"                (after at least 3) once they took 3 s\n"
-	"  --max-gflop X skip shapes with 4·B·I·O above X·1e9; default none on a GPU,\n"
+	"  --max-gflop X skip shapes with more than X·1e9 FLOPs; default none on a GPU,\n"
 	"                1 on a CPU device (lavapipe); 0 means none\n"
 	"  --json        only the JSON lines (no progress, no table)\n"
 	"  --socket PATH use a running daemon; otherwise a private one is started\n"
@@ -102,6 +106,7 @@ typedef struct bk_opts {
 	proto_variant variants[PROTO_VARIANT_COUNT];
 	unsigned nvariants;
 	uint64_t reps; /* 0: by FLOPs */
+	unsigned outputs; /* CLI_OUT_* */
 	double max_gflop;
 	bool max_gflop_set, json;
 } bk_opts;
@@ -202,14 +207,15 @@ static int dtype_lookup(const char *s)
 
 static int bk_parse(int argc, char **argv, bk_opts *o)
 {
-	enum { KO_KERNELS = 256, KO_SHAPES, KO_DTYPES, KO_VARIANTS, KO_REPS, KO_MAXGF, KO_JSON,
-	       KO_SOCKET, KO_DAEMON, KO_HELP };
+	enum { KO_KERNELS = 256, KO_SHAPES, KO_DTYPES, KO_VARIANTS, KO_REPS, KO_OUTPUTS, KO_MAXGF,
+	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP };
 	static const struct option opts[] = {
 		{"kernels", no_argument, NULL, KO_KERNELS},
 		{"shapes", required_argument, NULL, KO_SHAPES},
 		{"dtypes", required_argument, NULL, KO_DTYPES},
 		{"variants", required_argument, NULL, KO_VARIANTS},
 		{"reps", required_argument, NULL, KO_REPS},
+		{"outputs", required_argument, NULL, KO_OUTPUTS},
 		{"max-gflop", required_argument, NULL, KO_MAXGF},
 		{"json", no_argument, NULL, KO_JSON},
 		{"socket", required_argument, NULL, KO_SOCKET},
@@ -224,6 +230,7 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 	o->variants[1] = PROTO_VARIANT_GENERIC;
 	o->variants[2] = PROTO_VARIANT_TILED;
 	o->nvariants = 3;
+	o->outputs = CLI_OUT_ALL;
 	optind = 0;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "+h", opts, NULL)) != -1;) {
@@ -255,6 +262,12 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 				o->variants[i] = (proto_variant)idx[i];
 			break;
 		case KO_REPS: bad = cli_parse_u64("--reps", optarg, 1, 1000000, &o->reps); break;
+		case KO_OUTPUTS:
+			if (cli_outputs_parse(optarg, &o->outputs) != 0)
+				return cli_usage_fail("bench --kernels: --outputs takes a list of dw, db, "
+						      "dx separated by commas (got '%s')",
+						      optarg);
+			break;
 		case KO_MAXGF: {
 			char *end;
 			errno = 0;
@@ -286,9 +299,12 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 
 /* ---- helpers --------------------------------------------------------------------- */
 
-static double flop_of(const uint64_t s[3])
+/* FLOPs of the outputs asked for: dW and dX 2·B·I·O each, db B·O. */
+static double flop_of(const uint64_t s[3], unsigned outputs)
 {
-	return 4.0 * (double)s[0] * (double)s[1] * (double)s[2];
+	const double bio = (double)s[0] * (double)s[1] * (double)s[2];
+	return ((outputs & CLI_OUT_DW) ? 2 * bio : 0) + ((outputs & CLI_OUT_DX) ? 2 * bio : 0) +
+	       ((outputs & CLI_OUT_DB) ? (double)s[0] * (double)s[2] : 0);
 }
 
 static uint64_t now_ns(void)
@@ -355,13 +371,14 @@ static int line_head(char *buf, size_t cap, const uint64_t s[3])
 static void print_error(bk_run *r, const uint64_t s[3], const char *dtype, const char *variant,
 			const vkg_error *err)
 {
-	char buf[2048], msg[600];
+	char buf[2048], msg[600], outs[16];
+	cli_outputs_name(r->o->outputs, outs);
 	int n = line_head(buf, sizeof(buf), s);
 	cli_json_escape(msg, sizeof(msg), err->message);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
-		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"dw,db,dx\","
+		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\","
 		 "\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"device\":\"%s\"}\n",
-		 dtype, variant, err->code, msg, r->device);
+		 dtype, variant, outs, err->code, msg, r->device);
 	cli_out("%s", buf);
 }
 
@@ -393,7 +410,9 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	const bk_opts *o = r->o;
 	const uint64_t shape[3] = {t->batch, t->in, t->out};
 	const char *dname = proto_dtype_name(t->dtype), *vname = proto_variant_name(v);
-	const double flop = flop_of(shape);
+	const double flop = flop_of(shape, o->outputs);
+	char outs[16];
+	cli_outputs_name(o->outputs, outs);
 	bk_line *l = line_add(r, shape);
 	if (!l) {
 		cli_errf("vkgrad: bench: out of memory\n");
@@ -485,10 +504,13 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	free(gpu), free(kern), free(e2e);
 
 	const double es = proto_dtype_size(t->dtype);
-	const double bytes = es * ((double)shape[0] * (double)shape[1] * 2 + /* X, dX */
-				   (double)shape[0] * (double)shape[2] +     /* dY */
-				   (double)shape[2] * (double)shape[1] * 2 + /* W, dW */
-				   (double)shape[2]);                        /* db */
+	const double bi = (double)shape[0] * (double)shape[1], bo = (double)shape[0] * (double)shape[2],
+		     io = (double)shape[2] * (double)shape[1];
+	const unsigned ou = o->outputs;
+	const double bytes = es * (((ou & CLI_OUT_DW) ? bi + io : 0) + /* X, dW */
+				   ((ou & CLI_OUT_DX) ? io + bi : 0) + /* W, dX */
+				   bo +                                 /* dY */
+				   ((ou & CLI_OUT_DB) ? (double)shape[2] : 0));
 	const double us = l->gpu_us > 0 ? l->gpu_us : NAN;
 	l->tflops = flop / us / 1e6;
 	l->gbps = bytes / us / 1e3;
@@ -502,11 +524,11 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	char buf[1024], nb[4][40];
 	int n = line_head(buf, sizeof(buf), shape);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
-		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"dw,db,dx\",\"reps\":%" PRIu64
+		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\",\"reps\":%" PRIu64
 		 ",\"gpu_us\":%.1f,\"kernel_us_measured\":%s,\"batch_gpu_us\":%.1f,"
 		 "\"tflops\":%s,\"gbps\":%s,\"end_to_end_us\":%.1f,\"warmup_us\":%.0f,"
 		 "\"max_rel_err\":%s,\"tol\":%s,\"check\":\"%s\",\"ok\":%s,\"device\":\"%s\"}\n",
-		 dname, vname, reps, l->gpu_us, all_kernel ? "true" : "false", l->batch_gpu_us,
+		 dname, vname, outs, reps, l->gpu_us, all_kernel ? "true" : "false", l->batch_gpu_us,
 		 json_num(nb[0], sizeof(nb[0]), "%.4g", l->tflops),
 		 json_num(nb[1], sizeof(nb[1]), "%.4g", l->gbps), l->e2e_us, warm_us,
 		 json_num(nb[2], sizeof(nb[2]), "%.3g", l->err), vkg_ref_tolerance_text(t->dtype),
@@ -548,7 +570,7 @@ static int bk_shape_dtype(bk_run *r, const uint64_t s[3], proto_dtype d)
 	const char *dname = proto_dtype_name(d);
 	cli_task t;
 	char why[512];
-	if (cli_task_init(&t, s[0], s[1], s[2], CLI_OUT_ALL, false, d, why, sizeof(why)) != 0) {
+	if (cli_task_init(&t, s[0], s[1], s[2], r->o->outputs, false, d, why, sizeof(why)) != 0) {
 		print_skipped(r, s, dname, why);
 		return 0;
 	}
@@ -567,7 +589,7 @@ static int bk_shape_dtype(bk_run *r, const uint64_t s[3], proto_dtype d)
 			r->daemon_failed = true;
 		return strcmp(err.code, "io") == 0 ? -1 : 0;
 	}
-	const double flop = flop_of(s);
+	const double flop = flop_of(s, r->o->outputs);
 	if (!r->o->json)
 		cli_errf("bench: %" PRIu64 "x%" PRIu64 "x%" PRIu64 " %s: filling %zu bytes, %s "
 			 "reference...\n",
@@ -713,9 +735,9 @@ int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv)
 
 	for (unsigned i = 0; i < o.nshapes && rc == CLI_EXIT_OK; i++) {
 		const uint64_t *s = o.shapes[i];
-		if (r.max_flop > 0 && flop_of(s) > r.max_flop) {
-			snprintf(why, sizeof(why), "4*B*I*O = %.3g GFLOP > --max-gflop %g%s",
-				 flop_of(s) / 1e9, max_gflop,
+		if (r.max_flop > 0 && flop_of(s, o.outputs) > r.max_flop) {
+			snprintf(why, sizeof(why), "%.3g GFLOP > --max-gflop %g%s",
+				 flop_of(s, o.outputs) / 1e9, max_gflop,
 				 o.max_gflop_set ? "" : " (the default on a CPU device)");
 			print_skipped(&r, s, NULL, why);
 			continue;

@@ -259,6 +259,15 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	const bool has_cm = has_ext(d->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
 	if (has_cm)
 		f12.pNext = &fcm;
+	/* the compiler's statistics per pipeline, only wanted at debug level */
+	VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fex = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+		.pNext = f12.pNext,
+	};
+	const bool has_ex = log_level() >= LOG_DEBUG &&
+			    has_ext(d->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+	if (has_ex)
+		f12.pNext = &fex;
 	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
 	vkGetPhysicalDeviceFeatures2(d->phys, &f2);
 	if (!f12.timelineSemaphore) {
@@ -288,6 +297,14 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		en12.vulkanMemoryModel = VK_TRUE;
 		en12.pNext = &encm;
 	}
+	d->exec_stats = has_ex && fex.pipelineExecutableInfo;
+	VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR enex = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+		.pNext = en12.pNext,
+		.pipelineExecutableInfo = VK_TRUE,
+	};
+	if (d->exec_stats)
+		en12.pNext = &enex;
 	VkPhysicalDeviceVulkan11Features en11 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
 		.pNext = &en12,
@@ -300,8 +317,10 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
-	const char *dext[4] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+	const char *dext[5] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
 	uint32_t ndext = 1;
+	if (d->exec_stats)
+		dext[ndext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
 	if (d->coopmat)
 		dext[ndext++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
 	if (d->host_import) {
@@ -327,6 +346,13 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	if (d->host_import)
 		d->get_host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
 			vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT");
+	if (d->exec_stats) {
+		d->get_exec_props = (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(
+			d->dev, "vkGetPipelineExecutablePropertiesKHR");
+		d->get_exec_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
+			d->dev, "vkGetPipelineExecutableStatisticsKHR");
+		d->exec_stats = d->get_exec_props && d->get_exec_stats;
+	}
 	if (!d->cmd_push_descriptor_set || (d->host_import && !d->get_host_pointer_props)) {
 		snprintf(err, errlen, "device entry points missing");
 		goto fail;

@@ -29,6 +29,11 @@ typedef struct device {
 	VkDeviceSize import_align; /* minImportedHostPointerAlignment */
 	float timestamp_period;    /* ns per tick */
 	bool timestamps;
+	bool exec_stats;           /* VK_KHR_pipeline_executable_properties enabled:
+				      the compiler's statistics of each pipeline
+				      (registers, spills...) are logged at debug level */
+	PFN_vkGetPipelineExecutablePropertiesKHR get_exec_props;
+	PFN_vkGetPipelineExecutableStatisticsKHR get_exec_stats;
 	PFN_vkCmdPushDescriptorSetKHR cmd_push_descriptor_set;
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props;
 	atomic_uint validation_errors; /* messages of severity error from the layer */

@@ -28,6 +28,7 @@ static const struct {
 	[KERN_SPLITK] = {"linear_splitk_gemm", "splitk", 4, 12 * 4},
 	[KERN_REDUCE] = {"linear_splitk_reduce", "splitk", 2, 7 * 4},
 	[KERN_COOPMAT] = {"linear_coopmat_gemm", "coopmat", 4, 12 * 4},
+	[KERN_TILED128] = {"linear_tiled128_gemm", "tiled128", 4, 12 * 4},
 };
 
 static int mkdir_p(const char *path)
@@ -98,6 +99,61 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* One debug line with what the compiler says of pipeline p (registers,
+ * spills, shared memory... whatever the driver reports), for each of its
+ * executables. */
+static void log_exec_stats(const device *d, VkPipeline p, const char *name, const char *dtype)
+{
+	VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = p};
+	VkPipelineExecutablePropertiesKHR props[4];
+	uint32_t n = 4;
+	for (uint32_t i = 0; i < n; i++)
+		props[i] = (VkPipelineExecutablePropertiesKHR){
+			.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+	VkResult r = d->get_exec_props(d->dev, &pi, &n, props);
+	if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+		return;
+	for (uint32_t e = 0; e < n; e++) {
+		VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+						  .pipeline = p, .executableIndex = e};
+		VkPipelineExecutableStatisticKHR st[32];
+		uint32_t ns = 32;
+		for (uint32_t i = 0; i < ns; i++)
+			st[i] = (VkPipelineExecutableStatisticKHR){
+				.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+		r = d->get_exec_stats(d->dev, &ei, &ns, st);
+		if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+			continue;
+		char line[2048];
+		size_t at = 0;
+		for (uint32_t i = 0; i < ns && at < sizeof(line); i++) {
+			const VkPipelineExecutableStatisticKHR *s = &st[i];
+			int w;
+			switch (s->format) {
+			case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+				w = snprintf(line + at, sizeof(line) - at, "; %s=%s", s->name, s->value.b32 ? "yes" : "no");
+				break;
+			case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+				w = snprintf(line + at, sizeof(line) - at, "; %s=%lld", s->name, (long long)s->value.i64);
+				break;
+			case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+				w = snprintf(line + at, sizeof(line) - at, "; %s=%llu", s->name,
+					     (unsigned long long)s->value.u64);
+				break;
+			default:
+				w = snprintf(line + at, sizeof(line) - at, "; %s=%g", s->name, s->value.f64);
+				break;
+			}
+			if (w < 0)
+				break;
+			at += (size_t)w;
+		}
+		line[sizeof(line) - 1] = 0;
+		log_debug("pipeline %s %s, executable %s (subgroup %u)%s", name, dtype, props[e].name,
+			  props[e].subgroupSize, at ? line : "; no statistics");
+	}
+}
+
 typedef struct build_job {
 	const device *dev;
 	VkPipelineCache cache;
@@ -120,6 +176,7 @@ static void *build_one(void *arg)
 	};
 	VkComputePipelineCreateInfo cpci = {
 		.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+		.flags = b->dev->exec_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
 		/* creation feedback is core in 1.3; on 1.2 devices there are no hits to count */
 		.pNext = b->dev->api_version >= VK_API_VERSION_1_3 ? &fci : NULL,
 		.stage = {
@@ -261,6 +318,9 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			p->built++;
 			if (jobs[i].hit)
 				p->cache_hits++;
+			if (d->exec_stats)
+				log_exec_stats(d, *jobs[i].out, kern_desc[i / PROTO_DTYPE_COUNT].name,
+					       proto_dtype_name((proto_dtype)(i % PROTO_DTYPE_COUNT)));
 		}
 	}
 	if (rc != 0)

@@ -161,7 +161,7 @@ static void record_param(const rec *r, bool db_only)
  * element offsets too. */
 static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
 {
-	uint32_t w = k == KERN_COOPMAT ? 8 : q->dtype == PROTO_F32 ? 4 : 0;
+	uint32_t w = k == KERN_COOPMAT ? 8 : k == KERN_TILED128 || q->dtype == PROTO_F32 ? 4 : 0;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
 	return 8u;
@@ -203,7 +203,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	pc[9] |= vec_flag(q, k, pc[3], pc[4]);
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[k][q->dtype]);
 	push_set(r, k, b, 4);
-	const uint64_t tile = k == KERN_COOPMAT ? 128 : 64; /* C tile per workgroup */
+	const uint64_t tile = k == KERN_COOPMAT || k == KERN_TILED128 ? 128 : 64; /* C tile per workgroup */
 	dispatch_split(r, k, pc, 12, 10, 1, 11, 1, (n + tile - 1) / tile, (m + tile - 1) / tile,
 		       tile * tile * (uint64_t)pc[2]);
 }
@@ -339,11 +339,12 @@ static void record_kernels(const rec *r, unsigned mask)
 		record_tiled(r, false, KERN_COOPMAT);
 		if (j->req.t[PROTO_T_DB].present)
 			record_param(r, true); /* db: one more pass over dY */
-	} else if (mask == UNIT_PARAM && j->plan.param == KERN_TILED) {
-		record_tiled(r, false, KERN_TILED);
+	} else if (mask == UNIT_PARAM && (j->plan.param == KERN_TILED || j->plan.param == KERN_TILED128)) {
+		record_tiled(r, false, j->plan.param);
 	} else if (mask == UNIT_PARAM) {
 		record_param(r, false);
-	} else if (j->plan.input == KERN_TILED || j->plan.input == KERN_COOPMAT) {
+	} else if (j->plan.input == KERN_TILED || j->plan.input == KERN_TILED128 ||
+		   j->plan.input == KERN_COOPMAT) {
 		record_tiled(r, true, j->plan.input);
 	} else {
 		record_input(r);

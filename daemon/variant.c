@@ -69,6 +69,8 @@ variant_plan variant_choose(const proto_request *q, bool coopmat)
 			p.param = KERN_SPLITK;
 			uint64_t s = q->batch / 16;
 			p.slices = (uint32_t)(s < 1 ? 1 : s > SPLITK_MAX ? SPLITK_MAX : s);
+		} else if (q->variant == PROTO_VARIANT_TILED128) {
+			p.param = dw ? KERN_TILED128 : KERN_PARAM;
 		} else {
 			p.param = q->variant == PROTO_VARIANT_GENERIC ? KERN_PARAM : KERN_TILED;
 		}
@@ -80,6 +82,8 @@ variant_plan variant_choose(const proto_request *q, bool coopmat)
 		else if (q->variant == PROTO_VARIANT_AUTO)
 			p.input = q->batch >= TILE && q->in >= TILE && q->out >= TILE && q->batch * q->in >= BIG
 					  ? KERN_TILED : KERN_INPUT;
+		else if (q->variant == PROTO_VARIANT_TILED128)
+			p.input = KERN_TILED128;
 		else
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}

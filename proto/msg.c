@@ -34,7 +34,7 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
 static const char *const variant_names[PROTO_VARIANT_COUNT] = {"auto", "generic", "tiled", "splitk",
-								       "coopmat"};
+								       "coopmat", "tiled128"};
 
 const char *proto_variant_name(proto_variant v)
 {

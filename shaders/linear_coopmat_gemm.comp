@@ -5,6 +5,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
 // @kernel kernel_name=linear_coopmat_gemm domain=linear_backward variant=coopmat dtype=f16 status=experimental
 //
 // C[m, n] (+)= Σ_k A(m, k) · B[k, n] on the tensor cores through
@@ -62,7 +63,7 @@ shared float Ct[8 * 256];      // per subgroup: one 16×16 accumulator on its wa
 void put_a(uint at, uint step, uvec4 v)
 {
 	const uint w[4] = uint[4](v.x, v.y, v.z, v.w);
-	for (uint i = 0u; i < 4u; i++) {
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
 		const f16vec2 h = unpackFloat2x16(w[i]);
 		As[at + (2u * i) * step] = h.x;
 		As[at + (2u * i + 1u) * step] = h.y;
@@ -72,7 +73,7 @@ void put_a(uint at, uint step, uvec4 v)
 void put_b(uint at, uvec4 v)
 {
 	const uint w[4] = uint[4](v.x, v.y, v.z, v.w);
-	for (uint i = 0u; i < 4u; i++) {
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
 		const f16vec2 h = unpackFloat2x16(w[i]);
 		Bs[at + 2u * i] = h.x;
 		Bs[at + 2u * i + 1u] = h.y;
@@ -88,14 +89,14 @@ void main()
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
 
 	fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4][2];
-	for (int i = 0; i < 4; i++)
-		for (int j = 0; j < 2; j++)
+	[[unroll]] for (int i = 0; i < 4; i++)
+		[[unroll]] for (int j = 0; j < 2; j++)
 			acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
 	for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
 		if ((pc.flags & 8u) != 0u) {
 			// 512 vectors of A and of B, two each per thread
-			for (uint q = 0u; q < 2u; q++) {
+			[[unroll]] for (uint q = 0u; q < 2u; q++) {
 				const uint idx = tid + q * 256u;
 				if (pc.sam == 1u) {
 					const uint kk = idx / 16u, mm = (idx % 16u) * 8u;
@@ -116,7 +117,7 @@ void main()
 		} else {
 			// A tile 128×32: 16 elements per thread, walking memory
 			// contiguously (along m when sam == 1, along k otherwise)
-			for (uint q = 0u; q < 16u; q++) {
+			[[unroll]] for (uint q = 0u; q < 16u; q++) {
 				const uint idx = tid + q * 256u;
 				uint mm, kk;
 				if (pc.sam == 1u) {
@@ -134,7 +135,7 @@ void main()
 					As[mm * AS + kk] = v;
 			}
 			// B tile 32×128, contiguous along n
-			for (uint q = 0u; q < 16u; q++) {
+			[[unroll]] for (uint q = 0u; q < 16u; q++) {
 				const uint idx = tid + q * 256u;
 				const uint kk = idx / BN, nn = idx % BN;
 				const uint gk = k0 + kk, gn = n0 + nn;
@@ -142,20 +143,20 @@ void main()
 			}
 		}
 		barrier();
-		for (uint kk = 0u; kk < BK; kk += 16u) {
+		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
 			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4];
 			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb[2];
 			if (pc.sam == 1u) {
-				for (uint i = 0u; i < 4u; i++)
+				[[unroll]] for (uint i = 0u; i < 4u; i++)
 					coopMatLoadNV(fa[i], As, kk * ATS + wm + 16u * i, ATS, true);
 			} else {
-				for (uint i = 0u; i < 4u; i++)
+				[[unroll]] for (uint i = 0u; i < 4u; i++)
 					coopMatLoadNV(fa[i], As, (wm + 16u * i) * AS + kk, AS, false);
 			}
-			for (uint j = 0u; j < 2u; j++)
+			[[unroll]] for (uint j = 0u; j < 2u; j++)
 				coopMatLoadNV(fb[j], Bs, kk * BS + wn + 16u * j, BS, false);
-			for (uint i = 0u; i < 4u; i++)
-				for (uint j = 0u; j < 2u; j++)
+			[[unroll]] for (uint i = 0u; i < 4u; i++)
+				[[unroll]] for (uint j = 0u; j < 2u; j++)
 					acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
 		}
 		barrier();
@@ -163,12 +164,12 @@ void main()
 	if ((pc.flags & 1u) == 0u)
 		return;
 	const bool accum = (pc.flags & 4u) != 0u;
-	for (uint i = 0u; i < 4u; i++)
-		for (uint j = 0u; j < 2u; j++) {
+	[[unroll]] for (uint i = 0u; i < 4u; i++)
+		[[unroll]] for (uint j = 0u; j < 2u; j++) {
 			coopMatStoreNV(acc[i][j], Ct, warp * 256u, 16u, false);
 			subgroupMemoryBarrierShared();
 			subgroupBarrier();
-			for (uint q = 0u; q < 8u; q++) {
+			[[unroll]] for (uint q = 0u; q < 8u; q++) {
 				const uint e = lane + 32u * q;
 				const uint gm = m0 + wm + 16u * i + e / 16u;
 				const uint gn = n0 + wn + 16u * j + e % 16u;

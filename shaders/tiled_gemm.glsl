@@ -50,6 +50,31 @@ layout(push_constant) uniform Params {
 shared float As[16 * AST]; // [k][m]
 shared float Bs[16 * AST]; // [k][n]
 
+#if R != 4
+#error "main() stores R = 4 rows per thread"
+#endif
+
+// Row m of a thread's outputs: columns n0 + lx + 16j from rr[j], and the
+// row's bias (by the lx == 0 threads).
+void store_row(uint m, uint n0, uint lx, float rr[R], float bias, bool want_c, bool want_d, bool acc)
+{
+	if (m >= pc.M)
+		return;
+	if (want_c) {
+		[[unroll]] for (int j = 0; j < R; j++) {
+			const uint n = n0 + lx + 16u * uint(j);
+			if (n < pc.N) {
+				const uint k = pc.c_off + m * pc.N + n;
+				c[k] = CSTORE(acc ? CLOAD(c[k]) + rr[j] : rr[j]);
+			}
+		}
+	}
+	if (want_d && lx == 0u) {
+		const uint k = pc.d_off + m;
+		d[k] = CSTORE(acc ? CLOAD(d[k]) + bias : bias);
+	}
+}
+
 void main()
 {
 	const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
@@ -136,22 +161,11 @@ void main()
 		}
 		barrier();
 	}
-	[[unroll]] for (int i = 0; i < R; i++) {
-		const uint m = m0 + ly + 16u * uint(i);
-		if (m >= pc.M)
-			continue;
-		if (want_c) {
-			[[unroll]] for (int j = 0; j < R; j++) {
-				const uint n = n0 + lx + 16u * uint(j);
-				if (n < pc.N) {
-					const uint k = pc.c_off + m * pc.N + n;
-					c[k] = CSTORE(acc ? CLOAD(c[k]) + r[i][j] : r[i][j]);
-				}
-			}
-		}
-		if (want_d && lx == 0u) {
-			const uint k = pc.d_off + m;
-			d[k] = CSTORE(acc ? CLOAD(d[k]) + bias[i] : bias[i]);
-		}
-	}
+	// Row by row with constant indices (spirv-opt leaves a loop over the
+	// rows rolled, and r indexed by a loop counter would live in local
+	// memory).
+	store_row(m0 + ly, n0, lx, r[0], bias[0], want_c, want_d, acc);
+	store_row(m0 + ly + 16u, n0, lx, r[1], bias[1], want_c, want_d, acc);
+	store_row(m0 + ly + 32u, n0, lx, r[2], bias[2], want_c, want_d, acc);
+	store_row(m0 + ly + 48u, n0, lx, r[3], bias[3], want_c, want_d, acc);
 }

@@ -1,0 +1,208 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+// @kernel kernel_name=linear_tiled128_gemm domain=linear_backward variant=tiled128 dtype=f32,f16,bf16 status=experimental
+//
+// C[m, n] (+)= Σ_k A(m, k) · B[k, n] for large layers: a 128×128 tile of C
+// per workgroup of 16×16 threads, 8×8 outputs per thread, the reduction
+// walked 8 at a time through double-buffered shared-memory tiles. Same push
+// constants (and so the same strides for dW = dYᵀ·X with fused db, and for
+// dX = dY·W) as linear_tiled_gemm; see that shader for the geometry.
+//
+// Why a second tiled kernel: with 4×4 outputs per thread each step of the
+// reduction costs 8 shared-memory loads for 16 multiply-adds, and the SM's
+// shared-memory port (one warp-wide load per clock against four warp-wide
+// FMAs) caps the 64×64 kernel near half the FP32 peak. Here a thread's
+// rows are ly·4 + {0..3} and 64 + ly·4 + {0..3} (columns likewise with lx),
+// so a step is 4 vector (16-byte) loads for 64 FMAs, kept in vec4
+// accumulators. The next tile's global loads are issued before the current
+// tile's multiplies and stored to the other shared buffer after them: one
+// barrier per step.
+#include "dtype.glsl"
+
+#define BM 128
+#define BK 8
+#define AV 33 // row stride of As/Bs in vec4: 132 floats, spreads the transposed stores over the banks
+
+layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
+
+layout(std430, set = 0, binding = 0) readonly buffer BufA { STYPE a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { STYPE b[]; };
+layout(std430, set = 0, binding = 2) buffer BufC { STYPE c[]; };
+layout(std430, set = 0, binding = 3) buffer BufD { STYPE d[]; };
+// the same A and B four elements at a time (flag 8: every vector the loads
+// touch is aligned and wholly inside or outside its tensor)
+#if defined(VKG_DTYPE_F16) || defined(VKG_DTYPE_BF16)
+layout(std430, set = 0, binding = 0) readonly buffer BufA4 { uvec2 a4[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB4 { uvec2 b4[]; };
+#else
+layout(std430, set = 0, binding = 0) readonly buffer BufA4 { vec4 a4[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB4 { vec4 b4[]; };
+#endif
+
+layout(push_constant) uniform Params {
+	uint M, N, K;
+	uint a_off, b_off, c_off, d_off;
+	uint sam, sak;  // A(m, k) = a[a_off + m·sam + k·sak]; B row stride is N
+	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate, 8: vector loads
+	uint m_base;    // first row tile of this dispatch (chunking)
+	uint n_base;    // first column tile of this dispatch (chunking)
+} pc;
+
+shared vec4 As[2 * BK * AV]; // [buffer][k][m / 4]
+shared vec4 Bs[2 * BK * AV]; // [buffer][k][n / 4]
+
+#if defined(VKG_DTYPE_F16)
+vec4 widen4(uvec2 v) { return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
+#elif defined(VKG_DTYPE_BF16)
+vec4 widen4(uvec2 v)
+{
+	return uintBitsToFloat(uvec4(v.x << 16, v.x & 0xffff0000u, v.y << 16, v.y & 0xffff0000u));
+}
+#else
+vec4 widen4(vec4 v) { return v; }
+#endif
+
+// Four consecutive elements of A: along m when sam == 1 (A(m..m+3, k)),
+// else along k (A(m, k..k+3)). Zero outside the tensor.
+vec4 load_a(uint gm, uint gk, bool vec)
+{
+	if (pc.sam == 1u) {
+		if (vec)
+			return (gm < pc.M && gk < pc.K) ? widen4(a4[(pc.a_off + gm + gk * pc.sak) / 4u]) : vec4(0.0);
+		vec4 v;
+		[[unroll]] for (int c = 0; c < 4; c++)
+			v[c] = (gm + uint(c) < pc.M && gk < pc.K) ? LOAD(a[pc.a_off + gm + uint(c) + gk * pc.sak]) : 0.0;
+		return v;
+	}
+	if (vec)
+		return (gm < pc.M && gk < pc.K) ? widen4(a4[(pc.a_off + gm * pc.sam + gk) / 4u]) : vec4(0.0);
+	vec4 v;
+	[[unroll]] for (int c = 0; c < 4; c++)
+		v[c] = (gm < pc.M && gk + uint(c) < pc.K) ? LOAD(a[pc.a_off + gm * pc.sam + gk + uint(c)]) : 0.0;
+	return v;
+}
+
+// B[k, n..n+3], zero outside the tensor.
+vec4 load_b(uint gk, uint gn, bool vec)
+{
+	if (vec)
+		return (gk < pc.K && gn < pc.N) ? widen4(b4[(pc.b_off + gk * pc.N + gn) / 4u]) : vec4(0.0);
+	vec4 v;
+	[[unroll]] for (int c = 0; c < 4; c++)
+		v[c] = (gk < pc.K && gn + uint(c) < pc.N) ? LOAD(b[pc.b_off + gk * pc.N + gn + uint(c)]) : 0.0;
+	return v;
+}
+
+// Row m of the thread's outputs: columns n0 + lx·4 + {0..3} from lo,
+// n0 + 64 + lx·4 + {0..3} from hi; the bias of row m by the lx == 0 threads.
+void store_one(uint m, uint n, float v, bool acc)
+{
+	if (n < pc.N) {
+		const uint k = pc.c_off + m * pc.N + n;
+		c[k] = STORE(acc ? LOAD(c[k]) + v : v);
+	}
+}
+
+void store_row(uint m, vec4 lo, vec4 hi, float bias, bool want_c, bool want_d, bool acc, uint n0, uint lx)
+{
+	if (m >= pc.M)
+		return;
+	if (want_c) {
+		const uint nl = n0 + lx * 4u, nh = n0 + 64u + lx * 4u;
+		store_one(m, nl, lo.x, acc);
+		store_one(m, nl + 1u, lo.y, acc);
+		store_one(m, nl + 2u, lo.z, acc);
+		store_one(m, nl + 3u, lo.w, acc);
+		store_one(m, nh, hi.x, acc);
+		store_one(m, nh + 1u, hi.y, acc);
+		store_one(m, nh + 2u, hi.z, acc);
+		store_one(m, nh + 3u, hi.w, acc);
+	}
+	if (want_d && lx == 0u) {
+		const uint k = pc.d_off + m;
+		d[k] = STORE(acc ? LOAD(d[k]) + bias : bias);
+	}
+}
+
+void main()
+{
+	const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
+	const uint tid = ly * 16u + lx;
+	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
+	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BM;
+	const bool want_c = (pc.flags & 1u) != 0u;
+	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u;
+	const bool acc = (pc.flags & 4u) != 0u;
+	const bool vec = (pc.flags & 8u) != 0u;
+
+	// what this thread loads of each tile: one group of four elements of A
+	// and one of B (A along m: row k = tid / 32, m = 4·(tid % 32); along k:
+	// m = tid / 2, k = 4·(tid % 2); B: row k = tid / 32, n = 4·(tid % 32))
+	const uint a_k = pc.sam == 1u ? tid / 32u : (tid % 2u) * 4u;
+	const uint a_m = pc.sam == 1u ? (tid % 32u) * 4u : tid / 2u;
+	const uint b_k = tid / 32u, b_n = (tid % 32u) * 4u;
+
+	// accumulators: rows ly·4 + {0..3} (r0x) and 64 + ly·4 + {0..3} (r1x),
+	// columns lx·4 + {0..3} (..L) and 64 + lx·4 + {0..3} (..H). Plain
+	// variables, not an array: an array indexed by a loop counter that the
+	// compiler leaves rolled goes to local memory, and every multiply-add
+	// with it (measured: 10x slower on the H200).
+	vec4 r00L = vec4(0.0), r00H = vec4(0.0), r01L = vec4(0.0), r01H = vec4(0.0);
+	vec4 r02L = vec4(0.0), r02H = vec4(0.0), r03L = vec4(0.0), r03H = vec4(0.0);
+	vec4 r10L = vec4(0.0), r10H = vec4(0.0), r11L = vec4(0.0), r11H = vec4(0.0);
+	vec4 r12L = vec4(0.0), r12H = vec4(0.0), r13L = vec4(0.0), r13H = vec4(0.0);
+	vec4 bias0 = vec4(0.0), bias1 = vec4(0.0);
+
+	vec4 va = load_a(m0 + a_m, a_k, vec);
+	vec4 vb = load_b(b_k, n0 + b_n, vec);
+	uint buf = 0u;
+	for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+		// the tile in registers goes to shared buffer `buf`
+		const uint base = buf * (BK * AV);
+		if (pc.sam == 1u) {
+			As[base + a_k * AV + a_m / 4u] = va;
+		} else {
+			As[base + a_k * AV + a_m / 4u][a_m % 4u] = va.x;
+			As[base + (a_k + 1u) * AV + a_m / 4u][a_m % 4u] = va.y;
+			As[base + (a_k + 2u) * AV + a_m / 4u][a_m % 4u] = va.z;
+			As[base + (a_k + 3u) * AV + a_m / 4u][a_m % 4u] = va.w;
+		}
+		Bs[base + b_k * AV + b_n / 4u] = vb;
+		barrier();
+		// the next tile's loads fly while this one is multiplied
+		if (k0 + BK < pc.K) {
+			va = load_a(m0 + a_m, k0 + BK + a_k, vec);
+			vb = load_b(k0 + BK + b_k, n0 + b_n, vec);
+		}
+		[[unroll]] for (int k = 0; k < BK; k++) {
+			const uint row = base + uint(k) * AV;
+			const vec4 a0 = As[row + ly], a1 = As[row + 16u + ly];
+			const vec4 bL = Bs[row + lx], bH = Bs[row + 16u + lx];
+			r00L += a0.x * bL; r00H += a0.x * bH;
+			r01L += a0.y * bL; r01H += a0.y * bH;
+			r02L += a0.z * bL; r02H += a0.z * bH;
+			r03L += a0.w * bL; r03H += a0.w * bH;
+			r10L += a1.x * bL; r10H += a1.x * bH;
+			r11L += a1.y * bL; r11H += a1.y * bH;
+			r12L += a1.z * bL; r12H += a1.z * bH;
+			r13L += a1.w * bL; r13H += a1.w * bH;
+			if (want_d) {
+				bias0 += a0;
+				bias1 += a1;
+			}
+		}
+		// the other buffer next: its last readers finished before the
+		// barrier above
+		buf ^= 1u;
+	}
+	const uint mA = m0 + ly * 4u, mB = m0 + 64u + ly * 4u;
+	store_row(mA, r00L, r00H, bias0.x, want_c, want_d, acc, n0, lx);
+	store_row(mA + 1u, r01L, r01H, bias0.y, want_c, want_d, acc, n0, lx);
+	store_row(mA + 2u, r02L, r02H, bias0.z, want_c, want_d, acc, n0, lx);
+	store_row(mA + 3u, r03L, r03H, bias0.w, want_c, want_d, acc, n0, lx);
+	store_row(mB, r10L, r10H, bias1.x, want_c, want_d, acc, n0, lx);
+	store_row(mB + 1u, r11L, r11H, bias1.y, want_c, want_d, acc, n0, lx);
+	store_row(mB + 2u, r12L, r12H, bias1.z, want_c, want_d, acc, n0, lx);
+	store_row(mB + 3u, r13L, r13H, bias1.w, want_c, want_d, acc, n0, lx);
+}
