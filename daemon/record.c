@@ -134,12 +134,12 @@ static void dispatch_split(const rec *r, int k, uint32_t *pc, uint32_t npc, uint
 		}
 }
 
-/* linear_parameter_backward for dW and db, or (db_only) for db alone. */
-static void record_param(const rec *r, bool db_only)
+/* linear_parameter_backward for dW and/or db. */
+static void record_param(const rec *r)
 {
 	const proto_request *q = &r->j->req;
 	const uint32_t acc = q->accumulate ? 4u : 0u;
-	const bool dw = q->t[PROTO_T_DW].present && !db_only, db = q->t[PROTO_T_DB].present;
+	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
 	binding b[4] = {
 		bind_tensor(r, PROTO_T_X),
 		bind_tensor(r, PROTO_T_DY),
@@ -167,9 +167,9 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 	return 8u;
 }
 
-/* linear_tiled_gemm (k = KERN_TILED) for dW (+ fused db) or for dX; or
- * linear_coopmat_gemm (k = KERN_COOPMAT, same push constants, no fused db)
- * for dW or dX. See the shaders. */
+/* The GEMM kernels for dW (+ fused db) or for dX: linear_tiled_gemm (k =
+ * KERN_TILED), linear_tiled128_gemm (KERN_TILED128) or linear_coopmat_gemm
+ * (KERN_COOPMAT), all with the same push constants. See the shaders. */
 static void record_tiled(const rec *r, bool for_dx, int k)
 {
 	const proto_request *q = &r->j->req;
@@ -179,7 +179,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	uint64_t m, n;
 	if (!for_dx) {
 		const bool dw = q->t[PROTO_T_DW].present;
-		const bool db = q->t[PROTO_T_DB].present && k != KERN_COOPMAT;
+		const bool db = q->t[PROTO_T_DB].present;
 		b[0] = bind_tensor(r, PROTO_T_DY);
 		b[1] = bind_tensor(r, PROTO_T_X);
 		b[2] = dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0);
@@ -335,14 +335,11 @@ static void record_kernels(const rec *r, unsigned mask)
 	const job *j = r->j;
 	if (mask == UNIT_PARAM && j->plan.param == KERN_SPLITK) {
 		record_splitk(r);
-	} else if (mask == UNIT_PARAM && j->plan.param == KERN_COOPMAT) {
-		record_tiled(r, false, KERN_COOPMAT);
-		if (j->req.t[PROTO_T_DB].present)
-			record_param(r, true); /* db: one more pass over dY */
-	} else if (mask == UNIT_PARAM && (j->plan.param == KERN_TILED || j->plan.param == KERN_TILED128)) {
+	} else if (mask == UNIT_PARAM && (j->plan.param == KERN_TILED || j->plan.param == KERN_TILED128 ||
+					   j->plan.param == KERN_COOPMAT)) {
 		record_tiled(r, false, j->plan.param);
 	} else if (mask == UNIT_PARAM) {
-		record_param(r, false);
+		record_param(r);
 	} else if (j->plan.input == KERN_TILED || j->plan.input == KERN_TILED128 ||
 		   j->plan.input == KERN_COOPMAT) {
 		record_tiled(r, true, j->plan.input);

@@ -12,6 +12,7 @@
 #define SPLITK_TARGET 1024    /* workgroups split-K aims for */
 #define SPLITK_MIN_ROWS 256   /* auto: rows per slice at least this */
 #define SPLITK_MAX 64
+#define SPLITK_NARROW_ROWS 64 /* narrow dW: rows per slice at least this */
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
@@ -36,22 +37,19 @@ static void choose_param_auto(const proto_request *q, bool coopmat, variant_plan
 		return;
 	}
 	const uint64_t tiles = ceil_div(q->out, TILE) * ceil_div(q->in, TILE);
-	uint64_t wgs;
-	if (q->out > NARROW && q->in >= TILE && q->batch * q->in >= BIG) {
-		p->param = KERN_TILED;
-		wgs = tiles;
-	} else {
-		p->param = KERN_PARAM;
-		wgs = q->out * ceil_div(q->in, 32);
-	}
-	/* too few workgroups for a long reduction: cut the batch */
-	if (wgs < SPLITK_WGS && q->batch >= 4096) {
-		uint64_t s = min_u64(min_u64(SPLITK_MAX, ceil_div(SPLITK_TARGET, tiles)),
-				     q->batch / SPLITK_MIN_ROWS);
-		if (s >= 2) {
-			p->param = KERN_SPLITK;
-			p->slices = (uint32_t)s;
-		}
+	const bool tiled = q->out > NARROW && q->in >= TILE && q->batch * q->in >= BIG;
+	p->param = tiled ? KERN_TILED : KERN_PARAM;
+	if (q->batch < 4096)
+		return;
+	/* a long reduction: cut the batch into S slices */
+	uint64_t s = 0;
+	if (!tiled) /* the seed kernel's workgroups would each walk the whole batch */
+		s = min_u64(SPLITK_MAX, q->batch / SPLITK_NARROW_ROWS);
+	else if (tiles < SPLITK_WGS) /* too few workgroups */
+		s = min_u64(min_u64(SPLITK_MAX, ceil_div(SPLITK_TARGET, tiles)), q->batch / SPLITK_MIN_ROWS);
+	if (s >= 2) {
+		p->param = KERN_SPLITK;
+		p->slices = (uint32_t)s;
 	}
 }
 
@@ -80,7 +78,7 @@ variant_plan variant_choose(const proto_request *q, bool coopmat)
 				 q->in >= TILE && q->out >= TILE))
 			p.input = KERN_COOPMAT;
 		else if (q->variant == PROTO_VARIANT_AUTO)
-			p.input = q->batch >= TILE && q->in >= TILE && q->out >= TILE && q->batch * q->in >= BIG
+			p.input = q->batch >= TILE && q->in >= TILE && q->batch * q->in >= BIG
 					  ? KERN_TILED : KERN_INPUT;
 		else if (q->variant == PROTO_VARIANT_TILED128)
 			p.input = KERN_TILED128;
@@ -88,6 +86,26 @@ variant_plan variant_choose(const proto_request *q, bool coopmat)
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
 	return p;
+}
+
+#define WIDE_TILE 128
+#define WIDE_MIN_TILES 512 /* about four workgroups per SM on a 132-SM H200 */
+#define WIDE_MIN_K 1024    /* 8192x4096x32's dX (K = 32) ran slower on it */
+
+/* C = A·B with A m×k, B k×n. */
+static bool wide_enough(uint64_t m, uint64_t n, uint64_t k)
+{
+	return k >= WIDE_MIN_K && ceil_div(m, WIDE_TILE) * ceil_div(n, WIDE_TILE) >= WIDE_MIN_TILES;
+}
+
+void variant_widen(variant_plan *p, const proto_request *q)
+{
+	if (q->variant != PROTO_VARIANT_AUTO)
+		return;
+	if (p->param == KERN_TILED && q->t[PROTO_T_DW].present && wide_enough(q->out, q->in, q->batch))
+		p->param = KERN_TILED128;
+	if (p->input == KERN_TILED && wide_enough(q->batch, q->in, q->out))
+		p->input = KERN_TILED128;
 }
 
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices)

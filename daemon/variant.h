@@ -4,41 +4,43 @@
  * family for every part of the job:
  *
  *   part   kernel                      when
- *   dW     linear_coopmat_gemm         f16 on a device with cooperative matrices,
- *          (db: the seed's bias pass)  out, in >= 64, batch >= 256
- *   dW+db  linear_tiled_gemm (fused    out > 32, in >= 64, batch*in >= 2^20
- *          db)
- *          linear_parameter_backward   otherwise (narrow layers: the seed's
+ *   dW+db  linear_coopmat_gemm (fused  f16 on a device with cooperative matrices,
+ *          db)                         out, in >= 64, batch >= 256
+ *          linear_tiled_gemm (fused    out > 32, in >= 64, batch*in >= 2^20
+ *          db)                         ("tiled" below)
+ *          linear_parameter_backward   otherwise ("narrow": the seed's
  *                                      row-parallel kernel)
- *          linear_splitk_gemm +        instead of either, when it would launch
- *          linear_splitk_reduce        fewer than 256 workgroups and batch >= 4096
- *                                      (tall-skinny): S slices, below
+ *          linear_splitk_gemm +        batch >= 4096 and either narrow, or
+ *          linear_splitk_reduce        tiled with fewer than 256 tiles of 64x64:
+ *                                      S slices, below
  *   db     linear_parameter_backward   always, when dW is not asked for
  *   dX     linear_coopmat_gemm         f16 with cooperative matrices, batch, in,
  *                                      out >= 64
- *          linear_tiled_gemm           batch, in, out >= 64, batch*in >= 2^20
+ *          linear_tiled_gemm           batch, in >= 64, batch*in >= 2^20
  *          linear_input_backward       otherwise
  *
- * (A 128x128-tile form with 8x8 outputs per thread was tried and measured
- * 5-10x slower than the 64x64 one on the H200 — 235 ms vs 24.7 ms for
- * 8192x4096x4096 — so there is none.)
+ * Then, for a job placed on the device-local path (placement.c),
+ * variant_widen(): a tiled GEMM (dW: m = out, n = in, k = batch; dX: m =
+ * batch, n = in, k = out) with at least 512 tiles of 128x128 and k >= 1024
+ * runs on linear_tiled128_gemm instead.
  *
- * Split-K slices: S = min(64, ceil(1024 / tiles), batch / 256) (tiles: of
- * 64x64 in the dW output) when chosen automatically, S = min(64, max(1,
- * batch / 16)) when forced; each slice covers ceil(batch / S) rows. S
- * depends on the shape only, and the second pass adds the slices in order,
- * so a job gives the same bits every run. Split-K needs S*(out*in + out) f32
- * of the daemon's scratch within one storage-buffer binding; a job whose
- * partials do not fit gets fewer slices, or runs tiled (engine.c).
+ * Split-K slices: narrow dW S = min(64, batch / 64); tiled dW S = min(64,
+ * ceil(1024 / tiles), batch / 256); forced S = min(64, max(1, batch / 16));
+ * each slice covers ceil(batch / S) rows. S depends on the shape only, and
+ * the second pass adds the slices in order, so a job gives the same bits
+ * every run. Split-K needs S*(out*in + out) f32 of the daemon's scratch
+ * within one storage-buffer binding; a job whose partials do not fit gets
+ * fewer slices, or runs tiled (placement.c).
  *
  * Measured on the H200 (kernel µs of a full backward, f32, tensors in
- * device memory, `vkgrad bench --kernels`, 2026-12-02): 4096x1024x16
- * generic 58 / split-K(64) 116 / tiled 398; 8192x4096x32
- * generic 932 / split-K(64) 1207 / tiled 1352; 2048x1024x1024 generic 1803
- * / tiled 380; 8192x4096x4096 tiled 21939; f16 coopmat 2048x1024x1024 349,
- * 8192x4096x4096 20857 (plain tiled 24878), 8192x4096x32 1335 vs generic
- * 1006. Narrow layers are the seed kernels' (many small workgroups, no
- * 64-row tile mostly empty), wide ones the tiled or tensor-core GEMMs. */
+ * device memory, `vkgrad bench --kernels`, 2026-12-02, after the GEMM
+ * epilogues stopped indexing their accumulators by a rolled loop counter):
+ * 4096x1024x16 seed kernels 58 / split-K(64) + tiled dX 47; 8192x4096x32
+ * seed 927 / split-K(64) + tiled dX 314 (with dX on the 128 tile, K = 32:
+ * 414); 2048x1024x1024 tiled 383 / split-K 542 / seed 1795;
+ * 8192x4096x4096 tiled 22165 / tiled128 20943; f16 and bf16 plain
+ * 8192x4096x4096 tiled ~24200 / tiled128 ~19400, 2048x1024x1024 tiled 415
+ * / tiled128 468; f16 coopmat 8192x4096x4096 10098, 2048x1024x1024 124. */
 #ifndef VKG_DAEMON_VARIANT_H
 #define VKG_DAEMON_VARIANT_H
 
@@ -58,5 +60,11 @@ variant_plan variant_choose(const proto_request *q, bool coopmat);
 
 /* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices);
+
+/* For a job whose tensors are in device memory (the device-local path),
+ * when the variant is auto: a GEMM by linear_tiled_gemm becomes
+ * linear_tiled128_gemm where it has at least 512 tiles of 128x128 and a
+ * reduction of at least 1024. */
+void variant_widen(variant_plan *p, const proto_request *q);
 
 #endif

@@ -17,8 +17,10 @@
 // accumulator goes out through a small per-subgroup shared buffer, element
 // by element with bounds checks, rounded once to f16 (accumulate: added to
 // the old value in f32). Same push constants as linear_tiled_gemm, so the same
-// strides serve dW = dYᵀ·X and dX = dY·W; db is not fused here (the daemon
-// adds a db pass). Built only where the device offers VK_NV_cooperative_matrix
+// strides serve dW = dYᵀ·X and dX = dY·W; with flag 2 the workgroups of
+// column tile 0 also sum their rows of A over k from the staged tile: db =
+// Σ_rows dY from the same pass (as a separate pass over dY it cost 0.6 ms of
+// 10 for 8192×4096×4096 on the H200). Built only where the device offers VK_NV_cooperative_matrix
 // with 16×16×16 f16→f32 (the H200; not lavapipe).
 //
 // (Debian 12's glslang 11 knows GL_NV_cooperative_matrix but not the KHR
@@ -39,7 +41,7 @@ layout(push_constant) uniform Params {
 	uint M, N, K;
 	uint a_off, b_off, c_off, d_off;
 	uint sam, sak;
-	uint flags;     // 1: write C, 4: accumulate, 8: vector loads (see BufA8)
+	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate, 8: vector loads (see BufA8)
 	uint m_base;
 	uint n_base;
 } pc;
@@ -87,6 +89,8 @@ void main()
 	const uint wm = (warp / 4u) * 64u, wn = (warp % 4u) * 32u;
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
+	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u;
+	float bias = 0.0; // row m0 + tid of A summed over k (tid < BM)
 
 	fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4][2];
 	[[unroll]] for (int i = 0; i < 4; i++)
@@ -143,6 +147,17 @@ void main()
 			}
 		}
 		barrier();
+		if (want_d && tid < BM) {
+			float s = 0.0;
+			if (pc.sam == 1u) {
+				[[unroll]] for (uint kk = 0u; kk < BK; kk++)
+					s += float(As[kk * ATS + tid]);
+			} else {
+				[[unroll]] for (uint kk = 0u; kk < BK; kk++)
+					s += float(As[tid * AS + kk]);
+			}
+			bias += s;
+		}
 		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
 			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4];
 			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb[2];
@@ -161,9 +176,13 @@ void main()
 		}
 		barrier();
 	}
+	const bool accum = (pc.flags & 4u) != 0u;
+	if (want_d && tid < BM && m0 + tid < pc.M) {
+		const uint k = pc.d_off + m0 + tid;
+		d[k] = float16_t(accum ? float(d[k]) + bias : bias);
+	}
 	if ((pc.flags & 1u) == 0u)
 		return;
-	const bool accum = (pc.flags & 4u) != 0u;
 	[[unroll]] for (uint i = 0u; i < 4u; i++)
 		[[unroll]] for (uint j = 0u; j < 2u; j++) {
 			coopMatStoreNV(acc[i][j], Ct, warp * 256u, 16u, false);

@@ -18,6 +18,7 @@
 
 #include <ctype.h>
 #include <stdbool.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,36 @@ static void test_bench_kernels_json(void **state)
 	}
 }
 
+/* --outputs: one gradient per line, its own FLOPs (dX 2·B·I·O, db B·O) in
+ * tflops, checked against the reference like the full backward. */
+static void test_bench_kernels_outputs(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *outputs;
+		double flop;
+	} cases[] = {{"dx", 2.0 * 67 * 65 * 33}, {"db", 67.0 * 33}, {"dw,db", 2.0 * 67 * 65 * 33 + 67 * 33}};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		char cmd[1024], out[16384], v[64], want[32], *lines[8];
+		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes 67,65,33 "
+			 "--dtypes f32 --variants tiled128 --outputs %s --reps 2 --json",
+			 build_dir(), g_d.sock, cases[c].outputs);
+		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+		assert_int_equal(json_lines(out, lines, 8), 1);
+		snprintf(want, sizeof(want), "\"%s\"", cases[c].outputs);
+		assert_string_equal(json_get(lines[0], "outputs", v, sizeof(v)), want);
+		assert_string_equal(json_get(lines[0], "variant", v, sizeof(v)), "\"tiled128\"");
+		assert_string_equal(json_get(lines[0], "ok", v, sizeof(v)), "true");
+		const double us = strtod(json_get(lines[0], "gpu_us", v, sizeof(v)), NULL);
+		const double tf = strtod(json_get(lines[0], "tflops", v, sizeof(v)), NULL);
+		assert_true(us > 0);
+		const double expect = cases[c].flop / us / 1e6;
+		if (fabs(tf - expect) > 1e-3 * expect)
+			fail_msg("--outputs %s: tflops %g, want %g (%g FLOP / %g us)", cases[c].outputs,
+				 tf, expect, cases[c].flop, us);
+	}
+}
+
 /* Every job on the device-local path: the replies carry kernel_us, and the
  * bench uses it. */
 static void test_bench_kernels_kernel_us(void **state)
@@ -377,9 +408,10 @@ static void test_bench_kernels_usage(void **state)
 	snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --kernels --help", build_dir());
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "end_to_end_us"));
-	assert_non_null(strstr(out, "4·B·I·O / gpu_us / 1e6"));
+	assert_non_null(strstr(out, "(4·B·I·O for all three outputs) / gpu_us / 1e6"));
 	static const char *const bad[] = {"--shapes 1,2", "--shapes 0,1,1", "--dtypes f64",
-					  "--variants auto,auto", "--max-gflop -1", "--reps 0"};
+					  "--variants auto,auto", "--max-gflop -1", "--reps 0",
+					  "--outputs dq", "--outputs ,"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels %s 2>/dev/null",
 			 build_dir(), g_d.sock, bad[i]);
@@ -405,6 +437,7 @@ int main(void)
 		cmocka_unit_test(test_run_dtypes_check),
 		cmocka_unit_test(test_bench_kernels_json),
 		cmocka_unit_test(test_bench_kernels_kernel_us),
+		cmocka_unit_test(test_bench_kernels_outputs),
 		cmocka_unit_test(test_bench_kernels_skips),
 		cmocka_unit_test(test_bench_kernels_refused),
 		cmocka_unit_test(test_bench_kernels_usage),

@@ -129,8 +129,8 @@ static void run_dtype(bool bf16)
 					     {160, 136, 130}};
 	static const unsigned subsets[] = {1, 2, 4, 3, 7};
 	/* coopmat only where the daemon has it (f16 on VK_NV_cooperative_matrix) */
-	static const char *const variants[] = {"generic", "tiled", "splitk", "coopmat"};
-	const int nv = !bf16 && g_coopmat ? 4 : 3;
+	static const char *const variants[] = {"generic", "tiled", "tiled128", "splitk", "coopmat"};
+	const int nv = !bf16 && g_coopmat ? 5 : 4;
 	if (!bf16 && !g_coopmat)
 		printf("f16: variant coopmat skipped: hello lists no linear_coopmat_gemm on this device\n");
 	const double tol = bf16 ? TOL_BF16 : TOL_F16;
@@ -193,11 +193,11 @@ static void test_hello_lists_every_dtype(void **state)
 		if (strcmp(info.kernels[i].dtype, "bf16") == 0) seen[2]++;
 	}
 	vkg_close(c);
-	/* lavapipe has storageBuffer16BitAccess: the five plain kernels in all
-	 * three dtypes (parameter, input, tiled, split-K's two passes) */
-	assert_int_equal(seen[0], 5);
-	assert_int_equal(seen[1], 5);
-	assert_int_equal(seen[2], 5);
+	/* lavapipe has storageBuffer16BitAccess: the six plain kernels in all
+	 * three dtypes (parameter, input, tiled, tiled128, split-K's two passes) */
+	assert_int_equal(seen[0], 6);
+	assert_int_equal(seen[1], 6);
+	assert_int_equal(seen[2], 6);
 }
 
 /* Forcing coopmat where it cannot run is `unsupported`, naming the variant,

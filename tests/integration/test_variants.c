@@ -1,6 +1,7 @@
 /* tests/integration/test_variants.c — every kernel family, forced with the
  * request's `variant` key, against the float64 reference at JC_TOL_F32 over
- * shapes on the tiled kernel's edges (tile 64: 63, 64, 65, 127, 128, 129),
+ * shapes on the tiled kernels' edges (tile 64 and 128: 63, 64, 65, 127,
+ * 128, 129, 256, 257),
  * split-K's edges (batch below one slice, slices that do not divide the
  * batch, the automatic choice at batch 4096+), single rows and columns,
  * every output subset, with and without accumulate; the automatic choice on
@@ -95,8 +96,8 @@ static void test_splitk(void **state)
 static void test_devlocal_and_small_dispatches(void **state)
 {
 	(void)state;
-	static const char *const families[] = {"auto", "generic", "tiled", "splitk"};
-	for (int i = 0; i < 4; i++)
+	static const char *const families[] = {"auto", "generic", "tiled", "tiled128", "splitk"};
+	for (int i = 0; i < 5; i++)
 		assert_int_equal(run_family_on(&g_dl, families[i]), 0);
 	/* stats say which path the jobs took */
 	vkg_error err;
@@ -152,9 +153,9 @@ static void test_same_bits_every_path_and_run(void **state)
 {
 	(void)state;
 	static const uint64_t shp[][3] = {{1040, 70, 65}, {4100, 33, 5}, {129, 127, 65}};
-	static const char *const families[] = {"splitk", "tiled", "generic", "auto"};
+	static const char *const families[] = {"splitk", "tiled", "tiled128", "generic", "auto"};
 	for (size_t s = 0; s < 3; s++)
-		for (int f = 0; f < 4; f++) {
+		for (int f = 0; f < 5; f++) {
 			jobcase jc;
 			jobcase_init(&jc, shp[s][0], shp[s][1], shp[s][2], JC_ALL, true);
 			jobcase_layout(&jc);
@@ -180,6 +181,12 @@ static void test_tiled(void **state)
 {
 	(void)state;
 	assert_int_equal(run_family("tiled"), 0);
+}
+
+static void test_tiled128(void **state)
+{
+	(void)state;
+	assert_int_equal(run_family("tiled128"), 0);
 }
 
 static void test_generic(void **state)
@@ -254,6 +261,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tiled),
+		cmocka_unit_test(test_tiled128),
 		cmocka_unit_test(test_generic),
 		cmocka_unit_test(test_auto),
 		cmocka_unit_test(test_splitk),

@@ -22,18 +22,31 @@ static proto_request job(uint64_t b, uint64_t i, uint64_t o, bool dw, bool db, b
 	return q;
 }
 
-static void test_narrow_layers_use_the_row_parallel_kernel(void **state)
+static void test_narrow_layers(void **state)
 {
 	(void)state;
-	/* measured on the H200 with tensors in device memory: the seed kernels
-	 * win narrow layers (4096x1024x16 58 µs vs 116 split-K) */
+	/* measured on the H200 with tensors in device memory: narrow layers
+	 * with a long batch go split-K, dX tiled (8192x4096x32 314 µs vs 927
+	 * by the seed kernels; 4096x1024x16 47 vs 58) */
 	proto_request q = job(4096, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
 	variant_plan p = variant_choose(&q, false);
-	assert_int_equal(p.param, KERN_PARAM);
-	assert_int_equal(p.input, KERN_INPUT); /* out < 64 */
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 64); /* 4096 / 64 rows */
+	assert_int_equal(p.input, KERN_TILED);
 	q = job(8192, 4096, 32, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, false);
-	assert_int_equal(p.param, KERN_PARAM); /* 32 x 128 = 4096 workgroups */
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 64);
+	assert_int_equal(p.input, KERN_TILED);
+	/* a batch below 4096 keeps the seed kernel for dW */
+	q = job(4095, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, false);
+	assert_int_equal(p.param, KERN_PARAM);
+	assert_int_equal(p.input, KERN_TILED); /* batch*in >= 2^20 */
+	/* a small layer: the seed kernels for both */
+	q = job(256, 256, 16, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, false);
+	assert_int_equal(p.param, KERN_PARAM);
 	assert_int_equal(p.input, KERN_INPUT);
 	q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, false);
@@ -57,11 +70,11 @@ static void test_thresholds_at_the_tile_edge(void **state)
 	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM);
 	q = job(1023, 1024, 1024, true, true, false, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM); /* batch*in just below 2^20 */
-	/* dX: batch, in, out >= 64, batch*in >= 2^20 */
+	/* dX: batch, in >= 64, batch*in >= 2^20, any out */
 	q = job(16384, 64, 64, false, false, true, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q, false).input, KERN_TILED);
-	q = job(16384, 64, 63, false, false, true, PROTO_VARIANT_AUTO);
-	assert_int_equal(variant_choose(&q, false).input, KERN_INPUT);
+	q = job(16384, 64, 1, false, false, true, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q, false).input, KERN_TILED);
 	q = job(16384, 63, 64, false, false, true, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q, false).input, KERN_INPUT);
 	q = job(63, 1u << 15, 64, false, false, true, PROTO_VARIANT_AUTO);
@@ -111,15 +124,22 @@ static void test_splitk_for_tall_skinny(void **state)
 	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_SPLITK);
 	assert_int_equal(p.slices, 64);
-	/* edges: 255 workgroups split, 256 do not; batch 4095 never */
-	q = job(8192, 32 * 15, 17, true, false, false, PROTO_VARIANT_AUTO); /* 17 x 15 = 255 */
+	/* tiled dW: 255 tiles split, 256 do not; batch 4095 never */
+	q = job(8192, 64 * 15, 17 * 64, true, false, false, PROTO_VARIANT_AUTO); /* 17 x 15 = 255 */
 	p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_SPLITK);
-	assert_int_equal(p.slices, 32); /* min(64, 1024/8 tiles, 8192/256) */
-	q = job(8192, 32 * 16, 16, true, false, false, PROTO_VARIANT_AUTO); /* 256 */
-	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM);
+	assert_int_equal(p.slices, 5); /* min(64, ceil(1024/255 tiles), 8192/256) */
+	q = job(8192, 64 * 16, 16 * 64, true, false, false, PROTO_VARIANT_AUTO); /* 256 */
+	assert_int_equal(variant_choose(&q, false).param, KERN_TILED);
 	q = job(4095, 64, 8, true, false, false, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM);
+	/* narrow dW (out <= 32, or in < 64, or batch*in < 2^20): min(64, batch/64) */
+	q = job(4096, 4, 2, true, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, false);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 64);
+	q = job(4096 + 127, 1024, 32, true, true, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q, false).slices, 64);
 	/* a dW with many tiles is not split */
 	q = job(65536, 64 * 16, 64 * 16, true, false, false, PROTO_VARIANT_AUTO);
 	assert_int_equal(variant_choose(&q, false).param, KERN_TILED); /* 256 tiles */
@@ -157,11 +177,11 @@ static void test_coopmat_where_the_device_has_it(void **state)
 	p = variant_choose(&q, true);
 	assert_int_not_equal(p.param, KERN_COOPMAT);
 	assert_int_not_equal(p.input, KERN_COOPMAT);
-	/* narrow f16 layers stay on the seed kernels (8192x4096x32: 1006 µs vs 1335) */
+	/* narrow f16 layers (out < 64) go split-K and tiled, as f32 ones */
 	q = job(8192, 4096, 32, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, true);
-	assert_int_equal(p.param, KERN_PARAM);
-	assert_int_equal(p.input, KERN_INPUT);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.input, KERN_TILED);
 	/* forced: dW and dX on it; db alone by the row-parallel kernel */
 	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_COOPMAT);
 	p = variant_choose(&q, true);
@@ -169,6 +189,54 @@ static void test_coopmat_where_the_device_has_it(void **state)
 	assert_int_equal(p.input, KERN_COOPMAT);
 	q = job(1, 1, 1, false, true, false, PROTO_VARIANT_COOPMAT);
 	assert_int_equal(variant_choose(&q, true).param, KERN_PARAM);
+}
+
+/* The device-local path widens large GEMMs to the 128x128 tile: 512 tiles
+ * and a reduction of 1024 or more, auto only. */
+static void test_widen_large_gemms(void **state)
+{
+	(void)state;
+	proto_request q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
+	variant_plan p = variant_choose(&q, false);
+	variant_widen(&p, &q);
+	assert_int_equal(p.param, KERN_TILED128);
+	assert_int_equal(p.input, KERN_TILED128);
+	/* dW 2048x2048 = 256 tiles of 128: stays; dX 8192x2048 = 1024: widens */
+	q = job(8192, 2048, 2048, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, false);
+	variant_widen(&p, &q);
+	assert_int_equal(p.param, KERN_TILED);
+	assert_int_equal(p.input, KERN_TILED128);
+	/* dX of a narrow layer: K = out = 32 < 1024 */
+	q = job(8192, 4096, 32, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, false);
+	variant_widen(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.input, KERN_TILED);
+	/* dX at the edge: K = 1023 no, 1024 yes */
+	q = job(8192, 8192, 1023, false, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, false);
+	variant_widen(&p, &q);
+	assert_int_equal(p.input, KERN_TILED);
+	q.out = 1024;
+	p = variant_choose(&q, false);
+	variant_widen(&p, &q);
+	assert_int_equal(p.input, KERN_TILED128);
+	/* forced variants are left alone */
+	q.variant = PROTO_VARIANT_TILED;
+	p = variant_choose(&q, false);
+	variant_widen(&p, &q);
+	assert_int_equal(p.input, KERN_TILED);
+	q.variant = PROTO_VARIANT_TILED128;
+	p = variant_choose(&q, false);
+	assert_int_equal(p.input, KERN_TILED128);
+	/* coopmat is not touched */
+	q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F16;
+	p = variant_choose(&q, true);
+	variant_widen(&p, &q);
+	assert_int_equal(p.param, KERN_COOPMAT);
+	assert_int_equal(p.input, KERN_COOPMAT);
 }
 
 static void test_variant_names_round_trip(void **state)
@@ -183,12 +251,13 @@ static void test_variant_names_round_trip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_narrow_layers_use_the_row_parallel_kernel),
+		cmocka_unit_test(test_narrow_layers),
 		cmocka_unit_test(test_thresholds_at_the_tile_edge),
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
 		cmocka_unit_test(test_forced_variants),
 		cmocka_unit_test(test_splitk_for_tall_skinny),
 		cmocka_unit_test(test_coopmat_where_the_device_has_it),
+		cmocka_unit_test(test_widen_large_gemms),
 		cmocka_unit_test(test_variant_names_round_trip),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
