@@ -56,30 +56,51 @@ layout(push_constant) uniform Params {
 // A's tile is kept the way it lies in memory, so a thread's consecutive
 // elements land in consecutive shared words: [m][k] when A runs along k
 // (dX: A = dY), [k][m] when it runs along m (dW: A = dYᵀ), then read as a
-// column-major matrix
-shared float16_t As[BM * AS];  // [m][k] (BM·AS >= BK·ATS: also [k][m])
-shared float16_t Bs[BK * BS];  // [k][n]
+// column-major matrix. The tiles are arrays of uvec4 (8 f16 each): a
+// thread stores its 8 elements in one 16-byte store (8 separate 16-bit
+// stores were the kernel's bottleneck), and the matrix loads read them with
+// offsets and strides in uvec4.
+shared uvec4 As[BM * AS / 8];  // [m][k] (BM·AS >= BK·ATS: also [k][m])
+shared uvec4 Bs[BK * BS / 8];  // [k][n]
 shared float Ct[8 * 256];      // per subgroup: one 16×16 accumulator on its way out
 
-// Eight f16 of v into As from element `at`, `step` elements apart.
-void put_a(uint at, uint step, uvec4 v)
+uint pack2(float16_t x, float16_t y)
 {
-	const uint w[4] = uint[4](v.x, v.y, v.z, v.w);
-	[[unroll]] for (uint i = 0u; i < 4u; i++) {
-		const f16vec2 h = unpackFloat2x16(w[i]);
-		As[at + (2u * i) * step] = h.x;
-		As[at + (2u * i + 1u) * step] = h.y;
-	}
+	return packFloat2x16(f16vec2(x, y));
 }
 
-void put_b(uint at, uvec4 v)
+// Eight elements of A from (gm, gk): along m when sam == 1, else along k;
+// zero outside the tensor.
+uvec4 load_a8(uint gm, uint gk, bool vec)
 {
-	const uint w[4] = uint[4](v.x, v.y, v.z, v.w);
-	[[unroll]] for (uint i = 0u; i < 4u; i++) {
-		const f16vec2 h = unpackFloat2x16(w[i]);
-		Bs[at + 2u * i] = h.x;
-		Bs[at + 2u * i + 1u] = h.y;
+	if (vec) {
+		const uint at = pc.sam == 1u ? pc.a_off + gm + gk * pc.sak : pc.a_off + gm * pc.sam + gk;
+		return (gm < pc.M && gk < pc.K) ? a8[at / 8u] : uvec4(0u);
 	}
+	float16_t h[8];
+	[[unroll]] for (uint c = 0u; c < 8u; c++) {
+		const uint m = pc.sam == 1u ? gm + c : gm, k = pc.sam == 1u ? gk : gk + c;
+		h[c] = (m < pc.M && k < pc.K) ? a[pc.a_off + m * pc.sam + k * pc.sak] : float16_t(0.0);
+	}
+	return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+}
+
+// B[gk, gn..gn+7], zero outside the tensor.
+uvec4 load_b8(uint gk, uint gn, bool vec)
+{
+	if (vec)
+		return (gk < pc.K && gn < pc.N) ? b8[(pc.b_off + gk * pc.N + gn) / 8u] : uvec4(0u);
+	float16_t h[8];
+	[[unroll]] for (uint c = 0u; c < 8u; c++)
+		h[c] = (gk < pc.K && gn + c < pc.N) ? b[pc.b_off + gk * pc.N + gn + c] : float16_t(0.0);
+	return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+}
+
+// Element e (f16) of a uvec4 tile.
+float tile_elem(uvec4 v, uint e)
+{
+	const uint w = v[(e / 2u) % 4u];
+	return float(unpackFloat2x16(w)[e % 2u]);
 }
 
 void main()
@@ -90,6 +111,7 @@ void main()
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
 	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u;
+	const bool vec = (pc.flags & 8u) != 0u;
 	float bias = 0.0; // row m0 + tid of A summed over k (tid < BM)
 
 	fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4][2];
@@ -97,64 +119,47 @@ void main()
 		[[unroll]] for (int j = 0; j < 2; j++)
 			acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
+	// what this thread moves of each tile: two groups of 8 elements of A
+	// and two of B (A along m: k = idx / 16, m = 8·(idx % 16); along k:
+	// m = idx / 4, k = 8·(idx % 4); B: k = idx / 16, n = 8·(idx % 16);
+	// idx = tid and tid + 256), into shared element `a_at` / `b_at`
+	uint a_m[2], a_k[2], a_at[2], b_k[2], b_n[2], b_at[2];
+	[[unroll]] for (uint q = 0u; q < 2u; q++) {
+		const uint idx = tid + q * 256u;
+		a_k[q] = pc.sam == 1u ? idx / 16u : (idx % 4u) * 8u;
+		a_m[q] = pc.sam == 1u ? (idx % 16u) * 8u : idx / 4u;
+		a_at[q] = pc.sam == 1u ? a_k[q] * ATS + a_m[q] : a_m[q] * AS + a_k[q];
+		b_k[q] = idx / 16u;
+		b_n[q] = (idx % 16u) * 8u;
+		b_at[q] = b_k[q] * BS + b_n[q];
+	}
+	uvec4 va[2], vb[2];
+	[[unroll]] for (uint q = 0u; q < 2u; q++) {
+		va[q] = load_a8(m0 + a_m[q], a_k[q], vec);
+		vb[q] = load_b8(b_k[q], n0 + b_n[q], vec);
+	}
+
 	for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-		if ((pc.flags & 8u) != 0u) {
-			// 512 vectors of A and of B, two each per thread
-			[[unroll]] for (uint q = 0u; q < 2u; q++) {
-				const uint idx = tid + q * 256u;
-				if (pc.sam == 1u) {
-					const uint kk = idx / 16u, mm = (idx % 16u) * 8u;
-					const uint gm = m0 + mm, gk = k0 + kk;
-					const uvec4 v = (gm < pc.M && gk < pc.K) ? a8[(pc.a_off + gm + gk * pc.sak) / 8u] : uvec4(0u);
-					put_a(kk * ATS + mm, 1u, v);
-				} else {
-					const uint mm = idx / 4u, kk = (idx % 4u) * 8u;
-					const uint gm = m0 + mm, gk = k0 + kk;
-					const uvec4 v = (gm < pc.M && gk < pc.K) ? a8[(pc.a_off + gm * pc.sam + gk) / 8u] : uvec4(0u);
-					put_a(mm * AS + kk, 1u, v);
-				}
-				const uint kk = idx / 16u, nn = (idx % 16u) * 8u;
-				const uint gk = k0 + kk, gn = n0 + nn;
-				const uvec4 v = (gk < pc.K && gn < pc.N) ? b8[(pc.b_off + gk * pc.N + gn) / 8u] : uvec4(0u);
-				put_b(kk * BS + nn, v);
-			}
-		} else {
-			// A tile 128×32: 16 elements per thread, walking memory
-			// contiguously (along m when sam == 1, along k otherwise)
-			[[unroll]] for (uint q = 0u; q < 16u; q++) {
-				const uint idx = tid + q * 256u;
-				uint mm, kk;
-				if (pc.sam == 1u) {
-					kk = idx / BM;
-					mm = idx % BM;
-				} else {
-					mm = idx / BK;
-					kk = idx % BK;
-				}
-				const uint gm = m0 + mm, gk = k0 + kk;
-				const float16_t v = (gm < pc.M && gk < pc.K) ? a[pc.a_off + gm * pc.sam + gk * pc.sak] : float16_t(0.0);
-				if (pc.sam == 1u)
-					As[kk * ATS + mm] = v;
-				else
-					As[mm * AS + kk] = v;
-			}
-			// B tile 32×128, contiguous along n
-			[[unroll]] for (uint q = 0u; q < 16u; q++) {
-				const uint idx = tid + q * 256u;
-				const uint kk = idx / BN, nn = idx % BN;
-				const uint gk = k0 + kk, gn = n0 + nn;
-				Bs[kk * BS + nn] = (gk < pc.K && gn < pc.N) ? b[pc.b_off + gk * pc.N + gn] : float16_t(0.0);
-			}
+		[[unroll]] for (uint q = 0u; q < 2u; q++) {
+			As[a_at[q] / 8u] = va[q];
+			Bs[b_at[q] / 8u] = vb[q];
 		}
 		barrier();
-		if (want_d && tid < BM) {
+		// the next tile's loads fly while this one is multiplied
+		if (k0 + BK < pc.K) {
+			[[unroll]] for (uint q = 0u; q < 2u; q++) {
+				va[q] = load_a8(m0 + a_m[q], k0 + BK + a_k[q], vec);
+				vb[q] = load_b8(k0 + BK + b_k[q], n0 + b_n[q], vec);
+			}
+		}
+	if (want_d && tid < BM) {
 			float s = 0.0;
 			if (pc.sam == 1u) {
 				[[unroll]] for (uint kk = 0u; kk < BK; kk++)
-					s += float(As[kk * ATS + tid]);
+					s += tile_elem(As[(kk * ATS + tid) / 8u], tid);
 			} else {
 				[[unroll]] for (uint kk = 0u; kk < BK; kk++)
-					s += float(As[tid * AS + kk]);
+					s += tile_elem(As[(tid * AS + kk) / 8u], kk);
 			}
 			bias += s;
 		}
@@ -163,13 +168,13 @@ void main()
 			fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb[2];
 			if (pc.sam == 1u) {
 				[[unroll]] for (uint i = 0u; i < 4u; i++)
-					coopMatLoadNV(fa[i], As, kk * ATS + wm + 16u * i, ATS, true);
+					coopMatLoadNV(fa[i], As, (kk * ATS + wm + 16u * i) / 8u, ATS / 8u, true);
 			} else {
 				[[unroll]] for (uint i = 0u; i < 4u; i++)
-					coopMatLoadNV(fa[i], As, (wm + 16u * i) * AS + kk, AS, false);
+					coopMatLoadNV(fa[i], As, ((wm + 16u * i) * AS + kk) / 8u, AS / 8u, false);
 			}
 			[[unroll]] for (uint j = 0u; j < 2u; j++)
-				coopMatLoadNV(fb[j], Bs, kk * BS + wn + 16u * j, BS, false);
+				coopMatLoadNV(fb[j], Bs, (kk * BS + wn + 16u * j) / 8u, BS / 8u, false);
 			[[unroll]] for (uint i = 0u; i < 4u; i++)
 				[[unroll]] for (uint j = 0u; j < 2u; j++)
 					acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
