@@ -35,7 +35,7 @@ static const char usage_text[] =
 	"                       daemon; --direct runs the jobs in-process without the\n"
 	"                       daemon, --compare both ways (see 'vkgrad bench --help')\n"
 	"  bench --kernels [--shapes B,I,O;...] [--dtypes L] [--variants L] [--reps N]\n"
-	"        [--max-gflop X] [--json]\n"
+	"        [--outputs L] [--max-gflop X] [--json]\n"
 	"                       kernel time, TFLOP/s, GB/s and max error of the full\n"
 	"                       backward per shape, dtype and variant, one job in flight\n"
 	"                       (see 'vkgrad bench --kernels --help')\n"
