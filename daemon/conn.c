@@ -500,6 +500,13 @@ static void op_linear_backward(conn *c, const proto_request *q)
 			   s->dev->coopmat ? "" : ", which lacks it");
 		goto fail;
 	}
+	if (q->variant == PROTO_VARIANT_TILED128 && !s->pl->pipe[KERN_TILED128][q->dtype]) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'tiled128' needs 32768 bytes of shared memory per "
+			   "workgroup; %s offers maxComputeSharedMemorySize = %u",
+			   s->dev->info.name, s->dev->props.limits.maxComputeSharedMemorySize);
+		goto fail;
+	}
 	if (c->inflight >= s->limits.max_inflight) {
 		proto_fail(&err, PROTO_LIMIT,
 			   "linear_backward: this connection has max_inflight = %u jobs queued or running",

@@ -245,6 +245,11 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		hostp.pNext = NULL, p2.pNext = &drv;
 	vkGetPhysicalDeviceProperties2(d->phys, &p2);
 	d->import_align = d->host_import ? hostp.minImportedHostPointerAlignment : 0;
+	if (getenv("VKGRAD_FAULT_SHARED_16K")) {
+		/* debug switch: the least shared memory Vulkan allows a device */
+		log_warn("VKGRAD_FAULT_SHARED_16K: maxComputeSharedMemorySize taken as 16384");
+		d->props.limits.maxComputeSharedMemorySize = 16384;
+	}
 
 	VkPhysicalDeviceVulkan12Features f12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define CACHE_MAX_BYTES (64u << 20)
+#define TILED128_SHARED_BYTES 32768u /* shaders/linear_tiled128_gemm.comp, f32 */
 
 static const struct {
 	const char *name, *variant;
@@ -277,6 +278,9 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			if (!p->dtype_ok[t])
 				continue;
 			if (k == KERN_COOPMAT && (!d->coopmat || t != PROTO_F16))
+				continue;
+			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16 */
+			if (k == KERN_TILED128 && d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
 				continue;
 			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
 			const kreg_entry *e = kreg_find(kern_desc[k].name, proto_dtype_name((proto_dtype)t),

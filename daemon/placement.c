@@ -82,7 +82,8 @@ uint64_t placement_place(engine *e, job *j, uint64_t used)
 	}
 	if (dl) {
 		j->devlocal = true;
-		variant_widen(&j->plan, &j->req);
+		if (e->pl->pipe[KERN_TILED128][j->req.dtype])
+			variant_widen(&j->plan, &j->req);
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present) {
 				j->soff[t] = at;
