@@ -38,7 +38,8 @@
  * 4096x1024x16 seed kernels 58 / split-K(64) + tiled dX 47; 8192x4096x32
  * seed 927 / split-K(64) + tiled dX 314 (with dX on the 128 tile, K = 32:
  * 414); 2048x1024x1024 tiled 383 / split-K 542 / seed 1795;
- * 8192x4096x4096 tiled 22165 / tiled128 20943; f16 and bf16 plain
+ * 8192x4096x4096 tiled 22165 / tiled128 20943 (17984 with its f32
+ * reduction step of 16); f16 and bf16 plain
  * 8192x4096x4096 tiled ~24200 / tiled128 ~19400, 2048x1024x1024 tiled 415
  * / tiled128 468; f16 coopmat 8192x4096x4096 10098, 2048x1024x1024 124. */
 #ifndef VKG_DAEMON_VARIANT_H
