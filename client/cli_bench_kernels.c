@@ -407,6 +407,22 @@ static void print_skipped(bk_run *r, const uint64_t s[3], const char *dtype, con
 
 /* ---- one line ----------------------------------------------------------------------- */
 
+/* A job of line l failed after the first one ran (`when`: "warm-up", "rep N"):
+ * the daemon's failure. Prints the error line for a reply (returns 0, the
+ * bench goes on) or reports a broken connection (returns -1). */
+static int late_failure(bk_run *r, bk_line *l, int rc, const vkg_error *err, const char *when)
+{
+	r->daemon_failed = true;
+	if (rc != VKG_EREMOTE) {
+		cli_fail(err);
+		return -1;
+	}
+	print_error(r, l->shape, proto_dtype_name(l->dtype), proto_variant_name(l->variant), err);
+	l->kind = BK_REFUSED;
+	snprintf(l->note, sizeof(l->note), "%.23s: %.250s (%s)", err->code, err->message, when);
+	return 0;
+}
+
 /* Run (shape, dtype, variant) on the task's region and print its line.
  * Returns 0, or -1 when the connection failed (nothing more can run). */
 static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
@@ -455,21 +471,12 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 
 	/* more warm-up, up to BK_WARMUP_US: after a run of small jobs the GPU
 	 * is not at full clock yet, and one job was seen to be not enough
-	 * (8192x4096x4096 on the H200 measured 2.4x slower right after the
+	 * (8192x4096x4096 on the H200 measured 2.5x slower right after the
 	 * small shapes than after other large jobs) */
 	for (int w = 1; w < BK_WARMUP_MAX && (double)(now_ns() - t0) / 1e3 < BK_WARMUP_US; w++) {
 		rc = vkg_linear_backward(r->c, &job, &res, &err);
-		if (rc != 0) {
-			r->daemon_failed = true;
-			if (rc != VKG_EREMOTE) {
-				cli_fail(&err);
-				return -1;
-			}
-			print_error(r, shape, dname, vname, &err);
-			l->kind = BK_REFUSED;
-			snprintf(l->note, sizeof(l->note), "%.23s: %.250s (warm-up)", err.code, err.message);
-			return 0;
-		}
+		if (rc != 0)
+			return late_failure(r, l, rc, &err, "warm-up");
 	}
 
 	uint64_t reps = o->reps ? o->reps : default_reps(flop);
@@ -499,18 +506,10 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 			rc = vkg_wait(r->c, h, -1, &res, &err);
 		const uint64_t t1 = now_ns();
 		if (rc != 0) {
-			/* it ran once already: a failure now is the daemon's */
 			free(gpu), free(kern), free(e2e);
-			r->daemon_failed = true;
-			if (rc != VKG_EREMOTE) {
-				cli_fail(&err);
-				return -1;
-			}
-			print_error(r, shape, dname, vname, &err);
-			l->kind = BK_REFUSED;
-			snprintf(l->note, sizeof(l->note), "%.23s: %.250s (rep %" PRIu64 ")", err.code,
-				 err.message, i + 1);
-			return 0;
+			char when[32];
+			snprintf(when, sizeof(when), "rep %" PRIu64, i + 1);
+			return late_failure(r, l, rc, &err, when);
 		}
 		e2e[i] = (t1 - t0 + 500) / 1000;
 		spent_us += (double)e2e[i];
