@@ -32,3 +32,31 @@ void expect_conn_serves(rawsock *s)
 	if (rc || !r.ok)
 		fail_msg("the connection stopped answering ping (rc %d)", rc);
 }
+
+void expect_refused_untouched(vkg_client *c, const char *dtype, const char *variant,
+			      const char *code, const char *needle, const char *needle2)
+{
+	vkg_error err;
+	uint64_t reg;
+	void *m = vkg_region_create(c, 4096, &reg, &err);
+	if (!m)
+		fail_msg("region: %s: %s", err.code, err.message);
+	vkg_job j = vkg_job_init();
+	j.dtype = dtype;
+	j.variant = variant;
+	j.batch = j.in = j.out = 4;
+	j.x = (vkg_tensor){reg, 0};
+	j.dy = (vkg_tensor){reg, 256};
+	j.dw = (vkg_tensor){reg, 512};
+	memset(m, 0x5a, 4096);
+	vkg_result r;
+	assert_int_equal(vkg_linear_backward(c, &j, &r, &err), VKG_EREMOTE);
+	assert_string_equal(err.code, code);
+	if (!strstr(err.message, needle) || (needle2 && !strstr(err.message, needle2)))
+		fail_msg("message lacks '%s'%s%s: %s", needle, needle2 ? " or " : "",
+			 needle2 ? needle2 : "", err.message);
+	for (int i = 0; i < 4096; i++)
+		if (((uint8_t *)m)[i] != 0x5a)
+			fail_msg("byte %d of the region written by a refused job", i);
+	assert_int_equal(vkg_region_destroy(c, reg, m, 4096, &err), 0);
+}

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "daemon_proc.h"
+#include "expect.h"
 #include "rawsock.h"
 #include "ref.h"
 #include "vkgrad.h"
@@ -214,25 +215,7 @@ static void test_coopmat_unsupported_where_absent(void **state)
 			printf("coopmat f16 is served here: its numbers are checked in test_f16\n");
 			break;
 		}
-		uint64_t reg;
-		void *m = vkg_region_create(c, 4096, &reg, &err);
-		assert_non_null(m);
-		vkg_job j = vkg_job_init();
-		j.dtype = dt[k];
-		j.variant = "coopmat";
-		j.batch = j.in = j.out = 4;
-		j.x = (vkg_tensor){reg, 0};
-		j.dy = (vkg_tensor){reg, 256};
-		j.dw = (vkg_tensor){reg, 512};
-		memset(m, 0x5a, 4096);
-		vkg_result r;
-		assert_int_equal(vkg_linear_backward(c, &j, &r, &err), VKG_EREMOTE);
-		assert_string_equal(err.code, "unsupported");
-		assert_non_null(strstr(err.message, "coopmat"));
-		assert_non_null(strstr(err.message, dt[k]));
-		for (int i = 0; i < 4096; i++)
-			assert_int_equal(((uint8_t *)m)[i], 0x5a);
-		assert_int_equal(vkg_region_destroy(c, reg, m, 4096, &err), 0);
+		expect_refused_untouched(c, dt[k], "coopmat", "unsupported", "coopmat", dt[k]);
 	}
 	vkg_close(c);
 	assert_true(rawsock_daemon_serves(g_d.sock));
