@@ -1,0 +1,347 @@
+/* tests/integration/test_regions.c — client memory as the daemon sees it:
+ * files registered twice, files whose pages vanish under the daemon, and
+ * one user's share of the registered bytes (issue 13, faults 1, 2 and 6).
+ *
+ * Two daemons: g_d with default flags, and g_staged with
+ * --no-host-import, where every region is mirrored by a staging buffer
+ * that the daemon copies through (the path where a file registered twice
+ * lost accumulations).
+ *
+ * Every job here uses small integers (|x|, |dy| <= 2, batch 8), so every
+ * sum is exact in f32: results are compared with the float64 reference for
+ * equality (tolerance 0). Each test ends by checking that the daemon still
+ * serves (a new connection answers ping, and where it matters a good job
+ * gives exact results). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon_proc.h"
+#include "expect.h"
+#include "rawsock.h"
+#include "shm.h"
+
+static daemon_proc g_d;      /* default flags */
+static daemon_proc g_staged; /* --no-host-import */
+
+/* ---- one small exact job in one page ------------------------------------------ */
+
+/* batch x in x out; X at 0, dY at 1024, dW at 2048 + 512·slot,
+ * db at 3584 + 64·slot (slot 0 or 1: two jobs' outputs side by side). */
+#define JB 8
+#define JI 16
+#define JO 8
+#define OFF_X 0
+#define OFF_DY 1024
+#define OFF_DW(slot) (2048u + 512u * (slot))
+#define OFF_DB(slot) (3584u + 64u * (slot))
+#define PAGE 4096
+
+static float in_x(int b, int i)
+{
+	return (float)((b * 3 + i) % 5 - 2);
+}
+
+static float in_dy(int b, int o)
+{
+	return (float)((b + 2 * o) % 3 - 1);
+}
+
+/* Inputs in place, both slots' outputs zero. */
+static void job_fill(void *map)
+{
+	float *x = (float *)((char *)map + OFF_X), *dy = (float *)((char *)map + OFF_DY);
+	for (int b = 0; b < JB; b++) {
+		for (int i = 0; i < JI; i++)
+			x[b * JI + i] = in_x(b, i);
+		for (int o = 0; o < JO; o++)
+			dy[b * JO + o] = in_dy(b, o);
+	}
+	memset((char *)map + OFF_DW(0), 0, PAGE - OFF_DW(0));
+}
+
+/* One job: inputs from region rin, dW and db of `slot` into region rout. */
+static proto_request job_req(uint64_t id, uint64_t rin, uint64_t rout, unsigned slot, bool acc)
+{
+	proto_request q = {.op = PROTO_OP_LINEAR_BACKWARD, .id = id, .dtype = PROTO_F32,
+			   .batch = JB, .in = JI, .out = JO, .accumulate = acc};
+	q.t[PROTO_T_X] = (proto_tensor){true, rin, OFF_X};
+	q.t[PROTO_T_DY] = (proto_tensor){true, rin, OFF_DY};
+	q.t[PROTO_T_DW] = (proto_tensor){true, rout, OFF_DW(slot)};
+	q.t[PROTO_T_DB] = (proto_tensor){true, rout, OFF_DB(slot)};
+	return q;
+}
+
+/* How many times the reference dW and db of one job `slot` of map holds:
+ * returns k when every element equals k times the float64 reference
+ * exactly, else -1 (with the first mismatch in why). */
+static int job_multiple(const void *map, unsigned slot, char *why, size_t n)
+{
+	const float *dw = (const float *)((const char *)map + OFF_DW(slot));
+	const float *db = (const float *)((const char *)map + OFF_DB(slot));
+	int k = -1;
+	for (int o = 0; o < JO; o++) {
+		double gb = 0;
+		for (int b = 0; b < JB; b++)
+			gb += in_dy(b, o);
+		for (int i = 0; i <= JI; i++) {
+			double g = 0;
+			if (i < JI)
+				for (int b = 0; b < JB; b++)
+					g += (double)in_dy(b, o) * in_x(b, i);
+			else
+				g = gb;
+			double got = i < JI ? dw[o * JI + i] : db[o];
+			if (g == 0)
+				continue;
+			if (k < 0)
+				k = (int)(got / g + 0.5);
+			if (got != (double)k * g) {
+				snprintf(why, n, "%s[%d][%d] = %g, not %d x %g", i < JI ? "dW" : "db", o,
+					 i < JI ? i : 0, got, k, g);
+				return -1;
+			}
+		}
+	}
+	return k;
+}
+
+/* Send reqs[0..n) in one write, then read n replies: each must be ok.
+ * Returns the number that were not (printing the first). */
+static unsigned pipeline(rawsock *s, const proto_request *reqs, unsigned n)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	for (unsigned k = 0; k < n; k++)
+		assert_int_equal(proto_request_encode(&sb, &reqs[k]), 0);
+	assert_int_equal(rawsock_send(s, sb.data, sb.size, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sb);
+	unsigned bad = 0;
+	for (unsigned k = 0; k < n; k++) {
+		proto_reply r;
+		int rc = rawsock_recv(s, &r, RAWSOCK_TIMEOUT_MS);
+		if (rc)
+			fail_msg("reply %u of %u: %s", k + 1, n, strerror(-rc));
+		if (!r.ok && bad++ == 0)
+			fprintf(stderr, "job %llu: %s: %s\n", (unsigned long long)r.id,
+				proto_code_name(r.err.code), r.err.message);
+	}
+	return bad;
+}
+
+/* A new connection runs one overwrite job on a fresh region and gets
+ * exactly the reference: the daemon still computes for other clients. */
+static void expect_good_job(const daemon_proc *d)
+{
+	void *map;
+	int fd = shm_create(PAGE, true, PAGE, &map);
+	assert_true(fd >= 0);
+	job_fill(map);
+	rawsock s;
+	expect_open(&s, d->sock);
+	uint64_t reg;
+	proto_reply r;
+	assert_int_equal(rawsock_register(&s, 1, fd, PAGE, &reg, &r), 0);
+	close(fd);
+	proto_request q = job_req(2, reg, reg, 0, false);
+	assert_int_equal(pipeline(&s, &q, 1), 0);
+	char why[160];
+	if (job_multiple(map, 0, why, sizeof(why)) != 1)
+		fail_msg("a good job after the failure: %s", why);
+	rawsock_close(&s);
+	munmap(map, PAGE);
+	expect_serves(d->sock);
+}
+
+/* ---- fault 2: one file, two registrations ---------------------------------- */
+
+/* The same file registered again on one connection (through another
+ * descriptor of it: `again` is a dup or a reopen of fd) is refused with
+ * bad_region naming the first region. If it were accepted, 60 pipelined
+ * accumulate jobs alternating between the two ids must still add up to
+ * 60x: the failure says how much they lost. */
+static void same_file_twice(const daemon_proc *d, int again_kind)
+{
+	enum { NJOBS = 60 };
+	void *map;
+	int fd = shm_create(PAGE, true, PAGE, &map);
+	assert_true(fd >= 0);
+	job_fill(map);
+	rawsock s;
+	expect_open(&s, d->sock);
+	uint64_t r1, r2;
+	proto_reply r;
+	assert_int_equal(rawsock_register(&s, 1, fd, PAGE, &r1, &r), 0);
+	int again = fd;
+	char path[64];
+	if (again_kind == 1)
+		again = dup(fd);
+	else if (again_kind == 2) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		again = open(path, O_RDWR | O_CLOEXEC);
+	}
+	assert_true(again >= 0);
+	int rc = rawsock_register(&s, 2, again, PAGE, &r2, &r);
+	if (again != fd)
+		close(again);
+	if (rc == 0) {
+		proto_request q[NJOBS];
+		for (unsigned k = 0; k < NJOBS; k++) {
+			uint64_t id = k % 2 ? r2 : r1;
+			q[k] = job_req(10 + k, id, id, 0, true);
+		}
+		unsigned bad = pipeline(&s, q, NJOBS);
+		char why[160] = "";
+		int mult = job_multiple(map, 0, why, sizeof(why));
+		fail_msg("the same file registered twice on one connection was accepted (regions %llu "
+			 "and %llu); %d accumulate jobs alternating between them: %u failed, dW and db "
+			 "hold %dx the reference (want %dx) %s",
+			 (unsigned long long)r1, (unsigned long long)r2, NJOBS, bad, mult, NJOBS, why);
+	}
+	assert_int_equal(rc, -EREMOTEIO);
+	assert_int_equal(r.err.code, PROTO_BAD_REGION);
+	char want[64];
+	snprintf(want, sizeof(want), "region %llu", (unsigned long long)r1);
+	if (!strstr(r.err.message, want) || !strstr(r.err.message, "already registered"))
+		fail_msg("message \"%s\" does not say the file is already registered as %s",
+			 r.err.message, want);
+	/* the first region serves on: 60 accumulations, exactly 60x */
+	proto_request q[NJOBS];
+	for (unsigned k = 0; k < NJOBS; k++)
+		q[k] = job_req(100 + k, r1, r1, 0, true);
+	assert_int_equal(pipeline(&s, q, NJOBS), 0);
+	char why[160];
+	int mult = job_multiple(map, 0, why, sizeof(why));
+	if (mult != NJOBS)
+		fail_msg("%d accumulations gave %dx %s", NJOBS, mult, why);
+	/* once the first is unregistered (its reply: no job uses it any
+	 * more), the file may be registered again */
+	proto_request u = {.op = PROTO_OP_UNREGISTER, .id = 200, .region = r1};
+	assert_int_equal(rawsock_call(&s, &u, &r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r.ok);
+	assert_int_equal(rawsock_register(&s, 201, fd, PAGE, &r2, &r), 0);
+	assert_true(r2 != r1);
+	close(fd);
+	expect_conn_serves(&s);
+	rawsock_close(&s);
+	munmap(map, PAGE);
+	expect_good_job(d);
+}
+
+static void test_same_file_twice_staged(void **state)
+{
+	(void)state;
+	same_file_twice(&g_staged, 0);
+}
+
+static void test_same_file_twice_dup_and_reopen(void **state)
+{
+	(void)state;
+	same_file_twice(&g_staged, 1);
+	same_file_twice(&g_staged, 2);
+	same_file_twice(&g_d, 1);
+}
+
+/* One file registered by two connections: allowed. Each connection
+ * accumulates 30 times into its own slot of the file, both pipelined at
+ * once: each slot holds exactly 30x, so neither staging mirror overwrote
+ * the other's bytes. */
+static void two_connections_one_file(const daemon_proc *d)
+{
+	enum { NJOBS = 30 };
+	void *map;
+	int fd = shm_create(PAGE, true, PAGE, &map);
+	assert_true(fd >= 0);
+	job_fill(map);
+	rawsock a, b;
+	expect_open(&a, d->sock);
+	expect_open(&b, d->sock);
+	uint64_t ra, rb;
+	proto_reply r;
+	assert_int_equal(rawsock_register(&a, 1, fd, PAGE, &ra, &r), 0);
+	assert_int_equal(rawsock_register(&b, 1, fd, PAGE, &rb, &r), 0);
+	close(fd);
+	msgpack_sbuffer sa, sb;
+	msgpack_sbuffer_init(&sa);
+	msgpack_sbuffer_init(&sb);
+	for (unsigned k = 0; k < NJOBS; k++) {
+		proto_request qa = job_req(10 + k, ra, ra, 0, true);
+		proto_request qb = job_req(10 + k, rb, rb, 1, true);
+		assert_int_equal(proto_request_encode(&sa, &qa), 0);
+		assert_int_equal(proto_request_encode(&sb, &qb), 0);
+	}
+	assert_int_equal(rawsock_send(&a, sa.data, sa.size, NULL, 0), 0);
+	assert_int_equal(rawsock_send(&b, sb.data, sb.size, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sa);
+	msgpack_sbuffer_destroy(&sb);
+	for (unsigned k = 0; k < 2 * NJOBS; k++) {
+		rawsock *s = k % 2 ? &b : &a;
+		assert_int_equal(rawsock_recv(s, &r, RAWSOCK_TIMEOUT_MS), 0);
+		if (!r.ok)
+			fail_msg("job %llu: %s: %s", (unsigned long long)r.id, proto_code_name(r.err.code),
+				 r.err.message);
+	}
+	char why[160];
+	for (unsigned slot = 0; slot < 2; slot++) {
+		int mult = job_multiple(map, slot, why, sizeof(why));
+		if (mult != NJOBS)
+			fail_msg("connection %c's %d accumulations gave %dx %s", slot ? 'b' : 'a', NJOBS,
+				 mult, why);
+	}
+	rawsock_close(&a);
+	rawsock_close(&b);
+	munmap(map, PAGE);
+	expect_good_job(d);
+}
+
+static void test_same_file_on_two_connections(void **state)
+{
+	(void)state;
+	two_connections_one_file(&g_staged);
+	two_connections_one_file(&g_d);
+}
+
+/* ---- setup ------------------------------------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+	(void)state;
+	static const char *const staged_args[] = {"--no-host-import", NULL};
+	if (daemon_proc_start(&g_d, NULL, NULL) != 0)
+		return -1;
+	if (daemon_proc_start(&g_staged, staged_args, NULL) != 0) {
+		daemon_proc_kill(&g_d);
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	int a = daemon_proc_stop(&g_d);
+	int b = daemon_proc_stop(&g_staged);
+	return a || b ? -1 : 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_same_file_twice_staged),
+		cmocka_unit_test(test_same_file_twice_dup_and_reopen),
+		cmocka_unit_test(test_same_file_on_two_connections),
+	};
+	int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return rc + daemon_proc_failures;
+}
