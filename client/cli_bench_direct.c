@@ -228,7 +228,7 @@ static int dclient_setup(bench_direct *b, dclient *c, uint32_t idx, char *why, s
 		return -1;
 	}
 	proto_err err;
-	if (region_create(&c->reg, &b->dev, fd, c->t.size, !b->cfg.no_host_import, &err) != 0) {
+	if (region_create(&c->reg, &b->dev, fd, c->t.size, !b->cfg.no_host_import, NULL, &err) != 0) {
 		snprintf(why, why_len, "region: %s: %s", proto_code_name(err.code), err.message);
 		return -1;
 	}

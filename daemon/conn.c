@@ -77,6 +77,7 @@ void conn_close(conn *c, const char *why)
 	 * live on until those jobs finish */
 	for (uint32_t i = 0; i < c->nregs; i++) {
 		s->total_region_bytes -= c->regs[i]->size;
+		c->regs[i]->owner = NULL; /* c's address may be reused */
 		region_unref(c->regs[i]);
 	}
 	c->nregs = 0;
@@ -436,7 +437,7 @@ static void op_register(conn *c, const proto_request *q, int fd)
 		c->regs = nr;
 		c->regs_cap = cap;
 	}
-	if (region_create(&r, s->dev, fd, q->size, !s->cfg->no_host_import, &err) != 0)
+	if (region_create(&r, s->dev, fd, q->size, !s->cfg->no_host_import, c, &err) != 0)
 		goto fail;
 	r->id = ++c->next_region;
 	c->regs[c->nregs++] = r;

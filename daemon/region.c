@@ -125,8 +125,18 @@ fail:
 	return -1;
 }
 
+/* The live region of owner over the file (dev, ino), or NULL. A walk of
+ * every live region: registrations are rare, and bounded by the limits. */
+static const region *find_file(const void *owner, dev_t dev, ino_t ino)
+{
+	for (const region *r = live_head; r; r = r->live_next)
+		if (r->owner == owner && r->file_dev == dev && r->file_ino == ino)
+			return r;
+	return NULL;
+}
+
 int region_create(region **out, const device *d, int fd, uint64_t size, bool allow_import,
-		  proto_err *err)
+		  const void *owner, proto_err *err)
 {
 	region *r = NULL;
 	struct stat st;
@@ -154,6 +164,15 @@ int region_create(region **out, const device *d, int fd, uint64_t size, bool all
 				(unsigned long long)size, (long long)st.st_size);
 		goto out;
 	}
+	const region *twin = owner ? find_file(owner, st.st_dev, st.st_ino) : NULL;
+	if (twin) {
+		rc = proto_fail(err, PROTO_BAD_REGION,
+				"register: this file is already registered on this connection as region %llu%s",
+				(unsigned long long)twin->id,
+				twin->on_release ? " (unregistered, but jobs still use it: wait for the "
+						   "unregister reply)" : "");
+		goto out;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		rc = proto_fail(err, PROTO_INTERNAL, "register: out of memory");
@@ -162,6 +181,9 @@ int region_create(region **out, const device *d, int fd, uint64_t size, bool all
 	r->size = size;
 	r->refs = 1;
 	r->dev = d;
+	r->file_dev = st.st_dev;
+	r->file_ino = st.st_ino;
+	r->owner = owner;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t align = d->host_import && d->import_align > page ? d->import_align : page;
 	r->map_len = round_up(size, align);

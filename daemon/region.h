@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "device.h"
 #include "msg.h"
@@ -42,6 +43,11 @@ struct region {
 	uint32_t ntouch, touch_cap;
 	uint64_t touch_epoch;
 	const device *dev;
+	/* the file (a connection may hold one file once) and the connection
+	 * that registered it (opaque; NULL once that connection closed) */
+	dev_t file_dev;
+	ino_t file_ino;
+	const void *owner;
 	region *live_prev, *live_next; /* every region alive, for device recovery */
 	region_release_fn on_release;
 	void *release_ctx;
@@ -49,9 +55,16 @@ struct region {
 };
 
 /* Take ownership of fd (closed in every case), check it, map it and make it
- * GPU-visible. Returns 0 and *out, or a negative proto code with err. */
+ * GPU-visible. Returns 0 and *out, or a negative proto code with err.
+ * `owner` (the registering connection, or NULL: no check) may hold each
+ * file once: a file it already holds, through any descriptor, in a live
+ * region (registered, or unregistered while jobs still use it) is refused
+ * with bad_region naming that region. Two ids of one file would be two
+ * staging mirrors, or two conflict trackers, of the same bytes: nothing
+ * would order the jobs of one connection that write them through
+ * different ids, and accumulations would be lost. */
 int region_create(region **out, const device *d, int fd, uint64_t size, bool allow_import,
-		  proto_err *err);
+		  const void *owner, proto_err *err);
 void region_ref(region *r);
 /* Drop a reference; the last one frees everything and calls on_release. */
 void region_unref(region *r);
