@@ -475,8 +475,8 @@ static int make_ts_buffer(const device *d, engine_slot *s, uint32_t nq)
 }
 
 /* VKGRAD_FAULT_INJECT: comma-separated submit:N, wait:N (the Nth
- * submission or wait reports VK_ERROR_DEVICE_LOST) and recreate:N (the
- * first N device recreations fail; recovery.c). */
+ * submission or wait reports VK_ERROR_DEVICE_LOST), recreate:N (the
+ * first N device recreations fail; recovery.c) and unsealed (region.h). */
 static void parse_faults(engine *e)
 {
 	const char *fi = getenv("VKGRAD_FAULT_INJECT");
@@ -492,6 +492,8 @@ static void parse_faults(engine *e)
 			e->fault_wait_at = n;
 		else if (sscanf(t, "recreate:%llu", &n) == 1)
 			e->fault_recreate = n;
+		else if (strcmp(t, "unsealed") == 0)
+			region_fault_unsealed = true;
 		else
 			log_warn("VKGRAD_FAULT_INJECT: '%s' not understood", t);
 	}

@@ -80,6 +80,13 @@ void region_gpu_release_all(void);
  * undoes them). */
 int region_gpu_restore_all(const device *d, char *err, size_t errlen);
 
+/* Fault injection (VKGRAD_FAULT_INJECT=unsealed, tests): register
+ * accepts a file without F_SEAL_SHRINK, so that a test can take pages
+ * away under the daemon's mapping by truncating it: the SIGBUS a hole in
+ * a file of another file system, or a page the kernel refuses to a
+ * sparse memfd, would raise. */
+extern bool region_fault_unsealed;
+
 /* Process-wide counters for stats. */
 extern uint64_t region_count, region_bytes, region_imports, region_staged;
 

@@ -5,7 +5,8 @@
  * Two daemons: g_d with default flags, and g_staged with
  * --no-host-import, where every region is mirrored by a staging buffer
  * that the daemon copies through (the path where a file registered twice
- * lost accumulations).
+ * lost accumulations), and VKGRAD_FAULT_INJECT=unsealed, so that a test
+ * can truncate a registered file under it.
  *
  * Every job here uses small integers (|x|, |dy| <= 2, batch 8), so every
  * sum is exact in f32: results are compared with the float64 reference for
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon_proc.h"
@@ -312,15 +314,200 @@ static void test_same_file_on_two_connections(void **state)
 	two_connections_one_file(&g_d);
 }
 
+/* ---- fault 1: client memory that faults --------------------------------------- */
+
+/* A /proc/meminfo value in kB, or -1. */
+static long meminfo_kb(const char *key)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return -1;
+	char line[256];
+	long v = -1;
+	size_t n = strlen(key);
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, n) == 0 && line[n] == ':') {
+			v = strtol(line + n + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* With huge pages reserved (vm.nr_hugepages), what the issue reported: a
+ * sealed hugetlbfs region with a hole punched in it and the freed huge
+ * pages taken by someone else, then a job reading the hole. Says what the
+ * daemon did in out. */
+static void hugetlb_hole_attack(int fd, void *map, size_t hp, rawsock *s, uint64_t reg, char *out,
+				size_t n)
+{
+	job_fill((char *)map + hp); /* the job's inputs in the second huge page */
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)hp, (off_t)hp) != 0) {
+		snprintf(out, n, "(punching a hole failed: %s)", strerror(errno));
+		return;
+	}
+	/* the pages nobody has reserved (Free counts reserved ones too) */
+	long free_pages = meminfo_kb("HugePages_Free") - meminfo_kb("HugePages_Rsvd");
+	int take = memfd_create("vkgrad-test-take", MFD_CLOEXEC | MFD_HUGETLB);
+	size_t tn = free_pages > 0 ? (size_t)free_pages * hp : 0;
+	void *t = MAP_FAILED;
+	if (take >= 0 && tn && ftruncate(take, (off_t)tn) == 0)
+		t = mmap(NULL, tn, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, take, 0);
+	proto_request q = job_req(50, reg, reg, 0, false);
+	for (int k = 0; k < PROTO_T_COUNT; k++)
+		q.t[k].offset += hp;
+	proto_reply r;
+	int rc = rawsock_call(s, &q, &r, RAWSOCK_TIMEOUT_MS);
+	int ws = daemon_proc_wait(&g_d, 2000);
+	if (ws >= 0 && WIFSIGNALED(ws))
+		snprintf(out, n, "killed the daemon with signal %d (%s)", WTERMSIG(ws),
+			 strsignal(WTERMSIG(ws)));
+	else if (rc)
+		snprintf(out, n, "got no reply (%s)", strerror(-rc));
+	else
+		snprintf(out, n, "was answered %s", r.ok ? "ok" : proto_code_name(r.err.code));
+	if (t != MAP_FAILED)
+		munmap(t, tn);
+	if (take >= 0)
+		close(take);
+}
+
+/* A hugetlbfs memfd, sealed against shrinking, is refused (bad_region
+ * naming hugetlbfs): its pool of huge pages is finite and anyone can take
+ * it, so a hole punched in the file cannot be filled again and every
+ * touch of it would raise SIGBUS. Skipped where the kernel makes no
+ * hugetlbfs memfds. Where huge pages are reserved and the file was
+ * accepted, the failure says what the issue's attack did to the daemon. */
+static void test_hugetlbfs_memfd_refused(void **state)
+{
+	(void)state;
+	long hp_kb = meminfo_kb("Hugepagesize");
+	size_t hp = hp_kb > 0 ? (size_t)hp_kb * 1024 : 2u << 20;
+	int fd = memfd_create("vkgrad-test-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+	if (fd < 0) {
+		printf("memfd_create(MFD_HUGETLB): %s: skipped\n", strerror(errno));
+		skip();
+	}
+	if (ftruncate(fd, (off_t)(2 * hp)) != 0) {
+		printf("ftruncate of a hugetlbfs memfd: %s: skipped\n", strerror(errno));
+		close(fd);
+		skip();
+	}
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	/* mapped only where the pool has pages (otherwise ENOMEM) */
+	void *map = mmap(NULL, 2 * hp, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	rawsock s;
+	expect_open(&s, g_d.sock);
+	uint64_t reg;
+	proto_reply r;
+	int rc = rawsock_register(&s, 1, fd, 2 * hp, &reg, &r);
+	if (rc == 0) {
+		char what[160] = "was not tried (no huge page could be mapped here)";
+		if (map != MAP_FAILED)
+			hugetlb_hole_attack(fd, map, hp, &s, reg, what, sizeof(what));
+		fail_msg("a sealed hugetlbfs memfd was accepted (region %llu); a job reading a hole "
+			 "punched in it, its huge pages taken, %s",
+			 (unsigned long long)reg, what);
+	}
+	close(fd);
+	if (map != MAP_FAILED)
+		munmap(map, 2 * hp);
+	assert_int_equal(rc, -EREMOTEIO);
+	if (r.err.code != PROTO_BAD_REGION || !strstr(r.err.message, "hugetlbfs"))
+		fail_msg("got %s \"%s\"; want bad_region naming hugetlbfs",
+			 proto_code_name(r.err.code), r.err.message);
+	expect_conn_serves(&s);
+	rawsock_close(&s);
+	expect_serves(g_d.sock);
+}
+
+/* The next reply on s: bad_region for request id, saying SIGBUS and
+ * naming region reg. */
+static void expect_fault(rawsock *s, uint64_t id, uint64_t reg)
+{
+	proto_reply r;
+	int rc = rawsock_recv(s, &r, RAWSOCK_TIMEOUT_MS);
+	if (rc) {
+		int ws = daemon_proc_wait(&g_staged, 2000);
+		fail_msg("job %llu: no reply (%s)%s%s", (unsigned long long)id, strerror(-rc),
+			 ws >= 0 && WIFSIGNALED(ws) ? "; the daemon died of " : "",
+			 ws >= 0 && WIFSIGNALED(ws) ? strsignal(WTERMSIG(ws)) : "");
+	}
+	char want[48];
+	snprintf(want, sizeof(want), "region %llu", (unsigned long long)reg);
+	if (r.id != id || r.ok || r.err.code != PROTO_BAD_REGION || !strstr(r.err.message, "SIGBUS") ||
+	    !strstr(r.err.message, want))
+		fail_msg("job %llu: got id %llu %s \"%s\"; want bad_region saying SIGBUS and %s",
+			 (unsigned long long)id, (unsigned long long)r.id,
+			 r.ok ? "ok" : proto_code_name(r.err.code), r.ok ? "" : r.err.message, want);
+}
+
+/* Pages vanish under a staged region (VKGRAD_FAULT_INJECT=unsealed lets
+ * the daemon take an unsealed memfd, which the test then truncates: the
+ * SIGBUS a hugetlbfs hole, a full tmpfs or a page refused to a sparse
+ * memfd raise the same way). The daemon's copies into (an overwrite's
+ * outputs) and out of (an accumulation's outputs, inputs) the lost pages
+ * turn into bad_region for that job alone: the same connection and
+ * another one go on getting exact results, and a job whose inputs faulted
+ * wrote nothing. */
+static void test_pages_vanish_under_a_staged_region(void **state)
+{
+	(void)state;
+	void *map;
+	int fa = shm_create(PAGE, true, PAGE, &map);
+	assert_true(fa >= 0);
+	job_fill(map);
+	int fb = shm_create(2 * PAGE, false, 0, NULL);
+	assert_true(fb >= 0);
+	proto_stats st0, st;
+	assert_int_equal(rawsock_stats(g_staged.sock, &st0), 0);
+	rawsock s;
+	expect_open(&s, g_staged.sock);
+	uint64_t ra, rb;
+	proto_reply r;
+	assert_int_equal(rawsock_register(&s, 1, fa, PAGE, &ra, &r), 0);
+	assert_int_equal(rawsock_register(&s, 2, fb, 2 * PAGE, &rb, &r), 0);
+	close(fa);
+	assert_int_equal(ftruncate(fb, 0), 0);
+	close(fb);
+	/* outputs into the lost pages: overwrite (copied out after the
+	 * GPU), accumulate (copied in first) */
+	proto_request q = job_req(10, ra, rb, 0, false);
+	assert_int_equal(rawsock_send_request(&s, &q, NULL, 0), 0);
+	expect_fault(&s, 10, rb);
+	q = job_req(11, ra, rb, 0, true);
+	assert_int_equal(rawsock_send_request(&s, &q, NULL, 0), 0);
+	expect_fault(&s, 11, rb);
+	/* inputs from the lost pages: nothing written to the outputs */
+	q = job_req(12, rb, ra, 0, false);
+	assert_int_equal(rawsock_send_request(&s, &q, NULL, 0), 0);
+	expect_fault(&s, 12, rb);
+	char why[160];
+	if (job_multiple(map, 0, why, sizeof(why)) != 0)
+		fail_msg("a job whose inputs faulted wrote its outputs %s", why);
+	/* the same connection still computes, exactly */
+	expect_conn_serves(&s);
+	q = job_req(13, ra, ra, 0, false);
+	assert_int_equal(pipeline(&s, &q, 1), 0);
+	if (job_multiple(map, 0, why, sizeof(why)) != 1)
+		fail_msg("a good job after the faults: %s", why);
+	rawsock_close(&s);
+	munmap(map, PAGE);
+	expect_good_job(&g_staged);
+	assert_int_equal(rawsock_stats(g_staged.sock, &st), 0);
+	assert_int_equal(st.jobs_failed - st0.jobs_failed, 3);
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
 {
 	(void)state;
 	static const char *const staged_args[] = {"--no-host-import", NULL};
+	static const char *const staged_env[] = {"VKGRAD_FAULT_INJECT=unsealed", NULL};
 	if (daemon_proc_start(&g_d, NULL, NULL) != 0)
 		return -1;
-	if (daemon_proc_start(&g_staged, staged_args, NULL) != 0) {
+	if (daemon_proc_start(&g_staged, staged_args, staged_env) != 0) {
 		daemon_proc_kill(&g_d);
 		return -1;
 	}
@@ -341,6 +528,8 @@ int main(void)
 		cmocka_unit_test(test_same_file_twice_staged),
 		cmocka_unit_test(test_same_file_twice_dup_and_reopen),
 		cmocka_unit_test(test_same_file_on_two_connections),
+		cmocka_unit_test(test_hugetlbfs_memfd_refused),
+		cmocka_unit_test(test_pages_vanish_under_a_staged_region),
 	};
 	int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
 	return rc + daemon_proc_failures;
