@@ -241,6 +241,17 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
 					  .pNext = &hostp};
 	d->host_import = has_ext(d->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	/* A CPU device reads imported client memory from the driver's own
+	 * threads, where no SIGBUS guard reaches (memguard.h): one page lost
+	 * from a client's file would kill the daemon. There the staging copies
+	 * (guarded, on the loop thread) are the only way; they cost a memcpy
+	 * of each job's tensors, small next to a CPU's GEMM (README).
+	 * VKGRAD_CPU_IMPORT=1 imports anyway: tests of the import path. */
+	const char *cpu_import = getenv("VKGRAD_CPU_IMPORT");
+	bool cpu_staged = d->host_import && d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
+			  !(cpu_import && strcmp(cpu_import, "1") == 0);
+	if (cpu_staged)
+		d->host_import = false;
 	if (!d->host_import)
 		hostp.pNext = NULL, p2.pNext = &drv;
 	vkGetPhysicalDeviceProperties2(d->phys, &p2);
@@ -387,7 +398,10 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		 has_ext(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
 	log_notice("using device %d: %s (%s, %s, Vulkan %s), host-memory import %s", pick, in->name,
 		   in->type, in->driver, in->api,
-		   d->host_import ? "available" : "unavailable: staging copies");
+		   d->host_import ? "available"
+		   : cpu_staged ? "off on a CPU device (its threads would read client memory "
+				  "unguarded): staging copies"
+				: "unavailable: staging copies");
 	return 0;
 fail:
 	device_close(d);

@@ -130,16 +130,22 @@ static void finish_slot(engine *e, engine_slot *s)
 			}
 		}
 		if (!s->failed) {
-			/* staged outputs back into the client's memory, in job order */
-			for (int t = 0; t < PROTO_T_COUNT; t++) {
+			/* staged outputs back into the client's memory, in job order;
+			 * a fault there fails this job alone */
+			proto_err err;
+			int rc = 0;
+			for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
 				region *r = j->reg[t];
 				if (r && r->staged && is_output(t))
-					memcpy(r->map + j->req.t[t].offset, r->stage + j->req.t[t].offset,
-					       j->bytes[t]);
+					rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], false,
+							       proto_tensor_key[t], &err);
 			}
-			e->jobs_done++;
-			e->done(j, PROTO_OK, NULL, (j->t_submit_ns - j->t_queued_ns) / 1000, gpu_us,
-				s->njobs);
+			if (rc == 0)
+				e->jobs_done++;
+			else
+				e->jobs_failed++;
+			e->done(j, rc == 0 ? PROTO_OK : err.code, rc == 0 ? NULL : err.message,
+				(j->t_submit_ns - j->t_queued_ns) / 1000, gpu_us, s->njobs);
 		} else {
 			e->jobs_failed++;
 			e->done(j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
@@ -201,10 +207,42 @@ static bool can_take(const job *j)
 
 static uint64_t take_jobs(engine *e, engine_slot *s);
 
+/* Staged regions: the client's current bytes into the mirrors, in job
+ * order, before anything is recorded. A job whose copy faults leaves the
+ * batch, answered bad_region, its outputs untouched. */
+static void stage_in(engine *e, engine_slot *s)
+{
+	uint64_t now = engine_now_ns();
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		job *j = s->jobs[i];
+		j->t_submit_ns = now;
+		proto_err err;
+		int rc = 0;
+		for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
+			region *r = j->reg[t];
+			if (r && r->staged && (!is_output(t) || j->req.accumulate))
+				rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], true,
+						       proto_tensor_key[t], &err);
+		}
+		if (rc == 0) {
+			s->jobs[kept++] = j;
+			continue;
+		}
+		e->jobs_failed++;
+		e->done(j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
+		job_free(j);
+	}
+	s->njobs = kept;
+}
+
 static void submit_slot(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
 	uint64_t need = take_jobs(e, s);
+	stage_in(e, s);
+	if (s->njobs == 0)
+		return;
 	char err[160];
 	if (need && scratch_reserve(&s->scratch, e->dev, need, err, sizeof(err)) != 0) {
 		/* no device memory to spare: this batch reads the client's memory
@@ -219,19 +257,6 @@ static void submit_slot(engine *e, uint32_t si)
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK;
 	}
 	record_batch(e, si);
-
-	/* staged regions: the client's current bytes into the mirror */
-	uint64_t now = engine_now_ns();
-	for (uint32_t i = 0; i < s->njobs; i++) {
-		job *j = s->jobs[i];
-		j->t_submit_ns = now;
-		for (int t = 0; t < PROTO_T_COUNT; t++) {
-			region *r = j->reg[t];
-			if (r && r->staged && (!is_output(t) || j->req.accumulate))
-				memcpy(r->stage + j->req.t[t].offset, r->map + j->req.t[t].offset,
-				       j->bytes[t]);
-		}
-	}
 	s->value = ++e->next_value;
 	s->busy = true;
 	e->running += s->njobs;

@@ -2,6 +2,7 @@
 #include "region.h"
 
 #include "log.h"
+#include "memguard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 uint64_t region_count, region_bytes, region_imports, region_staged;
@@ -126,6 +129,40 @@ fail:
 	return -1;
 }
 
+/* What may be registered: shmem (tmpfs) files, i.e. memfds. A hole in a
+ * shmem file reads as zeros and is filled on the first write, so a file
+ * sealed against shrinking cannot make the daemon fault — except when the
+ * kernel refuses a sparse memfd a page (strict overcommit accounting),
+ * which the guarded copies (memguard.h) turn into a failed job.
+ *
+ * hugetlbfs (memfd_create with MFD_HUGETLB) is refused. Its pages come
+ * from a pool the administrator sets aside (vm.nr_hugepages) that any
+ * user can drain: punch a hole in the file, take the freed huge pages,
+ * and every touch of the hole raises SIGBUS. The daemon's own copies are
+ * guarded, but where the device reads the client's memory itself (a
+ * region imported on a CPU device: the driver's threads), and for every
+ * job of the region from then on, nothing good can come of it; huge pages
+ * would only save TLB and IOMMU entries. Other file systems cannot carry
+ * the seal; they are refused here with a clearer message. */
+static int check_fs(int fd, proto_err *err)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) != 0)
+		return proto_fail(err, PROTO_BAD_REGION, "register: fstatfs on the descriptor failed: %s",
+				  strerror(errno));
+	if (sf.f_type == HUGETLBFS_MAGIC)
+		return proto_fail(err, PROTO_BAD_REGION,
+				  "register: the file is on hugetlbfs (MFD_HUGETLB): refused, since a hole "
+				  "punched in it faults (SIGBUS) once its huge pages are taken; use a "
+				  "memfd without MFD_HUGETLB");
+	if (sf.f_type != TMPFS_MAGIC)
+		return proto_fail(err, PROTO_BAD_REGION,
+				  "register: the file is not shared memory (file system magic 0x%llx); "
+				  "a memfd (memfd_create) is expected",
+				  (unsigned long long)sf.f_type);
+	return 0;
+}
+
 /* The live region of owner over the file (dev, ino), or NULL. A walk of
  * every live region: registrations are rare, and bounded by the limits. */
 static const region *find_file(const void *owner, dev_t dev, ino_t ino)
@@ -153,6 +190,9 @@ int region_create(region **out, const device *d, int fd, uint64_t size, bool all
 				"register: the descriptor is not a regular file (memfd expected)");
 		goto out;
 	}
+	rc = check_fs(fd, err);
+	if (rc != 0)
+		goto out;
 	int seals = fcntl(fd, F_GET_SEALS);
 	if ((seals < 0 || !(seals & F_SEAL_SHRINK)) && !region_fault_unsealed) {
 		rc = proto_fail(err, PROTO_BAD_REGION,
@@ -228,6 +268,28 @@ fail:
 out:
 	close(fd);
 	return rc;
+}
+
+int region_stage_copy(region *r, uint64_t off, uint64_t n, bool in, const char *what,
+		      proto_err *err)
+{
+	const void *at = NULL;
+	int rc = in ? memguard_copy(r->stage + off, r->map + off, n, &at)
+		    : memguard_copy(r->map + off, r->stage + off, n, &at);
+	if (rc == 0)
+		return 0;
+	if (rc != -EFAULT)
+		return proto_fail(err, PROTO_INTERNAL, "copying '%s' of region %llu: %s",
+				  what, (unsigned long long)r->id, strerror(-rc));
+	const uint8_t *a = at;
+	bool client = a >= r->map && a < r->map + r->map_len;
+	return proto_fail(err, PROTO_BAD_REGION,
+			  "region %llu faulted (SIGBUS) at byte %llu while the daemon "
+			  "%s '%s': its file lost pages under the mapping (a hole that cannot be "
+			  "filled, or a truncation)",
+			  (unsigned long long)r->id,
+			  (unsigned long long)(client ? (uint64_t)(a - r->map) : off),
+			  in ? "read" : "wrote", what);
 }
 
 /* Drop the Vulkan objects (none after a device loss that is not yet

@@ -69,6 +69,15 @@ void region_ref(region *r);
 /* Drop a reference; the last one frees everything and calls on_release. */
 void region_unref(region *r);
 
+/* A staged region's bytes [off, off + n): the client's memory into the
+ * staging mirror (in) or back (!in), through a guarded copy (memguard.h).
+ * `what` names the tensor. Returns 0, or a negative proto code with err:
+ * bad_region when the client's pages faulted (SIGBUS: its file lost them),
+ * saying where; the caller fails that one job. Part of the range may have
+ * been copied. */
+int region_stage_copy(region *r, uint64_t off, uint64_t n, bool in, const char *what,
+		      proto_err *err);
+
 /* After a device loss: destroy every live region's buffer and memory
  * (the mapping of the client's memory stays), before the device goes.
  * No job may be running. Safe to call again. */

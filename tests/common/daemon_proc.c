@@ -83,6 +83,7 @@ static void exec_daemon(const char *const *argv, const char *log, const char *co
 	/* the log format we scan is the plain one; no injected faults unless asked */
 	unsetenv("JOURNAL_STREAM");
 	unsetenv("VKGRAD_FAULT_INJECT");
+	unsetenv("VKGRAD_CPU_IMPORT");
 	/* not under a service manager: no socket activation, no sd_notify */
 	unsetenv("LISTEN_FDS");
 	unsetenv("LISTEN_PID");

@@ -972,12 +972,17 @@ static void test_limit_max_regions(void **state)
 	(void)state;
 	rawsock s;
 	expect_open(&s, g_d.sock);
-	int fd = shm_create(4096, true, 0, NULL);
-	assert_true(fd >= 0);
+	/* one file per region: a connection may hold a file once */
+	int fds[MAX_REGIONS + 1];
+	for (int i = 0; i <= MAX_REGIONS; i++) {
+		fds[i] = shm_create(4096, true, 0, NULL);
+		assert_true(fds[i] >= 0);
+	}
+	int fd = fds[MAX_REGIONS];
 	uint64_t region[MAX_REGIONS];
 	proto_reply r;
 	for (int i = 0; i < MAX_REGIONS; i++)
-		assert_int_equal(rawsock_register(&s, 1 + (uint64_t)i, fd, 4096, &region[i], &r), 0);
+		assert_int_equal(rawsock_register(&s, 1 + (uint64_t)i, fds[i], 4096, &region[i], &r), 0);
 	int rc = rawsock_register(&s, 10, fd, 4096, &region[0], &r);
 	if (rc != -EREMOTEIO || r.err.code != PROTO_LIMIT)
 		fail_msg("register %d of max_regions %d: rc %d, %s", MAX_REGIONS + 1, MAX_REGIONS, rc,
@@ -995,7 +1000,8 @@ static void test_limit_max_regions(void **state)
 	assert_int_equal(rawsock_call(&s, &u, &r, RAWSOCK_TIMEOUT_MS), 0);
 	assert_true(r.ok);
 	assert_int_equal(rawsock_register(&s, 12, fd, 4096, &region[2], &r), 0);
-	close(fd);
+	for (int i = 0; i <= MAX_REGIONS; i++)
+		close(fds[i]);
 	expect_conn_serves(&s);
 	expect_serves(g_d.sock);
 	rawsock_close(&s);

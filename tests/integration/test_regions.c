@@ -498,6 +498,45 @@ static void test_pages_vanish_under_a_staged_region(void **state)
 	assert_int_equal(st.jobs_failed - st0.jobs_failed, 3);
 }
 
+/* On a CPU device (lavapipe) the "device" reads imported memory from the
+ * driver's own threads, where a SIGBUS cannot be caught: the default
+ * daemon stages every region there, even a page-aligned one it could
+ * import. (On a GPU the test is skipped: imports pin the pages.) */
+static void test_cpu_device_never_imports(void **state)
+{
+	(void)state;
+	rawsock s;
+	expect_open(&s, g_d.sock);
+	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
+	proto_reply *r = malloc(sizeof(*r));
+	assert_non_null(r);
+	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r->ok);
+	bool cpu = strcmp(r->hello.device.type, "cpu") == 0;
+	free(r);
+	if (!cpu) {
+		rawsock_close(&s);
+		skip();
+	}
+	proto_stats st0, st;
+	assert_int_equal(rawsock_stats(g_d.sock, &st0), 0);
+	int fd = shm_create(16 * PAGE, true, 0, NULL);
+	assert_true(fd >= 0);
+	uint64_t reg;
+	proto_reply rr;
+	assert_int_equal(rawsock_register(&s, 2, fd, 16 * PAGE, &reg, &rr), 0);
+	close(fd);
+	assert_int_equal(rawsock_stats(g_d.sock, &st), 0);
+	if (st.host_imports != st0.host_imports || st.staged_regions != st0.staged_regions + 1)
+		fail_msg("a page-aligned region on a CPU device: host_imports %llu -> %llu, "
+			 "staged_regions %llu -> %llu (want it staged)",
+			 (unsigned long long)st0.host_imports, (unsigned long long)st.host_imports,
+			 (unsigned long long)st0.staged_regions, (unsigned long long)st.staged_regions);
+	assert_true(daemon_proc_log_contains(&g_d, "host-memory import off on a CPU device"));
+	rawsock_close(&s);
+	expect_good_job(&g_d);
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
@@ -529,6 +568,7 @@ int main(void)
 		cmocka_unit_test(test_same_file_twice_dup_and_reopen),
 		cmocka_unit_test(test_same_file_on_two_connections),
 		cmocka_unit_test(test_hugetlbfs_memfd_refused),
+		cmocka_unit_test(test_cpu_device_never_imports),
 		cmocka_unit_test(test_pages_vanish_under_a_staged_region),
 	};
 	int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
