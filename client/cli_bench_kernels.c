@@ -659,8 +659,9 @@ static const char *bk_daemon_up(const bk_opts *o, cli_daemon *priv)
 	static char region_s[32], total_s[32];
 	snprintf(region_s, sizeof(region_s), "%" PRIu64, region);
 	snprintf(total_s, sizeof(total_s), "%" PRIu64, total);
+	/* one user: all of the total (the per-uid default would be half) */
 	const char *const args[] = {"--max-region-bytes", region_s, "--max-total-region-bytes",
-				    total_s, NULL};
+				    total_s, "--max-region-bytes-per-uid", total_s, NULL};
 	char bin[4096], why[512];
 	if (o->daemon)
 		snprintf(bin, sizeof(bin), "%s", o->daemon);
@@ -671,8 +672,8 @@ static const char *bk_daemon_up(const bk_opts *o, cli_daemon *priv)
 	}
 	if (!o->json)
 		cli_errf("bench: starting a private daemon (%s --max-region-bytes %s "
-			 "--max-total-region-bytes %s)...\n",
-			 bin, region_s, total_s);
+			 "--max-total-region-bytes %s --max-region-bytes-per-uid %s)...\n",
+			 bin, region_s, total_s, total_s);
 	if (cli_daemon_start(priv, bin, args, 120000, why, sizeof(why)) != 0) {
 		cli_errf("vkgrad: bench: %s\n", why);
 		return NULL;

@@ -35,7 +35,8 @@ void config_defaults(config *c)
 	c->limits.max_inflight = 128;
 	c->limits.max_dim = 1u << 20;
 	c->limits.max_tensor_bytes = 4ull << 30;
-	c->max_total_region_bytes = 64ull << 30;
+	c->max_total_region_bytes = CONFIG_AUTO;
+	c->max_region_bytes_per_uid = CONFIG_AUTO;
 	c->max_connections = 2048;
 	c->max_connections_per_uid = 256;
 	c->max_batch_jobs = 256;
@@ -47,6 +48,22 @@ void config_defaults(config *c)
 	c->devlocal_min_bytes = CONFIG_AUTO;
 	c->scratch_max_bytes = CONFIG_AUTO;
 	c->dispatch_max_macs = 1ull << 36;
+}
+
+void config_region_budget(const config *c, uint64_t host_ram, uint64_t heap, uint64_t *total,
+			  uint64_t *per_uid)
+{
+	uint64_t t = c->max_total_region_bytes;
+	if (t == CONFIG_AUTO) {
+		t = host_ram ? host_ram / 2 : 64ull << 30;
+		if (heap && heap < t)
+			t = heap;
+		t &= ~((1ull << 20) - 1);
+		if (t < 1ull << 20)
+			t = 1ull << 20;
+	}
+	*total = t;
+	*per_uid = c->max_region_bytes_per_uid == CONFIG_AUTO ? t / 2 : c->max_region_bytes_per_uid;
 }
 
 static void usage(const config *d)
@@ -65,7 +82,10 @@ static void usage(const config *d)
 	       "  --max-frame N          largest request frame in bytes (default %u)\n"
 	       "  --max-regions N        regions per connection (default %u)\n"
 	       "  --max-region-bytes N   bytes of one region (default %" PRIu64 ")\n"
-	       "  --max-total-region-bytes N  registered bytes, all clients (default %" PRIu64 ")\n"
+	       "  --max-total-region-bytes N|auto  registered bytes, all clients (default auto:\n"
+	       "                         " CONFIG_REGION_TOTAL_AUTO_DOC ")\n"
+	       "  --max-region-bytes-per-uid N|auto  registered bytes of all connections of one\n"
+	       "                         user (default auto: half of the total)\n"
 	       "  --max-inflight N       queued+running jobs per connection (default %u)\n"
 	       "  --max-dim N            largest batch/in/out (default %" PRIu64 ")\n"
 	       "  --max-connections N    connections at once (default %u)\n"
@@ -97,7 +117,7 @@ static void usage(const config *d)
 	       "(readiness, status, watchdog), VKGRAD_VALIDATION=1 (Khronos validation layer),\n"
 	       "VKGRAD_FAULT_INJECT=submit:N|wait:N (tests).\n",
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
-	       d->limits.max_regions, d->limits.max_region_bytes, d->max_total_region_bytes,
+	       d->limits.max_regions, d->limits.max_region_bytes,
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, d->inflight_batches, d->max_outbound_bytes,
 	       CONFIG_DEVLOCAL_AUTO_DOC, d->dispatch_max_macs);
@@ -174,7 +194,7 @@ static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list,
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_HELP, O_VERSION };
+       O_RBYTES_UID, O_HELP, O_VERSION };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -202,6 +222,7 @@ static const struct option opts[] = {
 	{"devlocal-min-bytes", required_argument, 0, O_DEVLOCAL},
 	{"scratch-max-bytes", required_argument, 0, O_SCRATCH},
 	{"dispatch-max-macs", required_argument, 0, O_DISPATCH},
+	{"max-region-bytes-per-uid", required_argument, 0, O_RBYTES_UID},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{0, 0, 0, 0},
@@ -246,8 +267,12 @@ static int apply(config *c, source *src, int o, const char *arg)
 		if (parse_u64(name, arg, 4096, UINT64_MAX / 2, &v)) return -1;
 		c->limits.max_region_bytes = v; break;
 	case O_TBYTES:
-		if (parse_u64(name, arg, 4096, UINT64_MAX / 2, &v)) return -1;
-		c->max_total_region_bytes = v; break;
+	case O_RBYTES_UID:
+		v = CONFIG_AUTO;
+		if (strcmp(arg, "auto") != 0 && parse_u64(name, arg, 4096, UINT64_MAX / 2, &v))
+			return -1;
+		*(o == O_TBYTES ? &c->max_total_region_bytes : &c->max_region_bytes_per_uid) = v;
+		break;
 	case O_INFL:
 		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
 		c->limits.max_inflight = (uint32_t)v; break;

@@ -24,7 +24,10 @@ typedef struct config {
 	int log_level;
 	proto_limits limits;    /* what hello reports; max_tensor_bytes is
 				   lowered to the device's storage-buffer range */
-	uint64_t max_total_region_bytes; /* all connections together */
+	/* registered bytes of all connections together, and of all
+	 * connections of one peer uid; CONFIG_AUTO: config_region_budget */
+	uint64_t max_total_region_bytes;
+	uint64_t max_region_bytes_per_uid;
 	uint32_t max_connections;
 	uint32_t max_connections_per_uid; /* connections at once of one peer uid */
 	uint32_t max_batch_jobs;  /* jobs recorded into one command buffer */
@@ -44,6 +47,20 @@ typedef struct config {
 	uint32_t allow_uid[CONFIG_MAX_ALLOW], allow_gid[CONFIG_MAX_ALLOW];
 	unsigned n_allow_uid, n_allow_gid;
 } config;
+
+#define CONFIG_REGION_TOTAL_AUTO_DOC "half of the host's memory, at most the device heap\n" \
+	"                         that staging buffers come from"
+
+/* What the registered-bytes limits come to. Every registered byte costs
+ * host memory: a staging mirror, or client pages the device import pins
+ * (faulting in every page of a sparse memfd). So `auto` for the total is
+ * half of the host's memory (host_ram; the other half stays for the
+ * clients' own pages and everything else) and no more than the heap the
+ * staging buffers are allocated from (heap, 0: unknown), rounded down to
+ * MiB; with host_ram unknown (0), 64 GiB. `auto` for one uid is half of
+ * the total, so one user never keeps everyone else out. */
+void config_region_budget(const config *c, uint64_t host_ram, uint64_t heap, uint64_t *total,
+			  uint64_t *per_uid);
 
 /* Defaults; socket path from $XDG_RUNTIME_DIR or /run/vkgrad. */
 void config_defaults(config *c);

@@ -394,6 +394,17 @@ static void op_stats(conn *c, const proto_request *q)
 	reply(c, PROTO_R_STATS, &r);
 }
 
+/* Bytes registered now by the open connections of uid: a walk over at
+ * most max_connections of them, once per register. */
+static uint64_t uid_region_bytes(const server *s, uid_t uid)
+{
+	uint64_t n = 0;
+	for (const conn *c = s->conns; c; c = c->next)
+		if (c->cred.uid == uid)
+			n += c->region_bytes;
+	return n;
+}
+
 static void op_register(conn *c, const proto_request *q, int fd)
 {
 	server *s = c->srv;
@@ -419,11 +430,21 @@ static void op_register(conn *c, const proto_request *q, int fd)
 			   (unsigned long long)q->size, (unsigned long long)s->limits.max_region_bytes);
 		goto fail;
 	}
-	if (s->total_region_bytes + q->size > s->cfg->max_total_region_bytes) {
+	uint64_t uid_bytes = uid_region_bytes(s, c->cred.uid);
+	if (uid_bytes + q->size > s->limits.max_region_bytes_per_uid) {
+		close(fd);
+		proto_fail(&err, PROTO_LIMIT,
+			   "register: key 'size' = %llu would pass max_region_bytes_per_uid %llu "
+			   "(uid %u's connections hold %llu bytes)",
+			   (unsigned long long)q->size, (unsigned long long)s->limits.max_region_bytes_per_uid,
+			   (unsigned)c->cred.uid, (unsigned long long)uid_bytes);
+		goto fail;
+	}
+	if (s->total_region_bytes + q->size > s->limits.max_total_region_bytes) {
 		close(fd);
 		proto_fail(&err, PROTO_LIMIT,
 			   "register: key 'size' = %llu would pass the daemon's max_total_region_bytes %llu",
-			   (unsigned long long)q->size, (unsigned long long)s->cfg->max_total_region_bytes);
+			   (unsigned long long)q->size, (unsigned long long)s->limits.max_total_region_bytes);
 		goto fail;
 	}
 	if (c->nregs == c->regs_cap) {

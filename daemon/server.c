@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -131,6 +132,30 @@ static int bind_socket(server *s)
 	return 0;
 }
 
+/* The host's memory in bytes (0: unknown). */
+static uint64_t host_ram_bytes(void)
+{
+	struct sysinfo si;
+	if (sysinfo(&si) != 0)
+		return 0;
+	return (uint64_t)si.totalram * (si.mem_unit ? si.mem_unit : 1);
+}
+
+/* The heap staging buffers come from (region.c: host-visible, coherent,
+ * cached where there is such memory), in bytes (0: none found). */
+static uint64_t staging_heap_bytes(const device *d)
+{
+	const VkMemoryPropertyFlags vis = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+					  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	for (int pass = 0; pass < 2; pass++) {
+		VkMemoryPropertyFlags want = pass ? vis : vis | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+		for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
+			if ((d->mem.memoryTypes[i].propertyFlags & want) == want)
+				return d->mem.memoryHeaps[d->mem.memoryTypes[i].heapIndex].size;
+	}
+	return 0;
+}
+
 int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl)
 {
 	memset(s, 0, sizeof(*s));
@@ -143,7 +168,8 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	/* limits the device imposes: one tensor must fit one storage-buffer
 	 * binding (plus the offset remainder), and a dispatch's x groups */
 	s->limits = cfg->limits;
-	s->limits.max_total_region_bytes = cfg->max_total_region_bytes;
+	config_region_budget(cfg, host_ram_bytes(), staging_heap_bytes(dev),
+			     &s->limits.max_total_region_bytes, &s->limits.max_region_bytes_per_uid);
 	s->limits.max_connections = cfg->max_connections;
 	s->limits.max_connections_per_uid = cfg->max_connections_per_uid;
 	s->limits.max_fds_per_message = CONN_CMSG_FDS;
@@ -191,6 +217,13 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		   where, s->limits.max_frame, s->limits.max_regions,
 		   s->limits.max_inflight, (unsigned long long)s->limits.max_dim,
 		   (unsigned long long)s->limits.max_tensor_bytes);
+	log_info("registered bytes: max_total_region_bytes %llu%s, max_region_bytes_per_uid %llu%s "
+		 "(host memory %llu, staging heap %llu)",
+		 (unsigned long long)s->limits.max_total_region_bytes,
+		 cfg->max_total_region_bytes == CONFIG_AUTO ? " (auto)" : "",
+		 (unsigned long long)s->limits.max_region_bytes_per_uid,
+		 cfg->max_region_bytes_per_uid == CONFIG_AUTO ? " (auto)" : "",
+		 (unsigned long long)host_ram_bytes(), (unsigned long long)staging_heap_bytes(dev));
 	return 0;
 }
 

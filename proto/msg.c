@@ -443,7 +443,7 @@ static void pack_hello(msgpack_packer *pk, const proto_hello *h)
 	pk_kv_s(pk, "api", h->device.api);
 	pk_kv_s(pk, "type", h->device.type);
 	pk_str(pk, "limits");
-	msgpack_pack_map(pk, 12);
+	msgpack_pack_map(pk, 13);
 	pk_kv_u(pk, "max_frame", h->limits.max_frame);
 	pk_kv_u(pk, "max_regions", h->limits.max_regions);
 	pk_kv_u(pk, "max_region_bytes", h->limits.max_region_bytes);
@@ -451,6 +451,7 @@ static void pack_hello(msgpack_packer *pk, const proto_hello *h)
 	pk_kv_u(pk, "max_dim", h->limits.max_dim);
 	pk_kv_u(pk, "max_tensor_bytes", h->limits.max_tensor_bytes);
 	pk_kv_u(pk, "max_total_region_bytes", h->limits.max_total_region_bytes);
+	pk_kv_u(pk, "max_region_bytes_per_uid", h->limits.max_region_bytes_per_uid);
 	pk_kv_u(pk, "max_connections", h->limits.max_connections);
 	pk_kv_u(pk, "max_connections_per_uid", h->limits.max_connections_per_uid);
 	pk_kv_u(pk, "max_fds_per_message", h->limits.max_fds_per_message);
@@ -609,6 +610,7 @@ static void unpack_hello(const msgpack_object *m, proto_hello *h)
 				else if (key_is(k2, "max_dim")) h->limits.max_dim = as_u64(v2);
 				else if (key_is(k2, "max_tensor_bytes")) h->limits.max_tensor_bytes = as_u64(v2);
 				else if (key_is(k2, "max_total_region_bytes")) h->limits.max_total_region_bytes = as_u64(v2);
+				else if (key_is(k2, "max_region_bytes_per_uid")) h->limits.max_region_bytes_per_uid = as_u64(v2);
 				else if (key_is(k2, "max_connections")) h->limits.max_connections = (uint32_t)as_u64(v2);
 				else if (key_is(k2, "max_connections_per_uid")) h->limits.max_connections_per_uid = (uint32_t)as_u64(v2);
 				else if (key_is(k2, "max_fds_per_message")) h->limits.max_fds_per_message = (uint32_t)as_u64(v2);

@@ -121,6 +121,7 @@ typedef struct proto_limits {
 	uint64_t max_tensor_bytes;  /* one tensor (device storage-buffer range) */
 	/* additions (hello.limits keys of the same names) */
 	uint64_t max_total_region_bytes;  /* registered bytes, all connections */
+	uint64_t max_region_bytes_per_uid; /* registered bytes, all connections of one peer uid */
 	uint32_t max_connections;         /* connections at once, all users */
 	uint32_t max_connections_per_uid; /* connections at once of one peer uid */
 	uint32_t max_fds_per_message;     /* descriptors in one sendmsg */

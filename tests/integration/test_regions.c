@@ -5,8 +5,9 @@
  * Two daemons: g_d with default flags, and g_staged with
  * --no-host-import, where every region is mirrored by a staging buffer
  * that the daemon copies through (the path where a file registered twice
- * lost accumulations), and VKGRAD_FAULT_INJECT=unsealed, so that a test
- * can truncate a registered file under it.
+ * lost accumulations), --max-region-bytes-per-uid 65536, and
+ * VKGRAD_FAULT_INJECT=unsealed, so that a test can truncate a registered
+ * file under it.
  *
  * Every job here uses small integers (|x|, |dy| <= 2, batch 8), so every
  * sum is exact in f32: results are compared with the float64 reference for
@@ -537,12 +538,141 @@ static void test_cpu_device_never_imports(void **state)
 	expect_good_job(&g_d);
 }
 
+/* ---- fault 6: one user's share of the registered bytes -------------------------- */
+
+/* g_staged's --max-region-bytes-per-uid */
+#define PER_UID_BYTES (64u << 10)
+
+/* Register a fresh sealed memfd of `size` bytes on s; returns the
+ * register's result (0 or -EREMOTEIO with r filled). */
+static int register_new(rawsock *s, uint64_t id, size_t size, uint64_t *reg, proto_reply *r,
+			void **map)
+{
+	int fd = shm_create(size, true, map ? size : 0, map);
+	assert_true(fd >= 0);
+	int rc = rawsock_register(s, id, fd, size, reg, r);
+	close(fd);
+	return rc;
+}
+
+/* The next register of size bytes on s is refused: limit naming
+ * max_region_bytes_per_uid and its value. */
+static void expect_uid_limit(rawsock *s, uint64_t id, size_t size)
+{
+	uint64_t reg;
+	proto_reply r;
+	int rc = register_new(s, id, size, &reg, &r, NULL);
+	char want[64];
+	snprintf(want, sizeof(want), "max_region_bytes_per_uid %u", PER_UID_BYTES);
+	if (rc != -EREMOTEIO || r.err.code != PROTO_LIMIT || !strstr(r.err.message, want) ||
+	    !strstr(r.err.message, "'size'"))
+		fail_msg("register of %zu bytes past the uid's share: rc %d, %s \"%s\" (want limit "
+			 "naming '%s')", size, rc, rc == -EREMOTEIO ? proto_code_name(r.err.code) : "ok",
+			 rc == -EREMOTEIO ? r.err.message : "", want);
+}
+
+/* All connections of one uid (every connection of this test process)
+ * share --max-region-bytes-per-uid: two connections fill it, a third and
+ * the first are refused (limit, naming the key and the limit), everyone
+ * still computes, and an unregister or a closed connection gives the
+ * bytes back. */
+static void test_region_bytes_per_uid(void **state)
+{
+	(void)state;
+	/* nothing registered any more by the tests before (the daemon reads
+	 * their connections' EOF in its own time) */
+	proto_stats st;
+	for (int tries = 0;; tries++) {
+		assert_int_equal(rawsock_stats(g_staged.sock, &st), 0);
+		if (st.regions == 0)
+			break;
+		if (tries == 600)
+			fail_msg("%llu regions still registered", (unsigned long long)st.regions);
+		usleep(50000);
+	}
+	rawsock a, b, c;
+	expect_open(&a, g_staged.sock);
+	expect_open(&b, g_staged.sock);
+	expect_open(&c, g_staged.sock);
+	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
+	proto_reply *hr = malloc(sizeof(*hr));
+	assert_non_null(hr);
+	assert_int_equal(rawsock_call(&c, &h, hr, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(hr->ok);
+	assert_int_equal(hr->hello.limits.max_region_bytes_per_uid, PER_UID_BYTES);
+	assert_true(hr->hello.limits.max_total_region_bytes > PER_UID_BYTES);
+	free(hr);
+	uint64_t ra, rb, rc_;
+	proto_reply r;
+	void *map;
+	assert_int_equal(register_new(&a, 1, PER_UID_BYTES / 2, &ra, &r, &map), 0);
+	assert_int_equal(register_new(&b, 1, PER_UID_BYTES / 2, &rb, &r, NULL), 0);
+	expect_uid_limit(&c, 1, PAGE);
+	expect_uid_limit(&a, 2, PAGE);
+	/* the refused still serve, and the held regions still compute */
+	expect_conn_serves(&c);
+	job_fill(map);
+	proto_request q = job_req(3, ra, ra, 0, false);
+	assert_int_equal(pipeline(&a, &q, 1), 0);
+	char why[160];
+	if (job_multiple(map, 0, why, sizeof(why)) != 1)
+		fail_msg("a job on a region within the share: %s", why);
+	munmap(map, PER_UID_BYTES / 2);
+	/* an unregister gives its bytes back */
+	proto_request u = {.op = PROTO_OP_UNREGISTER, .id = 2, .region = rb};
+	assert_int_equal(rawsock_call(&b, &u, &r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r.ok);
+	assert_int_equal(register_new(&c, 2, PER_UID_BYTES / 2, &rc_, &r, NULL), 0);
+	expect_uid_limit(&b, 3, PAGE);
+	/* and so does a closed connection */
+	rawsock_close(&a);
+	for (int tries = 0;; tries++) {
+		if (register_new(&b, 10 + (uint64_t)tries, PER_UID_BYTES / 2, &rb, &r, NULL) == 0)
+			break;
+		/* the daemon learns of the close when it reads the EOF */
+		if (tries == 600 || r.err.code != PROTO_LIMIT)
+			fail_msg("after closing a connection: %s \"%s\"", proto_code_name(r.err.code),
+				 r.err.message);
+		usleep(50000);
+	}
+	rawsock_close(&b);
+	rawsock_close(&c);
+	expect_good_job(&g_staged);
+}
+
+/* The default daemon's shares: the total derived from the host's memory
+ * (at most half of it), one uid's share half of that; the log says so. */
+static void test_region_bytes_defaults(void **state)
+{
+	(void)state;
+	rawsock s;
+	expect_open(&s, g_d.sock);
+	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
+	proto_reply *r = malloc(sizeof(*r));
+	assert_non_null(r);
+	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
+	assert_true(r->ok);
+	uint64_t total = r->hello.limits.max_total_region_bytes;
+	uint64_t per_uid = r->hello.limits.max_region_bytes_per_uid;
+	free(r);
+	long mem_kb = meminfo_kb("MemTotal");
+	assert_true(mem_kb > 0);
+	if (total == 0 || total > (uint64_t)mem_kb * 1024 / 2 || total % (1u << 20) != 0)
+		fail_msg("default max_total_region_bytes %llu: want a MiB multiple, at most half of "
+			 "MemTotal (%ld kB)", (unsigned long long)total, mem_kb);
+	assert_int_equal(per_uid, total / 2);
+	assert_true(daemon_proc_log_contains(&g_d, "registered bytes: max_total_region_bytes"));
+	assert_true(daemon_proc_log_contains(&g_d, "(auto)"));
+	rawsock_close(&s);
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
 {
 	(void)state;
-	static const char *const staged_args[] = {"--no-host-import", NULL};
+	static const char *const staged_args[] = {"--no-host-import", "--max-region-bytes-per-uid",
+						  "65536", NULL};
 	static const char *const staged_env[] = {"VKGRAD_FAULT_INJECT=unsealed", NULL};
 	if (daemon_proc_start(&g_d, NULL, NULL) != 0)
 		return -1;
@@ -569,6 +699,8 @@ int main(void)
 		cmocka_unit_test(test_same_file_on_two_connections),
 		cmocka_unit_test(test_hugetlbfs_memfd_refused),
 		cmocka_unit_test(test_cpu_device_never_imports),
+		cmocka_unit_test(test_region_bytes_per_uid),
+		cmocka_unit_test(test_region_bytes_defaults),
 		cmocka_unit_test(test_pages_vanish_under_a_staged_region),
 	};
 	int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);

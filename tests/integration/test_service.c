@@ -674,7 +674,8 @@ static void test_help_lists_every_setting(void **state)
 	static const char *const settings[] = {
 		"--config FILE", "--socket PATH", "--cache-dir DIR", "--device", "--log-level",
 		"--allow-uid LIST", "--allow-gid LIST", "--max-frame", "--max-regions",
-		"--max-region-bytes", "--max-total-region-bytes", "--max-inflight", "--max-dim",
+		"--max-region-bytes", "--max-total-region-bytes", "--max-region-bytes-per-uid",
+		"--max-inflight", "--max-dim",
 		"--max-connections", "--batch-jobs", "--batch-per-client", "--max-batch-bytes",
 		"--spin-us", "--inflight-batches", "--max-outbound-bytes", "--no-host-import",
 		"--version", "CACHE_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC", "LISTEN_FDS",

@@ -347,6 +347,7 @@ static void test_reply_hello(void **state)
 		.max_dim = 1u << 20,
 		.max_tensor_bytes = (1ull << 32) - 4,
 		.max_total_region_bytes = 64ull << 30,
+		.max_region_bytes_per_uid = 5ull << 30,
 		.max_connections = 2048,
 		.max_connections_per_uid = 256,
 		.max_fds_per_message = 8,
@@ -378,6 +379,7 @@ static void test_reply_hello(void **state)
 	assert_int_equal(g->limits.max_dim, 1u << 20);
 	assert_int_equal(g->limits.max_tensor_bytes, (1ull << 32) - 4);
 	assert_int_equal(g->limits.max_total_region_bytes, 64ull << 30);
+	assert_int_equal(g->limits.max_region_bytes_per_uid, 5ull << 30);
 	assert_int_equal(g->limits.max_connections, 2048);
 	assert_int_equal(g->limits.max_connections_per_uid, 256);
 	assert_int_equal(g->limits.max_fds_per_message, 8);
