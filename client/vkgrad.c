@@ -4,6 +4,7 @@
 #include "vkgrad.h"
 
 #include "frame.h"
+#include "mpcheck.h"
 #include "msg.h"
 
 #include <errno.h>
@@ -34,6 +35,9 @@ typedef struct vkg_entry {
 	uint64_t region;
 	uint64_t queued_us, gpu_us, batch_jobs, kernel_us; /* kernel_us 0: not sent */
 	proto_reply *full; /* sync calls needing the whole reply (hello, stats) */
+	bool want_raw;     /* vkg_call_raw: keep the reply's body */
+	uint8_t *raw;      /* malloc'd copy of it, handed to the caller */
+	size_t raw_len;
 } vkg_entry;
 
 /* A mapping made by vkg_region_create, unmapped by destroy or close. */
@@ -59,6 +63,7 @@ struct vkg_client {
 	int dead_rc;
 	char dead_msg[256];
 	char fatal[200]; /* the daemon's id-0 error, sent just before it closes */
+	proto_code fatal_code;
 };
 
 /* ---- errors ------------------------------------------------------------- */
@@ -95,9 +100,11 @@ __attribute__((format(printf, 3, 4))) static void conn_dead(vkg_client *c, int r
 	c->dead_rc = rc;
 }
 
+/* The daemon's code when it said why it closed (bad_frame, limit). */
 static int dead_err(const vkg_client *c, vkg_error *err)
 {
-	return set_err(err, c->dead_rc, "io", "%s", c->dead_msg);
+	return set_err(err, c->dead_rc, c->fatal[0] ? proto_code_name(c->fatal_code) : "io", "%s",
+		       c->dead_msg);
 }
 
 /* ---- reply table -------------------------------------------------------- */
@@ -127,10 +134,12 @@ static vkg_entry *entry_add(vkg_client *c, uint64_t id, proto_reply *full)
 	return e;
 }
 
-/* Order of the table does not matter: swap the last one in. */
+/* Order of the table does not matter: swap the last one in. A raw reply
+ * body not handed out yet goes with the entry. */
 static void entry_remove(vkg_client *c, vkg_entry *e)
 {
 	size_t i = (size_t)(e - c->entries);
+	free(e->raw);
 	c->entries[i] = c->entries[--c->n_entries];
 }
 
@@ -168,9 +177,11 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len)
 	vkg_entry *e = entry_find(c, r->id);
 	if (!e || e->done) {
 		/* id 0 carries a protocol error; the daemon closes right after. */
-		if (r->id == 0 && !r->ok)
+		if (r->id == 0 && !r->ok) {
 			snprintf(c->fatal, sizeof(c->fatal), "%s: %.180s", proto_code_name(r->err.code),
 				 r->err.message);
+			c->fatal_code = r->err.code;
+		}
 		return;
 	}
 	e->done = true;
@@ -184,6 +195,10 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len)
 	e->kernel_us = r->has_kernel_us ? r->kernel_us : 0;
 	if (e->full)
 		memcpy(e->full, r, sizeof(*r));
+	if (e->want_raw && (e->raw = malloc(len ? len : 1)) != NULL) {
+		memcpy(e->raw, body, len);
+		e->raw_len = len;
+	}
 }
 
 /* Read whatever has arrived without blocking and file every whole frame in
@@ -282,6 +297,20 @@ static int conn_send(vkg_client *c, const char *data, size_t len, int fd, vkg_er
 	return 0;
 }
 
+/* File a pending entry for id and send its encoded frame. */
+static int conn_send_request(vkg_client *c, uint64_t id, const msgpack_sbuffer *sb, int fd,
+			     proto_reply *full, bool want_raw, vkg_error *err)
+{
+	vkg_entry *e = entry_add(c, id, full);
+	if (!e)
+		return set_err(err, -ENOMEM, "io", "out of memory");
+	e->want_raw = want_raw;
+	int rc = conn_send(c, sb->data, sb->size, fd, err);
+	if (rc && (e = entry_find(c, id)) != NULL)
+		entry_remove(c, e);
+	return rc;
+}
+
 /* Encode req with a fresh id, file a pending entry for it and send it. */
 static int conn_request(vkg_client *c, proto_request *req, int fd, proto_reply *full,
 			uint64_t *id_out, vkg_error *err)
@@ -297,16 +326,9 @@ static int conn_request(vkg_client *c, proto_request *req, int fd, proto_reply *
 			     proto_op_name(req->op), strerror(-rc));
 		goto out;
 	}
-	if (!entry_add(c, req->id, full)) {
-		rc = set_err(err, -ENOMEM, "io", "out of memory");
-		goto out;
-	}
-	rc = conn_send(c, sb.data, sb.size, fd, err);
-	if (rc) {
-		entry_remove(c, entry_find(c, req->id));
-		goto out;
-	}
-	*id_out = req->id;
+	rc = conn_send_request(c, req->id, &sb, fd, full, false, err);
+	if (rc == 0)
+		*id_out = req->id;
 out:
 	msgpack_sbuffer_destroy(&sb);
 	return rc;
@@ -449,6 +471,8 @@ void vkg_close(vkg_client *c)
 	close(c->fd);
 	for (size_t i = 0; i < c->n_maps; i++)
 		munmap(c->maps[i].ptr, c->maps[i].size);
+	for (size_t i = 0; i < c->n_entries; i++)
+		free(c->entries[i].raw);
 	free(c->maps);
 	free(c->entries);
 	proto_framer_free(&c->rx);
@@ -633,6 +657,23 @@ error:
 	return NULL;
 }
 
+int vkg_region_register_fd(vkg_client *c, int fd, size_t size, uint64_t *region, vkg_error *err)
+{
+	clear_err(err);
+	if (size == 0)
+		return set_err(err, -EINVAL, "io", "region size must be at least 1 byte");
+	if (fd < 0)
+		return set_err(err, -EBADF, "io", "region descriptor %d is not open", fd);
+	proto_request req = {.op = PROTO_OP_REGISTER, .size = size};
+	uint64_t id = 0;
+	pthread_mutex_lock(&c->lock);
+	int rc = conn_call(c, &req, fd, NULL, NULL, &id, err);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0 && region)
+		*region = id;
+	return rc;
+}
+
 int vkg_region_destroy(vkg_client *c, uint64_t region, void *ptr, size_t size, vkg_error *err)
 {
 	clear_err(err);
@@ -783,5 +824,111 @@ int vkg_wait(vkg_client *c, uint64_t handle, int timeout_ms, vkg_result *res, vk
 	if (rc == 0)
 		rc = entry_consume(c, e, res, NULL, err);
 	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* ---- any request -------------------------------------------------------- */
+
+/* The pairs of one msgpack map: their count and where they start. */
+static int raw_args_map(const uint8_t *a, size_t n, uint32_t *pairs, size_t *hdr, vkg_error *err)
+{
+	const char *why = NULL;
+	*pairs = 0;
+	*hdr = 0;
+	if (n == 0)
+		return 0;
+	if (proto_mpcheck(a, n, PROTO_MAX_DEPTH, &why) != 0)
+		return set_err(err, -EINVAL, "io", "args are not one msgpack object: %s", why);
+	if ((a[0] & 0xf0) == 0x80) {
+		*pairs = a[0] & 0x0f;
+		*hdr = 1;
+	} else if (a[0] == 0xde) { /* mpcheck made sure the header is whole */
+		*pairs = (uint32_t)a[1] << 8 | a[2];
+		*hdr = 3;
+	} else if (a[0] == 0xdf) {
+		*pairs = (uint32_t)a[1] << 24 | (uint32_t)a[2] << 16 | (uint32_t)a[3] << 8 | a[4];
+		*hdr = 5;
+	} else {
+		return set_err(err, -EINVAL, "io", "args must be one msgpack map (first byte 0x%02x)", a[0]);
+	}
+	if (*pairs > UINT32_MAX - 2)
+		return set_err(err, -EINVAL, "io", "args hold too many keys");
+	return 0;
+}
+
+/* {op, id, args' pairs...} as one frame. */
+static int raw_encode(msgpack_sbuffer *sb, const char *op, uint64_t id, const uint8_t *args,
+		      size_t args_len, uint32_t pairs, size_t hdr)
+{
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	static const char zero[PROTO_FRAME_HDR] = {0};
+	msgpack_sbuffer_write(sb, zero, PROTO_FRAME_HDR);
+	msgpack_pack_map(&pk, pairs + 2);
+	msgpack_pack_str(&pk, 2);
+	msgpack_pack_str_body(&pk, "op", 2);
+	msgpack_pack_str(&pk, strlen(op));
+	msgpack_pack_str_body(&pk, op, strlen(op));
+	msgpack_pack_str(&pk, 2);
+	msgpack_pack_str_body(&pk, "id", 2);
+	msgpack_pack_uint64(&pk, id);
+	if (args_len > hdr)
+		msgpack_sbuffer_write(sb, (const char *)args + hdr, args_len - hdr);
+	if (!sb->data || sb->size < PROTO_FRAME_HDR)
+		return -ENOMEM;
+	if (sb->size - PROTO_FRAME_HDR > UINT32_MAX)
+		return -EMSGSIZE;
+	proto_frame_put_len((uint8_t *)sb->data, (uint32_t)(sb->size - PROTO_FRAME_HDR));
+	return 0;
+}
+
+int vkg_call_raw(vkg_client *c, const char *op, const void *args, size_t args_len, void **reply,
+		 size_t *reply_len, vkg_error *err)
+{
+	clear_err(err);
+	*reply = NULL;
+	*reply_len = 0;
+	if (!op || !*op)
+		return set_err(err, -EINVAL, "io", "op must be a non-empty string");
+	uint32_t pairs;
+	size_t hdr;
+	int rc = raw_args_map(args, args ? args_len : 0, &pairs, &hdr, err);
+	if (rc)
+		return rc;
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	pthread_mutex_lock(&c->lock);
+	if (c->dead_rc) {
+		rc = dead_err(c, err);
+		goto out;
+	}
+	const uint64_t id = c->next_id++;
+	rc = raw_encode(&sb, op, id, args, args ? args_len : 0, pairs, hdr);
+	if (rc) {
+		rc = set_err(err, rc, "io", "encoding the %s request failed: %s", op, strerror(-rc));
+		goto out;
+	}
+	rc = conn_send_request(c, id, &sb, -1, NULL, true, err);
+	if (rc)
+		goto out;
+	vkg_entry *e;
+	rc = conn_wait(c, id, -1, &e, err);
+	if (rc) {
+		if ((e = entry_find(c, id)) != NULL)
+			entry_remove(c, e);
+		goto out;
+	}
+	if (!e->raw) {
+		rc = set_err(err, -ENOMEM, "io", "out of memory keeping a %zu-byte reply", e->raw_len);
+		entry_remove(c, e);
+		goto out;
+	}
+	*reply = e->raw;
+	*reply_len = e->raw_len;
+	e->raw = NULL;
+	rc = entry_consume(c, e, NULL, NULL, err);
+out:
+	pthread_mutex_unlock(&c->lock);
+	msgpack_sbuffer_destroy(&sb);
 	return rc;
 }

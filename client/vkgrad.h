@@ -10,6 +10,9 @@
  *    optional vkg_error *err is filled: code is the protocol's error code
  *    ("bad_request", "limit", ...) or "io" for local failures, and message
  *    says what went wrong (for remote errors, the daemon's own message).
+ *    A connection the daemon closed after saying why (an id-0 error frame:
+ *    `bad_frame`, or `limit` for a refused connection) reports -ECONNRESET
+ *    with that code instead of "io".
  *  - Constructors return NULL on failure and fill err.
  *
  * Thread-safety
@@ -90,8 +93,17 @@ int vkg_ping(vkg_client *c, vkg_error *err);
  * returns the mapping; *region receives the daemon's region number. */
 void *vkg_region_create(vkg_client *c, size_t size, uint64_t *region, vkg_error *err);
 /* Unregister (the daemon answers once no job uses the region) and unmap.
- * ptr/size are what vkg_region_create returned/was given. */
+ * ptr/size are what vkg_region_create returned/was given; ptr NULL only
+ * unregisters (a region from vkg_region_register_fd). */
 int vkg_region_destroy(vkg_client *c, uint64_t region, void *ptr, size_t size, vkg_error *err);
+/* Register memory the caller owns and maps itself: fd is a memfd of at
+ * least `size` bytes carrying F_SEAL_SHRINK (the daemon's checks as for
+ * vkg_region_create). A copy of the descriptor travels to the daemon; fd
+ * stays the caller's (close it when you like), and so does every mapping of
+ * it: neither vkg_region_destroy(c, region, NULL, 0, err) nor vkg_close
+ * unmaps anything. For bindings whose arrays must keep their memory alive
+ * on their own terms (python/vkgrad maps it with Python's mmap). */
+int vkg_region_register_fd(vkg_client *c, int fd, size_t size, uint64_t *region, vkg_error *err);
 
 /* ---- jobs ---- */
 typedef struct vkg_tensor {
@@ -149,6 +161,17 @@ int vkg_fd(const vkg_client *c);
  * negative value when the connection failed (*handle then names one of the
  * jobs lost with it). */
 int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *err);
+
+/* ---- any request ----
+ * Send op with the keys of `args` (the bytes of one msgpack map, without
+ * `op` and `id`; NULL/0 for none) and wait for the reply. The reply's whole
+ * msgpack body is returned in *reply (malloc'd, free() it) and *reply_len,
+ * failed or not. Returns 0 when the reply says ok, VKG_EREMOTE with err
+ * filled when it does not, or a local error (then *reply is NULL). For ops
+ * and reply keys this header does not wrap (a newer daemon's additions,
+ * `stats` histograms) and for bindings that decode msgpack themselves. */
+int vkg_call_raw(vkg_client *c, const char *op, const void *args, size_t args_len, void **reply,
+		 size_t *reply_len, vkg_error *err);
 
 #ifdef __cplusplus
 }

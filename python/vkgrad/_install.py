@@ -1,0 +1,3 @@
+# Written by `make install` (the libdir it installed libvkgrad.so.0 into);
+# None in a checkout.
+LIBDIR = None
