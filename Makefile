@@ -93,6 +93,9 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 INTEG_SRC := $(wildcard tests/integration/test_*.c)
 INTEG_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
 TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
+# python/vkgrad against real daemons (unittest, /usr/bin/python3 with Debian's
+# numpy and torch); scripts that run.sh runs like the test binaries
+PY_TESTS  := tests/python/test_python tests/python/test_pytorch
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o
 	@mkdir -p $(@D)
@@ -107,7 +110,7 @@ test-build: all $(UNIT_BIN) $(INTEG_BIN)
 test:
 	@./scripts/deps.sh
 	@$(MAKE) --no-print-directory test-build
-	@BUILD=$(BUILD) ./tests/run.sh $(UNIT_BIN) $(INTEG_BIN)
+	@BUILD=$(BUILD) ./tests/run.sh $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS)
 
 test-asan:
 	@./scripts/deps.sh
@@ -158,8 +161,11 @@ clean:
 #   make install [PREFIX=/usr/local] [DESTDIR=/staging]    make uninstall
 # Daemon and CLI in bin, libvkgrad.so.$(VERSION) with its soname and dev
 # symlinks, libvkgrad.a, vkgrad.h, vkgrad.pc, the systemd units, the
-# sysusers.d entry for the vkgrad user/group, man pages, and a commented
-# config file (kept when one is there already).
+# sysusers.d entry for the vkgrad user/group, man pages, a commented
+# config file (kept when one is there already), and the Python package
+# (python/vkgrad, into PYTHONDIR: the system's dist-packages for PREFIX=/usr,
+# else PREFIX/lib/pythonX.Y/dist-packages, which Debian's python3 searches
+# for /usr/local), told where libvkgrad.so.0 went.
 PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
 LIBDIR      ?= $(PREFIX)/lib
@@ -169,6 +175,10 @@ MANDIR      ?= $(PREFIX)/share/man
 SYSCONFDIR  ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+PYTHON      ?= /usr/bin/python3
+PYVER        = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
+PYTHONDIR   ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/dist-packages)
+PY_SRC      := $(filter-out python/vkgrad/_install.py,$(wildcard python/vkgrad/*.py))
 SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
 	-e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
@@ -194,6 +204,10 @@ install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgr
 	install -m 0644 man/vkgrad.1 $(DESTDIR)$(MANDIR)/man1/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf ] || \
 		install -m 0644 systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf
+	install -d $(DESTDIR)$(PYTHONDIR)/vkgrad
+	install -m 0644 $(PY_SRC) $(DESTDIR)$(PYTHONDIR)/vkgrad/
+	printf '# Written by make install.\nLIBDIR = "%s"\n' '$(LIBDIR)' >$(DESTDIR)$(PYTHONDIR)/vkgrad/_install.py
+	chmod 0644 $(DESTDIR)$(PYTHONDIR)/vkgrad/_install.py
 	@[ -n "$(DESTDIR)" ] || echo "install: now run 'systemd-sysusers; systemctl daemon-reload; systemctl enable --now vkgradd.socket'"
 
 uninstall:
@@ -207,6 +221,7 @@ uninstall:
 	! cmp -s systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf || \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf
 	rmdir $(DESTDIR)$(SYSCONFDIR)/vkgrad 2>/dev/null || true
+	rm -rf $(DESTDIR)$(PYTHONDIR)/vkgrad
 
 # ---- fuzzing ------------------------------------------------------------------
 #   make fuzz [FUZZ_SECONDS=60]  build the libFuzzer targets of tests/fuzz/ (clang,

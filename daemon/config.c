@@ -73,8 +73,11 @@ static void usage(const config *d)
 	       "  --socket PATH          listening socket, unless the service manager passes one\n"
 	       "                         (default %s)\n"
 	       "  --cache-dir DIR        pipeline cache directory (default %s)\n"
-	       "  --device N|NAME        device index or name substring (default: first\n"
-	       "                         discrete GPU, else integrated, else CPU)\n"
+	       "  --device N|UUID|NAME   device index, UUID (8+ leading characters) or name\n"
+	       "                         substring (default: first discrete GPU, else\n"
+	       "                         integrated, else CPU)\n"
+	       "  --list-devices         print every Vulkan device (index, name, type, driver,\n"
+	       "                         memory, UUID, PCI address, usable) and exit\n"
 	       "  --log-level L          error|warn|notice|info|debug (default info)\n"
 	       "  --allow-uid LIST       serve only these users (comma-separated uids or names;\n"
 	       "                         default: everyone the socket's permissions let in)\n"
@@ -195,7 +198,7 @@ static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list,
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_HELP, O_VERSION };
+       O_RBYTES_UID, O_HELP, O_VERSION, O_LISTDEV };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -226,6 +229,7 @@ static const struct option opts[] = {
 	{"max-region-bytes-per-uid", required_argument, 0, O_RBYTES_UID},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
+	{"list-devices", no_argument, 0, O_LISTDEV},
 	{0, 0, 0, 0},
 };
 
@@ -238,7 +242,7 @@ typedef struct source {
 /* Apply setting o with argument arg (NULL for flags). 0, or -1 printed. */
 static int apply(config *c, source *src, int o, const char *arg)
 {
-	const char *name = o >= O_SOCKET && o <= O_VERSION ? opts[o - O_SOCKET].name : "?";
+	const char *name = o >= O_SOCKET && o <= O_LISTDEV ? opts[o - O_SOCKET].name : "?";
 	uint64_t v;
 	switch (o) {
 	case O_SOCKET:
@@ -397,7 +401,7 @@ static int load_file(config *c, const char *path)
 		const struct option *opt = NULL;
 		for (const struct option *o = opts; o->name; o++)
 			if (strcmp(o->name, key) == 0 && o->val != O_CONFIG && o->val != O_HELP &&
-			    o->val != O_VERSION)
+			    o->val != O_VERSION && o->val != O_LISTDEV)
 				opt = o;
 		if (!opt)
 			return file_error(f, "unknown key '%s' (keys are the long options of --help, without dashes)", key);
@@ -436,7 +440,7 @@ int config_parse_args(config *c, int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o == O_CONFIG)
 			file = optarg;
-		else if (o == O_HELP || o == O_VERSION)
+		else if (o == O_HELP || o == O_VERSION || o == O_LISTDEV)
 			info = true;
 	}
 	if (file && !info && load_file(c, file) != 0)
@@ -450,8 +454,9 @@ int config_parse_args(config *c, int argc, char **argv)
 		case O_CONFIG: break;
 		case O_HELP: usage(&d); return 1;
 		case O_VERSION: printf("vkgradd %s\n", VKG_VERSION); return 1;
+		case O_LISTDEV: c->list_devices = true; break;
 		default:
-			if (o < O_SOCKET || o > O_VERSION) {
+			if (o < O_SOCKET || o > O_LISTDEV) {
 				fprintf(stderr, "vkgradd: try --help\n");
 				return -1;
 			}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
 					       VkDebugUtilsMessageTypeFlagsEXT type,
@@ -111,6 +112,28 @@ static int type_rank(VkPhysicalDeviceType t)
 	}
 }
 
+/* Vulkan's deviceUUID as 8-4-4-4-12 hex digits (out: 37 bytes). */
+static void uuid_string(VkPhysicalDevice p, char *out)
+{
+	VkPhysicalDeviceIDProperties id = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &id};
+	vkGetPhysicalDeviceProperties2(p, &p2);
+	char *o = out;
+	for (unsigned i = 0; i < VK_UUID_SIZE; i++) {
+		o += sprintf(o, "%02x", id.deviceUUID[i]);
+		if (i == 3 || i == 5 || i == 7 || i == 9)
+			*o++ = '-';
+	}
+	*o = 0;
+}
+
+/* `want` names this UUID: all of it, or its first 8 or more characters. */
+static bool uuid_matches(const char *uuid, const char *want)
+{
+	size_t n = strlen(want);
+	return n >= 8 && n <= 36 && strncasecmp(uuid, want, n) == 0;
+}
+
 /* A device we can use: Vulkan 1.2+, a compute queue, push descriptors. */
 static bool usable(VkPhysicalDevice p, uint32_t *qfam)
 {
@@ -212,11 +235,14 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 			 ok ? "" : " — unusable: needs Vulkan 1.2, compute, VK_KHR_push_descriptor");
 		if (!ok)
 			continue;
+		char uuid[37];
+		uuid_string(phys[i], uuid);
 		if (by_index) {
 			if ((long)i == idx)
 				pick = (int)i, pick_q = q;
 		} else if (want && *want) {
-			if (pick < 0 && strstr(pr.deviceName, want))
+			/* a UUID wins over a name that merely contains the text */
+			if (uuid_matches(uuid, want) || (pick < 0 && strstr(pr.deviceName, want)))
 				pick = (int)i, pick_q = q;
 		} else if (type_rank(pr.deviceType) < pick_rank) {
 			pick = (int)i, pick_q = q, pick_rank = type_rank(pr.deviceType);
@@ -433,4 +459,81 @@ int device_memory_type(const device *d, uint32_t bits, VkMemoryPropertyFlags fla
 		if ((bits & (1u << i)) && (d->mem.memoryTypes[i].propertyFlags & flags) == flags)
 			return (int)i;
 	return -1;
+}
+
+/* ---- --list-devices ------------------------------------------------------ */
+
+static void list_one(FILE *out, VkPhysicalDevice p, uint32_t i, bool is_default)
+{
+	VkPhysicalDeviceProperties pr;
+	vkGetPhysicalDeviceProperties(p, &pr);
+	VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+	VkPhysicalDevicePCIBusInfoPropertiesEXT pci = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT, .pNext = &drv};
+	const bool has_pci = has_ext(p, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+					  .pNext = has_pci ? (void *)&pci : (void *)&drv};
+	vkGetPhysicalDeviceProperties2(p, &p2);
+	VkPhysicalDeviceMemoryProperties mem;
+	vkGetPhysicalDeviceMemoryProperties(p, &mem);
+	uint64_t local = 0;
+	for (uint32_t h = 0; h < mem.memoryHeapCount; h++)
+		if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+			local += mem.memoryHeaps[h].size;
+	char uuid[37];
+	uuid_string(p, uuid);
+	uint32_t q;
+	const bool ok = usable(p, &q);
+	fprintf(out, "%u: %s (%s%s)\n", i, pr.deviceName, type_name(pr.deviceType),
+		is_default ? ", the default" : "");
+	fprintf(out, "    driver  %s %s, Vulkan %u.%u.%u\n", drv.driverName, drv.driverInfo,
+		VK_API_VERSION_MAJOR(pr.apiVersion), VK_API_VERSION_MINOR(pr.apiVersion),
+		VK_API_VERSION_PATCH(pr.apiVersion));
+	fprintf(out, "    memory  %.1f GiB device-local\n", (double)local / (double)(1ull << 30));
+	fprintf(out, "    ids     vendor 0x%04x device 0x%04x\n", pr.vendorID, pr.deviceID);
+	fprintf(out, "    uuid    %s\n", uuid);
+	if (has_pci)
+		fprintf(out, "    pci     %04x:%02x:%02x.%x\n", pci.pciDomain, pci.pciBus, pci.pciDevice,
+			pci.pciFunction);
+	if (ok)
+		fprintf(out, "    usable  yes: vkgradd --device %u (or --device %.8s); unit vkgradd@%u.socket\n",
+			i, uuid, i);
+	else
+		fprintf(out, "    usable  no: needs Vulkan 1.2, a compute queue and VK_KHR_push_descriptor\n");
+}
+
+int device_list(FILE *out, char *err, size_t errlen)
+{
+	VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+				 .pApplicationName = "vkgradd",
+				 .apiVersion = VK_API_VERSION_1_2};
+	VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+				    .pApplicationInfo = &app};
+	VkInstance inst;
+	VkResult r = vkCreateInstance(&ici, NULL, &inst);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkCreateInstance failed (VkResult %d)", r);
+		return -1;
+	}
+	uint32_t n = 0;
+	vkEnumeratePhysicalDevices(inst, &n, NULL);
+	VkPhysicalDevice phys[16];
+	if (n > 16)
+		n = 16;
+	vkEnumeratePhysicalDevices(inst, &n, phys);
+	/* the one device_open takes without --device */
+	int def = -1, def_rank = 99;
+	for (uint32_t i = 0; i < n; i++) {
+		VkPhysicalDeviceProperties pr;
+		uint32_t q;
+		vkGetPhysicalDeviceProperties(phys[i], &pr);
+		if (usable(phys[i], &q) && type_rank(pr.deviceType) < def_rank)
+			def = (int)i, def_rank = type_rank(pr.deviceType);
+	}
+	fprintf(out, "%u Vulkan device(s); --device takes the index, the UUID (or its first 8+\n"
+		"characters) or a part of the name\n", n);
+	for (uint32_t i = 0; i < n; i++)
+		list_one(out, phys[i], i, (int)i == def);
+	vkDestroyInstance(inst, NULL);
+	return 0;
 }

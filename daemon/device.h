@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include <vulkan/vulkan.h>
 
@@ -41,11 +42,17 @@ typedef struct device {
 } device;
 
 /* Open the device picked by `want` ("" = first discrete GPU, else integrated,
- * else virtual, else CPU; a number = index; else a name substring). With
+ * else virtual, else CPU; a number = index; else a deviceUUID, whole or its
+ * first 8+ characters, or a name substring). With
  * validation, the Khronos validation layer is enabled and its errors are
  * logged and counted. Returns 0, or -1 with a message in err. */
 int device_open(device *d, const char *want, bool validation, char *err, size_t errlen);
 void device_close(device *d);
+/* `vkgradd --list-devices`: every Vulkan device with its index, name, type,
+ * driver, device-local memory, ids, UUID, PCI address (where the driver
+ * tells) and whether vkgradd can use it, marking the default. 0, or -1 with
+ * a message in err. */
+int device_list(FILE *out, char *err, size_t errlen);
 
 /* Index of a memory type in `bits` having all `flags`, or -1. */
 int device_memory_type(const device *d, uint32_t bits, VkMemoryPropertyFlags flags);

@@ -37,6 +37,14 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	log_init(cfg.log_level);
+	if (cfg.list_devices) {
+		char lerr[256];
+		if (device_list(stdout, lerr, sizeof(lerr)) != 0) {
+			fprintf(stderr, "vkgradd: %s\n", lerr);
+			return 1;
+		}
+		return 0;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	log_notice("vkgradd %s starting", VKG_VERSION);
 

@@ -4,7 +4,7 @@
 set -eu
 PKGS="make gcc pkg-config libvulkan-dev glslc libshaderc-dev libuv1-dev libmsgpack-dev
 libcmocka-dev mesa-vulkan-drivers libsystemd-dev vulkan-validationlayers
-systemd util-linux"
+systemd util-linux python3-numpy python3-torch"
 # extra packages a target needs beyond `make test` (test-valgrind: valgrind)
 PKGS="$PKGS $*"
 missing=""

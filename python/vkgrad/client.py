@@ -111,7 +111,11 @@ class Region:
                              % (shape, dt, offset, offset + n, self.nbytes))
         if self.id is None:
             raise ValueError("region is closed")
-        return np.ndarray(shape, dt, buffer=self._mm, offset=offset)
+        # through a memoryview: numpy then holds a buffer export, so the
+        # mapping cannot be closed under a live view (np.ndarray(buffer=mmap)
+        # would let mmap.close() unmap it)
+        n_items = int(np.prod(shape, dtype=np.int64))
+        return np.frombuffer(memoryview(self._mm), dt, n_items, offset).reshape(shape)
 
     def close(self):
         """Unregister (returns once no job uses the region). Views stay
@@ -243,8 +247,8 @@ class Client:
         self.socket = socket if socket is not None else default_socket()
         try:
             hello = {"version": 1}
-            if name:
-                hello["client"] = name
+            if name:  # the daemon takes 63 bytes
+                hello["client"] = name.encode()[:63].decode("utf-8", "ignore")
             self.info = self.call("hello", **hello)
         except Exception:
             self.close()
