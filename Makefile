@@ -160,7 +160,8 @@ clean:
 # ---- install ----------------------------------------------------------------
 #   make install [PREFIX=/usr/local] [DESTDIR=/staging]    make uninstall
 # Daemon and CLI in bin, libvkgrad.so.$(VERSION) with its soname and dev
-# symlinks, libvkgrad.a, vkgrad.h, vkgrad.pc, the systemd units, the
+# symlinks, libvkgrad.a, vkgrad.h, vkgrad.pc, the systemd units (vkgradd,
+# the per-GPU templates vkgradd@, the metrics timer and service), the
 # sysusers.d entry for the vkgrad user/group, man pages, a commented
 # config file (kept when one is there already), and the Python package
 # (python/vkgrad, into PYTHONDIR: the system's dist-packages for PREFIX=/usr,
@@ -197,8 +198,13 @@ install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgr
 	$(SUBST) client/vkgrad.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/vkgrad.pc
 	$(SUBST) systemd/vkgradd.service.in >$(DESTDIR)$(UNITDIR)/vkgradd.service
 	$(SUBST) systemd/vkgradd.socket.in >$(DESTDIR)$(UNITDIR)/vkgradd.socket
+	$(SUBST) systemd/vkgradd@.service.in >$(DESTDIR)$(UNITDIR)/vkgradd@.service
+	$(SUBST) systemd/vkgradd@.socket.in >$(DESTDIR)$(UNITDIR)/vkgradd@.socket
+	$(SUBST) systemd/vkgrad-metrics.service.in >$(DESTDIR)$(UNITDIR)/vkgrad-metrics.service
+	install -m 0644 systemd/vkgrad-metrics.timer $(DESTDIR)$(UNITDIR)/
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/vkgrad.pc $(DESTDIR)$(UNITDIR)/vkgradd.service \
-		$(DESTDIR)$(UNITDIR)/vkgradd.socket
+		$(DESTDIR)$(UNITDIR)/vkgradd.socket $(DESTDIR)$(UNITDIR)/vkgradd@.service \
+		$(DESTDIR)$(UNITDIR)/vkgradd@.socket $(DESTDIR)$(UNITDIR)/vkgrad-metrics.service
 	install -m 0644 systemd/vkgrad.sysusers $(DESTDIR)$(SYSUSERSDIR)/vkgrad.conf
 	install -m 0644 man/vkgradd.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 man/vkgrad.1 $(DESTDIR)$(MANDIR)/man1/
@@ -216,6 +222,8 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libvkgrad.so $(DESTDIR)$(LIBDIR)/libvkgrad.a \
 		$(DESTDIR)$(INCLUDEDIR)/vkgrad.h $(DESTDIR)$(PKGCONFIGDIR)/vkgrad.pc \
 		$(DESTDIR)$(UNITDIR)/vkgradd.service $(DESTDIR)$(UNITDIR)/vkgradd.socket \
+		$(DESTDIR)$(UNITDIR)/vkgradd@.service $(DESTDIR)$(UNITDIR)/vkgradd@.socket \
+		$(DESTDIR)$(UNITDIR)/vkgrad-metrics.service $(DESTDIR)$(UNITDIR)/vkgrad-metrics.timer \
 		$(DESTDIR)$(SYSUSERSDIR)/vkgrad.conf \
 		$(DESTDIR)$(MANDIR)/man8/vkgradd.8 $(DESTDIR)$(MANDIR)/man1/vkgrad.1
 	! cmp -s systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf || \

@@ -54,6 +54,13 @@ int cli_ping(const cli_ctx *ctx, int argc, char **argv);
 int cli_run(const cli_ctx *ctx, int argc, char **argv);
 int cli_demo(const cli_ctx *ctx, int argc, char **argv);
 int cli_bench(const cli_ctx *ctx, int argc, char **argv); /* cli_bench.c */
+/* `stats --prometheus` (cli_prom.c): the daemons on `sockets` (none: the
+ * context's) and/or every *.sock socket in scan, to stdout or atomically
+ * into output. */
+int cli_stats_prometheus(const cli_ctx *ctx, const char *output, const char *scan,
+			 char **sockets, int nsockets);
+/* The whole `stats` reply, histograms included (cli_prom.c). */
+int cli_stats_fetch(vkg_client *c, proto_stats *out, vkg_error *err);
 /* `bench --kernels` (cli_bench_kernels.c); cli_bench hands over to it. */
 int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv);
 

@@ -391,6 +391,7 @@ static void op_stats(conn *c, const proto_request *q)
 	for (uint32_t i = 0; i < e->nslots; i++)
 		st->scratch_bytes += e->slots[i].scratch.size;
 	st->scratch_failures = e->scratch_failures;
+	metrics_export(&e->metrics, st);
 	reply(c, PROTO_R_STATS, &r);
 }
 

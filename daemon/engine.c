@@ -108,6 +108,8 @@ static void finish_slot(engine *e, engine_slot *s)
 		if (ts[1] >= ts[0])
 			gpu_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
 	}
+	if (!s->failed && e->dev->timestamps && s->njobs)
+		metrics_observe(&e->metrics, METRICS_BATCH_GPU, gpu_us);
 	/* regions used by this batch: one decrement each (marked when submitted) */
 	for (uint32_t i = 0; i < s->njobs; i++)
 		for (int t = 0; t < PROTO_T_COUNT; t++) {
@@ -140,10 +142,15 @@ static void finish_slot(engine *e, engine_slot *s)
 					rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], false,
 							       proto_tensor_key[t], &err);
 			}
-			if (rc == 0)
+			if (rc == 0) {
 				e->jobs_done++;
-			else
+				metrics_observe(&e->metrics, METRICS_JOB_QUEUED,
+						(j->t_submit_ns - j->t_queued_ns) / 1000);
+				metrics_observe(&e->metrics, METRICS_JOB_LATENCY,
+						(engine_now_ns() - j->t_queued_ns) / 1000);
+			} else {
 				e->jobs_failed++;
+			}
 			e->done(j, rc == 0 ? PROTO_OK : err.code, rc == 0 ? NULL : err.message,
 				(j->t_submit_ns - j->t_queued_ns) / 1000, gpu_us, s->njobs);
 		} else {

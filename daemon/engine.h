@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "device.h"
+#include "metrics.h"
 #include "msg.h"
 #include "pipelines.h"
 #include "region.h"
@@ -129,6 +130,7 @@ typedef struct engine {
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
+	metrics metrics;           /* latency histograms (metrics.h) */
 } engine;
 
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,

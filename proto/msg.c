@@ -495,6 +495,25 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "dispatches", s->dispatches);
 	pk_kv_u(pk, "scratch_bytes", s->scratch_bytes);
 	pk_kv_u(pk, "scratch_failures", s->scratch_failures);
+	if (s->n_hist == 0)
+		return;
+	pk_str(pk, "histograms");
+	msgpack_pack_map(pk, s->n_hist);
+	for (unsigned i = 0; i < s->n_hist; i++) {
+		const proto_histogram *h = &s->hist[i];
+		pk_str(pk, h->name);
+		msgpack_pack_map(pk, 4);
+		pk_str(pk, "le_us");
+		msgpack_pack_array(pk, h->n_le);
+		for (unsigned b = 0; b < h->n_le; b++)
+			msgpack_pack_uint64(pk, h->le_us[b]);
+		pk_str(pk, "counts");
+		msgpack_pack_array(pk, h->n_le + 1);
+		for (unsigned b = 0; b <= h->n_le; b++)
+			msgpack_pack_uint64(pk, h->counts[b]);
+		pk_kv_u(pk, "sum_us", h->sum_us);
+		pk_kv_u(pk, "count", h->count);
+	}
 }
 
 int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r)
@@ -508,7 +527,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
 	case PROTO_R_JOB: extra = 3 + r->has_kernel_us; break;
-	case PROTO_R_STATS: extra = 23; break;
+	case PROTO_R_STATS: extra = 23 + (r->stats.n_hist > 0); break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);
@@ -633,6 +652,37 @@ static void unpack_hello(const msgpack_object *m, proto_hello *h)
 	}
 }
 
+/* One histogram; a malformed one (bounds not rising, counts not one more
+ * than bounds, too many) is dropped whole. */
+static void unpack_histogram(const msgpack_object *name, const msgpack_object *m, proto_stats *s)
+{
+	if (s->n_hist >= PROTO_MAX_HIST || name->type != MSGPACK_OBJECT_STR)
+		return;
+	proto_histogram *h = &s->hist[s->n_hist];
+	memset(h, 0, sizeof(*h));
+	const msgpack_object *k, *v;
+	const msgpack_object *le = NULL, *counts = NULL;
+	FOR_KV(m, k, v) {
+		if (key_is(k, "le_us") && v->type == MSGPACK_OBJECT_ARRAY) le = v;
+		else if (key_is(k, "counts") && v->type == MSGPACK_OBJECT_ARRAY) counts = v;
+		else if (key_is(k, "sum_us")) h->sum_us = as_u64(v);
+		else if (key_is(k, "count")) h->count = as_u64(v);
+	}
+	if (!le || !counts || le->via.array.size > PROTO_HIST_MAX_LE ||
+	    counts->via.array.size != le->via.array.size + 1)
+		return;
+	h->n_le = le->via.array.size;
+	for (unsigned b = 0; b < h->n_le; b++) {
+		h->le_us[b] = as_u64(&le->via.array.ptr[b]);
+		if (b > 0 && h->le_us[b] <= h->le_us[b - 1])
+			return;
+	}
+	for (unsigned b = 0; b <= h->n_le; b++)
+		h->counts[b] = as_u64(&counts->via.array.ptr[b]);
+	copy_str(name, h->name, sizeof(h->name));
+	s->n_hist++;
+}
+
 static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, proto_stats *s)
 {
 	if (key_is(k, "uptime_s")) s->uptime_s = as_f64(v);
@@ -658,6 +708,11 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (key_is(k, "dispatches")) s->dispatches = as_u64(v);
 	else if (key_is(k, "scratch_bytes")) s->scratch_bytes = as_u64(v);
 	else if (key_is(k, "scratch_failures")) s->scratch_failures = as_u64(v);
+	else if (key_is(k, "histograms")) {
+		const msgpack_object *k2, *v2;
+		FOR_KV(v, k2, v2)
+			unpack_histogram(k2, v2, s);
+	}
 }
 
 int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_err *err)

@@ -152,6 +152,19 @@ typedef struct proto_hello {
 	proto_kernel_info kernels[PROTO_MAX_KERNELS];
 } proto_hello;
 
+/* A latency histogram of `stats` (addition): counts[i] observations with
+ * value <= le_us[i] and > le_us[i-1] (not cumulative), counts[n_le] those
+ * above the last bound; sum_us and count over all of them. */
+#define PROTO_MAX_HIST 4
+#define PROTO_HIST_MAX_LE 32
+typedef struct proto_histogram {
+	char name[24];
+	unsigned n_le;
+	uint64_t le_us[PROTO_HIST_MAX_LE];
+	uint64_t counts[PROTO_HIST_MAX_LE + 1];
+	uint64_t sum_us, count;
+} proto_histogram;
+
 typedef struct proto_stats {
 	double uptime_s;
 	uint64_t clients, regions, region_bytes, jobs_done, jobs_failed, batches;
@@ -166,6 +179,10 @@ typedef struct proto_stats {
 	uint64_t devlocal_jobs, devlocal_copy_bytes, splitk_jobs, dispatches;
 	uint64_t scratch_bytes;       /* device memory held as scratch now */
 	uint64_t scratch_failures;    /* batches run without scratch */
+	/* latency histograms (daemon/metrics.h); encoded as the map
+	 * `histograms` when n_hist > 0 */
+	unsigned n_hist;
+	proto_histogram hist[PROTO_MAX_HIST];
 } proto_stats;
 
 typedef enum proto_reply_kind {

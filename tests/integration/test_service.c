@@ -6,9 +6,13 @@
  * (--allow-uid/--allow-gid; another uid through setpriv when root), the
  * config file, --help, journald log prefixes with no line per job, and the
  * installed artefacts: `make install` into a staged DESTDIR, then
- * `systemd-analyze verify` and `security` on the units, and
- * client/examples/hello_job.c built with `cc … $(pkg-config --cflags --libs
- * vkgrad)` against the staged tree and run against a daemon. */
+ * `systemd-analyze verify` and `security` on the units (the plain ones, an
+ * instance of the per-GPU templates vkgradd@, the metrics service and
+ * timer; the templates differ from the plain units only in their
+ * per-instance lines), client/examples/hello_job.c built with `cc …
+ * $(pkg-config --cflags --libs vkgrad)` against the staged tree and run
+ * against a daemon, and the staged Python package importing the staged
+ * library and running a job. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -779,7 +783,9 @@ static void test_make_install_layout(void **state)
 	static const char *const files[] = {
 		"bin/vkgradd", "bin/vkgrad", "lib/libvkgrad.so.0.1.0", "lib/libvkgrad.a",
 		"include/vkgrad.h", "lib/pkgconfig/vkgrad.pc", "lib/systemd/system/vkgradd.service",
-		"lib/systemd/system/vkgradd.socket", "lib/sysusers.d/vkgrad.conf",
+		"lib/systemd/system/vkgradd.socket", "lib/systemd/system/vkgradd@.service",
+		"lib/systemd/system/vkgradd@.socket", "lib/systemd/system/vkgrad-metrics.service",
+		"lib/systemd/system/vkgrad-metrics.timer", "lib/sysusers.d/vkgrad.conf",
 		"share/man/man8/vkgradd.8", "share/man/man1/vkgrad.1", "etc/vkgrad/vkgradd.conf",
 	};
 	char p[PATH_MAX], link[PATH_MAX];
@@ -799,8 +805,14 @@ static void test_make_install_layout(void **state)
 	assert_true(n > 0);
 	link[n] = 0;
 	assert_string_equal(link, "libvkgrad.so.0");
-	/* the templates were filled */
+	/* the Python package, told where the library went */
 	char cmd[PATH_MAX + 128], out[4096];
+	snprintf(cmd, sizeof(cmd), "grep -l 'LIBDIR = \"/usr/local/lib\"' %s/usr/local/lib/python3*/dist-packages/vkgrad/_install.py && "
+		 "ls %s/usr/local/lib/python3*/dist-packages/vkgrad/__init__.py %s/usr/local/lib/python3*/dist-packages/vkgrad/torch.py",
+		 dir, dir, dir);
+	if (run_cmd(cmd, out, sizeof(out)) != 0)
+		fail_msg("the Python package is not installed as expected:\n%s", out);
+	/* the templates were filled */
 	snprintf(cmd, sizeof(cmd), "grep -h '@[A-Z]*@' %s/usr/local/lib/systemd/system/* %s/usr/local/lib/pkgconfig/vkgrad.pc",
 		 dir, dir);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 1);
@@ -831,13 +843,17 @@ static void test_units_verify_and_security(void **state)
 	 * check copies whose paths point into the staged tree, with the staged
 	 * man pages on MANPATH for the Documentation= check. */
 	char cmd[4 * PATH_MAX], out[65536];
+	/* Templates are verified as instance 0 (vkgradd@0.service). */
 	snprintf(cmd, sizeof(cmd),
 		 "set -e; d=%s; mkdir -p $d/verify; "
-		 "for u in vkgradd.service vkgradd.socket; do "
-		 "sed \"s|/usr/local/|$d/usr/local/|g\" $d/usr/local/lib/systemd/system/$u >$d/verify/$u; done; "
+		 "for u in vkgradd.service vkgradd.socket vkgradd@.service vkgradd@.socket "
+		 "vkgrad-metrics.service vkgrad-metrics.timer; do "
+		 "sed \"s|/usr/local/|$d/usr/local/|g\" $d/usr/local/lib/systemd/system/$u >$d/verify/$(echo $u | sed s/@/@0/); done; "
 		 "man=--man=no; command -v man >/dev/null && man=--man=yes; "
 		 "echo \"verify $man\"; "
-		 "MANPATH=$d/usr/local/share/man systemd-analyze verify $man $d/verify/vkgradd.socket $d/verify/vkgradd.service",
+		 "MANPATH=$d/usr/local/share/man systemd-analyze verify $man $d/verify/vkgradd.socket $d/verify/vkgradd.service "
+		 "$d/verify/vkgradd@0.socket $d/verify/vkgradd@0.service "
+		 "$d/verify/vkgrad-metrics.service $d/verify/vkgrad-metrics.timer",
 		 dir);
 	int rc = run_cmd(cmd, out, sizeof(out));
 	printf("systemd-analyze verify (exit %d):\n%s", rc, out);
@@ -845,19 +861,100 @@ static void test_units_verify_and_security(void **state)
 	/* nothing but the "verify --man=…" line we echoed */
 	assert_null(strchr(strchr(out, '\n') + 1, '\n'));
 
-	snprintf(cmd, sizeof(cmd), "systemd-analyze security --offline=yes --threshold=30 %s/verify/vkgradd.service",
-		 dir);
-	rc = run_cmd(cmd, out, sizeof(out));
-	const char *lvl = strstr(out, "Overall exposure level for vkgradd.service: ");
-	if (!lvl) {
-		printf("%s\n", out);
-		fail_msg("no overall exposure level in the output (exit %d)", rc);
+	static const char *const services[] = {"vkgradd.service", "vkgradd@0.service",
+					       "vkgrad-metrics.service"};
+	for (size_t i = 0; i < sizeof(services) / sizeof(services[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "systemd-analyze security --offline=yes --threshold=30 %s/verify/%s",
+			 dir, services[i]);
+		rc = run_cmd(cmd, out, sizeof(out));
+		char want[128];
+		snprintf(want, sizeof(want), "Overall exposure level for %s: ", services[i]);
+		const char *lvl = strstr(out, want);
+		if (!lvl) {
+			printf("%s\n", out);
+			fail_msg("%s: no overall exposure level in the output (exit %d)", services[i], rc);
+		}
+		double exposure = atof(lvl + strlen(want));
+		const char *eol = strchr(lvl, '\n');
+		printf("systemd-analyze security: %.*s\n", eol ? (int)(eol - lvl) : (int)strlen(lvl), lvl);
+		assert_true(exposure <= 3.0);
+		assert_int_equal(rc, 0);
 	}
-	double exposure = atof(lvl + strlen("Overall exposure level for vkgradd.service: "));
-	const char *eol = strchr(lvl, '\n');
-	printf("systemd-analyze security: %.*s\n", eol ? (int)(eol - lvl) : (int)strlen(lvl), lvl);
-	assert_true(exposure <= 3.0);
-	assert_int_equal(rc, 0);
+}
+
+/* vkgradd@.service/.socket are vkgradd.service/.socket but for the lines
+ * that name the instance: a hardening line added to one and not the other
+ * fails here. */
+static void test_templates_match_plain_units(void **state)
+{
+	(void)state;
+	char cmd[2048], out[16384];
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; t=$(mktemp -d); trap 'rm -rf $t' EXIT; "
+		 "for u in service socket; do "
+		 "grep -v -e '^#' -e '^$' -e '^Description=' systemd/vkgradd.$u.in "
+		 "| sed -e 's|^Requires=vkgradd.socket|Requires=vkgradd@%%i.socket|' "
+		 "-e 's|^After=vkgradd.socket|After=vkgradd@%%i.socket|' "
+		 "-e 's|^Also=vkgradd.socket|Also=vkgradd@%%i.socket|' "
+		 "-e 's|^\\(ExecStart=.*\\)$|\\1 --device %%I|' "
+		 "-e 's|^CacheDirectory=vkgrad$|CacheDirectory=vkgrad/%%i|' "
+		 "-e 's|^Environment=XDG_CACHE_HOME=%%C/vkgrad$|Environment=XDG_CACHE_HOME=%%C/vkgrad/%%i|' "
+		 "-e 's|^ListenStream=/run/vkgrad/vkgrad.sock$|ListenStream=/run/vkgrad/vkgrad-%%i.sock|' >$t/want.$u; "
+		 "grep -v -e '^#' -e '^$' -e '^Description=' systemd/vkgradd@.$u.in >$t/got.$u; "
+		 "diff -u $t/want.$u $t/got.$u; "
+		 "grep -q '^Description=.*%%I' systemd/vkgradd@.$u.in; done");
+	int rc = run_cmd(cmd, out, sizeof(out));
+	if (rc != 0)
+		fail_msg("the templates differ from the plain units beyond their instance lines "
+			 "(exit %d):\n%s", rc, out);
+}
+
+/* The staged package (make install) imports the staged libvkgrad.so.0 and
+ * runs a job; a numeric check against numpy (f32 tolerance 1e-4). */
+static void test_python_package_installed(void **state)
+{
+	(void)state;
+	if (run_cmd("/usr/bin/python3 -c 'import numpy'", NULL, 0) != 0) {
+		printf("skipped: /usr/bin/python3 with numpy missing (package python3-numpy)\n");
+		skip();
+	}
+	const char *dir = stage();
+	assert_non_null(dir);
+	daemon_proc d;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(daemon_proc_start(&d, NULL, NULL), 0);
+	char cmd[4 * PATH_MAX], out[16384];
+	/* a sanitizer build installs an instrumented library: preload its runtime */
+	const char *pre = getenv("ASAN_OPTIONS") ? "LD_PRELOAD=\"$(cc -print-file-name=libasan.so) "
+						    "$(cc -print-file-name=libubsan.so)\" ASAN_OPTIONS=detect_leaks=0 " : "";
+	snprintf(cmd, sizeof(cmd),
+		 "cd / && %sLD_LIBRARY_PATH=%s/usr/local/lib PYTHONPATH=$(echo %s/usr/local/lib/python3*/dist-packages) "
+		 "VKGRAD_SOCKET=%s /usr/bin/python3 -c '"
+		 "import numpy as np, vkgrad\n"
+		 "print(vkgrad.__file__)\n"
+		 "maps = open(\"/proc/self/maps\").read()\n"
+		 "print([l.split()[-1] for l in maps.splitlines() if \"libvkgrad\" in l][0])\n"
+		 "x = np.random.rand(9, 5).astype(np.float32); dy = np.random.rand(9, 3).astype(np.float32)\n"
+		 "with vkgrad.connect() as c:\n"
+		 "    g = c.linear_backward(x, dy)\n"
+		 "want = dy.astype(np.float64).T @ x\n"
+		 "e = abs(g[\"dw\"] - want).max() / abs(want).max()\n"
+		 "print(\"dw error\", e)\n"
+		 "assert e <= 1e-4\n"
+		 "'",
+		 pre, dir, dir, d.sock);
+	int rc = run_cmd(cmd, out, sizeof(out));
+	printf("%s", out);
+	if (rc != 0)
+		fail_msg("the installed package failed (exit %d)", rc);
+	char want[PATH_MAX];
+	snprintf(want, sizeof(want), "%s/usr/local/lib/python3", dir);
+	if (!strstr(out, want))
+		fail_msg("vkgrad was not imported from the staged tree");
+	snprintf(want, sizeof(want), "%s/usr/local/lib/libvkgrad.so.0.1.0", dir);
+	if (!strstr(out, want))
+		fail_msg("the staged libvkgrad.so.0 was not the one loaded");
+	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
 static void test_pkgconfig_example(void **state)
@@ -924,6 +1021,8 @@ int main(void)
 		cmocka_unit_test(test_journal_prefixes_and_no_line_per_job),
 		cmocka_unit_test(test_make_install_layout),
 		cmocka_unit_test(test_units_verify_and_security),
+		cmocka_unit_test(test_templates_match_plain_units),
+		cmocka_unit_test(test_python_package_installed),
 		cmocka_unit_test(test_pkgconfig_example),
 	};
 	int failed = cmocka_run_group_tests(tests, NULL, teardown_group);

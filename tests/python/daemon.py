@@ -35,9 +35,9 @@ def can_connect(path):
 
 
 class Daemon:
-    def __init__(self, args=(), env=None):
+    def __init__(self, args=(), env=None, sock_name="sock"):
         self.dir = tempfile.mkdtemp(prefix="vkgrad-py.")
-        self.sock = os.path.join(self.dir, "sock")
+        self.sock = os.path.join(self.dir, sock_name)
         self.log = os.path.join(self.dir, "daemon.log")
         e = dict(os.environ)
         for k in ("JOURNAL_STREAM", "VKGRAD_FAULT_INJECT", "LISTEN_FDS", "LISTEN_PID",

@@ -1,4 +1,4 @@
-"""Runs one unittest module of tests/python for tests/run.sh: one line per
+"""Runs unittest modules of tests/python for tests/run.sh: one line per
 test as it finishes, then cmocka's summary lines ("[  PASSED  ] N test(s).",
 "[  FAILED  ] N test(s)"), which run.sh adds up; skipped tests are listed
 with their reason. Exit status 1 when anything failed.
@@ -43,13 +43,13 @@ class _Result(unittest.TextTestResult):
         self._line("SKIPPED", test, ": " + reason)
 
 
-def main(module):
+def main(*modules):
     sys.path.insert(0, os.path.join(ROOT, "python"))
     sys.path.insert(0, HERE)
     build = os.environ.get("BUILD", "build")
     if os.path.normpath(build) != "build":
         os.environ["VKGRAD_LIBRARY"] = os.path.join(ROOT, build, "libvkgrad.so.0")
-    suite = unittest.defaultTestLoader.loadTestsFromName(module)
+    suite = unittest.defaultTestLoader.loadTestsFromNames(modules)
     runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=0, resultclass=_Result)
     r = runner.run(suite)
     failed = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)

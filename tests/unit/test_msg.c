@@ -457,6 +457,114 @@ static void test_reply_stats(void **state)
 	assert_int_equal(out.stats.host_imports, 6);
 	assert_int_equal(out.stats.staged_regions, 1);
 	assert_int_equal(out.stats.validation_errors, 11);
+	assert_int_equal(out.stats.n_hist, 0); /* none sent: none decoded */
+}
+
+static void test_reply_stats_histograms(void **state)
+{
+	(void)state;
+	static proto_reply in, out; /* large */
+	memset(&in, 0, sizeof(in));
+	in.id = 7;
+	in.ok = true;
+	in.stats.n_hist = 3;
+	const char *names[3] = {"job_latency", "job_queued", "batch_gpu"};
+	for (unsigned i = 0; i < 3; i++) {
+		proto_histogram *h = &in.stats.hist[i];
+		snprintf(h->name, sizeof(h->name), "%s", names[i]);
+		h->n_le = 3 + i;
+		for (unsigned b = 0; b < h->n_le; b++)
+			h->le_us[b] = 10 * (b + 1) * (i + 1);
+		for (unsigned b = 0; b <= h->n_le; b++) {
+			h->counts[b] = b * 7 + i;
+			h->count += h->counts[b];
+		}
+		h->sum_us = 123456789012ull + i;
+	}
+	reply_round_trip(PROTO_R_STATS, &in, &out);
+	assert_int_equal(out.stats.n_hist, 3);
+	for (unsigned i = 0; i < 3; i++) {
+		const proto_histogram *a = &in.stats.hist[i], *b = &out.stats.hist[i];
+		assert_string_equal(b->name, a->name);
+		assert_int_equal(b->n_le, a->n_le);
+		assert_memory_equal(b->le_us, a->le_us, a->n_le * sizeof(uint64_t));
+		assert_memory_equal(b->counts, a->counts, (a->n_le + 1) * sizeof(uint64_t));
+		assert_int_equal(b->sum_us, a->sum_us);
+		assert_int_equal(b->count, a->count);
+	}
+}
+
+/* {name: {le_us: [le...], counts: [counts...], sum_us: 1, count: 2}} */
+static void pack_hist(msgpack_packer *pk, const char *name, const uint64_t *le, unsigned nle,
+		      const uint64_t *counts, unsigned ncounts)
+{
+	msgpack_pack_str(pk, strlen(name));
+	msgpack_pack_str_body(pk, name, strlen(name));
+	msgpack_pack_map(pk, 4);
+	msgpack_pack_str(pk, 5);
+	msgpack_pack_str_body(pk, "le_us", 5);
+	msgpack_pack_array(pk, nle);
+	for (unsigned i = 0; i < nle; i++)
+		msgpack_pack_uint64(pk, le[i]);
+	msgpack_pack_str(pk, 6);
+	msgpack_pack_str_body(pk, "counts", 6);
+	msgpack_pack_array(pk, ncounts);
+	for (unsigned i = 0; i < ncounts; i++)
+		msgpack_pack_uint64(pk, counts[i]);
+	msgpack_pack_str(pk, 6);
+	msgpack_pack_str_body(pk, "sum_us", 6);
+	msgpack_pack_uint64(pk, 1);
+	msgpack_pack_str(pk, 5);
+	msgpack_pack_str_body(pk, "count", 5);
+	msgpack_pack_uint64(pk, 2);
+}
+
+/* A histogram that does not add up is dropped whole; more than
+ * PROTO_MAX_HIST are cut; the reply still decodes. */
+static void test_reply_stats_histograms_malformed(void **state)
+{
+	(void)state;
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3);
+	msgpack_pack_str(&pk, 2);
+	msgpack_pack_str_body(&pk, "id", 2);
+	msgpack_pack_uint64(&pk, 9);
+	msgpack_pack_str(&pk, 2);
+	msgpack_pack_str_body(&pk, "ok", 2);
+	msgpack_pack_true(&pk);
+	msgpack_pack_str(&pk, 10);
+	msgpack_pack_str_body(&pk, "histograms", 10);
+	msgpack_pack_map(&pk, 10);
+	const uint64_t le[3] = {1, 2, 3}, falling[3] = {1, 3, 2}, c4[4] = {1, 1, 1, 1};
+	static uint64_t many[PROTO_HIST_MAX_LE + 2];
+	for (unsigned i = 0; i < PROTO_HIST_MAX_LE + 2; i++)
+		many[i] = i + 1;
+	pack_hist(&pk, "short_counts", le, 3, c4, 3);  /* dropped */
+	pack_hist(&pk, "falling", falling, 3, c4, 4);   /* dropped */
+	pack_hist(&pk, "too_many", many, PROTO_HIST_MAX_LE + 1, many, PROTO_HIST_MAX_LE + 2);
+	msgpack_pack_str(&pk, 6);                       /* not a map: dropped */
+	msgpack_pack_str_body(&pk, "scalar", 6);
+	msgpack_pack_uint64(&pk, 5);
+	for (int i = 0; i < 6; i++) {                   /* 6 good ones: 4 kept */
+		char name[8];
+		snprintf(name, sizeof(name), "ok%d", i);
+		pack_hist(&pk, name, le, 3, c4, 4);
+	}
+	static proto_reply out;
+	proto_err err = {0};
+	assert_int_equal(proto_reply_decode((const uint8_t *)sb.data, sb.size, &out, &err), 0);
+	assert_int_equal(out.stats.n_hist, PROTO_MAX_HIST);
+	for (unsigned i = 0; i < PROTO_MAX_HIST; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "ok%u", i);
+		assert_string_equal(out.stats.hist[i].name, name);
+		assert_int_equal(out.stats.hist[i].n_le, 3);
+		assert_int_equal(out.stats.hist[i].count, 2);
+	}
+	msgpack_sbuffer_destroy(&sb);
 }
 
 static void test_reply_error(void **state)
@@ -1234,6 +1342,8 @@ int main(void)
 		cmocka_unit_test(test_reply_job_kernel_us),
 		cmocka_unit_test(test_reply_hello),
 		cmocka_unit_test(test_reply_stats),
+		cmocka_unit_test(test_reply_stats_histograms),
+		cmocka_unit_test(test_reply_stats_histograms_malformed),
 		cmocka_unit_test(test_reply_error),
 		cmocka_unit_test(test_reply_decode_edges),
 		cmocka_unit_test(test_reply_float_counters_clamped),

@@ -1,0 +1,365 @@
+/* client/cli_prom.c — `vkgrad stats --prometheus`: the counters, gauges and
+ * latency histograms of one or more daemons in Prometheus' text exposition
+ * format (0.0.4), on stdout or written atomically into a file for
+ * node_exporter's textfile collector (systemd/vkgrad-metrics.service).
+ *
+ * Every sample carries the label socket="<path>", so the daemons of a
+ * several-GPU host (vkgradd@.service) share one file; each family's
+ * # HELP / # TYPE lines come once, before its samples. A daemon that does
+ * not answer reports vkgrad_up 0 and nothing else. */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PROM_MAX_TARGETS 64
+
+typedef struct prom_target {
+	char socket[256];
+	bool up;
+	char why[300]; /* when down */
+	vkg_info info;
+	proto_stats st;
+} prom_target;
+
+int cli_stats_fetch(vkg_client *c, proto_stats *out, vkg_error *err)
+{
+	void *body = NULL;
+	size_t len = 0;
+	int rc = vkg_call_raw(c, "stats", NULL, 0, &body, &len, err);
+	if (rc)
+		return rc;
+	proto_reply *r = malloc(sizeof(*r));
+	proto_err perr;
+	if (!r) {
+		free(body);
+		snprintf(err->code, sizeof(err->code), "io");
+		snprintf(err->message, sizeof(err->message), "out of memory");
+		return -ENOMEM;
+	}
+	rc = proto_reply_decode(body, len, r, &perr);
+	if (rc == 0)
+		*out = r->stats;
+	else {
+		snprintf(err->code, sizeof(err->code), "bad_frame");
+		snprintf(err->message, sizeof(err->message), "stats reply: %.200s", perr.message);
+	}
+	free(r);
+	free(body);
+	return rc;
+}
+
+static void scrape(prom_target *t)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(t->socket, &err);
+	if (c && vkg_hello(c, "vkgrad-cli stats --prometheus", &t->info, &err) == 0 &&
+	    cli_stats_fetch(c, &t->st, &err) == 0)
+		t->up = true;
+	else
+		snprintf(t->why, sizeof(t->why), "%s: %s", err.code, err.message);
+	vkg_close(c);
+}
+
+/* A label value: backslash, double quote and newline escaped. */
+static void put_label(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f), fputc(*s, f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample_start(FILE *f, const char *name, const char *suffix, const prom_target *t)
+{
+	fprintf(f, "%s%s{socket=\"", name, suffix);
+	put_label(f, t->socket);
+	fputc('"', f);
+}
+
+typedef struct prom_metric {
+	const char *name, *type, *help;
+	size_t off;     /* in proto_stats */
+	bool is_double;
+} prom_metric;
+
+#define U(n, t, field, h) {n, t, h, offsetof(proto_stats, field), false}
+#define D(n, t, field, h) {n, t, h, offsetof(proto_stats, field), true}
+static const prom_metric metrics[] = {
+	D("vkgrad_uptime_seconds", "gauge", uptime_s, "Seconds since the daemon started."),
+	U("vkgrad_clients", "gauge", clients, "Connections open now."),
+	U("vkgrad_regions", "gauge", regions, "Shared-memory regions registered now, all clients."),
+	U("vkgrad_region_bytes", "gauge", region_bytes, "Bytes of the regions registered now."),
+	U("vkgrad_host_import_regions", "gauge", host_imports,
+	  "Regions registered now that the GPU uses in place (host-memory import)."),
+	U("vkgrad_staged_regions", "gauge", staged_regions,
+	  "Regions registered now that are mirrored through staging copies."),
+	U("vkgrad_jobs_queued", "gauge", jobs_queued, "Jobs waiting for a submission slot now."),
+	U("vkgrad_jobs_running", "gauge", jobs_running, "Jobs on the GPU now."),
+	U("vkgrad_pipelines", "gauge", pipelines, "Compute pipelines built."),
+	U("vkgrad_scratch_bytes", "gauge", scratch_bytes,
+	  "Device memory held for device-local copies and split-K partial sums."),
+	D("vkgrad_jobs_per_batch_avg", "gauge", jobs_per_batch_avg,
+	  "Average jobs per GPU submission since start."),
+	U("vkgrad_jobs_done_total", "counter", jobs_done, "Accepted jobs that finished."),
+	U("vkgrad_jobs_failed_total", "counter", jobs_failed,
+	  "Accepted jobs that failed afterwards (device loss, shutdown, client gone)."),
+	U("vkgrad_batches_total", "counter", batches, "GPU submissions (command buffers)."),
+	U("vkgrad_dispatches_total", "counter", dispatches, "Kernel dispatches recorded."),
+	U("vkgrad_pipeline_cache_hits_total", "counter", pipeline_cache_hits,
+	  "Pipelines built from the pipeline cache."),
+	U("vkgrad_devlocal_jobs_total", "counter", devlocal_jobs,
+	  "Jobs run on device-local copies of their tensors."),
+	U("vkgrad_devlocal_copy_bytes_total", "counter", devlocal_copy_bytes,
+	  "Bytes copied to and from device memory for those jobs."),
+	U("vkgrad_splitk_jobs_total", "counter", splitk_jobs, "Jobs whose dW ran split-K."),
+	U("vkgrad_scratch_failures_total", "counter", scratch_failures,
+	  "Batches run without scratch because allocating it failed."),
+	U("vkgrad_validation_errors_total", "counter", validation_errors,
+	  "Khronos validation layer errors (0 unless VKGRAD_VALIDATION=1)."),
+};
+
+/* daemon histogram name -> help; others get a generic one */
+static const char *hist_help(const char *name)
+{
+	if (!strcmp(name, "job_latency"))
+		return "Time of a finished job in the daemon, from its request's arrival to its reply.";
+	if (!strcmp(name, "job_queued"))
+		return "Time of a finished job from its request's arrival to its GPU submission.";
+	if (!strcmp(name, "batch_gpu"))
+		return "GPU time of each submitted batch (timestamp queries).";
+	return "Latency histogram reported by the daemon.";
+}
+
+static const proto_histogram *find_hist(const prom_target *t, const char *name)
+{
+	for (unsigned i = 0; t->up && i < t->st.n_hist; i++)
+		if (!strcmp(t->st.hist[i].name, name))
+			return &t->st.hist[i];
+	return NULL;
+}
+
+static void emit_hist(FILE *f, const prom_target *ts, unsigned n, const char *hname)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "vkgrad_%s_seconds", hname);
+	family(f, name, "histogram", hist_help(hname));
+	for (unsigned i = 0; i < n; i++) {
+		const proto_histogram *h = find_hist(&ts[i], hname);
+		if (!h)
+			continue;
+		uint64_t cum = 0;
+		for (unsigned b = 0; b <= h->n_le; b++) {
+			cum += h->counts[b];
+			sample_start(f, name, "_bucket", &ts[i]);
+			if (b < h->n_le)
+				fprintf(f, ",le=\"%.9g\"} %" PRIu64 "\n", (double)h->le_us[b] / 1e6, cum);
+			else
+				fprintf(f, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
+		}
+		sample_start(f, name, "_sum", &ts[i]);
+		fprintf(f, "} %.9g\n", (double)h->sum_us / 1e6);
+		sample_start(f, name, "_count", &ts[i]);
+		fprintf(f, "} %" PRIu64 "\n", cum);
+	}
+}
+
+static void emit(FILE *f, const prom_target *ts, unsigned n)
+{
+	family(f, "vkgrad_up", "gauge", "Whether the daemon on this socket answered (1) or not (0).");
+	for (unsigned i = 0; i < n; i++) {
+		sample_start(f, "vkgrad_up", "", &ts[i]);
+		fprintf(f, "} %d\n", ts[i].up ? 1 : 0);
+	}
+	family(f, "vkgrad_info", "gauge", "The daemon's version and device (value 1).");
+	for (unsigned i = 0; i < n; i++) {
+		const vkg_info *in = &ts[i].info;
+		if (!ts[i].up)
+			continue;
+		sample_start(f, "vkgrad_info", "", &ts[i]);
+		const char *k[4] = {"server", "device", "type", "driver"};
+		const char *v[4] = {in->server, in->device_name, in->device_type, in->driver};
+		for (int j = 0; j < 4; j++) {
+			fprintf(f, ",%s=\"", k[j]);
+			put_label(f, v[j]);
+			fputc('"', f);
+		}
+		fputs("} 1\n", f);
+	}
+	for (size_t m = 0; m < sizeof(metrics) / sizeof(metrics[0]); m++) {
+		family(f, metrics[m].name, metrics[m].type, metrics[m].help);
+		for (unsigned i = 0; i < n; i++) {
+			if (!ts[i].up)
+				continue;
+			const char *p = (const char *)&ts[i].st + metrics[m].off;
+			sample_start(f, metrics[m].name, "", &ts[i]);
+			if (metrics[m].is_double)
+				fprintf(f, "} %.9g\n", *(const double *)p);
+			else
+				fprintf(f, "} %" PRIu64 "\n", *(const uint64_t *)p);
+		}
+	}
+	family(f, "vkgrad_devlocal_min_bytes", "gauge",
+	       "Tensor bytes from which a job runs on device-local copies (0: never), per dtype.");
+	for (unsigned i = 0; i < n; i++) {
+		if (!ts[i].up)
+			continue;
+		sample_start(f, "vkgrad_devlocal_min_bytes", "", &ts[i]);
+		fprintf(f, ",dtype=\"f32\"} %" PRIu64 "\n", ts[i].st.devlocal_min_bytes);
+		sample_start(f, "vkgrad_devlocal_min_bytes", "", &ts[i]);
+		fprintf(f, ",dtype=\"f16_bf16\"} %" PRIu64 "\n", ts[i].st.devlocal_min_bytes_16bit);
+	}
+	/* each histogram name once, in the order the daemons report them */
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned h = 0; ts[i].up && h < ts[i].st.n_hist; h++) {
+			const char *hn = ts[i].st.hist[h].name;
+			bool seen = false;
+			for (unsigned j = 0; j < i && !seen; j++)
+				seen = find_hist(&ts[j], hn) != NULL;
+			if (!seen)
+				emit_hist(f, ts, n, hn);
+		}
+}
+
+/* Write buf into path atomically: a temporary file beside it, fsync,
+ * rename, so a reader (node_exporter) never sees half a file. */
+static int write_atomic(const char *path, const char *buf, size_t len)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp)) {
+		cli_errf("vkgrad: stats: --output path too long\n");
+		return -1;
+	}
+	int fd = mkstemp(tmp);
+	if (fd < 0) {
+		cli_errf("vkgrad: stats: creating %s: %s\n", tmp, strerror(errno));
+		return -1;
+	}
+	size_t off = 0;
+	while (off < len) {
+		ssize_t w = write(fd, buf + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			goto fail;
+		off += (size_t)w;
+	}
+	/* node_exporter runs as another user */
+	if (fchmod(fd, 0644) != 0 || fsync(fd) != 0)
+		goto fail;
+	if (close(fd) != 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0)
+		goto fail;
+	return 0;
+fail:
+	cli_errf("vkgrad: stats: writing %s: %s\n", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const prom_target *)a)->socket, ((const prom_target *)b)->socket);
+}
+
+/* Every socket named *.sock in dir, sorted. */
+static int scan_dir(const char *dir, prom_target *ts, unsigned *n)
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		cli_errf("vkgrad: stats: --scan %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	unsigned first = *n;
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		size_t l = strlen(e->d_name);
+		if (l < 6 || strcmp(e->d_name + l - 5, ".sock") != 0)
+			continue;
+		char p[sizeof(ts[0].socket)];
+		struct stat st;
+		if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p) ||
+		    stat(p, &st) != 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		if (*n == PROM_MAX_TARGETS) {
+			cli_errf("vkgrad: stats: more than %d daemons; the rest left out\n",
+				 PROM_MAX_TARGETS);
+			break;
+		}
+		snprintf(ts[(*n)++].socket, sizeof(ts[0].socket), "%s", p);
+	}
+	closedir(d);
+	qsort(ts + first, *n - first, sizeof(*ts), by_name);
+	return 0;
+}
+
+int cli_stats_prometheus(const cli_ctx *ctx, const char *output, const char *scan,
+			 char **sockets, int nsockets)
+{
+	prom_target *ts = calloc(PROM_MAX_TARGETS, sizeof(*ts));
+	if (!ts) {
+		cli_errf("vkgrad: stats: out of memory\n");
+		return CLI_EXIT_DAEMON;
+	}
+	unsigned n = 0;
+	int rc = CLI_EXIT_OK;
+	for (int i = 0; i < nsockets && n < PROM_MAX_TARGETS; i++)
+		snprintf(ts[n++].socket, sizeof(ts[0].socket), "%s", sockets[i]);
+	if (scan && scan_dir(scan, ts, &n) != 0) {
+		free(ts);
+		return CLI_EXIT_USAGE;
+	}
+	if (!nsockets && !scan)
+		snprintf(ts[n++].socket, sizeof(ts[0].socket), "%s", cli_socket_path(ctx));
+	for (unsigned i = 0; i < n; i++) {
+		scrape(&ts[i]);
+		if (!ts[i].up) {
+			cli_errf("vkgrad: stats: %s: %s\n", ts[i].socket, ts[i].why);
+			rc = CLI_EXIT_DAEMON;
+		}
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f) {
+		cli_errf("vkgrad: stats: out of memory\n");
+		free(ts);
+		return CLI_EXIT_DAEMON;
+	}
+	if (n == 0)
+		fprintf(f, "# vkgrad: no daemon socket (*.sock) in %s\n", scan);
+	else
+		emit(f, ts, n);
+	fclose(f);
+	if (output) {
+		if (write_atomic(output, buf, len) != 0)
+			rc = CLI_EXIT_DAEMON;
+	} else {
+		fwrite(buf, 1, len, stdout);
+		fflush(stdout);
+	}
+	free(buf);
+	free(ts);
+	return rc;
+}
