@@ -682,7 +682,8 @@ static void test_help_lists_every_setting(void **state)
 		"--max-inflight", "--max-dim",
 		"--max-connections", "--batch-jobs", "--batch-per-client", "--max-batch-bytes",
 		"--spin-us", "--inflight-batches", "--max-outbound-bytes", "--no-host-import",
-		"--version", "CACHE_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC", "LISTEN_FDS",
+		"--version", "--list-devices", "CACHE_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC",
+		"LISTEN_FDS",
 	};
 	char cmd[PATH_MAX], out[16384];
 	snprintf(cmd, sizeof(cmd), "%s --help", daemon_proc_binary());
@@ -744,6 +745,55 @@ static void test_journal_prefixes_and_no_line_per_job(void **state)
 	fclose(f);
 	assert_true(n > 0);
 	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+/* --list-devices: what an operator needs to pick vkgradd@ instances, and a
+ * device named by its UUID (whole, or the first 8 characters) is the one
+ * opened; a UUID that matches nothing is refused with its text. */
+static void test_list_devices_and_uuid(void **state)
+{
+	(void)state;
+	char cmd[PATH_MAX + 64], out[16384];
+	snprintf(cmd, sizeof(cmd), "%s --list-devices --config /nonexistent", daemon_proc_binary());
+	int rc = run_cmd(cmd, out, sizeof(out));
+	printf("%s", out);
+	assert_int_equal(rc, 0);
+	static const char *const want[] = {"0: ", "(cpu, the default)", "    driver  llvmpipe",
+					   "Vulkan 1.", "    memory  ", " GiB device-local",
+					   "    ids     vendor 0x", "    uuid    ",
+					   "    usable  yes: vkgradd --device 0", "unit vkgradd@0.socket"};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(out, want[i]))
+			fail_msg("--list-devices does not show '%s'", want[i]);
+	char uuid[37] = "";
+	const char *u = strstr(out, "    uuid    ");
+	assert_non_null(u);
+	assert_int_equal(sscanf(u + 12, "%36s", uuid), 1);
+	assert_int_equal(strlen(uuid), 36);
+
+	/* by the whole UUID and by its first 8 characters: device 0 serves */
+	char prefix[9];
+	snprintf(prefix, sizeof(prefix), "%.8s", uuid);
+	const char *names[2] = {uuid, prefix};
+	for (int i = 0; i < 2; i++) {
+		daemon_proc d;
+		memset(&d, 0, sizeof(d));
+		const char *args[] = {"--device", names[i], NULL};
+		assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
+		assert_true(daemon_proc_log_contains(&d, "using device 0: "));
+		assert_int_equal(daemon_proc_stop(&d), 0);
+	}
+	/* a UUID of no device: refused, naming it */
+	char bad[37];
+	snprintf(bad, sizeof(bad), "%s", uuid);
+	bad[0] = bad[0] == 'f' ? '0' : 'f';
+	snprintf(cmd, sizeof(cmd), "%s --socket /nonexistent/s --device %s", daemon_proc_binary(), bad);
+	rc = run_cmd(cmd, out, sizeof(out));
+	assert_int_equal(rc, 1);
+	char msg[96];
+	snprintf(msg, sizeof(msg), "no usable Vulkan device matches '%s'", bad);
+	if (!strstr(out, msg))
+		fail_msg("want '%s' in:\n%s", msg, out);
 }
 
 /* ---- installed artefacts ---------------------------------------------------- */
@@ -1019,6 +1069,7 @@ int main(void)
 		cmocka_unit_test(test_config_file_then_flags),
 		cmocka_unit_test(test_help_lists_every_setting),
 		cmocka_unit_test(test_journal_prefixes_and_no_line_per_job),
+		cmocka_unit_test(test_list_devices_and_uuid),
 		cmocka_unit_test(test_make_install_layout),
 		cmocka_unit_test(test_units_verify_and_security),
 		cmocka_unit_test(test_templates_match_plain_units),
