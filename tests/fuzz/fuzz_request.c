@@ -10,7 +10,8 @@
  *   round trip, proto_job_check against its oracle) over a fixed region
  *   table: 1 MiB, 128 MiB, 2^64 - 1 bytes and 64 bytes;
  * - client side: proto_reply_decode on the same bytes returns 0 or -EBADMSG
- *   and leaves its strings terminated and its counts in range.
+ *   and leaves its strings terminated and its counts in range (stats
+ *   histograms: at most PROTO_MAX_HIST, bounds within their array, rising).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -82,6 +83,16 @@ static void check_reply(const uint8_t *p, size_t n)
 		FUZZ_ASSERT(terminated(k->variant, sizeof(k->variant)));
 		FUZZ_ASSERT(terminated(k->dtype, sizeof(k->dtype)));
 		FUZZ_ASSERT(terminated(k->status, sizeof(k->status)));
+	}
+	/* stats histograms: within their arrays, bounds rising */
+	const proto_stats *st = &r.stats;
+	FUZZ_ASSERT(st->n_hist <= PROTO_MAX_HIST);
+	for (unsigned i = 0; i < st->n_hist; i++) {
+		const proto_histogram *hg = &st->hist[i];
+		FUZZ_ASSERT(terminated(hg->name, sizeof(hg->name)));
+		FUZZ_ASSERT(hg->n_le <= PROTO_HIST_MAX_LE);
+		for (unsigned b = 1; b < hg->n_le; b++)
+			FUZZ_ASSERT(hg->le_us[b] > hg->le_us[b - 1]);
 	}
 }
 

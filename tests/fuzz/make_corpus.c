@@ -172,13 +172,20 @@ static void valid_seeds(void)
 	r.stats = (proto_stats){.uptime_s = 1.5, .clients = 2, .jobs_done = 3,
 				.jobs_per_batch_avg = 1.25};
 	reply_seed("reply-stats", PROTO_R_STATS, &r);
+	r.stats.n_hist = 1;
+	r.stats.hist[0] = (proto_histogram){.name = "job_latency", .n_le = 3, .le_us = {10, 25, 50},
+					    .counts = {1, 0, 2, 1}, .sum_us = 99, .count = 4};
+	reply_seed("reply-stats-histograms", PROTO_R_STATS, &r);
+	r.stats.n_hist = 0;
 	r.hello.version = 1;
 	strcpy(r.hello.server, "vkgradd 0.1.0");
 	strcpy(r.hello.device.name, "llvmpipe");
 	strcpy(r.hello.device.driver, "mesa");
 	strcpy(r.hello.device.api, "1.3.255");
 	strcpy(r.hello.device.type, "cpu");
-	r.hello.limits = (proto_limits){65536, 64, 4ull << 30, 64, 1u << 20, 4ull << 30};
+	r.hello.limits = (proto_limits){.max_frame = 65536, .max_regions = 64,
+					.max_region_bytes = 4ull << 30, .max_inflight = 64,
+					.max_dim = 1u << 20, .max_tensor_bytes = 4ull << 30};
 	r.hello.n_kernels = 2;
 	r.hello.kernels[0] = (proto_kernel_info){"dw_f32", "linear", "tiled", "f32", "ready"};
 	r.hello.kernels[1] = (proto_kernel_info){"dx_f32", "linear", "tiled", "f32", "ready"};
