@@ -118,7 +118,7 @@ test-asan:
 	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 		VKGRAD_KEEP_DRIVERS=libvulkan_lvp.so:libVkLayer_khronos_validation.so:libVkLayer_MESA_device_select.so \
-		./tests/run.sh $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN) $(INTEG_BIN))
+		./tests/run.sh $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN) $(INTEG_BIN)) $(PY_TESTS)
 
 # Every daemon that test_errors and test_lifecycle start runs under valgrind's
 # memcheck (tests/common/daemon_proc.c: VKGRAD_TEST_DAEMON_WRAPPER); a memory

@@ -23,6 +23,19 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def child_env(extra=None):
+    """The environment for a daemon or the CLI: under test-asan (runner.py)
+    the original ASAN_OPTIONS, and no preloaded runtimes (they link their
+    own)."""
+    e = dict(os.environ)
+    orig = e.pop("VKGRAD_TEST_CHILD_ASAN_OPTIONS", None)
+    if orig is not None:
+        e["ASAN_OPTIONS"] = orig
+        e.pop("LD_PRELOAD", None)
+    e.update(extra or {})
+    return e
+
+
 def can_connect(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -39,7 +52,7 @@ class Daemon:
         self.dir = tempfile.mkdtemp(prefix="vkgrad-py.")
         self.sock = os.path.join(self.dir, sock_name)
         self.log = os.path.join(self.dir, "daemon.log")
-        e = dict(os.environ)
+        e = child_env()
         for k in ("JOURNAL_STREAM", "VKGRAD_FAULT_INJECT", "LISTEN_FDS", "LISTEN_PID",
                   "LISTEN_FDNAMES", "NOTIFY_SOCKET"):
             e.pop(k, None)

@@ -43,7 +43,24 @@ class _Result(unittest.TextTestResult):
         self._line("SKIPPED", test, ": " + reason)
 
 
+def _asan_reexec():
+    """Under `make test-asan` the library is instrumented: Python must load
+    the sanitizer runtimes first (LD_PRELOAD), without leak checking (the
+    interpreter's own allocations would drown ours). The daemons and the
+    CLI the tests start get the original ASAN_OPTIONS back (daemon.py)."""
+    if not os.environ.get("ASAN_OPTIONS") or "VKGRAD_TEST_CHILD_ASAN_OPTIONS" in os.environ:
+        return
+    import subprocess
+    libs = [subprocess.run(["cc", "-print-file-name=" + l], capture_output=True,
+                           text=True).stdout.strip() for l in ("libasan.so", "libubsan.so")]
+    env = dict(os.environ, VKGRAD_TEST_CHILD_ASAN_OPTIONS=os.environ["ASAN_OPTIONS"],
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+               LD_PRELOAD=" ".join(libs + [os.environ.get("LD_PRELOAD", "")]).strip())
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
 def main(*modules):
+    _asan_reexec()
     sys.path.insert(0, os.path.join(ROOT, "python"))
     sys.path.insert(0, HERE)
     build = os.environ.get("BUILD", "build")

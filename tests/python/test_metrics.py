@@ -16,7 +16,7 @@ import unittest
 import numpy as np
 
 import vkgrad
-from daemon import BUILD, Daemon
+from daemon import BUILD, Daemon, child_env
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
@@ -36,7 +36,7 @@ def tearDownModule():
 
 def vkgrad_cli(*args):
     return subprocess.run([os.path.join(BUILD, "vkgrad")] + list(args), capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, env=child_env())
 
 
 def parse_labels(s):
