@@ -100,3 +100,5 @@ _decl("vkg_call_raw", ctypes.c_int, _P, ctypes.c_char_p, ctypes.c_char_p, ctypes
 libc = ctypes.CDLL(None)
 libc.free.restype = None
 libc.free.argtypes = [_P]
+libc.shutdown.restype = ctypes.c_int
+libc.shutdown.argtypes = [ctypes.c_int, ctypes.c_int]

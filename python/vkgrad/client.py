@@ -14,7 +14,10 @@ import errno as _errno
 import fcntl
 import mmap
 import os
+import select
+import socket
 import threading
+import time
 
 import numpy as np
 
@@ -86,8 +89,8 @@ class Region:
             del probe
             rid = ctypes.c_uint64()
             err = _lib.vkg_error()
-            rc = lib.vkg_region_register_fd(client._handle(), fd, nbytes, ctypes.byref(rid),
-                                            ctypes.byref(err))
+            rc = client._c(lib.vkg_region_register_fd, fd, nbytes, ctypes.byref(rid),
+                           ctypes.byref(err))
             if rc:
                 self._mm.close()
                 raise _error(rc, err)
@@ -128,7 +131,7 @@ class Region:
             c._regions.pop(rid, None)
             if not c._closed:
                 err = _lib.vkg_error()
-                rc = lib.vkg_region_destroy(c._h, rid, None, 0, ctypes.byref(err))
+                rc = c._c(lib.vkg_region_destroy, rid, None, 0, ctypes.byref(err))
                 if rc:
                     raise _error(rc, err)
         try:
@@ -199,7 +202,10 @@ class Future:
         with c._lock:
             if self._event.is_set():
                 return True
-            rc = lib.vkg_poll(c._handle(), self.handle, ctypes.byref(res), ctypes.byref(err))
+            try:
+                rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err))
+            except Error:  # closing: close() files the outcome
+                return self._event.is_set()
             if rc == -_errno.EAGAIN:
                 return False
             if rc != -_errno.ENOENT:
@@ -208,23 +214,50 @@ class Future:
 
     def result(self, timeout=None):
         """Wait (timeout in seconds, None: forever) and return the outputs;
-        raises Error when the job failed, TimeoutError when time ran out."""
-        if not self._event.is_set():
-            c = self._client
-            ms = -1 if timeout is None else max(0, int(timeout * 1000))
-            res, err = _lib.vkg_result(), _lib.vkg_error()
-            # the C library serialises its calls; our lock is not held while
-            # it waits, only while the outcome is filed
-            rc = lib.vkg_wait(c._handle(), self.handle, ms, ctypes.byref(res), ctypes.byref(err))
-            if rc == -_errno.ETIMEDOUT:
-                raise TimeoutError("job %d not finished within %s s" % (self.handle, timeout))
-            with c._lock:
-                if rc != -_errno.ENOENT and not self._event.is_set():
-                    self._finish(rc, res, err)
-            # ENOENT: another thread's poll() took the outcome and files it
-            if not self._event.wait(timeout):
-                raise TimeoutError("job %d not finished within %s s" % (self.handle, timeout))
+        raises Error when the job failed, TimeoutError when time ran out.
+
+        Waits on the socket, not inside libvkgrad (whose blocking calls hold
+        the connection's mutex): other threads' calls and close() are not
+        held up while a job runs."""
+        c = self._client
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with c._cv:
+            c._waiters += 1
+        try:
+            self._wait(c, deadline)
+        finally:
+            with c._cv:
+                c._waiters -= 1
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._event.wait(left):
+            raise TimeoutError("job %d not finished within %s s" % (self.handle, timeout))
         return self._outcome()
+
+    def _wait(self, c, deadline):
+        res, err = _lib.vkg_result(), _lib.vkg_error()
+        while not self._event.is_set():
+            try:
+                fd = c._c(lib.vkg_fd)
+                rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err))
+            except Error:
+                return  # closed: close() files the outcome
+            if rc != -_errno.EAGAIN:
+                if rc != -_errno.ENOENT:
+                    with c._lock:
+                        if not self._event.is_set():
+                            self._finish(rc, res, err)
+                return  # ENOENT: another thread's poll() files it
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            # A reply another thread's call read into the library leaves the
+            # socket quiet: with other waiters, look again soon. The 1 s cap
+            # bounds a wait on a descriptor that close() took away meanwhile.
+            cap = 0.02 if c._waiters > 1 else 1.0
+            try:
+                select.select([fd], [], [], cap if left is None else min(cap, left))
+            except (OSError, ValueError):
+                pass
 
 
 class Client:
@@ -240,6 +273,11 @@ class Client:
         self._h = h
         self._closed = False
         self._lock = threading.RLock()
+        # C calls in progress: close() waits for them (after waking any
+        # that block) before the library frees the connection
+        self._cv = threading.Condition()
+        self._calls = 0
+        self._waiters = 0      # threads in Future.result()
         self._regions = {}     # id -> Region, every live one (pool included)
         self._pool_free = []   # idle pool Regions, largest first
         self._pool_keep = pool_keep
@@ -255,24 +293,39 @@ class Client:
             raise
 
     # ---- connection ----
-    def _handle(self):
-        if self._closed:
-            raise Error("io", "the client is closed")
-        return self._h
+    def _c(self, fn, *args):
+        """fn(handle, *args): a libvkgrad call that close() waits for."""
+        with self._cv:
+            if self._closed:
+                raise Error("io", "the client is closed", _errno.EBADF)
+            self._calls += 1
+        try:
+            return fn(self._h, *args)
+        finally:
+            with self._cv:
+                self._calls -= 1
+                if self._calls == 0:
+                    self._cv.notify_all()
 
     def fileno(self):
         """The socket: readable when replies arrive. In an event loop, call
         poll() when it fires (poll() also empties what the library read
         already, so call it before waiting on the descriptor again)."""
-        return lib.vkg_fd(self._handle())
+        return self._c(lib.vkg_fd)
 
     def close(self):
         """Close the connection: the daemon drops its regions; pending
         futures fail with code "io". Region views stay readable."""
-        with self._lock:
+        with self._cv:
             if self._closed:
                 return
             self._closed = True
+            # wake calls blocked on the socket (their replies cannot come
+            # now), then wait until none is inside the library
+            _lib.libc.shutdown(lib.vkg_fd(self._h), socket.SHUT_RDWR)
+            while self._calls:
+                self._cv.wait()
+        with self._lock:
             for f in list(self._pending.values()):
                 f._finish(-_errno.ECONNRESET, None,
                           _err_struct("io", "the client was closed before the job finished"))
@@ -293,8 +346,11 @@ class Client:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_h", None) and not getattr(self, "_closed", True):
-            self.close()
+        try:
+            if getattr(self, "_h", None) and not getattr(self, "_closed", True):
+                self.close()
+        except Exception:  # noqa: BLE001 — interpreter shutdown
+            pass
 
     # ---- any request ----
     def call(self, op, **keys):
@@ -304,8 +360,8 @@ class Client:
         reply = ctypes.c_void_p()
         n = ctypes.c_size_t()
         err = _lib.vkg_error()
-        rc = lib.vkg_call_raw(self._handle(), op.encode(), args, len(args) if args else 0,
-                              ctypes.byref(reply), ctypes.byref(n), ctypes.byref(err))
+        rc = self._c(lib.vkg_call_raw, op.encode(), args, len(args) if args else 0,
+                     ctypes.byref(reply), ctypes.byref(n), ctypes.byref(err))
         body = None
         if reply.value:
             try:
@@ -318,7 +374,7 @@ class Client:
 
     def ping(self):
         err = _lib.vkg_error()
-        rc = lib.vkg_ping(self._handle(), ctypes.byref(err))
+        rc = self._c(lib.vkg_ping, ctypes.byref(err))
         if rc:
             raise _error(rc, err)
 
@@ -466,8 +522,8 @@ class Client:
                 job.variant = variant.encode() if variant else None
                 handle = ctypes.c_uint64()
                 err = _lib.vkg_error()
-                rc = lib.vkg_submit(self._handle(), ctypes.byref(job), ctypes.byref(handle),
-                                    ctypes.byref(err))
+                rc = self._c(lib.vkg_submit, ctypes.byref(job), ctypes.byref(handle),
+                             ctypes.byref(err))
                 if rc:
                     raise _error(rc, err)
             except BaseException:
@@ -487,8 +543,11 @@ class Client:
         with self._lock:
             while not self._closed:
                 h, res, err = ctypes.c_uint64(), _lib.vkg_result(), _lib.vkg_error()
-                rc = lib.vkg_poll_any(self._h, ctypes.byref(h), ctypes.byref(res),
-                                      ctypes.byref(err))
+                try:
+                    rc = self._c(lib.vkg_poll_any, ctypes.byref(h), ctypes.byref(res),
+                                 ctypes.byref(err))
+                except Error:
+                    break  # closed meanwhile
                 if rc in (-_errno.EAGAIN, -_errno.ENOENT):
                     break
                 f = self._pending.get(h.value)

@@ -316,6 +316,39 @@ class TestAsync(Case):
         g = self.c.linear_backward(np.ones((1, 4), np.float32), v.reshape(1, 4), outputs=["db"])
         np.testing.assert_array_equal(g["db"], [1, 2, 3, 4])
 
+    def test_close_while_another_thread_waits(self):
+        # close() while result() waits in another thread: the waiter ends
+        # with Error("io") (or the job's true result, had it just finished),
+        # nothing crashes or hangs, and the daemon serves on. A 2 GFLOP job
+        # (about a second on lavapipe) keeps the waiter waiting.
+        c = vkgrad.connect(D.sock)
+        x = np.ones((2048, 1024), np.float32)
+        dy = np.ones((2048, 512), np.float32)
+        fut = c.submit(x, dy, outputs=["dw"])
+        got = []
+        t = threading.Thread(target=lambda: got.append(self.outcome_of(fut)))
+        t.start()
+        time.sleep(0.1)
+        with vkgrad.connect(D.sock) as c2:
+            st = c2.stats()
+        self.assertGreaterEqual(st["jobs_running"] + st["jobs_queued"], 1,
+                                "the job ended before close(): no race tested")
+        c.close()
+        t.join(60)
+        self.assertFalse(t.is_alive(), "the waiter hangs after close()")
+        if isinstance(got[0], vkgrad.Error):
+            self.assertEqual(got[0].code, "io")
+        else:
+            np.testing.assert_array_equal(got[0]["dw"], np.full((512, 1024), 2048, np.float32))
+        self.assertServes(same=False)
+
+    @staticmethod
+    def outcome_of(fut):
+        try:
+            return fut.result()
+        except vkgrad.Error as e:
+            return e
+
     def test_closed_client_raises_io(self):
         c = vkgrad.connect(D.sock)
         r = c.region(4096)
