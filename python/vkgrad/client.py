@@ -18,6 +18,7 @@ import select
 import socket
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -282,6 +283,7 @@ class Client:
         self._pool_free = []   # idle pool Regions, largest first
         self._pool_keep = pool_keep
         self._pending = {}     # handle -> Future
+        self._ready = []       # weakrefs: finished futures poll() has not reported
         self.socket = socket if socket is not None else default_socket()
         try:
             hello = {"version": 1}
@@ -499,6 +501,8 @@ class Client:
                     n = int(np.prod(shapes[k] if k in shapes else a.shape)) * npdt.itemsize
                     place[k] = (None, need)
                     need += (n + _ALIGN - 1) // _ALIGN * _ALIGN
+            if need and self._pending:
+                self._note_ready(self._drain())  # finished jobs give their pool regions back
             pool = self._pool_take(need) if need else None
             copies = []
             try:
@@ -538,7 +542,21 @@ class Client:
 
     def poll(self):
         """File every finished job's outcome without blocking; returns the
-        Futures that finished (for event loops: call when fileno() fires)."""
+        Futures that finished since the last poll() (for event loops: call
+        it when fileno() fires), those submit() found finished included."""
+        with self._lock:
+            done = [f for f in (r() for r in self._ready) if f is not None]
+            self._ready.clear()
+            return done + self._drain()
+
+    def _note_ready(self, futs):
+        """Futures submit() filed, for the next poll(); weakly held, so
+        that callers who only use result() keep nothing alive here."""
+        self._ready.extend(weakref.ref(f) for f in futs)
+        if len(self._ready) > 1024:
+            self._ready = [r for r in self._ready if r() is not None]
+
+    def _drain(self):
         done = []
         with self._lock:
             while not self._closed:

@@ -281,6 +281,16 @@ class TestAsync(Case):
         self.assertEqual(self.c.stats()["regions"], n)
         np.testing.assert_array_equal(g["db"], np.full(8, 16, np.float32))
 
+    def test_unwaited_futures_give_pool_regions_back(self):
+        # fire and forget: 100 jobs of copied arrays, no result() called;
+        # submit() files finished ones, so the pool stays small (the daemon
+        # allows 64 regions per connection)
+        x = np.ones((8, 4), np.float32)
+        futs = [self.c.submit(x, x, outputs=["db"]) for _ in range(100)]
+        self.assertLess(self.c.stats()["regions"], 64)
+        for f in futs:
+            np.testing.assert_array_equal(f.result(timeout=120)["db"], np.full(4, 8, np.float32))
+
     def test_threads_share_one_client(self):
         rng = np.random.default_rng(7)
         data = [rand((30, 10), "f32", rng) + rand((30, 7), "f32", rng) for _ in range(4)]
