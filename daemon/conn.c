@@ -806,8 +806,11 @@ static bool take_bytes(conn *c, const uint8_t *buf, size_t n, const int *fds, un
  * close (finish_half_closed). A partial frame left is dropped. */
 static void conn_peer_eof(conn *c)
 {
-	struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-	if (poll(&p, 1, 0) != 1 || (p.revents & (POLLHUP | POLLERR))) {
+	/* no events asked: poll reports only POLLHUP / POLLERR (a full
+	 * send buffer must not pass for a closed peer) */
+	struct pollfd p = {.fd = c->fd, .events = 0};
+	int n = poll(&p, 1, 0);
+	if (n < 0 || (n == 1 && (p.revents & (POLLHUP | POLLERR)))) {
 		conn_close(c, "peer closed");
 		return;
 	}

@@ -284,6 +284,48 @@ static void test_half_closed_client_gets_every_reply(void **state)
 	wait_settled(g_d.sock, 0, 1);
 }
 
+/* The same while the daemon cannot write: a client sends 3000 pings
+ * without reading, so their replies fill the socket and wait in the
+ * daemon, then half-closes. The EOF must not pass for a closed peer
+ * because the socket is not writable: every reply comes once it reads. */
+static void test_half_closed_client_with_replies_backed_up(void **state)
+{
+	(void)state;
+	enum { N = 3000 };
+	wait_settled(g_d.sock, 0, 1);
+	rawsock s;
+	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	for (uint64_t i = 0; i < N; i++) {
+		proto_request p = {.op = PROTO_OP_PING, .id = 1000 + i};
+		assert_int_equal(proto_request_encode(&sb, &p), 0);
+	}
+	assert_int_equal(rawsock_send(&s, sb.data, sb.size, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sb);
+	assert_int_equal(shutdown(s.fd, SHUT_WR), 0);
+	/* not a synchronisation: only makes it likely that the daemon sees
+	 * the EOF before we read (the test passes either way when right) */
+	usleep(200000);
+	unsigned got = 0;
+	proto_reply r;
+	for (;;) {
+		int rc = rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS);
+		if (rc == -ECONNRESET)
+			break;
+		if (rc)
+			fail_msg("after %u of %d replies: %s", got, N, strerror(-rc));
+		if (!r.ok || r.id != 1000 + got)
+			fail_msg("reply %u: id %llu ok %d", got, (unsigned long long)r.id, r.ok);
+		got++;
+	}
+	if (got != N)
+		fail_msg("the daemon closed the half-closed connection after %u of %d replies", got, N);
+	rawsock_close(&s);
+	assert_true(rawsock_daemon_serves(g_d.sock));
+	wait_settled(g_d.sock, 0, 1);
+}
+
 /* ---- a client killed with jobs in flight -------------------------------------------- */
 
 static void test_client_killed_with_jobs_in_flight(void **state)
@@ -543,6 +585,7 @@ int main(void)
 		cmocka_unit_test(test_unregister),
 		cmocka_unit_test(test_close_releases_regions),
 		cmocka_unit_test(test_half_closed_client_gets_every_reply),
+		cmocka_unit_test(test_half_closed_client_with_replies_backed_up),
 		cmocka_unit_test(test_client_killed_with_jobs_in_flight),
 		cmocka_unit_test(test_clients_closing_with_jobs_queued),
 		cmocka_unit_test(test_sigterm_with_jobs_in_flight),
