@@ -18,7 +18,8 @@ static const char run_usage[] =
 	"               random inputs are rounded to it, the daemon computes in f32\n"
 	"               and rounds each output once\n"
 	"  --accumulate add to the outputs' contents instead of overwriting them\n"
-	"  --variant V  force the kernel family: auto (default), generic, tiled\n"
+	"  --variant V  force the kernel family: auto (default), generic, tiled,\n"
+	"               tiled128, splitk, coopmat (f16 only)\n"
 	"  --repeat N   run the job N times (default 1)\n"
 	"  --check      compare with a float64 CPU reference computed from the stored\n"
 	"               (rounded) inputs; exit 1 on a mismatch (pass:\n"
@@ -81,9 +82,12 @@ static int run_parse(int argc, char **argv, run_opts *o)
 		case 'c': o->check = true; break;
 		case 'q': o->quiet = true; break;
 		case 'V':
-			if (proto_variant_parse(optarg) < 0)
-				return cli_usage_fail("run: --variant takes auto, generic or tiled (got '%s')",
+			if (proto_variant_parse(optarg) < 0) {
+				char names[96];
+				proto_variant_list(names, sizeof(names), -1, NULL, NULL);
+				return cli_usage_fail("run: --variant takes one of %s (got '%s')", names,
 						      optarg);
+			}
 			o->variant = optarg;
 			break;
 		case 'd': {

@@ -723,9 +723,12 @@ static int job_to_request(const vkg_job *job, proto_request *req, vkg_error *err
 	req->accumulate = job->accumulate;
 	if (job->variant) {
 		int v = proto_variant_parse(job->variant);
-		if (v < 0)
-			return set_err(err, -EINVAL, "io", "variant '%s' is not one of auto, generic, tiled",
-				       job->variant);
+		if (v < 0) {
+			char names[96];
+			proto_variant_list(names, sizeof(names), -1, NULL, NULL);
+			return set_err(err, -EINVAL, "io", "variant '%s' is not one of %s", job->variant,
+				       names);
+		}
 		req->variant = (proto_variant)v;
 	}
 	const vkg_tensor *t[PROTO_T_COUNT] = {

@@ -118,7 +118,8 @@ typedef struct vkg_job {
 	vkg_tensor dw, db, dx; /* outputs; at least one */
 	bool accumulate;
 	const char *variant; /* NULL or "auto": the daemon picks kernels by
-			      * shape; "generic" or "tiled" forces a family */
+			      * shape; "generic", "tiled", "tiled128",
+			      * "splitk" or "coopmat" (f16) forces a family */
 } vkg_job;
 
 /* A vkg_job with every tensor set to VKG_NONE. */

@@ -7,8 +7,11 @@
 #include "peer.h"
 #include "server.h"
 #include "service.h"
+#include "text.h"
+#include "variant.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -195,8 +198,17 @@ static void update_poll(conn *c)
 {
 	if (!c->open)
 		return;
-	int ev = (c->close_after_flush ? 0 : UV_READABLE) | (c->want_write ? UV_WRITABLE : 0);
+	int ev = (c->close_after_flush || c->rd_eof ? 0 : UV_READABLE) |
+		 (c->want_write ? UV_WRITABLE : 0);
 	uv_poll_start(&c->poll, ev, conn_poll_cb);
+}
+
+/* A half-closed peer has every reply it asked for: close. */
+static void finish_half_closed(conn *c)
+{
+	if (c->open && c->rd_eof && c->inflight == 0 && c->unreg_pending == 0 &&
+	    c->out_off == c->out_len)
+		conn_close(c, "peer half-closed; every reply sent");
 }
 
 static void flush_out(conn *c)
@@ -220,6 +232,11 @@ static void flush_out(conn *c)
 	if (!want && c->close_after_flush) {
 		conn_close(c, "protocol error");
 		return;
+	}
+	if (!want && c->rd_eof) {
+		finish_half_closed(c);
+		if (!c->open)
+			return;
 	}
 	if (want != c->want_write) {
 		c->want_write = want;
@@ -355,8 +372,14 @@ static void op_hello(conn *c, const proto_request *q)
 		snprintf(k->dtype, sizeof(k->dtype), "%s", kreg_entries[i].dtype);
 		snprintf(k->status, sizeof(k->status), "%s", kreg_entries[i].status);
 	}
-	if (q->client[0])
-		log_info("client pid %d says hello as '%s'", (int)c->cred.pid, q->client);
+	if (q->client[0]) {
+		/* the client's own words: escaped (no line breaks, terminal
+		 * escapes or invalid UTF-8 in the log) and bounded */
+		char name[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_LOG_CHARS)];
+		proto_text_escape(name, sizeof(name), q->client, strlen(q->client),
+				  PROTO_TEXT_LOG_CHARS, 0);
+		log_info("client pid %d says hello as '%s'", (int)c->cred.pid, name);
+	}
 	reply(c, PROTO_R_HELLO, r);
 	free(r);
 }
@@ -478,6 +501,7 @@ fail:
 static void unregister_done(void *ctx, uint64_t id)
 {
 	conn *c = ctx;
+	c->unreg_pending--;
 	reply_ok(c, id); /* no-op when the connection closed meanwhile */
 	conn_unref(c);
 }
@@ -498,6 +522,7 @@ static void op_unregister(conn *c, const proto_request *q)
 	c->region_bytes -= r->size;
 	c->srv->total_region_bytes -= r->size;
 	conn_ref(c);
+	c->unreg_pending++;
 	r->on_release = unregister_done;
 	r->release_ctx = c;
 	r->release_arg = q->id;
@@ -565,7 +590,7 @@ void conn_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
 		   uint64_t gpu_us, uint32_t batch_jobs)
 {
 	conn *c = j->owner;
-	c->inflight--;
+	c->inflight--; /* before the reply: its flush may finish a half-closed c */
 	if (code == PROTO_OK) {
 		proto_reply r = {.id = j->req.id, .ok = true, .queued_us = queued_us,
 				 .gpu_us = gpu_us, .batch_jobs = batch_jobs,
@@ -611,6 +636,29 @@ static unsigned take_fds(conn *c, uint64_t fs, int *out, unsigned max)
 	return n;
 }
 
+typedef struct runs_ctx {
+	const pipelines *pl;
+	proto_dtype d;
+} runs_ctx;
+
+static bool cannot_run_cb(void *ctx, proto_variant v)
+{
+	const runs_ctx *r = ctx;
+	return !variant_available(r->pl, v, r->d);
+}
+
+/* An unknown variant's message names the variants of the request's dtype
+ * (proto_request_decode); add which of them this device cannot run. */
+static void explain_variants(conn *c, const proto_request *q, proto_err *err)
+{
+	runs_ctx r = {c->srv->pl, q->dtype};
+	char names[96];
+	if (proto_variant_list(names, sizeof(names), q->dtype, cannot_run_cb, &r) == 0)
+		proto_err_append(err, "; this device runs all of them");
+	else
+		proto_err_append(err, "; this device cannot run %s", names);
+}
+
 /* One whole frame body at stream offsets [fs, fe). Returns false when the
  * connection must stop reading (protocol error). */
 static bool conn_dispatch(conn *c, const uint8_t *body, uint32_t len, uint64_t fs, uint64_t fe)
@@ -647,6 +695,8 @@ static bool conn_dispatch(conn *c, const uint8_t *body, uint32_t len, uint64_t f
 					proto_op_name(q.op), nfd);
 	}
 	if (rc != 0) {
+		if (q.variant_unknown)
+			explain_variants(c, &q, &err);
 		reply_err(c, id, &err);
 		return true;
 	}
@@ -750,6 +800,29 @@ static bool take_bytes(conn *c, const uint8_t *buf, size_t n, const int *fds, un
 	}
 }
 
+/* The peer sends nothing more (EOF). One that closed its socket reads
+ * nothing either: close now, dropping its queued jobs. One that only shut
+ * down its sending side (shutdown SHUT_WR; the socket then reports no
+ * POLLHUP) still reads: stop reading, answer every request it sent, then
+ * close (finish_half_closed). A partial frame left is dropped. */
+static void conn_peer_eof(conn *c)
+{
+	/* no events asked: poll reports only POLLHUP / POLLERR (a full
+	 * send buffer must not pass for a closed peer) */
+	struct pollfd p = {.fd = c->fd, .events = 0};
+	int n = poll(&p, 1, 0);
+	if (n < 0 || (n == 1 && (p.revents & (POLLHUP | POLLERR)))) {
+		conn_close(c, "peer closed");
+		return;
+	}
+	c->rd_eof = true;
+	drop_fds(c); /* their frames can no longer come */
+	log_debug("client pid %d half-closed: %u job(s) and %u unregister(s) to answer, then close",
+		  (int)c->cred.pid, c->inflight, c->unreg_pending);
+	finish_half_closed(c);
+	update_poll(c);
+}
+
 /* Descriptors ride with the last sendmsg() chunk of a read: Linux ends a
  * read with the first chunk that carries descriptors, but merges the chunks
  * before it. So a plain read cannot tell which frame a descriptor came with
@@ -774,7 +847,7 @@ static void conn_read(conn *c)
 			conn_close(c, strerror((int)-n));
 		return;
 	} else if (n == 0) {
-		conn_close(c, "peer closed");
+		conn_peer_eof(c);
 		return;
 	}
 	conn_ref(c); /* a dispatch may close c */
@@ -789,9 +862,12 @@ static void conn_read(conn *c)
 		ssize_t m = recv_piece(c, buf, want, 0, fds, &nfds);
 		if (m == -EAGAIN)
 			break;
-		if (m <= 0) {
-			conn_close(c, m == 0 ? "peer closed"
-				   : m == -EBADMSG ? "too many descriptors in one message"
+		if (m == 0) {
+			conn_peer_eof(c);
+			break;
+		}
+		if (m < 0) {
+			conn_close(c, m == -EBADMSG ? "too many descriptors in one message"
 				   : strerror((int)-m));
 			break;
 		}
@@ -820,6 +896,7 @@ static void conn_poll_cb(uv_poll_t *h, int status, int events)
 	}
 	if (c->open && (events & UV_WRITABLE))
 		flush_out(c);
-	if (c->open && (events & UV_READABLE) && !c->close_after_flush && !c->srv->draining)
+	if (c->open && (events & UV_READABLE) && !c->close_after_flush && !c->rd_eof &&
+	    !c->srv->draining)
 		conn_read(c);
 }

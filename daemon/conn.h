@@ -43,6 +43,9 @@ struct conn {
 	uint64_t next_region;
 	uint64_t region_bytes;
 	uint32_t inflight;     /* queued + running jobs */
+	uint32_t unreg_pending; /* unregister replies not sent yet */
+	bool rd_eof;           /* the peer half-closed (shutdown SHUT_WR): no more
+				* reading; closed once every reply is out */
 	engine_lane *lane;     /* this connection's queue in the engine */
 	conn *dirty_next;      /* server's corked list, while dirty */
 	bool dirty;

@@ -1,7 +1,11 @@
 /* daemon/log.c — see log.h. */
 #include "log.h"
 
+#include "text.h"
+
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,23 +36,44 @@ int log_parse_level(const char *s)
 	return -1;
 }
 
+/* Nothing to escape: printable ASCII only (the usual line). */
+static bool log_plain(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return false;
+	return true;
+}
+
 void log_msg(int level, const char *fmt, ...)
 {
 	static const char *words[] = {"", "", "", "error", "warning", "notice", "info", "debug"};
 	if (level > g_level)
 		return;
-	char line[1024];
-	int n = g_journal ? snprintf(line, sizeof(line), "<%d>", level)
-			  : snprintf(line, sizeof(line), "vkgradd: %s: ", words[level]);
+	char msg[1024], line[2048];
 	va_list ap;
 	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	int m = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-	if (len > sizeof(line) - 2)
-		len = sizeof(line) - 2;
-	line[len++] = '\n';
+	size_t len = m < 0 ? 0 : (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+	int n = g_journal ? snprintf(line, sizeof(line), "<%d>", level)
+			  : snprintf(line, sizeof(line), "vkgradd: %s: ", words[level]);
+	size_t o = (size_t)n;
+	/* One event, one line, valid UTF-8, whatever the message holds: a
+	 * line break in it would start a line of its own (under journald one
+	 * of any priority, "<0>..."), so every control character and byte
+	 * that is not UTF-8 is escaped here, whoever forgot to (text from
+	 * clients is escaped where it is logged: proto/text.h). Backslashes
+	 * stay: the message may hold escapes already. */
+	if (log_plain(msg, len)) {
+		memcpy(line + o, msg, len);
+		o += len;
+	} else {
+		o += proto_text_escape(line + o, sizeof(line) - o - 1, msg, len, SIZE_MAX,
+				       PROTO_TEXT_KEEP_BACKSLASH);
+	}
+	line[o++] = '\n';
 	/* one write per line so lines from threads never interleave */
-	ssize_t w = write(STDERR_FILENO, line, len);
+	ssize_t w = write(STDERR_FILENO, line, o);
 	(void)w;
 }

@@ -1,6 +1,10 @@
 /* daemon/log.h — one line per event on stderr. Levels follow syslog's
  * numbering; when stderr is the journal ($JOURNAL_STREAM) lines carry the
- * "<N>" prefix journald understands, otherwise a plain level word. */
+ * "<N>" prefix journald understands, otherwise a plain level word. A
+ * message never spans lines and is valid UTF-8: control characters and
+ * bytes that are not UTF-8 in it are escaped (proto/text.h), and a message
+ * longer than 1023 bytes is cut. Text a client controls is escaped and
+ * bounded (PROTO_TEXT_LOG_CHARS) where it is logged all the same. */
 #ifndef VKG_DAEMON_LOG_H
 #define VKG_DAEMON_LOG_H
 

@@ -9,7 +9,7 @@
 #include "msg.h"
 
 /* linear_parameter_backward, linear_input_backward (generic),
- * linear_tiled_gemm (tiled64), linear_splitk_gemm + linear_splitk_reduce
+ * linear_tiled_gemm (tiled), linear_splitk_gemm + linear_splitk_reduce
  * (splitk: the two passes of split-K), linear_coopmat_gemm (coopmat: f16
  * on cooperative matrices, only where device.coopmat) */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128, KERN_COUNT };

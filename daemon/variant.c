@@ -53,6 +53,17 @@ static void choose_param_auto(const proto_request *q, bool coopmat, variant_plan
 	}
 }
 
+bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d)
+{
+	if ((unsigned)d >= PROTO_DTYPE_COUNT || !pl->dtype_ok[d])
+		return false;
+	if (v == PROTO_VARIANT_COOPMAT)
+		return pl->pipe[KERN_COOPMAT][d] != VK_NULL_HANDLE;
+	if (v == PROTO_VARIANT_TILED128)
+		return pl->pipe[KERN_TILED128][d] != VK_NULL_HANDLE;
+	return (unsigned)v < PROTO_VARIANT_COUNT;
+}
+
 variant_plan variant_choose(const proto_request *q, bool coopmat)
 {
 	variant_plan p = {-1, -1, 1};

@@ -56,6 +56,12 @@ typedef struct variant_plan {
 	uint32_t slices; /* split-K slices when param is KERN_SPLITK, else 1 */
 } variant_plan;
 
+typedef struct pipelines pipelines;
+
+/* Can this device run jobs of dtype d forced to variant v? (the dtype
+ * served, and for coopmat and tiled128 their pipelines built) */
+bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
+
 /* coopmat: the device runs linear_coopmat_gemm for q's dtype. */
 variant_plan variant_choose(const proto_request *q, bool coopmat);
 

@@ -3,6 +3,7 @@
 
 #include "frame.h"
 #include "mpcheck.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -49,6 +50,37 @@ int proto_variant_parse(const char *s)
 	return -1;
 }
 
+/* The order in which messages list them: from the default to the special */
+static const proto_variant variant_order[PROTO_VARIANT_COUNT] = {
+	PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED,
+	PROTO_VARIANT_TILED128, PROTO_VARIANT_SPLITK, PROTO_VARIANT_COOPMAT,
+};
+
+bool proto_variant_fits(proto_variant v, proto_dtype d)
+{
+	return v != PROTO_VARIANT_COOPMAT || d == PROTO_F16;
+}
+
+unsigned proto_variant_list(char *buf, size_t cap, int d,
+			    bool (*keep)(void *ctx, proto_variant v), void *ctx)
+{
+	unsigned n = 0;
+	size_t o = 0;
+	if (cap)
+		buf[0] = 0;
+	for (int i = 0; i < PROTO_VARIANT_COUNT; i++) {
+		const proto_variant v = variant_order[i];
+		if ((d >= 0 && !proto_variant_fits(v, (proto_dtype)d)) || (keep && !keep(ctx, v)))
+			continue;
+		if (o < cap) {
+			int k = snprintf(buf + o, cap - o, "%s%s", n ? ", " : "", variant_names[v]);
+			o += k > 0 ? (size_t)k : 0;
+		}
+		n++;
+	}
+	return n;
+}
+
 const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx"};
 
 const char *proto_code_name(proto_code c)
@@ -79,14 +111,40 @@ unsigned proto_dtype_size(proto_dtype d)
 	return d == PROTO_F32 ? 4 : 2;
 }
 
+/* vsnprintf into err->message from byte `at`, cut on a character boundary
+ * when it does not fit. */
+static void err_vprint(proto_err *err, size_t at, const char *fmt, va_list ap)
+{
+	/* room for the bytes past the cut too: where it falls inside a
+	 * character, its first byte is found from them */
+	char tmp[sizeof(err->message) + 8];
+	const size_t room = sizeof(err->message) - 1 - at;
+	if (at >= sizeof(err->message) - 1)
+		return;
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	size_t len = n < 0 ? 0 : (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1;
+	len = proto_text_truncate(tmp, len, room);
+	memcpy(err->message + at, tmp, len);
+	err->message[at + len] = 0;
+}
+
 int proto_fail(proto_err *err, proto_code code, const char *fmt, ...)
 {
 	va_list ap;
 	err->code = code;
 	va_start(ap, fmt);
-	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	err_vprint(err, 0, fmt, ap);
 	va_end(ap);
 	return -(int)code;
+}
+
+int proto_err_append(proto_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	err_vprint(err, strlen(err->message), fmt, ap);
+	va_end(ap);
+	return -(int)err->code;
 }
 
 /* ---- decoding helpers --------------------------------------------------- */
@@ -143,12 +201,66 @@ static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t,
 	return 0;
 }
 
+static bool str_is(const msgpack_object *o, const char *s)
+{
+	size_t n = strlen(s);
+	return o->via.str.size == n && memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+/* A client's string for an error message: escaped, at most `chars`
+ * characters (proto/text.h). */
+static const char *echo(const msgpack_object *o, char *buf, size_t cap, size_t chars)
+{
+	proto_text_escape(buf, cap, o->via.str.ptr, o->via.str.size, chars, 0);
+	return buf;
+}
+
+/* linear_backward's dtype (a string) and variant (a string or NULL). An
+ * unknown dtype is a valid request that vkgradd cannot serve
+ * (`unsupported`, PROTOCOL.md); an unknown variant is bad_request, naming
+ * the variants of that dtype. */
+static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_object *variant,
+				proto_request *req, proto_err *err)
+{
+	char got[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_ECHO_NAME)];
+	int d = -1;
+	for (int i = 0; i < PROTO_DTYPE_COUNT; i++)
+		if (str_is(dtype, dtype_names[i]))
+			d = i;
+	if (d < 0)
+		return proto_fail(err, PROTO_UNSUPPORTED,
+				  "linear_backward: dtype '%s' is not served here (vkgradd serves "
+				  "f32, f16, bf16; hello lists the kernels of each dtype this device runs)",
+				  echo(dtype, got, sizeof(got), PROTO_TEXT_ECHO_NAME));
+	req->dtype = (proto_dtype)d;
+	if (!variant)
+		return 0;
+	/* a known name that does not fit the dtype (coopmat with f32) is
+	 * the daemon's to refuse: `unsupported`, saying what it needs */
+	for (int i = 0; i < PROTO_VARIANT_COUNT; i++)
+		if (str_is(variant, variant_names[i])) {
+			req->variant = (proto_variant)i;
+			return 0;
+		}
+	char names[96], others[64] = "";
+	proto_variant_list(names, sizeof(names), d, NULL, NULL);
+	for (int i = 0; i < PROTO_VARIANT_COUNT; i++)
+		if (!proto_variant_fits((proto_variant)i, req->dtype))
+			snprintf(others + strlen(others), sizeof(others) - strlen(others),
+				 " (%s is f16 only)", variant_names[i]);
+	req->variant_unknown = true;
+	return proto_fail(err, PROTO_BAD_REQUEST,
+			  "linear_backward: key 'variant' = '%s' is not one of %s for dtype %s%s",
+			  echo(variant, got, sizeof(got), PROTO_TEXT_ECHO_NAME), names,
+			  dtype_names[d], others);
+}
+
 /* Decode the op-specific keys; the map has already yielded op and id. */
 static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_err *err)
 {
-	bool have_version = false, have_size = false, have_region = false, have_dtype = false;
+	bool have_version = false, have_size = false, have_region = false;
 	bool have_batch = false, have_in = false, have_out = false;
-	char dtype[8];
+	const msgpack_object *dtype = NULL, *variant = NULL; /* strings */
 	int rc = 0;
 	for (uint32_t i = 0; i < m->size; i++) {
 		const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
@@ -171,8 +283,13 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 			break;
 		case PROTO_OP_LINEAR_BACKWARD:
 			if (key_is(k, "dtype")) {
-				rc = get_str(v, "dtype", dtype, sizeof(dtype), err);
-				have_dtype = true;
+				/* any string is a dtype: one not served is
+				 * `unsupported` below, once the keys are in */
+				if (v->type == MSGPACK_OBJECT_STR)
+					dtype = v;
+				else
+					rc = proto_fail(err, PROTO_BAD_REQUEST,
+							"key 'dtype' must be a string");
 			} else if (key_is(k, "batch")) {
 				rc = get_uint(v, "batch", &req->batch, err), have_batch = true;
 			} else if (key_is(k, "in")) {
@@ -180,19 +297,12 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 			} else if (key_is(k, "out")) {
 				rc = get_uint(v, "out", &req->out, err), have_out = true;
 			} else if (key_is(k, "variant")) {
-				char vname[16];
-				if (v->type == MSGPACK_OBJECT_NIL)
-					continue;
-				rc = get_str(v, "variant", vname, sizeof(vname), err);
-				if (rc == 0) {
-					int vi = proto_variant_parse(vname);
-					if (vi < 0)
-						rc = proto_fail(err, PROTO_BAD_REQUEST,
-								"key 'variant' must be one of auto, generic, tiled (got '%s')",
-								vname);
-					else
-						req->variant = (proto_variant)vi;
-				}
+				/* which names fit depends on the dtype: below */
+				if (v->type == MSGPACK_OBJECT_STR)
+					variant = v;
+				else if (v->type != MSGPACK_OBJECT_NIL)
+					rc = proto_fail(err, PROTO_BAD_REQUEST,
+							"key 'variant' must be a string");
 			} else if (key_is(k, "accumulate")) {
 				if (v->type == MSGPACK_OBJECT_BOOLEAN)
 					req->accumulate = v->via.boolean;
@@ -236,18 +346,9 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 			return proto_fail(err, PROTO_BAD_REQUEST, "unregister: key 'region' is missing");
 		break;
 	case PROTO_OP_LINEAR_BACKWARD: {
-		if (!have_dtype)
+		if (!dtype)
 			return proto_fail(err, PROTO_BAD_REQUEST,
 					  "linear_backward: key 'dtype' is missing");
-		int d = -1;
-		for (int i = 0; i < PROTO_DTYPE_COUNT; i++)
-			if (strcmp(dtype, dtype_names[i]) == 0)
-				d = i;
-		if (d < 0)
-			return proto_fail(err, PROTO_BAD_REQUEST,
-					  "linear_backward: key 'dtype' must be one of f32, f16, bf16 (got '%s')",
-					  dtype);
-		req->dtype = (proto_dtype)d;
 		if (!have_batch || !have_in || !have_out)
 			return proto_fail(err, PROTO_BAD_REQUEST, "linear_backward: key '%s' is missing",
 					  !have_batch ? "batch" : !have_in ? "in" : "out");
@@ -261,7 +362,7 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 		if (req->t[PROTO_T_DX].present && !req->t[PROTO_T_W].present)
 			return proto_fail(err, PROTO_BAD_REQUEST,
 					  "linear_backward: key 'w' is required when 'dx' is asked for");
-		break;
+		return decode_dtype_variant(dtype, variant, req, err);
 	}
 	default:
 		break;
@@ -313,8 +414,9 @@ int proto_request_decode(const uint8_t *body, size_t len, proto_request *req,
 		    memcmp(op_names[i], op->via.str.ptr, op->via.str.size) == 0)
 			found = i;
 	if (found < 0) {
-		int n = op->via.str.size > 40 ? 40 : (int)op->via.str.size;
-		rc = proto_fail(err, PROTO_UNKNOWN_OP, "unknown op '%.*s'", n, op->via.str.ptr);
+		char name[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_ECHO_OP)];
+		rc = proto_fail(err, PROTO_UNKNOWN_OP, "unknown op '%s'",
+				echo(op, name, sizeof(name), PROTO_TEXT_ECHO_OP));
 		goto out;
 	}
 	req->op = (proto_op)found;
@@ -343,6 +445,25 @@ static void pk_kv_s(msgpack_packer *pk, const char *k, const char *v)
 {
 	pk_str(pk, k);
 	pk_str(pk, v);
+}
+
+/* A string value of a reply: strict UTF-8 whatever it holds, so that a
+ * client decoding strictly never fails on it. Client text is escaped where
+ * it enters a message already; this catches anything else (a driver's
+ * device name), escaping what is not UTF-8. */
+static void pk_kv_text(msgpack_packer *pk, const char *k, const char *v)
+{
+	size_t n = strlen(v);
+	pk_str(pk, k);
+	if (proto_text_valid(v, n)) {
+		msgpack_pack_str(pk, n);
+		msgpack_pack_str_body(pk, v, n);
+		return;
+	}
+	char buf[PROTO_TEXT_ESCAPED_CAP(256)];
+	size_t m = proto_text_escape(buf, sizeof(buf), v, n, 256, PROTO_TEXT_KEEP_BACKSLASH);
+	msgpack_pack_str(pk, m);
+	msgpack_pack_str_body(pk, buf, m);
 }
 
 static void pk_kv_d(msgpack_packer *pk, const char *k, double v)
@@ -433,15 +554,15 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 static void pack_hello(msgpack_packer *pk, const proto_hello *h)
 {
 	pk_kv_u(pk, "version", h->version);
-	pk_kv_s(pk, "server", h->server);
+	pk_kv_text(pk, "server", h->server);
 	pk_str(pk, "device");
 	msgpack_pack_map(pk, 6);
-	pk_kv_s(pk, "name", h->device.name);
+	pk_kv_text(pk, "name", h->device.name);
 	pk_kv_u(pk, "vendor_id", h->device.vendor_id);
 	pk_kv_u(pk, "device_id", h->device.device_id);
-	pk_kv_s(pk, "driver", h->device.driver);
-	pk_kv_s(pk, "api", h->device.api);
-	pk_kv_s(pk, "type", h->device.type);
+	pk_kv_text(pk, "driver", h->device.driver);
+	pk_kv_text(pk, "api", h->device.api);
+	pk_kv_text(pk, "type", h->device.type);
 	pk_str(pk, "limits");
 	msgpack_pack_map(pk, 13);
 	pk_kv_u(pk, "max_frame", h->limits.max_frame);
@@ -462,11 +583,11 @@ static void pack_hello(msgpack_packer *pk, const proto_hello *h)
 	for (unsigned i = 0; i < h->n_kernels; i++) {
 		const proto_kernel_info *k = &h->kernels[i];
 		msgpack_pack_map(pk, 5);
-		pk_kv_s(pk, "name", k->name);
-		pk_kv_s(pk, "domain", k->domain);
-		pk_kv_s(pk, "variant", k->variant);
-		pk_kv_s(pk, "dtype", k->dtype);
-		pk_kv_s(pk, "status", k->status);
+		pk_kv_text(pk, "name", k->name);
+		pk_kv_text(pk, "domain", k->domain);
+		pk_kv_text(pk, "variant", k->variant);
+		pk_kv_text(pk, "dtype", k->dtype);
+		pk_kv_text(pk, "status", k->status);
 	}
 }
 
@@ -554,7 +675,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 		pk_str(&pk, "error");
 		msgpack_pack_map(&pk, 2);
 		pk_kv_s(&pk, "code", proto_code_name(r->err.code));
-		pk_kv_s(&pk, "message", r->err.message);
+		pk_kv_text(&pk, "message", r->err.message);
 		break;
 	}
 	return frame_end(sb, at);

@@ -41,9 +41,13 @@ typedef struct proto_err {
 	char message[256];
 } proto_err;
 
-/* Sets err and returns -(int)code (so callers can `return proto_fail(...)`). */
+/* Sets err and returns -(int)code (so callers can `return proto_fail(...)`).
+ * A message longer than err->message is cut on a character boundary; text
+ * a client sent goes in escaped (proto/text.h), so the message is UTF-8. */
 int proto_fail(proto_err *err, proto_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Append to err->message, cut the same way. Returns -(int)err->code. */
+int proto_err_append(proto_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef enum proto_op {
 	PROTO_OP_HELLO,
@@ -62,13 +66,23 @@ const char *proto_dtype_name(proto_dtype d);
 unsigned proto_dtype_size(proto_dtype d);
 
 /* Kernel families a linear_backward request may force (key `variant`);
- * AUTO lets the daemon choose by shape and device. */
+ * AUTO lets the daemon choose by shape and device. Each has one name, on
+ * the wire and in hello's kernel list alike: auto, generic, tiled (64x64
+ * tiles), tiled128, splitk, coopmat. */
 typedef enum proto_variant { PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED, PROTO_VARIANT_SPLITK,
 			     PROTO_VARIANT_COOPMAT, PROTO_VARIANT_TILED128,
 			     PROTO_VARIANT_COUNT } proto_variant;
 const char *proto_variant_name(proto_variant v);
 /* Returns the variant for a name, or -1. */
 int proto_variant_parse(const char *s);
+/* May a request of dtype d name variant v? (coopmat: f16 only) */
+bool proto_variant_fits(proto_variant v, proto_dtype d);
+/* Write into buf (cap bytes) the names of the variants a request of dtype
+ * d may name (d < 0: of any dtype), in the order auto, generic, tiled,
+ * tiled128, splitk, coopmat, joined by ", ", leaving out those for which
+ * keep (when not NULL) returns false. Returns how many it named. */
+unsigned proto_variant_list(char *buf, size_t cap, int d,
+			    bool (*keep)(void *ctx, proto_variant v), void *ctx);
 
 /* Tensor slots of linear_backward, in wire-key order. */
 enum { PROTO_T_X, PROTO_T_DY, PROTO_T_W, PROTO_T_DW, PROTO_T_DB, PROTO_T_DX, PROTO_T_COUNT };
@@ -96,6 +110,10 @@ typedef struct proto_request {
 	proto_tensor t[PROTO_T_COUNT];
 	bool accumulate;
 	proto_variant variant; /* optional key `variant`: kernel family to force */
+	/* set when decoding failed (bad_request) because `variant` names no
+	 * family of the request's dtype: the daemon then adds which of them
+	 * its device cannot run */
+	bool variant_unknown;
 } proto_request;
 
 /* Decode one request body. Returns 0, or a negative value with err set:

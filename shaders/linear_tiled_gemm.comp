@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// @kernel kernel_name=linear_tiled_gemm domain=linear_backward variant=tiled64 dtype=f32,f16,bf16 status=experimental
+// @kernel kernel_name=linear_tiled_gemm domain=linear_backward variant=tiled dtype=f32,f16,bf16 status=experimental
 //
 // C[m, n] (+)= Σ_k A(m, k) · B[k, n], register-blocked: a 64×64 tile of C
 // per workgroup of 16×16 threads, 4×4 outputs per thread (see tiled_gemm.glsl),

@@ -142,20 +142,18 @@ static int scaled(int ms)
 	return daemon_proc_slow() ? 10 * ms : ms;
 }
 
-int rawsock_recv(rawsock *s, proto_reply *r, int timeout_ms)
+/* Wait until the framer holds one whole frame; *body and *len then point into
+ * it (valid until the next read). Returns 0 or as rawsock_recv. */
+static int next_frame(rawsock *s, const uint8_t **body, uint32_t *len, int timeout_ms)
 {
 	timeout_ms = scaled(timeout_ms);
 	const int64_t deadline = now_ms() + timeout_ms;
 	for (;;) {
-		const uint8_t *body;
-		uint32_t len;
-		int got = proto_framer_next(&s->fr, &body, &len);
+		int got = proto_framer_next(&s->fr, body, len);
 		if (got < 0)
 			return -EBADMSG;
-		if (got == 1) {
-			proto_err err;
-			return proto_reply_decode(body, len, r, &err) == 0 ? 0 : -EBADMSG;
-		}
+		if (got == 1)
+			return 0;
 		if (s->eof)
 			return -ECONNRESET;
 		int64_t left = deadline - now_ms();
@@ -165,6 +163,30 @@ int rawsock_recv(rawsock *s, proto_reply *r, int timeout_ms)
 		if (rc < 0)
 			return rc;
 	}
+}
+
+int rawsock_recv(rawsock *s, proto_reply *r, int timeout_ms)
+{
+	const uint8_t *body;
+	uint32_t len;
+	int rc = next_frame(s, &body, &len, timeout_ms);
+	if (rc)
+		return rc;
+	proto_err err;
+	return proto_reply_decode(body, len, r, &err) == 0 ? 0 : -EBADMSG;
+}
+
+int rawsock_recv_body(rawsock *s, uint8_t **body, uint32_t *len, int timeout_ms)
+{
+	const uint8_t *b;
+	int rc = next_frame(s, &b, len, timeout_ms);
+	if (rc)
+		return rc;
+	*body = malloc(*len ? *len : 1);
+	if (!*body)
+		return -ENOMEM;
+	memcpy(*body, b, *len);
+	return 0;
 }
 
 int rawsock_call(rawsock *s, const proto_request *req, proto_reply *r, int timeout_ms)

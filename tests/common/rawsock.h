@@ -46,6 +46,9 @@ int rawsock_send_sbuf(rawsock *s, const msgpack_sbuffer *sb, const int *fds, uns
  * Returns 0, -ETIMEDOUT, -ECONNRESET when the daemon closed the connection
  * (s->eof is then set), or -EBADMSG for a frame that does not decode. */
 int rawsock_recv(rawsock *s, proto_reply *r, int timeout_ms);
+/* Wait like rawsock_recv for one reply frame and hand over its body,
+ * undecoded: *body (malloc'ed, the caller frees it) of *len bytes. */
+int rawsock_recv_body(rawsock *s, uint8_t **body, uint32_t *len, int timeout_ms);
 /* Send req and wait for the next reply, which must carry req->id.
  * Returns 0 (r filled, ok or not), a rawsock_recv error, or -EPROTO when a
  * reply with another id came. */

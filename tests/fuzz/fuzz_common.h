@@ -21,6 +21,7 @@
 #include "frame.h"
 #include "job.h"
 #include "msg.h"
+#include "text.h"
 
 #define FUZZ_ASSERT(cond)                                                              \
 	do {                                                                           \
@@ -62,9 +63,12 @@ static proto_limits fuzz_limits(void)
 	};
 }
 
+/* A message is NUL-terminated and valid UTF-8 whatever the request held
+ * (it goes into a reply as is, and into the log). */
 static bool fuzz_msg_ok(const proto_err *err)
 {
-	return memchr(err->message, 0, sizeof(err->message)) != NULL;
+	const char *end = memchr(err->message, 0, sizeof(err->message));
+	return end && proto_text_valid(err->message, (size_t)(end - err->message));
 }
 
 /* ---- proto_job_check oracle ------------------------------------------------ */

@@ -521,9 +521,11 @@ static void test_bad_request_wrong_types(void **state)
 	job_variant(&c, 23, "dy", &v, PROTO_BAD_REQUEST, "dy");
 	v = (kv){.type = V_U, .u = 1};
 	job_variant(&c, 24, "accumulate", &v, PROTO_BAD_REQUEST, "accumulate");
+	/* a dtype that is not a string is malformed; an unknown name is
+	 * `unsupported` (test_unsupported_version_and_dtype) */
 	v = (kv){.type = V_U, .u = 32};
 	job_variant(&c, 25, "dtype", &v, PROTO_BAD_REQUEST, "dtype");
-	v = (kv){.type = V_S, .s = "f64"};
+	v = (kv){.type = V_ARR3, .u = 1};
 	job_variant(&c, 26, "dtype", &v, PROTO_BAD_REQUEST, "dtype");
 	kv hello[] = {{"op", V_S, .s = "hello"}, {"id", V_U, .u = 27}, {"version", V_S, .s = "1"}};
 	send_map(&c.s, hello, 3);
@@ -729,8 +731,22 @@ static void test_unsupported_version_and_dtype(void **state)
 	proto_request h = {.op = PROTO_OP_HELLO, .id = 61, .version = 2};
 	assert_int_equal(rawsock_send_request(&c.s, &h, NULL, 0), 0);
 	expect_error(&c.s, 61, PROTO_UNSUPPORTED, "version");
-	/* a dtype the device cannot serve: test_dtypes.c
+	/* a dtype string this daemon does not know is `unsupported` (PROTO-
+	 * COL.md: "not here", not "malformed"), naming it and the served ones;
+	 * one the device cannot serve: test_dtypes.c
 	 * (test_dtype_unsupported_without_16bit_storage) */
+	static const char *const unknown[] = {"f64", "f8", "F32", ""};
+	for (unsigned i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+		char quoted[64];
+		snprintf(quoted, sizeof(quoted), "dtype '%s'", unknown[i]);
+		kv v = {.type = V_S, .s = unknown[i]};
+		job_variant(&c, 65 + i, "dtype", &v, PROTO_UNSUPPORTED, quoted);
+	}
+	/* a long one is echoed cut to 16 characters */
+	kv lv = {.type = V_S, .s = "float32-but-longer-than-any-dtype"};
+	job_variant(&c, 69, "dtype", &lv, PROTO_UNSUPPORTED, "'float32-but-long...'");
+	kv v = {.type = V_S, .s = "f8"};
+	job_variant(&c, 70, "dtype", &v, PROTO_UNSUPPORTED, "f32, f16, bf16");
 	/* version 1 still fine afterwards */
 	h.version = 1, h.id = 64;
 	proto_reply r;

@@ -5,7 +5,9 @@
  * split-K's edges (batch below one slice, slices that do not divide the
  * batch, the automatic choice at batch 4096+), single rows and columns,
  * every output subset, with and without accumulate; the automatic choice on
- * the same shapes; a bad variant name.
+ * the same shapes; an unknown variant name (the
+ * message names every variant of the dtype and which the device cannot run;
+ * hello names variants as requests do).
  *
  * A second daemon runs every job on the device-local path
  * (--devlocal-min-bytes 1: tensors copied into scratch, computed there,
@@ -202,11 +204,13 @@ static void test_auto(void **state)
 	assert_int_equal(run_family("auto"), 0);
 }
 
-static void test_unknown_variant_is_bad_request(void **state)
+/* Send a 4x4x4 db job of `dtype` forcing `variant` on a new connection
+ * to d and expect bad_request with exactly `want` as its message. */
+static void expect_variant_message(const daemon_proc *d, const char *dtype, const char *variant,
+				   const char *want)
 {
-	(void)state;
 	rawsock s;
-	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
+	assert_int_equal(rawsock_open(&s, d->sock), 0);
 	msgpack_sbuffer sb;
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer pk;
@@ -219,14 +223,14 @@ static void test_unknown_variant_is_bad_request(void **state)
 		switch (i) {
 		case 0: msgpack_pack_str(&pk, 15); msgpack_pack_str_body(&pk, "linear_backward", 15); break;
 		case 1: msgpack_pack_uint64(&pk, 7); break;
-		case 2: msgpack_pack_str(&pk, 3); msgpack_pack_str_body(&pk, "f32", 3); break;
+		case 2: msgpack_pack_str(&pk, strlen(dtype)); msgpack_pack_str_body(&pk, dtype, strlen(dtype)); break;
 		case 3: case 4: case 5: msgpack_pack_uint64(&pk, 4); break;
 		case 6: case 7: case 8:
 			msgpack_pack_array(&pk, 2);
 			msgpack_pack_uint64(&pk, 1);
 			msgpack_pack_uint64(&pk, 0);
 			break;
-		case 9: msgpack_pack_str(&pk, 5); msgpack_pack_str_body(&pk, "fast!", 5); break;
+		case 9: msgpack_pack_str(&pk, strlen(variant)); msgpack_pack_str_body(&pk, variant, strlen(variant)); break;
 		}
 	}
 	assert_int_equal(rawsock_send_sbuf(&s, &sb, NULL, 0), 0);
@@ -235,10 +239,49 @@ static void test_unknown_variant_is_bad_request(void **state)
 	assert_int_equal(rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS), 0);
 	assert_int_equal(r.id, 7);
 	assert_false(r.ok);
-	assert_int_equal(r.err.code, PROTO_BAD_REQUEST);
-	assert_non_null(strstr(r.err.message, "variant"));
+	if (r.err.code != PROTO_BAD_REQUEST || strcmp(r.err.message, want) != 0)
+		fail_msg("variant '%s', dtype %s: got %s \"%s\"\n  want bad_request \"%s\"", variant,
+			 dtype, proto_code_name(r.err.code), r.err.message, want);
 	rawsock_close(&s);
-	assert_true(rawsock_daemon_serves(g_d.sock));
+	assert_true(rawsock_daemon_serves(d->sock));
+}
+
+/* A variant has one name everywhere: each kernel hello lists names a
+ * variant that a request may force. */
+static void expect_hello_variants_parse(const daemon_proc *d)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(d->sock, &err);
+	assert_non_null(c);
+	vkg_info info;
+	assert_int_equal(vkg_hello(c, "test_variants", &info, &err), 0);
+	assert_true(info.n_kernels >= 5);
+	for (unsigned i = 0; i < info.n_kernels; i++)
+		if (proto_variant_parse(info.kernels[i].variant) < 0)
+			fail_msg("hello lists kernel %s as variant '%s', which a request cannot name",
+				 info.kernels[i].name, info.kernels[i].variant);
+	vkg_close(c);
+}
+
+/* An unknown variant is bad_request naming every variant of the request's
+ * dtype, and which of them this device (lavapipe: no cooperative matrices)
+ * cannot run. */
+static void test_unknown_variant_is_bad_request(void **state)
+{
+	(void)state;
+	expect_hello_variants_parse(&g_d);
+	expect_variant_message(&g_d, "f32", "fast!",
+			       "linear_backward: key 'variant' = 'fast!' is not one of auto, generic, "
+			       "tiled, tiled128, splitk for dtype f32 (coopmat is f16 only); this "
+			       "device runs all of them");
+	expect_variant_message(&g_d, "bf16", "tiled64",
+			       "linear_backward: key 'variant' = 'tiled64' is not one of auto, generic, "
+			       "tiled, tiled128, splitk for dtype bf16 (coopmat is f16 only); this "
+			       "device runs all of them");
+	expect_variant_message(&g_d, "f16", "",
+			       "linear_backward: key 'variant' = '' is not one of auto, generic, "
+			       "tiled, tiled128, splitk, coopmat for dtype f16; this device cannot run "
+			       "coopmat");
 }
 
 /* A device with only the 16 KiB of shared memory Vulkan promises cannot run
@@ -262,6 +305,15 @@ static void test_tiled128_unsupported_with_16k_shared_memory(void **state)
 	expect_refused_untouched(c, NULL, "tiled128", "unsupported", "tiled128",
 				 "maxComputeSharedMemorySize = 16384");
 	vkg_close(c);
+	expect_variant_message(&d, "f16", "Tiled",
+			       "linear_backward: key 'variant' = 'Tiled' is not one of auto, generic, "
+			       "tiled, tiled128, splitk, coopmat for dtype f16; this device cannot run "
+			       "tiled128, coopmat");
+	expect_variant_message(&d, "f32", "Tiled",
+			       "linear_backward: key 'variant' = 'Tiled' is not one of auto, generic, "
+			       "tiled, tiled128, splitk for dtype f32 (coopmat is f16 only); this device "
+			       "cannot run tiled128");
+	expect_hello_variants_parse(&d);
 	/* the other families still serve, on the device-local path too */
 	assert_int_equal(run_family_on(&d, "auto"), 0);
 	assert_true(rawsock_daemon_serves(d.sock));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernel_registry.h"
+#include "msg.h"
 
 #define SPIRV_MAGIC 0x07230203u
 
@@ -69,6 +70,11 @@ static void test_every_entry_valid(void **state)
 		assert_true(strlen(e->variant) < 24);
 		assert_true(strlen(e->dtype) < 8);
 		assert_true(strlen(e->status) < 16);
+		/* one name per variant: what hello lists, a request may force */
+		int v = proto_variant_parse(e->variant);
+		if (v < 0 || v == PROTO_VARIANT_AUTO)
+			fail_msg("%s: variant '%s' is not a name a request may force", e->name,
+				 e->variant);
 		/* kreg_find returns the first entry of that name/dtype/variant */
 		const kreg_entry *f = kreg_find(e->name, e->dtype, e->variant);
 		assert_non_null(f);

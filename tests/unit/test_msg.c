@@ -20,6 +20,7 @@
 #include "frame.h"
 #include "mpcheck.h"
 #include "msg.h"
+#include "text.h"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -1157,18 +1158,198 @@ static void test_lb_dtype(void **state)
 {
 	(void)state;
 	fields fs = lb_base();
+	/* any string names a dtype: one not served is `unsupported`
+	 * (PROTOCOL.md), echoed, naming the served ones */
 	f_set(&fs, "dtype", v_f64);
-	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype'");
-	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "f64");
+	expect_fail(&fs, PROTO_UNSUPPORTED, 7, "dtype 'f64' is not served here");
+	expect_fail(&fs, PROTO_UNSUPPORTED, 7, "f32, f16, bf16");
 
 	f_set(&fs, "dtype", v_long_str);
-	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype'");
+	expect_fail(&fs, PROTO_UNSUPPORTED, 7, "dtype 'float32_but_much...'");
 
+	/* a missing key is bad_request before an unknown dtype */
+	f_set(&fs, "dtype", v_f64);
+	f_del(&fs, "batch");
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'batch'");
+
+	/* not a string: malformed */
+	fs = lb_base();
 	f_set(&fs, "dtype", v_4);
 	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype'");
 
 	f_set(&fs, "dtype", v_nil);
 	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype'");
+}
+
+static void v_variant_fast(msgpack_packer *pk) { pk_s(pk, "fast!"); }
+static void v_variant_tiled(msgpack_packer *pk) { pk_s(pk, "tiled"); }
+static void v_variant_coopmat(msgpack_packer *pk) { pk_s(pk, "coopmat"); }
+static void v_variant_raw(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "t\xffiled\n", 7); }
+static void v_f16(msgpack_packer *pk) { pk_s(pk, "f16"); }
+
+/* An unknown variant names every variant of the request's dtype (the
+ * daemon adds which its device cannot run); one name per variant. */
+static void test_lb_variant(void **state)
+{
+	(void)state;
+	fields fs = lb_base();
+	proto_request req;
+	uint64_t id;
+	proto_err err;
+	f_set(&fs, "variant", v_variant_fast);
+	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
+	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
+			    "auto, generic, tiled, tiled128, splitk for dtype f32 (coopmat is f16 only)");
+	assert_true(req.variant_unknown);
+	assert_int_equal(req.dtype, PROTO_F32);
+	f_set(&fs, "dtype", v_f16);
+	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
+	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
+			    "auto, generic, tiled, tiled128, splitk, coopmat for dtype f16");
+	assert_true(req.variant_unknown);
+	/* echoed escaped */
+	f_set(&fs, "variant", v_variant_raw);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'t\\xffiled\\n'");
+	/* known names decode, whatever the dtype (coopmat with f32 is the
+	 * daemon's to refuse, saying what it needs) */
+	fs = lb_base();
+	f_set(&fs, "variant", v_variant_tiled);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.variant, PROTO_VARIANT_TILED);
+	assert_false(req.variant_unknown);
+	f_set(&fs, "variant", v_variant_coopmat);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.variant, PROTO_VARIANT_COOPMAT);
+	f_set(&fs, "variant", v_nil);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.variant, PROTO_VARIANT_AUTO);
+	f_set(&fs, "variant", v_4);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'variant' must be a string");
+	assert_false(req.variant_unknown);
+	/* the list, filtered */
+	char buf[96];
+	assert_int_equal(proto_variant_list(buf, sizeof(buf), -1, NULL, NULL), PROTO_VARIANT_COUNT);
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, coopmat");
+	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_BF16, NULL, NULL), 5);
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk");
+	for (int v = 0; v < PROTO_VARIANT_COUNT; v++)
+		assert_true(strstr("auto, generic, tiled, tiled128, splitk, coopmat",
+				   proto_variant_name((proto_variant)v)) != NULL);
+}
+
+/* Every string a reply carries is valid UTF-8: echoes are escaped and cut
+ * on character boundaries, and the encoder escapes what slips through. */
+static void op_bytes(msgpack_packer *pk, const char *s, size_t n)
+{
+	msgpack_pack_str_with_body(pk, s, n);
+}
+
+static void test_messages_are_utf8(void **state)
+{
+	(void)state;
+	/* an unknown op with a character across the 40-character echo */
+	for (size_t lead = 36; lead <= 42; lead++) {
+		char op[64];
+		memset(op, 'o', lead);
+		memcpy(op + lead, "\xf0\x9f\x98\x80\xe2\x82\xac", 7);
+		msgpack_sbuffer sb;
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer pk;
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		msgpack_pack_map(&pk, 2);
+		pk_s(&pk, "op");
+		op_bytes(&pk, op, lead + 7);
+		pk_s(&pk, "id");
+		msgpack_pack_uint64(&pk, 7);
+		proto_request req;
+		uint64_t id;
+		proto_err err;
+		assert_int_equal(decode_buf(&sb, &req, &id, &err), -(int)PROTO_UNKNOWN_OP);
+		msgpack_sbuffer_destroy(&sb);
+		if (!proto_text_valid(err.message, strlen(err.message)))
+			fail_msg("op of %zu + 7 bytes: message not UTF-8: %s", lead, err.message);
+		/* 40 characters, then "..." when more came */
+		const char *q = strchr(err.message, '\'');
+		assert_non_null(q);
+		assert_int_equal(strncmp(q + 1, op, lead < 40 ? lead : 40), 0);
+		assert_non_null(strstr(err.message, lead + 2 <= 40 ? "\xe2\x82\xac'" : "...'"));
+	}
+	/* proto_fail and proto_err_append cut long messages between characters */
+	proto_err err;
+	char euros[400];
+	for (int i = 0; i < 133; i++)
+		memcpy(euros + 3 * i, "\xe2\x82\xac", 3);
+	euros[399] = 0;
+	for (int skew = 0; skew < 3; skew++) {
+		proto_fail(&err, PROTO_INTERNAL, "%.*s%s", skew, "ab", euros);
+		assert_true(strlen(err.message) >= sizeof(err.message) - 4);
+		assert_true(proto_text_valid(err.message, strlen(err.message)));
+		proto_fail(&err, PROTO_INTERNAL, "%.*s", 250 + skew, "0123456789012345678901234567890123456789"
+			   "0123456789012345678901234567890123456789012345678901234567890123456789"
+			   "0123456789012345678901234567890123456789012345678901234567890123456789"
+			   "0123456789012345678901234567890123456789012345678901234567890123456789");
+		assert_int_equal(proto_err_append(&err, "%s", euros), -(int)PROTO_INTERNAL);
+		assert_true(proto_text_valid(err.message, strlen(err.message)));
+		assert_true(strlen(err.message) >= 250 + (size_t)skew);
+	}
+	proto_fail(&err, PROTO_LIMIT, "short");
+	proto_err_append(&err, ", %d more", 3);
+	assert_string_equal(err.message, "short, 3 more");
+	assert_int_equal(err.code, PROTO_LIMIT);
+}
+
+/* Walk a msgpack object: every str valid UTF-8. */
+static void assert_all_utf8(const msgpack_object *o)
+{
+	if (o->type == MSGPACK_OBJECT_STR)
+		assert_true(proto_text_valid(o->via.str.ptr, o->via.str.size));
+	else if (o->type == MSGPACK_OBJECT_ARRAY)
+		for (uint32_t i = 0; i < o->via.array.size; i++)
+			assert_all_utf8(&o->via.array.ptr[i]);
+	else if (o->type == MSGPACK_OBJECT_MAP)
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			assert_all_utf8(&o->via.map.ptr[i].key);
+			assert_all_utf8(&o->via.map.ptr[i].val);
+		}
+}
+
+static void test_reply_strings_escaped_when_not_utf8(void **state)
+{
+	(void)state;
+	proto_reply *r = calloc(1, sizeof(*r));
+	assert_non_null(r);
+	r->id = 9;
+	strcpy(r->err.message, "bad \xff byte \\ and a cut \xe2\x82");
+	r->err.code = PROTO_INTERNAL;
+	strcpy(r->hello.device.name, "GPU \xc0\xaf \xc3\xa9");
+	r->hello.n_kernels = 1;
+	strcpy(r->hello.kernels[0].name, "k\xed\xa0\x80");
+	for (int kind = 0; kind < 2; kind++) {
+		msgpack_sbuffer sb;
+		msgpack_sbuffer_init(&sb);
+		assert_int_equal(proto_reply_encode(&sb, kind ? PROTO_R_HELLO : PROTO_R_ERROR, r), 0);
+		size_t len;
+		const uint8_t *body = one_frame(&sb, &len);
+		msgpack_unpacked u;
+		msgpack_unpacked_init(&u);
+		size_t off = 0;
+		assert_int_equal(msgpack_unpack_next(&u, (const char *)body, len, &off),
+				 MSGPACK_UNPACK_SUCCESS);
+		assert_all_utf8(&u.data);
+		msgpack_unpacked_destroy(&u);
+		proto_reply *g = calloc(1, sizeof(*g));
+		proto_err err;
+		assert_int_equal(proto_reply_decode(body, len, g, &err), 0);
+		if (kind == 0) /* a backslash stays single: only what is not UTF-8 changes */
+			assert_string_equal(g->err.message, "bad \\xff byte \\ and a cut \\xe2\\x82");
+		else {
+			assert_string_equal(g->hello.device.name, "GPU \\xc0\\xaf \xc3\xa9");
+			assert_string_equal(g->hello.kernels[0].name, "k\\xed\\xa0\\x80");
+		}
+		free(g);
+		msgpack_sbuffer_destroy(&sb);
+	}
+	free(r);
 }
 
 static void test_lb_dims(void **state)
@@ -1357,6 +1538,9 @@ int main(void)
 		cmocka_unit_test(test_unregister_validation),
 		cmocka_unit_test(test_lb_missing_keys),
 		cmocka_unit_test(test_lb_dtype),
+		cmocka_unit_test(test_lb_variant),
+		cmocka_unit_test(test_messages_are_utf8),
+		cmocka_unit_test(test_reply_strings_escaped_when_not_utf8),
 		cmocka_unit_test(test_lb_dims),
 		cmocka_unit_test(test_lb_tensor_shape),
 		cmocka_unit_test(test_lb_outputs),
