@@ -41,20 +41,34 @@ all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a
 deps:
 	@./scripts/deps.sh
 
-GLSLC = glslc -O --target-env=vulkan1.2 -Ishaders -mfmt=c
-$(BUILD)/gen/%.f32.spv.inc: shaders/%.comp $(wildcard shaders/*.glsl)
+# Shaders: each compiled by shaders/compile.sh with the toolchain that
+# scripts/shader-tools.sh chose for what it needs (the system's glslc; for
+# GL_KHR_cooperative_matrix / GL_EXT_bfloat16 where that lacks them, Debian
+# sid's, fetched once into ~/.cache/vkgrad/shader-tools; else the kernel is
+# left out), each module checked by spirv-val. VKGRAD_SHADER_TOOLS = auto
+# (default) | system | fetch | none: see scripts/shader-tools.sh.
+VKGRAD_SHADER_TOOLS ?= auto
+SHADER_TOOLS_ENV := $(BUILD)/gen/shader-tools.env
+# the setting, rewritten only when it changes (so a change re-probes)
+$(BUILD)/gen/shader-tools.mode: FORCE
 	@mkdir -p $(@D)
-	$(GLSLC) $< -o $@
-$(BUILD)/gen/%.f16.spv.inc: shaders/%.comp $(wildcard shaders/*.glsl)
-	@mkdir -p $(@D)
-	$(GLSLC) -DVKG_DTYPE_F16 $< -o $@
-$(BUILD)/gen/%.bf16.spv.inc: shaders/%.comp $(wildcard shaders/*.glsl)
-	@mkdir -p $(@D)
-	$(GLSLC) -DVKG_DTYPE_BF16 $< -o $@
+	@echo "$(VKGRAD_SHADER_TOOLS)" | cmp -s - $@ || echo "$(VKGRAD_SHADER_TOOLS)" >$@
+$(SHADER_TOOLS_ENV): $(BUILD)/gen/shader-tools.mode scripts/shader-tools.sh $(wildcard shaders/features/*.comp)
+	@./scripts/shader-tools.sh probe $@ $(VKGRAD_SHADER_TOOLS)
+SHADER_DEPS = $(wildcard shaders/*.glsl) $(SHADER_TOOLS_ENV) shaders/compile.sh
+$(BUILD)/gen/%.f32.spv.inc: shaders/%.comp $(SHADER_DEPS)
+	@./shaders/compile.sh $(SHADER_TOOLS_ENV) $< f32 $@
+$(BUILD)/gen/%.f16.spv.inc: shaders/%.comp $(SHADER_DEPS)
+	@./shaders/compile.sh $(SHADER_TOOLS_ENV) $< f16 $@
+$(BUILD)/gen/%.bf16.spv.inc: shaders/%.comp $(SHADER_DEPS)
+	@./shaders/compile.sh $(SHADER_TOOLS_ENV) $< bf16 $@
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/gen/kernel_registry_gen.c: $(SHADERS) $(SPV_INC) shaders/gen_registry.sh
 	@mkdir -p $(@D)
-	./shaders/gen_registry.sh $@ $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(s) $(d) $(call spv_of,$(s),$(d))))
+	@echo "gen_registry $@"
+	@./shaders/gen_registry.sh $@ $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(s) $(d) $(call spv_of,$(s),$(d))))
 
 $(BUILD)/obj/%.o: %.c $(wildcard proto/*.h daemon/*.h client/*.h)
 	@mkdir -p $(@D)

@@ -2,7 +2,9 @@
 # Build-time kernel registry: turns each shader's "// @kernel key=value ..."
 # metadata line and its SPIR-V (glslc -mfmt=c output, one per storage dtype)
 # into a C table. A build is registered only for the dtypes its metadata's
-# comma-separated `dtype=` list names.
+# comma-separated `dtype=` list names, and only when its SPV.inc is not
+# empty (shaders/compile.sh leaves it empty when no shader compiler here
+# has what that build needs).
 #   gen_registry.sh OUT.c SHADER.comp DTYPE SPV.inc [SHADER.comp DTYPE SPV.inc ...]
 set -eu
 out=$1; shift
@@ -23,6 +25,7 @@ n=0
 			[ -n "$v" ] || { echo "gen_registry: $src: metadata needs kernel_name, domain, variant, dtype, status" >&2; exit 1; }
 		done
 		case ",$dtypes," in *",$dt,"*) ;; *) continue ;; esac
+		[ -s "$inc" ] || continue
 		printf 'static const uint32_t spv_%s[] =\n' "$n"
 		cat "$inc"
 		echo ';'

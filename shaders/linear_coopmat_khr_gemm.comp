@@ -1,0 +1,355 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+#if defined(VKG_DTYPE_BF16)
+#extension GL_EXT_bfloat16 : require
+#define ETYPE bfloat16_t
+#else
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define ETYPE float16_t
+#endif
+// @kernel kernel_name=linear_coopmat_khr_gemm domain=linear_backward variant=coopmat_khr dtype=f16,bf16 status=experimental
+// @build needs_f16=coopmat_khr needs_bf16=coopmat_khr,bfloat16 spirv_opt=off
+//
+// C[m, n] (+)= Σ_k A(m, k) · B[k, n] on the tensor cores through
+// VK_KHR_cooperative_matrix, for f16 and bf16 tensors (f16×f16 or
+// bf16×bf16 products, f32 accumulators). The matrix shape (CM_M×CM_N×CM_K)
+// is whatever the device reports for these types
+// (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR; the H200: 16×16×16),
+// passed as specialization constants, as are A's layout and the tiling:
+//
+//   - a BM×BN tile of C per workgroup of WARPS_M×WARPS_N subgroups of 32
+//     (default 2×2 subgroups, each a 64×64 block of C as (64/CM_M)×(64/CM_N)
+//     f32 accumulators: 128×128 per workgroup of 128 threads, two
+//     workgroups per SM)
+//   - the reduction BK = 32 at a time through two shared-memory stages: the
+//     next slice's global loads (16 bytes per thread and load where every
+//     vector is aligned and wholly inside or outside the tensor, flag 8)
+//     are in flight while the current slice is multiplied, then go to the
+//     other stage; one barrier per slice. Outside the tensors the tiles are
+//     zero, so any shape works.
+//   - rows of the shared tiles padded by 16 bytes, so the matrix loads of
+//     eight consecutive rows hit distinct banks
+//   - an epilogue that stages each subgroup's f32 accumulators in shared
+//     memory and writes C eight elements (16 bytes) at a time where aligned,
+//     element by element at the edges, rounding once to the storage type
+//     (accumulate: added to the old value in f32 first)
+//
+// A(m, k) = a[a_off + m·sam + k·sak]: A_KMAJOR = 1 when A runs along m
+// (sam = 1; dW = dYᵀ·X, A = dYᵀ), 0 when it runs along k (sak = 1; dX =
+// dY·W). Same push constants as linear_tiled_gemm. With flag 2 the
+// workgroups of column tile 0 also sum A's rows over k (db = Σ_rows dY, in
+// the dW pass): each thread adds up the eight rows of every vector it loads,
+// then the workgroup reduces those partial sums once at the end.
+//
+// Built only with a shader compiler that knows GL_KHR_cooperative_matrix
+// (glslang 13+) and, for bf16, GL_EXT_bfloat16 (glslang 15.3+): see
+// scripts/shader-tools.sh. Created only on devices that offer what it
+// needs (daemon/device.c).
+
+layout(constant_id = 0) const uint CM_M = 16;
+layout(constant_id = 1) const uint CM_N = 16;
+layout(constant_id = 2) const uint CM_K = 16;
+layout(constant_id = 3) const uint A_KMAJOR = 1;
+layout(constant_id = 4) const uint WARPS_M = 2;
+layout(constant_id = 5) const uint WARPS_N = 2;
+layout(constant_id = 6) const uint WM = 64; // C rows per subgroup
+layout(constant_id = 7) const uint WN = 64; // C columns per subgroup
+// the workgroup is WARPS_M·WARPS_N·32 threads (set by the daemon)
+layout(local_size_x_id = 8) in;
+
+const uint NT = WARPS_M * WARPS_N * 32u;
+const uint BM = WARPS_M * WM;
+const uint BN = WARPS_N * WN;
+#define BK 32u
+const uint TM = WM / CM_M; // accumulators per subgroup, down
+const uint TN = WN / CM_N; // and across
+// shared tiles in uvec4 (8 elements): A as [k][m] (A_KMAJOR) or [m][k],
+// B as [k][n], each row padded by one uvec4
+const uint ASTR_KM = (BM + 8u) / 8u; // row stride of A as [k][m]
+const uint ASTR_MK = (BK + 8u) / 8u; // row stride of A as [m][k]
+const uint BSTR = (BN + 8u) / 8u;
+const uint A_STAGE = A_KMAJOR != 0u ? BK * ASTR_KM : BM * ASTR_MK;
+const uint B_STAGE = BK * BSTR;
+const uint STAGE = A_STAGE + B_STAGE;
+// vectors of A and B each thread loads per slice
+const uint LA = BM * BK / 8u / NT;
+const uint LB = BN * BK / 8u / NT;
+// epilogue: per subgroup CM_M rows of WN f32, rows padded by one uvec4
+const uint ESTR = WN / 4u + 1u; // uvec4 per staged row
+const uint EPI = WARPS_M * WARPS_N * CM_M * ESTR;
+const uint SH = 2u * STAGE > EPI ? 2u * STAGE : EPI;
+
+layout(std430, set = 0, binding = 0) readonly buffer BufA { uint16_t a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { uint16_t b[]; };
+layout(std430, set = 0, binding = 2) buffer BufC { uint16_t c[]; };
+layout(std430, set = 0, binding = 3) buffer BufD { uint16_t d[]; };
+// the same A, B and C eight elements (16 bytes) at a time
+layout(std430, set = 0, binding = 0) readonly buffer BufA8 { uvec4 a8[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB8 { uvec4 b8[]; };
+layout(std430, set = 0, binding = 2) buffer BufC8 { uvec4 c8[]; };
+
+layout(push_constant) uniform Params {
+	uint M, N, K;
+	uint a_off, b_off, c_off, d_off;
+	uint sam, sak;
+	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate, 8: vector loads
+	uint m_base;    // first row tile of this dispatch
+	uint n_base;    // first column tile of this dispatch
+} pc;
+
+shared uvec4 sh[SH];
+
+// ---- storage type <-> f32 ---------------------------------------------------
+vec2 unpack2(uint w)
+{
+#if defined(VKG_DTYPE_BF16)
+	return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u));
+#else
+	return unpackHalf2x16(w);
+#endif
+}
+
+uint narrow1(float f)
+{
+#if defined(VKG_DTYPE_BF16)
+	// round to nearest even, NaN stays NaN (as shaders/dtype.glsl)
+	uint u = floatBitsToUint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (u >> 16) | 0x40u;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return u >> 16;
+#else
+	return packHalf2x16(vec2(f, 0.0)) & 0xffffu;
+#endif
+}
+
+uint pack2(float x, float y)
+{
+	return narrow1(x) | (narrow1(y) << 16);
+}
+
+float widen1(uint h)
+{
+	return unpack2(h).x;
+}
+
+// ---- global loads -----------------------------------------------------------
+// Eight elements of A from (gm, gk): along m when A_KMAJOR, else along k;
+// zero outside the tensor.
+uvec4 load_a8(uint gm, uint gk, bool vec)
+{
+	if (vec) {
+		const uint at = A_KMAJOR != 0u ? pc.a_off + gm + gk * pc.sak : pc.a_off + gm * pc.sam + gk;
+		return (gm < pc.M && gk < pc.K) ? a8[at / 8u] : uvec4(0u);
+	}
+	uint h[8];
+	[[unroll]] for (uint e = 0u; e < 8u; e++) {
+		const uint m = A_KMAJOR != 0u ? gm + e : gm, k = A_KMAJOR != 0u ? gk : gk + e;
+		h[e] = (m < pc.M && k < pc.K) ? uint(a[pc.a_off + m * pc.sam + k * pc.sak]) : 0u;
+	}
+	return uvec4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
+}
+
+// B[gk, gn..gn+7], zero outside the tensor.
+uvec4 load_b8(uint gk, uint gn, bool vec)
+{
+	if (vec)
+		return (gk < pc.K && gn < pc.N) ? b8[(pc.b_off + gk * pc.N + gn) / 8u] : uvec4(0u);
+	uint h[8];
+	[[unroll]] for (uint e = 0u; e < 8u; e++)
+		h[e] = (gk < pc.K && gn + e < pc.N) ? uint(b[pc.b_off + gk * pc.N + gn + e]) : 0u;
+	return uvec4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
+}
+
+// Where vector q of this thread's share of a slice goes: A element (m, k)
+// of the tile and its shared index, B likewise.
+void a_slot(uint q, out uint m, out uint k, out uint at)
+{
+	const uint v = gl_LocalInvocationID.x + q * NT;
+	if (A_KMAJOR != 0u) {
+		k = v / (BM / 8u);
+		m = (v % (BM / 8u)) * 8u;
+		at = k * ASTR_KM + m / 8u;
+	} else {
+		m = v / (BK / 8u);
+		k = (v % (BK / 8u)) * 8u;
+		at = m * ASTR_MK + k / 8u;
+	}
+}
+
+void b_slot(uint q, out uint k, out uint n, out uint at)
+{
+	const uint v = gl_LocalInvocationID.x + q * NT;
+	k = v / (BN / 8u);
+	n = (v % (BN / 8u)) * 8u;
+	at = A_STAGE + k * BSTR + n / 8u;
+}
+
+// ---- the epilogue -------------------------------------------------------------
+// Eight staged f32 values of C row gm from column gn: write them (accumulate:
+// onto the old values).
+void store_c8(uint gm, uint gn, vec4 lo, vec4 hi, bool accum, bool cvec)
+{
+	if (gm >= pc.M || gn >= pc.N)
+		return;
+	const uint at = pc.c_off + gm * pc.N + gn;
+	if (cvec) {
+		if (accum) {
+			const uvec4 o = c8[at / 8u];
+			lo += vec4(unpack2(o.x), unpack2(o.y));
+			hi += vec4(unpack2(o.z), unpack2(o.w));
+		}
+		c8[at / 8u] = uvec4(pack2(lo.x, lo.y), pack2(lo.z, lo.w), pack2(hi.x, hi.y), pack2(hi.z, hi.w));
+		return;
+	}
+	const float v[8] = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
+	[[unroll]] for (uint e = 0u; e < 8u; e++)
+		if (gn + e < pc.N) {
+			const float o = accum ? widen1(uint(c[at + e])) : 0.0;
+			c[at + e] = uint16_t(narrow1(v[e] + o));
+		}
+}
+
+// db: thread t < BM adds the partial sums of its row, written by the
+// threads that loaded it (A_KMAJOR: thread i always loads columns
+// (i % (BM/8))·8 .. +7 of the tile), and writes d.
+void store_bias(float part[8], uint m0, bool accum)
+{
+	const uint tid = gl_LocalInvocationID.x;
+	barrier();
+	[[unroll]] for (uint e = 0u; e < 8u; e += 4u)
+		sh[tid * 2u + e / 4u] = floatBitsToUint(vec4(part[e], part[e + 1u], part[e + 2u], part[e + 3u]));
+	barrier();
+	if (tid < BM && m0 + tid < pc.M) {
+		const uint grp = tid / 8u, e = tid % 8u;
+		float s = 0.0;
+		for (uint i = grp; i < NT; i += BM / 8u)
+			s += uintBitsToFloat(sh[i * 2u + e / 4u][e % 4u]);
+		const uint k = pc.d_off + m0 + tid;
+		d[k] = uint16_t(narrow1(accum ? widen1(uint(d[k])) + s : s));
+	}
+}
+
+// This thread's share of the slice on its way from memory to shared memory,
+// and its partial row sums of A (db).
+uvec4 ra[LA], rb[LB];
+float part[8];
+
+void load_slice(uint m0, uint n0, uint k0, bool vec)
+{
+	[[unroll]] for (uint q = 0u; q < LA; q++) {
+		uint m, k, at;
+		a_slot(q, m, k, at);
+		ra[q] = load_a8(m0 + m, k0 + k, vec);
+	}
+	[[unroll]] for (uint q = 0u; q < LB; q++) {
+		uint k, n, at;
+		b_slot(q, k, n, at);
+		rb[q] = load_b8(k0 + k, n0 + n, vec);
+	}
+}
+
+void store_slice(uint base, bool want_d)
+{
+	[[unroll]] for (uint q = 0u; q < LA; q++) {
+		uint m, k, at;
+		a_slot(q, m, k, at);
+		sh[base + at] = ra[q];
+		if (want_d) {
+			[[unroll]] for (uint w = 0u; w < 4u; w++) {
+				const vec2 f = unpack2(ra[q][w]);
+				part[2u * w] += f.x;
+				part[2u * w + 1u] += f.y;
+			}
+		}
+	}
+	[[unroll]] for (uint q = 0u; q < LB; q++) {
+		uint k, n, at;
+		b_slot(q, k, n, at);
+		sh[base + at] = rb[q];
+	}
+}
+
+void main()
+{
+	const uint warp = gl_SubgroupID;
+	const uint wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
+	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
+	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
+	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u && A_KMAJOR != 0u;
+	const bool vec = (pc.flags & 8u) != 0u;
+	const bool accum = (pc.flags & 4u) != 0u;
+
+	coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> acc[TM * TN];
+	[[unroll]] for (uint i = 0u; i < TM * TN; i++)
+		acc[i] = coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>(0.0);
+	[[unroll]] for (uint e = 0u; e < 8u; e++)
+		part[e] = 0.0;
+
+	const uint nk = (pc.K + BK - 1u) / BK;
+	load_slice(m0, n0, 0u, vec);
+	store_slice(0u, want_d);
+	barrier();
+	for (uint kt = 0u; kt < nk; kt++) {
+		// slice kt + 1's loads fly while slice kt (in stage kt % 2) is multiplied
+		const bool more = kt + 1u < nk;
+		if (more)
+			load_slice(m0, n0, (kt + 1u) * BK, vec);
+		const uint base = (kt & 1u) * STAGE;
+		[[unroll]] for (uint kk = 0u; kk < BK; kk += CM_K) {
+			coopmat<ETYPE, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> fa[TM];
+			coopmat<ETYPE, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB> fb[TN];
+			[[unroll]] for (uint i = 0u; i < TM; i++) {
+				if (A_KMAJOR != 0u)
+					coopMatLoad(fa[i], sh, base + kk * ASTR_KM + (wm + i * CM_M) / 8u, ASTR_KM,
+						    gl_CooperativeMatrixLayoutColumnMajor);
+				else
+					coopMatLoad(fa[i], sh, base + (wm + i * CM_M) * ASTR_MK + kk / 8u, ASTR_MK,
+						    gl_CooperativeMatrixLayoutRowMajor);
+			}
+			[[unroll]] for (uint j = 0u; j < TN; j++)
+				coopMatLoad(fb[j], sh, base + A_STAGE + kk * BSTR + (wn + j * CM_N) / 8u, BSTR,
+					    gl_CooperativeMatrixLayoutRowMajor);
+			[[unroll]] for (uint i = 0u; i < TM; i++)
+				[[unroll]] for (uint j = 0u; j < TN; j++)
+					acc[i * TN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * TN + j]);
+		}
+		// stage (kt + 1) % 2 was last read in step kt - 1, before the barrier
+		if (more)
+			store_slice(STAGE - base, want_d);
+		barrier();
+	}
+	// (the loop ended with a barrier: every subgroup is done with the stages)
+
+	if (want_d)
+		store_bias(part, m0, accum);
+	if ((pc.flags & 1u) == 0u)
+		return;
+	if (want_d)
+		barrier(); // the partial sums sat where the staging goes
+	const bool cvec = vec && pc.N % 8u == 0u && pc.c_off % 8u == 0u;
+	const uint lane = gl_SubgroupInvocationID;
+	const uint ebase = warp * CM_M * ESTR;
+	[[unroll]] for (uint i = 0u; i < TM; i++) {
+		[[unroll]] for (uint j = 0u; j < TN; j++)
+			coopMatStore(acc[i * TN + j], sh, ebase + j * CM_N / 4u, ESTR,
+				     gl_CooperativeMatrixLayoutRowMajor);
+		subgroupMemoryBarrierShared();
+		subgroupBarrier();
+		// CM_M rows of WN values, eight at a time, spread over the lanes
+		[[unroll]] for (uint q = 0u; q < CM_M * WN / 8u / 32u; q++) {
+			const uint v = lane + 32u * q;
+			const uint r = v / (WN / 8u), c8i = v % (WN / 8u);
+			const uint e = ebase + r * ESTR + c8i * 2u;
+			store_c8(m0 + wm + i * CM_M + r, n0 + wn + c8i * 8u, uintBitsToFloat(sh[e]),
+				 uintBitsToFloat(sh[e + 1u]), accum, cvec);
+		}
+		subgroupBarrier();
+	}
+}
