@@ -19,7 +19,7 @@ static const char run_usage[] =
 	"               and rounds each output once\n"
 	"  --accumulate add to the outputs' contents instead of overwriting them\n"
 	"  --variant V  force the kernel family: auto (default), generic, tiled,\n"
-	"               tiled128, splitk, coopmat (f16 only)\n"
+	"               tiled128, splitk, coopmat (f16 only), coopmat_khr (f16, bf16)\n"
 	"  --repeat N   run the job N times (default 1)\n"
 	"  --check      compare with a float64 CPU reference computed from the stored\n"
 	"               (rounded) inputs; exit 1 on a mismatch (pass:\n"

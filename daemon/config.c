@@ -1,6 +1,8 @@
 /* daemon/config.c — defaults, the optional config file, command-line flags. */
 #include "config.h"
 
+#include "kernel_registry.h"
+
 #include "log.h"
 
 #include <errno.h>
@@ -109,6 +111,8 @@ static void usage(const config *d)
 	       "  --dispatch-max-macs N  multiply-adds per dispatch; larger kernels are cut\n"
 	       "                         into several (default %" PRIu64 ")\n"
 	       "  --help, --version\n"
+	       "  --list-kernels         the kernels built into this daemon (name, variant,\n"
+	       "                         dtype, status), whether or not a device runs them\n"
 	       "\n"
 	       "The config file holds 'key = value' lines; keys are the long options above\n"
 	       "without dashes (max-inflight = 64, no-host-import = true), '#' starts a\n"
@@ -198,7 +202,7 @@ static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list,
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_HELP, O_VERSION, O_LISTDEV };
+       O_RBYTES_UID, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -230,6 +234,7 @@ static const struct option opts[] = {
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
+	{"list-kernels", no_argument, 0, O_KERNELS},
 	{0, 0, 0, 0},
 };
 
@@ -242,7 +247,7 @@ typedef struct source {
 /* Apply setting o with argument arg (NULL for flags). 0, or -1 printed. */
 static int apply(config *c, source *src, int o, const char *arg)
 {
-	const char *name = o >= O_SOCKET && o <= O_LISTDEV ? opts[o - O_SOCKET].name : "?";
+	const char *name = o >= O_SOCKET && o <= O_KERNELS ? opts[o - O_SOCKET].name : "?";
 	uint64_t v;
 	switch (o) {
 	case O_SOCKET:
@@ -401,7 +406,7 @@ static int load_file(config *c, const char *path)
 		const struct option *opt = NULL;
 		for (const struct option *o = opts; o->name; o++)
 			if (strcmp(o->name, key) == 0 && o->val != O_CONFIG && o->val != O_HELP &&
-			    o->val != O_VERSION && o->val != O_LISTDEV)
+			    o->val != O_VERSION && o->val != O_LISTDEV && o->val != O_KERNELS)
 				opt = o;
 		if (!opt)
 			return file_error(f, "unknown key '%s' (keys are the long options of --help, without dashes)", key);
@@ -440,7 +445,7 @@ int config_parse_args(config *c, int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o == O_CONFIG)
 			file = optarg;
-		else if (o == O_HELP || o == O_VERSION || o == O_LISTDEV)
+		else if (o == O_HELP || o == O_VERSION || o == O_LISTDEV || o == O_KERNELS)
 			info = true;
 	}
 	if (file && !info && load_file(c, file) != 0)
@@ -455,8 +460,9 @@ int config_parse_args(config *c, int argc, char **argv)
 		case O_HELP: usage(&d); return 1;
 		case O_VERSION: printf("vkgradd %s\n", VKG_VERSION); return 1;
 		case O_LISTDEV: c->list_devices = true; break;
+		case O_KERNELS: kreg_print(stdout); return 1;
 		default:
-			if (o < O_SOCKET || o > O_LISTDEV) {
+			if (o < O_SOCKET || o > O_KERNELS) {
 				fprintf(stderr, "vkgradd: try --help\n");
 				return -1;
 			}

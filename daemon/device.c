@@ -330,6 +330,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	d->coopmat = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
 		     f11.storageBuffer16BitAccess && coopmat_shape_ok(d->phys, d->instance) &&
 		     subgroup_size(d->phys) == 32 && !getenv("VKGRAD_NO_COOPMAT");
+	cmk_query(&d->cmk, d->instance, d->phys, d->storage16, subgroup_size(d->phys));
 	VkPhysicalDeviceCooperativeMatrixFeaturesNV encm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
 		.cooperativeMatrix = VK_TRUE,
@@ -347,6 +348,11 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	};
 	if (d->exec_stats)
 		en12.pNext = &enex;
+	const char *dext[8] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+	uint32_t ndext = 1;
+	void *next = en12.pNext;
+	cmk_enable(&d->cmk, &next, dext, &ndext, &en12);
+	en12.pNext = next;
 	VkPhysicalDeviceVulkan11Features en11 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
 		.pNext = &en12,
@@ -359,8 +365,6 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
-	const char *dext[5] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
-	uint32_t ndext = 1;
 	if (d->exec_stats)
 		dext[ndext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
 	if (d->coopmat)
@@ -416,9 +420,16 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	snprintf(in->api, sizeof(in->api), "%u.%u.%u", VK_API_VERSION_MAJOR(d->props.apiVersion),
 		 VK_API_VERSION_MINOR(d->props.apiVersion), VK_API_VERSION_PATCH(d->props.apiVersion));
 	snprintf(in->type, sizeof(in->type), "%s", type_name(d->props.deviceType));
-	log_info("matrix extensions: VK_KHR_cooperative_matrix %s, VK_NV_cooperative_matrix %s "
+	char used[2][40];
+	for (int t = PROTO_F16; t <= PROTO_BF16; t++)
+		if (d->cmk.ok[t])
+			snprintf(used[t - PROTO_F16], sizeof(used[0]), "%s %ux%ux%u", proto_dtype_name((proto_dtype)t),
+				 d->cmk.shape[t].m, d->cmk.shape[t].n, d->cmk.shape[t].k);
+		else
+			snprintf(used[t - PROTO_F16], sizeof(used[0]), "%s no", proto_dtype_name((proto_dtype)t));
+	log_info("matrix extensions: VK_KHR_cooperative_matrix %s (used: %s, %s), VK_NV_cooperative_matrix %s "
 		 "(used: %s), VK_NV_cooperative_matrix2 %s, VK_KHR_shader_bfloat16 %s",
-		 has_ext(d->phys, "VK_KHR_cooperative_matrix") ? "yes" : "no",
+		 has_ext(d->phys, "VK_KHR_cooperative_matrix") ? "yes" : "no", used[0], used[1],
 		 has_ext(d->phys, "VK_NV_cooperative_matrix") ? "yes" : "no", d->coopmat ? "yes" : "no",
 		 has_ext(d->phys, "VK_NV_cooperative_matrix2") ? "yes" : "no",
 		 has_ext(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");

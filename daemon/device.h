@@ -9,6 +9,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include "coopmat_khr.h"
 #include "msg.h"
 
 typedef struct device {
@@ -27,6 +28,8 @@ typedef struct device {
 	bool coopmat;              /* VK_NV_cooperative_matrix with 16x16x16 f16 -> f32,
 				      shaderFloat16, the Vulkan memory model and
 				      32-wide subgroups: linear_coopmat_gemm runs */
+	cmk_caps cmk;              /* VK_KHR_cooperative_matrix per dtype: where
+				      linear_coopmat_khr_gemm runs, on which shape */
 	VkDeviceSize import_align; /* minImportedHostPointerAlignment */
 	float timestamp_period;    /* ns per tick */
 	bool timestamps;

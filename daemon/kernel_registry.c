@@ -13,3 +13,10 @@ const kreg_entry *kreg_find(const char *name, const char *dtype, const char *var
 	}
 	return NULL;
 }
+
+void kreg_print(FILE *f)
+{
+	for (unsigned i = 0; i < kreg_count; i++)
+		fprintf(f, "%s %s %s %s\n", kreg_entries[i].name, kreg_entries[i].variant, kreg_entries[i].dtype,
+			kreg_entries[i].status);
+}

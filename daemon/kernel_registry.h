@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct kreg_entry {
 	const char *name, *domain, *variant, *dtype, *status;
@@ -20,5 +21,8 @@ extern const unsigned kreg_count;
 
 /* The entry named `name` with the given dtype and variant (NULL: any), or NULL. */
 const kreg_entry *kreg_find(const char *name, const char *dtype, const char *variant);
+
+/* One line per entry: "name variant dtype status" (vkgradd --list-kernels). */
+void kreg_print(FILE *f);
 
 #endif

@@ -30,7 +30,96 @@ static const struct {
 	[KERN_REDUCE] = {"linear_splitk_reduce", "splitk", 2, 7 * 4},
 	[KERN_COOPMAT] = {"linear_coopmat_gemm", "coopmat", 4, 12 * 4},
 	[KERN_TILED128] = {"linear_tiled128_gemm", "tiled128", 4, 12 * 4},
+	[KERN_CMK_DW] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
+	[KERN_CMK_DX] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
 };
+
+static bool is_cmk(int k)
+{
+	return k == KERN_CMK_DW || k == KERN_CMK_DX;
+}
+
+#define CMK_BK 32u /* the kernel's reduction step */
+
+uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor)
+{
+	const uint32_t nt = 32 * t.warps_m * t.warps_n, bm = t.warps_m * t.wm, bn = t.warps_n * t.wn;
+	if (!t.warps_m || !t.warps_n || nt > 1024 || !s.m || !s.n || !s.k || t.wm % s.m || t.wn % s.n ||
+	    t.wm % 8 || t.wn % 8 || CMK_BK % s.k || s.n % 4 || (bm * CMK_BK / 8) % nt ||
+	    (bn * CMK_BK / 8) % nt || nt % (bm / 8) || (s.m * t.wn / 8) % 32)
+		return 0;
+	/* in uvec4 (16 bytes), as the shader's STAGE, EPI and SH */
+	const uint32_t a_stage = a_kmajor ? CMK_BK * ((bm + 8) / 8) : bm * ((CMK_BK + 8) / 8);
+	const uint32_t stage = a_stage + CMK_BK * ((bn + 8) / 8);
+	const uint32_t epi = t.warps_m * t.warps_n * s.m * (t.wn / 4 + 1);
+	return 16 * (2 * stage > epi ? 2 * stage : epi);
+}
+
+/* The tiling: 2×2 subgroups of 64×64 (128×128 per workgroup of 128 threads:
+ * two workgroups per SM on the H200), or VKGRAD_CMK_TILE="WMxWNxwmxwn" (for
+ * measuring others). */
+static pipelines_cmk_tile cmk_tile_choice(void)
+{
+	pipelines_cmk_tile t = {2, 2, 64, 64};
+	const char *v = getenv("VKGRAD_CMK_TILE");
+	pipelines_cmk_tile e;
+	if (v && sscanf(v, "%ux%ux%ux%u", &e.warps_m, &e.warps_n, &e.wm, &e.wn) == 4) {
+		log_warn("VKGRAD_CMK_TILE: linear_coopmat_khr_gemm with %ux%u subgroups of %ux%u", e.warps_m,
+			 e.warps_n, e.wm, e.wn);
+		t = e;
+	}
+	return t;
+}
+
+/* Specialization constants of linear_coopmat_khr_gemm (its constant_id 0..8). */
+typedef struct cmk_spec {
+	uint32_t v[9];
+	VkSpecializationMapEntry map[9];
+	VkSpecializationInfo info;
+} cmk_spec;
+
+static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk_tile t)
+{
+	const uint32_t v[9] = {s.m, s.n, s.k, a_kmajor ? 1u : 0u, t.warps_m, t.warps_n, t.wm, t.wn,
+			       32 * t.warps_m * t.warps_n};
+	for (uint32_t i = 0; i < 9; i++) {
+		c->v[i] = v[i];
+		c->map[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+	}
+	c->info = (VkSpecializationInfo){9, c->map, sizeof(c->v), c->v};
+}
+
+/* Can KERN_CMK_* run for dtype t? If not, why (into p->cmk_why[t]). */
+static bool cmk_usable(pipelines *p, const device *d, int t)
+{
+	char *why = p->cmk_why[t];
+	const size_t wl = sizeof(p->cmk_why[t]);
+	if (!d->cmk.ok[t]) {
+		snprintf(why, wl, "%s", d->cmk.why[t]);
+		return false;
+	}
+	if (!kreg_find("linear_coopmat_khr_gemm", proto_dtype_name((proto_dtype)t), "coopmat_khr")) {
+		snprintf(why, wl, "a daemon built with it; this one is not (no shader compiler with "
+			 "GL_KHR_cooperative_matrix%s at build time)", t == PROTO_BF16 ? " and GL_EXT_bfloat16" : "");
+		return false;
+	}
+	uint32_t need = 0;
+	for (int km = 0; km < 2; km++) {
+		uint32_t b = pipelines_cmk_shared(p->cmk_tile, d->cmk.shape[t], km == 1);
+		if (!b) {
+			snprintf(why, wl, "a tiling that suits the %ux%ux%u matrices (VKGRAD_CMK_TILE)",
+				 d->cmk.shape[t].m, d->cmk.shape[t].n, d->cmk.shape[t].k);
+			return false;
+		}
+		need = b > need ? b : need;
+	}
+	if (need > d->props.limits.maxComputeSharedMemorySize) {
+		snprintf(why, wl, "%u bytes of shared memory per workgroup; the device offers %u", need,
+			 d->props.limits.maxComputeSharedMemorySize);
+		return false;
+	}
+	return true;
+}
 
 static int mkdir_p(const char *path)
 {
@@ -157,6 +246,7 @@ static void log_exec_stats(const device *d, VkPipeline p, const char *name, cons
 
 typedef struct build_job {
 	const device *dev;
+	const VkSpecializationInfo *spec;
 	VkPipelineCache cache;
 	VkShaderModule module;
 	VkPipelineLayout layout;
@@ -185,6 +275,7 @@ static void *build_one(void *arg)
 			.stage = VK_SHADER_STAGE_COMPUTE_BIT,
 			.module = b->module,
 			.pName = "main",
+			.pSpecializationInfo = b->spec,
 		},
 		.layout = b->layout,
 	};
@@ -192,6 +283,82 @@ static void *build_one(void *arg)
 	b->hit = (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
 		 (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT);
 	return NULL;
+}
+
+/* Layouts and shader modules of every pipeline the device gets (serially:
+ * cheap), as build jobs (specs: their specialization constants). 0, or -1
+ * with err. */
+static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, build_job *jobs,
+			cmk_spec *specs, char *err, size_t errlen)
+{
+	int rc = 0;
+	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
+		VkDescriptorSetLayoutBinding b[8];
+		for (uint32_t i = 0; i < kern_desc[k].bindings; i++)
+			b[i] = (VkDescriptorSetLayoutBinding){
+				.binding = i,
+				.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+				.descriptorCount = 1,
+				.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+			};
+		VkDescriptorSetLayoutCreateInfo dci = {
+			.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+			.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+			.bindingCount = kern_desc[k].bindings,
+			.pBindings = b,
+		};
+		VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, kern_desc[k].push_bytes};
+		VkPipelineLayoutCreateInfo plci = {
+			.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+			.setLayoutCount = 1,
+			.pSetLayouts = &p->dsl[k],
+			.pushConstantRangeCount = 1,
+			.pPushConstantRanges = &pcr,
+		};
+		if (vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &p->dsl[k]) != VK_SUCCESS ||
+		    vkCreatePipelineLayout(d->dev, &plci, NULL, &p->layout[k]) != VK_SUCCESS) {
+			snprintf(err, errlen, "creating the layout of pipeline %s failed", kern_desc[k].name);
+			rc = -1;
+			break;
+		}
+		/* one pipeline per storage dtype the device can serve; the
+		 * cooperative-matrix kernel only for f16 where the device has it */
+		for (int t = 0; t < PROTO_DTYPE_COUNT && rc == 0; t++) {
+			if (!p->dtype_ok[t])
+				continue;
+			if (k == KERN_COOPMAT && (!d->coopmat || t != PROTO_F16))
+				continue;
+			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16 */
+			if (k == KERN_TILED128 && d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
+				continue;
+			if (is_cmk(k) && !cmk_ok[t])
+				continue;
+			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
+			if (is_cmk(k)) {
+				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
+				cmk_spec_fill(cs, d->cmk.shape[t], k == KERN_CMK_DW, p->cmk_tile);
+				bj->spec = &cs->info;
+			}
+			const kreg_entry *e = kreg_find(kern_desc[k].name, proto_dtype_name((proto_dtype)t),
+							kern_desc[k].variant);
+			VkShaderModuleCreateInfo smci = {
+				.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+				.codeSize = e ? e->spirv_size : 0,
+				.pCode = e ? e->spirv : NULL,
+			};
+			if (!e || vkCreateShaderModule(d->dev, &smci, NULL, &bj->module) != VK_SUCCESS) {
+				snprintf(err, errlen, "kernel %s (%s) missing or not loadable", kern_desc[k].name,
+					 proto_dtype_name((proto_dtype)t));
+				rc = -1;
+				break;
+			}
+			bj->dev = d;
+			bj->cache = p->cache;
+			bj->layout = p->layout[k];
+			bj->out = &p->pipe[k][t];
+		}
+	}
+	return rc;
 }
 
 int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen)
@@ -239,69 +406,20 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 	 * compile is the slow part and VkPipelineCache is internally synchronised */
 	enum { NJ = KERN_COUNT * PROTO_DTYPE_COUNT };
 	build_job jobs[NJ];
+	cmk_spec specs[NJ];
 	memset(jobs, 0, sizeof(jobs));
-	for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
+	p->cmk_tile = cmk_tile_choice();
+	p->cmk_bm = p->cmk_tile.warps_m * p->cmk_tile.wm;
+	p->cmk_bn = p->cmk_tile.warps_n * p->cmk_tile.wn;
+	bool cmk_ok[PROTO_DTYPE_COUNT];
+	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
 		p->dtype_ok[t] = t == PROTO_F32 || d->storage16;
-	int rc = 0;
-	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
-		VkDescriptorSetLayoutBinding b[8];
-		for (uint32_t i = 0; i < kern_desc[k].bindings; i++)
-			b[i] = (VkDescriptorSetLayoutBinding){
-				.binding = i,
-				.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-				.descriptorCount = 1,
-				.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
-			};
-		VkDescriptorSetLayoutCreateInfo dci = {
-			.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-			.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
-			.bindingCount = kern_desc[k].bindings,
-			.pBindings = b,
-		};
-		VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, kern_desc[k].push_bytes};
-		VkPipelineLayoutCreateInfo plci = {
-			.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-			.setLayoutCount = 1,
-			.pSetLayouts = &p->dsl[k],
-			.pushConstantRangeCount = 1,
-			.pPushConstantRanges = &pcr,
-		};
-		if (vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &p->dsl[k]) != VK_SUCCESS ||
-		    vkCreatePipelineLayout(d->dev, &plci, NULL, &p->layout[k]) != VK_SUCCESS) {
-			snprintf(err, errlen, "creating the layout of pipeline %s failed", kern_desc[k].name);
-			rc = -1;
-			break;
-		}
-		/* one pipeline per storage dtype the device can serve; the
-		 * cooperative-matrix kernel only for f16 where the device has it */
-		for (int t = 0; t < PROTO_DTYPE_COUNT && rc == 0; t++) {
-			if (!p->dtype_ok[t])
-				continue;
-			if (k == KERN_COOPMAT && (!d->coopmat || t != PROTO_F16))
-				continue;
-			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16 */
-			if (k == KERN_TILED128 && d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
-				continue;
-			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
-			const kreg_entry *e = kreg_find(kern_desc[k].name, proto_dtype_name((proto_dtype)t),
-							kern_desc[k].variant);
-			VkShaderModuleCreateInfo smci = {
-				.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-				.codeSize = e ? e->spirv_size : 0,
-				.pCode = e ? e->spirv : NULL,
-			};
-			if (!e || vkCreateShaderModule(d->dev, &smci, NULL, &bj->module) != VK_SUCCESS) {
-				snprintf(err, errlen, "kernel %s (%s) missing or not loadable", kern_desc[k].name,
-					 proto_dtype_name((proto_dtype)t));
-				rc = -1;
-				break;
-			}
-			bj->dev = d;
-			bj->cache = p->cache;
-			bj->layout = p->layout[k];
-			bj->out = &p->pipe[k][t];
-		}
+		cmk_ok[t] = cmk_usable(p, d, t);
+		if (!cmk_ok[t] && t != PROTO_F32)
+			log_info("linear_coopmat_khr_gemm (%s) not served: it needs %s",
+				 proto_dtype_name((proto_dtype)t), p->cmk_why[t]);
 	}
+	int rc = prepare_jobs(p, d, cmk_ok, jobs, specs, err, errlen);
 	for (int i = 0; i < NJ && rc == 0; i++)
 		if (jobs[i].module)
 			jobs[i].started = pthread_create(&jobs[i].thread, NULL, build_one, &jobs[i]) == 0;
@@ -323,7 +441,10 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			if (jobs[i].hit)
 				p->cache_hits++;
 			if (d->exec_stats)
-				log_exec_stats(d, *jobs[i].out, kern_desc[i / PROTO_DTYPE_COUNT].name,
+				log_exec_stats(d, *jobs[i].out,
+					       i / PROTO_DTYPE_COUNT == KERN_CMK_DW ? "linear_coopmat_khr_gemm (dW)"
+					       : i / PROTO_DTYPE_COUNT == KERN_CMK_DX ? "linear_coopmat_khr_gemm (dX)"
+					       : kern_desc[i / PROTO_DTYPE_COUNT].name,
 					       proto_dtype_name((proto_dtype)(i % PROTO_DTYPE_COUNT)));
 		}
 	}

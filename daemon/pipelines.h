@@ -11,8 +11,18 @@
 /* linear_parameter_backward, linear_input_backward (generic),
  * linear_tiled_gemm (tiled), linear_splitk_gemm + linear_splitk_reduce
  * (splitk: the two passes of split-K), linear_coopmat_gemm (coopmat: f16
- * on cooperative matrices, only where device.coopmat) */
-enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128, KERN_COUNT };
+ * on VK_NV_cooperative_matrix, only where device.coopmat), and
+ * linear_coopmat_khr_gemm (coopmat_khr: f16 and bf16 on
+ * VK_KHR_cooperative_matrix, where device.cmk says so), specialised twice:
+ * for dW (A = dYᵀ, along m) and for dX (A = dY, along k) */
+enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
+       KERN_CMK_DW, KERN_CMK_DX, KERN_COUNT };
+
+/* linear_coopmat_khr_gemm's tiling (its specialization constants): a
+ * warps_m × warps_n grid of subgroups per workgroup, each wm × wn of C. */
+typedef struct pipelines_cmk_tile {
+	uint32_t warps_m, warps_n, wm, wn;
+} pipelines_cmk_tile;
 
 typedef struct pipelines {
 	VkPipelineCache cache;
@@ -21,6 +31,9 @@ typedef struct pipelines {
 	VkPipelineLayout layout[KERN_COUNT];
 	VkPipeline pipe[KERN_COUNT][PROTO_DTYPE_COUNT]; /* per storage dtype */
 	bool dtype_ok[PROTO_DTYPE_COUNT]; /* pipelines exist for this dtype */
+	pipelines_cmk_tile cmk_tile;      /* KERN_CMK_*: C tile (cmk_bm × cmk_bn) per workgroup */
+	uint32_t cmk_bm, cmk_bn;
+	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
 	unsigned built;       /* pipelines created */
 	unsigned cache_hits;  /* of those, found in the cache (creation feedback) */
 	double build_ms;
@@ -31,6 +44,11 @@ typedef struct pipelines {
 int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen);
 /* Is there a pipeline of kernel `name` (registry name) for dtype t? */
 bool pipelines_serves(const pipelines *p, const char *name, proto_dtype t);
+
+/* Shared memory (bytes) linear_coopmat_khr_gemm takes with tiling t, for
+ * dW (a_kmajor) or dX; 0 when t is not a tiling it can run with matrix
+ * shape s (see the shader). */
+uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor);
 
 /* Save the cache atomically (temp file, fsync, rename); failures are logged. */
 void pipelines_save(const pipelines *p, const device *d);

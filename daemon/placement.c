@@ -47,7 +47,10 @@ void placement_drop(job *j)
  * would fit an empty slot but not this one. */
 uint64_t placement_place(engine *e, job *j, uint64_t used)
 {
-	j->plan = variant_choose(&j->req, e->pl->pipe[KERN_COOPMAT][j->req.dtype] != VK_NULL_HANDLE);
+	const proto_dtype t = j->req.dtype;
+	j->plan = variant_choose(&j->req, (e->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
+						  (e->pl->pipe[KERN_CMK_DW][t] && e->pl->pipe[KERN_CMK_DX][t]
+							   ? VARIANT_HAS_CMK : 0u));
 	if (j->plan.param == KERN_SPLITK) {
 		/* the partials are one storage-buffer binding: fewer slices when
 		 * they would pass maxStorageBufferRange (a shape-only choice, so

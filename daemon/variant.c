@@ -24,16 +24,22 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/* The tensor-core kernel auto picks for q's dtype, or -1. */
+static int matrix_kernel(unsigned caps)
+{
+	return caps & VARIANT_HAS_CMK ? KERN_CMK_DW : caps & VARIANT_HAS_COOPMAT ? KERN_COOPMAT : -1;
+}
+
 /* dW (and db) when nothing is forced. */
-static void choose_param_auto(const proto_request *q, bool coopmat, variant_plan *p)
+static void choose_param_auto(const proto_request *q, unsigned caps, variant_plan *p)
 {
 	const bool dw = q->t[PROTO_T_DW].present;
 	if (!dw) {
 		p->param = KERN_PARAM; /* db alone: one pass over dY */
 		return;
 	}
-	if (coopmat && q->out >= TILE && q->in >= TILE && q->batch >= 256) {
-		p->param = KERN_COOPMAT;
+	if (matrix_kernel(caps) >= 0 && q->out >= TILE && q->in >= TILE && q->batch >= 256) {
+		p->param = matrix_kernel(caps);
 		return;
 	}
 	const uint64_t tiles = ceil_div(q->out, TILE) * ceil_div(q->in, TILE);
@@ -61,17 +67,23 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d)
 		return pl->pipe[KERN_COOPMAT][d] != VK_NULL_HANDLE;
 	if (v == PROTO_VARIANT_TILED128)
 		return pl->pipe[KERN_TILED128][d] != VK_NULL_HANDLE;
+	if (v == PROTO_VARIANT_COOPMAT_KHR)
+		return pl->pipe[KERN_CMK_DW][d] != VK_NULL_HANDLE;
 	return (unsigned)v < PROTO_VARIANT_COUNT;
 }
 
-variant_plan variant_choose(const proto_request *q, bool coopmat)
+variant_plan variant_choose(const proto_request *q, unsigned caps)
 {
 	variant_plan p = {-1, -1, 1};
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
-	const bool force_cm = q->variant == PROTO_VARIANT_COOPMAT && coopmat;
+	const bool force_cm = q->variant == PROTO_VARIANT_COOPMAT && (caps & VARIANT_HAS_COOPMAT);
+	const bool force_cmk = q->variant == PROTO_VARIANT_COOPMAT_KHR && (caps & VARIANT_HAS_CMK);
+	const int mk = matrix_kernel(caps);
 	if (dw || db) {
 		if (q->variant == PROTO_VARIANT_AUTO) {
-			choose_param_auto(q, coopmat, &p);
+			choose_param_auto(q, caps, &p);
+		} else if (force_cmk) {
+			p.param = dw ? KERN_CMK_DW : KERN_PARAM;
 		} else if (force_cm) {
 			p.param = dw ? KERN_COOPMAT : KERN_PARAM;
 		} else if (q->variant == PROTO_VARIANT_SPLITK) {
@@ -85,9 +97,13 @@ variant_plan variant_choose(const proto_request *q, bool coopmat)
 		}
 	}
 	if (q->t[PROTO_T_DX].present) {
-		if (force_cm || (q->variant == PROTO_VARIANT_AUTO && coopmat && q->batch >= TILE &&
-				 q->in >= TILE && q->out >= TILE))
+		if (force_cmk)
+			p.input = KERN_CMK_DX;
+		else if (force_cm)
 			p.input = KERN_COOPMAT;
+		else if (q->variant == PROTO_VARIANT_AUTO && mk >= 0 && q->batch >= TILE && q->in >= TILE &&
+			 q->out >= TILE)
+			p.input = mk == KERN_CMK_DW ? KERN_CMK_DX : KERN_COOPMAT;
 		else if (q->variant == PROTO_VARIANT_AUTO)
 			p.input = q->batch >= TILE && q->in >= TILE && q->batch * q->in >= BIG
 					  ? KERN_TILED : KERN_INPUT;

@@ -4,7 +4,10 @@
  * family for every part of the job:
  *
  *   part   kernel                      when
- *   dW+db  linear_coopmat_gemm (fused  f16 on a device with cooperative matrices,
+ *   dW+db  linear_coopmat_khr_gemm     f16 or bf16 on a device with
+ *          (fused db)                  VK_KHR_cooperative_matrix for it,
+ *                                      out, in >= 64, batch >= 256
+ *          linear_coopmat_gemm (fused  f16 on a device with VK_NV_cooperative_matrix,
  *          db)                         out, in >= 64, batch >= 256
  *          linear_tiled_gemm (fused    out > 32, in >= 64, batch*in >= 2^20
  *          db)                         ("tiled" below)
@@ -14,7 +17,9 @@
  *          linear_splitk_reduce        tiled with fewer than 256 tiles of 64x64:
  *                                      S slices, below
  *   db     linear_parameter_backward   always, when dW is not asked for
- *   dX     linear_coopmat_gemm         f16 with cooperative matrices, batch, in,
+ *   dX     linear_coopmat_khr_gemm     f16/bf16 with VK_KHR_cooperative_matrix,
+ *                                      batch, in, out >= 64
+ *          linear_coopmat_gemm         f16 with VK_NV_cooperative_matrix, batch, in,
  *                                      out >= 64
  *          linear_tiled_gemm           batch, in >= 64, batch*in >= 2^20
  *          linear_input_backward       otherwise
@@ -59,11 +64,15 @@ typedef struct variant_plan {
 typedef struct pipelines pipelines;
 
 /* Can this device run jobs of dtype d forced to variant v? (the dtype
- * served, and for coopmat and tiled128 their pipelines built) */
+ * served, and for coopmat, coopmat_khr and tiled128 their pipelines built) */
 bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
 
-/* coopmat: the device runs linear_coopmat_gemm for q's dtype. */
-variant_plan variant_choose(const proto_request *q, bool coopmat);
+/* What the device runs for q's dtype, as bits of `caps`:
+ * VARIANT_HAS_COOPMAT linear_coopmat_gemm, VARIANT_HAS_CMK
+ * linear_coopmat_khr_gemm. */
+#define VARIANT_HAS_COOPMAT 1u
+#define VARIANT_HAS_CMK 2u
+variant_plan variant_choose(const proto_request *q, unsigned caps);
 
 /* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices);

@@ -35,7 +35,7 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
 static const char *const variant_names[PROTO_VARIANT_COUNT] = {"auto", "generic", "tiled", "splitk",
-								       "coopmat", "tiled128"};
+								       "coopmat", "tiled128", "coopmat_khr"};
 
 const char *proto_variant_name(proto_variant v)
 {
@@ -53,7 +53,7 @@ int proto_variant_parse(const char *s)
 /* The order in which messages list them: from the default to the special */
 static const proto_variant variant_order[PROTO_VARIANT_COUNT] = {
 	PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED,
-	PROTO_VARIANT_TILED128, PROTO_VARIANT_SPLITK, PROTO_VARIANT_COOPMAT,
+	PROTO_VARIANT_TILED128, PROTO_VARIANT_SPLITK, PROTO_VARIANT_COOPMAT, PROTO_VARIANT_COOPMAT_KHR,
 };
 
 bool proto_variant_fits(proto_variant v, proto_dtype d)

@@ -1,0 +1,177 @@
+/* daemon/coopmat_khr.c — see coopmat_khr.h. */
+#include "coopmat_khr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WARP_BLOCK 64 /* C rows and columns per subgroup (shaders/linear_coopmat_khr_gemm.comp) */
+#define STEP_K 32     /* the kernel's reduction step */
+
+static bool has_ext(VkPhysicalDevice p, const char *name)
+{
+	uint32_t n = 0;
+	if (vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL) != VK_SUCCESS)
+		return false;
+	VkExtensionProperties *e = calloc(n ? n : 1, sizeof(*e));
+	if (!e)
+		return false;
+	vkEnumerateDeviceExtensionProperties(p, NULL, &n, e);
+	bool found = false;
+	for (uint32_t i = 0; i < n && !found; i++)
+		found = strcmp(e[i].extensionName, name) == 0;
+	free(e);
+	return found;
+}
+
+bool cmk_shape_fits(cmk_shape s)
+{
+	return s.m && s.n && s.k && WARP_BLOCK % s.m == 0 && WARP_BLOCK % s.n == 0 &&
+	       STEP_K % s.k == 0 && s.k % 8 == 0 && s.m % 8 == 0 && s.n % 8 == 0;
+}
+
+int cmk_pick(const cmk_shape *s, int n)
+{
+	int best = -1;
+	uint64_t best_work = 0;
+	for (int i = 0; i < n; i++) {
+		if (!cmk_shape_fits(s[i]))
+			continue;
+		if (s[i].m == 16 && s[i].n == 16 && s[i].k == 16)
+			return i;
+		uint64_t w = (uint64_t)s[i].m * s[i].n * s[i].k;
+		if (w > best_work)
+			best = i, best_work = w;
+	}
+	return best;
+}
+
+/* The shapes the device multiplies at subgroup scope with A = B = `type`
+ * and f32 accumulators; at most cap. */
+static int shapes_for(const VkCooperativeMatrixPropertiesKHR *cp, uint32_t n, VkComponentTypeKHR type,
+		      cmk_shape *out, int cap)
+{
+	int k = 0;
+	for (uint32_t i = 0; i < n && k < cap; i++)
+		if (cp[i].AType == type && cp[i].BType == type && cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+		    cp[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && cp[i].scope == VK_SCOPE_SUBGROUP_KHR &&
+		    !cp[i].saturatingAccumulation)
+			out[k++] = (cmk_shape){cp[i].MSize, cp[i].NSize, cp[i].KSize};
+	return k;
+}
+
+static void lack(cmk_caps *c, int t, const char *what)
+{
+	if (!c->why[t][0])
+		snprintf(c->why[t], sizeof(c->why[t]), "%s", what);
+}
+
+/* Each dtype's shape, from the device's list. */
+static void pick_shapes(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
+{
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get =
+		(PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
+			inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+	uint32_t n = 0;
+	VkCooperativeMatrixPropertiesKHR *cp = NULL;
+	if (get && get(p, &n, NULL) == VK_SUCCESS && n > 0 && n < 4096 && (cp = calloc(n, sizeof(*cp)))) {
+		for (uint32_t i = 0; i < n; i++)
+			cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+		if (get(p, &n, cp) != VK_SUCCESS)
+			n = 0;
+	} else {
+		n = 0;
+	}
+	static const struct {
+		int t;
+		VkComponentTypeKHR type;
+		const char *msg;
+	} want[] = {
+		{PROTO_F16, VK_COMPONENT_TYPE_FLOAT16_KHR,
+		 "a subgroup cooperative-matrix shape f16 x f16 -> f32 that fits 64x64 blocks and k steps of 32"},
+		{PROTO_BF16, VK_COMPONENT_TYPE_BFLOAT16_KHR,
+		 "a subgroup cooperative-matrix shape bf16 x bf16 -> f32 that fits 64x64 blocks and k steps of 32"},
+	};
+	for (size_t w = 0; w < sizeof(want) / sizeof(want[0]); w++) {
+		cmk_shape s[64];
+		int k = shapes_for(cp, n, want[w].type, s, 64);
+		int i = cmk_pick(s, k);
+		if (i < 0)
+			lack(c, want[w].t, want[w].msg);
+		else
+			c->shape[want[w].t] = s[i];
+	}
+	free(cp);
+}
+
+void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16, uint32_t subgroup)
+{
+	memset(c, 0, sizeof(*c));
+	lack(c, PROTO_F32, "dtype f16 or bf16 (it multiplies 16-bit operands)");
+	if (getenv("VKGRAD_NO_COOPMAT_KHR")) {
+		lack(c, PROTO_F16, "VK_KHR_cooperative_matrix, switched off by VKGRAD_NO_COOPMAT_KHR");
+		lack(c, PROTO_BF16, "VK_KHR_cooperative_matrix, switched off by VKGRAD_NO_COOPMAT_KHR");
+		return;
+	}
+	const bool ext_cm = has_ext(p, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+	const bool ext_bf = has_ext(p, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
+	VkPhysicalDeviceShaderBfloat16FeaturesKHR fbf = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
+	VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+		.pNext = ext_bf ? &fbf : NULL};
+	VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+						.pNext = ext_cm ? &fcm : NULL};
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
+	vkGetPhysicalDeviceFeatures2(p, &f2);
+	for (int t = PROTO_F16; t <= PROTO_BF16; t++) {
+		if (!ext_cm || !fcm.cooperativeMatrix)
+			lack(c, t, "VK_KHR_cooperative_matrix");
+		if (!storage16)
+			lack(c, t, "16-bit storage buffers (storageBuffer16BitAccess)");
+		if (!f12.vulkanMemoryModel)
+			lack(c, t, "the Vulkan memory model (vulkanMemoryModel)");
+		if (subgroup != 32)
+			lack(c, t, "32-wide subgroups (the kernel's tiling)");
+	}
+	if (!f12.shaderFloat16)
+		lack(c, PROTO_F16, "f16 arithmetic in shaders (shaderFloat16)");
+	if (!ext_bf || !fbf.shaderBFloat16Type || !fbf.shaderBFloat16CooperativeMatrix)
+		lack(c, PROTO_BF16, "VK_KHR_shader_bfloat16 with shaderBFloat16CooperativeMatrix");
+	if (ext_cm && fcm.cooperativeMatrix)
+		pick_shapes(c, inst, p);
+	for (int t = PROTO_F16; t <= PROTO_BF16; t++)
+		c->ok[t] = !c->why[t][0];
+	c->use_cm = c->ok[PROTO_F16] || c->ok[PROTO_BF16];
+	c->use_bf16 = c->ok[PROTO_BF16];
+	c->use_f16_arith = c->ok[PROTO_F16];
+	c->use_memory_model = c->use_cm;
+}
+
+void cmk_enable(cmk_caps *c, void **next, const char **ext, uint32_t *n_ext,
+		VkPhysicalDeviceVulkan12Features *en12)
+{
+	if (!c->use_cm)
+		return;
+	c->en_cm = (VkPhysicalDeviceCooperativeMatrixFeaturesKHR){
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+		.pNext = *next,
+		.cooperativeMatrix = VK_TRUE,
+	};
+	*next = &c->en_cm;
+	ext[(*n_ext)++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+	if (c->use_bf16) {
+		c->en_bf16 = (VkPhysicalDeviceShaderBfloat16FeaturesKHR){
+			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR,
+			.pNext = *next,
+			.shaderBFloat16Type = VK_TRUE,
+			.shaderBFloat16CooperativeMatrix = VK_TRUE,
+		};
+		*next = &c->en_bf16;
+		ext[(*n_ext)++] = VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME;
+	}
+	if (c->use_f16_arith)
+		en12->shaderFloat16 = VK_TRUE;
+	if (c->use_memory_model)
+		en12->vulkanMemoryModel = VK_TRUE;
+}
