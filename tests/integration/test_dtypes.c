@@ -27,6 +27,8 @@
 
 static daemon_proc g_d;
 static bool g_coopmat; /* hello lists linear_coopmat_gemm */
+static bool g_cmk[3];  /* hello lists linear_coopmat_khr_gemm for f32, f16, bf16 */
+static char g_device[128];
 
 #define TOL_F16 VKG_REF_TOL_F16
 #define TOL_BF16 VKG_REF_TOL_BF16
@@ -129,11 +131,19 @@ static void run_dtype(bool bf16)
 					     {200, 72, 136}, /* in, out multiples of 8: coopmat's vector loads */
 					     {160, 136, 130}};
 	static const unsigned subsets[] = {1, 2, 4, 3, 7};
-	/* coopmat only where the daemon has it (f16 on VK_NV_cooperative_matrix) */
-	static const char *const variants[] = {"generic", "tiled", "tiled128", "splitk", "coopmat"};
-	const int nv = !bf16 && g_coopmat ? 5 : 4;
-	if (!bf16 && !g_coopmat)
+	/* coopmat and coopmat_khr only where the daemon has them (f16 on
+	 * VK_NV_cooperative_matrix; f16, bf16 on VK_KHR_cooperative_matrix) */
+	const char *variants[6] = {"generic", "tiled", "tiled128", "splitk"};
+	int nv = 4;
+	if (!bf16 && g_coopmat)
+		variants[nv++] = "coopmat";
+	else if (!bf16)
 		printf("f16: variant coopmat skipped: hello lists no linear_coopmat_gemm on this device\n");
+	if (g_cmk[bf16 ? 2 : 1])
+		variants[nv++] = "coopmat_khr";
+	else
+		printf("%s: variant coopmat_khr skipped: hello lists no linear_coopmat_khr_gemm for it here\n",
+		       bf16 ? "bf16" : "f16");
 	const double tol = bf16 ? TOL_BF16 : TOL_F16;
 	vkg_error err;
 	vkg_client *c = vkg_connect(g_d.sock, &err);
@@ -189,6 +199,11 @@ static void test_hello_lists_every_dtype(void **state)
 			assert_string_equal(info.kernels[i].dtype, "f16");
 			continue;
 		}
+		if (strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0) {
+			assert_string_not_equal(info.kernels[i].dtype, "f32");
+			assert_string_equal(info.kernels[i].variant, "coopmat_khr");
+			continue;
+		}
 		if (strcmp(info.kernels[i].dtype, "f32") == 0) seen[0]++;
 		if (strcmp(info.kernels[i].dtype, "f16") == 0) seen[1]++;
 		if (strcmp(info.kernels[i].dtype, "bf16") == 0) seen[2]++;
@@ -216,6 +231,31 @@ static void test_coopmat_unsupported_where_absent(void **state)
 			break;
 		}
 		expect_refused_untouched(c, dt[k], "coopmat", "unsupported", "coopmat", dt[k]);
+	}
+	vkg_close(c);
+	assert_true(rawsock_daemon_serves(g_d.sock));
+}
+
+/* Forcing coopmat_khr where it cannot run is `unsupported`, naming the
+ * variant and what is missing (on lavapipe: VK_KHR_cooperative_matrix; for
+ * f32 always: it multiplies 16-bit operands), and writes nothing; the daemon
+ * goes on serving. */
+static void test_coopmat_khr_unsupported_where_absent(void **state)
+{
+	(void)state;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	assert_non_null(c);
+	expect_refused_untouched(c, "f32", "coopmat_khr", "unsupported", "coopmat_khr", "f16 or bf16");
+	for (int k = 1; k < 3; k++) {
+		static const char *const dt[] = {"f32", "f16", "bf16"};
+		if (g_cmk[k]) {
+			printf("coopmat_khr %s is served here: its numbers are checked in test_%s\n", dt[k], dt[k]);
+			continue;
+		}
+		const bool lvp = strstr(g_device, "llvmpipe") != NULL;
+		expect_refused_untouched(c, dt[k], "coopmat_khr", "unsupported", "coopmat_khr",
+					 lvp ? "needs VK_KHR_cooperative_matrix" : "needs ");
 	}
 	vkg_close(c);
 	assert_true(rawsock_daemon_serves(g_d.sock));
@@ -270,8 +310,13 @@ static int group_setup(void **state)
 	vkg_info info;
 	if (!c || vkg_hello(c, "test_dtypes", &info, &err) != 0)
 		return -1;
-	for (unsigned i = 0; i < info.n_kernels; i++)
+	for (unsigned i = 0; i < info.n_kernels; i++) {
 		g_coopmat |= strcmp(info.kernels[i].name, "linear_coopmat_gemm") == 0;
+		if (strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0)
+			for (int t = 0; t < 3; t++)
+				g_cmk[t] |= strcmp(info.kernels[i].dtype, (const char *[]){"f32", "f16", "bf16"}[t]) == 0;
+	}
+	snprintf(g_device, sizeof(g_device), "%s", info.device_name);
 	vkg_close(c);
 	return 0;
 }
@@ -289,6 +334,7 @@ int main(void)
 		cmocka_unit_test(test_f16),
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_coopmat_unsupported_where_absent),
+		cmocka_unit_test(test_coopmat_khr_unsupported_where_absent),
 		cmocka_unit_test(test_dtype_unsupported_without_16bit_storage),
 	};
 	int rc = cmocka_run_group_tests_name("dtypes", tests, group_setup, group_teardown);
