@@ -32,61 +32,93 @@ static const struct {
 	[KERN_TILED128] = {"linear_tiled128_gemm", "tiled128", 4, 12 * 4},
 	[KERN_CMK_DW] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
 	[KERN_CMK_DX] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
+	[KERN_CMK_DW_S] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
+	[KERN_CMK_DX_S] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
 };
-
-static bool is_cmk(int k)
-{
-	return k == KERN_CMK_DW || k == KERN_CMK_DX;
-}
-
-#define CMK_BK 32u /* the kernel's reduction step */
 
 uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor)
 {
 	const uint32_t nt = 32 * t.warps_m * t.warps_n, bm = t.warps_m * t.wm, bn = t.warps_n * t.wn;
+	const uint32_t bk = t.bk;
 	if (!t.warps_m || !t.warps_n || nt > 1024 || !s.m || !s.n || !s.k || t.wm % s.m || t.wn % s.n ||
-	    t.wm % 8 || t.wn % 8 || CMK_BK % s.k || s.n % 4 || (bm * CMK_BK / 8) % nt ||
-	    (bn * CMK_BK / 8) % nt || nt % (bm / 8) || (s.m * t.wn / 8) % 32)
+	    t.wm % 8 || t.wn % 8 || !bk || bk % s.k || bk % 8 || s.n % 4 || (bm * bk / 8) % nt ||
+	    bm * bk / 8 < nt || (bn * bk / 8) % nt || bn * bk / 8 < nt || nt % (bm / 8) ||
+	    (s.m * t.wn / 8) % 32 || (t.depth != 1 && t.depth != 2))
 		return 0;
 	/* in uvec4 (16 bytes), as the shader's STAGE, EPI and SH */
-	const uint32_t a_stage = a_kmajor ? CMK_BK * ((bm + 8) / 8) : bm * ((CMK_BK + 8) / 8);
-	const uint32_t stage = a_stage + CMK_BK * ((bn + 8) / 8);
+	const uint32_t a_stage = a_kmajor ? bk * ((bm + 8) / 8) : bm * ((bk + 8) / 8);
+	const uint32_t stage = a_stage + bk * ((bn + 8) / 8);
 	const uint32_t epi = t.warps_m * t.warps_n * s.m * (t.wn / 4 + 1);
 	return 16 * (2 * stage > epi ? 2 * stage : epi);
 }
 
-/* The tiling: 2×2 subgroups of 64×64 (128×128 per workgroup of 128 threads:
- * two workgroups per SM on the H200), or VKGRAD_CMK_TILE="WMxWNxwmxwn" (for
- * measuring others). */
-static pipelines_cmk_tile cmk_tile_choice(void)
+/* The tilings, measured on the H200 (measurements/h200-2026-12-03/run2:
+ * full backward, µs, f16 / bf16 alike):
+ *   large: 2×2 subgroups of 64×64 (128×128 per workgroup of 128 threads, 239
+ *          registers: two workgroups per SM), k steps of 32, one slice in
+ *          flight: 8192x4096x4096 2607, 2048x1024x1024 85
+ *   small: 4×4 subgroups of 32×32 (128×128 per workgroup of 512 threads, 98
+ *          registers), k steps of 32: 3666 and 61
+ * (k steps of 16 with two slices in flight: 3994 and 108; 2×4 of 64×64: 3887
+ * and 118.) VKGRAD_CMK_TILE / VKGRAD_CMK_TILE_SMALL = "WMxWNxwmxwnxBKxDEPTH"
+ * replace them, for measuring others. */
+static pipelines_cmk_tile cmk_tile_choice(int which)
 {
-	pipelines_cmk_tile t = {2, 2, 64, 64};
-	const char *v = getenv("VKGRAD_CMK_TILE");
+	pipelines_cmk_tile t = which ? (pipelines_cmk_tile){4, 4, 32, 32, 32, 1}
+				     : (pipelines_cmk_tile){2, 2, 64, 64, 32, 1};
+	const char *name = which ? "VKGRAD_CMK_TILE_SMALL" : "VKGRAD_CMK_TILE";
+	const char *v = getenv(name);
 	pipelines_cmk_tile e;
-	if (v && sscanf(v, "%ux%ux%ux%u", &e.warps_m, &e.warps_n, &e.wm, &e.wn) == 4) {
-		log_warn("VKGRAD_CMK_TILE: linear_coopmat_khr_gemm with %ux%u subgroups of %ux%u", e.warps_m,
-			 e.warps_n, e.wm, e.wn);
+	if (v && sscanf(v, "%ux%ux%ux%ux%ux%u", &e.warps_m, &e.warps_n, &e.wm, &e.wn, &e.bk, &e.depth) == 6) {
+		log_warn("%s: linear_coopmat_khr_gemm with %ux%u subgroups of %ux%u, k steps of %u, %u in "
+			 "flight", name, e.warps_m, e.warps_n, e.wm, e.wn, e.bk, e.depth);
 		t = e;
 	}
 	return t;
 }
 
-/* Specialization constants of linear_coopmat_khr_gemm (its constant_id 0..8). */
+/* Fewer tiles of the large tiling than one wave of it on the H200 (132
+ * SMs × 2): the small one, whose 16 subgroups per workgroup hide more
+ * latency. VKGRAD_CMK_SMALL_BELOW=N replaces the 256 (0: never small). */
+static uint64_t cmk_small_below(void)
+{
+	const char *v = getenv("VKGRAD_CMK_SMALL_BELOW");
+	char *end = NULL;
+	unsigned long long n = v ? strtoull(v, &end, 10) : 0;
+	if (v && end && end != v && !*end) {
+		log_warn("VKGRAD_CMK_SMALL_BELOW: the small tiling below %llu tiles", n);
+		return n;
+	}
+	return 256;
+}
+
+/* Specialization constants of linear_coopmat_khr_gemm (its constant_id 0..10). */
+#define CMK_SPECS 11
 typedef struct cmk_spec {
-	uint32_t v[9];
-	VkSpecializationMapEntry map[9];
+	uint32_t v[CMK_SPECS];
+	VkSpecializationMapEntry map[CMK_SPECS];
 	VkSpecializationInfo info;
 } cmk_spec;
 
 static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk_tile t)
 {
-	const uint32_t v[9] = {s.m, s.n, s.k, a_kmajor ? 1u : 0u, t.warps_m, t.warps_n, t.wm, t.wn,
-			       32 * t.warps_m * t.warps_n};
-	for (uint32_t i = 0; i < 9; i++) {
+	const uint32_t v[CMK_SPECS] = {s.m, s.n, s.k, a_kmajor ? 1u : 0u, t.warps_m, t.warps_n, t.wm, t.wn,
+				       32 * t.warps_m * t.warps_n, t.bk, t.depth};
+	for (uint32_t i = 0; i < CMK_SPECS; i++) {
 		c->v[i] = v[i];
 		c->map[i] = (VkSpecializationMapEntry){i, i * 4, 4};
 	}
-	c->info = (VkSpecializationInfo){9, c->map, sizeof(c->v), c->v};
+	c->info = (VkSpecializationInfo){CMK_SPECS, c->map, sizeof(c->v), c->v};
+}
+
+/* A pipeline's name in the log: the registry name, and for
+ * linear_coopmat_khr_gemm which of its four. */
+static const char *kern_label(int k)
+{
+	static const char *const cmk[4] = {"linear_coopmat_khr_gemm (dW)", "linear_coopmat_khr_gemm (dX)",
+					   "linear_coopmat_khr_gemm (dW, small)",
+					   "linear_coopmat_khr_gemm (dX, small)"};
+	return pipelines_is_cmk(k) ? cmk[k - KERN_CMK_DW] : kern_desc[k].name;
 }
 
 /* Can KERN_CMK_* run for dtype t? If not, why (into p->cmk_why[t]). */
@@ -104,8 +136,8 @@ static bool cmk_usable(pipelines *p, const device *d, int t)
 		return false;
 	}
 	uint32_t need = 0;
-	for (int km = 0; km < 2; km++) {
-		uint32_t b = pipelines_cmk_shared(p->cmk_tile, d->cmk.shape[t], km == 1);
+	for (int km = 0; km < 4; km++) {
+		uint32_t b = pipelines_cmk_shared(p->cmk_tile[km / 2], d->cmk.shape[t], km % 2 == 1);
 		if (!b) {
 			snprintf(why, wl, "a tiling that suits the %ux%ux%u matrices (VKGRAD_CMK_TILE)",
 				 d->cmk.shape[t].m, d->cmk.shape[t].n, d->cmk.shape[t].k);
@@ -331,12 +363,13 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, build
 			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16 */
 			if (k == KERN_TILED128 && d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
 				continue;
-			if (is_cmk(k) && !cmk_ok[t])
+			if (pipelines_is_cmk(k) && !cmk_ok[t])
 				continue;
 			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
-			if (is_cmk(k)) {
+			if (pipelines_is_cmk(k)) {
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
-				cmk_spec_fill(cs, d->cmk.shape[t], k == KERN_CMK_DW, p->cmk_tile);
+				cmk_spec_fill(cs, d->cmk.shape[t], pipelines_cmk_dw(k),
+					      p->cmk_tile[pipelines_cmk_tiling(k)]);
 				bj->spec = &cs->info;
 			}
 			const kreg_entry *e = kreg_find(kern_desc[k].name, proto_dtype_name((proto_dtype)t),
@@ -408,9 +441,12 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 	build_job jobs[NJ];
 	cmk_spec specs[NJ];
 	memset(jobs, 0, sizeof(jobs));
-	p->cmk_tile = cmk_tile_choice();
-	p->cmk_bm = p->cmk_tile.warps_m * p->cmk_tile.wm;
-	p->cmk_bn = p->cmk_tile.warps_n * p->cmk_tile.wn;
+	for (int i = 0; i < 2; i++) {
+		p->cmk_tile[i] = cmk_tile_choice(i);
+		p->cmk_bm[i] = p->cmk_tile[i].warps_m * p->cmk_tile[i].wm;
+		p->cmk_bn[i] = p->cmk_tile[i].warps_n * p->cmk_tile[i].wn;
+	}
+	p->cmk_small_below = cmk_small_below();
 	bool cmk_ok[PROTO_DTYPE_COUNT];
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
 		p->dtype_ok[t] = t == PROTO_F32 || d->storage16;
@@ -441,10 +477,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			if (jobs[i].hit)
 				p->cache_hits++;
 			if (d->exec_stats)
-				log_exec_stats(d, *jobs[i].out,
-					       i / PROTO_DTYPE_COUNT == KERN_CMK_DW ? "linear_coopmat_khr_gemm (dW)"
-					       : i / PROTO_DTYPE_COUNT == KERN_CMK_DX ? "linear_coopmat_khr_gemm (dX)"
-					       : kern_desc[i / PROTO_DTYPE_COUNT].name,
+				log_exec_stats(d, *jobs[i].out, kern_label(i / PROTO_DTYPE_COUNT),
 					       proto_dtype_name((proto_dtype)(i % PROTO_DTYPE_COUNT)));
 		}
 	}

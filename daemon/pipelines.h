@@ -13,15 +13,32 @@
  * (splitk: the two passes of split-K), linear_coopmat_gemm (coopmat: f16
  * on VK_NV_cooperative_matrix, only where device.coopmat), and
  * linear_coopmat_khr_gemm (coopmat_khr: f16 and bf16 on
- * VK_KHR_cooperative_matrix, where device.cmk says so), specialised twice:
- * for dW (A = dYᵀ, along m) and for dX (A = dY, along k) */
+ * VK_KHR_cooperative_matrix, where device.cmk says so), specialised four
+ * times: for dW (A = dYᵀ, along m) and for dX (A = dY, along k), each with
+ * the tiling for large layers and the one for small ones (_S) */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
-       KERN_CMK_DW, KERN_CMK_DX, KERN_COUNT };
+       KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_COUNT };
+
+/* Is k one of linear_coopmat_khr_gemm's pipelines; which tiling (0 large,
+ * 1 small); does it compute dW (else dX)? */
+static inline bool pipelines_is_cmk(int k)
+{
+	return k >= KERN_CMK_DW && k <= KERN_CMK_DX_S;
+}
+static inline int pipelines_cmk_tiling(int k)
+{
+	return k >= KERN_CMK_DW_S ? 1 : 0;
+}
+static inline bool pipelines_cmk_dw(int k)
+{
+	return k == KERN_CMK_DW || k == KERN_CMK_DW_S;
+}
 
 /* linear_coopmat_khr_gemm's tiling (its specialization constants): a
- * warps_m × warps_n grid of subgroups per workgroup, each wm × wn of C. */
+ * warps_m × warps_n grid of subgroups per workgroup, each wm × wn of C;
+ * reduction steps of bk; depth slices in flight from memory. */
 typedef struct pipelines_cmk_tile {
-	uint32_t warps_m, warps_n, wm, wn;
+	uint32_t warps_m, warps_n, wm, wn, bk, depth;
 } pipelines_cmk_tile;
 
 typedef struct pipelines {
@@ -31,8 +48,9 @@ typedef struct pipelines {
 	VkPipelineLayout layout[KERN_COUNT];
 	VkPipeline pipe[KERN_COUNT][PROTO_DTYPE_COUNT]; /* per storage dtype */
 	bool dtype_ok[PROTO_DTYPE_COUNT]; /* pipelines exist for this dtype */
-	pipelines_cmk_tile cmk_tile;      /* KERN_CMK_*: C tile (cmk_bm × cmk_bn) per workgroup */
-	uint32_t cmk_bm, cmk_bn;
+	pipelines_cmk_tile cmk_tile[2];   /* KERN_CMK_*: the large and the small tiling, */
+	uint32_t cmk_bm[2], cmk_bn[2];    /* their C tile (bm × bn) per workgroup */
+	uint64_t cmk_small_below;         /* a GEMM with fewer large tiles takes the small tiling */
 	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
 	unsigned built;       /* pipelines created */
 	unsigned cache_hits;  /* of those, found in the cache (creation feedback) */

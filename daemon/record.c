@@ -155,18 +155,13 @@ static void record_param(const rec *r)
 	dispatch_split(r, KERN_PARAM, pc, 10, 8, 1, 9, 1, gx, q->out, 32 * q->batch);
 }
 
-static bool is_cmk(int k)
-{
-	return k == KERN_CMK_DW || k == KERN_CMK_DX;
-}
-
 /* Flag 8 of the GEMM kernels: vector loads of A and B (coopmat, coopmat_khr: 8 f16/bf16,
  * tiled/split-K f32: 4 f32), when every vector is aligned and wholly inside
  * or outside its tensor: in and out multiples of the width, A's and B's
  * element offsets too. */
 static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
 {
-	uint32_t w = k == KERN_COOPMAT || is_cmk(k) ? 8 : k == KERN_TILED128 || q->dtype == PROTO_F32 ? 4 : 0;
+	uint32_t w = k == KERN_COOPMAT || pipelines_is_cmk(k) ? 8 : k == KERN_TILED128 || q->dtype == PROTO_F32 ? 4 : 0;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
 	return 8u;
@@ -174,7 +169,7 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 
 /* The GEMM kernels for dW (+ fused db) or for dX: linear_tiled_gemm (k =
  * KERN_TILED), linear_tiled128_gemm (KERN_TILED128), linear_coopmat_gemm
- * (KERN_COOPMAT) or linear_coopmat_khr_gemm (KERN_CMK_DW / KERN_CMK_DX), all
+ * (KERN_COOPMAT) or linear_coopmat_khr_gemm (KERN_CMK_*), all
  * with the same push constants. See the shaders. */
 static void record_tiled(const rec *r, bool for_dx, int k)
 {
@@ -211,8 +206,8 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	push_set(r, k, b, 4);
 	/* C tile per workgroup */
 	uint64_t tm = k == KERN_COOPMAT || k == KERN_TILED128 ? 128 : 64, tn = tm;
-	if (is_cmk(k))
-		tm = r->e->pl->cmk_bm, tn = r->e->pl->cmk_bn;
+	if (pipelines_is_cmk(k))
+		tm = r->e->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->e->pl->cmk_bn[pipelines_cmk_tiling(k)];
 	dispatch_split(r, k, pc, 12, 10, 1, 11, 1, (n + tn - 1) / tn, (m + tm - 1) / tm,
 		       tm * tn * (uint64_t)pc[2]);
 }
@@ -345,12 +340,12 @@ static void record_kernels(const rec *r, unsigned mask)
 	if (mask == UNIT_PARAM && j->plan.param == KERN_SPLITK) {
 		record_splitk(r);
 	} else if (mask == UNIT_PARAM && (j->plan.param == KERN_TILED || j->plan.param == KERN_TILED128 ||
-					   j->plan.param == KERN_COOPMAT || is_cmk(j->plan.param))) {
+					   j->plan.param == KERN_COOPMAT || pipelines_is_cmk(j->plan.param))) {
 		record_tiled(r, false, j->plan.param);
 	} else if (mask == UNIT_PARAM) {
 		record_param(r);
 	} else if (j->plan.input == KERN_TILED || j->plan.input == KERN_TILED128 ||
-		   j->plan.input == KERN_COOPMAT || is_cmk(j->plan.input)) {
+		   j->plan.input == KERN_COOPMAT || pipelines_is_cmk(j->plan.input)) {
 		record_tiled(r, true, j->plan.input);
 	} else {
 		record_input(r);

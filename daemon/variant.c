@@ -135,6 +135,15 @@ void variant_widen(variant_plan *p, const proto_request *q)
 		p->input = KERN_TILED128;
 }
 
+void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
+			uint32_t bn)
+{
+	if (p->param == KERN_CMK_DW && ceil_div(q->out, bm) * ceil_div(q->in, bn) < small_below)
+		p->param = KERN_CMK_DW_S;
+	if (p->input == KERN_CMK_DX && ceil_div(q->batch, bm) * ceil_div(q->in, bn) < small_below)
+		p->input = KERN_CMK_DX_S;
+}
+
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices)
 {
 	return (uint64_t)slices * (q->out * q->in + q->out);

@@ -75,6 +75,12 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
 variant_plan variant_choose(const proto_request *q, unsigned caps);
 
 /* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
+/* linear_coopmat_khr_gemm's tiling for q's GEMMs (dW: m = out, n = in; dX:
+ * m = batch, n = in): the small one (KERN_CMK_*_S) where a GEMM has fewer
+ * than small_below tiles of bm × bn (the large tiling's). */
+void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
+			uint32_t bn);
+
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices);
 
 /* For a job whose tensors are in device memory (the device-local path),

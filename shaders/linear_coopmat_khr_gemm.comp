@@ -61,11 +61,12 @@ layout(constant_id = 6) const uint WM = 64; // C rows per subgroup
 layout(constant_id = 7) const uint WN = 64; // C columns per subgroup
 // the workgroup is WARPS_M·WARPS_N·32 threads (set by the daemon)
 layout(local_size_x_id = 8) in;
+layout(constant_id = 9) const uint BK = 32;   // reduction step (16 or 32)
+layout(constant_id = 10) const uint DEPTH = 1; // slices in flight from memory (1 or 2)
 
 const uint NT = WARPS_M * WARPS_N * 32u;
 const uint BM = WARPS_M * WM;
 const uint BN = WARPS_N * WN;
-#define BK 32u
 const uint TM = WM / CM_M; // accumulators per subgroup, down
 const uint TN = WN / CM_N; // and across
 // shared tiles in uvec4 (8 elements): A as [k][m] (A_KMAJOR) or [m][k],
@@ -235,43 +236,76 @@ void store_bias(float part[8], uint m0, bool accum)
 	}
 }
 
-// This thread's share of the slice on its way from memory to shared memory,
-// and its partial row sums of A (db).
-uvec4 ra[LA], rb[LB];
+// This thread's share of the next slices on their way from memory to
+// shared memory (two sets when DEPTH = 2: slice k+2 loads while slice k+1
+// waits in the other set), and its partial row sums of A (db).
+uvec4 ra0[LA], rb0[LB], ra1[LA], rb1[LB];
 float part[8];
 
-void load_slice(uint m0, uint n0, uint k0, bool vec)
-{
-	[[unroll]] for (uint q = 0u; q < LA; q++) {
-		uint m, k, at;
-		a_slot(q, m, k, at);
-		ra[q] = load_a8(m0 + m, k0 + k, vec);
+// (macros, so that each register set is a plain, statically indexed array)
+#define LOAD_SLICE(RA, RB, K0)                                                   \
+	{                                                                          \
+		[[unroll]] for (uint q = 0u; q < LA; q++) {                        \
+			uint m, k, at;                                             \
+			a_slot(q, m, k, at);                                       \
+			RA[q] = load_a8(m0 + m, (K0) + k, vec);                    \
+		}                                                                  \
+		[[unroll]] for (uint q = 0u; q < LB; q++) {                        \
+			uint k, n, at;                                             \
+			b_slot(q, k, n, at);                                       \
+			RB[q] = load_b8((K0) + k, n0 + n, vec);                    \
+		}                                                                  \
 	}
-	[[unroll]] for (uint q = 0u; q < LB; q++) {
-		uint k, n, at;
-		b_slot(q, k, n, at);
-		rb[q] = load_b8(k0 + k, n0 + n, vec);
+#define STORE_SLICE(RA, RB, BASE)                                                \
+	{                                                                          \
+		[[unroll]] for (uint q = 0u; q < LA; q++) {                        \
+			uint m, k, at;                                             \
+			a_slot(q, m, k, at);                                       \
+			sh[(BASE) + at] = RA[q];                                   \
+			if (want_d)                                                \
+				add_rows(RA[q]);                                   \
+		}                                                                  \
+		[[unroll]] for (uint q = 0u; q < LB; q++) {                        \
+			uint k, n, at;                                             \
+			b_slot(q, k, n, at);                                       \
+			sh[(BASE) + at] = RB[q];                                   \
+		}                                                                  \
+	}
+
+// db: the eight elements of a vector of A (eight rows m, one k) onto the
+// thread's row sums
+void add_rows(uvec4 v)
+{
+	[[unroll]] for (uint w = 0u; w < 4u; w++) {
+		const vec2 f = unpack2(v[w]);
+		part[2u * w] += f.x;
+		part[2u * w + 1u] += f.y;
 	}
 }
 
-void store_slice(uint base, bool want_d)
+// Every subgroup's accumulators += its rows of stage `base`'s A slice times
+// its columns of the B slice.
+coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> acc[TM * TN];
+
+void multiply(uint base, uint wm, uint wn)
 {
-	[[unroll]] for (uint q = 0u; q < LA; q++) {
-		uint m, k, at;
-		a_slot(q, m, k, at);
-		sh[base + at] = ra[q];
-		if (want_d) {
-			[[unroll]] for (uint w = 0u; w < 4u; w++) {
-				const vec2 f = unpack2(ra[q][w]);
-				part[2u * w] += f.x;
-				part[2u * w + 1u] += f.y;
-			}
+	[[unroll]] for (uint kk = 0u; kk < BK; kk += CM_K) {
+		coopmat<ETYPE, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> fa[TM];
+		coopmat<ETYPE, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB> fb[TN];
+		[[unroll]] for (uint i = 0u; i < TM; i++) {
+			if (A_KMAJOR != 0u)
+				coopMatLoad(fa[i], sh, base + kk * ASTR_KM + (wm + i * CM_M) / 8u, ASTR_KM,
+					    gl_CooperativeMatrixLayoutColumnMajor);
+			else
+				coopMatLoad(fa[i], sh, base + (wm + i * CM_M) * ASTR_MK + kk / 8u, ASTR_MK,
+					    gl_CooperativeMatrixLayoutRowMajor);
 		}
-	}
-	[[unroll]] for (uint q = 0u; q < LB; q++) {
-		uint k, n, at;
-		b_slot(q, k, n, at);
-		sh[base + at] = rb[q];
+		[[unroll]] for (uint j = 0u; j < TN; j++)
+			coopMatLoad(fb[j], sh, base + A_STAGE + kk * BSTR + (wn + j * CM_N) / 8u, BSTR,
+				    gl_CooperativeMatrixLayoutRowMajor);
+		[[unroll]] for (uint i = 0u; i < TM; i++)
+			[[unroll]] for (uint j = 0u; j < TN; j++)
+				acc[i * TN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * TN + j]);
 	}
 }
 
@@ -285,44 +319,46 @@ void main()
 	const bool vec = (pc.flags & 8u) != 0u;
 	const bool accum = (pc.flags & 4u) != 0u;
 
-	coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> acc[TM * TN];
 	[[unroll]] for (uint i = 0u; i < TM * TN; i++)
 		acc[i] = coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>(0.0);
 	[[unroll]] for (uint e = 0u; e < 8u; e++)
 		part[e] = 0.0;
 
 	const uint nk = (pc.K + BK - 1u) / BK;
-	load_slice(m0, n0, 0u, vec);
-	store_slice(0u, want_d);
+	LOAD_SLICE(ra0, rb0, 0u);
+	STORE_SLICE(ra0, rb0, 0u);
+	if (DEPTH == 2u && nk > 1u)
+		LOAD_SLICE(ra1, rb1, BK);
 	barrier();
-	for (uint kt = 0u; kt < nk; kt++) {
-		// slice kt + 1's loads fly while slice kt (in stage kt % 2) is multiplied
-		const bool more = kt + 1u < nk;
-		if (more)
-			load_slice(m0, n0, (kt + 1u) * BK, vec);
-		const uint base = (kt & 1u) * STAGE;
-		[[unroll]] for (uint kk = 0u; kk < BK; kk += CM_K) {
-			coopmat<ETYPE, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> fa[TM];
-			coopmat<ETYPE, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB> fb[TN];
-			[[unroll]] for (uint i = 0u; i < TM; i++) {
-				if (A_KMAJOR != 0u)
-					coopMatLoad(fa[i], sh, base + kk * ASTR_KM + (wm + i * CM_M) / 8u, ASTR_KM,
-						    gl_CooperativeMatrixLayoutColumnMajor);
+	// Step kt multiplies stage kt % 2 and then stores slice kt + 1 into the
+	// other stage (last read in step kt - 1, before the barrier). DEPTH 1:
+	// slice kt + 1 is loaded (set 0) at the start of step kt; DEPTH 2: it was
+	// loaded in step kt - 1 (set (kt + 1) % 2), and step kt loads slice kt + 2
+	// into set kt % 2. Two steps per trip, so the sets are named statically.
+	for (uint kt = 0u; kt < nk; kt += 2u) {
+		[[unroll]] for (uint h = 0u; h < 2u; h++) {
+			const uint ks = kt + h;
+			if (ks >= nk)
+				continue; // (uniform: the workgroup skips it together)
+			const bool more = ks + 1u < nk;
+			if (DEPTH == 1u && more)
+				LOAD_SLICE(ra0, rb0, (ks + 1u) * BK);
+			if (DEPTH == 2u && ks + 2u < nk) {
+				if (h == 0u)
+					LOAD_SLICE(ra0, rb0, (ks + 2u) * BK)
 				else
-					coopMatLoad(fa[i], sh, base + (wm + i * CM_M) * ASTR_MK + kk / 8u, ASTR_MK,
-						    gl_CooperativeMatrixLayoutRowMajor);
+					LOAD_SLICE(ra1, rb1, (ks + 2u) * BK)
 			}
-			[[unroll]] for (uint j = 0u; j < TN; j++)
-				coopMatLoad(fb[j], sh, base + A_STAGE + kk * BSTR + (wn + j * CM_N) / 8u, BSTR,
-					    gl_CooperativeMatrixLayoutRowMajor);
-			[[unroll]] for (uint i = 0u; i < TM; i++)
-				[[unroll]] for (uint j = 0u; j < TN; j++)
-					acc[i * TN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * TN + j]);
+			const uint base = h * STAGE;
+			multiply(base, wm, wn);
+			if (more) {
+				if (DEPTH == 1u || h == 1u)
+					STORE_SLICE(ra0, rb0, STAGE - base)
+				else
+					STORE_SLICE(ra1, rb1, STAGE - base)
+			}
+			barrier();
 		}
-		// stage (kt + 1) % 2 was last read in step kt - 1, before the barrier
-		if (more)
-			store_slice(STAGE - base, want_d);
-		barrier();
 	}
 	// (the loop ended with a barrier: every subgroup is done with the stages)
 

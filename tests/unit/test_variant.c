@@ -191,6 +191,98 @@ static void test_coopmat_where_the_device_has_it(void **state)
 	assert_int_equal(variant_choose(&q, true).param, KERN_PARAM);
 }
 
+/* VK_KHR_cooperative_matrix (f16 and bf16) comes first where the device
+ * has it: 2.3x the NV kernel on the H200 (measurements/h200-2026-12-03/run1:
+ * f16 8192x4096x4096 2484 µs against 5816), the same shape thresholds. */
+static void test_coopmat_khr_first(void **state)
+{
+	(void)state;
+	const unsigned both = VARIANT_HAS_COOPMAT | VARIANT_HAS_CMK;
+	proto_request q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
+	for (int t = PROTO_F16; t <= PROTO_BF16; t++) {
+		q.dtype = (proto_dtype)t;
+		variant_plan p = variant_choose(&q, both);
+		assert_int_equal(p.param, KERN_CMK_DW);
+		assert_int_equal(p.input, KERN_CMK_DX);
+		p = variant_choose(&q, VARIANT_HAS_CMK);
+		assert_int_equal(p.param, KERN_CMK_DW);
+		assert_int_equal(p.input, KERN_CMK_DX);
+		/* not widened to tiled128 */
+		variant_widen(&p, &q);
+		assert_int_equal(p.param, KERN_CMK_DW);
+		assert_int_equal(p.input, KERN_CMK_DX);
+	}
+	/* the NV kernel where KHR is not there */
+	variant_plan p = variant_choose(&q, VARIANT_HAS_COOPMAT);
+	assert_int_equal(p.param, KERN_COOPMAT);
+	/* edges as for coopmat: 64 everywhere, batch 256 for dW */
+	q = job(256, 64, 64, true, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	q = job(255, 64, 63, true, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	assert_false(pipelines_is_cmk(p.param));
+	assert_false(pipelines_is_cmk(p.input));
+	/* forced: dW and dX on it, db alone by the row-parallel kernel; forcing
+	 * it where the device lacks it never picks it (conn.c refuses first) */
+	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_COOPMAT_KHR);
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	p = variant_choose(&q, VARIANT_HAS_COOPMAT);
+	assert_false(pipelines_is_cmk(p.param));
+	assert_false(pipelines_is_cmk(p.input));
+	q = job(1, 1, 1, false, true, false, PROTO_VARIANT_COOPMAT_KHR);
+	assert_int_equal(variant_choose(&q, VARIANT_HAS_CMK).param, KERN_PARAM);
+	/* forcing NV coopmat does not take KHR */
+	q = job(1024, 1024, 1024, true, true, true, PROTO_VARIANT_COOPMAT);
+	p = variant_choose(&q, both);
+	assert_int_equal(p.param, KERN_COOPMAT);
+	assert_int_equal(p.input, KERN_COOPMAT);
+}
+
+/* The small tiling where a GEMM has fewer than small_below large tiles:
+ * measured 2048x1024x1024 61 µs against 85, 8192x4096x4096 3666 against 2607. */
+static void test_coopmat_khr_tiling(void **state)
+{
+	(void)state;
+	proto_request q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	variant_plan p = variant_choose(&q, VARIANT_HAS_CMK);
+	variant_cmk_tiling(&p, &q, 256, 128, 128); /* dW 32x32 tiles, dX 64x32 */
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	variant_cmk_tiling(&p, &q, 256, 128, 128); /* dW 8x8, dX 16x8 */
+	assert_int_equal(p.param, KERN_CMK_DW_S);
+	assert_int_equal(p.input, KERN_CMK_DX_S);
+	assert_int_equal(pipelines_cmk_tiling(p.param), 1);
+	assert_true(pipelines_cmk_dw(p.param) && !pipelines_cmk_dw(p.input));
+	/* the edge: 16x16 = 256 tiles stays large, 255 takes the small one;
+	 * dW and dX decide apart (dX: 4096/128 x 2048/128 = 512) */
+	q = job(4096, 2048, 2048, true, false, true, PROTO_VARIANT_COOPMAT_KHR);
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	variant_cmk_tiling(&p, &q, 256, 128, 128);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	q.out = 2048 - 128;
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	variant_cmk_tiling(&p, &q, 256, 128, 128);
+	assert_int_equal(p.param, KERN_CMK_DW_S);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	/* 0: never small; other kernels are left alone */
+	q = job(256, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	variant_cmk_tiling(&p, &q, 0, 128, 128);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	p = variant_choose(&q, 0);
+	variant_plan before = p;
+	variant_cmk_tiling(&p, &q, 256, 128, 128);
+	assert_memory_equal(&p, &before, sizeof(p));
+}
+
 /* The device-local path widens large GEMMs to the 128x128 tile: 512 tiles
  * and a reduction of 1024 or more, auto only. */
 static void test_widen_large_gemms(void **state)
@@ -257,6 +349,8 @@ int main(void)
 		cmocka_unit_test(test_forced_variants),
 		cmocka_unit_test(test_splitk_for_tall_skinny),
 		cmocka_unit_test(test_coopmat_where_the_device_has_it),
+		cmocka_unit_test(test_coopmat_khr_first),
+		cmocka_unit_test(test_coopmat_khr_tiling),
 		cmocka_unit_test(test_widen_large_gemms),
 		cmocka_unit_test(test_variant_names_round_trip),
 	};
