@@ -110,6 +110,9 @@ TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 # python/vkgrad against real daemons (unittest, /usr/bin/python3 with Debian's
 # numpy and torch); scripts that run.sh runs like the test binaries
 PY_TESTS  := tests/python/test_python tests/python/test_pytorch
+# the build's shader toolchain, both ways (fetched or system tools, and an
+# offline build without them into $(BUILD)/offline)
+BUILD_TESTS := tests/build/test_shader_tools.sh
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o
 	@mkdir -p $(@D)
@@ -124,7 +127,7 @@ test-build: all $(UNIT_BIN) $(INTEG_BIN)
 test:
 	@./scripts/deps.sh
 	@$(MAKE) --no-print-directory test-build
-	@BUILD=$(BUILD) ./tests/run.sh $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS)
+	@BUILD=$(BUILD) ./tests/run.sh $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS) $(BUILD_TESTS)
 
 test-asan:
 	@./scripts/deps.sh

@@ -4,6 +4,10 @@
 #   shader-tools.sh probe OUT.env [MODE]   decide, write OUT.env (make does this)
 #   shader-tools.sh fetch                  fetch the newer tools (or reuse the
 #                                          cached ones), print their folder
+#   shader-tools.sh deps                   fetch them only if the system's
+#                                          glslc lacks a feature and none are
+#                                          cached (scripts/deps.sh); quiet
+#                                          otherwise, never fails
 #
 # Most kernels compile with the system's glslc. A few need what older
 # compilers lack — "features", each a one-line test shader in
@@ -191,8 +195,27 @@ probe() {
 	fi
 }
 
+# For `make deps`: the fetch a build would do, ahead of time.
+deps() {
+	sys_glslc=$(command -v glslc || true)
+	sys_val=$(command -v spirv-val || true)
+	[ -n "$sys_glslc" ] && [ -n "$sys_val" ] || return 0
+	for f in $FEATURES; do
+		compiles "$sys_glslc" "$f" "$sys_val" && continue
+		[ -n "$(cached)" ] && return 0
+		if d=$(fetched 2>"${TMPDIR:-/tmp}/vkgrad-fetch.$$"); then
+			echo "deps: the system's glslc lacks $f: fetched Debian sid's shader tools into $d"
+		else
+			echo "deps: $(cat "${TMPDIR:-/tmp}/vkgrad-fetch.$$"); the build will go without the kernels that need $f"
+		fi
+		rm -f "${TMPDIR:-/tmp}/vkgrad-fetch.$$"
+		return 0
+	done
+}
+
 case ${1:-} in
 probe) shift; probe "$@" ;;
 fetch) fetched ;;
-*) echo "usage: $0 probe OUT.env [auto|system|fetch|none] | fetch" >&2; exit 2 ;;
+deps) deps ;;
+*) echo "usage: $0 probe OUT.env [auto|system|fetch|none] | fetch | deps" >&2; exit 2 ;;
 esac
