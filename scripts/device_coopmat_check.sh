@@ -50,6 +50,6 @@ for dt in f16 bf16; do
 done
 "$bin/vkgrad" --socket "$sock" stats | grep -E "jobs|dispatches" | head -4
 kill -TERM $pid; wait $pid
-grep -E "error|coopmat" "$dir/daemon.log" | head -5
+grep -E "error|warning|coopmat" "$dir/daemon.log" | head -5
 echo "device_coopmat_check ($variant): $runs jobs (x2 repeats), $fail failed"
 [ $fail = 0 ]
