@@ -554,6 +554,13 @@ static void op_linear_backward(conn *c, const proto_request *q)
 			   s->pl->cmk_why[q->dtype], proto_dtype_name(q->dtype), s->dev->info.name);
 		goto fail;
 	}
+	if (q->variant == PROTO_VARIANT_COOPMAT_NV2 &&
+	    (!s->pl->pipe[KERN_NV2_DW][q->dtype] || !s->pl->pipe[KERN_NV2_DX][q->dtype])) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'coopmat_nv2' needs %s; this job is %s on %s",
+			   s->pl->nv2_why[q->dtype], proto_dtype_name(q->dtype), s->dev->info.name);
+		goto fail;
+	}
 	if (q->variant == PROTO_VARIANT_TILED128 && !s->pl->pipe[KERN_TILED128][q->dtype]) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
 			   "linear_backward: variant 'tiled128' needs 32768 bytes of shared memory per "

@@ -104,13 +104,105 @@ static void pick_shapes(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
 	free(cp);
 }
 
-void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16, uint32_t subgroup)
+static void nv2_lack(cmk_caps *c, int t, const char *what)
+{
+	if (!c->nv2_why[t][0])
+		snprintf(c->nv2_why[t], sizeof(c->nv2_why[t]), "%s", what);
+}
+
+/* linear_coopmat_nv2_gemm per dtype: a workgroup-scope entry of the
+ * flexible-dimension list for its types whose granularities divide the
+ * kernel's tile (256 invocations preferred). */
+static void nv2_pick(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
+{
+	PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get =
+		(PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
+			inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+	uint32_t n = 0;
+	VkCooperativeMatrixFlexibleDimensionsPropertiesNV *fp = NULL;
+	if (get && get(p, &n, NULL) == VK_SUCCESS && n > 0 && n < 4096 && (fp = calloc(n, sizeof(*fp)))) {
+		for (uint32_t i = 0; i < n; i++)
+			fp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
+		if (get(p, &n, fp) != VK_SUCCESS)
+			n = 0;
+	} else {
+		n = 0;
+	}
+	for (int t = PROTO_F16; t <= PROTO_BF16; t++) {
+		const VkComponentTypeKHR ty = t == PROTO_F16 ? VK_COMPONENT_TYPE_FLOAT16_KHR
+							     : VK_COMPONENT_TYPE_BFLOAT16_KHR;
+		int best = -1;
+		for (uint32_t i = 0; i < n; i++) {
+			const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *f = &fp[i];
+			if (f->AType != ty || f->BType != ty || f->CType != VK_COMPONENT_TYPE_FLOAT32_KHR ||
+			    f->ResultType != VK_COMPONENT_TYPE_FLOAT32_KHR || f->scope != VK_SCOPE_WORKGROUP_KHR ||
+			    f->saturatingAccumulation || !f->MGranularity || !f->NGranularity || !f->KGranularity ||
+			    CMK_NV2_BM % f->MGranularity || CMK_NV2_BN % f->NGranularity ||
+			    CMK_NV2_BK % f->KGranularity || !f->workgroupInvocations || f->workgroupInvocations > 1024)
+				continue;
+			if (best < 0 || f->workgroupInvocations == 256)
+				best = (int)i;
+		}
+		if (best < 0) {
+			nv2_lack(c, t, t == PROTO_F16 ? "a workgroup-scope f16 x f16 -> f32 shape dividing 128x128x32"
+						      : "a workgroup-scope bf16 x bf16 -> f32 shape dividing 128x128x32");
+			continue;
+		}
+		const uint32_t g = fp[best].NGranularity;
+		c->nv2_threads[t] = fp[best].workgroupInvocations;
+		c->nv2_dbn[t] = (16 + g - 1) / g * g;
+	}
+	free(fp);
+}
+
+/* VK_NV_cooperative_matrix2 for linear_coopmat_nv2_gemm, on top of what
+ * linear_coopmat_khr_gemm needs. */
+static void nv2_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, uint32_t api_version)
+{
+	const bool ext = has_ext(p, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+	VkPhysicalDeviceCooperativeMatrix2FeaturesNV f = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
+	if (ext)
+		vkGetPhysicalDeviceFeatures2(p, &f2);
+	for (int t = PROTO_F16; t <= PROTO_BF16; t++) {
+		if (!c->ok[t])
+			nv2_lack(c, t, c->why[t]);
+		if (!ext)
+			nv2_lack(c, t, "VK_NV_cooperative_matrix2");
+		if (!f.cooperativeMatrixWorkgroupScope || !f.cooperativeMatrixFlexibleDimensions ||
+		    !f.cooperativeMatrixTensorAddressing)
+			nv2_lack(c, t, "VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions and "
+				       "tensor addressing");
+		if (api_version < VK_API_VERSION_1_3)
+			nv2_lack(c, t, "Vulkan 1.3 (its shader is SPIR-V 1.6)");
+	}
+	if (getenv("VKGRAD_NO_COOPMAT_NV2")) {
+		nv2_lack(c, PROTO_F16, "VK_NV_cooperative_matrix2, switched off by VKGRAD_NO_COOPMAT_NV2");
+		nv2_lack(c, PROTO_BF16, "VK_NV_cooperative_matrix2, switched off by VKGRAD_NO_COOPMAT_NV2");
+	}
+	if (ext && f.cooperativeMatrixFlexibleDimensions)
+		nv2_pick(c, inst, p);
+	for (int t = PROTO_F16; t <= PROTO_BF16; t++)
+		c->nv2_ok[t] = !c->nv2_why[t][0];
+	c->use_nv2 = c->nv2_ok[PROTO_F16] || c->nv2_ok[PROTO_BF16];
+	if (c->use_nv2) {
+		c->en_nv2 = f; /* every feature the device has */
+		c->en_nv2.pNext = NULL;
+	}
+}
+
+void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16, uint32_t subgroup,
+	       uint32_t api_version)
 {
 	memset(c, 0, sizeof(*c));
 	lack(c, PROTO_F32, "dtype f16 or bf16 (it multiplies 16-bit operands)");
+	nv2_lack(c, PROTO_F32, "dtype f16 or bf16 (it multiplies 16-bit operands)");
 	if (getenv("VKGRAD_NO_COOPMAT_KHR")) {
-		lack(c, PROTO_F16, "VK_KHR_cooperative_matrix, switched off by VKGRAD_NO_COOPMAT_KHR");
-		lack(c, PROTO_BF16, "VK_KHR_cooperative_matrix, switched off by VKGRAD_NO_COOPMAT_KHR");
+		for (int t = PROTO_F16; t <= PROTO_BF16; t++) {
+			lack(c, t, "VK_KHR_cooperative_matrix, switched off by VKGRAD_NO_COOPMAT_KHR");
+			nv2_lack(c, t, c->why[t]);
+		}
 		return;
 	}
 	const bool ext_cm = has_ext(p, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
@@ -142,9 +234,11 @@ void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16,
 		pick_shapes(c, inst, p);
 	for (int t = PROTO_F16; t <= PROTO_BF16; t++)
 		c->ok[t] = !c->why[t][0];
+	nv2_query(c, inst, p, api_version);
 	c->use_cm = c->ok[PROTO_F16] || c->ok[PROTO_BF16];
 	c->use_bf16 = c->ok[PROTO_BF16];
-	c->use_f16_arith = c->ok[PROTO_F16];
+	/* (the bf16 build of linear_coopmat_nv2_gemm declares Float16 too) */
+	c->use_f16_arith = c->ok[PROTO_F16] || c->use_nv2;
 	c->use_memory_model = c->use_cm;
 }
 
@@ -169,6 +263,11 @@ void cmk_enable(cmk_caps *c, void **next, const char **ext, uint32_t *n_ext,
 		};
 		*next = &c->en_bf16;
 		ext[(*n_ext)++] = VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME;
+	}
+	if (c->use_nv2) {
+		c->en_nv2.pNext = *next;
+		*next = &c->en_nv2;
+		ext[(*n_ext)++] = VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME;
 	}
 	if (c->use_f16_arith)
 		en12->shaderFloat16 = VK_TRUE;

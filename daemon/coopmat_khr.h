@@ -1,8 +1,11 @@
 /* daemon/coopmat_khr.h — what a device offers linear_coopmat_khr_gemm
  * (VK_KHR_cooperative_matrix, and VK_KHR_shader_bfloat16 for bf16): per
  * storage dtype, whether it can run, on which matrix shape (taken from
- * vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR), and if not, why; plus
- * the extensions and features to enable for it. */
+ * vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR), and if not, why; the
+ * same for linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2 on top of
+ * it: workgroup-scope matrices of the kernel's 128×128×32 tile, checked
+ * against vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV);
+ * plus the extensions and features to enable for them. */
 #ifndef VKG_DAEMON_COOPMAT_KHR_H
 #define VKG_DAEMON_COOPMAT_KHR_H
 
@@ -20,17 +23,29 @@ typedef struct cmk_caps {
 	bool ok[PROTO_DTYPE_COUNT];
 	cmk_shape shape[PROTO_DTYPE_COUNT];
 	char why[PROTO_DTYPE_COUNT][192]; /* !ok: what the device lacks, for `unsupported` */
+	/* linear_coopmat_nv2_gemm: its workgroup size, and the columns of its
+	 * row-sum product (a multiple of the N granularity) per dtype */
+	bool nv2_ok[PROTO_DTYPE_COUNT];
+	uint32_t nv2_threads[PROTO_DTYPE_COUNT], nv2_dbn[PROTO_DTYPE_COUNT];
+	char nv2_why[PROTO_DTYPE_COUNT][192];
 	/* to enable at device creation (cmk_enable) */
-	bool use_cm, use_bf16, use_f16_arith, use_memory_model;
+	bool use_cm, use_bf16, use_f16_arith, use_memory_model, use_nv2;
 	VkPhysicalDeviceCooperativeMatrixFeaturesKHR en_cm;
 	VkPhysicalDeviceShaderBfloat16FeaturesKHR en_bf16;
+	VkPhysicalDeviceCooperativeMatrix2FeaturesNV en_nv2;
 } cmk_caps;
+
+/* linear_coopmat_nv2_gemm's tile of C and reduction step */
+#define CMK_NV2_BM 128u
+#define CMK_NV2_BN 128u
+#define CMK_NV2_BK 32u
 
 /* Fill c for physical device p. `storage16`: 16-bit storage buffers are
  * available; `subgroup`: the subgroup size (the kernel is written for 32).
  * VKGRAD_NO_COOPMAT_KHR=1 in the environment makes it offer nothing (a
  * switch for measuring without it). */
-void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16, uint32_t subgroup);
+void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16, uint32_t subgroup,
+	       uint32_t api_version);
 
 /* Does the matrix shape s fit the kernel's 64×64 subgroup blocks and its
  * reduction step of 32? (exposed for the unit tests) */

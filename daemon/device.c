@@ -330,7 +330,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	d->coopmat = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
 		     f11.storageBuffer16BitAccess && coopmat_shape_ok(d->phys, d->instance) &&
 		     subgroup_size(d->phys) == 32 && !getenv("VKGRAD_NO_COOPMAT");
-	cmk_query(&d->cmk, d->instance, d->phys, d->storage16, subgroup_size(d->phys));
+	cmk_query(&d->cmk, d->instance, d->phys, d->storage16, subgroup_size(d->phys), d->api_version);
 	VkPhysicalDeviceCooperativeMatrixFeaturesNV encm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
 		.cooperativeMatrix = VK_TRUE,
@@ -348,7 +348,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	};
 	if (d->exec_stats)
 		en12.pNext = &enex;
-	const char *dext[8] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+	const char *dext[10] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
 	uint32_t ndext = 1;
 	void *next = en12.pNext;
 	cmk_enable(&d->cmk, &next, dext, &ndext, &en12);
@@ -428,11 +428,13 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		else
 			snprintf(used[t - PROTO_F16], sizeof(used[0]), "%s no", proto_dtype_name((proto_dtype)t));
 	log_info("matrix extensions: VK_KHR_cooperative_matrix %s (used: %s, %s), VK_NV_cooperative_matrix %s "
-		 "(used: %s), VK_NV_cooperative_matrix2 %s, VK_KHR_shader_bfloat16 %s",
+		 "(used: %s), VK_NV_cooperative_matrix2 %s (used: f16 %s, bf16 %s; %u threads), "
+		 "VK_KHR_shader_bfloat16 %s",
 		 has_ext(d->phys, "VK_KHR_cooperative_matrix") ? "yes" : "no", used[0], used[1],
 		 has_ext(d->phys, "VK_NV_cooperative_matrix") ? "yes" : "no", d->coopmat ? "yes" : "no",
 		 has_ext(d->phys, "VK_NV_cooperative_matrix2") ? "yes" : "no",
-		 has_ext(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
+		 d->cmk.nv2_ok[PROTO_F16] ? "yes" : "no", d->cmk.nv2_ok[PROTO_BF16] ? "yes" : "no",
+		 d->cmk.nv2_threads[PROTO_F16], has_ext(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
 	log_notice("using device %d: %s (%s, %s, Vulkan %s), host-memory import %s", pick, in->name,
 		   in->type, in->driver, in->api,
 		   d->host_import ? "available"

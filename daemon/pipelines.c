@@ -34,6 +34,8 @@ static const struct {
 	[KERN_CMK_DX] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
 	[KERN_CMK_DW_S] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
 	[KERN_CMK_DX_S] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
+	[KERN_NV2_DW] = {"linear_coopmat_nv2_gemm", "coopmat_nv2", 4, 12 * 4},
+	[KERN_NV2_DX] = {"linear_coopmat_nv2_gemm", "coopmat_nv2", 4, 12 * 4},
 };
 
 uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor)
@@ -100,6 +102,19 @@ typedef struct cmk_spec {
 	VkSpecializationInfo info;
 } cmk_spec;
 
+/* linear_coopmat_nv2_gemm's (constant_id 0..5: workgroup size, BM, BN, BK,
+ * A_KMAJOR, DBN) */
+static void nv2_spec_fill(cmk_spec *c, const cmk_caps *cm, int t, bool a_kmajor)
+{
+	const uint32_t v[6] = {cm->nv2_threads[t], CMK_NV2_BM, CMK_NV2_BN, CMK_NV2_BK, a_kmajor ? 1u : 0u,
+			       cm->nv2_dbn[t]};
+	for (uint32_t i = 0; i < 6; i++) {
+		c->v[i] = v[i];
+		c->map[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+	}
+	c->info = (VkSpecializationInfo){6, c->map, 6 * 4, c->v};
+}
+
 static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk_tile t)
 {
 	const uint32_t v[CMK_SPECS] = {s.m, s.n, s.k, a_kmajor ? 1u : 0u, t.warps_m, t.warps_n, t.wm, t.wn,
@@ -115,10 +130,26 @@ static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk
  * linear_coopmat_khr_gemm which of its four. */
 static const char *kern_label(int k)
 {
-	static const char *const cmk[4] = {"linear_coopmat_khr_gemm (dW)", "linear_coopmat_khr_gemm (dX)",
+	static const char *const cmk[6] = {"linear_coopmat_khr_gemm (dW)", "linear_coopmat_khr_gemm (dX)",
 					   "linear_coopmat_khr_gemm (dW, small)",
-					   "linear_coopmat_khr_gemm (dX, small)"};
-	return pipelines_is_cmk(k) ? cmk[k - KERN_CMK_DW] : kern_desc[k].name;
+					   "linear_coopmat_khr_gemm (dX, small)",
+					   "linear_coopmat_nv2_gemm (dW)", "linear_coopmat_nv2_gemm (dX)"};
+	return pipelines_is_cmk(k) || pipelines_is_nv2(k) ? cmk[k - KERN_CMK_DW] : kern_desc[k].name;
+}
+
+/* Can KERN_NV2_* run for dtype t? If not, why (into p->nv2_why[t]). */
+static bool nv2_usable(pipelines *p, const device *d, int t)
+{
+	if (!d->cmk.nv2_ok[t]) {
+		snprintf(p->nv2_why[t], sizeof(p->nv2_why[t]), "%s", d->cmk.nv2_why[t]);
+		return false;
+	}
+	if (!kreg_find("linear_coopmat_nv2_gemm", proto_dtype_name((proto_dtype)t), "coopmat_nv2")) {
+		snprintf(p->nv2_why[t], sizeof(p->nv2_why[t]), "a daemon built with it; this one is not (no "
+			 "shader compiler with GL_NV_cooperative_matrix2 at build time)");
+		return false;
+	}
+	return true;
 }
 
 /* Can KERN_CMK_* run for dtype t? If not, why (into p->cmk_why[t]). */
@@ -320,8 +351,8 @@ static void *build_one(void *arg)
 /* Layouts and shader modules of every pipeline the device gets (serially:
  * cheap), as build jobs (specs: their specialization constants). 0, or -1
  * with err. */
-static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, build_job *jobs,
-			cmk_spec *specs, char *err, size_t errlen)
+static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const bool *nv2_ok,
+			build_job *jobs, cmk_spec *specs, char *err, size_t errlen)
 {
 	int rc = 0;
 	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
@@ -363,9 +394,13 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, build
 			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16 */
 			if (k == KERN_TILED128 && d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
 				continue;
-			if (pipelines_is_cmk(k) && !cmk_ok[t])
+			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]))
 				continue;
 			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
+			if (pipelines_is_nv2(k)) {
+				nv2_spec_fill(&specs[k * PROTO_DTYPE_COUNT + t], &d->cmk, t, k == KERN_NV2_DW);
+				bj->spec = &specs[k * PROTO_DTYPE_COUNT + t].info;
+			}
 			if (pipelines_is_cmk(k)) {
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
 				cmk_spec_fill(cs, d->cmk.shape[t], pipelines_cmk_dw(k),
@@ -447,15 +482,19 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 		p->cmk_bn[i] = p->cmk_tile[i].warps_n * p->cmk_tile[i].wn;
 	}
 	p->cmk_small_below = cmk_small_below();
-	bool cmk_ok[PROTO_DTYPE_COUNT];
+	bool cmk_ok[PROTO_DTYPE_COUNT], nv2_ok[PROTO_DTYPE_COUNT];
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
 		p->dtype_ok[t] = t == PROTO_F32 || d->storage16;
 		cmk_ok[t] = cmk_usable(p, d, t);
 		if (!cmk_ok[t] && t != PROTO_F32)
 			log_info("linear_coopmat_khr_gemm (%s) not served: it needs %s",
 				 proto_dtype_name((proto_dtype)t), p->cmk_why[t]);
+		nv2_ok[t] = nv2_usable(p, d, t);
+		if (!nv2_ok[t] && t != PROTO_F32)
+			log_info("linear_coopmat_nv2_gemm (%s) not served: it needs %s",
+				 proto_dtype_name((proto_dtype)t), p->nv2_why[t]);
 	}
-	int rc = prepare_jobs(p, d, cmk_ok, jobs, specs, err, errlen);
+	int rc = prepare_jobs(p, d, cmk_ok, nv2_ok, jobs, specs, err, errlen);
 	for (int i = 0; i < NJ && rc == 0; i++)
 		if (jobs[i].module)
 			jobs[i].started = pthread_create(&jobs[i].thread, NULL, build_one, &jobs[i]) == 0;
@@ -467,6 +506,20 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 		else if (rc == 0)
 			build_one(&jobs[i]); /* no thread: build it here */
 		vkDestroyShaderModule(d->dev, jobs[i].module, NULL);
+		if (rc == 0 && jobs[i].result != VK_SUCCESS && pipelines_is_nv2(i / PROTO_DTYPE_COUNT)) {
+			/* the optional NV kernel: the daemon goes on without it */
+			const int t = i % PROTO_DTYPE_COUNT;
+			snprintf(p->nv2_why[t], sizeof(p->nv2_why[t]),
+				 "a pipeline the driver creates; it failed (VkResult %d)", jobs[i].result);
+			log_warn("linear_coopmat_nv2_gemm (%s): creating its pipeline failed (VkResult %d); not served",
+				 proto_dtype_name((proto_dtype)t), jobs[i].result);
+			*jobs[i].out = VK_NULL_HANDLE;
+			if (i / PROTO_DTYPE_COUNT == KERN_NV2_DX && p->pipe[KERN_NV2_DW][t]) {
+				vkDestroyPipeline(d->dev, p->pipe[KERN_NV2_DW][t], NULL);
+				p->pipe[KERN_NV2_DW][t] = VK_NULL_HANDLE;
+			}
+			continue;
+		}
 		if (rc == 0 && jobs[i].result != VK_SUCCESS) {
 			snprintf(err, errlen, "creating pipeline %s failed (VkResult %d)",
 				 kern_desc[i / PROTO_DTYPE_COUNT].name, jobs[i].result);

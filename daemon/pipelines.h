@@ -15,9 +15,17 @@
  * linear_coopmat_khr_gemm (coopmat_khr: f16 and bf16 on
  * VK_KHR_cooperative_matrix, where device.cmk says so), specialised four
  * times: for dW (A = dYᵀ, along m) and for dX (A = dY, along k), each with
- * the tiling for large layers and the one for small ones (_S) */
+ * the tiling for large layers and the one for small ones (_S); and
+ * linear_coopmat_nv2_gemm (coopmat_nv2: f16 and bf16 on
+ * VK_NV_cooperative_matrix2's workgroup-scope matrices, where device.cmk
+ * says so), for dW and for dX */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
-       KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_COUNT };
+       KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_COUNT };
+
+static inline bool pipelines_is_nv2(int k)
+{
+	return k == KERN_NV2_DW || k == KERN_NV2_DX;
+}
 
 /* Is k one of linear_coopmat_khr_gemm's pipelines; which tiling (0 large,
  * 1 small); does it compute dW (else dX)? */
@@ -52,6 +60,7 @@ typedef struct pipelines {
 	uint32_t cmk_bm[2], cmk_bn[2];    /* their C tile (bm × bn) per workgroup */
 	uint64_t cmk_small_below;         /* a GEMM with fewer large tiles takes the small tiling */
 	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
+	char nv2_why[PROTO_DTYPE_COUNT][256]; /* no KERN_NV2_* pipeline for a dtype: why */
 	unsigned built;       /* pipelines created */
 	unsigned cache_hits;  /* of those, found in the cache (creation feedback) */
 	double build_ms;

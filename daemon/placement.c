@@ -50,7 +50,9 @@ uint64_t placement_place(engine *e, job *j, uint64_t used)
 	const proto_dtype t = j->req.dtype;
 	j->plan = variant_choose(&j->req, (e->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
 						  (e->pl->pipe[KERN_CMK_DW][t] && e->pl->pipe[KERN_CMK_DX][t]
-							   ? VARIANT_HAS_CMK : 0u));
+							   ? VARIANT_HAS_CMK : 0u) |
+						  (e->pl->pipe[KERN_NV2_DW][t] && e->pl->pipe[KERN_NV2_DX][t]
+							   ? VARIANT_HAS_NV2 : 0u));
 	variant_cmk_tiling(&j->plan, &j->req, e->pl->cmk_small_below, e->pl->cmk_bm[0], e->pl->cmk_bn[0]);
 	if (j->plan.param == KERN_SPLITK) {
 		/* the partials are one storage-buffer binding: fewer slices when

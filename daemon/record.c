@@ -206,6 +206,8 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	push_set(r, k, b, 4);
 	/* C tile per workgroup */
 	uint64_t tm = k == KERN_COOPMAT || k == KERN_TILED128 ? 128 : 64, tn = tm;
+	if (pipelines_is_nv2(k))
+		tm = CMK_NV2_BM, tn = CMK_NV2_BN;
 	if (pipelines_is_cmk(k))
 		tm = r->e->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->e->pl->cmk_bn[pipelines_cmk_tiling(k)];
 	dispatch_split(r, k, pc, 12, 10, 1, 11, 1, (n + tn - 1) / tn, (m + tm - 1) / tm,
@@ -340,12 +342,14 @@ static void record_kernels(const rec *r, unsigned mask)
 	if (mask == UNIT_PARAM && j->plan.param == KERN_SPLITK) {
 		record_splitk(r);
 	} else if (mask == UNIT_PARAM && (j->plan.param == KERN_TILED || j->plan.param == KERN_TILED128 ||
-					   j->plan.param == KERN_COOPMAT || pipelines_is_cmk(j->plan.param))) {
+					   j->plan.param == KERN_COOPMAT || pipelines_is_cmk(j->plan.param) ||
+					   pipelines_is_nv2(j->plan.param))) {
 		record_tiled(r, false, j->plan.param);
 	} else if (mask == UNIT_PARAM) {
 		record_param(r);
 	} else if (j->plan.input == KERN_TILED || j->plan.input == KERN_TILED128 ||
-		   j->plan.input == KERN_COOPMAT || pipelines_is_cmk(j->plan.input)) {
+		   j->plan.input == KERN_COOPMAT || pipelines_is_cmk(j->plan.input) ||
+		   pipelines_is_nv2(j->plan.input)) {
 		record_tiled(r, true, j->plan.input);
 	} else {
 		record_input(r);

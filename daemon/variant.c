@@ -78,12 +78,15 @@ variant_plan variant_choose(const proto_request *q, unsigned caps)
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
 	const bool force_cm = q->variant == PROTO_VARIANT_COOPMAT && (caps & VARIANT_HAS_COOPMAT);
 	const bool force_cmk = q->variant == PROTO_VARIANT_COOPMAT_KHR && (caps & VARIANT_HAS_CMK);
+	const bool force_nv2 = q->variant == PROTO_VARIANT_COOPMAT_NV2 && (caps & VARIANT_HAS_NV2);
 	const int mk = matrix_kernel(caps);
 	if (dw || db) {
 		if (q->variant == PROTO_VARIANT_AUTO) {
 			choose_param_auto(q, caps, &p);
 		} else if (force_cmk) {
 			p.param = dw ? KERN_CMK_DW : KERN_PARAM;
+		} else if (force_nv2) {
+			p.param = dw ? KERN_NV2_DW : KERN_PARAM;
 		} else if (force_cm) {
 			p.param = dw ? KERN_COOPMAT : KERN_PARAM;
 		} else if (q->variant == PROTO_VARIANT_SPLITK) {
@@ -99,6 +102,8 @@ variant_plan variant_choose(const proto_request *q, unsigned caps)
 	if (q->t[PROTO_T_DX].present) {
 		if (force_cmk)
 			p.input = KERN_CMK_DX;
+		else if (force_nv2)
+			p.input = KERN_NV2_DX;
 		else if (force_cm)
 			p.input = KERN_COOPMAT;
 		else if (q->variant == PROTO_VARIANT_AUTO && mk >= 0 && q->batch >= TILE && q->in >= TILE &&

@@ -75,6 +75,7 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
  * linear_coopmat_khr_gemm. */
 #define VARIANT_HAS_COOPMAT 1u
 #define VARIANT_HAS_CMK 2u
+#define VARIANT_HAS_NV2 4u /* linear_coopmat_nv2_gemm: only when forced */
 variant_plan variant_choose(const proto_request *q, unsigned caps);
 
 /* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */

@@ -1,6 +1,7 @@
 /* daemon/vk_compat.h — Vulkan definitions newer than the headers of the
  * oldest system vkgrad builds on (Debian 12: 1.3.239): VK_KHR_cooperative_matrix
- * (headers 1.3.255) and VK_KHR_shader_bfloat16 (1.4.311). Values and layouts
+ * (headers 1.3.255), VK_KHR_shader_bfloat16 (1.4.311) and
+ * VK_NV_cooperative_matrix2 (1.3.300). Values and layouts
  * as in the Vulkan registry; used only where the headers lack them. */
 #ifndef VKG_DAEMON_VK_COMPAT_H
 #define VKG_DAEMON_VK_COMPAT_H
@@ -55,6 +56,36 @@ typedef struct VkPhysicalDeviceShaderBfloat16FeaturesKHR {
 	VkBool32 shaderBFloat16DotProduct;
 	VkBool32 shaderBFloat16CooperativeMatrix;
 } VkPhysicalDeviceShaderBfloat16FeaturesKHR;
+#endif
+
+#ifndef VK_NV_cooperative_matrix2
+#define VK_NV_cooperative_matrix2 1
+#define VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME "VK_NV_cooperative_matrix2"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV ((VkStructureType)1000593000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV ((VkStructureType)1000593001)
+typedef struct VkPhysicalDeviceCooperativeMatrix2FeaturesNV {
+	VkStructureType sType;
+	void *pNext;
+	VkBool32 cooperativeMatrixWorkgroupScope;
+	VkBool32 cooperativeMatrixFlexibleDimensions;
+	VkBool32 cooperativeMatrixReductions;
+	VkBool32 cooperativeMatrixConversions;
+	VkBool32 cooperativeMatrixPerElementOperations;
+	VkBool32 cooperativeMatrixTensorAddressing;
+	VkBool32 cooperativeMatrixBlockLoads;
+} VkPhysicalDeviceCooperativeMatrix2FeaturesNV;
+typedef struct VkCooperativeMatrixFlexibleDimensionsPropertiesNV {
+	VkStructureType sType;
+	void *pNext;
+	uint32_t MGranularity, NGranularity, KGranularity;
+	VkComponentTypeKHR AType, BType, CType, ResultType;
+	VkBool32 saturatingAccumulation;
+	VkScopeKHR scope;
+	uint32_t workgroupInvocations;
+} VkCooperativeMatrixFlexibleDimensionsPropertiesNV;
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)(
+	VkPhysicalDevice physicalDevice, uint32_t *pPropertyCount,
+	VkCooperativeMatrixFlexibleDimensionsPropertiesNV *pProperties);
 #endif
 
 #endif

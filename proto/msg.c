@@ -35,7 +35,8 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
 static const char *const variant_names[PROTO_VARIANT_COUNT] = {"auto", "generic", "tiled", "splitk",
-								       "coopmat", "tiled128", "coopmat_khr"};
+								       "coopmat", "tiled128", "coopmat_khr",
+								       "coopmat_nv2"};
 
 const char *proto_variant_name(proto_variant v)
 {

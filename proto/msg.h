@@ -71,6 +71,7 @@ unsigned proto_dtype_size(proto_dtype d);
  * tiles), tiled128, splitk, coopmat. */
 typedef enum proto_variant { PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED, PROTO_VARIANT_SPLITK,
 			     PROTO_VARIANT_COOPMAT, PROTO_VARIANT_TILED128, PROTO_VARIANT_COOPMAT_KHR,
+			     PROTO_VARIANT_COOPMAT_NV2,
 			     PROTO_VARIANT_COUNT } proto_variant;
 const char *proto_variant_name(proto_variant v);
 /* Returns the variant for a name, or -1. */

@@ -14,6 +14,7 @@
 # shaders/features/NAME.comp:
 #   coopmat_khr  GL_KHR_cooperative_matrix (glslang 13+; Debian 12 has 11.13)
 #   bfloat16     GL_EXT_bfloat16           (glslang 15.3+ / shaderc 2025.2+)
+#   coopmat_nv2  GL_NV_cooperative_matrix2 (glslang 15+; SPIR-V 1.6)
 # A shader says what it needs in its "// @build needs_DTYPE=FEATURE,..." line.
 #
 # Per feature, the way llama.cpp's Vulkan build decides: the system's glslc
@@ -46,18 +47,21 @@
 #   VKG_PREFER                                 system, or fetched (MODE fetch)
 set -eu
 
-FEATURES="coopmat_khr bfloat16"
+FEATURES="coopmat_khr bfloat16 coopmat_nv2"
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${VKGRAD_SHADER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vkgrad/shader-tools}
 mirror=${VKGRAD_SHADER_TOOLS_MIRROR:-http://deb.debian.org/debian}
 PKGS="glslang-tools glslc libshaderc1 spirv-tools libc6 libstdc++6 libgcc-s1"
 
-# Does glslc $1 compile feature $2's test shader? (spirv-val $3 must accept it)
+# Does glslc $1 compile feature $2's test shader? (spirv-val $3 must accept
+# it; its "// @target" line names the Vulkan version, else 1.2)
 compiles() {
 	t=$(mktemp "${TMPDIR:-/tmp}/vkgrad-feature.XXXXXX")
 	ok=1
-	"$1" --target-env=vulkan1.2 -fshader-stage=compute "$here/shaders/features/$2.comp" \
-		-o "$t" >/dev/null 2>&1 && "$3" --target-env vulkan1.2 "$t" >/dev/null 2>&1 || ok=0
+	te=$(sed -n 's#^// @target ##p' "$here/shaders/features/$2.comp")
+	te=${te:-vulkan1.2}
+	"$1" --target-env="$te" -fshader-stage=compute "$here/shaders/features/$2.comp" \
+		-o "$t" >/dev/null 2>&1 && "$3" --target-env "$te" "$t" >/dev/null 2>&1 || ok=0
 	rm -f "$t"
 	[ $ok = 1 ]
 }

@@ -10,7 +10,8 @@
 # none, OUT is left empty and gen_registry.sh leaves that build out. Every
 # module goes through spirv-val from the toolchain that compiled it.
 # "spirv_opt=off" in the @build line compiles without -O (spirv-opt has
-# mishandled cooperative-matrix and bf16 modules: llama.cpp issue 10734).
+# mishandled cooperative-matrix and bf16 modules: llama.cpp issue 10734);
+# "target=vulkan1.3" targets Vulkan 1.3 (SPIR-V 1.6) instead of 1.2.
 set -eu
 env=$1 src=$2 dt=$3 out=$4
 . "$env"
@@ -22,6 +23,8 @@ get() { echo "$build" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 needs=$(get "needs_$dt" | tr ',' ' ')
 opt=-O
 [ "$(get spirv_opt)" = off ] && opt=""
+te=$(get target)
+te=${te:-vulkan1.2}
 case $dt in
 f16) def=-DVKG_DTYPE_F16 ;;
 bf16) def=-DVKG_DTYPE_BF16 ;;
@@ -56,8 +59,8 @@ fi
 eval "glslc=\$VKG_GLSLC_$tc val=\$VKG_SPIRV_VAL_$tc"
 spv=${out%.inc}
 echo "glslc ($tc) $src $dt"
-"$glslc" $opt --target-env=vulkan1.2 -Ishaders $def "$src" -o "$spv.tmp"
-"$val" --target-env vulkan1.2 "$spv.tmp" || { rm -f "$spv.tmp"; echo "spirv-val rejected $src ($dt)" >&2; exit 1; }
+"$glslc" $opt --target-env="$te" -Ishaders $def "$src" -o "$spv.tmp"
+"$val" --target-env "$te" "$spv.tmp" || { rm -f "$spv.tmp"; echo "spirv-val rejected $src ($dt)" >&2; exit 1; }
 mv "$spv.tmp" "$spv"
 # the words as a C initialiser, as glslc -mfmt=c writes it
 {

@@ -28,6 +28,7 @@
 static daemon_proc g_d;
 static bool g_coopmat; /* hello lists linear_coopmat_gemm */
 static bool g_cmk[3];  /* hello lists linear_coopmat_khr_gemm for f32, f16, bf16 */
+static bool g_nv2[3];  /* and linear_coopmat_nv2_gemm */
 static char g_device[128];
 
 #define TOL_F16 VKG_REF_TOL_F16
@@ -133,7 +134,7 @@ static void run_dtype(bool bf16)
 	static const unsigned subsets[] = {1, 2, 4, 3, 7};
 	/* coopmat and coopmat_khr only where the daemon has them (f16 on
 	 * VK_NV_cooperative_matrix; f16, bf16 on VK_KHR_cooperative_matrix) */
-	const char *variants[6] = {"generic", "tiled", "tiled128", "splitk"};
+	const char *variants[7] = {"generic", "tiled", "tiled128", "splitk"};
 	int nv = 4;
 	if (!bf16 && g_coopmat)
 		variants[nv++] = "coopmat";
@@ -143,6 +144,11 @@ static void run_dtype(bool bf16)
 		variants[nv++] = "coopmat_khr";
 	else
 		printf("%s: variant coopmat_khr skipped: hello lists no linear_coopmat_khr_gemm for it here\n",
+		       bf16 ? "bf16" : "f16");
+	if (g_nv2[bf16 ? 2 : 1])
+		variants[nv++] = "coopmat_nv2";
+	else
+		printf("%s: variant coopmat_nv2 skipped: hello lists no linear_coopmat_nv2_gemm for it here\n",
 		       bf16 ? "bf16" : "f16");
 	const double tol = bf16 ? TOL_BF16 : TOL_F16;
 	vkg_error err;
@@ -199,9 +205,11 @@ static void test_hello_lists_every_dtype(void **state)
 			assert_string_equal(info.kernels[i].dtype, "f16");
 			continue;
 		}
-		if (strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0) {
+		if (strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0 ||
+		    strcmp(info.kernels[i].name, "linear_coopmat_nv2_gemm") == 0) {
 			assert_string_not_equal(info.kernels[i].dtype, "f32");
-			assert_string_equal(info.kernels[i].variant, "coopmat_khr");
+			assert_string_equal(info.kernels[i].variant, info.kernels[i].name[15] == 'k'
+									     ? "coopmat_khr" : "coopmat_nv2");
 			continue;
 		}
 		if (strcmp(info.kernels[i].dtype, "f32") == 0) seen[0]++;
@@ -236,8 +244,8 @@ static void test_coopmat_unsupported_where_absent(void **state)
 	assert_true(rawsock_daemon_serves(g_d.sock));
 }
 
-/* Forcing coopmat_khr where it cannot run is `unsupported`, naming the
- * variant and what is missing (on lavapipe: VK_KHR_cooperative_matrix; for
+/* Forcing coopmat_khr or coopmat_nv2 where it cannot run is `unsupported`,
+ * naming the variant and what is missing (on lavapipe: VK_KHR_cooperative_matrix; for
  * f32 always: it multiplies 16-bit operands), and writes nothing; the daemon
  * goes on serving. */
 static void test_coopmat_khr_unsupported_where_absent(void **state)
@@ -246,16 +254,20 @@ static void test_coopmat_khr_unsupported_where_absent(void **state)
 	vkg_error err;
 	vkg_client *c = vkg_connect(g_d.sock, &err);
 	assert_non_null(c);
-	expect_refused_untouched(c, "f32", "coopmat_khr", "unsupported", "coopmat_khr", "f16 or bf16");
-	for (int k = 1; k < 3; k++) {
-		static const char *const dt[] = {"f32", "f16", "bf16"};
-		if (g_cmk[k]) {
-			printf("coopmat_khr %s is served here: its numbers are checked in test_%s\n", dt[k], dt[k]);
-			continue;
+	for (int v = 0; v < 2; v++) {
+		const char *var = v ? "coopmat_nv2" : "coopmat_khr";
+		const bool *served = v ? g_nv2 : g_cmk;
+		expect_refused_untouched(c, "f32", var, "unsupported", var, "f16 or bf16");
+		for (int k = 1; k < 3; k++) {
+			static const char *const dt[] = {"f32", "f16", "bf16"};
+			if (served[k]) {
+				printf("%s %s is served here: its numbers are checked in test_%s\n", var, dt[k], dt[k]);
+				continue;
+			}
+			const bool lvp = strstr(g_device, "llvmpipe") != NULL;
+			expect_refused_untouched(c, dt[k], var, "unsupported", var,
+						 lvp ? "needs VK_KHR_cooperative_matrix" : "needs ");
 		}
-		const bool lvp = strstr(g_device, "llvmpipe") != NULL;
-		expect_refused_untouched(c, dt[k], "coopmat_khr", "unsupported", "coopmat_khr",
-					 lvp ? "needs VK_KHR_cooperative_matrix" : "needs ");
 	}
 	vkg_close(c);
 	assert_true(rawsock_daemon_serves(g_d.sock));
@@ -312,9 +324,11 @@ static int group_setup(void **state)
 		return -1;
 	for (unsigned i = 0; i < info.n_kernels; i++) {
 		g_coopmat |= strcmp(info.kernels[i].name, "linear_coopmat_gemm") == 0;
-		if (strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0)
-			for (int t = 0; t < 3; t++)
-				g_cmk[t] |= strcmp(info.kernels[i].dtype, (const char *[]){"f32", "f16", "bf16"}[t]) == 0;
+		for (int t = 0; t < 3; t++) {
+			const bool dt = strcmp(info.kernels[i].dtype, (const char *[]){"f32", "f16", "bf16"}[t]) == 0;
+			g_cmk[t] |= dt && strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0;
+			g_nv2[t] |= dt && strcmp(info.kernels[i].name, "linear_coopmat_nv2_gemm") == 0;
+		}
 	}
 	snprintf(g_device, sizeof(g_device), "%s", info.device_name);
 	vkg_close(c);

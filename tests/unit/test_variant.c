@@ -235,6 +235,18 @@ static void test_coopmat_khr_first(void **state)
 	assert_false(pipelines_is_cmk(p.input));
 	q = job(1, 1, 1, false, true, false, PROTO_VARIANT_COOPMAT_KHR);
 	assert_int_equal(variant_choose(&q, VARIANT_HAS_CMK).param, KERN_PARAM);
+	/* coopmat_nv2 only when forced (auto keeps KHR), dW and dX */
+	q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, both | VARIANT_HAS_NV2);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	q.variant = PROTO_VARIANT_COOPMAT_NV2;
+	p = variant_choose(&q, both | VARIANT_HAS_NV2);
+	assert_int_equal(p.param, KERN_NV2_DW);
+	assert_int_equal(p.input, KERN_NV2_DX);
+	variant_cmk_tiling(&p, &q, 1u << 30, 128, 128); /* not a coopmat_khr kernel: untouched */
+	assert_int_equal(p.param, KERN_NV2_DW);
+	p = variant_choose(&q, both);
+	assert_false(pipelines_is_nv2(p.param) || pipelines_is_nv2(p.input));
 	/* forcing NV coopmat does not take KHR */
 	q = job(1024, 1024, 1024, true, true, true, PROTO_VARIANT_COOPMAT);
 	p = variant_choose(&q, both);

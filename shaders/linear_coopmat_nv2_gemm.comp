@@ -1,0 +1,120 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
+#if defined(VKG_DTYPE_BF16)
+#extension GL_EXT_bfloat16 : require
+#define ETYPE bfloat16_t
+#else
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define ETYPE float16_t
+#endif
+// @kernel kernel_name=linear_coopmat_nv2_gemm domain=linear_backward variant=coopmat_nv2 dtype=f16,bf16 status=experimental
+// @build needs_f16=coopmat_nv2 needs_bf16=coopmat_nv2,bfloat16 spirv_opt=off target=vulkan1.3
+//
+// C[m, n] (+)= Σ_k A(m, k) · B[k, n] on the tensor cores through
+// VK_NV_cooperative_matrix2: workgroup-scope matrices (a BM×BN tile of C per
+// workgroup, the driver spreads it over the subgroups and stages the
+// operands as it sees fit), loaded straight from the tensors through
+// tensor layouts whose clamp mode reads zeros outside them and whose stores
+// skip what lies outside, so any shape works without a bounds check here.
+// f16 or bf16 operands, f32 accumulators, one conversion to the storage
+// type at the end (accumulate: the old C converted to f32 and added first).
+// A(m, k) = a[a_off + m·sam + k·sak] as in linear_tiled_gemm: A_KMAJOR = 1
+// reads A = dYᵀ (dW) through a transposed view of dY. db (flag 2, column
+// tile 0, dW only): A times a BK×DBN matrix of ones, whose first column is
+// the row sums, stored through a one-column layout of d.
+// Sizes are specialization constants: the daemon checks them against the
+// device's vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV.
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 32;
+layout(constant_id = 4) const uint A_KMAJOR = 1;
+
+layout(std430, set = 0, binding = 0) readonly buffer BufA { ETYPE a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { ETYPE b[]; };
+layout(std430, set = 0, binding = 2) buffer BufC { ETYPE c[]; };
+layout(std430, set = 0, binding = 3) buffer BufD { ETYPE d[]; };
+
+layout(push_constant) uniform Params {
+	uint M, N, K;
+	uint a_off, b_off, c_off, d_off;
+	uint sam, sak;
+	uint flags;
+	uint m_base;
+	uint n_base;
+} pc;
+
+layout(constant_id = 5) const uint DBN = 16; // columns of the row-sum product (db)
+
+void main()
+{
+	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
+	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
+	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u && A_KMAJOR != 0u;
+	const bool accum = (pc.flags & 4u) != 0u;
+
+	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lc = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ld = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+	tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+	// A: as stored, (K rows, M columns) when A_KMAJOR (dY for dW), else (M, K)
+	if (A_KMAJOR != 0u) {
+		la = setTensorLayoutDimensionNV(la, pc.K, pc.M);
+		la = setTensorLayoutStrideNV(la, pc.sak, 1);
+	} else {
+		la = setTensorLayoutDimensionNV(la, pc.M, pc.K);
+		la = setTensorLayoutStrideNV(la, pc.sam, 1);
+	}
+	lb = setTensorLayoutDimensionNV(lb, pc.K, pc.N);
+	lb = setTensorLayoutStrideNV(lb, pc.N, 1);
+	lc = setTensorLayoutDimensionNV(lc, pc.M, pc.N);
+	lc = setTensorLayoutStrideNV(lc, pc.N, 1);
+	ld = setTensorLayoutDimensionNV(ld, pc.M, 1);
+	ld = setTensorLayoutStrideNV(ld, 1, 1);
+
+	coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+		coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+	coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> bias =
+		coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(0.0);
+	const coopmat<ETYPE, gl_ScopeWorkgroup, BK, DBN, gl_MatrixUseB> ones =
+		coopmat<ETYPE, gl_ScopeWorkgroup, BK, DBN, gl_MatrixUseB>(ETYPE(1.0));
+	for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+		coopmat<ETYPE, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
+		coopmat<ETYPE, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
+		if (A_KMAJOR != 0u)
+			coopMatLoadTensorNV(ma, a, pc.a_off, sliceTensorLayoutNV(la, k0, BK, m0, BM), transposed);
+		else
+			coopMatLoadTensorNV(ma, a, pc.a_off, sliceTensorLayoutNV(la, m0, BM, k0, BK));
+		coopMatLoadTensorNV(mb, b, pc.b_off, sliceTensorLayoutNV(lb, k0, BK, n0, BN));
+		acc = coopMatMulAdd(ma, mb, acc);
+		if (want_d)
+			bias = coopMatMulAdd(ma, ones, bias);
+	}
+	if (want_d) {
+		if (accum) {
+			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> old;
+			coopMatLoadTensorNV(old, d, pc.d_off, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
+			bias += coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(old);
+		}
+		coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> out_d =
+			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(bias);
+		coopMatStoreTensorNV(out_d, d, pc.d_off, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
+	}
+	if ((pc.flags & 1u) == 0u)
+		return;
+	if (accum) {
+		coopmat<ETYPE, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> old;
+		coopMatLoadTensorNV(old, c, pc.c_off, sliceTensorLayoutNV(lc, m0, BM, n0, BN));
+		acc += coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(old);
+	}
+	coopmat<ETYPE, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> out_c =
+		coopmat<ETYPE, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+	coopMatStoreTensorNV(out_c, c, pc.c_off, sliceTensorLayoutNV(lc, m0, BM, n0, BN));
+}
