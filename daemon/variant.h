@@ -24,6 +24,11 @@
  *          linear_tiled_gemm           batch, in >= 64, batch*in >= 2^20
  *          linear_input_backward       otherwise
  *
+ * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2) runs only when
+ * forced (`coopmat_nv2`): half coopmat_khr's speed on the H200
+ * (8192x4096x4096 f16 5463 µs against 2586, measurements/h200-2026-12-03/
+ * final). Between the two coopmat_khr tilings variant_cmk_tiling() picks.
+ *
  * Then, for a job placed on the device-local path (placement.c),
  * variant_widen(): a tiled GEMM (dW: m = out, n = in, k = batch; dX: m =
  * batch, n = in, k = out) with at least 512 tiles of 128x128 and k >= 1024
