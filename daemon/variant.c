@@ -69,6 +69,8 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d)
 		return pl->pipe[KERN_TILED128][d] != VK_NULL_HANDLE;
 	if (v == PROTO_VARIANT_COOPMAT_KHR)
 		return pl->pipe[KERN_CMK_DW][d] != VK_NULL_HANDLE;
+	if (v == PROTO_VARIANT_COOPMAT_NV2)
+		return pl->pipe[KERN_NV2_DW][d] != VK_NULL_HANDLE && pl->pipe[KERN_NV2_DX][d] != VK_NULL_HANDLE;
 	return (unsigned)v < PROTO_VARIANT_COUNT;
 }
 

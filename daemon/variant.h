@@ -72,7 +72,8 @@ typedef struct variant_plan {
 typedef struct pipelines pipelines;
 
 /* Can this device run jobs of dtype d forced to variant v? (the dtype
- * served, and for coopmat, coopmat_khr and tiled128 their pipelines built) */
+ * served, and for coopmat, coopmat_khr, coopmat_nv2 and tiled128 their
+ * pipelines built) */
 bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
 
 /* What the device runs for q's dtype, as bits of `caps`:

@@ -55,11 +55,16 @@ int proto_variant_parse(const char *s)
 static const proto_variant variant_order[PROTO_VARIANT_COUNT] = {
 	PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED,
 	PROTO_VARIANT_TILED128, PROTO_VARIANT_SPLITK, PROTO_VARIANT_COOPMAT, PROTO_VARIANT_COOPMAT_KHR,
+	PROTO_VARIANT_COOPMAT_NV2,
 };
 
 bool proto_variant_fits(proto_variant v, proto_dtype d)
 {
-	return v != PROTO_VARIANT_COOPMAT || d == PROTO_F16;
+	if (v == PROTO_VARIANT_COOPMAT)
+		return d == PROTO_F16;
+	if (v == PROTO_VARIANT_COOPMAT_KHR || v == PROTO_VARIANT_COOPMAT_NV2)
+		return d == PROTO_F16 || d == PROTO_BF16;
+	return true;
 }
 
 unsigned proto_variant_list(char *buf, size_t cap, int d,
@@ -243,12 +248,20 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 			req->variant = (proto_variant)i;
 			return 0;
 		}
-	char names[96], others[64] = "";
+	char names[96], others[96] = "";
 	proto_variant_list(names, sizeof(names), d, NULL, NULL);
-	for (int i = 0; i < PROTO_VARIANT_COUNT; i++)
-		if (!proto_variant_fits((proto_variant)i, req->dtype))
-			snprintf(others + strlen(others), sizeof(others) - strlen(others),
-				 " (%s is f16 only)", variant_names[i]);
+	/* those that do not fit: " (coopmat is f16 only; coopmat_khr, coopmat_nv2
+	 * are f16 and bf16 only)" */
+	const char *sep = " (";
+	if (!proto_variant_fits(PROTO_VARIANT_COOPMAT, req->dtype)) {
+		snprintf(others, sizeof(others), " (coopmat is f16 only");
+		sep = "; ";
+	}
+	if (!proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR, req->dtype))
+		snprintf(others + strlen(others), sizeof(others) - strlen(others),
+			 "%scoopmat_khr, coopmat_nv2 are f16 and bf16 only", sep);
+	if (others[0])
+		snprintf(others + strlen(others), sizeof(others) - strlen(others), ")");
 	req->variant_unknown = true;
 	return proto_fail(err, PROTO_BAD_REQUEST,
 			  "linear_backward: key 'variant' = '%s' is not one of %s for dtype %s%s",

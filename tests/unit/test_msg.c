@@ -1186,6 +1186,7 @@ static void v_variant_tiled(msgpack_packer *pk) { pk_s(pk, "tiled"); }
 static void v_variant_coopmat(msgpack_packer *pk) { pk_s(pk, "coopmat"); }
 static void v_variant_raw(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "t\xffiled\n", 7); }
 static void v_f16(msgpack_packer *pk) { pk_s(pk, "f16"); }
+static void v_bf16(msgpack_packer *pk) { pk_s(pk, "bf16"); }
 
 /* An unknown variant names every variant of the request's dtype (the
  * daemon adds which its device cannot run); one name per variant. */
@@ -1199,13 +1200,20 @@ static void test_lb_variant(void **state)
 	f_set(&fs, "variant", v_variant_fast);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
-			    "auto, generic, tiled, tiled128, splitk for dtype f32 (coopmat is f16 only)");
+			    "auto, generic, tiled, tiled128, splitk for dtype f32 (coopmat is f16 only; "
+			    "coopmat_khr, coopmat_nv2 are f16 and bf16 only)");
 	assert_true(req.variant_unknown);
 	assert_int_equal(req.dtype, PROTO_F32);
 	f_set(&fs, "dtype", v_f16);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
-			    "auto, generic, tiled, tiled128, splitk, coopmat for dtype f16");
+			    "auto, generic, tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2 for "
+			    "dtype f16");
+	f_set(&fs, "dtype", v_bf16);
+	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
+	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
+			    "auto, generic, tiled, tiled128, splitk, coopmat_khr, coopmat_nv2 for dtype "
+			    "bf16 (coopmat is f16 only)");
 	assert_true(req.variant_unknown);
 	/* echoed escaped */
 	f_set(&fs, "variant", v_variant_raw);
@@ -1229,11 +1237,13 @@ static void test_lb_variant(void **state)
 	/* the list, filtered */
 	char buf[96];
 	assert_int_equal(proto_variant_list(buf, sizeof(buf), -1, NULL, NULL), PROTO_VARIANT_COUNT);
-	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, coopmat");
-	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_BF16, NULL, NULL), 5);
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2");
+	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_BF16, NULL, NULL), 7);
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, coopmat_khr, coopmat_nv2");
+	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_F32, NULL, NULL), 5);
 	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk");
 	for (int v = 0; v < PROTO_VARIANT_COUNT; v++)
-		assert_true(strstr("auto, generic, tiled, tiled128, splitk, coopmat",
+		assert_true(strstr("auto, generic, tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2",
 				   proto_variant_name((proto_variant)v)) != NULL);
 }
 
