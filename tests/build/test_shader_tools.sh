@@ -66,7 +66,7 @@ fi
 reg=$("$off/vkgradd" --list-kernels 2>/dev/null)
 in_f16=$(echo "$reg" | grep -c '^linear_coopmat_khr_gemm coopmat_khr f16 ')
 in_bf16=$(echo "$reg" | grep -c '^linear_coopmat_khr_gemm coopmat_khr bf16 ')
-plain=$(echo "$reg" | grep -c '^linear_tiled_gemm tiled64 bf16 ')
+plain=$(echo "$reg" | grep -c '^linear_tiled_gemm [a-z0-9]* bf16 ')
 left=$(grep -c '^left out: shaders/linear_coopmat_khr_gemm.comp' "$tmp/offline.log")
 want_left=$((2 - sys_cm - (sys_cm && sys_bf ? 1 : 0)))
 if [ "$in_f16" = "$sys_cm" ] && [ "$in_bf16" = "$((sys_cm && sys_bf ? 1 : 0))" ] && [ "$plain" = 1 ] &&
