@@ -393,8 +393,9 @@ class TestErrors(Case):
 
     def test_bad_request(self):
         self.expect("bad_request", lambda: self.c.call("linear_backward", dtype="f32"), "batch")
+        # a dtype that is not a string is malformed (an unknown string is unsupported)
         self.expect("bad_request", lambda: self.c.call(
-            "linear_backward", dtype="f64", batch=1, **{"in": 1}, out=1, x=[1, 0], dy=[1, 0],
+            "linear_backward", dtype=64, batch=1, **{"in": 1}, out=1, x=[1, 0], dy=[1, 0],
             dw=[1, 64]), "dtype")
         self.assertServes()
 
@@ -407,6 +408,9 @@ class TestErrors(Case):
         self.expect("unsupported", lambda: self.c.linear_backward(x, x, variant="coopmat"),
                     "coopmat")
         self.expect("unsupported", lambda: self.c.call("hello", version=2), "version")
+        self.expect("unsupported", lambda: self.c.call(
+            "linear_backward", dtype="f64", batch=1, **{"in": 1}, out=1, x=[1, 0], dy=[1, 0],
+            dw=[1, 64]), "f64")
         self.assertServes()
 
     def test_bad_region(self):
