@@ -261,7 +261,7 @@ static void submit_slot(engine *e, uint32_t si)
 	}
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		e->devlocal_jobs += s->jobs[i]->devlocal;
-		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK;
+		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;
 	}
 	record_batch(e, si);
 	s->value = ++e->next_value;

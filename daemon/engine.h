@@ -42,6 +42,7 @@ struct job {
 	/* placement, set when the job joins a batch (engine.c take_jobs) */
 	variant_plan plan;      /* kernels; split-K only with its partials in scratch */
 	uint64_t splitk_off;    /* the partials' offset in the slot's scratch */
+	uint64_t splitk_dx_off; /* dX's partials' offset, when plan.input is split-K */
 	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
 	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
 	uint32_t ts_index;      /* its two timestamp queries, when devlocal */

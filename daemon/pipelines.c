@@ -24,7 +24,7 @@ static const struct {
 	uint32_t push_bytes;
 } kern_desc[KERN_COUNT] = {
 	[KERN_PARAM] = {"linear_parameter_backward", "generic", 4, 10 * 4},
-	[KERN_INPUT] = {"linear_input_backward", "generic", 3, 9 * 4},
+	[KERN_INPUT] = {"linear_input_backward", "generic", 3, 10 * 4},
 	[KERN_TILED] = {"linear_tiled_gemm", "tiled", 4, 12 * 4},
 	[KERN_SPLITK] = {"linear_splitk_gemm", "splitk", 4, 12 * 4},
 	[KERN_REDUCE] = {"linear_splitk_reduce", "splitk", 2, 7 * 4},

@@ -28,15 +28,64 @@ void placement_init(engine *e)
 			 (unsigned long long)e->devlocal_min[PROTO_F16], (unsigned long long)e->scratch_cap);
 }
 
-/* Without scratch: the job reads the client's memory, dW by the tiled
- * kernel instead of split-K. */
-void placement_drop(job *j)
+static void drop_param_splitk(job *j)
 {
-	j->devlocal = false;
 	if (j->plan.param == KERN_SPLITK) {
 		j->plan.param = KERN_TILED;
 		j->plan.slices = 1;
 	}
+}
+
+static void drop_input_splitk(job *j)
+{
+	if (j->plan.input == KERN_SPLITK) {
+		j->plan.input = KERN_TILED;
+		j->plan.dx_slices = 1;
+	}
+}
+
+/* Without scratch: the job reads the client's memory, dW (and dX) by the
+ * tiled kernel instead of split-K. */
+void placement_drop(job *j)
+{
+	j->devlocal = false;
+	drop_param_splitk(j);
+	drop_input_splitk(j);
+}
+
+/* The partials are one storage-buffer binding each: fewer slices when they
+ * would pass maxStorageBufferRange (a shape-only choice, so still the same
+ * bits every run); the caller gives split-K up below the plan's minimum. */
+static uint32_t fit_slices(const engine *e, uint64_t elems_per_slice, uint32_t slices)
+{
+	const uint64_t fit = e->dev->props.limits.maxStorageBufferRange / (elems_per_slice * 4);
+	return fit < slices ? (uint32_t)fit : slices;
+}
+
+/* Split-K partials of j's dW/db and dX in scratch: their bytes, the
+ * offsets relative to the job's first scratch byte set. */
+static uint64_t place_partials(const engine *e, job *j)
+{
+	uint64_t bytes = 0;
+	if (j->plan.param == KERN_SPLITK) {
+		j->plan.slices = fit_slices(e, variant_splitk_elems(&j->req, 1), j->plan.slices);
+		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
+			drop_param_splitk(j);
+	}
+	if (j->plan.input == KERN_SPLITK) {
+		j->plan.dx_slices = fit_slices(e, variant_splitk_dx_elems(&j->req, 1), j->plan.dx_slices);
+		if (j->plan.dx_slices == 0)
+			drop_input_splitk(j);
+	}
+	if (j->plan.param == KERN_SPLITK) {
+		j->splitk_off = 0;
+		bytes += scratch_round(variant_splitk_elems(&j->req, j->plan.slices) * 4);
+	}
+	if (j->plan.input == KERN_SPLITK) {
+		j->splitk_dx_off = bytes;
+		bytes += scratch_round(variant_splitk_dx_elems(&j->req, j->plan.dx_slices) * 4);
+	}
+	return bytes;
 }
 
 /* Choose j's kernels and where its tensors live, given `used` bytes of the
@@ -54,20 +103,8 @@ uint64_t placement_place(engine *e, job *j, uint64_t used)
 						  (e->pl->pipe[KERN_NV2_DW][t] && e->pl->pipe[KERN_NV2_DX][t]
 							   ? VARIANT_HAS_NV2 : 0u));
 	variant_cmk_tiling(&j->plan, &j->req, e->pl->cmk_small_below, e->pl->cmk_bm[0], e->pl->cmk_bn[0]);
-	if (j->plan.param == KERN_SPLITK) {
-		/* the partials are one storage-buffer binding: fewer slices when
-		 * they would pass maxStorageBufferRange (a shape-only choice, so
-		 * still the same bits every run), tiled when not even two fit */
-		const uint64_t per = variant_splitk_elems(&j->req, 1) * 4;
-		const uint64_t fit = e->dev->props.limits.maxStorageBufferRange / per;
-		if (fit < j->plan.slices)
-			j->plan.slices = (uint32_t)fit;
-		if (j->plan.slices < (j->req.variant == PROTO_VARIANT_SPLITK ? 1u : 2u))
-			placement_drop(j);
-	}
 	j->devlocal = false;
-	uint64_t split = j->plan.param == KERN_SPLITK
-				 ? scratch_round(variant_splitk_elems(&j->req, j->plan.slices) * 4) : 0;
+	uint64_t split = place_partials(e, j);
 	uint64_t dl = 0;
 	if (e->devlocal_min[j->req.dtype] != CONFIG_OFF && engine_job_bytes(j) >= e->devlocal_min[j->req.dtype])
 		for (int t = 0; t < PROTO_T_COUNT; t++)
@@ -83,7 +120,8 @@ uint64_t placement_place(engine *e, job *j, uint64_t used)
 		return UINT64_MAX;
 	uint64_t at = used;
 	if (split) {
-		j->splitk_off = at;
+		j->splitk_off += at;
+		j->splitk_dx_off += at;
 		at += split;
 	}
 	if (dl) {

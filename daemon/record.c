@@ -63,11 +63,14 @@ static binding bind_dummy(const rec *r, uint64_t which)
 	return b;
 }
 
-/* The job's split-K partial sums in the slot's scratch. */
-static binding bind_partials(const rec *r)
+/* The job's split-K partial sums (of dW/db, or of dX) in the slot's scratch. */
+static binding bind_partials(const rec *r, bool for_dx)
 {
-	binding b = {.info = {.buffer = r->s->scratch.buf, .offset = r->j->splitk_off,
-			      .range = variant_splitk_elems(&r->j->req, r->j->plan.slices) * 4}};
+	const job *j = r->j;
+	const uint64_t elems = for_dx ? variant_splitk_dx_elems(&j->req, j->plan.dx_slices)
+				      : variant_splitk_elems(&j->req, j->plan.slices);
+	binding b = {.info = {.buffer = r->s->scratch.buf,
+			      .offset = for_dx ? j->splitk_dx_off : j->splitk_off, .range = elems * 4}};
 	return b;
 }
 
@@ -97,6 +100,23 @@ static void barrier_all(VkCommandBuffer cb)
 	};
 	const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
 	vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* A barrier inside a job's kernels (between the pieces of a cut reduction,
+ * or split-K's two passes): everything recorded before it is ordered before
+ * everything after, so the batch's conflict tracking starts afresh. */
+static void barrier_inside(const rec *r)
+{
+	barrier_all(r->cb);
+	r->e->epoch++;
+	r->e->untracked = false;
+}
+
+/* Length of the piece of a reduction of K elements that starts at k0, in
+ * pieces of at most `step` (variant_max_k: the loop bound, variant.h). */
+static uint64_t piece_len(uint64_t K, uint64_t k0, uint64_t step)
+{
+	return K - k0 < step ? K - k0 : step;
 }
 
 /* Dispatch a gx × gy grid of workgroups, each costing wg_macs
@@ -148,11 +168,23 @@ static void record_param(const rec *r)
 	};
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_PARAM][q->dtype]);
 	push_set(r, KERN_PARAM, b, 4);
+	const uint32_t flags = (dw ? 1u : 0u) | (db ? 2u : 0u) | acc;
 	uint32_t pc[10] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
-			   b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
-			   (dw ? 1u : 0u) | (db ? 2u : 0u) | acc, 0, 0};
+			   b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off, flags, 0, 0};
 	const uint64_t gx = dw ? (q->in + 31) / 32 : 1;
-	dispatch_split(r, KERN_PARAM, pc, 10, 8, 1, 9, 1, gx, q->out, 32 * q->batch);
+	/* the batch in pieces within the loop bound: rows k0.. of X and dY,
+	 * the later pieces accumulating */
+	const uint64_t step = variant_max_k(KERN_PARAM, q->dtype);
+	for (uint64_t k0 = 0; k0 < q->batch; k0 += step) {
+		const uint64_t len = piece_len(q->batch, k0, step);
+		if (k0)
+			barrier_inside(r);
+		pc[0] = (uint32_t)len;
+		pc[3] = (uint32_t)(b[0].elem_off + k0 * q->in);
+		pc[4] = (uint32_t)(b[1].elem_off + k0 * q->out);
+		pc[7] = flags | (k0 ? 4u : 0u);
+		dispatch_split(r, KERN_PARAM, pc, 10, 8, 1, 9, 1, gx, q->out, 32 * len);
+	}
 }
 
 /* Flag 8 of the GEMM kernels: vector loads of A and B (coopmat, coopmat_khr: 8 f16/bf16,
@@ -165,6 +197,40 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
 	return 8u;
+}
+
+/* The longest reduction GEMM kernel k walks in one dispatch: variant_max_k,
+ * for linear_coopmat_khr_gemm with its pipelines' own BK (two k steps per
+ * loop iteration). */
+static uint64_t gemm_max_k(const rec *r, int k)
+{
+	if (pipelines_is_cmk(k))
+		return 2ull * r->e->pl->cmk_tile[pipelines_cmk_tiling(k)].bk * VARIANT_MAX_LOOP_TRIPS;
+	return variant_max_k(k, r->j->req.dtype);
+}
+
+/* Dispatch GEMM kernel k (tiled_gemm.glsl's push constants in pc, K in
+ * pc[2]) over a gx × gy grid of workgroups of tile_macs multiply-adds per
+ * k, the reduction cut into pieces of at most gemm_max_k: a piece's A and
+ * B start k0 further along k (A by k0·sak, B by k0·N; k0 is a multiple of
+ * 2^18, so vector loads stay aligned), its K is its length, and the pieces
+ * after the first accumulate (flag 4), after a barrier, into what the
+ * earlier ones wrote. */
+static void dispatch_gemm(const rec *r, int k, uint32_t pc[12], uint64_t gx, uint64_t gy,
+			  uint64_t tile_macs)
+{
+	const uint64_t K = pc[2], step = gemm_max_k(r, k);
+	const uint32_t a_off = pc[3], b_off = pc[4], flags = pc[9];
+	for (uint64_t k0 = 0; k0 < K; k0 += step) {
+		const uint64_t len = piece_len(K, k0, step);
+		if (k0)
+			barrier_inside(r);
+		pc[2] = (uint32_t)len;
+		pc[3] = (uint32_t)(a_off + k0 * pc[8]);
+		pc[4] = (uint32_t)(b_off + k0 * pc[1]);
+		pc[9] = flags | (k0 ? 4u : 0u);
+		dispatch_split(r, k, pc, 12, 10, 1, 11, 1, gx, gy, tile_macs * len);
+	}
 }
 
 /* The GEMM kernels for dW (+ fused db) or for dX: linear_tiled_gemm (k =
@@ -210,46 +276,48 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 		tm = CMK_NV2_BM, tn = CMK_NV2_BN;
 	if (pipelines_is_cmk(k))
 		tm = r->e->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->e->pl->cmk_bn[pipelines_cmk_tiling(k)];
-	dispatch_split(r, k, pc, 12, 10, 1, 11, 1, (n + tn - 1) / tn, (m + tm - 1) / tm,
-		       tm * tn * (uint64_t)pc[2]);
+	dispatch_gemm(r, k, pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
 }
 
-/* Split-K for dW (+ db): each slice of the batch's rows through
- * linear_splitk_gemm into the job's f32 partials in scratch, one barrier,
- * then linear_splitk_reduce adds the slices in order into dW and db. */
-static void record_splitk(const rec *r)
+/* Split-K for dW (+ db), or for dX: each slice of the reduction (dW: the
+ * batch's rows; dX: out) through linear_splitk_gemm into the job's f32
+ * partials in scratch (a slice longer than the loop bound in pieces that
+ * accumulate there), one barrier, then linear_splitk_reduce adds the slices
+ * in order into the outputs, rounding once. dX = dY·W is the same GEMM with
+ * A = dY along out (sam = out, sak = 1) and B = W. */
+static void record_splitk(const rec *r, bool for_dx)
 {
 	const proto_request *q = &r->j->req;
-	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
-	const uint32_t S = r->j->plan.slices;
-	const uint64_t L = (q->batch + S - 1) / S; /* rows per slice; S·L covers the batch */
-	const uint64_t m = q->out, n = dw ? q->in : 1, mn = q->out * q->in;
-	binding b[4] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_X), bind_partials(r),
-			bind_partials(r)};
+	const bool dw = !for_dx && q->t[PROTO_T_DW].present, db = !for_dx && q->t[PROTO_T_DB].present;
+	const uint32_t S = for_dx ? r->j->plan.dx_slices : r->j->plan.slices;
+	const uint64_t K = for_dx ? q->out : q->batch, m = for_dx ? q->batch : q->out;
+	const uint64_t n = for_dx || dw ? q->in : 1, mn = m * q->in;
+	const uint64_t L = (K + S - 1) / S; /* per slice; S·L covers K */
+	const uint32_t sam = for_dx ? (uint32_t)q->out : 1, sak = for_dx ? 1 : (uint32_t)q->out;
+	binding b[4] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, for_dx ? PROTO_T_W : PROTO_T_X),
+			bind_partials(r, for_dx), bind_partials(r, for_dx)};
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_SPLITK][q->dtype]);
 	push_set(r, KERN_SPLITK, b, 4);
 	for (uint32_t s = 0; s < S; s++) {
-		const uint64_t k0 = s * L, len = q->batch - k0 < L ? q->batch - k0 : L;
-		uint32_t pc[12] = {(uint32_t)q->out, (uint32_t)q->in, (uint32_t)len,
-				   (uint32_t)(b[0].elem_off + k0 * q->out), (uint32_t)(b[1].elem_off + k0 * q->in),
-				   (uint32_t)(s * mn), (uint32_t)(S * mn + s * q->out),
-				   1, (uint32_t)q->out, (dw ? 1u : 0u) | (db ? 2u : 0u), 0, 0};
+		const uint64_t k0 = s * L, len = piece_len(K, k0, L);
+		uint32_t pc[12] = {(uint32_t)m, (uint32_t)q->in, (uint32_t)len,
+				   (uint32_t)(b[0].elem_off + k0 * sak), (uint32_t)(b[1].elem_off + k0 * q->in),
+				   (uint32_t)(s * mn), for_dx ? 0u : (uint32_t)(S * mn + s * m), sam, sak,
+				   for_dx ? 1u : (dw ? 1u : 0u) | (db ? 2u : 0u), 0, 0};
 		pc[9] |= vec_flag(q, KERN_SPLITK, pc[3], pc[4]);
-		dispatch_split(r, KERN_SPLITK, pc, 12, 10, 1, 11, 1, (n + 63) / 64, (m + 63) / 64,
-			       4096 * len);
+		dispatch_gemm(r, KERN_SPLITK, pc, (n + 63) / 64, (m + 63) / 64, 64 * 64);
 	}
-	barrier_all(r->cb);
-	r->e->epoch++;
+	barrier_inside(r);
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_REDUCE][q->dtype]);
 	const uint32_t acc = q->accumulate ? 4u : 0u;
-	for (int t = PROTO_T_DW; t <= PROTO_T_DB; t++) {
-		if (!q->t[t].present)
+	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
+		if (!q->t[t].present || (t == PROTO_T_DX) != for_dx)
 			continue;
-		const uint64_t cnt = t == PROTO_T_DW ? mn : q->out;
-		binding rb[2] = {bind_partials(r), bind_tensor(r, t)};
+		const uint64_t cnt = t == PROTO_T_DB ? q->out : mn;
+		binding rb[2] = {bind_partials(r, for_dx), bind_tensor(r, t)};
 		push_set(r, KERN_REDUCE, rb, 2);
 		uint32_t pc[7] = {(uint32_t)cnt, S, (uint32_t)cnt,
-				  t == PROTO_T_DW ? 0u : (uint32_t)(S * mn), rb[1].elem_off, acc, 0};
+				  t == PROTO_T_DB ? (uint32_t)(S * mn) : 0u, rb[1].elem_off, acc, 0};
 		dispatch_split(r, KERN_REDUCE, pc, 7, NO_WORD, 0, 6, 256, (cnt + 255) / 256, 1,
 			       256 * (uint64_t)S);
 	}
@@ -263,10 +331,22 @@ static void record_input(const rec *r)
 			bind_tensor(r, PROTO_T_DX)};
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_INPUT][q->dtype]);
 	push_set(r, KERN_INPUT, b, 3);
-	uint32_t pc[9] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
-			  b[1].elem_off, b[2].elem_off, acc, 0, 0};
-	dispatch_split(r, KERN_INPUT, pc, 9, 7, 16, 8, 1, (q->in + 15) / 16, (q->batch + 15) / 16,
-		       256 * q->out);
+	uint32_t pc[10] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
+			   b[1].elem_off, b[2].elem_off, acc, 0, 0, (uint32_t)q->out};
+	/* the reduction over out in pieces within the loop bound: columns k0..
+	 * of dY, rows k0.. of W, the later pieces accumulating */
+	const uint64_t step = variant_max_k(KERN_INPUT, q->dtype);
+	for (uint64_t k0 = 0; k0 < q->out; k0 += step) {
+		const uint64_t len = piece_len(q->out, k0, step);
+		if (k0)
+			barrier_inside(r);
+		pc[3] = (uint32_t)(b[0].elem_off + k0);
+		pc[4] = (uint32_t)(b[1].elem_off + k0 * q->in);
+		pc[6] = acc | (k0 ? 4u : 0u);
+		pc[9] = (uint32_t)len;
+		dispatch_split(r, KERN_INPUT, pc, 10, 7, 16, 8, 1, (q->in + 15) / 16,
+			       (q->batch + 15) / 16, 256 * len);
+	}
 }
 
 /* The bytes a dispatch binds for tensor t: from the offset aligned down as
@@ -340,7 +420,9 @@ static void record_kernels(const rec *r, unsigned mask)
 {
 	const job *j = r->j;
 	if (mask == UNIT_PARAM && j->plan.param == KERN_SPLITK) {
-		record_splitk(r);
+		record_splitk(r, false);
+	} else if (mask == UNIT_INPUT && j->plan.input == KERN_SPLITK) {
+		record_splitk(r, true);
 	} else if (mask == UNIT_PARAM && (j->plan.param == KERN_TILED || j->plan.param == KERN_TILED128 ||
 					   j->plan.param == KERN_COOPMAT || pipelines_is_cmk(j->plan.param) ||
 					   pipelines_is_nv2(j->plan.param))) {

@@ -1,6 +1,7 @@
 /* daemon/variant.c — see variant.h. */
 #include "variant.h"
 
+#include "coopmat_khr.h"
 #include "pipelines.h"
 
 #include <stdbool.h>
@@ -74,9 +75,53 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d)
 	return (unsigned)v < PROTO_VARIANT_COUNT;
 }
 
+uint64_t variant_max_k(int kern, proto_dtype dt)
+{
+	uint64_t per; /* elements of the reduction per loop iteration */
+	switch (kern) {
+	case KERN_PARAM: per = 8; break; /* 8 stripes walk the batch */
+	case KERN_INPUT:
+	case KERN_TILED:
+	case KERN_SPLITK: per = 16; break;
+	case KERN_TILED128: per = dt == PROTO_F32 ? 16 : 8; break;
+	case KERN_COOPMAT: per = 32; break;
+	case KERN_NV2_DW:
+	case KERN_NV2_DX: per = CMK_NV2_BK; break;
+	case KERN_CMK_DW:
+	case KERN_CMK_DX:
+	case KERN_CMK_DW_S:
+	case KERN_CMK_DX_S: per = 2 * VARIANT_CMK_MIN_BK; break; /* two k steps per trip */
+	default: per = 1; break;
+	}
+	return per * VARIANT_MAX_LOOP_TRIPS;
+}
+
+/* f16/bf16: a reduction longer than its kernel walks in one dispatch would
+ * be cut into pieces that each round the running sum to 16 bits (record.c);
+ * split-K's f32 partials round each output once instead (variant.h). */
+static void keep_one_rounding(const proto_request *q, variant_plan *p)
+{
+	const uint64_t per_slice = variant_max_k(KERN_SPLITK, q->dtype);
+	if (q->dtype == PROTO_F32)
+		return;
+	if (p->param == KERN_SPLITK) {
+		/* without split-K it would run tiled (placement.c): cut there */
+		if (q->batch > variant_max_k(KERN_TILED, q->dtype))
+			p->min_slices = 1;
+	} else if (p->param >= 0 && q->batch > variant_max_k(p->param, q->dtype)) {
+		p->param = KERN_SPLITK;
+		p->slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->batch, per_slice));
+		p->min_slices = 1;
+	}
+	if (p->input >= 0 && q->out > variant_max_k(p->input, q->dtype)) {
+		p->input = KERN_SPLITK;
+		p->dx_slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->out, per_slice));
+	}
+}
+
 variant_plan variant_choose(const proto_request *q, unsigned caps)
 {
-	variant_plan p = {-1, -1, 1};
+	variant_plan p = {.param = -1, .input = -1, .slices = 1, .min_slices = 2, .dx_slices = 1};
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
 	const bool force_cm = q->variant == PROTO_VARIANT_COOPMAT && (caps & VARIANT_HAS_COOPMAT);
 	const bool force_cmk = q->variant == PROTO_VARIANT_COOPMAT_KHR && (caps & VARIANT_HAS_CMK);
@@ -95,6 +140,7 @@ variant_plan variant_choose(const proto_request *q, unsigned caps)
 			p.param = KERN_SPLITK;
 			uint64_t s = q->batch / 16;
 			p.slices = (uint32_t)(s < 1 ? 1 : s > SPLITK_MAX ? SPLITK_MAX : s);
+			p.min_slices = 1;
 		} else if (q->variant == PROTO_VARIANT_TILED128) {
 			p.param = dw ? KERN_TILED128 : KERN_PARAM;
 		} else {
@@ -119,6 +165,7 @@ variant_plan variant_choose(const proto_request *q, unsigned caps)
 		else
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
+	keep_one_rounding(q, &p);
 	return p;
 }
 
@@ -136,9 +183,13 @@ void variant_widen(variant_plan *p, const proto_request *q)
 {
 	if (q->variant != PROTO_VARIANT_AUTO)
 		return;
-	if (p->param == KERN_TILED && q->t[PROTO_T_DW].present && wide_enough(q->out, q->in, q->batch))
+	/* f16/bf16: not where the 128 tile (8 rows per iteration) would cut a
+	 * reduction the 64 tile walks in one dispatch (a rounding per piece) */
+	const uint64_t kmax = q->dtype == PROTO_F32 ? UINT64_MAX : variant_max_k(KERN_TILED128, q->dtype);
+	if (p->param == KERN_TILED && q->t[PROTO_T_DW].present && wide_enough(q->out, q->in, q->batch) &&
+	    q->batch <= kmax)
 		p->param = KERN_TILED128;
-	if (p->input == KERN_TILED && wide_enough(q->batch, q->in, q->out))
+	if (p->input == KERN_TILED && wide_enough(q->batch, q->in, q->out) && q->out <= kmax)
 		p->input = KERN_TILED128;
 }
 
@@ -154,4 +205,9 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices)
 {
 	return (uint64_t)slices * (q->out * q->in + q->out);
+}
+
+uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices)
+{
+	return (uint64_t)slices * q->batch * q->in;
 }

@@ -42,6 +42,29 @@
  * within one storage-buffer binding; a job whose partials do not fit gets
  * fewer slices, or runs tiled (placement.c).
  *
+ * Loop bound: no kernel's loop runs more than VARIANT_MAX_LOOP_TRIPS
+ * iterations in one dispatch, on any device. llvmpipe (lavapipe) ends a
+ * shader invocation's loops after 65,535 iterations in all (one counter
+ * per invocation, shared by every loop in it) without an error, so a longer
+ * reduction silently dropped terms (issue 13). record.c cuts a reduction
+ * longer than variant_max_k() of its kernel into pieces, one dispatch (per
+ * grid piece) each, the pieces after the first accumulating into what the
+ * earlier ones wrote, after a barrier:
+ *   - f32: the pieces accumulate in the f32 output itself, one f32 rounding
+ *     per piece (at most 4 pieces for max_dim 2^20): well within 1e-4.
+ *   - f16/bf16: accumulating in the 16-bit output would round the running
+ *     sum once per piece, so such a job goes split-K instead (dW/db, and dX:
+ *     the same GEMM kernel over out with A = dY, B = W), with
+ *     ceil(K / variant_max_k(split-K)) slices, whatever the forced family:
+ *     f32 partials (long slices cut into pieces accumulating in f32 there)
+ *     and the output rounded once. Only when scratch cannot hold those
+ *     partials (placement.c: past the cap or one binding, or the
+ *     allocation failed) does it run cut in place, rounded once per piece
+ *     (at most 4 pieces at max_dim 2^20 for the 8-row kernels, 2 for the
+ *     others), an error of up to that many half-ulps of the partial sums.
+ *   Auto never widens a 16-bit tiled GEMM to the 128 tile (8 rows per
+ *   iteration) where that would cut a reduction the 64 tile does in one.
+ *
  * Measured on the H200 (kernel µs of a full backward, f32, tensors in
  * device memory, `vkgrad bench --kernels`, 2026-12-02, after the GEMM
  * epilogues stopped indexing their accumulators by a rolled loop counter):
@@ -67,6 +90,12 @@ typedef struct variant_plan {
 	int param;       /* KERN_* computing dW and/or db, or -1 */
 	int input;       /* KERN_* computing dX, or -1 */
 	uint32_t slices; /* split-K slices when param is KERN_SPLITK, else 1 */
+	uint32_t min_slices; /* placement may lower `slices` down to this (its
+			      * partials must fit) before it gives split-K up:
+			      * 2 when auto chose split-K for speed, 1 when forced
+			      * or taken for one rounding of a 16-bit output */
+	uint32_t dx_slices;  /* split-K slices when input is KERN_SPLITK (16-bit
+			      * dX over an out too long for one dispatch), else 1 */
 } variant_plan;
 
 typedef struct pipelines pipelines;
@@ -75,6 +104,22 @@ typedef struct pipelines pipelines;
  * served, and for coopmat, coopmat_khr, coopmat_nv2 and tiled128 their
  * pipelines built) */
 bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
+
+/* Iterations of any kernel's loops in one dispatch, on every device (see
+ * "Loop bound" above); well under llvmpipe's 65,535, leaving room for the
+ * kernels' short fixed loops (the seed kernel's 3-step tree). */
+#define VARIANT_MAX_LOOP_TRIPS 32768u
+
+/* The longest reduction (elements of k) kernel `kern` walks in one dispatch
+ * within VARIANT_MAX_LOOP_TRIPS: VARIANT_MAX_LOOP_TRIPS times the elements
+ * its loop takes per iteration (seed dW: 8 stripes; dX, tiled, split-K: 16;
+ * tiled128: 16 for f32, 8 for f16/bf16; coopmat, coopmat_nv2: 32;
+ * coopmat_khr: two k steps of BK, at least VARIANT_CMK_MIN_BK, per
+ * iteration — record.c cuts by its pipelines' actual BK, 32 by default). A
+ * kernel missing from variant.c's list counts as one element per
+ * iteration. */
+#define VARIANT_CMK_MIN_BK 16u
+uint64_t variant_max_k(int kern, proto_dtype dt);
 
 /* What the device runs for q's dtype, as bits of `caps`:
  * VARIANT_HAS_COOPMAT linear_coopmat_gemm, VARIANT_HAS_CMK
@@ -92,6 +137,8 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
 			uint32_t bn);
 
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices);
+/* The same for q's dX (split over out) with `slices` slices. */
+uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices);
 
 /* For a job whose tensors are in device memory (the device-local path),
  * when the variant is auto: a GEMM by linear_tiled_gemm becomes

@@ -5,7 +5,10 @@
 // dX = dY·W for Y = X·Wᵀ + b: a 16×16 output tile per workgroup (rows are
 // batch rows, columns input features), the reduction over out walked in
 // 16-wide steps through shared-memory tiles of dY and W (17 columns of
-// padding against bank conflicts).
+// padding against bank conflicts). One dispatch walks k_len of the out
+// positions (the daemon cuts a longer reduction into pieces within its
+// loop bound, daemon/variant.h, offsetting dy_off and w_off to the piece's
+// first position; the later pieces accumulate).
 
 #include "dtype.glsl"
 
@@ -25,6 +28,7 @@ layout(push_constant) uniform Params {
 	uint flags;   // 4: accumulate
 	uint b_base;  // first batch row of this dispatch (chunking)
 	uint c_base;  // first column tile of this dispatch (chunking)
+	uint k_len;   // out positions this dispatch sums (n_out stays dY's row stride)
 } pc;
 
 shared float tdy[16][17]; // [row][k]
@@ -37,12 +41,12 @@ void main()
 	const uint i = (pc.c_base + gl_WorkGroupID.x) * 16u + lx;
 	const uint b = pc.b_base + gl_WorkGroupID.y * 16u + ly;
 	float sum = 0.0;
-	for (uint k0 = 0u; k0 < pc.n_out; k0 += 16u) {
+	for (uint k0 = 0u; k0 < pc.k_len; k0 += 16u) {
 		// tdy[ly][lx] = dY[b_tile+ly, k0+lx]; tw[ly][lx] = W[k0+ly, i]
 		const uint kb = k0 + lx;
-		tdy[ly][lx] = (b < pc.batch && kb < pc.n_out) ? LOAD(dy[pc.dy_off + b * pc.n_out + kb]) : 0.0;
+		tdy[ly][lx] = (b < pc.batch && kb < pc.k_len) ? LOAD(dy[pc.dy_off + b * pc.n_out + kb]) : 0.0;
 		const uint kw = k0 + ly;
-		tw[ly][lx] = (kw < pc.n_out && i < pc.n_in) ? LOAD(w[pc.w_off + kw * pc.n_in + i]) : 0.0;
+		tw[ly][lx] = (kw < pc.k_len && i < pc.n_in) ? LOAD(w[pc.w_off + kw * pc.n_in + i]) : 0.0;
 		barrier();
 		for (uint k = 0u; k < 16u; k++)
 			sum += tdy[ly][k] * tw[k][lx];

@@ -343,6 +343,75 @@ static void test_widen_large_gemms(void **state)
 	assert_int_equal(p.input, KERN_COOPMAT);
 }
 
+/* The loop bound (issue 13): how much of a reduction each kernel walks in
+ * one dispatch, and f16/bf16 reductions longer than that going through
+ * split-K's f32 partials (one rounding), whatever the family. */
+static void test_long_16bit_reductions_go_split_k(void **state)
+{
+	(void)state;
+	assert_int_equal(VARIANT_MAX_LOOP_TRIPS, 32768);
+	assert_int_equal(variant_max_k(KERN_PARAM, PROTO_F32), 8 * 32768);
+	assert_int_equal(variant_max_k(KERN_INPUT, PROTO_BF16), 16 * 32768);
+	assert_int_equal(variant_max_k(KERN_TILED, PROTO_F16), 16 * 32768);
+	assert_int_equal(variant_max_k(KERN_SPLITK, PROTO_F32), 16 * 32768);
+	assert_int_equal(variant_max_k(KERN_TILED128, PROTO_F32), 16 * 32768);
+	assert_int_equal(variant_max_k(KERN_TILED128, PROTO_BF16), 8 * 32768);
+	assert_int_equal(variant_max_k(KERN_COOPMAT, PROTO_F16), 32 * 32768);
+	assert_int_equal(variant_max_k(KERN_REDUCE, PROTO_F32), 32768); /* not a reduction over k: 1 per trip */
+	/* f32 keeps the family (record.c cuts it into accumulating pieces) */
+	proto_request q = job(1048560, 1, 1, true, true, false, PROTO_VARIANT_GENERIC);
+	variant_plan p = variant_choose(&q, false);
+	assert_int_equal(p.param, KERN_PARAM);
+	/* bf16: the seed kernel walks 2^18 rows in one dispatch; one more goes split-K */
+	q.dtype = PROTO_BF16;
+	q.batch = 8 * 32768;
+	assert_int_equal(variant_choose(&q, false).param, KERN_PARAM);
+	q.batch++;
+	p = variant_choose(&q, false);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 1);
+	assert_int_equal(p.min_slices, 1);
+	q.batch = 1048560;
+	p = variant_choose(&q, false);
+	assert_int_equal(p.param, KERN_SPLITK);
+	assert_int_equal(p.slices, 2); /* 2^19 rows per slice */
+	/* db alone too */
+	q = job(1048560, 1, 1, false, true, false, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F16;
+	assert_int_equal(variant_choose(&q, false).param, KERN_SPLITK);
+	/* dX over a long out: split-K over out */
+	q = job(1, 1, 1048560, false, false, true, PROTO_VARIANT_TILED128);
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, false);
+	assert_int_equal(p.input, KERN_SPLITK);
+	assert_int_equal(p.dx_slices, 2);
+	assert_int_equal(variant_splitk_dx_elems(&q, 2), 2);
+	q.dtype = PROTO_F32;
+	assert_int_equal(variant_choose(&q, false).input, KERN_TILED128);
+	q = job(4, 3, 16 * 32768, false, false, true, PROTO_VARIANT_GENERIC);
+	q.dtype = PROTO_F16;
+	assert_int_equal(variant_choose(&q, false).input, KERN_INPUT);
+	q.out++;
+	assert_int_equal(variant_choose(&q, false).input, KERN_SPLITK);
+	/* split-K that auto chose for speed may not give up below 2 slices
+	 * unless the tiled kernel it would fall back to had to cut (16-bit) */
+	q = job(1u << 20, 64, 8, true, true, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q, false).min_slices, 2);
+	q.dtype = PROTO_BF16;
+	assert_int_equal(variant_choose(&q, false).min_slices, 1);
+	/* the device-local path does not widen a 16-bit GEMM to the 128 tile
+	 * (8 rows per iteration) where that would cut its reduction */
+	q = job(300000, 8192, 8192, true, false, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, false);
+	variant_widen(&p, &q);
+	assert_int_equal(p.param, KERN_TILED);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, false);
+	variant_widen(&p, &q);
+	assert_int_equal(p.param, KERN_TILED128);
+}
+
 static void test_variant_names_round_trip(void **state)
 {
 	(void)state;
@@ -364,6 +433,7 @@ int main(void)
 		cmocka_unit_test(test_coopmat_khr_first),
 		cmocka_unit_test(test_coopmat_khr_tiling),
 		cmocka_unit_test(test_widen_large_gemms),
+		cmocka_unit_test(test_long_16bit_reductions_go_split_k),
 		cmocka_unit_test(test_variant_names_round_trip),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
