@@ -50,6 +50,7 @@ void config_defaults(config *c)
 	c->devlocal_min_bytes = CONFIG_AUTO;
 	c->scratch_max_bytes = CONFIG_AUTO;
 	c->dispatch_max_macs = 1ull << 36;
+	c->client_batch_macs = CONFIG_AUTO;
 }
 
 void config_region_budget(const config *c, uint64_t host_ram, uint64_t heap, uint64_t *total,
@@ -110,6 +111,11 @@ static void usage(const config *d)
 	       "                         of device memory over the slots, at most 8 GiB)\n"
 	       "  --dispatch-max-macs N  multiply-adds per dispatch; larger kernels are cut\n"
 	       "                         into several (default %" PRIu64 ")\n"
+	       "  --client-batch-macs N|auto  multiply-adds one connection may add to a batch\n"
+	       "                         and have in flight, so others' jobs wait about one\n"
+	       "                         batch (its next job always runs once nothing of it\n"
+	       "                         is in flight; default auto: %llu on a GPU,\n"
+	       "                         %llu on a CPU device)\n"
 	       "  --help, --version\n"
 	       "  --list-kernels         the kernels built into this daemon (name, variant,\n"
 	       "                         dtype, status), whether or not a device runs them\n"
@@ -128,7 +134,8 @@ static void usage(const config *d)
 	       d->limits.max_regions, d->limits.max_region_bytes,
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, d->inflight_batches, d->max_outbound_bytes,
-	       CONFIG_DEVLOCAL_AUTO_DOC, d->dispatch_max_macs);
+	       CONFIG_DEVLOCAL_AUTO_DOC, d->dispatch_max_macs, CONFIG_CLIENT_MACS_AUTO_GPU,
+	       CONFIG_CLIENT_MACS_AUTO_CPU);
 }
 
 /* Where the setting being parsed came from: "" for the command line, else
@@ -202,7 +209,7 @@ static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list,
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_RBYTES_UID, O_CLIENT_MACS, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -231,6 +238,7 @@ static const struct option opts[] = {
 	{"scratch-max-bytes", required_argument, 0, O_SCRATCH},
 	{"dispatch-max-macs", required_argument, 0, O_DISPATCH},
 	{"max-region-bytes-per-uid", required_argument, 0, O_RBYTES_UID},
+	{"client-batch-macs", required_argument, 0, O_CLIENT_MACS},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
@@ -331,6 +339,13 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_DISPATCH:
 		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->dispatch_max_macs = v; break;
+	case O_CLIENT_MACS:
+		if (!strcmp(arg, "auto")) {
+			c->client_batch_macs = CONFIG_AUTO;
+			break;
+		}
+		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		c->client_batch_macs = v; break;
 	case O_ALLOW_UID:
 		if (!src->uid_seen)
 			c->n_allow_uid = 0;

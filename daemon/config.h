@@ -17,6 +17,11 @@
 #define CONFIG_DEVLOCAL_AUTO_DOC "on a GPU 64 MiB for f32 jobs, 4 MiB for f16/bf16;\n" \
 	"                         off on a CPU device, whose device memory is host memory" /* ids per --allow-uid / --allow-gid list */
 
+/* what --client-batch-macs auto means: about 5 ms of f32 GEMM on the H200
+ * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */
+#define CONFIG_CLIENT_MACS_AUTO_GPU (1ull << 36)
+#define CONFIG_CLIENT_MACS_AUTO_CPU (1ull << 27)
+
 typedef struct config {
 	char socket_path[108];
 	char cache_dir[512];
@@ -44,6 +49,9 @@ typedef struct config {
 	uint64_t devlocal_min_bytes;
 	uint64_t scratch_max_bytes;  /* per submission slot; CONFIG_AUTO: scratch.h */
 	uint64_t dispatch_max_macs;  /* multiply-adds per dispatch (driver timeouts) */
+	/* fairness in time (engine.h): multiply-adds one connection may add to
+	 * a batch and have in flight; CONFIG_AUTO: by device type (below) */
+	uint64_t client_batch_macs;
 	/* peer checks (peer.h): both empty = everyone the socket lets in */
 	uint32_t allow_uid[CONFIG_MAX_ALLOW], allow_gid[CONFIG_MAX_ALLOW];
 	unsigned n_allow_uid, n_allow_gid;

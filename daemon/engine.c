@@ -110,6 +110,17 @@ static void finish_slot(engine *e, engine_slot *s)
 	}
 	if (!s->failed && e->dev->timestamps && s->njobs)
 		metrics_observe(&e->metrics, METRICS_BATCH_GPU, gpu_us);
+	/* the jobs leave their lanes' in-flight work before any answer (an
+	 * answer may close a connection, and so its lane) */
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		job *j = s->jobs[i];
+		engine_lane *l = j->lane;
+		l->inflight_macs -= engine_job_macs(j);
+		l->running--;
+		j->lane = NULL;
+		if (l->closed && l->running == 0)
+			free(l);
+	}
 	/* regions used by this batch: one decrement each (marked when submitted) */
 	for (uint32_t i = 0; i < s->njobs; i++)
 		for (int t = 0; t < PROTO_T_COUNT; t++) {
@@ -202,14 +213,17 @@ static void async_cb(uv_async_t *h)
 	engine_pump(e);
 }
 
-/* May j join a batch now? A staged region mirrors the client's memory for
- * one batch at a time, so a job using one that is in flight waits. */
-static bool can_take(const job *j)
+/* May lane l's next job join a batch now? A staged region mirrors the
+ * client's memory for one batch at a time, so a job using one that is in
+ * flight waits; and the lane's in-flight work stays within client_macs
+ * unless nothing of it is in flight (engine_lane). */
+static bool can_take(const engine *e, const engine_lane *l)
 {
+	const job *j = l->head;
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (j->reg[t] && j->reg[t]->staged && j->reg[t]->inflight)
 			return false;
-	return true;
+	return l->running == 0 || l->inflight_macs + engine_job_macs(j) <= e->client_macs;
 }
 
 static uint64_t take_jobs(engine *e, engine_slot *s);
@@ -352,7 +366,6 @@ static job *lane_pop(engine *e, engine_lane *l)
 	l->n--;
 	e->queued--;
 	j->next = NULL;
-	j->lane = NULL;
 	return j;
 }
 
@@ -372,7 +385,7 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 	for (uint32_t k = 0; k < lanes && !full; k++) {
 		engine_lane *l = e->active_head;
 		uint32_t took = 0;
-		while (l->head && took < cap && can_take(l->head)) {
+		while (l->head && took < cap && can_take(e, l)) {
 			uint64_t jb = engine_job_bytes(l->head);
 			if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
 				full = true;
@@ -385,6 +398,8 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 			}
 			used += sb;
 			bytes += jb;
+			l->inflight_macs += engine_job_macs(l->head);
+			l->running++;
 			s->jobs[s->njobs++] = lane_pop(e, l);
 			took++;
 		}
@@ -398,7 +413,7 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 static bool has_takeable(const engine *e)
 {
 	for (const engine_lane *l = e->active_head; l; l = l->next)
-		if (can_take(l->head))
+		if (can_take(e, l))
 			return true;
 	return false;
 }
@@ -440,7 +455,10 @@ void engine_lane_close(engine *e, engine_lane *l)
 		e->done(j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
 		job_free(j);
 	}
-	free(l);
+	if (l->running) /* finish_slot frees it after the last one */
+		l->closed = true;
+	else
+		free(l);
 }
 
 void engine_enqueue(engine *e, engine_lane *l, job *j)
@@ -657,6 +675,13 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	e->nslots = cfg->inflight_batches;
 	parse_faults(e);
 	placement_init(e);
+	e->client_macs = cfg->client_batch_macs;
+	if (e->client_macs == CONFIG_AUTO)
+		e->client_macs = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? CONFIG_CLIENT_MACS_AUTO_CPU
+										  : CONFIG_CLIENT_MACS_AUTO_GPU;
+	log_info("fairness: one client adds at most %llu multiply-adds to a batch and has at most "
+		 "that much in flight (its next job always runs once none is)",
+		 (unsigned long long)e->client_macs);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	e->slots = calloc(e->nslots, sizeof(*e->slots));

@@ -32,7 +32,7 @@ typedef struct engine_lane engine_lane;
 
 struct job {
 	job *next;
-	engine_lane *lane;      /* while queued */
+	engine_lane *lane;      /* its connection's lane, queued and running */
 	void *owner;            /* the connection; opaque here */
 	proto_request req;
 	region *reg[PROTO_T_COUNT]; /* one reference per present tensor */
@@ -57,11 +57,21 @@ typedef void (*engine_done_fn)(job *j, proto_code code, const char *msg, uint64_
 
 /* One connection's queue. Batches take jobs from the active lanes
  * round-robin, at most batch_per_client per lane per round, so a client
- * with thousands of queued jobs cannot hold back another client's one. */
+ * with thousands of queued jobs cannot hold back another client's one.
+ * Fairness in time too: a lane's jobs in batches not yet finished (the one
+ * being formed included) add up to at most client_macs multiply-adds
+ * (engine_job_macs), except that its next job always goes once none of its
+ * jobs is in flight. A client queueing large jobs thus has about one
+ * batch's worth on the GPU at a time and leaves the other submission slots
+ * to everyone else: another client's small job waits for about one batch,
+ * not for both slots full of large ones. */
 struct engine_lane {
 	job *head, *tail;
 	uint32_t n;
 	engine_lane *prev, *next; /* active list, while non-empty */
+	uint64_t inflight_macs;   /* of its jobs taken into batches not yet finished */
+	uint32_t running;         /* those jobs */
+	bool closed;              /* its connection is gone: freed when running is 0 */
 };
 
 typedef struct engine_slot {
@@ -127,6 +137,7 @@ typedef struct engine {
 	 * jobs with at least devlocal_min tensor bytes (UINT64_MAX: never) are
 	 * copied to device memory when their pieces fit scratch_cap per slot */
 	uint64_t devlocal_min[PROTO_DTYPE_COUNT], scratch_cap;
+	uint64_t client_macs;      /* a lane's in-flight bound (engine_lane), resolved */
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
@@ -143,7 +154,8 @@ void engine_destroy(engine *e);
 
 engine_lane *engine_lane_open(engine *e);
 /* Answers every job still queued on the lane (`internal`, the connection is
- * gone) and frees it. Jobs already submitted finish normally. */
+ * gone) and frees it (once its jobs already submitted, which finish
+ * normally, are done). */
 void engine_lane_close(engine *e, engine_lane *l);
 /* Takes ownership of j (and its region references). */
 void engine_enqueue(engine *e, engine_lane *l, job *j);
@@ -170,6 +182,16 @@ static inline uint64_t engine_job_bytes(const job *j)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		b += j->bytes[t];
 	return b;
+}
+
+/* The multiply-adds a job costs, estimated: batch·in·out for dW and for dX
+ * each, batch·out for db. What fairness in time counts (engine_lane). */
+static inline uint64_t engine_job_macs(const job *j)
+{
+	const proto_request *q = &j->req;
+	const uint64_t bio = q->batch * q->in * q->out;
+	return (q->t[PROTO_T_DW].present ? bio : 0) + (q->t[PROTO_T_DX].present ? bio : 0) +
+	       (q->t[PROTO_T_DB].present ? q->batch * q->out : 0);
 }
 
 /* Is tensor slot t an output (dw, db, dx)? */

@@ -9,6 +9,8 @@
  *    batch; results equal running them one after another;
  *  - a flooding client and a single-job client: the single job is answered
  *    while the flood is still queued;
+ *  - fairness in time: a client queueing large jobs, another's tiny job
+ *    answered after at most a few of them (about one batch);
  *  - cache file truncated, garbage, from another device, or the cache
  *    directory unusable: the daemon starts, logs it, and serves;
  *  - warm start hits the cache where the driver keeps pipeline binaries
@@ -251,6 +253,105 @@ static void test_single_job_is_not_held_back_by_a_flood(void **state)
 	vkg_close(flood);
 }
 
+/* Issue 13, fault 7: fairness in time, not just in job counts. Client A
+ * queues LARGE jobs of 2^26 multiply-adds each (512x512x256 dW, ~0.1-0.3 s
+ * each on lavapipe); once they are all in the daemon, client B sends one
+ * tiny job. B's reply must come before A has had more than LARGE_AHEAD of
+ * its jobs answered: the engine bounds the work one client has in a batch
+ * and in flight, so B's job waits for about one batch of A's, not for
+ * whole batches of batch_per_client (32) large jobs in both submission
+ * slots (before the bound: 34 of A's jobs answered first). A count of
+ * replies, not a time. */
+static void test_tiny_job_waits_about_one_batch_of_large_jobs(void **state)
+{
+	(void)state;
+	enum { LARGE = 48, LARGE_AHEAD = 6 };
+	const uint64_t B = 512, I = 512, O = 256;
+	vkg_error err;
+	vkg_client *a = vkg_connect(g_main.sock, &err);
+	vkg_client *b = vkg_connect(g_main.sock, &err);
+	assert_non_null(a);
+	assert_non_null(b);
+	const size_t in_f = B * I + B * O, dw_f = O * I;
+	const size_t abytes = (in_f + LARGE * dw_f) * sizeof(float);
+	uint64_t areg;
+	float *am = vkg_region_create(a, abytes, &areg, &err);
+	assert_non_null(am);
+	for (size_t i = 0; i < in_f; i++)
+		am[i] = (float)((i * 7) % 17) * 0.0625f - 0.5f;
+	jobcase jc;
+	jobcase_init(&jc, 8, 16, 4, JC_ALL, false);
+	uint64_t breg;
+	void *bmap = vkg_region_create(b, jc.size[0], &breg, &err);
+	assert_non_null(bmap);
+	assert_int_equal(jobcase_fill(&jc, &bmap, 13), 0);
+
+	proto_stats st0, st;
+	assert_int_equal(rawsock_stats(g_main.sock, &st0), 0);
+	uint64_t h[LARGE];
+	bool done[LARGE] = {false};
+	for (int i = 0; i < LARGE; i++) {
+		vkg_job j = vkg_job_init();
+		j.batch = B, j.in = I, j.out = O;
+		j.x = (vkg_tensor){areg, 0};
+		j.dy = (vkg_tensor){areg, B * I * 4};
+		j.dw = (vkg_tensor){areg, (in_f + (size_t)i * dw_f) * 4};
+		assert_int_equal(vkg_submit(a, &j, &h[i], &err), 0);
+	}
+	/* every one of A's jobs has reached the engine (queued, running or done) */
+	for (int tries = 0;; tries++) {
+		assert_int_equal(rawsock_stats(g_main.sock, &st), 0);
+		if (st.jobs_queued + st.jobs_running + st.jobs_done - st0.jobs_done >= LARGE)
+			break;
+		if (tries > 6000)
+			fail_msg("A's %d jobs did not all reach the daemon within 60 s", LARGE);
+		usleep(10000);
+	}
+	vkg_job bj = jobcase_job(&jc, &breg);
+	vkg_result r;
+	if (vkg_linear_backward(b, &bj, &r, &err) != 0)
+		fail_msg("B's job: %s: %s", err.code, err.message);
+	/* A's replies that have arrived by now */
+	unsigned ahead = 0;
+	for (;;) {
+		uint64_t hd;
+		vkg_result ar;
+		int rc = vkg_poll_any(a, &hd, &ar, &err);
+		if (rc == -EAGAIN || rc == -ENOENT)
+			break;
+		if (rc != 0)
+			fail_msg("A's job: %s: %s", err.code, err.message);
+		for (int i = 0; i < LARGE; i++)
+			if (h[i] == hd)
+				done[i] = true;
+		ahead++;
+	}
+	printf("B's tiny job answered after %u of A's %d large jobs (bound %d); B waited %llu us "
+	       "in the queue\n", ahead, LARGE, LARGE_AHEAD, (unsigned long long)r.queued_us);
+	char why[256];
+	if (jobcase_check(&jc, &bmap, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("B's job: %s", why);
+	/* A's jobs all finish, each correct */
+	double *g = calloc(dw_f, sizeof(double));
+	assert_non_null(g);
+	vkg_ref_linear_backward(B, I, O, am, am + B * I, NULL, g, NULL, NULL);
+	for (int i = 0; i < LARGE; i++) {
+		vkg_result ar;
+		if (!done[i] && vkg_wait(a, h[i], 600000, &ar, &err) != 0)
+			fail_msg("A's job %d: %s: %s", i, err.code, err.message);
+		double e = vkg_ref_max_rel_err(am + in_f + (size_t)i * dw_f, g, NULL, dw_f);
+		if (e > JC_TOL_F32)
+			fail_msg("A's job %d: max_rel_err %.3g", i, e);
+	}
+	free(g);
+	jobcase_free(&jc);
+	vkg_close(a);
+	vkg_close(b);
+	if (ahead > LARGE_AHEAD)
+		fail_msg("B's tiny job waited for %u of A's large jobs (at most %d expected: about "
+			 "one batch)", ahead, LARGE_AHEAD);
+}
+
 /* ---- pipeline cache ------------------------------------------------------------------ */
 
 /* The cache file in dir (the daemon names it by device and driver). */
@@ -413,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_small_jobs_share_batches),
 		cmocka_unit_test(test_dependent_jobs_in_one_batch_stay_ordered),
 		cmocka_unit_test(test_single_job_is_not_held_back_by_a_flood),
+		cmocka_unit_test(test_tiny_job_waits_about_one_batch_of_large_jobs),
 		cmocka_unit_test(test_cache_bad_files_are_ignored),
 		cmocka_unit_test(test_warm_start_hits_the_cache),
 	};
