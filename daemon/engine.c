@@ -89,6 +89,19 @@ static void job_free(job *j)
 	free(j);
 }
 
+/* Job j, taken into a batch, leaves its lane's in-flight work (engine_lane):
+ * its batch finished, or it left the batch unrecorded. Frees a closed lane
+ * with nothing left running. */
+static void lane_release(job *j)
+{
+	engine_lane *l = j->lane;
+	l->inflight_macs -= engine_job_macs(j);
+	l->running--;
+	j->lane = NULL;
+	if (l->closed && l->running == 0)
+		free(l);
+}
+
 static void finish_slot(engine *e, engine_slot *s)
 {
 	uint64_t gpu_us = 0;
@@ -112,15 +125,8 @@ static void finish_slot(engine *e, engine_slot *s)
 		metrics_observe(&e->metrics, METRICS_BATCH_GPU, gpu_us);
 	/* the jobs leave their lanes' in-flight work before any answer (an
 	 * answer may close a connection, and so its lane) */
-	for (uint32_t i = 0; i < s->njobs; i++) {
-		job *j = s->jobs[i];
-		engine_lane *l = j->lane;
-		l->inflight_macs -= engine_job_macs(j);
-		l->running--;
-		j->lane = NULL;
-		if (l->closed && l->running == 0)
-			free(l);
-	}
+	for (uint32_t i = 0; i < s->njobs; i++)
+		lane_release(s->jobs[i]);
 	/* regions used by this batch: one decrement each (marked when submitted) */
 	for (uint32_t i = 0; i < s->njobs; i++)
 		for (int t = 0; t < PROTO_T_COUNT; t++) {
@@ -251,6 +257,7 @@ static void stage_in(engine *e, engine_slot *s)
 			continue;
 		}
 		e->jobs_failed++;
+		lane_release(j);
 		e->done(j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
 		job_free(j);
 	}
