@@ -23,7 +23,8 @@
  * picks among the same kernels; split-K's dX is the tiled kernel), bf16 the
  * two families whose 16-bit loops take 8 rows per iteration (generic dW,
  * tiled128) and whose long reductions therefore go through split-K's f32
- * partials, and f16 the tensor-core kernel where the device has one. On
+ * partials, and f16/bf16 the tensor-core kernels (coopmat, coopmat_khr,
+ * coopmat_nv2) where the device has them. On
  * today's main (before the loop bound) generic and tiled128 came back
  * wrong: f32 dw = 131070 and 1048544 for 1048560.
  *
@@ -65,6 +66,10 @@ static const lcase cases[] = {
 	{"generic", NULL, PROTO_BF16, true, true},
 	{"tiled128", "linear_tiled128_gemm", PROTO_BF16, true, true},
 	{"coopmat", "linear_coopmat_gemm", PROTO_F16, true, true},
+	{"coopmat_khr", "linear_coopmat_khr_gemm", PROTO_F16, true, true},
+	{"coopmat_khr", "linear_coopmat_khr_gemm", PROTO_BF16, true, true},
+	{"coopmat_nv2", "linear_coopmat_nv2_gemm", PROTO_F16, true, true},
+	{"coopmat_nv2", "linear_coopmat_nv2_gemm", PROTO_BF16, true, true},
 };
 
 static bool offered(const char *kernel, const char *dtype)
