@@ -114,9 +114,14 @@ PY_TESTS  := tests/python/test_python tests/python/test_pytorch
 # offline build without them into $(BUILD)/offline)
 BUILD_TESTS := tests/build/test_shader_tools.sh
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o
+# Unit tests link the daemon's objects and, of tests/common, only what does
+# no I/O (growth.c); they learn the shader sources and dtypes the registry is
+# built from (test_kernel_registry counts against them).
+UNIT_COMMON := $(call obj,tests/common/growth.c)
+UNIT_DEFS   := '-DVKG_TEST_SHADER_DIR="$(CURDIR)/shaders"' '-DVKG_TEST_DTYPES="$(DTYPES)"'
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+	$(CC) $(ALL_CFLAGS) $(UNIT_DEFS) -Idaemon -Itests/common -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
 $(BUILD)/tests/test_%: tests/integration/test_%.c $(TEST_COMMON) $(BUILD)/libvkgrad.a
 	@mkdir -p $(@D)
