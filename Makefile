@@ -4,6 +4,7 @@
 #   make test    deps + build + unit and integration tests
 #   make test-asan  the test suite under AddressSanitizer + UBSan
 #   make test-valgrind  test_errors + test_lifecycle, every daemon under memcheck
+#   make soak    one daemon, mixed clients for SOAK_SECONDS (600): growth verdict
 #   make bench   deps + build + `vkgrad bench --compare` (daemon vs in-process)
 #   make bench-kernels  deps + build + `vkgrad bench --kernels` (GPU time, TFLOP/s,
 #                GB/s and max error per shape, dtype and kernel variant)
@@ -34,7 +35,7 @@ SPV_INC    := $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(call spv_of,$(s),$(
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all deps demo bench bench-kernels test test-unit test-integration test-asan test-valgrind clean
+.PHONY: all deps demo bench bench-kernels test test-unit test-integration test-asan test-valgrind soak clean
 all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a \
 	$(BUILD)/libvkgradd-core.a
 
@@ -127,7 +128,13 @@ $(BUILD)/tests/test_%: tests/integration/test_%.c $(TEST_COMMON) $(BUILD)/libvkg
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/common -o $@ $< $(TEST_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
-test-build: all $(UNIT_BIN) $(INTEG_BIN)
+# The soak (make soak): built with the tests so that it keeps compiling.
+SOAK_SRC := $(wildcard tests/soak/*.c)
+$(BUILD)/tests/soak: $(SOAK_SRC) tests/soak/soak.h $(TEST_COMMON) $(BUILD)/libvkgrad.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Itests/common -Itests/soak -o $@ $(SOAK_SRC) $(TEST_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+
+test-build: all $(UNIT_BIN) $(INTEG_BIN) $(BUILD)/tests/soak
 
 test:
 	@./scripts/deps.sh
@@ -158,6 +165,15 @@ test-valgrind:
 	@BUILD=$(BUILD) TEST_TIMEOUT=1800 VKGRAD_TEST_DAEMON_WRAPPER="$(VALGRIND_CMD)" \
 		VKGRAD_TEST_VALIDATION=0 VKGRAD_KEEP_DRIVERS=libvulkan_lvp.so \
 		./tests/run.sh $(VALGRIND_TESTS)
+
+# One daemon, mixed clients for SOAK_SECONDS (default 600), its memory and
+# descriptors sampled every second, a verdict on their growth (tests/soak/soak.h).
+# Not in CI.
+SOAK_SECONDS ?= 600
+soak:
+	@./scripts/deps.sh
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/soak
+	@BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/tests/soak
 
 demo:
 	@./scripts/deps.sh
