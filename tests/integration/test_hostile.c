@@ -635,7 +635,8 @@ static void test_close_while_reply_is_written(void **state)
 /* A child registers a region, sends 100 jobs and a ping (its reply proves
  * the daemon read them all) and is killed with SIGKILL while they are
  * queued and running. Others keep being served, correctly; the region and
- * every job go (stats), the descriptors and memory come back (teardown). */
+ * every job go (stats), the daemon settles (teardown); that its descriptors
+ * and memory do not grow, test_no_growth_over_repeated_cycles checks. */
 static void test_sigkill_client_with_100_jobs(void **state)
 {
 	(void)state;
