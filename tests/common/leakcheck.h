@@ -13,9 +13,6 @@
  * Nothing compares with a baseline taken once, so a cold driver cache that
  * compiles during the first cycles costs only memory that stays flat after.
  *
- * For a test group the group's own first pass is a warm-up as well, so
- * one more unsampled cycle is enough.
- *
  * Bounds per cycle: LEAKCHECK_KB_PER_CYCLE KiB (the work of one cycle must
  * be chosen so that a leak worth finding exceeds it: repeat small
  * operations inside a cycle), LEAKCHECK_FDS_PER_CYCLE descriptors (one
@@ -46,7 +43,7 @@
 #define LEAKCHECK_FDS_PER_CYCLE 0.5
 
 typedef struct leakcheck_opts {
-	unsigned warmup;        /* unsampled cycles first (0: 1) */
+	unsigned warmup;        /* unsampled cycles first (0: 1; a fresh daemon: 2) */
 	unsigned cycles;        /* sampled cycles (0: 5; at least GROWTH_MIN_SAMPLES) */
 	double kb_per_cycle;    /* memory bound (0: LEAKCHECK_KB_PER_CYCLE) */
 	double fds_per_cycle;   /* descriptor bound (0: LEAKCHECK_FDS_PER_CYCLE) */
