@@ -52,6 +52,23 @@ static bool stopping(const soak_shared *sh)
 	return atomic_load(&sh->stop) != 0;
 }
 
+/* Between two operations: when the driver asks for a quiet point, close
+ * the connection held across operations (*c, may be NULL), say so, and
+ * wait until it is over. */
+static void pause_point(soak_shared *sh, vkg_client **c)
+{
+	if (!atomic_load(&sh->pause))
+		return;
+	if (c && *c) {
+		vkg_close(*c);
+		*c = NULL;
+	}
+	atomic_fetch_add(&sh->paused, 1);
+	while (atomic_load(&sh->pause) && !stopping(sh))
+		deadline_sleep_ms(5);
+	atomic_fetch_sub(&sh->paused, 1);
+}
+
 /* xorshift64: the clients' choices. */
 static uint64_t rnd(uint64_t *s)
 {
@@ -67,6 +84,7 @@ static void run_small(soak_shared *sh, soak_slot *sl, uint64_t seed)
 {
 	vkg_client *c = NULL;
 	while (!stopping(sh)) {
+		pause_point(sh, &c);
 		vkg_error err;
 		if (!c && !(c = vkg_connect(sh->sock, &err))) {
 			soak_tally(sl, err.code);
@@ -99,6 +117,7 @@ static void run_large(soak_shared *sh, soak_slot *sl, uint64_t seed)
 	enum { N = 6 };
 	vkg_client *c = NULL;
 	while (!stopping(sh)) {
+		pause_point(sh, &c);
 		vkg_error err;
 		if (!c && !(c = vkg_connect(sh->sock, &err))) {
 			soak_tally(sl, err.code);
@@ -185,8 +204,10 @@ static void run_churn(soak_shared *sh, soak_slot *sl, uint64_t seed)
 		soak_fail(sl, "memfd: %s", strerror(-fd));
 		return;
 	}
-	while (!stopping(sh))
+	while (!stopping(sh)) {
+		pause_point(sh, NULL);
 		churn_once(sh, sl, &jc, fd, map, rnd(&seed));
+	}
 	close(fd);
 	munmap(map, jc.size[0]);
 	jobcase_free(&jc);
@@ -267,6 +288,7 @@ static void hostile_once(soak_shared *sh, soak_slot *sl, uint64_t r)
 static void run_hostile(soak_shared *sh, soak_slot *sl, uint64_t seed)
 {
 	while (!stopping(sh)) {
+		pause_point(sh, NULL);
 		hostile_once(sh, sl, rnd(&seed));
 		deadline_sleep_ms(10);
 	}
@@ -304,6 +326,7 @@ static void victim(const char *sock, int ready)
 static void run_killer(soak_shared *sh, soak_slot *sl, uint64_t seed)
 {
 	while (!stopping(sh)) {
+		pause_point(sh, NULL);
 		uint64_t r = rnd(&seed);
 		int p[2];
 		if (pipe(p) != 0) {

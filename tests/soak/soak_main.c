@@ -1,6 +1,7 @@
 /* tests/soak/soak_main.c — the soak's driver: start one daemon, fork the
- * clients, sample the daemon every second until the time is up, stop the
- * clients, let the daemon settle, stop it, report (soak.h). */
+ * clients, sample the daemon every second and at quiet points until the
+ * time is up, stop the clients, let the daemon settle, stop it, report
+ * (soak.h). */
 #include "soak.h"
 
 #include <signal.h>
@@ -54,40 +55,69 @@ static void print_progress(const soak_shared *sh, const soak_sample *s)
 	fflush(stdout);
 }
 
-/* Sample every second until `seconds` passed or the daemon died; returns
- * the number of samples (false in *alive when the daemon died). */
-static unsigned sample_run(daemon_proc *d, const soak_shared *sh, soak_sample *s, unsigned max,
-			   double seconds, bool *alive)
+/* A quiet point: every client paused (holding nothing), the daemon settled,
+ * then sampled; the clients go on. Returns false when that failed. */
+static bool quiet_point(daemon_proc *d, soak_shared *sh, double t, soak_sample *out)
+{
+	atomic_store(&sh->pause, 1);
+	const int64_t until = deadline_now_ms() + 120000;
+	bool ok = true;
+	while (ok && atomic_load(&sh->paused) < (int)sh->nslots) {
+		ok = deadline_now_ms() < until;
+		deadline_sleep_ms(5);
+	}
+	if (!ok)
+		fprintf(stderr, "soak: the clients did not pause within 120 s\n");
+	leakcheck_sample ls;
+	ok = ok && leakcheck_settle(d, 60000) == 0 && leakcheck_sample_daemon(d, &ls) == 0;
+	if (ok)
+		*out = (soak_sample){.t = t, .rss_kb = daemon_proc_rss_kb(d), .owned_kb = ls.kb,
+				     .fds = ls.fds, .ops = total_ops(sh)};
+	atomic_store(&sh->pause, 0);
+	return ok;
+}
+
+/* Sample every second, with a quiet point every ser->quiet_every seconds,
+ * until `seconds` passed, the daemon died or did not settle. Returns
+ * false in those last two cases. */
+static bool sample_run(daemon_proc *d, soak_shared *sh, soak_series *ser, unsigned max,
+		       double seconds)
 {
 	const int64_t t0 = deadline_now_ms();
-	unsigned n = 0;
-	*alive = true;
-	for (unsigned k = 1; n < max; k++) {
-		int64_t next = t0 + (int64_t)k * 1000;
-		int64_t wait = next - deadline_now_ms();
+	double next_quiet = ser->quiet_every;
+	for (unsigned k = 1; ser->nbusy < max; k++) {
+		int64_t wait = t0 + (int64_t)k * 1000 - deadline_now_ms();
 		if (wait > 0)
 			deadline_sleep_ms((unsigned)wait); /* the sampling period */
 		int st;
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			fprintf(stderr, "soak: the daemon died (wait status 0x%x)\n", st);
 			d->pid = 0;
-			*alive = false;
-			break;
+			return false;
 		}
-		soak_sample *x = &s[n];
+		soak_sample *x = &ser->busy[ser->nbusy];
 		x->t = (double)(deadline_now_ms() - t0) / 1000.0;
 		x->rss_kb = daemon_proc_rss_kb(d);
 		x->owned_kb = daemon_proc_owned_kb(d);
 		x->fds = daemon_proc_fd_count(d);
 		x->ops = total_ops(sh);
 		if (x->rss_kb >= 0 && x->owned_kb >= 0 && x->fds >= 0)
-			n++;
+			ser->nbusy++;
 		if (k % 10 == 0)
 			print_progress(sh, x);
 		if (x->t >= seconds)
 			break;
+		if (x->t >= next_quiet && ser->nquiet < max) {
+			soak_sample *q = &ser->quiet[ser->nquiet];
+			if (!quiet_point(d, sh, x->t, q))
+				return false;
+			ser->nquiet++;
+			printf("soak: t=%4.0f s  quiet point: owned %7ld KiB  fds %3d\n", q->t,
+			       q->owned_kb, q->fds);
+			next_quiet += ser->quiet_every;
+		}
 	}
-	return n;
+	return true;
 }
 
 /* Tell the clients to stop and reap them (SIGKILL after 120 s). */
@@ -158,20 +188,19 @@ int main(void)
 		}
 	}
 	const unsigned max = (unsigned)seconds + 16;
-	soak_sample *s = calloc(max, sizeof(*s));
-	bool alive = s != NULL;
-	unsigned n = s ? sample_run(&d, sh, s, max, seconds, &alive) : 0;
+	soak_series ser = {.busy = calloc(max, sizeof(soak_sample)),
+			   .quiet = calloc(max, sizeof(soak_sample))};
+	double qe = (seconds - warm) / 9;
+	ser.quiet_every = qe < 5 ? 5 : qe > 30 ? 30 : qe;
+	bool alive = ser.busy && ser.quiet && sample_run(&d, sh, &ser, max, seconds);
 	stop_clients(sh, pids, NMIX);
-	leakcheck_sample fin = {-1, -1};
-	bool served = alive && leakcheck_settle(&d, 60000) == 0 &&
-		      leakcheck_sample_daemon(&d, &fin) == 0 && rawsock_daemon_serves(d.sock);
-	if (alive) {
-		if (daemon_proc_stop(&d) != 0)
-			served = false;
-	}
-	bool pass = soak_report(sh, s, n, seconds, warm, served, fin.kb, fin.fds);
+	bool served = alive && leakcheck_settle(&d, 60000) == 0 && rawsock_daemon_serves(d.sock);
+	if (d.pid > 0 && daemon_proc_stop(&d) != 0)
+		served = false;
+	bool pass = soak_report(sh, &ser, seconds, warm, served);
 	if (!pass && d.dir[0])
 		fprintf(stderr, "soak: the daemon's directory is kept: %s\n", d.dir);
-	free(s);
+	free(ser.busy);
+	free(ser.quiet);
 	return pass ? 0 : 1;
 }

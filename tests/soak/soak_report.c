@@ -55,53 +55,70 @@ static unsigned long report_clients(const soak_shared *sh, double seconds)
 	return bad;
 }
 
-/* The floor (smallest sample) of each window of `win` samples from
- * s[from..n): owned KiB and descriptors. Returns the number of windows. */
-static unsigned floors(const soak_sample *s, unsigned from, unsigned n, unsigned win,
-		       double *kb, double *fds, unsigned max)
+static void print_series(const char *what, const soak_sample *q, unsigned n, bool kb)
 {
-	unsigned w = 0;
-	for (unsigned a = from; a + win <= n && w < max; a += win, w++) {
-		kb[w] = (double)s[a].owned_kb;
-		fds[w] = s[a].fds;
-		for (unsigned i = a + 1; i < a + win; i++) {
-			if (s[i].owned_kb < kb[w])
-				kb[w] = (double)s[i].owned_kb;
-			if (s[i].fds < fds[w])
-				fds[w] = s[i].fds;
-		}
-	}
-	return w;
-}
-
-static void print_series(const char *what, const double *y, unsigned n)
-{
-	printf("    %s floor per window:", what);
+	printf("    %s at each quiet point:", what);
 	for (unsigned i = 0; i < n; i++)
-		printf(" %.0f", y[i]);
+		printf(" %ld", kb ? q[i].owned_kb : (long)q[i].fds);
 	printf("\n");
 }
 
-/* Growth of the floors after the warm-up; true when flat. */
-static bool report_growth(const soak_sample *s, unsigned n, double warmup)
+/* The busy samples: first, last, largest, and the least-squares slope of
+ * owned memory after the warm-up (shown, not judged: the work in flight
+ * swings it). */
+static void report_busy(const soak_series *ser, double warmup)
+{
+	const soak_sample *s = ser->busy;
+	unsigned n = ser->nbusy;
+	if (!n)
+		return;
+	long rss_max = 0, owned_max = 0;
+	int fds_max = 0;
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, m = 0;
+	for (unsigned i = 0; i < n; i++) {
+		rss_max = s[i].rss_kb > rss_max ? s[i].rss_kb : rss_max;
+		owned_max = s[i].owned_kb > owned_max ? s[i].owned_kb : owned_max;
+		fds_max = s[i].fds > fds_max ? s[i].fds : fds_max;
+		if (s[i].t < warmup)
+			continue;
+		m++;
+		sx += s[i].t;
+		sy += (double)s[i].owned_kb;
+		sxx += s[i].t * s[i].t;
+		sxy += s[i].t * (double)s[i].owned_kb;
+	}
+	double lsq = m > 2 ? (m * sxy - sx * sy) / (m * sxx - sx * sx) * 60.0 : 0;
+	printf("  daemon, %u samples while busy (1/s): VmRSS %ld -> %ld KiB (max %ld), owned %ld "
+	       "-> %ld KiB (max %ld; after the warm-up %+.0f KiB/min by least squares), "
+	       "descriptors %d -> %d (max %d)\n",
+	       n, s[0].rss_kb, s[n - 1].rss_kb, rss_max, s[0].owned_kb, s[n - 1].owned_kb, owned_max,
+	       lsq, s[0].fds, s[n - 1].fds, fds_max);
+}
+
+/* Growth across the quiet points after the warm-up; true when flat. */
+static bool report_growth(const soak_series *ser, double warmup)
 {
 	unsigned from = 0;
-	while (from < n && s[from].t < warmup)
+	while (from < ser->nquiet && ser->quiet[from].t < warmup)
 		from++;
-	unsigned span = n - from;
-	unsigned win = span / 8 < 1 ? 1 : span / 8 > 10 ? 10 : span / 8;
+	const soak_sample *q = ser->quiet + from;
+	unsigned n = ser->nquiet - from;
 	static double kb[GROWTH_MAX_SAMPLES], fds[GROWTH_MAX_SAMPLES];
-	unsigned w = floors(s, from, n, win, kb, fds, GROWTH_MAX_SAMPLES);
+	for (unsigned i = 0; i < n && i < GROWTH_MAX_SAMPLES; i++) {
+		kb[i] = (double)q[i].owned_kb;
+		fds[i] = q[i].fds;
+	}
 	growth_fit fk, ff;
-	if (growth_fit_series(kb, w, &fk) != 0 || growth_fit_series(fds, w, &ff) != 0) {
-		printf("  growth: only %u windows after the warm-up: cannot judge (FAIL)\n", w);
+	if (growth_fit_series(kb, n, &fk) != 0 || growth_fit_series(fds, n, &ff) != 0) {
+		printf("  growth: %u quiet points after the warm-up: too few to judge (FAIL)\n", n);
 		return false;
 	}
-	const double per_min = 60.0 / win;
+	const double per_min = 60.0 / ser->quiet_every;
 	bool gk = growth_grows(&fk, SOAK_KB_PER_MIN / per_min);
 	bool gf = growth_grows(&ff, SOAK_FDS_PER_MIN / per_min);
-	printf("  after the warm-up (%.0f s): %u windows of %u s; the floor of each window:\n",
-	       warmup, w, win);
+	printf("  quiet points after the warm-up (%.0f s): %u, one every %.0f s (clients paused, "
+	       "daemon settled; its stats connection counted):\n",
+	       warmup, n, ser->quiet_every);
 	printf("    owned memory: %.0f -> %.0f KiB, median step %+.0f KiB/min, halves %+.0f KiB/min, "
 	       "least squares %+.0f KiB/min (bound %.0f KiB/min): %s\n",
 	       fk.first, fk.last, fk.step * per_min, fk.halves * per_min, fk.lsq * per_min,
@@ -110,36 +127,21 @@ static bool report_growth(const soak_sample *s, unsigned n, double warmup)
 	       "least squares %+.2f/min (bound %.1f/min): %s\n",
 	       ff.first, ff.last, ff.step * per_min, ff.halves * per_min, ff.lsq * per_min,
 	       SOAK_FDS_PER_MIN, gf ? "GROWS" : "flat");
-	print_series("owned KiB", kb, w);
-	print_series("descriptors", fds, w);
+	print_series("owned KiB", q, n, true);
+	print_series("descriptors", q, n, false);
 	return !gk && !gf;
 }
 
-bool soak_report(const soak_shared *sh, const soak_sample *s, unsigned n, double seconds,
-		 double warmup, bool served, long final_owned_kb, int final_fds)
+bool soak_report(const soak_shared *sh, const soak_series *ser, double seconds, double warmup,
+		 bool served)
 {
 	printf("\n==== soak summary: %.0f s, %u clients\n", seconds, sh->nslots);
 	unsigned long bad = report_clients(sh, seconds);
-	long rss_max = 0, owned_max = 0;
-	int fds_max = 0;
-	for (unsigned i = 0; i < n; i++) {
-		rss_max = s[i].rss_kb > rss_max ? s[i].rss_kb : rss_max;
-		owned_max = s[i].owned_kb > owned_max ? s[i].owned_kb : owned_max;
-		fds_max = s[i].fds > fds_max ? s[i].fds : fds_max;
-	}
-	if (n) {
-		printf("  daemon, %u samples (1/s): VmRSS %ld -> %ld KiB (max %ld), owned %ld -> %ld "
-		       "KiB (max %ld), descriptors %d -> %d (max %d)\n",
-		       n, s[0].rss_kb, s[n - 1].rss_kb, rss_max, s[0].owned_kb, s[n - 1].owned_kb,
-		       owned_max, s[0].fds, s[n - 1].fds, fds_max);
-		printf("  daemon idle after the clients stopped: owned %ld KiB, %d descriptors "
-		       "(stats connection included)\n",
-		       final_owned_kb, final_fds);
-	}
-	bool flat = n > 0 && report_growth(s, n, warmup);
+	report_busy(ser, warmup);
+	bool flat = report_growth(ser, warmup);
 	printf("  daemon %s\n", served ? "served to the end, settled, stopped cleanly (exit 0, no "
 					 "validation error)"
-				       : "did NOT serve to the end or stop cleanly");
+				       : "did NOT serve to the end, settle, or stop cleanly");
 	bool pass = served && flat && bad == 0;
 	printf("  unexpected events: %lu\nverdict: %s\n", bad, pass ? "PASS" : "FAIL");
 	return pass;
