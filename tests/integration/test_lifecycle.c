@@ -186,7 +186,7 @@ static void test_half_closed_client_gets_every_reply(void **state)
 {
 	(void)state;
 	enum { N = 24 };
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 	rawsock s;
 	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
 	jobcase jc;
@@ -235,7 +235,7 @@ static void test_half_closed_client_gets_every_reply(void **state)
 	munmap(map, jc.size[0]);
 	jobcase_free(&jc);
 	assert_true(rawsock_daemon_serves(g_d.sock));
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 }
 
 /* The same while the daemon cannot write: a client sends 3000 pings
@@ -246,7 +246,7 @@ static void test_half_closed_client_with_replies_backed_up(void **state)
 {
 	(void)state;
 	enum { N = 3000 };
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 	rawsock s;
 	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
 	msgpack_sbuffer sb;
@@ -277,7 +277,7 @@ static void test_half_closed_client_with_replies_backed_up(void **state)
 		fail_msg("the daemon closed the half-closed connection after %u of %d replies", got, N);
 	rawsock_close(&s);
 	assert_true(rawsock_daemon_serves(g_d.sock));
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 }
 
 /* ---- a client killed with jobs in flight -------------------------------------------- */
