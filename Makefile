@@ -4,6 +4,7 @@
 #   make test    deps + build + unit and integration tests
 #   make test-asan  the test suite under AddressSanitizer + UBSan
 #   make test-valgrind  test_errors + test_lifecycle, every daemon under memcheck
+#   make soak    one daemon, mixed clients for SOAK_SECONDS (600): growth verdict
 #   make bench   deps + build + `vkgrad bench --compare` (daemon vs in-process)
 #   make bench-kernels  deps + build + `vkgrad bench --kernels` (GPU time, TFLOP/s,
 #                GB/s and max error per shape, dtype and kernel variant)
@@ -34,7 +35,7 @@ SPV_INC    := $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(call spv_of,$(s),$(
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all deps demo bench bench-kernels test test-unit test-integration test-asan test-valgrind clean
+.PHONY: all deps demo bench bench-kernels test test-unit test-integration test-asan test-valgrind soak clean
 all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a \
 	$(BUILD)/libvkgradd-core.a
 
@@ -114,15 +115,26 @@ PY_TESTS  := tests/python/test_python tests/python/test_pytorch
 # offline build without them into $(BUILD)/offline)
 BUILD_TESTS := tests/build/test_shader_tools.sh
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o
+# Unit tests link the daemon's objects and, of tests/common, only what does
+# no I/O (growth.c); they learn the shader sources and dtypes the registry is
+# built from (test_kernel_registry counts against them).
+UNIT_COMMON := $(call obj,tests/common/growth.c)
+UNIT_DEFS   := '-DVKG_TEST_SHADER_DIR="$(CURDIR)/shaders"' '-DVKG_TEST_DTYPES="$(DTYPES)"'
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+	$(CC) $(ALL_CFLAGS) $(UNIT_DEFS) -Idaemon -Itests/common -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
 $(BUILD)/tests/test_%: tests/integration/test_%.c $(TEST_COMMON) $(BUILD)/libvkgrad.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/common -o $@ $< $(TEST_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
-test-build: all $(UNIT_BIN) $(INTEG_BIN)
+# The soak (make soak): built with the tests so that it keeps compiling.
+SOAK_SRC := $(wildcard tests/soak/*.c)
+$(BUILD)/tests/soak: $(SOAK_SRC) tests/soak/soak.h $(TEST_COMMON) $(BUILD)/libvkgrad.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Itests/common -Itests/soak -o $@ $(SOAK_SRC) $(TEST_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+
+test-build: all $(UNIT_BIN) $(INTEG_BIN) $(BUILD)/tests/soak
 
 test:
 	@./scripts/deps.sh
@@ -153,6 +165,15 @@ test-valgrind:
 	@BUILD=$(BUILD) TEST_TIMEOUT=1800 VKGRAD_TEST_DAEMON_WRAPPER="$(VALGRIND_CMD)" \
 		VKGRAD_TEST_VALIDATION=0 VKGRAD_KEEP_DRIVERS=libvulkan_lvp.so \
 		./tests/run.sh $(VALGRIND_TESTS)
+
+# One daemon, mixed clients for SOAK_SECONDS (default 600), its memory and
+# descriptors sampled every second, a verdict on their growth (tests/soak/soak.h).
+# Not in CI.
+SOAK_SECONDS ?= 600
+soak:
+	@./scripts/deps.sh
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/soak
+	@BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/tests/soak
 
 demo:
 	@./scripts/deps.sh

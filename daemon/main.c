@@ -37,6 +37,7 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	log_init(cfg.log_level);
+	keep_drivers(); /* before --list-devices too: it loads the drivers */
 	if (cfg.list_devices) {
 		char lerr[256];
 		if (device_list(stdout, lerr, sizeof(lerr)) != 0) {
@@ -48,7 +49,6 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	log_notice("vkgradd %s starting", VKG_VERSION);
 
-	keep_drivers();
 	const char *v = getenv("VKGRAD_VALIDATION");
 	bool validation = v && strcmp(v, "1") == 0;
 	service_status("opening the GPU");

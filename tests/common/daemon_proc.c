@@ -1,6 +1,7 @@
 /* tests/common/daemon_proc.c — see daemon_proc.h. */
 #include "daemon_proc.h"
 
+#include "deadline.h"
 #include "rawsock.h"
 
 #include <dirent.h>
@@ -31,12 +32,6 @@ bool daemon_proc_slow(void)
 	return w && *w;
 }
 
-/* Timeouts for the daemon's start and stop: longer under a wrapper. */
-static int scaled(int ms)
-{
-	return daemon_proc_slow() ? 10 * ms : ms;
-}
-
 const char *daemon_proc_binary(void)
 {
 	static char path[PATH_MAX];
@@ -45,18 +40,6 @@ const char *daemon_proc_binary(void)
 	return path;
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int daemon_proc_init(daemon_proc *d)
 {
@@ -162,7 +145,7 @@ int daemon_proc_start(daemon_proc *d, const char *const *args, const char *const
 	if (pid == 0)
 		exec_daemon(argv, d->log, env);
 	d->pid = pid;
-	const int64_t deadline = now_ms() + scaled(START_TIMEOUT_MS);
+	const int64_t deadline = deadline_now_ms() + deadline_scaled_ms(START_TIMEOUT_MS);
 	for (;;) {
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
@@ -173,14 +156,14 @@ int daemon_proc_start(daemon_proc *d, const char *const *args, const char *const
 		}
 		if (can_connect(d->sock))
 			return 0;
-		if (now_ms() > deadline) {
+		if (deadline_now_ms() > deadline) {
 			fprintf(stderr, "daemon_proc: %s not accepting after %d s\n", d->sock,
-				scaled(START_TIMEOUT_MS) / 1000);
+				deadline_scaled_ms(START_TIMEOUT_MS) / 1000);
 			daemon_proc_print_log_tail(d, 30);
 			daemon_proc_kill(d);
 			return -1;
 		}
-		sleep_ms(10);
+		deadline_sleep_ms(10);
 	}
 }
 
@@ -188,7 +171,7 @@ int daemon_proc_wait(daemon_proc *d, int timeout_ms)
 {
 	if (d->pid <= 0)
 		return -1;
-	const int64_t deadline = now_ms() + timeout_ms;
+	const int64_t deadline = deadline_now_ms() + timeout_ms;
 	for (;;) {
 		int st;
 		pid_t p = waitpid(d->pid, &st, WNOHANG);
@@ -200,9 +183,9 @@ int daemon_proc_wait(daemon_proc *d, int timeout_ms)
 			d->pid = 0;
 			return -1;
 		}
-		if (now_ms() > deadline)
+		if (deadline_now_ms() > deadline)
 			return -1;
-		sleep_ms(5);
+		deadline_sleep_ms(5);
 	}
 }
 
@@ -283,10 +266,10 @@ int daemon_proc_stop(daemon_proc *d)
 		bad = true;
 	}
 	kill(d->pid, SIGTERM);
-	int ws = daemon_proc_wait(d, scaled(STOP_TIMEOUT_MS));
+	int ws = daemon_proc_wait(d, deadline_scaled_ms(STOP_TIMEOUT_MS));
 	if (ws == -1) {
 		fprintf(stderr, "daemon_proc: no exit %d s after SIGTERM; killing it\n",
-			scaled(STOP_TIMEOUT_MS) / 1000);
+			deadline_scaled_ms(STOP_TIMEOUT_MS) / 1000);
 		daemon_proc_kill(d);
 		return stop_fail(d);
 	}
@@ -443,30 +426,36 @@ int daemon_proc_fd_count(const daemon_proc *d)
 	return n;
 }
 
-long daemon_proc_rss_kb(const daemon_proc *d)
+/* The value of "field: N kB" in /proc/PID/status, or -1. */
+static long status_kb(pid_t pid, const char *field)
 {
 	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return -1;
+	size_t len = strlen(field);
 	long kb = -1;
 	while (kb < 0 && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) != 1)
+		if (strncmp(line, field, len) != 0 || line[len] != ':' ||
+		    sscanf(line + len + 1, " %ld kB", &kb) != 1)
 			kb = -1;
 	fclose(f);
 	return kb;
 }
 
-int daemon_proc_baseline(const daemon_proc *d, daemon_baseline *b)
+long daemon_proc_rss_kb(const daemon_proc *d)
 {
-	b->fds = daemon_proc_fd_count(d);
-	b->rss_kb = daemon_proc_rss_kb(d);
-	return b->fds < 0 || b->rss_kb < 0 ? -1 : 0;
+	return status_kb(d->pid, "VmRSS");
 }
 
-/* Where each of the daemon's descriptors points, to stderr. */
-static void print_fds(const daemon_proc *d)
+long daemon_proc_owned_kb(const daemon_proc *d)
+{
+	long anon = status_kb(d->pid, "RssAnon"), shmem = status_kb(d->pid, "RssShmem");
+	return anon < 0 || shmem < 0 ? -1 : anon + shmem;
+}
+
+void daemon_proc_print_fds(const daemon_proc *d)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
@@ -484,33 +473,4 @@ static void print_fds(const daemon_proc *d)
 		fprintf(stderr, "  fd %s -> %s\n", e->d_name, target);
 	}
 	closedir(dir);
-}
-
-int daemon_proc_expect_baseline(const daemon_proc *d, const daemon_baseline *b, long slack_kb,
-				int timeout_ms)
-{
-	if (daemon_proc_slow())
-		slack_kb *= 8;
-#ifdef __SANITIZE_ADDRESS__
-	/* an ASan daemon keeps freed memory in quarantine (256 MiB by
-	 * default): RSS says nothing there, LeakSanitizer checks instead */
-	slack_kb += 1024 * 1024;
-#endif
-	const int64_t deadline = now_ms() + scaled(timeout_ms);
-	int fds;
-	long rss;
-	for (;;) {
-		fds = daemon_proc_fd_count(d);
-		rss = daemon_proc_rss_kb(d);
-		if (fds == b->fds && rss >= 0 && rss <= b->rss_kb + slack_kb)
-			return 0;
-		if (fds < 0 || rss < 0 || now_ms() > deadline)
-			break;
-		sleep_ms(20);
-	}
-	fprintf(stderr, "daemon_proc: the daemon holds %d descriptors (baseline %d) and %ld KiB RSS "
-		"(baseline %ld KiB + %ld KiB allowed)\n", fds, b->fds, rss, b->rss_kb, slack_kb);
-	if (fds != b->fds)
-		print_fds(d);
-	return -1;
 }

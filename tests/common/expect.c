@@ -10,11 +10,49 @@
 
 #include <string.h>
 
+#include "deadline.h"
+
 void expect_open(rawsock *s, const char *path)
 {
 	int rc = rawsock_open(s, path);
 	if (rc)
 		fail_msg("connect %s: %s", path, strerror(-rc));
+}
+
+vkg_client *expect_client(const char *path)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(path, &err);
+	if (!c)
+		fail_msg("connect %s: %s: %s", path, err.code, err.message);
+	return c;
+}
+
+proto_stats expect_settled(const char *path, uint64_t regions, uint64_t clients)
+{
+	proto_stats st;
+	const int64_t until = deadline_now_ms() + deadline_scaled_ms(30000);
+	for (;;) {
+		assert_int_equal(rawsock_stats(path, &st), 0);
+		if (st.regions == regions && st.clients == clients)
+			return st;
+		if (deadline_now_ms() > until)
+			fail_msg("stats: %llu regions, %llu clients; want %llu and %llu",
+				 (unsigned long long)st.regions, (unsigned long long)st.clients,
+				 (unsigned long long)regions, (unsigned long long)clients);
+		deadline_sleep_ms(10);
+	}
+}
+
+void expect_validation_clean(const daemon_proc *d, uint64_t before, const char *what)
+{
+	uint64_t n = 0;
+	assert_int_equal(daemon_proc_validation_count(d, &n), 0);
+	if (n != before) {
+		daemon_proc_print_validation_errors(d, 3);
+		fail_msg("%s: %llu Vulkan validation error(s) (the first above)", what,
+			 (unsigned long long)(n - before));
+	}
 }
 
 void expect_serves(const char *path)

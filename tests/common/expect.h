@@ -3,11 +3,23 @@
 #ifndef VKG_TEST_EXPECT_H
 #define VKG_TEST_EXPECT_H
 
+#include <stdint.h>
+
+#include "daemon_proc.h"
 #include "rawsock.h"
 #include "vkgrad.h"
 
 /* Connect s to the daemon at path. */
 void expect_open(rawsock *s, const char *path);
+/* A libvkgrad client of the daemon at path (vkg_connect), or fail. */
+vkg_client *expect_client(const char *path);
+/* Wait up to 30 s until stats on path shows `regions` live regions and
+ * `clients` connections (the stats connection counts itself); returns the
+ * stats, or fails saying what it shows. */
+proto_stats expect_settled(const char *path, uint64_t regions, uint64_t clients);
+/* No Vulkan validation error since `before` (d's stats count); otherwise
+ * print the first ones from d's log and fail, naming `what`. */
+void expect_validation_clean(const daemon_proc *d, uint64_t before, const char *what);
 /* A new connection to path answers ping (the daemon still serves). */
 void expect_serves(const char *path);
 /* The connection s itself still answers ping (ids from 900001 up). */

@@ -2,6 +2,7 @@
 #include "rawsock.h"
 
 #include "daemon_proc.h"
+#include "deadline.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -106,13 +107,6 @@ int rawsock_send_sbuf(rawsock *s, const msgpack_sbuffer *sb, const int *fds, uns
 	return rawsock_send_frame(s, sb->data, sb->size, fds, nfds);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Read what is there into the framer, waiting up to `wait` ms for it.
  * Returns 1 (bytes came), 0 (nothing in time), or a negative value. */
 static int fill(rawsock *s, int wait)
@@ -136,18 +130,12 @@ static int fill(rawsock *s, int wait)
 	return 1;
 }
 
-/* Under a wrapper (valgrind) the daemon is many times slower. */
-static int scaled(int ms)
-{
-	return daemon_proc_slow() ? 10 * ms : ms;
-}
-
 /* Wait until the framer holds one whole frame; *body and *len then point into
  * it (valid until the next read). Returns 0 or as rawsock_recv. */
 static int next_frame(rawsock *s, const uint8_t **body, uint32_t *len, int timeout_ms)
 {
-	timeout_ms = scaled(timeout_ms);
-	const int64_t deadline = now_ms() + timeout_ms;
+	timeout_ms = deadline_scaled_ms(timeout_ms);
+	const int64_t deadline = deadline_now_ms() + timeout_ms;
 	for (;;) {
 		int got = proto_framer_next(&s->fr, body, len);
 		if (got < 0)
@@ -156,7 +144,7 @@ static int next_frame(rawsock *s, const uint8_t **body, uint32_t *len, int timeo
 			return 0;
 		if (s->eof)
 			return -ECONNRESET;
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - deadline_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		int rc = fill(s, (int)left);
@@ -202,8 +190,8 @@ int rawsock_call(rawsock *s, const proto_request *req, proto_reply *r, int timeo
 
 int rawsock_expect_eof(rawsock *s, int timeout_ms)
 {
-	timeout_ms = scaled(timeout_ms);
-	const int64_t deadline = now_ms() + timeout_ms;
+	timeout_ms = deadline_scaled_ms(timeout_ms);
+	const int64_t deadline = deadline_now_ms() + timeout_ms;
 	for (;;) {
 		const uint8_t *body;
 		uint32_t len;
@@ -213,7 +201,7 @@ int rawsock_expect_eof(rawsock *s, int timeout_ms)
 			return -EPROTO; /* a partial frame, then EOF */
 		if (s->eof)
 			return 0;
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - deadline_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		int rc = fill(s, (int)left);
@@ -237,24 +225,29 @@ bool rawsock_daemon_serves(const char *path)
 	return ok;
 }
 
+int rawsock_call_stats(rawsock *s, proto_stats *out)
+{
+	static uint64_t id = 770000;
+	proto_request q = {.op = PROTO_OP_STATS, .id = ++id};
+	proto_reply *r = malloc(sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	int rc = rawsock_call(s, &q, r, 10000);
+	if (rc == 0 && !r->ok)
+		rc = -EREMOTEIO;
+	if (rc == 0)
+		*out = r->stats;
+	free(r);
+	return rc;
+}
+
 int rawsock_stats(const char *path, proto_stats *out)
 {
 	rawsock s;
 	int rc = rawsock_open(&s, path);
 	if (rc)
 		return rc;
-	proto_request q = {.op = PROTO_OP_STATS, .id = 77};
-	proto_reply *r = malloc(sizeof(*r));
-	if (!r) {
-		rawsock_close(&s);
-		return -ENOMEM;
-	}
-	rc = rawsock_call(&s, &q, r, 10000);
-	if (rc == 0 && !r->ok)
-		rc = -EREMOTEIO;
-	if (rc == 0)
-		*out = r->stats;
-	free(r);
+	rc = rawsock_call_stats(&s, out);
 	rawsock_close(&s);
 	return rc;
 }

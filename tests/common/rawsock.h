@@ -62,6 +62,8 @@ int rawsock_expect_eof(rawsock *s, int timeout_ms);
 bool rawsock_daemon_serves(const char *path);
 /* Fetch `stats` over a new connection. Returns 0 or a negative value. */
 int rawsock_stats(const char *path, proto_stats *out);
+/* Fetch `stats` over the open connection s (ids from 770001 up). */
+int rawsock_call_stats(rawsock *s, proto_stats *out);
 
 /* Register region `fd` of `size` bytes on s (fd is sent, not closed).
  * Returns 0 with *region set; the daemon's error leaves r->err filled and

@@ -23,6 +23,7 @@
 #include <msgpack.h>
 
 #include "daemon_proc.h"
+#include "expect.h"
 #include "msg.h"
 #include "ref.h"
 #include "shm.h"
@@ -30,21 +31,12 @@
 
 static daemon_proc g_d;
 
-static vkg_client *connect_ok(void)
-{
-	vkg_error err;
-	vkg_client *c = vkg_connect(g_d.sock, &err);
-	if (!c)
-		fail_msg("connect: %s: %s", err.code, err.message);
-	return c;
-}
-
 static void assert_serves(vkg_client *c)
 {
 	vkg_error err;
 	if (c && vkg_ping(c, &err) != 0)
 		fail_msg("ping on the same connection: %s: %s", err.code, err.message);
-	vkg_client *c2 = connect_ok();
+	vkg_client *c2 = expect_client(g_d.sock);
 	if (vkg_ping(c2, &err) != 0)
 		fail_msg("ping on a new connection: %s: %s", err.code, err.message);
 	vkg_close(c2);
@@ -67,7 +59,7 @@ static void test_register_fd_job_and_unregister_keeps_mapping(void **state)
 	for (int i = 0; i < B * O; i++)
 		dy[i] = (float)((i * 53 % 97) - 48) / 48.0f;
 
-	vkg_client *c = connect_ok();
+	vkg_client *c = expect_client(g_d.sock);
 	vkg_error err;
 	uint64_t region = 0;
 	if (vkg_region_register_fd(c, fd, size, &region, &err) != 0)
@@ -102,7 +94,7 @@ static void test_register_fd_job_and_unregister_keeps_mapping(void **state)
 static void test_register_fd_refusals(void **state)
 {
 	(void)state;
-	vkg_client *c = connect_ok();
+	vkg_client *c = expect_client(g_d.sock);
 	vkg_error err;
 	uint64_t region;
 	/* an unsealed memfd: the daemon refuses it */
@@ -144,7 +136,7 @@ static void pack_u(msgpack_sbuffer *sb, const char *key, uint64_t v)
 static void test_call_raw_ok_and_remote_errors(void **state)
 {
 	(void)state;
-	vkg_client *c = connect_ok();
+	vkg_client *c = expect_client(g_d.sock);
 	vkg_error err;
 	void *body = NULL;
 	size_t len = 0;
@@ -195,7 +187,7 @@ static void test_call_raw_ok_and_remote_errors(void **state)
 static void test_call_raw_bad_arguments_stay_local(void **state)
 {
 	(void)state;
-	vkg_client *c = connect_ok();
+	vkg_client *c = expect_client(g_d.sock);
 	vkg_error err;
 	void *body = (void *)1;
 	size_t len = 1;
@@ -219,7 +211,7 @@ static void test_call_raw_bad_arguments_stay_local(void **state)
 static void test_closed_after_bad_frame_reports_its_code(void **state)
 {
 	(void)state;
-	vkg_client *c = connect_ok();
+	vkg_client *c = expect_client(g_d.sock);
 	vkg_error err;
 	void *body = NULL;
 	size_t len = 0;
@@ -249,11 +241,7 @@ static void test_closed_after_bad_frame_reports_its_code(void **state)
 static void test_no_validation_errors(void **state)
 {
 	(void)state;
-	uint64_t n = 1;
-	assert_int_equal(daemon_proc_validation_count(&g_d, &n), 0);
-	if (n)
-		daemon_proc_print_validation_errors(&g_d, 3);
-	assert_int_equal(n, 0);
+	expect_validation_clean(&g_d, 0, "the shared daemon");
 }
 
 static int group_setup(void **state)

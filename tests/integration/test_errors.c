@@ -29,8 +29,11 @@
 #include <unistd.h>
 
 #include "daemon_proc.h"
+#include "deadline.h"
 #include "expect.h"
+#include "group.h"
 #include "jobcase.h"
+#include "leakcheck.h"
 #include "rawsock.h"
 #include "shm.h"
 
@@ -39,7 +42,6 @@ static daemon_proc g_d;
 /* Heavy jobs: 384³; 96³ under valgrind (make test-valgrind), where lavapipe
  * is ~60 times slower. */
 #define BIG ((uint64_t)(daemon_proc_slow() ? 96 : 384))
-static daemon_baseline g_base;
 
 #define MAX_DIM 4096
 #define MAX_REGIONS 4
@@ -47,28 +49,18 @@ static daemon_baseline g_base;
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-/* No Vulkan validation error since `before` (stats' count); otherwise the
- * first ones from the log, and fail. */
-static void assert_validation_clean(const daemon_proc *d, uint64_t before, const char *what)
-{
-	uint64_t n = 0;
-	assert_int_equal(daemon_proc_validation_count(d, &n), 0);
-	if (n != before) {
-		daemon_proc_print_validation_errors(d, 3);
-		fail_msg("%s: %llu Vulkan validation error(s) (the first above)", what,
-			 (unsigned long long)(n - before));
-	}
-}
-
-/* Wait up to 10 s until stats reports `n` live regions, daemon-wide. */
+/* Wait up to 30 s until stats reports `n` live regions, daemon-wide. */
 static void wait_regions(uint64_t n)
 {
 	proto_stats st;
-	for (int i = 0; i < 1000; i++) {
+	const int64_t until = deadline_now_ms() + 30000;
+	for (;;) {
 		assert_int_equal(rawsock_stats(g_d.sock, &st), 0);
 		if (st.regions == n)
 			return;
-		usleep(10000);
+		if (deadline_now_ms() > until)
+			break;
+		deadline_sleep_ms(10);
 	}
 	fail_msg("stats reports %llu live regions, want %llu", (unsigned long long)st.regions,
 		 (unsigned long long)n);
@@ -1314,23 +1306,32 @@ static void test_device_lost_for_good_exits_1(void **state)
 
 /* ---- setup ------------------------------------------------------------------------------ */
 
-/* After each test: the shared daemon holds the descriptors it held after
- * its warm-up, and at most 16 MiB more memory. */
-static int back_to_baseline(void **state)
+/* After each test: the shared daemon settles (no client, region or job
+ * left) before the next one starts. */
+static int settled(void **state)
 {
 	(void)state;
-	if (daemon_proc_expect_baseline(&g_d, &g_base, 16 * 1024, 15000) != 0) {
-		daemon_proc_failures++;
-		return -1;
-	}
-	return 0;
+	return group_daemon_settle(&g_d);
 }
 
 /* Last: no Vulkan validation error so far (the teardown checks again). */
 static void test_no_validation_errors(void **state)
 {
 	(void)state;
-	assert_validation_clean(&g_d, 0, "the shared daemon");
+	expect_validation_clean(&g_d, 0, "the shared daemon");
+}
+
+/* The group's tests on the shared daemon (those whose teardown is
+ * `settled`), again and again, the daemon restarted without the validation
+ * layer: its descriptors and memory stop growing once warm
+ * (tests/common/group.h, leakcheck.h). */
+static const struct CMUnitTest *g_tests;
+static size_t g_ntests;
+static void test_no_growth_over_repeated_cycles(void **state)
+{
+	(void)state;
+	group_daemon_expect_flat(&g_d, g_tests, g_ntests, test_no_growth_over_repeated_cycles,
+				 settled);
 }
 
 static int group_setup(void **state)
@@ -1338,21 +1339,12 @@ static int group_setup(void **state)
 	(void)state;
 	static const char *const args[] = {"--max-dim", "4096", "--max-regions", "4",
 					   "--max-inflight", "2", NULL};
-	if (daemon_proc_start(&g_d, args, NULL) != 0)
-		return -1;
-	/* warm up before the baseline: a job, a refused request */
-	vkg_error err;
-	vkg_client *c = vkg_connect(g_d.sock, &err);
-	if (!c)
-		return -1;
+	/* warm up: a job */
 	jobcase jc;
 	jobcase_init(&jc, 33, 65, 17, JC_ALL, true);
-	unsigned bad = jobcase_run(c, &jc, 1, 1, 3, NULL);
-	vkg_close(c);
-	if (bad || !rawsock_daemon_serves(g_d.sock))
-		return -1;
-	usleep(100000);
-	return daemon_proc_baseline(&g_d, &g_base);
+	int rc = group_daemon_start(&g_d, args, &jc, 1);
+	jobcase_free(&jc);
+	return rc;
 }
 
 static int group_teardown(void **state)
@@ -1361,7 +1353,10 @@ static int group_teardown(void **state)
 	return daemon_proc_stop(&g_d);
 }
 
-#define T(f) cmocka_unit_test_teardown(f, back_to_baseline)
+/* T: a test on the shared daemon (settled after it, part of the growth
+ * cycles); OWN: a test with daemons of its own. */
+#define T(f) cmocka_unit_test_teardown(f, settled)
+#define OWN(f) cmocka_unit_test(f)
 
 int main(void)
 {
@@ -1400,14 +1395,17 @@ int main(void)
 		T(test_limit_max_regions),
 		T(test_limit_max_region_bytes),
 		T(test_limit_max_inflight),
-		T(test_device_lost_on_wait),
-		T(test_device_lost_on_submit),
-		T(test_device_lost_on_wait_staged),
-		T(test_device_lost_on_wait_devlocal),
-		T(test_device_lost_recreated_on_second_attempt),
-		T(test_device_lost_for_good_exits_1),
+		OWN(test_device_lost_on_wait),
+		OWN(test_device_lost_on_submit),
+		OWN(test_device_lost_on_wait_staged),
+		OWN(test_device_lost_on_wait_devlocal),
+		OWN(test_device_lost_recreated_on_second_attempt),
+		OWN(test_device_lost_for_good_exits_1),
 		T(test_no_validation_errors),
+		T(test_no_growth_over_repeated_cycles),
 	};
+	g_tests = tests;
+	g_ntests = sizeof(tests) / sizeof(tests[0]);
 	int rc = cmocka_run_group_tests_name("errors", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
 }

@@ -5,12 +5,13 @@
  *
  * Each test checks the daemon's answer (the error code, or the dropped
  * connection) and that a NEW connection still gets its ping answered; the
- * per-test teardown then waits until the daemon holds exactly the
- * descriptors it held at the baseline (taken after a warm-up) and at most
- * 16 MiB more RSS (/proc/PID/fd, /proc/PID/status).
+ * per-test teardown then waits until the daemon settled (no client, region
+ * or job left), and the last test runs them all again and again: the
+ * daemon's descriptors and memory must stop growing once warm
+ * (tests/common/leakcheck.h).
  *
- * Cases already covered elsewhere (test_errors.c, with the same baseline
- * checks): unsealed memfd, pipe as a region, size larger than the file,
+ * Cases already covered elsewhere (test_errors.c, with the same growth
+ * check): unsealed memfd, pipe as a region, size larger than the file,
  * offset+length wrapping 2^64, length prefixes 0 and max_frame+1,
  * `dd ff ff ff ff`, negative dims, one descriptor too many, a descriptor
  * with ping, the in-flight limit, device loss at submit and at wait.
@@ -39,27 +40,21 @@
 #include <unistd.h>
 
 #include "daemon_proc.h"
+#include "deadline.h"
 #include "expect.h"
+#include "group.h"
 #include "jobcase.h"
+#include "leakcheck.h"
 #include "rawsock.h"
 #include "shm.h"
 #include "vkgrad.h"
 
 static daemon_proc g_d;
-static daemon_baseline g_base;
 
 #define PER_UID 12
 #define OUTBOUND 65536
-#define RSS_SLACK_KB (16 * 1024)
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The next reply: an error `code` with id `id` whose message holds needle. */
 static void expect_error(rawsock *s, uint64_t id, proto_code code, const char *needle)
@@ -640,7 +635,8 @@ static void test_close_while_reply_is_written(void **state)
 /* A child registers a region, sends 100 jobs and a ping (its reply proves
  * the daemon read them all) and is killed with SIGKILL while they are
  * queued and running. Others keep being served, correctly; the region and
- * every job go (stats), the descriptors and memory come back (teardown). */
+ * every job go (stats), the daemon settles (teardown); that its descriptors
+ * and memory do not grow, test_no_growth_over_repeated_cycles checks. */
 static void test_sigkill_client_with_100_jobs(void **state)
 {
 	(void)state;
@@ -705,14 +701,14 @@ static void test_sigkill_client_with_100_jobs(void **state)
 	vkg_close(c);
 	/* every job of the dead client finished or was dropped, its regions went */
 	proto_stats after;
-	const int64_t until = now_ms() + 30000;
+	const int64_t until = deadline_now_ms() + 30000;
 	do {
 		assert_int_equal(rawsock_stats(g_d.sock, &after), 0);
 		if (after.regions == before.regions && after.jobs_queued + after.jobs_running == 0 &&
 		    after.clients == 1)
 			break;
 		usleep(10000);
-	} while (now_ms() < until);
+	} while (deadline_now_ms() < until);
 	assert_int_equal(after.regions, before.regions);
 	assert_int_equal(after.jobs_queued + after.jobs_running, 0);
 	assert_int_equal(after.jobs_done + after.jobs_failed,
@@ -773,9 +769,9 @@ static void test_connection_flood_past_per_uid_cap(void **state)
 	}
 	/* one closed: room for one */
 	rawsock_close(&held[0]);
-	const int64_t until = now_ms() + 10000;
+	const int64_t until = deadline_now_ms() + 10000;
 	while (!rawsock_daemon_serves(g_d.sock))
-		if (now_ms() > until)
+		if (deadline_now_ms() > until)
 			fail_msg("no room after closing one of %d connections", PER_UID);
 	for (int i = 1; i < PER_UID; i++)
 		rawsock_close(&held[i]);
@@ -792,7 +788,7 @@ static void test_1000_connect_register_job_disconnect(void **state)
 	const int rounds = daemon_proc_slow() ? 50 : 1000;
 	proto_stats before, after;
 	assert_int_equal(rawsock_stats(g_d.sock, &before), 0);
-	const int64_t t0 = now_ms();
+	const int64_t t0 = deadline_now_ms();
 	jobcase jc;
 	jobcase_init(&jc, 4, 8, 4, JC_ALL, false);
 	void *map;
@@ -824,7 +820,7 @@ static void test_1000_connect_register_job_disconnect(void **state)
 	jobcase_free(&jc);
 	assert_int_equal(rawsock_stats(g_d.sock, &after), 0);
 	assert_int_equal(after.jobs_done, before.jobs_done + (uint64_t)rounds);
-	printf("%d cycles in %lld ms\n", rounds, (long long)(now_ms() - t0));
+	printf("%d cycles in %lld ms\n", rounds, (long long)(deadline_now_ms() - t0));
 	expect_serves(g_d.sock);
 }
 
@@ -856,14 +852,23 @@ static void test_hello_reports_every_limit(void **state)
 
 /* ---- setup ------------------------------------------------------------------------------ */
 
-static int back_to_baseline(void **state)
+/* After each test: the shared daemon settles before the next one. */
+static int settled(void **state)
 {
 	(void)state;
-	if (daemon_proc_expect_baseline(&g_d, &g_base, RSS_SLACK_KB, 15000) != 0) {
-		daemon_proc_failures++;
-		return -1;
-	}
-	return 0;
+	return group_daemon_settle(&g_d);
+}
+
+/* The group's tests again and again, the daemon restarted without the
+ * validation layer: descriptors and memory stop growing once warm
+ * (tests/common/group.h, leakcheck.h). */
+static const struct CMUnitTest *g_tests;
+static size_t g_ntests;
+static void test_no_growth_over_repeated_cycles(void **state)
+{
+	(void)state;
+	group_daemon_expect_flat(&g_d, g_tests, g_ntests, test_no_growth_over_repeated_cycles,
+				 settled);
 }
 
 static int group_setup(void **state)
@@ -871,25 +876,15 @@ static int group_setup(void **state)
 	(void)state;
 	static const char *const args[] = {"--max-connections-per-uid", "12",
 					   "--max-outbound-bytes", "65536", NULL};
-	if (daemon_proc_start(&g_d, args, NULL) != 0)
-		return -1;
-	/* warm up: a few of each kind of work, so that what the first one
-	 * allocates for good (driver, validation layer, malloc arenas) is in
-	 * the baseline */
-	vkg_error err;
-	vkg_client *c = vkg_connect(g_d.sock, &err);
-	if (!c)
-		return -1;
+	/* warm up: a few of each kind of work */
 	jobcase jc[3];
 	jobcase_init(&jc[0], 33, 65, 17, JC_ALL, true);
 	jobcase_init(&jc[1], 160, 160, 160, JC_ALL, true);
 	jobcase_init(&jc[2], 4, 8, 4, JC_ALL, false);
-	unsigned bad = jobcase_run(c, jc, 3, 3, 1, NULL);
-	vkg_close(c);
-	if (bad || !rawsock_daemon_serves(g_d.sock))
-		return -1;
-	usleep(200000);
-	return daemon_proc_baseline(&g_d, &g_base);
+	int rc = group_daemon_start(&g_d, args, jc, 3);
+	for (int i = 0; i < 3; i++)
+		jobcase_free(&jc[i]);
+	return rc;
 }
 
 static int group_teardown(void **state)
@@ -898,7 +893,7 @@ static int group_teardown(void **state)
 	return daemon_proc_stop(&g_d);
 }
 
-#define T(f) cmocka_unit_test_teardown(f, back_to_baseline)
+#define T(f) cmocka_unit_test_teardown(f, settled)
 
 int main(void)
 {
@@ -919,7 +914,10 @@ int main(void)
 		T(test_sigkill_client_with_100_jobs),
 		T(test_connection_flood_past_per_uid_cap),
 		T(test_1000_connect_register_job_disconnect),
+		T(test_no_growth_over_repeated_cycles),
 	};
+	g_tests = tests;
+	g_ntests = sizeof(tests) / sizeof(tests[0]);
 	int rc = cmocka_run_group_tests_name("hostile", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "daemon_proc.h"
+#include "expect.h"
 #include "jobcase.h"
 #include "rawsock.h"
 #include "vkgrad.h"
@@ -42,28 +43,6 @@ static const uint64_t shapes[][3] = {
 static const unsigned subsets[] = {JC_DW, JC_DB, JC_DX, JC_DW | JC_DB, JC_ALL};
 #define NSUBSETS (sizeof(subsets) / sizeof(subsets[0]))
 
-/* No Vulkan validation error since `before` (stats' count); otherwise the
- * first ones from the log, and fail. */
-static void assert_validation_clean(const daemon_proc *d, uint64_t before, const char *what)
-{
-	uint64_t n = 0;
-	assert_int_equal(daemon_proc_validation_count(d, &n), 0);
-	if (n != before) {
-		daemon_proc_print_validation_errors(d, 3);
-		fail_msg("%s: %llu Vulkan validation error(s) (the first above)", what,
-			 (unsigned long long)(n - before));
-	}
-}
-
-static vkg_client *connect_to(const daemon_proc *d)
-{
-	vkg_error err;
-	vkg_client *c = vkg_connect(d->sock, &err);
-	if (!c)
-		fail_msg("connect to %s: %s: %s", d->sock, err.code, err.message);
-	return c;
-}
-
 static void close_checked(vkg_client *c)
 {
 	vkg_error err;
@@ -75,7 +54,7 @@ static void close_checked(vkg_client *c)
 static unsigned run_on(const daemon_proc *d, jobcase *cases, size_t n, unsigned inflight,
 		       uint64_t seed, uint64_t *max_batch)
 {
-	vkg_client *c = connect_to(d);
+	vkg_client *c = expect_client(d->sock);
 	unsigned failed = jobcase_run(c, cases, n, inflight, seed, max_batch);
 	close_checked(c);
 	return failed;
@@ -231,7 +210,7 @@ static void test_sync_api_and_jobs_done(void **state)
 	(void)state;
 	proto_stats before, after;
 	assert_int_equal(rawsock_stats(g_import.sock, &before), 0);
-	vkg_client *c = connect_to(&g_import);
+	vkg_client *c = expect_client(g_import.sock);
 	unsigned done = 0;
 	for (size_t s = 0; s < NSUBSETS; s++) {
 		for (size_t i = 0; i < 4; i++) {
@@ -295,7 +274,7 @@ static void count_live_region(const daemon_proc *d, size_t size, uint64_t *impor
 {
 	proto_stats st0, st;
 	assert_int_equal(rawsock_stats(d->sock, &st0), 0);
-	vkg_client *c = connect_to(d);
+	vkg_client *c = expect_client(d->sock);
 	vkg_error err;
 	uint64_t region;
 	void *map = vkg_region_create(c, size, &region, &err);
@@ -384,7 +363,7 @@ static void test_packed_layout(void **state)
 	unsigned failed = run_on(&g_import, cases, n, 1, 13000, NULL);
 	if (failed)
 		fail_msg("%u of %zu packed cases failed (see above)", failed, n);
-	assert_validation_clean(&g_import, v0, "jobs with packed tensors");
+	expect_validation_clean(&g_import, v0, "jobs with packed tensors");
 }
 
 /* Last: neither daemon reported a Vulkan validation error so far (the
@@ -392,8 +371,8 @@ static void test_packed_layout(void **state)
 static void test_no_validation_errors(void **state)
 {
 	(void)state;
-	assert_validation_clean(&g_import, 0, "default daemon");
-	assert_validation_clean(&g_staged, 0, "--no-host-import daemon");
+	expect_validation_clean(&g_import, 0, "default daemon");
+	expect_validation_clean(&g_staged, 0, "--no-host-import daemon");
 }
 
 static int group_setup(void **state)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "daemon_proc.h"
+#include "expect.h"
 #include "jobcase.h"
 #include "rawsock.h"
 #include "shm.h"
@@ -34,53 +35,6 @@ static daemon_proc g_d;
 /* Jobs big enough to be still running a moment later: 256³; 64³ under
  * valgrind (make test-valgrind), where lavapipe is ~60 times slower. */
 #define BIG ((uint64_t)(daemon_proc_slow() ? 64 : 256))
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* No Vulkan validation error since `before` (stats' count); otherwise the
- * first ones from the log, and fail. */
-static void assert_validation_clean(const daemon_proc *d, uint64_t before, const char *what)
-{
-	uint64_t n = 0;
-	assert_int_equal(daemon_proc_validation_count(d, &n), 0);
-	if (n != before) {
-		daemon_proc_print_validation_errors(d, 3);
-		fail_msg("%s: %llu Vulkan validation error(s) (the first above)", what,
-			 (unsigned long long)(n - before));
-	}
-}
-
-static vkg_client *connect_to(const char *sock)
-{
-	vkg_error err;
-	vkg_client *c = vkg_connect(sock, &err);
-	if (!c)
-		fail_msg("connect %s: %s", sock, err.message);
-	return c;
-}
-
-/* Wait up to 30 s for stats to show `regions` live regions and `clients`
- * connections (the stats connection counts itself); returns the stats. */
-static proto_stats wait_settled(const char *sock, uint64_t regions, uint64_t clients)
-{
-	proto_stats st;
-	const int64_t until = now_ms() + 30000;
-	for (;;) {
-		assert_int_equal(rawsock_stats(sock, &st), 0);
-		if (st.regions == regions && st.clients == clients)
-			return st;
-		if (now_ms() > until)
-			fail_msg("stats: %llu regions, %llu clients; want %llu and %llu",
-				 (unsigned long long)st.regions, (unsigned long long)st.clients,
-				 (unsigned long long)regions, (unsigned long long)clients);
-		usleep(10000);
-	}
-}
 
 /* ---- hello ------------------------------------------------------------------------ */
 
@@ -95,7 +49,7 @@ static const vkg_kernel_info *find_kernel(const vkg_info *in, const char *name)
 static void test_hello_describes_daemon_and_kernels(void **state)
 {
 	(void)state;
-	vkg_client *c = connect_to(g_d.sock);
+	vkg_client *c = expect_client(g_d.sock);
 	vkg_info in;
 	vkg_error err;
 	if (vkg_hello(c, "test_lifecycle", &in, &err) != 0)
@@ -154,7 +108,7 @@ static void test_hello_describes_daemon_and_kernels(void **state)
 static void test_unregister(void **state)
 {
 	(void)state;
-	proto_stats before = wait_settled(g_d.sock, 0, 1);
+	proto_stats before = expect_settled(g_d.sock, 0, 1);
 	rawsock s;
 	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
 	jobcase jc;
@@ -200,15 +154,15 @@ static void test_unregister(void **state)
 	rawsock_close(&s);
 	munmap(map, jc.size[0]);
 	jobcase_free(&jc);
-	wait_settled(g_d.sock, before.regions, 1);
+	expect_settled(g_d.sock, before.regions, 1);
 }
 
 /* Regions left registered are released when the connection closes. */
 static void test_close_releases_regions(void **state)
 {
 	(void)state;
-	wait_settled(g_d.sock, 0, 1);
-	vkg_client *c = connect_to(g_d.sock);
+	expect_settled(g_d.sock, 0, 1);
+	vkg_client *c = expect_client(g_d.sock);
 	vkg_error err;
 	uint64_t id;
 	for (int i = 0; i < 3; i++)
@@ -218,7 +172,7 @@ static void test_close_releases_regions(void **state)
 	assert_int_equal(st.regions, 3);
 	assert_int_equal(st.region_bytes, 6 * 4096);
 	vkg_close(c);
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 }
 
 /* ---- a half-closed client ----------------------------------------------------------- */
@@ -232,7 +186,7 @@ static void test_half_closed_client_gets_every_reply(void **state)
 {
 	(void)state;
 	enum { N = 24 };
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 	rawsock s;
 	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
 	jobcase jc;
@@ -281,7 +235,7 @@ static void test_half_closed_client_gets_every_reply(void **state)
 	munmap(map, jc.size[0]);
 	jobcase_free(&jc);
 	assert_true(rawsock_daemon_serves(g_d.sock));
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 }
 
 /* The same while the daemon cannot write: a client sends 3000 pings
@@ -292,7 +246,7 @@ static void test_half_closed_client_with_replies_backed_up(void **state)
 {
 	(void)state;
 	enum { N = 3000 };
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 	rawsock s;
 	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
 	msgpack_sbuffer sb;
@@ -323,7 +277,7 @@ static void test_half_closed_client_with_replies_backed_up(void **state)
 		fail_msg("the daemon closed the half-closed connection after %u of %d replies", got, N);
 	rawsock_close(&s);
 	assert_true(rawsock_daemon_serves(g_d.sock));
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 }
 
 /* ---- a client killed with jobs in flight -------------------------------------------- */
@@ -331,7 +285,7 @@ static void test_half_closed_client_with_replies_backed_up(void **state)
 static void test_client_killed_with_jobs_in_flight(void **state)
 {
 	(void)state;
-	proto_stats before = wait_settled(g_d.sock, 0, 1);
+	proto_stats before = expect_settled(g_d.sock, 0, 1);
 	int ready[2];
 	assert_int_equal(pipe(ready), 0);
 	fflush(NULL);
@@ -377,7 +331,7 @@ static void test_client_killed_with_jobs_in_flight(void **state)
 	assert_true(WIFSIGNALED(st));
 	/* others are served meanwhile, correctly */
 	assert_true(rawsock_daemon_serves(g_d.sock));
-	vkg_client *c = connect_to(g_d.sock);
+	vkg_client *c = expect_client(g_d.sock);
 	jobcase jc[3];
 	jobcase_init(&jc[0], 33, 257, 16, JC_ALL, true);
 	jobcase_init(&jc[1], 7, 9, 11, JC_DW | JC_DB, false);
@@ -385,7 +339,7 @@ static void test_client_killed_with_jobs_in_flight(void **state)
 	assert_int_equal(jobcase_run(c, jc, 3, 3, 1234, NULL), 0);
 	vkg_close(c);
 	/* the dead client's regions go once its jobs ended */
-	proto_stats after = wait_settled(g_d.sock, 0, 1);
+	proto_stats after = expect_settled(g_d.sock, 0, 1);
 	assert_true(after.jobs_done + after.jobs_failed >= before.jobs_done + before.jobs_failed + 6);
 }
 
@@ -394,9 +348,9 @@ static void test_client_killed_with_jobs_in_flight(void **state)
 static void test_clients_closing_with_jobs_queued(void **state)
 {
 	(void)state;
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 	for (int round = 0; round < 30; round++) {
-		vkg_client *c = connect_to(g_d.sock);
+		vkg_client *c = expect_client(g_d.sock);
 		vkg_error err;
 		for (int i = 0; i < 4; i++) {
 			jobcase jc;
@@ -415,9 +369,9 @@ static void test_clients_closing_with_jobs_queued(void **state)
 		vkg_close(c);
 	}
 	assert_true(rawsock_daemon_serves(g_d.sock));
-	wait_settled(g_d.sock, 0, 1);
+	expect_settled(g_d.sock, 0, 1);
 	/* and jobs still come out right */
-	vkg_client *c = connect_to(g_d.sock);
+	vkg_client *c = expect_client(g_d.sock);
 	jobcase jc;
 	jobcase_init(&jc, 33, 31, 17, JC_ALL, true);
 	assert_int_equal(jobcase_run(c, &jc, 1, 1, 99, NULL), 0);
@@ -432,7 +386,7 @@ static void test_sigterm_with_jobs_in_flight(void **state)
 	enum { NJOBS = 4 };
 	daemon_proc d = {0};
 	assert_int_equal(daemon_proc_start(&d, NULL, NULL), 0);
-	vkg_client *c = connect_to(d.sock);
+	vkg_client *c = expect_client(d.sock);
 	jobcase jc[NJOBS];
 	uint64_t region[NJOBS], h[NJOBS];
 	void *map[NJOBS];
@@ -563,7 +517,7 @@ static void test_command_line(void **state)
 static void test_no_validation_errors(void **state)
 {
 	(void)state;
-	assert_validation_clean(&g_d, 0, "the shared daemon");
+	expect_validation_clean(&g_d, 0, "the shared daemon");
 }
 
 static int group_setup(void **state)

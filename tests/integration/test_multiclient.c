@@ -30,6 +30,8 @@
 #include <unistd.h>
 
 #include "daemon_proc.h"
+#include "deadline.h"
+#include "expect.h"
 #include "jobcase.h"
 #include "rawsock.h"
 #include "ref.h"
@@ -37,44 +39,6 @@
 #include "vkgrad.h"
 
 static daemon_proc g_import, g_staged;
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* No Vulkan validation error since `before` (stats' count); otherwise the
- * first ones from the log, and fail. */
-static void assert_validation_clean(const daemon_proc *d, uint64_t before, const char *what)
-{
-	uint64_t n = 0;
-	assert_int_equal(daemon_proc_validation_count(d, &n), 0);
-	if (n != before) {
-		daemon_proc_print_validation_errors(d, 3);
-		fail_msg("%s: %llu Vulkan validation error(s) (the first above)", what,
-			 (unsigned long long)(n - before));
-	}
-}
-
-/* Wait up to 10 s for stats to show `regions` live regions and `clients`
- * connections (the stats connection counts itself). */
-static proto_stats wait_settled(const char *sock, uint64_t regions, uint64_t clients)
-{
-	proto_stats st;
-	const int64_t until = now_ms() + 10000;
-	for (;;) {
-		assert_int_equal(rawsock_stats(sock, &st), 0);
-		if (st.regions == regions && st.clients == clients)
-			return st;
-		if (now_ms() > until)
-			fail_msg("stats: %llu regions, %llu clients; want %llu and %llu",
-				 (unsigned long long)st.regions, (unsigned long long)st.clients,
-				 (unsigned long long)regions, (unsigned long long)clients);
-		usleep(10000);
-	}
-}
 
 /* ---- many client processes ----------------------------------------------------- */
 
@@ -111,13 +75,13 @@ static unsigned run_poll_any(vkg_client *c, jobcase *cases, int n, uint64_t seed
 		}
 	}
 	int left = n;
-	const int64_t deadline = now_ms() + 120000;
+	const int64_t deadline = deadline_now_ms() + 120000;
 	while (left > 0) {
 		uint64_t h;
 		vkg_result res;
 		int rc = vkg_poll_any(c, &h, &res, &err);
 		if (rc == -EAGAIN) {
-			if (now_ms() > deadline)
+			if (deadline_now_ms() > deadline)
 				return failed + (unsigned)left;
 			struct pollfd p = {.fd = vkg_fd(c), .events = POLLIN};
 			poll(&p, 1, 1000);
@@ -186,12 +150,12 @@ static void test_concurrent_client_processes(void **state)
 	/* meanwhile the daemon keeps answering others */
 	assert_true(rawsock_daemon_serves(g_import.sock));
 	int bad = 0;
-	const int64_t deadline = now_ms() + 180000;
+	const int64_t deadline = deadline_now_ms() + 180000;
 	for (int i = 0; i < NCHILDREN; i++) {
 		int st = 0;
 		pid_t p;
-		while ((p = waitpid(pids[i], &st, WNOHANG)) == 0 && now_ms() < deadline)
-			usleep(10000);
+		while ((p = waitpid(pids[i], &st, WNOHANG)) == 0 && deadline_now_ms() < deadline)
+			deadline_sleep_ms(10);
 		if (p != pids[i]) {
 			kill(pids[i], SIGKILL);
 			waitpid(pids[i], &st, 0);
@@ -204,7 +168,7 @@ static void test_concurrent_client_processes(void **state)
 	}
 	assert_int_equal(bad, 0);
 	/* every child's regions are gone once its connection closed */
-	proto_stats st = wait_settled(g_import.sock, 0, 1);
+	proto_stats st = expect_settled(g_import.sock, 0, 1);
 	assert_true(st.jobs_done >= NCHILDREN * CHILD_JOBS);
 }
 
@@ -392,7 +356,7 @@ static void test_pipelined_dependent_jobs(void **state)
 	uint64_t v0 = 0;
 	assert_int_equal(daemon_proc_validation_count(&g_import, &v0), 0);
 	run_pipeline(&g_import);
-	assert_validation_clean(&g_import, v0, "pipelined dependent jobs");
+	expect_validation_clean(&g_import, v0, "pipelined dependent jobs");
 }
 
 static void test_pipelined_dependent_jobs_staged(void **state)
@@ -401,7 +365,7 @@ static void test_pipelined_dependent_jobs_staged(void **state)
 	uint64_t v0 = 0;
 	assert_int_equal(daemon_proc_validation_count(&g_staged, &v0), 0);
 	run_pipeline(&g_staged);
-	assert_validation_clean(&g_staged, v0, "pipelined dependent jobs (staged)");
+	expect_validation_clean(&g_staged, v0, "pipelined dependent jobs (staged)");
 }
 
 /* ---- independent jobs packed into one region --------------------------------------- */
@@ -525,7 +489,7 @@ static void test_packed_independent_jobs_one_region(void **state)
 	uint64_t v0 = 0;
 	assert_int_equal(daemon_proc_validation_count(&g_import, &v0), 0);
 	run_packed(&g_import);
-	assert_validation_clean(&g_import, v0, "independent jobs packed into one region");
+	expect_validation_clean(&g_import, v0, "independent jobs packed into one region");
 }
 
 static void test_packed_independent_jobs_one_region_staged(void **state)
@@ -534,7 +498,7 @@ static void test_packed_independent_jobs_one_region_staged(void **state)
 	uint64_t v0 = 0;
 	assert_int_equal(daemon_proc_validation_count(&g_staged, &v0), 0);
 	run_packed(&g_staged);
-	assert_validation_clean(&g_staged, v0, "independent jobs packed into one region (staged)");
+	expect_validation_clean(&g_staged, v0, "independent jobs packed into one region (staged)");
 }
 
 /* ---- unregister while jobs are in flight ----------------------------------------- */
@@ -630,8 +594,8 @@ static void test_unregister_replies_after_inflight_jobs_staged(void **state)
 static void test_no_validation_errors(void **state)
 {
 	(void)state;
-	assert_validation_clean(&g_import, 0, "default daemon");
-	assert_validation_clean(&g_staged, 0, "--no-host-import daemon");
+	expect_validation_clean(&g_import, 0, "default daemon");
+	expect_validation_clean(&g_staged, 0, "--no-host-import daemon");
 }
 
 static int group_setup(void **state)
