@@ -82,8 +82,34 @@ typedef struct bench_opts {
 void bench_result_free(bench_result *r)
 {
 	free(r->lat_ns);
+	free(r->stage_ns);
 	r->lat_ns = NULL;
+	r->stage_ns = NULL;
 	r->n = 0;
+}
+
+void bench_stage_row_clear(uint64_t *row)
+{
+	for (int i = 0; i < PROTO_STAGE_COUNT; i++)
+		row[i] = BENCH_NO_STAGE;
+}
+
+void bench_stage_put(uint64_t *row, const char *name, uint64_t ns)
+{
+	int id = proto_stage_parse(name, strlen(name));
+	if (id >= 0)
+		row[id] = ns;
+}
+
+/* This thread's last job's trace (vkg_trace_last) into row. */
+static void stage_row_from_trace(uint64_t *row)
+{
+	vkg_trace tr;
+	bench_stage_row_clear(row);
+	if (vkg_trace_last(&tr) != 0)
+		return;
+	for (unsigned i = 0; i < tr.n_stages; i++)
+		bench_stage_put(row, tr.stages[i].name, tr.stages[i].ns);
 }
 
 /* ---- socket mode: one client process --------------------------------------- */
@@ -109,9 +135,10 @@ static uint64_t now_ns_precise(void)
 }
 
 /* Run `total` jobs keeping `k` in flight. lat (may be NULL) gets each
- * round trip. 0, or -1 with rep->err filled. */
+ * round trip, stg (with lat) each job's stages (PROTO_STAGE_COUNT per
+ * job). 0, or -1 with rep->err filled. */
 static int child_jobs(vkg_client *c, const vkg_job *job, uint64_t total, uint32_t k,
-		      inflight_slot *fl, uint64_t *lat, child_report *rep)
+		      inflight_slot *fl, uint64_t *lat, uint64_t *stg, child_report *rep)
 {
 	uint64_t submitted = 0, done = 0, live = 0;
 	vkg_error err;
@@ -156,6 +183,7 @@ static int child_jobs(vkg_client *c, const vkg_job *job, uint64_t total, uint32_
 		}
 		fl[i].used = false;
 		if (lat) {
+			stage_row_from_trace(stg + rep->n * PROTO_STAGE_COUNT);
 			lat[rep->n++] = t1 - fl[i].t0;
 			rep->batch_jobs_sum += res.batch_jobs;
 		}
@@ -204,11 +232,12 @@ static int child_main(const char *sock, const bench_spec *s, uint32_t idx, int r
 	cli_task t;
 	bool ready_sent = false;
 	uint64_t *lat = calloc(s->jobs + 1, sizeof(*lat));
+	uint64_t *stg = calloc((s->jobs + 1) * PROTO_STAGE_COUNT, sizeof(*stg));
 	inflight_slot *fl = calloc(s->inflight, sizeof(*fl));
 	vkg_client *c = NULL;
 	char why[160];
 	memset(&t, 0, sizeof(t));
-	if (!lat || !fl) {
+	if (!lat || !stg || !fl) {
 		snprintf(rep.err, sizeof(rep.err), "out of memory");
 		goto out;
 	}
@@ -229,7 +258,7 @@ static int child_main(const char *sock, const bench_spec *s, uint32_t idx, int r
 	cli_task_fill_inputs(&t, idx + 1);
 	cli_task_fill_outputs(&t, idx + 1001);
 	const vkg_job job = cli_task_job(&t);
-	if (child_jobs(c, &job, s->warmup, s->inflight, fl, NULL, &rep) != 0)
+	if (child_jobs(c, &job, s->warmup, s->inflight, fl, NULL, NULL, &rep) != 0)
 		goto out;
 	/* ready, then wait for the start barrier: EOF when the parent closes it */
 	if (bench_write_all(ready_fd, "r", 1) != 0)
@@ -238,7 +267,7 @@ static int child_main(const char *sock, const bench_spec *s, uint32_t idx, int r
 	char b;
 	while (read(start_fd, &b, 1) < 0 && errno == EINTR)
 		;
-	if (child_jobs(c, &job, s->jobs, s->inflight, fl, lat, &rep) != 0)
+	if (child_jobs(c, &job, s->jobs, s->inflight, fl, lat, stg, &rep) != 0)
 		goto out;
 	rep.t_end_ns = now_ns_precise();
 	if (s->check) {
@@ -255,13 +284,15 @@ out:
 	if (!rep.ok)
 		rep.n = 0;
 	int rc = bench_write_all(out_fd, &rep, sizeof(rep)) == 0 &&
-			 bench_write_all(out_fd, lat, rep.n * sizeof(*lat)) == 0
+			 bench_write_all(out_fd, lat, rep.n * sizeof(*lat)) == 0 &&
+			 bench_write_all(out_fd, stg, rep.n * PROTO_STAGE_COUNT * sizeof(*stg)) == 0
 		 ? 0
 		 : 4;
 	close(out_fd);
 	cli_task_free(&t, c);
 	vkg_close(c);
 	free(lat);
+	free(stg);
 	free(fl);
 	return rep.ok ? rc : 3;
 }
@@ -282,10 +313,11 @@ static int bench_socket_run(const char *sock, const bench_spec *s, bench_result 
 	int *outs = calloc(s->clients, sizeof(int));
 	pid_t *pids = calloc(s->clients, sizeof(pid_t));
 	r->lat_ns = calloc(s->clients * s->jobs + 1, sizeof(*r->lat_ns));
+	r->stage_ns = calloc((s->clients * s->jobs + 1) * PROTO_STAGE_COUNT, sizeof(*r->stage_ns));
 	uint32_t started = 0;
 	int rc = -1;
 	why[0] = 0;
-	if (!outs || !pids || !r->lat_ns) {
+	if (!outs || !pids || !r->lat_ns || !r->stage_ns) {
 		snprintf(why, why_len, "out of memory");
 		goto out;
 	}
@@ -374,7 +406,9 @@ static int bench_socket_run(const char *sock, const bench_spec *s, bench_result 
 			failed = true;
 			continue;
 		}
-		if (bench_read_all(outs[i], r->lat_ns + r->n, rep.n * sizeof(uint64_t)) != 0) {
+		if (bench_read_all(outs[i], r->lat_ns + r->n, rep.n * sizeof(uint64_t)) != 0 ||
+		    bench_read_all(outs[i], r->stage_ns + r->n * PROTO_STAGE_COUNT,
+				   rep.n * PROTO_STAGE_COUNT * sizeof(uint64_t)) != 0) {
 			snprintf(why, why_len, "client %u: short report", i + 1);
 			failed = true;
 			continue;
@@ -432,6 +466,10 @@ out:
 typedef struct bench_stats {
 	double p50_us, p99_us, jobs_per_s, avg_batch;
 	uint64_t jobs;
+	double stage_p50_us[PROTO_STAGE_COUNT]; /* median of the jobs that have the stage */
+	bool has_stage[PROTO_STAGE_COUNT];
+	double untraced_p50_us; /* median of (round trip - its stages) over traced jobs */
+	bool has_untraced;
 } bench_stats;
 
 static int cmp_u64(const void *a, const void *b)
@@ -453,9 +491,47 @@ static double percentile_us(const uint64_t *v, uint64_t n, double p)
 	return (double)v[rank - 1] / 1000.0;
 }
 
+/* Each stage's median over the jobs whose trace has it. */
+static void stage_medians(const bench_result *r, bench_stats *st)
+{
+	uint64_t *v = r->stage_ns ? malloc((r->n + 1) * sizeof(*v)) : NULL;
+	for (int k = 0; v && k < PROTO_STAGE_COUNT; k++) {
+		uint64_t m = 0;
+		for (uint64_t i = 0; i < r->n; i++)
+			if (r->stage_ns[i * PROTO_STAGE_COUNT + k] != BENCH_NO_STAGE)
+				v[m++] = r->stage_ns[i * PROTO_STAGE_COUNT + k];
+		if (!m)
+			continue;
+		qsort(v, m, sizeof(*v), cmp_u64);
+		st->has_stage[k] = true;
+		st->stage_p50_us[k] = percentile_us(v, m, 50);
+	}
+	/* what the trace leaves out of each round trip: the bench's own
+	 * timing around the library (a job whose stages add up to more counts 0) */
+	uint64_t m = 0;
+	for (uint64_t i = 0; v && i < r->n; i++) {
+		uint64_t sum = 0;
+		bool any = false;
+		for (int k = 0; k < PROTO_STAGE_COUNT; k++)
+			if (r->stage_ns[i * PROTO_STAGE_COUNT + k] != BENCH_NO_STAGE) {
+				sum += r->stage_ns[i * PROTO_STAGE_COUNT + k];
+				any = true;
+			}
+		if (any)
+			v[m++] = r->lat_ns[i] > sum ? r->lat_ns[i] - sum : 0;
+	}
+	if (m) {
+		qsort(v, m, sizeof(*v), cmp_u64);
+		st->has_untraced = true;
+		st->untraced_p50_us = percentile_us(v, m, 50);
+	}
+	free(v);
+}
+
 static bench_stats stats_of(bench_result *r)
 {
 	bench_stats st = {0};
+	stage_medians(r, &st); /* before lat_ns is sorted: rows match jobs */
 	qsort(r->lat_ns, r->n, sizeof(uint64_t), cmp_u64);
 	st.jobs = r->n;
 	st.p50_us = percentile_us(r->lat_ns, r->n, 50);
@@ -482,16 +558,32 @@ void cli_json_escape(char *out, size_t cap, const char *s)
 	out[o] = 0;
 }
 
+/* {"request":12.3,...}: each traced stage's median, in proto_stage_id
+ * order ({} when no job had a trace), then ,"untraced_us":N when some had. */
+static void stages_json(char *out, size_t cap, const bench_stats *st)
+{
+	size_t o = (size_t)snprintf(out, cap, "{");
+	for (int k = 0; k < PROTO_STAGE_COUNT && o < cap; k++)
+		if (st->has_stage[k])
+			o += (size_t)snprintf(out + o, cap - o, "%s\"%s\":%.1f", o > 1 ? "," : "",
+					      proto_stage_name((proto_stage_id)k), st->stage_p50_us[k]);
+	if (o < cap)
+		o += (size_t)snprintf(out + o, cap - o, "}");
+	if (st->has_untraced && o < cap)
+		snprintf(out + o, cap - o, ",\"untraced_us\":%.1f", st->untraced_p50_us);
+}
+
 static void print_json(const bench_spec *s, const char *mode, const bench_stats *st,
 		       const char *device)
 {
-	char dev[300];
+	char dev[300], stages[512];
 	cli_json_escape(dev, sizeof(dev), device);
+	stages_json(stages, sizeof(stages), st);
 	cli_out("{\"scenario\":\"%s\",\"mode\":\"%s\",\"clients\":%u,\"inflight\":%u,\"jobs\":%" PRIu64
 		",\"shape\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],\"p50_us\":%.1f,\"p99_us\":%.1f,"
-		"\"jobs_per_s\":%.1f,\"avg_batch_jobs\":%.2f,\"device\":\"%s\"}\n",
+		"\"jobs_per_s\":%.1f,\"avg_batch_jobs\":%.2f,\"stages_us\":%s,\"device\":\"%s\"}\n",
 		s->scenario, mode, s->clients, s->inflight, st->jobs, s->batch, s->in, s->out,
-		st->p50_us, st->p99_us, st->jobs_per_s, st->avg_batch, dev);
+		st->p50_us, st->p99_us, st->jobs_per_s, st->avg_batch, stages, dev);
 }
 
 static double ratio(double a, double b)
@@ -514,6 +606,16 @@ static void print_table_row(const bench_spec *s, const char *mode, const bench_s
 	printf("%-16s %-7s %7u %8u %7" PRIu64 "  %-14s %10.1f %10.1f %10.1f %9.2f\n", s->scenario,
 	       mode, s->clients, s->inflight, st->jobs, shape, st->p50_us, st->p99_us,
 	       st->jobs_per_s, st->avg_batch);
+	/* where the time went: each stage's median */
+	bool any = false;
+	for (int k = 0; k < PROTO_STAGE_COUNT; k++)
+		if (st->has_stage[k]) {
+			printf("%s %s %.1f", any ? "," : "    stages (µs, medians):",
+			       proto_stage_name((proto_stage_id)k), st->stage_p50_us[k]);
+			any = true;
+		}
+	if (any)
+		printf("\n");
 }
 
 /* ---- the command ----------------------------------------------------------------- */

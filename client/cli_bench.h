@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "msg.h" /* proto_stage_id */
+
 /* One measured line: a shape run by `clients` clients, each doing `warmup`
  * unmeasured jobs, then `jobs` measured ones with `inflight` in flight. */
 typedef struct bench_spec {
@@ -23,9 +25,13 @@ typedef struct bench_spec {
 	bool check;             /* compare each client's last result with the reference */
 } bench_spec;
 
-/* What one run measured. lat_ns holds every measured job's round trip. */
+/* What one run measured. lat_ns holds every measured job's round trip;
+ * stage_ns (when not NULL) each job's trace, PROTO_STAGE_COUNT values per
+ * job in proto_stage_id order, BENCH_NO_STAGE where the trace had none. */
+#define BENCH_NO_STAGE UINT64_MAX
 typedef struct bench_result {
 	uint64_t *lat_ns;
+	uint64_t *stage_ns;
 	uint64_t n;
 	uint64_t batch_jobs_sum; /* of the measured replies */
 	uint64_t wall_ns;        /* start barrier released .. last client done */
@@ -34,6 +40,10 @@ typedef struct bench_result {
 } bench_result;
 
 void bench_result_free(bench_result *r);
+/* One job's row of stage_ns: every stage absent, then each named stage
+ * (proto_stage_name; names it does not know are ignored) set. */
+void bench_stage_row_clear(uint64_t *row);
+void bench_stage_put(uint64_t *row, const char *name, uint64_t ns);
 /* Whole reads and writes on a pipe: 0, or -1 (EOF or error). */
 int bench_read_all(int fd, void *p, size_t len);
 int bench_write_all(int fd, const void *p, size_t len);

@@ -116,6 +116,7 @@ static int dclient_submit(dclient *c)
 	}
 	j->owner = c;
 	j->req = q;
+	j->t_recv_ns = t0; /* DECODE: the checks above, as for a frame */
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		j->bytes[t] = bytes[t];
 		if (q.t[t].present) {
@@ -146,6 +147,13 @@ static void direct_done_cb(job *j, proto_code code, const char *msg, uint64_t qu
 		fail_run(b, "job failed: %s: %s", proto_code_name(code), msg ? msg : "");
 	} else if (c->measure) {
 		bench_result *r = b->res;
+		/* the engine's stages, up to this callback standing in for a reply */
+		proto_trace tr;
+		uint64_t *row = r->stage_ns + r->n * PROTO_STAGE_COUNT;
+		engine_job_trace(j, now, &tr);
+		bench_stage_row_clear(row);
+		for (unsigned i = 0; i < tr.n; i++)
+			bench_stage_put(row, tr.st[i].name, tr.st[i].ns);
 		r->lat_ns[r->n++] = now - c->t_submit[j->req.id];
 		r->batch_jobs_sum += batch_jobs;
 	}
@@ -264,7 +272,8 @@ int bench_direct_run(bench_direct *b, const bench_spec *s, bench_result *r, char
 	int rc = -1;
 	b->clients = calloc(s->clients, sizeof(*b->clients));
 	r->lat_ns = calloc(s->clients * s->jobs + 1, sizeof(*r->lat_ns));
-	if (!b->clients || !r->lat_ns) {
+	r->stage_ns = calloc((s->clients * s->jobs + 1) * PROTO_STAGE_COUNT, sizeof(*r->stage_ns));
+	if (!b->clients || !r->lat_ns || !r->stage_ns) {
 		snprintf(why, why_len, "out of memory");
 		goto out;
 	}
@@ -381,7 +390,8 @@ void bench_direct_close(bench_direct *b)
 
 /* ---- the helper process --------------------------------------------------------- */
 
-/* One run's answer on the result pipe; n latencies (uint64_t ns) follow. */
+/* One run's answer on the result pipe; n latencies (uint64_t ns) follow,
+ * then n rows of stages (PROTO_STAGE_COUNT uint64_t each). */
 typedef struct direct_report {
 	int32_t ok;
 	uint32_t mismatched;
@@ -413,7 +423,8 @@ static int direct_worker(const bench_spec *plan, uint32_t n, int cmd_fd, int res
 			snprintf(rep.device, sizeof(rep.device), "%s", r.device);
 		}
 		if (bench_write_all(res_fd, &rep, sizeof(rep)) != 0 ||
-		    bench_write_all(res_fd, r.lat_ns, rep.n * sizeof(uint64_t)) != 0)
+		    bench_write_all(res_fd, r.lat_ns, rep.n * sizeof(uint64_t)) != 0 ||
+		    bench_write_all(res_fd, r.stage_ns, rep.n * PROTO_STAGE_COUNT * sizeof(uint64_t)) != 0)
 			rc = 4;
 		bench_result_free(&r);
 		if (rc)
@@ -480,11 +491,14 @@ int bench_direct_proc_run(bench_direct_proc *p, uint32_t line, bench_result *r, 
 		return -1;
 	}
 	r->lat_ns = calloc(rep.n + 1, sizeof(uint64_t));
-	if (!r->lat_ns) {
+	r->stage_ns = calloc((rep.n + 1) * PROTO_STAGE_COUNT, sizeof(uint64_t));
+	if (!r->lat_ns || !r->stage_ns) {
 		snprintf(why, why_len, "out of memory");
+		bench_result_free(r);
 		return -1;
 	}
-	if (bench_read_all(p->res_fd, r->lat_ns, rep.n * sizeof(uint64_t)) != 0) {
+	if (bench_read_all(p->res_fd, r->lat_ns, rep.n * sizeof(uint64_t)) != 0 ||
+	    bench_read_all(p->res_fd, r->stage_ns, rep.n * PROTO_STAGE_COUNT * sizeof(uint64_t)) != 0) {
 		snprintf(why, why_len, "the direct-mode helper process sent a short report");
 		bench_result_free(r);
 		return -1;

@@ -209,6 +209,14 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 		printf("latency (in the daemon; vkgrad stats --prometheus has every bucket)\n");
 	for (unsigned i = 0; i < s.n_hist; i++)
 		print_hist(&s.hist[i]);
+	if (s.n_stages)
+		printf("stages of recent jobs (median / p99 µs, jobs in the window)\n");
+	for (unsigned i = 0; i < s.n_stages; i++)
+		printf("  %-20s %10.1f / %10.1f  (%" PRIu64 ")\n", s.stages[i].name, s.stages[i].p50_us,
+		       s.stages[i].p99_us, s.stages[i].count);
+	printf("completion wait: spin budget %" PRIu64 " µs, %" PRIu64 " µs spun, %" PRIu64
+	       " waits ended spinning, %" PRIu64 " blocked\n",
+	       s.spin_budget_us, s.spin_us, s.spin_hits, s.blocking_waits);
 	rc = CLI_EXIT_OK;
 out:
 	vkg_close(c);

@@ -34,6 +34,8 @@ typedef struct vkg_entry {
 	char message[256];
 	uint64_t region;
 	uint64_t queued_us, gpu_us, batch_jobs, kernel_us; /* kernel_us 0: not sent */
+	uint64_t t_submit_ns, t_seen_ns; /* CLOCK_MONOTONIC: request about to go, reply decoded */
+	proto_trace trace;               /* the daemon's part, when the reply had one */
 	proto_reply *full; /* sync calls needing the whole reply (hello, stats) */
 	bool want_raw;     /* vkg_call_raw: keep the reply's body */
 	uint8_t *raw;      /* malloc'd copy of it, handed to the caller */
@@ -143,6 +145,66 @@ static void entry_remove(vkg_client *c, vkg_entry *e)
 	c->entries[i] = c->entries[--c->n_entries];
 }
 
+/* ---- traces ------------------------------------------------------------- */
+
+static _Thread_local vkg_trace last_trace;
+static _Thread_local bool last_trace_set;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void trace_add(vkg_trace *t, const char *name, uint64_t ns)
+{
+	if (t->n_stages >= VKG_TRACE_MAX_STAGES)
+		return;
+	vkg_trace_stage *s = &t->stages[t->n_stages++];
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->ns = ns;
+}
+
+/* The finished job's trace for vkg_trace_last: the daemon's stages between
+ * its own two times, with this process's ends around them when the clocks
+ * agree. */
+static void trace_keep(const vkg_entry *e)
+{
+	vkg_trace *t = &last_trace;
+	last_trace_set = e->trace.present;
+	if (!e->trace.present)
+		return;
+	memset(t, 0, sizeof(*t));
+	t->t_submit_ns = e->t_submit_ns;
+	t->t_seen_ns = e->t_seen_ns;
+	t->t_recv_ns = e->trace.t_recv_ns;
+	t->t_reply_ns = e->trace.t_reply_ns;
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < e->trace.n; i++)
+		sum += e->trace.st[i].ns;
+	const uint64_t encoded = t->t_recv_ns + sum;
+	t->complete = t->t_recv_ns >= t->t_submit_ns && t->t_reply_ns >= encoded &&
+		      t->t_seen_ns >= t->t_reply_ns;
+	if (t->complete)
+		trace_add(t, "request", t->t_recv_ns - t->t_submit_ns);
+	for (unsigned i = 0; i < e->trace.n; i++)
+		trace_add(t, e->trace.st[i].name, e->trace.st[i].ns);
+	if (t->t_reply_ns >= encoded)
+		trace_add(t, "write", t->t_reply_ns - encoded);
+	if (t->complete)
+		trace_add(t, "client_wake", t->t_seen_ns - t->t_reply_ns);
+}
+
+int vkg_trace_last(vkg_trace *out)
+{
+	if (!last_trace_set)
+		return -ENOENT;
+	if (out)
+		*out = last_trace;
+	return 0;
+}
+
 /* Copy a finished entry out to the caller's structures, then drop it. */
 static int entry_consume(vkg_client *c, vkg_entry *e, vkg_result *res, uint64_t *region,
 			 vkg_error *err)
@@ -155,6 +217,7 @@ static int entry_consume(vkg_client *c, vkg_entry *e, vkg_result *res, uint64_t 
 			res->batch_jobs = e->batch_jobs;
 			res->kernel_us = e->kernel_us;
 		}
+		trace_keep(e);
 		if (region)
 			*region = e->region;
 	} else {
@@ -166,7 +229,7 @@ static int entry_consume(vkg_client *c, vkg_entry *e, vkg_result *res, uint64_t 
 
 /* ---- receiving ---------------------------------------------------------- */
 
-static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len)
+static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len, uint64_t t_seen)
 {
 	proto_reply *r = &c->scratch;
 	proto_err perr;
@@ -193,6 +256,8 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len)
 	e->gpu_us = r->gpu_us;
 	e->batch_jobs = r->batch_jobs;
 	e->kernel_us = r->has_kernel_us ? r->kernel_us : 0;
+	e->t_seen_ns = t_seen;
+	e->trace = r->trace;
 	if (e->full)
 		memcpy(e->full, r, sizeof(*r));
 	if (e->want_raw && (e->raw = malloc(len ? len : 1)) != NULL) {
@@ -234,8 +299,9 @@ static void conn_drain(vkg_client *c)
 		const uint8_t *body;
 		uint32_t len;
 		int got = 0;
+		const uint64_t t_seen = now_ns();
 		while (!c->dead_rc && (got = proto_framer_next(&c->rx, &body, &len)) == 1)
-			dispatch_frame(c, body, len);
+			dispatch_frame(c, body, len, t_seen);
 		if (got < 0)
 			conn_dead(c, -EPROTO, "daemon sent a frame with a bad length (0 or over %u bytes)",
 				  VKG_CLIENT_MAX_FRAME);
@@ -299,12 +365,13 @@ static int conn_send(vkg_client *c, const char *data, size_t len, int fd, vkg_er
 
 /* File a pending entry for id and send its encoded frame. */
 static int conn_send_request(vkg_client *c, uint64_t id, const msgpack_sbuffer *sb, int fd,
-			     proto_reply *full, bool want_raw, vkg_error *err)
+			     proto_reply *full, bool want_raw, uint64_t t_submit, vkg_error *err)
 {
 	vkg_entry *e = entry_add(c, id, full);
 	if (!e)
 		return set_err(err, -ENOMEM, "io", "out of memory");
 	e->want_raw = want_raw;
+	e->t_submit_ns = t_submit;
 	int rc = conn_send(c, sb->data, sb->size, fd, err);
 	if (rc && (e = entry_find(c, id)) != NULL)
 		entry_remove(c, e);
@@ -317,6 +384,7 @@ static int conn_request(vkg_client *c, proto_request *req, int fd, proto_reply *
 {
 	if (c->dead_rc)
 		return dead_err(c, err);
+	const uint64_t t_submit = now_ns();
 	req->id = c->next_id++;
 	msgpack_sbuffer sb;
 	msgpack_sbuffer_init(&sb);
@@ -326,7 +394,7 @@ static int conn_request(vkg_client *c, proto_request *req, int fd, proto_reply *
 			     proto_op_name(req->op), strerror(-rc));
 		goto out;
 	}
-	rc = conn_send_request(c, req->id, &sb, fd, full, false, err);
+	rc = conn_send_request(c, req->id, &sb, fd, full, false, t_submit, err);
 	if (rc == 0)
 		*id_out = req->id;
 out:
@@ -905,13 +973,13 @@ int vkg_call_raw(vkg_client *c, const char *op, const void *args, size_t args_le
 		rc = dead_err(c, err);
 		goto out;
 	}
-	const uint64_t id = c->next_id++;
+	const uint64_t t_submit = now_ns(), id = c->next_id++;
 	rc = raw_encode(&sb, op, id, args, args ? args_len : 0, pairs, hdr);
 	if (rc) {
 		rc = set_err(err, rc, "io", "encoding the %s request failed: %s", op, strerror(-rc));
 		goto out;
 	}
-	rc = conn_send_request(c, id, &sb, -1, NULL, true, err);
+	rc = conn_send_request(c, id, &sb, -1, NULL, true, t_submit, err);
 	if (rc)
 		goto out;
 	vkg_entry *e;

@@ -138,6 +138,42 @@ typedef struct vkg_result {
 	uint64_t kernel_us;
 } vkg_result;
 
+/* Where a job's time went. A daemon that traces (proto/README.md, the
+ * reply keys t_recv_ns, stages_ns, t_reply_ns) says when the request
+ * arrived, how long each of its stages took and when it wrote the reply;
+ * the library adds its own ends. On one host both processes read the same
+ * CLOCK_MONOTONIC, so the stages, in order, cover the whole round trip:
+ *   request      this process about to send the request -> the daemon has it
+ *   decode ... answer   the daemon's (proto/README.md says what each covers;
+ *                a daemon without calibrated GPU timestamps sends gpu_wait
+ *                instead of launch and complete)
+ *   write        the daemon encoded the reply -> wrote it to the socket
+ *   client_wake  written -> this process has read and decoded it
+ * and add up to t_seen_ns - t_submit_ns. */
+#define VKG_TRACE_MAX_STAGES 16
+typedef struct vkg_trace_stage {
+	char name[16];
+	uint64_t ns;
+} vkg_trace_stage;
+
+typedef struct vkg_trace {
+	/* true: every stage above is here and they add up to the round trip;
+	 * false: the clocks disagree (the daemon in another time namespace),
+	 * only the daemon's own stages are here */
+	bool complete;
+	uint64_t t_submit_ns, t_seen_ns;  /* this process's CLOCK_MONOTONIC */
+	uint64_t t_recv_ns, t_reply_ns;   /* the daemon's */
+	unsigned n_stages;
+	vkg_trace_stage stages[VKG_TRACE_MAX_STAGES];
+} vkg_trace;
+
+/* The trace of the job whose completion the calling thread was last told of
+ * (vkg_linear_backward, vkg_poll, vkg_poll_any or vkg_wait returning 0).
+ * Returns 0, or -ENOENT when that job's reply carried none (an older
+ * daemon) or none was reported to this thread yet. Thread-local, like
+ * errno: cheap enough to ask after every job. */
+int vkg_trace_last(vkg_trace *out);
+
 /* Synchronous: returns once the outputs are in the region. */
 int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err);
 

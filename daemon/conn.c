@@ -30,7 +30,7 @@ void conn_ref(conn *c)
 static void conn_free(conn *c)
 {
 	proto_framer_free(&c->fr);
-	free(c->out);
+	outq_free(&c->out);
 	free(c->regs);
 	free(c);
 }
@@ -73,6 +73,7 @@ void conn_close(conn *c, const char *why)
 	s->nconns--;
 	service_clients(s->nconns);
 	drop_fds(c);
+	outq_shut(&c->out); /* nothing more is written: the socket may close */
 	/* queued jobs can no longer be answered: drop them (running ones finish) */
 	engine_lane_close(&s->eng, c->lane);
 	c->lane = NULL;
@@ -125,6 +126,7 @@ int conn_open(server *s, int fd)
 	}
 	c->srv = s;
 	c->fd = fd;
+	outq_init(&c->out, fd, &s->eng.metrics);
 	c->refs = 1;
 	c->open = true;
 	socklen_t len = sizeof(c->cred);
@@ -207,28 +209,18 @@ static void update_poll(conn *c)
 static void finish_half_closed(conn *c)
 {
 	if (c->open && c->rd_eof && c->inflight == 0 && c->unreg_pending == 0 &&
-	    c->out_off == c->out_len)
+	    outq_pending(&c->out) == 0)
 		conn_close(c, "peer half-closed; every reply sent");
 }
 
 static void flush_out(conn *c)
 {
-	while (c->out_off < c->out_len) {
-		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			conn_close(c, strerror(errno));
-			return;
-		}
-		c->out_off += (size_t)n;
+	int rc = outq_flush(&c->out);
+	if (rc < 0) {
+		conn_close(c, strerror(-rc));
+		return;
 	}
-	if (c->out_off == c->out_len)
-		c->out_off = c->out_len = 0;
-	bool want = c->out_len > 0;
+	bool want = rc > 0;
 	if (!want && c->close_after_flush) {
 		conn_close(c, "protocol error");
 		return;
@@ -244,34 +236,25 @@ static void flush_out(conn *c)
 	}
 }
 
-/* Queue one framed reply (sb holds prefix + body) and try to write it. */
-static void send_sbuf(conn *c, msgpack_sbuffer *sb)
+/* Queue one framed reply (sb holds prefix + body) and try to write it.
+ * timed: a job reply whose trace takes the write time (outq.h). */
+static void send_sbuf_at(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encoded)
 {
 	if (!c->open || !sb->data)
 		return;
-	size_t pending = c->out_len - c->out_off;
-	if (pending + sb->size > c->srv->cfg->max_outbound_bytes) {
+	int rc = outq_append(&c->out, sb->data, sb->size, timed, t_encoded,
+			     c->srv->cfg->max_outbound_bytes);
+	if (rc == -ENOBUFS) {
 		log_warn("client pid %d: %zu reply bytes unread, above max_outbound_bytes %llu; dropping it",
-			 (int)c->cred.pid, pending, (unsigned long long)c->srv->cfg->max_outbound_bytes);
+			 (int)c->cred.pid, outq_pending(&c->out),
+			 (unsigned long long)c->srv->cfg->max_outbound_bytes);
 		conn_close(c, "not reading its replies");
 		return;
 	}
-	if (c->out_off > 0 && c->out_off == c->out_len)
-		c->out_off = c->out_len = 0;
-	if (c->out_len + sb->size > c->out_cap) {
-		size_t cap = c->out_cap ? c->out_cap : 4096;
-		while (cap < c->out_len + sb->size)
-			cap *= 2;
-		uint8_t *nb = realloc(c->out, cap);
-		if (!nb) {
-			conn_close(c, "out of memory");
-			return;
-		}
-		c->out = nb;
-		c->out_cap = cap;
+	if (rc != 0) {
+		conn_close(c, rc == -ENOMEM ? "out of memory" : strerror(-rc));
+		return;
 	}
-	memcpy(c->out + c->out_len, sb->data, sb->size);
-	c->out_len += sb->size;
 	if (c->srv->cork) {
 		if (!c->dirty) {
 			c->dirty = true;
@@ -282,6 +265,11 @@ static void send_sbuf(conn *c, msgpack_sbuffer *sb)
 		return;
 	}
 	flush_out(c);
+}
+
+static void send_sbuf(conn *c, msgpack_sbuffer *sb)
+{
+	send_sbuf_at(c, sb, false, 0);
 }
 
 void conn_replies_cork(void *srv, bool begin)
@@ -415,6 +403,10 @@ static void op_stats(conn *c, const proto_request *q)
 		st->scratch_bytes += e->slots[i].scratch.size;
 	st->scratch_failures = e->scratch_failures;
 	metrics_export(&e->metrics, st);
+	st->spin_budget_us = s->cfg->spin_us;
+	st->spin_us = atomic_load(&e->spin_ns) / 1000;
+	st->spin_hits = atomic_load(&e->spin_hits);
+	st->blocking_waits = atomic_load(&e->blocking_waits);
 	reply(c, PROTO_R_STATS, &r);
 }
 
@@ -583,6 +575,7 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	}
 	j->owner = c;
 	j->req = *q;
+	j->t_recv_ns = c->rx_ns;
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		j->bytes[t] = bytes[t];
 		if (q->t[t].present) {
@@ -608,7 +601,13 @@ void conn_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
 		proto_reply r = {.id = j->req.id, .ok = true, .queued_us = queued_us,
 				 .gpu_us = gpu_us, .batch_jobs = batch_jobs,
 				 .kernel_us = j->kernel_us, .has_kernel_us = j->has_kernel_us};
-		reply(c, PROTO_R_JOB, &r);
+		const uint64_t t_enc = engine_now_ns();
+		engine_job_trace(j, t_enc, &r.trace);
+		msgpack_sbuffer sb;
+		msgpack_sbuffer_init(&sb);
+		if (proto_reply_encode(&sb, PROTO_R_JOB, &r) == 0)
+			send_sbuf_at(c, &sb, r.trace.present, t_enc);
+		msgpack_sbuffer_destroy(&sb);
 	} else {
 		proto_err err;
 		proto_fail(&err, code, "linear_backward: %s", msg);
@@ -885,6 +884,7 @@ static void conn_read(conn *c)
 			break;
 		}
 		done += (size_t)m;
+		c->rx_ns = engine_now_ns(); /* the frames this read completes arrived */
 		if (!take_bytes(c, buf, (size_t)m, fds, nfds))
 			break;
 	}

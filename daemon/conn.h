@@ -12,6 +12,7 @@
 
 #include "engine.h"
 #include "frame.h"
+#include "outq.h"
 #include "region.h"
 
 typedef struct server server;
@@ -36,8 +37,8 @@ struct conn {
 	int fds[CONN_MAX_FDS]; /* received descriptors, oldest first */
 	uint64_t fd_frame[CONN_MAX_FDS]; /* stream offset of the frame each came with */
 	unsigned nfds;
-	uint8_t *out;          /* replies not yet written */
-	size_t out_len, out_cap, out_off;
+	outq out;              /* replies not yet written */
+	uint64_t rx_ns;        /* when the last read brought bytes (a frame's arrival) */
 	region **regs;         /* regions table, by insertion */
 	uint32_t nregs, regs_cap;
 	uint64_t next_region;

@@ -39,6 +39,26 @@ static bool has_ext(VkPhysicalDevice p, const char *name)
 	return found;
 }
 
+/* Both the device's time domain and CLOCK_MONOTONIC calibrateable? */
+static bool calibrateable(VkInstance inst, VkPhysicalDevice p)
+{
+	if (!has_ext(p, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME))
+		return false;
+	PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT f =
+		(PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)vkGetInstanceProcAddr(
+			inst, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT");
+	VkTimeDomainEXT dom[8];
+	uint32_t n = 8;
+	if (!f || f(p, &n, dom) < 0)
+		return false;
+	bool dev = false, mono = false;
+	for (uint32_t i = 0; i < n; i++) {
+		dev |= dom[i] == VK_TIME_DOMAIN_DEVICE_EXT;
+		mono |= dom[i] == VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+	}
+	return dev && mono;
+}
+
 /* Does the device multiply 16x16x16 f16 matrices into f32 at subgroup
  * scope (what linear_coopmat_gemm is written for)? */
 static bool coopmat_shape_ok(VkPhysicalDevice p, VkInstance inst)
@@ -348,7 +368,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	};
 	if (d->exec_stats)
 		en12.pNext = &enex;
-	const char *dext[10] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+	const char *dext[12] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
 	uint32_t ndext = 1;
 	void *next = en12.pNext;
 	cmk_enable(&d->cmk, &next, dext, &ndext, &en12);
@@ -365,6 +385,10 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
+	/* VKGRAD_NO_CALIBRATION: debug switch, traces as on a device without it */
+	d->calibrated = calibrateable(d->instance, d->phys) && !getenv("VKGRAD_NO_CALIBRATION");
+	if (d->calibrated)
+		dext[ndext++] = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
 	if (d->exec_stats)
 		dext[ndext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
 	if (d->coopmat)
@@ -411,6 +435,15 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, qf);
 	d->timestamps = qf[d->queue_family].timestampValidBits > 0 && d->props.limits.timestampPeriod > 0;
 	d->timestamp_period = d->props.limits.timestampPeriod;
+	const uint32_t vb = qf[d->queue_family].timestampValidBits;
+	d->timestamp_mask = vb >= 64 ? UINT64_MAX : (1ull << vb) - 1;
+	if (d->calibrated)
+		d->get_calibrated = (PFN_vkGetCalibratedTimestampsEXT)vkGetDeviceProcAddr(
+			d->dev, "vkGetCalibratedTimestampsEXT");
+	d->calibrated = d->calibrated && d->timestamps && d->get_calibrated;
+	log_info("GPU timestamps: %s", !d->timestamps ? "none (a job's trace has no GPU stages)"
+				       : d->calibrated ? "on the host's clock (VK_EXT_calibrated_timestamps)"
+						       : "durations only (no calibration to CLOCK_MONOTONIC)");
 
 	proto_device_info *in = &d->info;
 	snprintf(in->name, sizeof(in->name), "%.127s", d->props.deviceName);

@@ -33,6 +33,12 @@ typedef struct device {
 	VkDeviceSize import_align; /* minImportedHostPointerAlignment */
 	float timestamp_period;    /* ns per tick */
 	bool timestamps;
+	uint64_t timestamp_mask;   /* the valid bits of a timestamp */
+	/* VK_EXT_calibrated_timestamps with the device's and CLOCK_MONOTONIC's
+	 * domains: GPU timestamps can be put on the host's clock (the stages
+	 * launch and complete of a job's trace) */
+	bool calibrated;
+	PFN_vkGetCalibratedTimestampsEXT get_calibrated;
 	bool exec_stats;           /* VK_KHR_pipeline_executable_properties enabled:
 				      the compiler's statistics of each pipeline
 				      (registers, spills...) are logged at debug level */

@@ -24,6 +24,118 @@ static bool is_output(int t)
 	return engine_is_output(t);
 }
 
+static uint64_t span(uint64_t from, uint64_t to)
+{
+	return to > from ? to - from : 0;
+}
+
+/* ---- trace ------------------------------------------------------------------ */
+
+#define ENGINE_CAL_EVERY_NS 1000000000ull /* recalibrate GPU and host clocks this often */
+
+/* A fresh pair of simultaneous GPU and CLOCK_MONOTONIC readings, at most
+ * once a second (the clocks drift apart by parts per million). Loop thread,
+ * before a submission. */
+static void calibrate(engine *e, uint64_t now)
+{
+	const device *d = e->dev;
+	if (!d->calibrated || (e->cal_ok && now - e->cal_at_ns < ENGINE_CAL_EVERY_NS))
+		return;
+	const VkCalibratedTimestampInfoEXT ci[2] = {
+		{.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT, .timeDomain = VK_TIME_DOMAIN_DEVICE_EXT},
+		{.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+		 .timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT},
+	};
+	uint64_t ts[2], dev_max = 0;
+	if (d->get_calibrated(d->dev, 2, ci, ts, &dev_max) != VK_SUCCESS)
+		return; /* keep the last one, or none */
+	e->cal_dev = ts[0];
+	e->cal_host_ns = ts[1];
+	e->cal_at_ns = now;
+	e->cal_ok = true;
+}
+
+/* A GPU timestamp of slot s on the host's clock. */
+static uint64_t gpu_to_host(const device *d, const engine_slot *s, uint64_t t)
+{
+	const uint64_t m = d->timestamp_mask, diff = (t - s->cal_dev) & m;
+	const double ticks = diff > m / 2 ? -(double)(m - diff) - 1.0 : (double)diff;
+	const double ns = (double)s->cal_host_ns + ticks * (double)d->timestamp_period;
+	return ns > 0 ? (uint64_t)ns : 0;
+}
+
+/* The batch's part of each job's trace, from submission to the start of
+ * answering: LAUNCH, GPU, COMPLETE where the GPU's timestamps are on the
+ * host's clock (clamped into submitted..seen: the calibration is good to a
+ * few µs), GPU and GPU_WAIT where only their difference is known, GPU_WAIT
+ * alone without timestamps. */
+static void slot_stages(const engine *e, const engine_slot *s, uint64_t st[PROTO_STAGE_COUNT],
+			uint32_t *mask)
+{
+	const device *d = e->dev;
+	const uint64_t sub = s->t_submitted_ns, seen = s->t_seen_ns > sub ? s->t_seen_ns : sub;
+	const volatile uint64_t *ts = s->ts_map;
+	const bool have_ts = d->timestamps && ts && ((ts[1] - ts[0]) & d->timestamp_mask) <=
+						       d->timestamp_mask / 2;
+	*mask = 1u << PROTO_STAGE_HANDOFF;
+	st[PROTO_STAGE_HANDOFF] = span(seen, s->t_answer_ns);
+	if (have_ts && s->cal_ok) {
+		uint64_t a = gpu_to_host(d, s, ts[0]), b = gpu_to_host(d, s, ts[1]);
+		a = a < sub ? sub : a > seen ? seen : a;
+		b = b < a ? a : b > seen ? seen : b;
+		st[PROTO_STAGE_LAUNCH] = a - sub;
+		st[PROTO_STAGE_GPU] = b - a;
+		st[PROTO_STAGE_COMPLETE] = seen - b;
+		*mask |= 1u << PROTO_STAGE_LAUNCH | 1u << PROTO_STAGE_GPU | 1u << PROTO_STAGE_COMPLETE;
+	} else if (have_ts) {
+		uint64_t g = (uint64_t)((double)((ts[1] - ts[0]) & d->timestamp_mask) *
+					d->timestamp_period);
+		if (g > seen - sub)
+			g = seen - sub;
+		st[PROTO_STAGE_GPU] = g;
+		st[PROTO_STAGE_GPU_WAIT] = seen - sub - g;
+		*mask |= 1u << PROTO_STAGE_GPU | 1u << PROTO_STAGE_GPU_WAIT;
+	} else {
+		st[PROTO_STAGE_GPU_WAIT] = seen - sub;
+		*mask |= 1u << PROTO_STAGE_GPU_WAIT;
+	}
+}
+
+/* Job j's stages from its arrival to the start of answering its batch,
+ * the batch's part (slot_stages) copied in. */
+static void job_stages(const engine_slot *s, job *j, const uint64_t st[PROTO_STAGE_COUNT],
+		       uint32_t mask)
+{
+	memcpy(j->stage_ns, st, sizeof(j->stage_ns));
+	j->stage_mask = mask | 1u << PROTO_STAGE_QUEUE | 1u << PROTO_STAGE_RECORD |
+			1u << PROTO_STAGE_SUBMIT;
+	j->stage_ns[PROTO_STAGE_QUEUE] = span(j->t_queued_ns, s->t_take_ns);
+	j->stage_ns[PROTO_STAGE_RECORD] = span(s->t_take_ns, s->t_recorded_ns);
+	j->stage_ns[PROTO_STAGE_SUBMIT] = span(s->t_recorded_ns, s->t_submitted_ns);
+	if (j->t_recv_ns) {
+		j->stage_ns[PROTO_STAGE_DECODE] = span(j->t_recv_ns, j->t_queued_ns);
+		j->stage_mask |= 1u << PROTO_STAGE_DECODE;
+	}
+	j->t_answer_ns = s->t_answer_ns;
+}
+
+void engine_job_trace(job *j, uint64_t t_encoded, proto_trace *out)
+{
+	j->stage_ns[PROTO_STAGE_ANSWER] = span(j->t_answer_ns, t_encoded);
+	j->stage_mask |= 1u << PROTO_STAGE_ANSWER;
+	out->present = j->t_recv_ns != 0;
+	out->t_recv_ns = j->t_recv_ns;
+	out->t_reply_ns = t_encoded; /* the writer puts the send's time here */
+	out->n = 0;
+	for (int i = PROTO_STAGE_DECODE; i <= PROTO_STAGE_ANSWER; i++) {
+		if (!(j->stage_mask & (1u << i)))
+			continue;
+		proto_stage *p = &out->st[out->n++];
+		snprintf(p->name, sizeof(p->name), "%s", proto_stage_name((proto_stage_id)i));
+		p->ns = j->stage_ns[i];
+	}
+}
+
 /* ---- completion thread ---------------------------------------------------- */
 
 static void *completion_main(void *arg)
@@ -48,7 +160,8 @@ static void *completion_main(void *arg)
 		/* spin briefly (a small batch often finishes within microseconds
 		 * and waking from a blocking wait costs tens of them), then block */
 		VkResult r = VK_TIMEOUT;
-		uint64_t spin_end = engine_now_ns() + (uint64_t)e->cfg->spin_us * 1000u;
+		const uint64_t spin_start = engine_now_ns();
+		uint64_t spin_end = spin_start + (uint64_t)e->cfg->spin_us * 1000u, now = spin_start;
 		for (uint64_t cur = 0; e->cfg->spin_us;) {
 			if (vkGetSemaphoreCounterValue(e->dev->dev, e->timeline, &cur) != VK_SUCCESS)
 				break;
@@ -56,11 +169,18 @@ static void *completion_main(void *arg)
 				r = VK_SUCCESS;
 				break;
 			}
-			if (engine_now_ns() >= spin_end)
+			if ((now = engine_now_ns()) >= spin_end)
 				break;
 		}
-		if (r == VK_TIMEOUT)
+		atomic_fetch_add(&e->spin_ns, now - spin_start);
+		if (r == VK_SUCCESS)
+			atomic_fetch_add(&e->spin_hits, 1);
+		if (r == VK_TIMEOUT) {
+			atomic_fetch_add(&e->blocking_waits, 1);
 			r = vkWaitSemaphores(e->dev->dev, &wi, ENGINE_WAIT_NS);
+		}
+		if (r == VK_SUCCESS)
+			e->slots[si].t_seen_ns = engine_now_ns();
 		pthread_mutex_lock(&e->mu);
 		if (r == VK_SUCCESS && ++e->waits == e->fault_wait_at) {
 			log_warn("fault injection: wait %llu reports device loss",
@@ -104,7 +224,11 @@ static void lane_release(job *j)
 
 static void finish_slot(engine *e, engine_slot *s)
 {
-	uint64_t gpu_us = 0;
+	uint64_t gpu_us = 0, st[PROTO_STAGE_COUNT] = {0};
+	uint32_t st_mask = 0;
+	s->t_answer_ns = engine_now_ns();
+	if (!s->failed)
+		slot_stages(e, s, st, &st_mask);
 	if (s->failed && !e->lost) {
 		/* no more submissions until the device is recreated (recovery.c);
 		 * queued jobs wait for it, batches in flight finish first */
@@ -138,6 +262,8 @@ static void finish_slot(engine *e, engine_slot *s)
 		}
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		job *j = s->jobs[i];
+		if (!s->failed)
+			job_stages(s, j, st, st_mask);
 		if (!s->failed && j->devlocal && e->dev->timestamps) {
 			const volatile uint64_t *ts = s->ts_map + j->ts_index;
 			if (ts[1] >= ts[0]) {
@@ -170,6 +296,9 @@ static void finish_slot(engine *e, engine_slot *s)
 			}
 			e->done(j, rc == 0 ? PROTO_OK : err.code, rc == 0 ? NULL : err.message,
 				(j->t_submit_ns - j->t_queued_ns) / 1000, gpu_us, s->njobs);
+			/* the stages the answer traced (engine_job_trace) */
+			if (rc == 0 && (j->stage_mask & (1u << PROTO_STAGE_ANSWER)))
+				metrics_stages(&e->metrics, j->stage_ns, j->stage_mask);
 		} else {
 			e->jobs_failed++;
 			e->done(j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
@@ -267,6 +396,7 @@ static void stage_in(engine *e, engine_slot *s)
 static void submit_slot(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
+	s->t_take_ns = engine_now_ns();
 	uint64_t need = take_jobs(e, s);
 	stage_in(e, s);
 	if (s->njobs == 0)
@@ -285,6 +415,11 @@ static void submit_slot(engine *e, uint32_t si)
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;
 	}
 	record_batch(e, si);
+	s->t_recorded_ns = engine_now_ns();
+	calibrate(e, s->t_recorded_ns);
+	s->cal_ok = e->cal_ok;
+	s->cal_dev = e->cal_dev;
+	s->cal_host_ns = e->cal_host_ns;
 	s->value = ++e->next_value;
 	s->busy = true;
 	e->running += s->njobs;
@@ -319,6 +454,7 @@ static void submit_slot(engine *e, uint32_t si)
 	} else {
 		r = vkQueueSubmit(e->dev->queue, 1, &si_, VK_NULL_HANDLE);
 	}
+	s->t_submitted_ns = engine_now_ns();
 	if (r != VK_SUCCESS) {
 		log_err("vkQueueSubmit failed (VkResult %d); %u job(s) fail", r, s->njobs);
 		s->failed = true;
@@ -680,6 +816,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	e->cfg = cfg;
 	e->done = done;
 	e->nslots = cfg->inflight_batches;
+	metrics_init(&e->metrics);
 	parse_faults(e);
 	placement_init(e);
 	e->client_macs = cfg->client_batch_macs;

@@ -13,6 +13,7 @@
 #define VKG_DAEMON_ENGINE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,8 +38,15 @@ struct job {
 	proto_request req;
 	region *reg[PROTO_T_COUNT]; /* one reference per present tensor */
 	uint64_t bytes[PROTO_T_COUNT];
+	uint64_t t_recv_ns;     /* its request's frame was whole (the owner sets it; 0: unknown) */
 	uint64_t t_queued_ns;
 	uint64_t t_submit_ns;
+	/* its trace (proto_stage_id): ns per stage, stages with their bit in
+	 * stage_mask; the engine fills DECODE..HANDOFF before answering,
+	 * engine_job_trace() ANSWER */
+	uint64_t stage_ns[PROTO_STAGE_COUNT];
+	uint32_t stage_mask;
+	uint64_t t_answer_ns;   /* answering its batch began */
 	/* placement, set when the job joins a batch (engine.c take_jobs) */
 	variant_plan plan;      /* kernels; split-K only with its partials in scratch */
 	uint64_t splitk_off;    /* the partials' offset in the slot's scratch */
@@ -84,6 +92,12 @@ typedef struct engine_slot {
 	uint64_t *ts_map;
 	job **jobs;
 	uint32_t njobs;
+	/* the batch's trace, CLOCK_MONOTONIC ns: forming began, recorded,
+	 * submitted, its value seen by the completion thread, answering began;
+	 * the calibration in force when it was submitted (cal_ok) */
+	uint64_t t_take_ns, t_recorded_ns, t_submitted_ns, t_seen_ns, t_answer_ns;
+	uint64_t cal_host_ns, cal_dev;
+	bool cal_ok;
 	uint64_t value;     /* timeline value signalled when done */
 	bool busy;
 	bool failed;        /* the wait reported device loss */
@@ -142,7 +156,14 @@ typedef struct engine {
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
-	metrics metrics;           /* latency histograms (metrics.h) */
+	metrics metrics;           /* latency histograms, stage windows (metrics.h) */
+	/* GPU clock -> CLOCK_MONOTONIC (device->calibrated): a pair of
+	 * simultaneous readings, refreshed at a submission once a second */
+	uint64_t cal_host_ns, cal_dev, cal_at_ns;
+	bool cal_ok;
+	/* the completion wait (stats): CPU time spun, waits ended spinning,
+	 * waits that blocked */
+	atomic_uint_fast64_t spin_ns, spin_hits, blocking_waits;
 } engine;
 
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
@@ -174,6 +195,12 @@ int engine_gpu_restore(engine *e, char *err, size_t errlen);
 void engine_resume(engine *e);
 
 uint64_t engine_now_ns(void);
+
+/* j's trace for its reply, with t_encoded (now, as the reply is encoded)
+ * ending the ANSWER stage: t_recv_ns and the stages from DECODE to ANSWER
+ * (summing to t_encoded - t_recv_ns). Sets j's ANSWER stage. out->present
+ * stays false for a job without a known arrival. */
+void engine_job_trace(job *j, uint64_t t_encoded, proto_trace *out);
 
 /* Tensor bytes of a job, all slots together. */
 static inline uint64_t engine_job_bytes(const job *j)

@@ -1,11 +1,16 @@
-/* daemon/metrics.h — latency histograms kept beside the engine's counters
- * and reported by `stats` (proto/README.md, "histograms"):
+/* daemon/metrics.h — latency histograms and stage windows kept beside the
+ * engine's counters and reported by `stats` (proto/README.md,
+ * "histograms", "stages"):
  *   job_latency  a job's time in the daemon: request arrival to its reply
  *   job_queued   arrival to submission (the reply's queued_us)
  *   batch_gpu    GPU time of each batch (the reply's gpu_us), once per batch
  * Fixed bucket bounds from 10 µs to 10 s, 1-2.5-5 per decade: enough to
- * tell a 50 µs tiny job from a 20 ms large one and from a stall. Updated
- * and read on the loop thread only. */
+ * tell a 50 µs tiny job from a 20 ms large one and from a stall. The
+ * histograms are updated and read on the loop thread only.
+ *
+ * Stage windows: each stage of a job's round trip (proto_stage_id) keeps
+ * its last METRICS_WINDOW times, so `stats` reports recent medians, not an
+ * average since the start: a few stores per job. Loop thread too. */
 #ifndef VKG_DAEMON_METRICS_H
 #define VKG_DAEMON_METRICS_H
 
@@ -14,6 +19,7 @@
 #include "msg.h"
 
 #define METRICS_NLE 19
+#define METRICS_WINDOW 1024
 
 typedef struct metrics_hist {
 	uint64_t counts[METRICS_NLE + 1]; /* per bucket; the last: above every bound */
@@ -22,15 +28,26 @@ typedef struct metrics_hist {
 
 enum { METRICS_JOB_LATENCY, METRICS_JOB_QUEUED, METRICS_BATCH_GPU, METRICS_COUNT };
 
+typedef struct metrics_window {
+	uint64_t ns[METRICS_WINDOW]; /* a ring: the last `n` observations */
+	uint32_t next, n;
+	uint64_t total;              /* observations ever */
+} metrics_window;
+
 typedef struct metrics {
 	metrics_hist h[METRICS_COUNT];
+	metrics_window stage[PROTO_STAGE_COUNT];
 } metrics;
 
 /* the bounds, µs, rising */
 extern const uint64_t metrics_le_us[METRICS_NLE];
 
+void metrics_init(metrics *m);
 void metrics_observe(metrics *m, int which, uint64_t us);
-/* Every histogram into s->hist (s->n_hist set). */
+/* Stage times of one job: ns[s] for each stage s whose bit is in mask. */
+void metrics_stages(metrics *m, const uint64_t ns[PROTO_STAGE_COUNT], uint32_t mask);
+/* Every histogram into s->hist (s->n_hist set); the median and p99 of each
+ * stage window holding anything into s->stages (s->n_stages set). */
 void metrics_export(const metrics *m, proto_stats *s);
 
 #endif

@@ -55,7 +55,7 @@ static void drain_check_cb(uv_timer_t *t)
 	server *s = t->data;
 	bool flushed = true;
 	for (conn *c = s->conns; c; c = c->next)
-		if (c->out_len > c->out_off)
+		if (outq_pending(&c->out))
 			flushed = false;
 	if (!engine_idle(&s->eng) || !flushed)
 		return;

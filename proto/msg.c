@@ -87,6 +87,36 @@ unsigned proto_variant_list(char *buf, size_t cap, int d,
 	return n;
 }
 
+static const char *const stage_names[PROTO_STAGE_COUNT] = {
+	[PROTO_STAGE_REQUEST] = "request",   [PROTO_STAGE_DECODE] = "decode",
+	[PROTO_STAGE_QUEUE] = "queue",       [PROTO_STAGE_RECORD] = "record",
+	[PROTO_STAGE_SUBMIT] = "submit",     [PROTO_STAGE_LAUNCH] = "launch",
+	[PROTO_STAGE_GPU] = "gpu",           [PROTO_STAGE_COMPLETE] = "complete",
+	[PROTO_STAGE_GPU_WAIT] = "gpu_wait", [PROTO_STAGE_HANDOFF] = "handoff",
+	[PROTO_STAGE_ANSWER] = "answer",     [PROTO_STAGE_WRITE] = "write",
+	[PROTO_STAGE_CLIENT_WAKE] = "client_wake",
+};
+_Static_assert(PROTO_STAGE_COUNT <= PROTO_MAX_STAGES, "every stage fits a trace");
+
+const char *proto_stage_name(proto_stage_id s)
+{
+	return (unsigned)s < PROTO_STAGE_COUNT ? stage_names[s] : "?";
+}
+
+int proto_stage_parse(const char *s, size_t n)
+{
+	for (int i = 0; i < PROTO_STAGE_COUNT; i++)
+		if (strlen(stage_names[i]) == n && memcmp(stage_names[i], s, n) == 0)
+			return i;
+	return -1;
+}
+
+void proto_reply_put_time(uint8_t *end, uint64_t ns)
+{
+	for (int i = 1; i <= 8; i++, ns >>= 8)
+		end[-i] = (uint8_t)ns;
+}
+
 const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx"};
 
 const char *proto_code_name(proto_code c)
@@ -630,6 +660,22 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "dispatches", s->dispatches);
 	pk_kv_u(pk, "scratch_bytes", s->scratch_bytes);
 	pk_kv_u(pk, "scratch_failures", s->scratch_failures);
+	pk_kv_u(pk, "spin_budget_us", s->spin_budget_us);
+	pk_kv_u(pk, "spin_us", s->spin_us);
+	pk_kv_u(pk, "spin_hits", s->spin_hits);
+	pk_kv_u(pk, "blocking_waits", s->blocking_waits);
+	if (s->n_stages) {
+		pk_str(pk, "stages");
+		msgpack_pack_map(pk, s->n_stages);
+		for (unsigned i = 0; i < s->n_stages; i++) {
+			const proto_stage_stat *st = &s->stages[i];
+			pk_str(pk, st->name);
+			msgpack_pack_map(pk, 3);
+			pk_kv_d(pk, "p50_us", st->p50_us);
+			pk_kv_d(pk, "p99_us", st->p99_us);
+			pk_kv_u(pk, "count", st->count);
+		}
+	}
 	if (s->n_hist == 0)
 		return;
 	pk_str(pk, "histograms");
@@ -651,6 +697,20 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	}
 }
 
+/* t_recv_ns, stages_ns, then t_reply_ns last and fixed-width, so the
+ * daemon can fill in the write time in place (proto_reply_put_time). */
+static void pack_trace(msgpack_packer *pk, const proto_trace *t)
+{
+	pk_kv_u(pk, "t_recv_ns", t->t_recv_ns);
+	pk_str(pk, "stages_ns");
+	const unsigned n = t->n < PROTO_MAX_STAGES ? t->n : PROTO_MAX_STAGES;
+	msgpack_pack_map(pk, n);
+	for (unsigned i = 0; i < n; i++)
+		pk_kv_u(pk, t->st[i].name, t->st[i].ns);
+	pk_str(pk, "t_reply_ns");
+	msgpack_pack_fix_uint64(pk, t->t_reply_ns);
+}
+
 int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r)
 {
 	msgpack_packer pk;
@@ -661,8 +721,8 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_PLAIN: extra = 0; break;
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
-	case PROTO_R_JOB: extra = 3 + r->has_kernel_us; break;
-	case PROTO_R_STATS: extra = 23 + (r->stats.n_hist > 0); break;
+	case PROTO_R_JOB: extra = 3 + r->has_kernel_us + 3 * r->trace.present; break;
+	case PROTO_R_STATS: extra = 27 + (r->stats.n_stages > 0) + (r->stats.n_hist > 0); break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);
@@ -683,6 +743,8 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 		/* only when measured: a client must not mistake 0 for a time */
 		if (r->has_kernel_us)
 			pk_kv_u(&pk, "kernel_us", r->kernel_us);
+		if (r->trace.present)
+			pack_trace(&pk, &r->trace);
 		break;
 	case PROTO_R_STATS: pack_stats(&pk, &r->stats); break;
 	case PROTO_R_ERROR:
@@ -818,6 +880,38 @@ static void unpack_histogram(const msgpack_object *name, const msgpack_object *m
 	s->n_hist++;
 }
 
+/* One stage of stats' `stages`; a name too long or past the table is dropped. */
+static void unpack_stage_stat(const msgpack_object *name, const msgpack_object *m, proto_stats *s)
+{
+	if (s->n_stages >= PROTO_MAX_STAGES || name->type != MSGPACK_OBJECT_STR ||
+	    name->via.str.size == 0 || name->via.str.size >= sizeof(s->stages[0].name) ||
+	    m->type != MSGPACK_OBJECT_MAP)
+		return;
+	proto_stage_stat *st = &s->stages[s->n_stages++];
+	memset(st, 0, sizeof(*st));
+	copy_str(name, st->name, sizeof(st->name));
+	const msgpack_object *k, *v;
+	FOR_KV(m, k, v) {
+		if (key_is(k, "p50_us")) st->p50_us = as_f64(v);
+		else if (key_is(k, "p99_us")) st->p99_us = as_f64(v);
+		else if (key_is(k, "count")) st->count = as_u64(v);
+	}
+}
+
+/* A reply's stages_ns: name -> ns, in the daemon's order. */
+static void unpack_trace_stages(const msgpack_object *m, proto_trace *t)
+{
+	const msgpack_object *k, *v;
+	t->n = 0;
+	FOR_KV(m, k, v) {
+		if (t->n >= PROTO_MAX_STAGES || k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 ||
+		    k->via.str.size >= sizeof(t->st[0].name))
+			continue;
+		copy_str(k, t->st[t->n].name, sizeof(t->st[0].name));
+		t->st[t->n++].ns = as_u64(v);
+	}
+}
+
 static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, proto_stats *s)
 {
 	if (key_is(k, "uptime_s")) s->uptime_s = as_f64(v);
@@ -843,7 +937,16 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (key_is(k, "dispatches")) s->dispatches = as_u64(v);
 	else if (key_is(k, "scratch_bytes")) s->scratch_bytes = as_u64(v);
 	else if (key_is(k, "scratch_failures")) s->scratch_failures = as_u64(v);
-	else if (key_is(k, "histograms")) {
+	else if (key_is(k, "spin_budget_us")) s->spin_budget_us = as_u64(v);
+	else if (key_is(k, "spin_us")) s->spin_us = as_u64(v);
+	else if (key_is(k, "spin_hits")) s->spin_hits = as_u64(v);
+	else if (key_is(k, "blocking_waits")) s->blocking_waits = as_u64(v);
+	else if (key_is(k, "stages")) {
+		const msgpack_object *k2, *v2;
+		s->n_stages = 0;
+		FOR_KV(v, k2, v2)
+			unpack_stage_stat(k2, v2, s);
+	} else if (key_is(k, "histograms")) {
 		const msgpack_object *k2, *v2;
 		FOR_KV(v, k2, v2)
 			unpack_histogram(k2, v2, s);
@@ -869,6 +972,7 @@ int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_er
 		goto out;
 	}
 	bool have_id = false, have_ok = false;
+	unsigned have_trace = 0;
 	const msgpack_object *k, *v, *k2, *v2;
 	FOR_KV(&u.data, k, v) {
 		if (key_is(k, "id")) {
@@ -895,11 +999,22 @@ int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_er
 		} else if (key_is(k, "kernel_us")) {
 			r->kernel_us = as_u64(v);
 			r->has_kernel_us = true;
+		} else if (key_is(k, "t_recv_ns")) {
+			r->trace.t_recv_ns = as_u64(v);
+			have_trace |= 1;
+		} else if (key_is(k, "t_reply_ns")) {
+			r->trace.t_reply_ns = as_u64(v);
+			have_trace |= 2;
+		} else if (key_is(k, "stages_ns") && v->type == MSGPACK_OBJECT_MAP) {
+			unpack_trace_stages(v, &r->trace);
+			have_trace |= 4;
 		} else {
 			unpack_stats_kv(k, v, &r->stats);
 		}
 	}
 	unpack_hello(&u.data, &r->hello);
+	/* a trace counts only whole: both times and the stages */
+	r->trace.present = have_trace == 7;
 	if (!have_id || !have_ok) {
 		proto_fail(err, PROTO_BAD_FRAME, "reply lacks 'id' or 'ok'");
 		rc = -EBADMSG;

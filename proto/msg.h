@@ -185,6 +185,62 @@ typedef struct proto_histogram {
 	uint64_t sum_us, count;
 } proto_histogram;
 
+/* Where a job's time went (additions: the linear_backward reply's
+ * t_recv_ns, stages_ns and t_reply_ns; stats' `stages`). A job's round trip
+ * is cut into consecutive stages, each named once; proto/README.md says
+ * what each covers. The daemon measures DECODE..ANSWER and WRITE; a client
+ * on the same host (CLOCK_MONOTONIC is shared) adds REQUEST and
+ * CLIENT_WAKE. LAUNCH and COMPLETE need timestamps the daemon can put on
+ * the host's clock (VK_EXT_calibrated_timestamps); without them GPU_WAIT
+ * holds what the stages of the GPU do not account for. */
+typedef enum proto_stage_id {
+	PROTO_STAGE_REQUEST,     /* client submit -> daemon has the whole frame */
+	PROTO_STAGE_DECODE,      /* frame -> job queued (decode, checks) */
+	PROTO_STAGE_QUEUE,       /* queued -> its batch starts forming */
+	PROTO_STAGE_RECORD,      /* batch forming, staging copies in, recording */
+	PROTO_STAGE_SUBMIT,      /* vkQueueSubmit */
+	PROTO_STAGE_LAUNCH,      /* submitted -> GPU starts the batch */
+	PROTO_STAGE_GPU,         /* the batch on the GPU (timestamps) */
+	PROTO_STAGE_COMPLETE,    /* GPU done -> the daemon sees it */
+	PROTO_STAGE_GPU_WAIT,    /* submitted -> seen, less what the above tell */
+	PROTO_STAGE_HANDOFF,     /* seen -> answering the batch begins */
+	PROTO_STAGE_ANSWER,      /* staged copies out, replies encoded */
+	PROTO_STAGE_WRITE,       /* reply encoded -> written to the socket */
+	PROTO_STAGE_CLIENT_WAKE, /* written -> the client has decoded it */
+	PROTO_STAGE_COUNT
+} proto_stage_id;
+#define PROTO_MAX_STAGES 16
+const char *proto_stage_name(proto_stage_id s);
+/* The id of a stage name, or -1. */
+int proto_stage_parse(const char *s, size_t n);
+
+typedef struct proto_stage {
+	char name[16];
+	uint64_t ns;
+} proto_stage;
+
+/* A linear_backward reply's trace (encoded when present). */
+typedef struct proto_trace {
+	bool present;
+	uint64_t t_recv_ns;   /* daemon's CLOCK_MONOTONIC: the request's frame was whole */
+	uint64_t t_reply_ns;  /* ... the reply was written (filled in at the send) */
+	unsigned n;           /* stages_ns: the daemon's stages up to the reply's encoding */
+	proto_stage st[PROTO_MAX_STAGES];
+} proto_trace;
+
+/* The last 8 bytes of a job reply carrying a trace are t_reply_ns, big
+ * endian (a fixed-width uint64, the map's last value): the daemon writes
+ * the time there just before the send. Writes ns into the frame ending at
+ * end. */
+void proto_reply_put_time(uint8_t *end, uint64_t ns);
+
+/* A stage's recent times (stats `stages`). */
+typedef struct proto_stage_stat {
+	char name[16];
+	double p50_us, p99_us;
+	uint64_t count;       /* jobs in the window */
+} proto_stage_stat;
+
 typedef struct proto_stats {
 	double uptime_s;
 	uint64_t clients, regions, region_bytes, jobs_done, jobs_failed, batches;
@@ -203,6 +259,13 @@ typedef struct proto_stats {
 	 * `histograms` when n_hist > 0 */
 	unsigned n_hist;
 	proto_histogram hist[PROTO_MAX_HIST];
+	/* stage times over the recent window (daemon/metrics.h); encoded as
+	 * the map `stages` when n_stages > 0 */
+	unsigned n_stages;
+	proto_stage_stat stages[PROTO_MAX_STAGES];
+	/* the completion wait (daemon/engine.h): its current spin budget,
+	 * CPU time spent spinning, waits a spin ended, waits that blocked */
+	uint64_t spin_budget_us, spin_us, spin_hits, blocking_waits;
 } proto_stats;
 
 typedef enum proto_reply_kind {
@@ -225,6 +288,7 @@ typedef struct proto_reply {
 	 * whole batch's. Encoded only when has_kernel_us; decoded sets it. */
 	uint64_t kernel_us;
 	bool has_kernel_us;
+	proto_trace trace;       /* linear_backward, optional (addition) */
 	proto_hello hello;
 	proto_stats stats;
 } proto_reply;

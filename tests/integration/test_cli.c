@@ -232,6 +232,69 @@ static void test_run_dtypes_check(void **state)
 	assert_non_null(strstr(out, "--dtype takes f32, f16 or bf16"));
 }
 
+/* ---- vkgrad bench --json: stages_us ------------------------------------------------ */
+
+/* The stages of one line: each named present, the absent ones absent,
+ * every value a number >= 0; returns their sum. */
+static double expect_stages(const char *line, const char *const *present, size_t np,
+			    const char *const *absent, size_t na)
+{
+	char obj[1024], v[64];
+	if (!json_get(line, "stages_us", obj, sizeof(obj)))
+		fail_msg("no stages_us: %s", line);
+	assert_true(obj[0] == '{');
+	double sum = 0;
+	for (size_t i = 0; i < np; i++) {
+		if (!json_get(obj, present[i], v, sizeof(v)))
+			fail_msg("stage '%s' missing: %s", present[i], obj);
+		const double x = strtod(v, NULL);
+		assert_true(x >= 0);
+		sum += x;
+	}
+	for (size_t i = 0; i < na; i++)
+		if (json_get(obj, absent[i], v, sizeof(v)))
+			fail_msg("stage '%s' should not be there: %s", absent[i], obj);
+	return sum;
+}
+
+/* `bench --compare --json` on the tiny latency line: the daemon's line has
+ * every stage from the client's request to its wake-up, the direct line
+ * the engine's alone. Per job the stages add up exactly (test_datapath);
+ * here the medians of the stages must come within 50 % of the median round
+ * trip (medians do not add, but a stage missing, counted twice or in the
+ * wrong unit would be far off), and what the trace leaves out of each
+ * round trip (untraced_us: the bench's own timing around the library) must
+ * be small: at most a quarter of the round trip plus 200 µs on this loaded
+ * machine. */
+static void test_bench_json_stages(void **state)
+{
+	(void)state;
+	static const char *const daemon_st[] = {"request", "decode", "queue", "record", "submit",
+						"launch", "gpu", "complete", "handoff", "answer",
+						"write", "client_wake"};
+	static const char *const direct_st[] = {"decode", "queue", "record", "submit", "launch",
+						"gpu", "complete", "handoff", "answer"};
+	static const char *const client_st[] = {"request", "write", "client_wake", "gpu_wait"};
+	static char out[16384];
+	char cmd[1024], v[64], *lines[8];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --compare --json --scenario "
+		 "tiny_latency --jobs 40 --warmup 3", build_dir(), g_d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	const unsigned n = json_lines(out, lines, 8);
+	assert_int_equal(n, 3); /* daemon, direct, ratio */
+	for (unsigned i = 0; i < 2; i++) {
+		const bool daemon = strstr(lines[i], "\"mode\":\"daemon\"") != NULL;
+		const double sum = daemon ? expect_stages(lines[i], daemon_st, 12, client_st + 3, 1)
+					  : expect_stages(lines[i], direct_st, 9, client_st, 4);
+		const double p50 = strtod(json_get(lines[i], "p50_us", v, sizeof(v)), NULL);
+		const double untraced = strtod(json_get(lines[i], "untraced_us", v, sizeof(v)), NULL);
+		printf("%s: stages add up to %.1f µs, p50 %.1f µs, untraced %.1f µs\n",
+		       daemon ? "daemon" : "direct", sum, p50, untraced);
+		assert_true(sum >= 0.5 * p50 && sum <= 1.5 * p50);
+		assert_true(untraced >= 0 && untraced <= 0.25 * p50 + 200);
+	}
+}
+
 /* ---- vkgrad bench --kernels ------------------------------------------------------ */
 
 static const char *const measured_keys[] = {
@@ -435,6 +498,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_run_dtypes_check),
+		cmocka_unit_test(test_bench_json_stages),
 		cmocka_unit_test(test_bench_kernels_json),
 		cmocka_unit_test(test_bench_kernels_kernel_us),
 		cmocka_unit_test(test_bench_kernels_outputs),

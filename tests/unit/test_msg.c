@@ -323,6 +323,148 @@ static void test_reply_job_kernel_us(void **state)
 	assert_false(out.has_kernel_us);
 }
 
+/* A job reply's trace: t_recv_ns, the stages in order, t_reply_ns last as
+ * a fixed-width uint64 the daemon overwrites in place at the send. */
+static void test_reply_job_trace(void **state)
+{
+	(void)state;
+	static proto_reply in, out; /* large */
+	memset(&in, 0, sizeof(in));
+	in.id = 9;
+	in.ok = true;
+	in.batch_jobs = 1;
+	in.trace.present = true;
+	in.trace.t_recv_ns = 1000;
+	in.trace.t_reply_ns = 5; /* small: still 8 bytes wide */
+	for (int i = PROTO_STAGE_DECODE; i <= PROTO_STAGE_ANSWER; i++) {
+		proto_stage *st = &in.trace.st[in.trace.n++];
+		snprintf(st->name, sizeof(st->name), "%s", proto_stage_name((proto_stage_id)i));
+		st->ns = 10ull * (uint64_t)i + (i == PROTO_STAGE_GPU ? 1ull << 40 : 0);
+	}
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(proto_reply_encode(&sb, PROTO_R_JOB, &in), 0);
+	/* the last 9 bytes: msgpack uint64 marker, then the value big endian */
+	assert_int_equal((uint8_t)sb.data[sb.size - 9], 0xcf);
+	proto_reply_put_time((uint8_t *)sb.data + sb.size, 0x0102030405060708ull);
+	size_t len;
+	const uint8_t *body = one_frame(&sb, &len);
+	proto_err err;
+	memset(&out, 0xa5, sizeof(out));
+	assert_int_equal(proto_reply_decode(body, len, &out, &err), 0);
+	assert_true(out.trace.present);
+	assert_int_equal(out.trace.t_recv_ns, 1000);
+	assert_int_equal(out.trace.t_reply_ns, 0x0102030405060708ull);
+	assert_int_equal(out.trace.n, in.trace.n);
+	for (unsigned i = 0; i < in.trace.n; i++) {
+		assert_string_equal(out.trace.st[i].name, in.trace.st[i].name);
+		assert_int_equal(out.trace.st[i].ns, in.trace.st[i].ns);
+		assert_int_equal(proto_stage_parse(out.trace.st[i].name, strlen(out.trace.st[i].name)),
+				 (int)(PROTO_STAGE_DECODE + i));
+	}
+	assert_int_equal(out.batch_jobs, 1);
+	msgpack_sbuffer_destroy(&sb);
+	/* without a trace none of its keys is sent */
+	in.trace.present = false;
+	reply_round_trip(PROTO_R_JOB, &in, &out);
+	assert_false(out.trace.present);
+	/* names: every stage has one, unknown ones parse to -1 */
+	for (int i = 0; i < PROTO_STAGE_COUNT; i++)
+		assert_int_equal(proto_stage_parse(proto_stage_name((proto_stage_id)i),
+						   strlen(proto_stage_name((proto_stage_id)i))), i);
+	assert_int_equal(proto_stage_parse("gpu_", 4), -1);
+	assert_int_equal(proto_stage_parse("gp", 2), -1);
+}
+
+/* A trace missing one of its three keys is no trace; an over-long stage
+ * name is skipped and the rest kept. */
+static void test_reply_job_trace_partial(void **state)
+{
+	(void)state;
+	static proto_reply out;
+	for (int drop = 0; drop < 4; drop++) {
+		msgpack_sbuffer sb;
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer pk;
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		msgpack_pack_map(&pk, 2 + (drop != 0) + (drop != 1) + (drop != 2));
+		msgpack_pack_str(&pk, 2);
+		msgpack_pack_str_body(&pk, "id", 2);
+		msgpack_pack_uint64(&pk, 5);
+		msgpack_pack_str(&pk, 2);
+		msgpack_pack_str_body(&pk, "ok", 2);
+		msgpack_pack_true(&pk);
+		if (drop != 0) {
+			msgpack_pack_str(&pk, 9);
+			msgpack_pack_str_body(&pk, "t_recv_ns", 9);
+			msgpack_pack_uint64(&pk, 7);
+		}
+		if (drop != 1) {
+			msgpack_pack_str(&pk, 9);
+			msgpack_pack_str_body(&pk, "stages_ns", 9);
+			msgpack_pack_map(&pk, 2);
+			msgpack_pack_str(&pk, 20);
+			msgpack_pack_str_body(&pk, "a_name_far_too_long_", 20);
+			msgpack_pack_uint64(&pk, 1);
+			msgpack_pack_str(&pk, 3);
+			msgpack_pack_str_body(&pk, "gpu", 3);
+			msgpack_pack_uint64(&pk, 42);
+		}
+		if (drop != 2) {
+			msgpack_pack_str(&pk, 10);
+			msgpack_pack_str_body(&pk, "t_reply_ns", 10);
+			msgpack_pack_uint64(&pk, 9);
+		}
+		proto_err err;
+		assert_int_equal(proto_reply_decode((const uint8_t *)sb.data, sb.size, &out, &err), 0);
+		assert_int_equal(out.trace.present, drop == 3);
+		if (drop == 3) {
+			assert_int_equal(out.trace.n, 1);
+			assert_string_equal(out.trace.st[0].name, "gpu");
+			assert_int_equal(out.trace.st[0].ns, 42);
+		}
+		msgpack_sbuffer_destroy(&sb);
+	}
+}
+
+/* stats' stage windows and the completion wait's counters round trip. */
+static void test_reply_stats_stages(void **state)
+{
+	(void)state;
+	static proto_reply in, out;
+	memset(&in, 0, sizeof(in));
+	in.id = 11;
+	in.ok = true;
+	in.stats.spin_budget_us = 37;
+	in.stats.spin_us = 1ull << 35;
+	in.stats.spin_hits = 12;
+	in.stats.blocking_waits = 13;
+	in.stats.n_stages = 2;
+	snprintf(in.stats.stages[0].name, 16, "queue");
+	in.stats.stages[0].p50_us = 1.5;
+	in.stats.stages[0].p99_us = 7.25;
+	in.stats.stages[0].count = 1024;
+	snprintf(in.stats.stages[1].name, 16, "write");
+	in.stats.stages[1].p50_us = 0.1;
+	in.stats.stages[1].p99_us = 0.1;
+	in.stats.stages[1].count = 1;
+	reply_round_trip(PROTO_R_STATS, &in, &out);
+	assert_int_equal(out.stats.spin_budget_us, 37);
+	assert_int_equal(out.stats.spin_us, 1ull << 35);
+	assert_int_equal(out.stats.spin_hits, 12);
+	assert_int_equal(out.stats.blocking_waits, 13);
+	assert_int_equal(out.stats.n_stages, 2);
+	assert_string_equal(out.stats.stages[0].name, "queue");
+	assert_true(out.stats.stages[0].p50_us == 1.5 && out.stats.stages[0].p99_us == 7.25);
+	assert_int_equal(out.stats.stages[0].count, 1024);
+	assert_string_equal(out.stats.stages[1].name, "write");
+	assert_int_equal(out.stats.stages[1].count, 1);
+	/* no windows yet: no `stages` key */
+	in.stats.n_stages = 0;
+	reply_round_trip(PROTO_R_STATS, &in, &out);
+	assert_int_equal(out.stats.n_stages, 0);
+}
+
 static void test_reply_hello(void **state)
 {
 	(void)state;
@@ -1531,6 +1673,9 @@ int main(void)
 		cmocka_unit_test(test_reply_register),
 		cmocka_unit_test(test_reply_job),
 		cmocka_unit_test(test_reply_job_kernel_us),
+		cmocka_unit_test(test_reply_job_trace),
+		cmocka_unit_test(test_reply_job_trace_partial),
+		cmocka_unit_test(test_reply_stats_stages),
 		cmocka_unit_test(test_reply_hello),
 		cmocka_unit_test(test_reply_stats),
 		cmocka_unit_test(test_reply_stats_histograms),

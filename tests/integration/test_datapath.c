@@ -1,0 +1,240 @@
+/* tests/integration/test_datapath.c — the small-job path, against real
+ * daemons: each job's trace (vkg_trace_last) names every stage once, in
+ * order, and its stages add up exactly to the library's round trip, which
+ * lies inside the caller's own; with the GPU clock calibrated (lavapipe
+ * offers VK_EXT_calibrated_timestamps) and without (VKGRAD_NO_CALIBRATION);
+ * `stats` reports each stage's median over its recent window. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon_proc.h"
+#include "jobcase.h"
+#include "msg.h"
+#include "vkgrad.h"
+
+static daemon_proc g_d;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static vkg_client *connect_to(const daemon_proc *d)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(d->sock, &err);
+	if (!c)
+		fail_msg("connect: %s: %s", err.code, err.message);
+	return c;
+}
+
+/* A small job in its own region, filled; the caller frees. */
+typedef struct small_job {
+	jobcase jc;
+	void *map[2];
+	uint64_t region[2];
+	vkg_job job;
+} small_job;
+
+static void small_job_make(vkg_client *c, small_job *s, uint64_t seed)
+{
+	vkg_error err;
+	jobcase_init(&s->jc, 32, 64, 8, JC_ALL, false);
+	s->map[0] = vkg_region_create(c, s->jc.size[0], &s->region[0], &err);
+	if (!s->map[0])
+		fail_msg("region: %s: %s", err.code, err.message);
+	assert_int_equal(jobcase_fill(&s->jc, s->map, seed), 0);
+	s->job = jobcase_job(&s->jc, s->region);
+}
+
+static void small_job_free(vkg_client *c, small_job *s)
+{
+	vkg_error err;
+	assert_int_equal(vkg_region_destroy(c, s->region[0], s->map[0], s->jc.size[0], &err), 0);
+	jobcase_free(&s->jc);
+}
+
+static int stage_index(const vkg_trace *t, const char *name)
+{
+	for (unsigned i = 0; i < t->n_stages; i++)
+		if (strcmp(t->stages[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The stages a complete trace holds, in order: the GPU's part as the
+ * daemon can measure it (calibrated: launch, gpu, complete; else gpu and
+ * gpu_wait). */
+static void expect_trace(const vkg_trace *t, uint64_t t0, uint64_t t1, bool calibrated)
+{
+	static const char *const cal[] = {"request", "decode", "queue", "record", "submit",
+					  "launch", "gpu", "complete", "handoff", "answer",
+					  "write", "client_wake"};
+	static const char *const uncal[] = {"request", "decode", "queue", "record", "submit",
+					    "gpu", "gpu_wait", "handoff", "answer", "write",
+					    "client_wake"};
+	const char *const *want = calibrated ? cal : uncal;
+	const unsigned n = calibrated ? 12 : 11;
+	assert_true(t->complete);
+	if (t->n_stages != n) {
+		for (unsigned i = 0; i < t->n_stages; i++)
+			printf("  stage %s %llu ns\n", t->stages[i].name, (unsigned long long)t->stages[i].ns);
+		fail_msg("%u stages, want %u", t->n_stages, n);
+	}
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < n; i++) {
+		assert_string_equal(t->stages[i].name, want[i]);
+		assert_true(t->stages[i].ns < 60000000000ull); /* no wrapped negative */
+		sum += t->stages[i].ns;
+	}
+	/* exactly the library's round trip, which lies within the caller's */
+	assert_true(t->t_submit_ns >= t0);
+	assert_true(t->t_seen_ns <= t1);
+	assert_true(t->t_submit_ns <= t->t_recv_ns && t->t_recv_ns <= t->t_reply_ns &&
+		    t->t_reply_ns <= t->t_seen_ns);
+	assert_int_equal(sum, t->t_seen_ns - t->t_submit_ns);
+	/* the GPU ran the job: some of its time is the GPU's */
+	assert_true(t->stages[stage_index(t, "gpu")].ns > 0);
+}
+
+/* Synchronous jobs, then asynchronous ones: each its own complete trace. */
+static void traces_of(const daemon_proc *d, bool calibrated)
+{
+	vkg_client *c = connect_to(d);
+	small_job s;
+	small_job_make(c, &s, 7);
+	vkg_error err;
+	vkg_trace t;
+	for (int i = 0; i < 20; i++) {
+		const uint64_t t0 = mono_ns();
+		if (vkg_linear_backward(c, &s.job, NULL, &err) != 0)
+			fail_msg("job: %s: %s", err.code, err.message);
+		const uint64_t t1 = mono_ns();
+		assert_int_equal(vkg_trace_last(&t), 0);
+		expect_trace(&t, t0, t1, calibrated);
+		if (i == 0) {
+			printf("trace of job 1 (%s):", calibrated ? "calibrated" : "uncalibrated");
+			for (unsigned k = 0; k < t.n_stages; k++)
+				printf(" %s %.1f", t.stages[k].name, (double)t.stages[k].ns / 1000.0);
+			printf(" (µs)\n");
+		}
+	}
+	uint64_t h[4];
+	const uint64_t t0 = mono_ns();
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(vkg_submit(c, &s.job, &h[i], &err), 0);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(vkg_wait(c, h[i], 60000, NULL, &err), 0);
+		assert_int_equal(vkg_trace_last(&t), 0);
+		expect_trace(&t, t0, mono_ns(), calibrated);
+	}
+	char why[256];
+	if (jobcase_check(&s.jc, s.map, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("result: %s", why);
+	/* a failed job leaves no trace of its own */
+	vkg_job bad = s.job;
+	bad.batch = 1u << 30;
+	assert_int_equal(vkg_linear_backward(c, &bad, NULL, &err), VKG_EREMOTE);
+	assert_int_equal(vkg_trace_last(&t), 0); /* still the last good one's */
+	small_job_free(c, &s);
+	vkg_close(c);
+}
+
+static void test_trace_adds_up_calibrated(void **state)
+{
+	(void)state;
+	traces_of(&g_d, true);
+}
+
+static void test_trace_adds_up_uncalibrated(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	const char *const env[] = {"VKGRAD_NO_CALIBRATION=1", NULL};
+	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
+	assert_true(daemon_proc_log_contains(&d, "durations only"));
+	traces_of(&d, false);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+/* stats: every daemon stage of the jobs above, with a median and p99 in
+ * order and a count within the window. */
+static void test_stats_stage_medians(void **state)
+{
+	(void)state;
+	vkg_client *c = connect_to(&g_d);
+	small_job s;
+	small_job_make(c, &s, 9);
+	vkg_error err;
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(vkg_linear_backward(c, &s.job, NULL, &err), 0);
+	void *body = NULL;
+	size_t len = 0;
+	assert_int_equal(vkg_call_raw(c, "stats", NULL, 0, &body, &len, &err), 0);
+	static proto_reply r;
+	proto_err perr;
+	assert_int_equal(proto_reply_decode(body, len, &r, &perr), 0);
+	free(body);
+	static const char *const want[] = {"decode", "queue", "record", "submit", "launch", "gpu",
+					   "complete", "handoff", "answer", "write"};
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		const proto_stage_stat *st = NULL;
+		for (unsigned i = 0; i < r.stats.n_stages; i++)
+			if (strcmp(r.stats.stages[i].name, want[k]) == 0)
+				st = &r.stats.stages[i];
+		if (!st)
+			fail_msg("stats has no stage '%s'", want[k]);
+		printf("  %-9s p50 %8.1f µs  p99 %8.1f µs  count %llu\n", st->name, st->p50_us,
+		       st->p99_us, (unsigned long long)st->count);
+		assert_true(st->count >= 10 && st->count <= 1024);
+		assert_true(st->p50_us >= 0 && st->p50_us <= st->p99_us);
+	}
+	/* every batch's wait either ended spinning or blocked */
+	printf("  completion wait: budget %llu µs, %llu µs spun, %llu hits, %llu blocked\n",
+	       (unsigned long long)r.stats.spin_budget_us, (unsigned long long)r.stats.spin_us,
+	       (unsigned long long)r.stats.spin_hits, (unsigned long long)r.stats.blocking_waits);
+	assert_true(r.stats.spin_hits + r.stats.blocking_waits >= r.stats.batches);
+	/* the client's own stages are not the daemon's to report */
+	for (unsigned i = 0; i < r.stats.n_stages; i++) {
+		assert_string_not_equal(r.stats.stages[i].name, "request");
+		assert_string_not_equal(r.stats.stages[i].name, "client_wake");
+	}
+	small_job_free(c, &s);
+	vkg_close(c);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_trace_adds_up_calibrated),
+		cmocka_unit_test(test_trace_adds_up_uncalibrated),
+		cmocka_unit_test(test_stats_stage_medians),
+	};
+	int rc = cmocka_run_group_tests_name("datapath", tests, group_setup, group_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}
