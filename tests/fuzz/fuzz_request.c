@@ -11,7 +11,8 @@
  *   table: 1 MiB, 128 MiB, 2^64 - 1 bytes and 64 bytes;
  * - client side: proto_reply_decode on the same bytes returns 0 or -EBADMSG
  *   and leaves its strings terminated and its counts in range (stats
- *   histograms: at most PROTO_MAX_HIST, bounds within their array, rising).
+ *   histograms: at most PROTO_MAX_HIST, bounds within their array, rising;
+ *   a job's trace and stats' stages: at most PROTO_MAX_STAGES, names ended).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -84,6 +85,13 @@ static void check_reply(const uint8_t *p, size_t n)
 		FUZZ_ASSERT(terminated(k->dtype, sizeof(k->dtype)));
 		FUZZ_ASSERT(terminated(k->status, sizeof(k->status)));
 	}
+	/* a job's trace and stats' stages: within their arrays, names ended */
+	FUZZ_ASSERT(r.trace.n <= PROTO_MAX_STAGES);
+	for (unsigned i = 0; i < r.trace.n; i++)
+		FUZZ_ASSERT(terminated(r.trace.st[i].name, sizeof(r.trace.st[i].name)));
+	FUZZ_ASSERT(r.stats.n_stages <= PROTO_MAX_STAGES);
+	for (unsigned i = 0; i < r.stats.n_stages; i++)
+		FUZZ_ASSERT(terminated(r.stats.stages[i].name, sizeof(r.stats.stages[i].name)));
 	/* stats histograms: within their arrays, bounds rising */
 	const proto_stats *st = &r.stats;
 	FUZZ_ASSERT(st->n_hist <= PROTO_MAX_HIST);

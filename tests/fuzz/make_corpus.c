@@ -169,6 +169,10 @@ static void valid_seeds(void)
 	reply_seed("reply-plain", PROTO_R_PLAIN, &r);
 	reply_seed("reply-register", PROTO_R_REGISTER, &r);
 	reply_seed("reply-job", PROTO_R_JOB, &r);
+	r.trace = (proto_trace){.present = true, .t_recv_ns = 1000, .t_reply_ns = 2000, .n = 3,
+				.st = {{"decode", 5}, {"gpu", 900}, {"answer", 7}}};
+	reply_seed("reply-job-trace", PROTO_R_JOB, &r);
+	r.trace.present = false;
 	r.stats = (proto_stats){.uptime_s = 1.5, .clients = 2, .jobs_done = 3,
 				.jobs_per_batch_avg = 1.25};
 	reply_seed("reply-stats", PROTO_R_STATS, &r);
@@ -177,6 +181,11 @@ static void valid_seeds(void)
 					    .counts = {1, 0, 2, 1}, .sum_us = 99, .count = 4};
 	reply_seed("reply-stats-histograms", PROTO_R_STATS, &r);
 	r.stats.n_hist = 0;
+	r.stats.n_stages = 2;
+	r.stats.stages[0] = (proto_stage_stat){.name = "queue", .p50_us = 1.5, .p99_us = 9, .count = 3};
+	r.stats.stages[1] = (proto_stage_stat){.name = "write", .p50_us = 0.5, .p99_us = 2, .count = 3};
+	reply_seed("reply-stats-stages", PROTO_R_STATS, &r);
+	r.stats.n_stages = 0;
 	r.hello.version = 1;
 	strcpy(r.hello.server, "vkgradd 0.1.0");
 	strcpy(r.hello.device.name, "llvmpipe");
