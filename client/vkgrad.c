@@ -266,13 +266,17 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len, uin
 	}
 }
 
-/* Read whatever has arrived without blocking and file every whole frame in
- * the table. Problems mark the connection dead; callers check dead_rc. */
-static void conn_drain(vkg_client *c)
+/* Read whatever has arrived and file every whole frame in the table; with
+ * `block`, wait for something to arrive first (one recv instead of a poll
+ * and a recv). A read shorter than the buffer took all there was: no empty
+ * read after it to find that out. Problems mark the connection dead;
+ * callers check dead_rc. */
+static void conn_drain_wait(vkg_client *c, bool block)
 {
 	uint8_t buf[65536];
+	int flags = block ? 0 : MSG_DONTWAIT;
 	while (!c->dead_rc) {
-		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		ssize_t n = recv(c->fd, buf, sizeof(buf), flags);
 		if (n == 0) {
 			if (c->fatal[0])
 				conn_dead(c, -ECONNRESET, "daemon closed the connection after: %s",
@@ -305,7 +309,16 @@ static void conn_drain(vkg_client *c)
 		if (got < 0)
 			conn_dead(c, -EPROTO, "daemon sent a frame with a bad length (0 or over %u bytes)",
 				  VKG_CLIENT_MAX_FRAME);
+		if ((size_t)n < sizeof(buf))
+			break;
+		flags = MSG_DONTWAIT;
 	}
+}
+
+/* Read whatever has arrived, without blocking. */
+static void conn_drain(vkg_client *c)
+{
+	conn_drain_wait(c, false);
 }
 
 /* ---- sending ------------------------------------------------------------ */
@@ -415,8 +428,13 @@ static int conn_wait(vkg_client *c, uint64_t id, int timeout_ms, vkg_entry **out
 		     vkg_error *err)
 {
 	const int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
-	for (;;) {
-		conn_drain(c);
+	for (bool first = true;; first = false) {
+		/* without a time limit the read itself waits (one syscall, not a
+		 * poll and a read); the table may hold the reply already */
+		if (timeout_ms >= 0)
+			conn_drain(c);
+		else if (!first)
+			conn_drain_wait(c, true);
 		vkg_entry *e = entry_find(c, id);
 		if (!e)
 			return set_err(err, -ENOENT, "io",
@@ -431,15 +449,13 @@ static int conn_wait(vkg_client *c, uint64_t id, int timeout_ms, vkg_entry **out
 			entry_remove(c, e);
 			return dead_err(c, err);
 		}
-		int wait = -1;
-		if (timeout_ms >= 0) {
-			int64_t left = deadline - now_ms();
-			if (left <= 0)
-				return set_err(err, -ETIMEDOUT, "io",
-					       "request %llu not finished within %d ms",
-					       (unsigned long long)id, timeout_ms);
-			wait = left > INT_MAX ? INT_MAX : (int)left;
-		}
+		if (timeout_ms < 0)
+			continue;
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return set_err(err, -ETIMEDOUT, "io", "request %llu not finished within %d ms",
+				       (unsigned long long)id, timeout_ms);
+		int wait = left > INT_MAX ? INT_MAX : (int)left;
 		struct pollfd p = {.fd = c->fd, .events = POLLIN};
 		if (poll(&p, 1, wait) < 0 && errno != EINTR)
 			return set_err(err, -errno, "io", "poll: %s", strerror(errno));

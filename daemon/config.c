@@ -45,6 +45,7 @@ void config_defaults(config *c)
 	c->batch_per_client = 32;
 	c->max_batch_bytes = 256u << 20;
 	c->spin_us = 50;
+	c->loop_spin_us = CONFIG_AUTO;
 	c->inflight_batches = 2;
 	c->max_outbound_bytes = 4u << 20;
 	c->devlocal_min_bytes = CONFIG_AUTO;
@@ -99,7 +100,12 @@ static void usage(const config *d)
 	       "  --batch-jobs N         jobs per command buffer (default %u)\n"
 	       "  --batch-per-client N   jobs one client adds to a batch per round (default %u)\n"
 	       "  --max-batch-bytes N    tensor bytes per batch (default %" PRIu64 ")\n"
-	       "  --spin-us N            completion spins this long before blocking (default %u)\n"
+	       "  --spin-us N            after a submission the loop polls the GPU at most\n"
+	       "                         this long, less for a device whose batches take\n"
+	       "                         longer (adaptive), before it sleeps (default %u)\n"
+	       "  --loop-spin-us N|auto  after a request the loop polls its sockets this long\n"
+	       "                         before it sleeps (default auto: %u on a GPU, %u on a\n"
+	       "                         CPU device)\n"
 	       "  --inflight-batches N   submissions in flight (default %u)\n"
 	       "  --max-outbound-bytes N reply bytes queued per slow client (default %" PRIu64 ")\n"
 	       "  --no-host-import       never import client memory; use staging copies\n"
@@ -128,12 +134,13 @@ static void usage(const config *d)
 	       "XDG_RUNTIME_DIR (socket default), JOURNAL_STREAM (journald log prefixes),\n"
 	       "LISTEN_FDS/LISTEN_PID (socket activation), NOTIFY_SOCKET, WATCHDOG_USEC\n"
 	       "(readiness, status, watchdog), VKGRAD_VALIDATION=1 (Khronos validation layer),\n"
-	       "VKGRAD_FAULT_INJECT=submit:N|wait:N|recreate:N|unsealed (tests),\n"
+	       "VKGRAD_FAULT_INJECT=submit:N|wait:N|recreate:N|late_wait:MS|unsealed (tests),\n"
 	       "VKGRAD_CPU_IMPORT=1 (import client memory on a CPU device too; tests).\n",
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
 	       d->limits.max_regions, d->limits.max_region_bytes,
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,
-	       d->batch_per_client, d->max_batch_bytes, d->spin_us, d->inflight_batches, d->max_outbound_bytes,
+	       d->batch_per_client, d->max_batch_bytes, d->spin_us, CONFIG_LOOP_SPIN_AUTO_GPU,
+	       CONFIG_LOOP_SPIN_AUTO_CPU, d->inflight_batches, d->max_outbound_bytes,
 	       CONFIG_DEVLOCAL_AUTO_DOC, d->dispatch_max_macs, CONFIG_CLIENT_MACS_AUTO_GPU,
 	       CONFIG_CLIENT_MACS_AUTO_CPU);
 }
@@ -209,7 +216,7 @@ static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list,
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_CLIENT_MACS, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_RBYTES_UID, O_CLIENT_MACS, O_LOOPSPIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -239,6 +246,7 @@ static const struct option opts[] = {
 	{"dispatch-max-macs", required_argument, 0, O_DISPATCH},
 	{"max-region-bytes-per-uid", required_argument, 0, O_RBYTES_UID},
 	{"client-batch-macs", required_argument, 0, O_CLIENT_MACS},
+	{"loop-spin-us", required_argument, 0, O_LOOPSPIN},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
@@ -322,6 +330,12 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_SPIN:
 		if (parse_u64(name, arg, 0, 100000, &v)) return -1;
 		c->spin_us = (uint32_t)v; break;
+	case O_LOOPSPIN:
+		v = CONFIG_AUTO;
+		if (strcmp(arg, "auto") != 0 && parse_u64(name, arg, 0, 100000, &v))
+			return -1;
+		c->loop_spin_us = v;
+		break;
 	case O_DEVLOCAL:
 		if (!strcmp(arg, "auto") || !strcmp(arg, "off")) {
 			c->devlocal_min_bytes = arg[0] == 'a' ? CONFIG_AUTO : CONFIG_OFF;

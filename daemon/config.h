@@ -21,6 +21,11 @@
  * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */
 #define CONFIG_CLIENT_MACS_AUTO_GPU (1ull << 36)
 #define CONFIG_CLIENT_MACS_AUTO_CPU (1ull << 27)
+/* what --loop-spin-us auto means: on a GPU, polling this long after a
+ * request catches a synchronous client's next one (its round trip is tens
+ * of µs); a CPU device's "GPU" is these cores, which polling would take */
+#define CONFIG_LOOP_SPIN_AUTO_GPU 50
+#define CONFIG_LOOP_SPIN_AUTO_CPU 0
 
 typedef struct config {
 	char socket_path[108];
@@ -38,7 +43,8 @@ typedef struct config {
 	uint32_t max_batch_jobs;  /* jobs recorded into one command buffer */
 	uint32_t batch_per_client;/* jobs one connection adds to a batch per round */
 	uint64_t max_batch_bytes; /* tensor bytes one batch may carry (first job always fits) */
-	uint32_t spin_us;         /* completion thread spins this long before blocking */
+	uint32_t spin_us;         /* the loop polls the GPU at most this long past a submission (spin.h) */
+	uint64_t loop_spin_us;    /* ... and its sockets this long after activity; CONFIG_AUTO: by device type */
 	uint32_t inflight_batches;/* submissions in flight at once */
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
 	bool no_host_import;     /* force the staging-copy path (testing) */

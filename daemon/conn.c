@@ -182,6 +182,7 @@ int conn_open(server *s, int fd)
 		return -1;
 	}
 	c->poll.data = c;
+	c->poll_events = UV_READABLE;
 	uv_poll_start(&c->poll, UV_READABLE, conn_poll_cb);
 	c->next = s->conns;
 	if (s->conns)
@@ -202,6 +203,11 @@ static void update_poll(conn *c)
 		return;
 	int ev = (c->close_after_flush || c->rd_eof ? 0 : UV_READABLE) |
 		 (c->want_write ? UV_WRITABLE : 0);
+	/* only on a change: libuv's uv_poll_start takes the descriptor out of
+	 * epoll and puts it back (two epoll_ctl calls) even for the same events */
+	if (ev == c->poll_events)
+		return;
+	c->poll_events = ev;
 	uv_poll_start(&c->poll, ev, conn_poll_cb);
 }
 
@@ -403,7 +409,7 @@ static void op_stats(conn *c, const proto_request *q)
 		st->scratch_bytes += e->slots[i].scratch.size;
 	st->scratch_failures = e->scratch_failures;
 	metrics_export(&e->metrics, st);
-	st->spin_budget_us = s->cfg->spin_us;
+	st->spin_budget_us = e->spin.budget_ns / 1000;
 	st->spin_us = atomic_load(&e->spin_ns) / 1000;
 	st->spin_hits = atomic_load(&e->spin_hits);
 	st->blocking_waits = atomic_load(&e->blocking_waits);
@@ -863,6 +869,7 @@ static void conn_read(conn *c)
 		return;
 	}
 	conn_ref(c); /* a dispatch may close c */
+	engine_activity(&c->srv->eng); /* its next request may come soon: poll a while */
 	size_t total = (size_t)n, done = 0;
 	while (done < total && c->open && !c->close_after_flush) {
 		size_t want = total - done;

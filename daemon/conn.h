@@ -26,6 +26,7 @@ struct conn {
 	server *srv;
 	int fd;
 	uv_poll_t poll;
+	int poll_events;       /* what poll watches now (UV_READABLE, UV_WRITABLE) */
 	unsigned refs;         /* the server's list + one per job + pending unregisters */
 	bool open;             /* false once closing started */
 	bool close_after_flush;

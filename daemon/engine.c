@@ -4,11 +4,13 @@
 #include "log.h"
 #include "placement.h"
 #include "record.h"
+#include "spin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ENGINE_WAIT_NS 200000000ull /* completion thread re-checks `stop` this often */
 
@@ -64,40 +66,55 @@ static uint64_t gpu_to_host(const device *d, const engine_slot *s, uint64_t t)
 	return ns > 0 ? (uint64_t)ns : 0;
 }
 
-/* The batch's part of each job's trace, from submission to the start of
- * answering: LAUNCH, GPU, COMPLETE where the GPU's timestamps are on the
- * host's clock (clamped into submitted..seen: the calibration is good to a
- * few µs), GPU and GPU_WAIT where only their difference is known, GPU_WAIT
- * alone without timestamps. */
+/* The batch's part of each job's trace, from the end of recording to the
+ * start of answering: SUBMIT, then LAUNCH, GPU, COMPLETE where the GPU's
+ * timestamps are on the host's clock, GPU and GPU_WAIT where only the GPU's
+ * duration is known, GPU_WAIT alone without timestamps. The GPU may begin
+ * before vkQueueSubmit returns (a driver that runs the batch inside it, as
+ * lavapipe can): SUBMIT then ends when the GPU began. Times are clamped
+ * into recorded..seen in order (the calibration is good to a few µs), so
+ * the stages add up to seen - recorded. */
 static void slot_stages(const engine *e, const engine_slot *s, uint64_t st[PROTO_STAGE_COUNT],
-			uint32_t *mask)
+			uint32_t *mask, uint64_t *to_gpu_end)
 {
 	const device *d = e->dev;
-	const uint64_t sub = s->t_submitted_ns, seen = s->t_seen_ns > sub ? s->t_seen_ns : sub;
+	const uint64_t rec = s->t_recorded_ns;
+	const uint64_t sub = s->t_submitted_ns > rec ? s->t_submitted_ns : rec;
+	const uint64_t seen = s->t_seen_ns > sub ? s->t_seen_ns : sub;
 	const volatile uint64_t *ts = s->ts_map;
 	const bool have_ts = d->timestamps && ts && ((ts[1] - ts[0]) & d->timestamp_mask) <=
 						       d->timestamp_mask / 2;
-	*mask = 1u << PROTO_STAGE_HANDOFF;
+	*mask = 1u << PROTO_STAGE_HANDOFF | 1u << PROTO_STAGE_SUBMIT;
 	st[PROTO_STAGE_HANDOFF] = span(seen, s->t_answer_ns);
 	if (have_ts && s->cal_ok) {
-		uint64_t a = gpu_to_host(d, s, ts[0]), b = gpu_to_host(d, s, ts[1]);
-		a = a < sub ? sub : a > seen ? seen : a;
-		b = b < a ? a : b > seen ? seen : b;
-		st[PROTO_STAGE_LAUNCH] = a - sub;
-		st[PROTO_STAGE_GPU] = b - a;
-		st[PROTO_STAGE_COMPLETE] = seen - b;
+		const uint64_t g0 = gpu_to_host(d, s, ts[0]), g1 = gpu_to_host(d, s, ts[1]);
+		const uint64_t e1 = g0 < sub ? (g0 > rec ? g0 : rec) : sub; /* submitted, or the GPU began */
+		const uint64_t e2 = g0 < e1 ? e1 : g0 > seen ? seen : g0;
+		const uint64_t e3 = g1 < e2 ? e2 : g1 > seen ? seen : g1;
+		st[PROTO_STAGE_SUBMIT] = e1 - rec;
+		st[PROTO_STAGE_LAUNCH] = e2 - e1;
+		st[PROTO_STAGE_GPU] = e3 - e2;
+		st[PROTO_STAGE_COMPLETE] = seen - e3;
 		*mask |= 1u << PROTO_STAGE_LAUNCH | 1u << PROTO_STAGE_GPU | 1u << PROTO_STAGE_COMPLETE;
+		*to_gpu_end = span(sub, e3);
 	} else if (have_ts) {
+		/* the GPU's time within submitted..seen, or, when longer (it ran
+		 * inside vkQueueSubmit), within recorded..seen */
 		uint64_t g = (uint64_t)((double)((ts[1] - ts[0]) & d->timestamp_mask) *
 					d->timestamp_period);
-		if (g > seen - sub)
-			g = seen - sub;
+		if (g > seen - rec)
+			g = seen - rec;
+		const uint64_t w = g <= seen - sub ? seen - sub - g : 0;
 		st[PROTO_STAGE_GPU] = g;
-		st[PROTO_STAGE_GPU_WAIT] = seen - sub - g;
+		st[PROTO_STAGE_GPU_WAIT] = w;
+		st[PROTO_STAGE_SUBMIT] = seen - rec - g - w;
 		*mask |= 1u << PROTO_STAGE_GPU | 1u << PROTO_STAGE_GPU_WAIT;
+		*to_gpu_end = g; /* at least; the launch is not known */
 	} else {
+		st[PROTO_STAGE_SUBMIT] = sub - rec;
 		st[PROTO_STAGE_GPU_WAIT] = seen - sub;
 		*mask |= 1u << PROTO_STAGE_GPU_WAIT;
+		*to_gpu_end = seen - sub; /* at most */
 	}
 }
 
@@ -107,11 +124,9 @@ static void job_stages(const engine_slot *s, job *j, const uint64_t st[PROTO_STA
 		       uint32_t mask)
 {
 	memcpy(j->stage_ns, st, sizeof(j->stage_ns));
-	j->stage_mask = mask | 1u << PROTO_STAGE_QUEUE | 1u << PROTO_STAGE_RECORD |
-			1u << PROTO_STAGE_SUBMIT;
+	j->stage_mask = mask | 1u << PROTO_STAGE_QUEUE | 1u << PROTO_STAGE_RECORD;
 	j->stage_ns[PROTO_STAGE_QUEUE] = span(j->t_queued_ns, s->t_take_ns);
 	j->stage_ns[PROTO_STAGE_RECORD] = span(s->t_take_ns, s->t_recorded_ns);
-	j->stage_ns[PROTO_STAGE_SUBMIT] = span(s->t_recorded_ns, s->t_submitted_ns);
 	if (j->t_recv_ns) {
 		j->stage_ns[PROTO_STAGE_DECODE] = span(j->t_recv_ns, j->t_queued_ns);
 		j->stage_mask |= 1u << PROTO_STAGE_DECODE;
@@ -136,15 +151,37 @@ void engine_job_trace(job *j, uint64_t t_encoded, proto_trace *out)
 	}
 }
 
-/* ---- completion thread ---------------------------------------------------- */
+/* ---- completion thread, and the loop's polling ---------------------------- */
 
+/* Batch s (the oldest not yet seen) is done, or failed with r: mark it
+ * seen, for the loop to finish. Under e->mu, by whichever noticed first:
+ * the completion thread's blocking wait or the polling loop (by_loop). */
+static void mark_seen(engine *e, engine_slot *s, VkResult r, uint64_t now, bool by_loop)
+{
+	if (r == VK_SUCCESS && ++e->waits == e->fault_wait_at) {
+		log_warn("fault injection: wait %llu reports device loss", (unsigned long long)e->waits);
+		r = VK_ERROR_DEVICE_LOST;
+	}
+	if (r != VK_SUCCESS) {
+		log_err("waiting for batch %llu failed (VkResult %d)", (unsigned long long)s->value, r);
+		s->failed = true;
+	}
+	s->seen = true;
+	s->t_seen_ns = now;
+	e->ring_done++;
+	atomic_fetch_add(by_loop ? &e->spin_hits : &e->blocking_waits, 1);
+}
+
+/* The completion thread blocks on each batch in turn (it never spins: the
+ * loop polls while a batch may finish soon, spin.h) and wakes the loop for
+ * a batch the loop has not seen done first. */
 static void *completion_main(void *arg)
 {
 	engine *e = arg;
 	pthread_mutex_lock(&e->mu);
 	while (!e->stop) {
 		if (e->ring_done == e->ring_count) {
-			/* nothing in flight: sleep, no spinning */
+			/* nothing in flight: sleep */
 			pthread_cond_wait(&e->cv, &e->mu);
 			continue;
 		}
@@ -157,47 +194,85 @@ static void *completion_main(void *arg)
 			.pSemaphores = &e->timeline,
 			.pValues = &value,
 		};
-		/* spin briefly (a small batch often finishes within microseconds
-		 * and waking from a blocking wait costs tens of them), then block */
-		VkResult r = VK_TIMEOUT;
-		const uint64_t spin_start = engine_now_ns();
-		uint64_t spin_end = spin_start + (uint64_t)e->cfg->spin_us * 1000u, now = spin_start;
-		for (uint64_t cur = 0; e->cfg->spin_us;) {
-			if (vkGetSemaphoreCounterValue(e->dev->dev, e->timeline, &cur) != VK_SUCCESS)
-				break;
-			if (cur >= value) {
-				r = VK_SUCCESS;
-				break;
-			}
-			if ((now = engine_now_ns()) >= spin_end)
-				break;
-		}
-		atomic_fetch_add(&e->spin_ns, now - spin_start);
-		if (r == VK_SUCCESS)
-			atomic_fetch_add(&e->spin_hits, 1);
-		if (r == VK_TIMEOUT) {
-			atomic_fetch_add(&e->blocking_waits, 1);
-			r = vkWaitSemaphores(e->dev->dev, &wi, ENGINE_WAIT_NS);
-		}
-		if (r == VK_SUCCESS)
-			e->slots[si].t_seen_ns = engine_now_ns();
+		VkResult r = vkWaitSemaphores(e->dev->dev, &wi, ENGINE_WAIT_NS);
+		if (r == VK_SUCCESS && e->fault_late_us)
+			usleep(e->fault_late_us); /* tests: let the polling loop see it first */
+		const uint64_t now = engine_now_ns();
 		pthread_mutex_lock(&e->mu);
-		if (r == VK_SUCCESS && ++e->waits == e->fault_wait_at) {
-			log_warn("fault injection: wait %llu reports device loss",
-				 (unsigned long long)e->waits);
-			r = VK_ERROR_DEVICE_LOST;
-		}
 		if (r == VK_TIMEOUT)
 			continue;
-		if (r != VK_SUCCESS) {
-			log_err("waiting for batch %llu failed (VkResult %d)", (unsigned long long)value, r);
-			e->slots[si].failed = true;
-		}
-		e->ring_done++;
+		/* the loop may have seen it done meanwhile (and even reused the
+		 * slot for a later batch: compare the value) */
+		engine_slot *s = &e->slots[si];
+		if (s->seen || s->value != value || !s->busy)
+			continue;
+		mark_seen(e, s, r, now, false);
 		uv_async_send(&e->async);
 	}
 	pthread_mutex_unlock(&e->mu);
 	return NULL;
+}
+
+/* Loop thread: mark every batch whose value the semaphore has reached as
+ * seen. Returns whether there was one. */
+static bool poll_gpu(engine *e)
+{
+	uint64_t oldest = 0, cur = 0;
+	pthread_mutex_lock(&e->mu);
+	if (e->ring_done < e->ring_count)
+		oldest = e->slots[e->ring[(e->ring_head + e->ring_done) % 16]].value;
+	pthread_mutex_unlock(&e->mu);
+	if (!oldest || vkGetSemaphoreCounterValue(e->dev->dev, e->timeline, &cur) != VK_SUCCESS ||
+	    cur < oldest)
+		return false; /* a failure is the completion thread's to report */
+	/* a host wait on what the counter says is done: the synchronization
+	 * that makes the batch's writes (outputs, timestamps) visible here
+	 * (lavapipe's counter runs ahead of them) */
+	VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+				  .semaphoreCount = 1, .pSemaphores = &e->timeline, .pValues = &cur};
+	if (vkWaitSemaphores(e->dev->dev, &wi, 0) != VK_SUCCESS)
+		return false;
+	const uint64_t now = engine_now_ns();
+	bool any = false;
+	pthread_mutex_lock(&e->mu);
+	while (e->ring_done < e->ring_count) {
+		engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % 16]];
+		if (cur < s->value)
+			break;
+		mark_seen(e, s, VK_SUCCESS, now, true);
+		any = true;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return any;
+}
+
+static void poll_cb(uv_idle_t *h);
+
+static void poll_start(engine *e, uint64_t now)
+{
+	if (e->polling || e->stop_polling)
+		return;
+	e->polling = true;
+	e->poll_since_ns = now;
+	uv_idle_start(&e->poll, poll_cb);
+}
+
+static void poll_stop(engine *e, uint64_t now)
+{
+	if (!e->polling)
+		return;
+	e->polling = false;
+	atomic_fetch_add(&e->spin_ns, now - e->poll_since_ns);
+	uv_idle_stop(&e->poll);
+}
+
+void engine_activity(engine *e)
+{
+	if (!e->spin.after_ns)
+		return;
+	const uint64_t now = engine_now_ns();
+	e->poll_until_ns = now + e->spin.after_ns;
+	poll_start(e, now);
 }
 
 /* ---- finishing jobs --------------------------------------------------------- */
@@ -227,8 +302,11 @@ static void finish_slot(engine *e, engine_slot *s)
 	uint64_t gpu_us = 0, st[PROTO_STAGE_COUNT] = {0};
 	uint32_t st_mask = 0;
 	s->t_answer_ns = engine_now_ns();
-	if (!s->failed)
-		slot_stages(e, s, st, &st_mask);
+	if (!s->failed) {
+		uint64_t to_gpu_end = 0;
+		slot_stages(e, s, st, &st_mask, &to_gpu_end);
+		spin_note(&e->spin, to_gpu_end); /* what the batch took, as well as is known */
+	}
 	if (s->failed && !e->lost) {
 		/* no more submissions until the device is recreated (recovery.c);
 		 * queued jobs wait for it, batches in flight finish first */
@@ -312,9 +390,9 @@ static void finish_slot(engine *e, engine_slot *s)
 	s->failed = false;
 }
 
-static void async_cb(uv_async_t *h)
+/* Finish every batch seen done, in submission order, then submit more. */
+static void reap(engine *e)
 {
-	engine *e = h->data;
 	/* many replies at once: let the owner write them in one go per client */
 	if (e->replies_cb)
 		e->replies_cb(e->replies_ctx, true);
@@ -346,6 +424,34 @@ static void async_cb(uv_async_t *h)
 			return;
 	}
 	engine_pump(e);
+}
+
+static void async_cb(uv_async_t *h)
+{
+	reap(h->data);
+	engine_activity(h->data); /* replies went out: the next requests come soon */
+}
+
+/* uv_idle: while it runs the loop polls instead of sleeping (spin.h). Each
+ * iteration looks at the GPU; polling stops once the oldest batch in
+ * flight is past the spin budget and no socket activity is recent. */
+static void poll_cb(uv_idle_t *h)
+{
+	engine *e = h->data;
+	if (poll_gpu(e)) {
+		reap(e);
+		engine_activity(e); /* replies went out: the next requests come soon */
+	}
+	const uint64_t now = engine_now_ns();
+	bool keep = now < e->poll_until_ns;
+	pthread_mutex_lock(&e->mu);
+	if (e->ring_done < e->ring_count) {
+		const engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % 16]];
+		keep |= now < s->t_submitted_ns + e->spin.budget_ns;
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (!keep)
+		poll_stop(e, now);
 }
 
 /* May lane l's next job join a batch now? A staged region mirrors the
@@ -466,10 +572,13 @@ static void submit_slot(engine *e, uint32_t si)
 		return;
 	}
 	pthread_mutex_lock(&e->mu);
+	s->seen = false;
 	e->ring[(e->ring_head + e->ring_count) % 16] = si;
 	e->ring_count++;
 	pthread_cond_signal(&e->cv);
 	pthread_mutex_unlock(&e->mu);
+	if (e->spin.budget_ns)
+		poll_start(e, s->t_submitted_ns); /* it may be done within the budget */
 }
 
 /* ---- lanes and batch formation ---------------------------------------------- */
@@ -669,7 +778,9 @@ static int make_ts_buffer(const device *d, engine_slot *s, uint32_t nq)
 
 /* VKGRAD_FAULT_INJECT: comma-separated submit:N, wait:N (the Nth
  * submission or wait reports VK_ERROR_DEVICE_LOST), recreate:N (the
- * first N device recreations fail; recovery.c) and unsealed (region.h). */
+ * first N device recreations fail; recovery.c), late_wait:MS (the
+ * completion thread reports each batch MS ms late, at most 10000, so the
+ * polling loop sees it first) and unsealed (region.h). */
 static void parse_faults(engine *e)
 {
 	const char *fi = getenv("VKGRAD_FAULT_INJECT");
@@ -685,6 +796,8 @@ static void parse_faults(engine *e)
 			e->fault_wait_at = n;
 		else if (sscanf(t, "recreate:%llu", &n) == 1)
 			e->fault_recreate = n;
+		else if (sscanf(t, "late_wait:%llu", &n) == 1 && n <= 10000)
+			e->fault_late_us = (useconds_t)n * 1000;
 		else if (strcmp(t, "unsealed") == 0)
 			region_fault_unsealed = true;
 		else
@@ -840,8 +953,21 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		goto fail;
 	uv_async_init(loop, &e->async, async_cb);
 	e->async.data = e;
+	uv_idle_init(loop, &e->poll);
+	e->poll.data = e;
+	e->poll_init = true;
+	uint64_t after = cfg->loop_spin_us;
+	if (after == CONFIG_AUTO)
+		after = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? CONFIG_LOOP_SPIN_AUTO_CPU
+									   : CONFIG_LOOP_SPIN_AUTO_GPU;
+	spin_init(&e->spin, (uint64_t)cfg->spin_us * 1000u, after * 1000u);
+	log_info("waiting for the GPU: the loop polls up to %u µs past a submission (less "
+		 "when batches take longer) and %llu µs after a request, then sleeps",
+		 cfg->spin_us, (unsigned long long)after);
 	if (pthread_create(&e->thread, NULL, completion_main, e) != 0) {
 		uv_close((uv_handle_t *)&e->async, NULL);
+		uv_close((uv_handle_t *)&e->poll, NULL);
+		e->poll_init = false;
 		goto fail;
 	}
 	e->thread_started = true;
@@ -854,6 +980,12 @@ fail:
 
 void engine_destroy(engine *e)
 {
+	if (e->poll_init) {
+		poll_stop(e, engine_now_ns());
+		e->stop_polling = true; /* the answers below must not start it again */
+		uv_close((uv_handle_t *)&e->poll, NULL);
+		e->poll_init = false;
+	}
 	if (e->dev && e->dev->dev)
 		vkDeviceWaitIdle(e->dev->dev);
 	if (e->thread_started) {
@@ -874,6 +1006,7 @@ void engine_destroy(engine *e)
 		if (!uv_is_closing((uv_handle_t *)&e->async))
 			uv_close((uv_handle_t *)&e->async, NULL);
 	}
+
 	/* one job at a time, the lane fixed up before the answer (a reply
 	 * may close its connection, and with it the lane) */
 	while (e->active_head) {

@@ -26,6 +26,7 @@
 #include "pipelines.h"
 #include "region.h"
 #include "scratch.h"
+#include "spin.h"
 #include "variant.h"
 
 typedef struct job job;
@@ -99,6 +100,7 @@ typedef struct engine_slot {
 	uint64_t cal_host_ns, cal_dev;
 	bool cal_ok;
 	uint64_t value;     /* timeline value signalled when done */
+	bool seen;          /* found done (under mu): by the completion thread or the polling loop */
 	bool busy;
 	bool failed;        /* the wait reported device loss */
 	scratch scratch;    /* device-local: devlocal tensors, split-K partials */
@@ -139,6 +141,7 @@ typedef struct engine {
 	 * the first N device recreations fail (recovery.c counts it down) */
 	uint64_t fault_submit_at, fault_wait_at, submits, waits;
 	uint64_t fault_recreate;
+	unsigned fault_late_us;  /* late_wait: the completion thread reports batches this late */
 	/* device loss. `lost`: a batch failed; nothing is submitted until
 	 * engine_resume, queued jobs wait. Once no batch runs, the loop calls
 	 * lost_cb (the recovery) once. `down`: no device to wait for; queued
@@ -161,8 +164,14 @@ typedef struct engine {
 	 * simultaneous readings, refreshed at a submission once a second */
 	uint64_t cal_host_ns, cal_dev, cal_at_ns;
 	bool cal_ok;
-	/* the completion wait (stats): CPU time spun, waits ended spinning,
-	 * waits that blocked */
+	/* the loop polls rather than sleeps while a batch may finish soon or
+	 * requests come (spin.h): a uv_idle handle, active while polling */
+	uv_idle_t poll;
+	bool poll_init, polling, stop_polling;
+	uint64_t poll_since_ns, poll_until_ns;
+	spin spin;
+	/* stats: the loop's time polling; batches it saw done while polling,
+	 * batches the completion thread's blocking wait reported */
 	atomic_uint_fast64_t spin_ns, spin_hits, blocking_waits;
 } engine;
 
@@ -180,6 +189,9 @@ engine_lane *engine_lane_open(engine *e);
 void engine_lane_close(engine *e, engine_lane *l);
 /* Takes ownership of j (and its region references). */
 void engine_enqueue(engine *e, engine_lane *l, job *j);
+/* A request arrived (or replies went out): the loop keeps polling its
+ * sockets for loop_spin_us before it sleeps again (spin.h). */
+void engine_activity(engine *e);
 /* Record and submit as many batches as free slots allow. */
 void engine_pump(engine *e);
 bool engine_idle(const engine *e);

@@ -10,7 +10,10 @@
  *    (synchronization validation reports a missing barrier);
  *  - independent jobs packed 4 bytes apart in one region, sent together;
  *  - unregister while the region's jobs are in flight: the reply comes after
- *    every one of those jobs' replies, and the jobs succeed. */
+ *    every one of those jobs' replies, and the jobs succeed;
+ *  - the first, second and fourth again on a daemon whose loop polls the GPU
+ *    and its sockets instead of sleeping (spin.h), so batches are seen done
+ *    by the loop as well as by the completion thread. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +41,7 @@
 #include "shm.h"
 #include "vkgrad.h"
 
-static daemon_proc g_import, g_staged;
+static daemon_proc g_import, g_staged, g_polling;
 
 /* ---- many client processes ----------------------------------------------------- */
 
@@ -136,19 +139,18 @@ static int child_main(int idx, const char *sock)
 	return failed ? 1 : 0;
 }
 
-static void test_concurrent_client_processes(void **state)
+static void concurrent_clients(const daemon_proc *d)
 {
-	(void)state;
 	pid_t pids[NCHILDREN];
 	fflush(NULL);
 	for (int i = 0; i < NCHILDREN; i++) {
 		pids[i] = fork();
 		assert_true(pids[i] >= 0);
 		if (pids[i] == 0)
-			_exit(child_main(i, g_import.sock));
+			_exit(child_main(i, d->sock));
 	}
 	/* meanwhile the daemon keeps answering others */
-	assert_true(rawsock_daemon_serves(g_import.sock));
+	assert_true(rawsock_daemon_serves(d->sock));
 	int bad = 0;
 	const int64_t deadline = deadline_now_ms() + 180000;
 	for (int i = 0; i < NCHILDREN; i++) {
@@ -168,8 +170,24 @@ static void test_concurrent_client_processes(void **state)
 	}
 	assert_int_equal(bad, 0);
 	/* every child's regions are gone once its connection closed */
-	proto_stats st = expect_settled(g_import.sock, 0, 1);
+	proto_stats st = expect_settled(d->sock, 0, 1);
 	assert_true(st.jobs_done >= NCHILDREN * CHILD_JOBS);
+}
+
+static void test_concurrent_client_processes(void **state)
+{
+	(void)state;
+	concurrent_clients(&g_import);
+}
+
+/* The same on a daemon whose loop polls the GPU and its sockets (spin.h)
+ * through a lavapipe batch's whole run: batches are then seen done and
+ * answered by the loop itself as well as through the completion thread,
+ * and every promise above must hold all the same. */
+static void test_concurrent_client_processes_polling(void **state)
+{
+	(void)state;
+	concurrent_clients(&g_polling);
 }
 
 /* ---- pipelined dependent jobs ---------------------------------------------------- */
@@ -357,6 +375,15 @@ static void test_pipelined_dependent_jobs(void **state)
 	assert_int_equal(daemon_proc_validation_count(&g_import, &v0), 0);
 	run_pipeline(&g_import);
 	expect_validation_clean(&g_import, v0, "pipelined dependent jobs");
+}
+
+static void test_pipelined_dependent_jobs_polling(void **state)
+{
+	(void)state;
+	uint64_t v0 = 0;
+	assert_int_equal(daemon_proc_validation_count(&g_polling, &v0), 0);
+	run_pipeline(&g_polling);
+	expect_validation_clean(&g_polling, v0, "pipelined dependent jobs (polling)");
 }
 
 static void test_pipelined_dependent_jobs_staged(void **state)
@@ -588,6 +615,29 @@ static void test_unregister_replies_after_inflight_jobs_staged(void **state)
 	unregister_after_jobs(&g_staged);
 }
 
+static void test_unregister_replies_after_inflight_jobs_polling(void **state)
+{
+	(void)state;
+	unregister_after_jobs(&g_polling);
+}
+
+/* The polling daemon did poll (its loop spent time polling) and saw
+ * batches done itself, and every batch was seen done once, by the loop or
+ * by the completion thread. */
+static void test_polling_daemon_polled(void **state)
+{
+	(void)state;
+	proto_stats st = expect_settled(g_polling.sock, 0, 1);
+	printf("polling daemon: spin budget %llu us, %llu us polled, %llu batches seen by the "
+	       "loop, %llu by the completion thread, %llu batches\n",
+	       (unsigned long long)st.spin_budget_us, (unsigned long long)st.spin_us,
+	       (unsigned long long)st.spin_hits, (unsigned long long)st.blocking_waits,
+	       (unsigned long long)st.batches);
+	assert_true(st.spin_us > 0);
+	assert_true(st.spin_hits > 0);
+	assert_true(st.spin_hits + st.blocking_waits >= st.batches);
+}
+
 /* ---- setup ------------------------------------------------------------------------ */
 
 /* Last: no Vulkan validation error so far (the teardown checks again). */
@@ -596,6 +646,7 @@ static void test_no_validation_errors(void **state)
 	(void)state;
 	expect_validation_clean(&g_import, 0, "default daemon");
 	expect_validation_clean(&g_staged, 0, "--no-host-import daemon");
+	expect_validation_clean(&g_polling, 0, "polling daemon");
 }
 
 static int group_setup(void **state)
@@ -610,6 +661,19 @@ static int group_setup(void **state)
 		daemon_proc_kill(&g_import);
 		return -1;
 	}
+	/* polls past lavapipe batches (the budget adapts, up to 100 ms) and
+	 * for 2 ms after each request; its completion thread reports each
+	 * batch 20 ms late, so the loop sees most of them done first and the
+	 * thread finds them seen */
+	static const char *const polling_args[] = {"--spin-us", "100000", "--loop-spin-us", "2000",
+						   NULL};
+	static const char *const polling_env[] = {"VKGRAD_CPU_IMPORT=1",
+						  "VKGRAD_FAULT_INJECT=late_wait:20", NULL};
+	if (daemon_proc_start(&g_polling, polling_args, polling_env) != 0) {
+		daemon_proc_kill(&g_import);
+		daemon_proc_kill(&g_staged);
+		return -1;
+	}
 	return 0;
 }
 
@@ -618,7 +682,8 @@ static int group_teardown(void **state)
 	(void)state;
 	int a = daemon_proc_stop(&g_import);
 	int b = daemon_proc_stop(&g_staged);
-	return a || b ? -1 : 0;
+	int c = daemon_proc_stop(&g_polling);
+	return a || b || c ? -1 : 0;
 }
 
 int main(void)
@@ -631,6 +696,10 @@ int main(void)
 		cmocka_unit_test(test_packed_independent_jobs_one_region_staged),
 		cmocka_unit_test(test_unregister_replies_after_inflight_jobs),
 		cmocka_unit_test(test_unregister_replies_after_inflight_jobs_staged),
+		cmocka_unit_test(test_concurrent_client_processes_polling),
+		cmocka_unit_test(test_pipelined_dependent_jobs_polling),
+		cmocka_unit_test(test_unregister_replies_after_inflight_jobs_polling),
+		cmocka_unit_test(test_polling_daemon_polled),
 		cmocka_unit_test(test_no_validation_errors),
 	};
 	int rc = cmocka_run_group_tests_name("multiclient", tests, group_setup, group_teardown);

@@ -712,8 +712,8 @@ static void test_help_lists_every_setting(void **state)
 		"--max-region-bytes", "--max-total-region-bytes", "--max-region-bytes-per-uid",
 		"--max-inflight", "--max-dim",
 		"--max-connections", "--batch-jobs", "--batch-per-client", "--max-batch-bytes",
-		"--spin-us", "--inflight-batches", "--max-outbound-bytes", "--no-host-import",
-		"--client-batch-macs N|auto",
+		"--spin-us", "--loop-spin-us", "--inflight-batches", "--max-outbound-bytes",
+		"--no-host-import", "--client-batch-macs N|auto",
 		"--version", "--list-devices", "CACHE_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC",
 		"LISTEN_FDS",
 	};
