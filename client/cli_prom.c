@@ -133,6 +133,14 @@ static const prom_metric metrics[] = {
 	  "Batches run without scratch because allocating it failed."),
 	U("vkgrad_validation_errors_total", "counter", validation_errors,
 	  "Khronos validation layer errors (0 unless VKGRAD_VALIDATION=1)."),
+	U("vkgrad_spin_budget_microseconds", "gauge", spin_budget_us,
+	  "How long past a submission the loop polls the GPU now (adapted to the device)."),
+	U("vkgrad_poll_microseconds_total", "counter", spin_us,
+	  "Time the loop spent polling rather than sleeping."),
+	U("vkgrad_batches_seen_polling_total", "counter", spin_hits,
+	  "Batches the polling loop found done."),
+	U("vkgrad_batches_seen_blocking_total", "counter", blocking_waits,
+	  "Batches the completion thread's blocking wait reported."),
 };
 
 /* daemon histogram name -> help; others get a generic one */
@@ -225,6 +233,19 @@ static void emit(FILE *f, const prom_target *ts, unsigned n)
 		sample_start(f, "vkgrad_devlocal_min_bytes", "", &ts[i]);
 		fprintf(f, ",dtype=\"f16_bf16\"} %" PRIu64 "\n", ts[i].st.devlocal_min_bytes_16bit);
 	}
+	family(f, "vkgrad_stage_seconds", "gauge",
+	       "A stage of recent jobs (the last 1024 of each), its median and 99th percentile.");
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned k = 0; ts[i].up && k < ts[i].st.n_stages; k++) {
+			const proto_stage_stat *st = &ts[i].st.stages[k];
+			for (int q = 0; q < 2; q++) {
+				sample_start(f, "vkgrad_stage_seconds", "", &ts[i]);
+				fputs(",stage=\"", f);
+				put_label(f, st->name);
+				fprintf(f, "\",quantile=\"%s\"} %.9g\n", q ? "0.99" : "0.5",
+					(q ? st->p99_us : st->p50_us) / 1e6);
+			}
+		}
 	/* each histogram name once, in the order the daemons report them */
 	for (unsigned i = 0; i < n; i++)
 		for (unsigned h = 0; ts[i].up && h < ts[i].st.n_hist; h++) {

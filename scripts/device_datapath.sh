@@ -177,14 +177,14 @@ rows = [("tiny_latency 1 client", "tiny_latency", 1, 1, jobs),
         ("tiny_latency 16 sync clients", "tiny_latency", 16, 1, 16 * jobs),
         ("tiny_throughput 16 x 32 in flight", "tiny_throughput", 16, 32, None),
         ("narrow 4 clients", "narrow", 4, 4, None)]
-for label, scen, cl, infl, jobs in rows:
+for label, scen, cl, infl, nj in rows:
     for mode in ("daemon", "direct"):
-        xb, xa = pick(b, scen, mode, cl, infl, jobs), pick(a, scen, mode, cl, infl, jobs)
+        xb, xa = pick(b, scen, mode, cl, infl, nj), pick(a, scen, mode, cl, infl, nj)
         print("%-36s %-6s before: %s" % (label, mode, fmt(xb)))
         print("%-36s %-6s after:  %s" % ("", mode, fmt(xa)))
         if xa and xa.get("stages_us"):
             print("%-36s %-6s stages_us: %s, untraced_us %s" % ("", "", json.dumps(xa["stages_us"]), xa.get("untraced_us")))
-    xd, xx = pick(a, scen, "daemon", cl, infl, jobs), pick(a, scen, "direct", cl, infl, jobs)
+    xd, xx = pick(a, scen, "daemon", cl, infl, nj), pick(a, scen, "direct", cl, infl, nj)
     if xd and xx:
         print("%-36s after: daemon p50 - direct p50 = %+.1f us; jobs/s daemon/direct %.2f" % (
             "", xd["p50_us"] - xx["p50_us"], xd["jobs_per_s"] / xx["jobs_per_s"] if xx["jobs_per_s"] else 0))

@@ -179,6 +179,19 @@ class TestPrometheus(unittest.TestCase):
         self.assertTrue(info[0]["server"].startswith("vkgradd "))
         self.assertEqual(value(fams, "vkgrad_devlocal_min_bytes", D.sock, dtype="f32"),
                          st["devlocal_min_bytes"])
+        # stage medians and p99 over the recent window, as stats reports them
+        self.assertEqual(fams["vkgrad_stage_seconds"]["type"], "gauge")
+        for name, sv in st["stages"].items():
+            self.assertAlmostEqual(value(fams, "vkgrad_stage_seconds", D.sock, stage=name,
+                                         quantile="0.5"), sv["p50_us"] / 1e6, places=9)
+            self.assertAlmostEqual(value(fams, "vkgrad_stage_seconds", D.sock, stage=name,
+                                         quantile="0.99"), sv["p99_us"] / 1e6, places=9)
+        for stage in ("decode", "queue", "record", "submit", "answer", "write"):
+            self.assertIn(stage, st["stages"])
+        self.assertEqual(value(fams, "vkgrad_batches_seen_polling_total", D.sock) +
+                         value(fams, "vkgrad_batches_seen_blocking_total", D.sock),
+                         st["spin_hits"] + st["blocking_waits"])
+        self.assertGreaterEqual(st["spin_hits"] + st["blocking_waits"], st["batches"])
 
     def test_several_daemons_one_file_atomically(self):
         d2 = Daemon(sock_name="b.sock")
