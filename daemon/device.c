@@ -541,6 +541,18 @@ static void list_one(FILE *out, VkPhysicalDevice p, uint32_t i, bool is_default)
 	if (has_pci)
 		fprintf(out, "    pci     %04x:%02x:%02x.%x\n", pci.pciDomain, pci.pciBus, pci.pciDevice,
 			pci.pciFunction);
+	/* the queue families: a transfer-only one is what copies could overlap
+	 * compute on (issue 15) */
+	VkQueueFamilyProperties qf[16];
+	uint32_t nq = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(p, &nq, qf);
+	for (uint32_t f = 0; f < nq; f++) {
+		const VkQueueFlags fl = qf[f].queueFlags;
+		fprintf(out, "    queues  family %u: %u x%s%s%s%s, timestamps %u bits\n", f, qf[f].queueCount,
+			fl & VK_QUEUE_GRAPHICS_BIT ? " graphics" : "", fl & VK_QUEUE_COMPUTE_BIT ? " compute" : "",
+			fl & VK_QUEUE_TRANSFER_BIT ? " transfer" : "",
+			fl & VK_QUEUE_SPARSE_BINDING_BIT ? " sparse" : "", qf[f].timestampValidBits);
+	}
 	if (ok)
 		fprintf(out, "    usable  yes: vkgradd --device %u (or --device %.8s); unit vkgradd@%u.socket\n",
 			i, uuid, i);

@@ -30,7 +30,8 @@
 #     `quit` afterwards).
 # Files in $OUT (at most 8 come back): before.jsonl, after.jsonl,
 # after_knobs.jsonl (each group after a {"run": ...} line), stats_after.txt,
-# torch.jsonl, log.txt; a summary is printed at the end.
+# torch.jsonl, log.txt (with `vkgradd --list-devices`: the queue families);
+# a summary is printed at the end.
 # DATAPATH_JOBS (default 2000): jobs per client of the tiny lines (fewer
 # for a try on lavapipe).
 set -u
@@ -70,6 +71,9 @@ vk() {
 	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1
 	echo "before: $BEFORE"
 	echo "after: $AFTER"
+	# the devices and their queue families (a transfer-only family is what
+	# copies could overlap compute on)
+	(. "$AFTER/env.sh" && timeout 60 "$AFTER/bin/vkgradd" --list-devices)
 } >>"$LOG" 2>&1
 
 # 1. both bundles, the same lines

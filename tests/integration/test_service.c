@@ -853,7 +853,8 @@ static void test_list_devices_and_uuid(void **state)
 	static const char *const want[] = {"0: ", "(cpu, the default)", "    driver  llvmpipe",
 					   "Vulkan 1.", "    memory  ", " GiB device-local",
 					   "    ids     vendor 0x", "    uuid    ",
-					   "    usable  yes: vkgradd --device 0", "unit vkgradd@0.socket"};
+					   "    usable  yes: vkgradd --device 0", "unit vkgradd@0.socket",
+					   "    queues  family 0: 1 x", " compute", ", timestamps 64 bits"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (!strstr(out, want[i]))
 			fail_msg("--list-devices does not show '%s'", want[i]);
