@@ -34,7 +34,7 @@ struct bench_direct {
 	device dev;
 	pipelines pl;
 	config cfg;
-	proto_limits limits;  /* cfg's, clamped to the device like server.c does */
+	proto_limits limits;  /* cfg's, clamped to the device (device_clamp_limits) */
 	uv_loop_t loop;
 	engine eng;
 	bool dev_open, pl_init, loop_init, eng_init;
@@ -109,20 +109,14 @@ static int dclient_submit(dclient *c)
 		fail_run(b, "job refused: %s: %s", proto_code_name(err.code), err.message);
 		return -1;
 	}
-	job *j = calloc(1, sizeof(*j));
+	region *regs[PROTO_T_COUNT];
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		regs[t] = c->reg;
+	/* received at t0: its DECODE stage is the checks above, as for a frame */
+	job *j = engine_job_new(c, &q, bytes, regs, t0);
 	if (!j) {
 		fail_run(b, "out of memory");
 		return -1;
-	}
-	j->owner = c;
-	j->req = q;
-	j->t_recv_ns = t0; /* DECODE: the checks above, as for a frame */
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
-		j->bytes[t] = bytes[t];
-		if (q.t[t].present) {
-			j->reg[t] = c->reg;
-			region_ref(c->reg);
-		}
 	}
 	c->t_submit[c->submitted] = t0;
 	c->submitted++;
@@ -341,13 +335,7 @@ bench_direct *bench_direct_open(char *why, size_t why_len)
 	}
 	/* the limits a connection gets, as server_start computes them */
 	b->limits = b->cfg.limits;
-	uint64_t range = b->dev.props.limits.maxStorageBufferRange;
-	uint64_t slack = b->dev.props.limits.minStorageBufferOffsetAlignment;
-	if (b->limits.max_tensor_bytes > range - slack)
-		b->limits.max_tensor_bytes = range - slack;
-	uint64_t gx = (uint64_t)b->dev.props.limits.maxComputeWorkGroupCount[0] * 16;
-	if (b->limits.max_dim > gx)
-		b->limits.max_dim = gx;
+	device_clamp_limits(&b->dev, &b->limits);
 	if (uv_loop_init(&b->loop) != 0) {
 		snprintf(why, why_len, "uv_loop_init failed");
 		goto fail;

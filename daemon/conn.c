@@ -574,20 +574,14 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	}
 	if (proto_job_check(q, &s->limits, region_size_cb, c, bytes, &err) != 0)
 		goto fail;
-	job *j = calloc(1, sizeof(*j));
+	region *regs[PROTO_T_COUNT] = {0};
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		if (q->t[t].present)
+			regs[t] = find_region(c, q->t[t].region, NULL);
+	job *j = engine_job_new(c, q, bytes, regs, c->rx_ns);
 	if (!j) {
 		proto_fail(&err, PROTO_INTERNAL, "linear_backward: out of memory");
 		goto fail;
-	}
-	j->owner = c;
-	j->req = *q;
-	j->t_recv_ns = c->rx_ns;
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
-		j->bytes[t] = bytes[t];
-		if (q->t[t].present) {
-			j->reg[t] = find_region(c, q->t[t].region, NULL);
-			region_ref(j->reg[t]);
-		}
 	}
 	conn_ref(c);
 	c->inflight++;

@@ -595,3 +595,14 @@ int device_list(FILE *out, char *err, size_t errlen)
 	vkDestroyInstance(inst, NULL);
 	return 0;
 }
+
+void device_clamp_limits(const device *d, proto_limits *l)
+{
+	uint64_t range = d->props.limits.maxStorageBufferRange;
+	uint64_t slack = d->props.limits.minStorageBufferOffsetAlignment;
+	if (l->max_tensor_bytes > range - slack)
+		l->max_tensor_bytes = range - slack;
+	uint64_t gx = (uint64_t)d->props.limits.maxComputeWorkGroupCount[0] * 16;
+	if (l->max_dim > gx)
+		l->max_dim = gx;
+}

@@ -57,6 +57,11 @@ typedef struct device {
  * logged and counted. Returns 0, or -1 with a message in err. */
 int device_open(device *d, const char *want, bool validation, char *err, size_t errlen);
 void device_close(device *d);
+/* Lower the limits one job may use to what the device can run: one tensor
+ * must fit one storage-buffer binding (plus the offset remainder), and a
+ * dispatch's x groups bound a dimension. What every connection gets (the
+ * server) and the in-process benchmark alike. */
+void device_clamp_limits(const device *d, proto_limits *l);
 /* `vkgradd --list-devices`: every Vulkan device with its index, name, type,
  * driver, device-local memory, ids, UUID, PCI address (where the driver
  * tells) and whether vkgradd can use it, marking the default. 0, or -1 with

@@ -275,6 +275,25 @@ void engine_activity(engine *e)
 	poll_start(e, now);
 }
 
+job *engine_job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
+		    region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns)
+{
+	job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->owner = owner;
+	j->req = *q;
+	j->t_recv_ns = t_recv_ns;
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		j->bytes[t] = bytes[t];
+		if (q->t[t].present) {
+			j->reg[t] = reg[t];
+			region_ref(reg[t]);
+		}
+	}
+	return j;
+}
+
 /* ---- finishing jobs --------------------------------------------------------- */
 
 static void job_free(job *j)

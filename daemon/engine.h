@@ -187,6 +187,12 @@ engine_lane *engine_lane_open(engine *e);
  * gone) and frees it (once its jobs already submitted, which finish
  * normally, are done). */
 void engine_lane_close(engine *e, engine_lane *l);
+/* A job for request q (checked by proto_job_check, which gave bytes), owned
+ * by `owner` (opaque to the engine), received at t_recv_ns (its trace's
+ * start): one reference taken on reg[t] for every present tensor t. NULL
+ * when out of memory. */
+job *engine_job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
+		    region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns);
 /* Takes ownership of j (and its region references). */
 void engine_enqueue(engine *e, engine_lane *l, job *j);
 /* A request arrived (or replies went out): the loop keeps polling its

@@ -165,8 +165,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->pl = pl;
 	s->listen_fd = -1;
 	s->started_ns = engine_now_ns();
-	/* limits the device imposes: one tensor must fit one storage-buffer
-	 * binding (plus the offset remainder), and a dispatch's x groups */
+	/* the configured limits, lowered to what the device can run */
 	s->limits = cfg->limits;
 	config_region_budget(cfg, host_ram_bytes(), staging_heap_bytes(dev),
 			     &s->limits.max_total_region_bytes, &s->limits.max_region_bytes_per_uid);
@@ -175,13 +174,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->limits.max_fds_per_message = CONN_CMSG_FDS;
 	s->limits.max_fds_held = CONN_MAX_FDS;
 	s->limits.max_outbound_bytes = cfg->max_outbound_bytes;
-	uint64_t range = dev->props.limits.maxStorageBufferRange;
-	uint64_t slack = dev->props.limits.minStorageBufferOffsetAlignment;
-	if (s->limits.max_tensor_bytes > range - slack)
-		s->limits.max_tensor_bytes = range - slack;
-	uint64_t gx = (uint64_t)dev->props.limits.maxComputeWorkGroupCount[0] * 16;
-	if (s->limits.max_dim > gx)
-		s->limits.max_dim = gx;
+	device_clamp_limits(dev, &s->limits);
 	char err[256];
 	if (engine_init(&s->eng, loop, dev, pl, cfg, conn_job_done, err, sizeof(err)) != 0) {
 		log_err("%s", err);
