@@ -27,6 +27,9 @@ PROTO_SRC  := $(wildcard proto/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 CLIENT_LIB_SRC := client/vkgrad.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
+# `vkgrad bench`: linked into the CLI, but apart from client/ since its
+# direct mode runs the daemon's core in-process
+BENCH_SRC  := $(wildcard bench/*.c)
 SHADERS    := $(wildcard shaders/*.comp)
 # every shader is built once per storage dtype (shaders/dtype.glsl)
 DTYPES     := f32 f16 bf16
@@ -71,9 +74,21 @@ $(BUILD)/gen/kernel_registry_gen.c: $(SHADERS) $(SPV_INC) shaders/gen_registry.s
 	@echo "gen_registry $@"
 	@./shaders/gen_registry.sh $@ $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(s) $(d) $(call spv_of,$(s),$(d))))
 
-$(BUILD)/obj/%.o: %.c $(wildcard proto/*.h daemon/*.h client/*.h)
+# Layers: proto/, client/ and the tests' helpers compile without daemon/ on
+# the include path, so none of them can include a daemon header; the daemon
+# and the benchmark (which embeds the daemon's core) see it.
+HDRS := $(wildcard proto/*.h daemon/*.h client/*.h bench/*.h)
+$(BUILD)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/daemon/%.o: daemon/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Idaemon -c $< -o $@
+
+$(BUILD)/obj/bench/%.o: bench/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Idaemon -Ibench -c $< -o $@
 
 $(BUILD)/obj/gen/kernel_registry_gen.o: $(BUILD)/gen/kernel_registry_gen.c daemon/kernel_registry.h
 	@mkdir -p $(@D)
@@ -92,14 +107,14 @@ $(BUILD)/libvkgrad.so: $(BUILD)/libvkgrad.so.$(VERSION)
 	ln -sf libvkgrad.so.$(VERSION) $(BUILD)/libvkgrad.so.$(SOMAJOR)
 	ln -sf libvkgrad.so.$(VERSION) $@
 
-# The daemon without its main(): what `vkgrad bench --direct` runs in-process.
+# The daemon without its main(): what `vkgrad bench --direct` (bench/) runs in-process.
 # It needs proto/ too, which libvkgrad.a carries, so link it before that.
 CORE_OBJ := $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o
 $(BUILD)/libvkgradd-core.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/vkgrad: $(call obj,$(CLI_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a
-	$(CC) -o $@ $(call obj,$(CLI_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a \
+$(BUILD)/vkgrad: $(call obj,$(CLI_SRC) $(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a
+	$(CC) -o $@ $(call obj,$(CLI_SRC) $(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a \
 		$(shell pkg-config --libs vulkan libuv msgpack) -lpthread -lm $(SAN)
 
 # ---- tests ----------------------------------------------------------------

@@ -1,7 +1,8 @@
 /* client/cli.h — internals of the vkgrad command-line tool, shared by its
- * subcommands (cli_main.c dispatches; cli_info.c, cli_run.c, cli_demo.c,
- * cli_bench.c implement; cli_task.c owns one job's memory, inputs and
- * reference check; cli_bench.h has the benchmark's own parts). */
+ * subcommands (cli_main.c dispatches; cli_info.c, cli_run.c, cli_demo.c
+ * implement, and bench/cli_bench.c `bench`; cli_task.c owns one job's
+ * memory, inputs and reference check; bench/cli_bench.h has the benchmark's
+ * own parts). */
 #ifndef VKGRAD_CLI_H
 #define VKGRAD_CLI_H
 
@@ -53,7 +54,7 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv);
 int cli_ping(const cli_ctx *ctx, int argc, char **argv);
 int cli_run(const cli_ctx *ctx, int argc, char **argv);
 int cli_demo(const cli_ctx *ctx, int argc, char **argv);
-int cli_bench(const cli_ctx *ctx, int argc, char **argv); /* cli_bench.c */
+int cli_bench(const cli_ctx *ctx, int argc, char **argv); /* bench/cli_bench.c */
 /* `stats --prometheus` (cli_prom.c): the daemons on `sockets` (none: the
  * context's) and/or every *.sock socket in scan, to stdout or atomically
  * into output. */
@@ -61,8 +62,6 @@ int cli_stats_prometheus(const cli_ctx *ctx, const char *output, const char *sca
 			 char **sockets, int nsockets);
 /* The whole `stats` reply, histograms included (cli_prom.c). */
 int cli_stats_fetch(vkg_client *c, proto_stats *out, vkg_error *err);
-/* `bench --kernels` (cli_bench_kernels.c); cli_bench hands over to it. */
-int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv);
 
 /* ---- one linear_backward job with its own region (cli_task.c) ---- */
 

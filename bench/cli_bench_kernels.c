@@ -1,4 +1,4 @@
-/* client/cli_bench_kernels.c — `vkgrad bench --kernels`: what the kernels
+/* bench/cli_bench_kernels.c — `vkgrad bench --kernels`: what the kernels
  * themselves achieve, per shape, storage dtype and kernel variant.
  *
  * Each (shape, dtype, variant) runs the full backward (dW, db, dX) with one

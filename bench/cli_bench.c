@@ -1,4 +1,4 @@
-/* client/cli_bench.c — `vkgrad bench`: latency and throughput of the daemon
+/* bench/cli_bench.c — `vkgrad bench`: latency and throughput of the daemon
  * under a few fixed scenarios, and (--direct, --compare) of the same jobs run
  * in-process without the daemon (cli_bench_direct.c), so the cost of the
  * socket, the messages and separate processes shows as a ratio.
@@ -78,28 +78,6 @@ typedef struct bench_opts {
 	uint64_t clients, jobs, inflight, warmup; /* 0: the line's default */
 	bool warmup_set, json, direct, compare, check;
 } bench_opts;
-
-void bench_result_free(bench_result *r)
-{
-	free(r->lat_ns);
-	free(r->stage_ns);
-	r->lat_ns = NULL;
-	r->stage_ns = NULL;
-	r->n = 0;
-}
-
-void bench_stage_row_clear(uint64_t *row)
-{
-	for (int i = 0; i < PROTO_STAGE_COUNT; i++)
-		row[i] = BENCH_NO_STAGE;
-}
-
-void bench_stage_put(uint64_t *row, const char *name, uint64_t ns)
-{
-	int id = proto_stage_parse(name, strlen(name));
-	if (id >= 0)
-		row[id] = ns;
-}
 
 /* This thread's last job's trace (vkg_trace_last) into row. */
 static void stage_row_from_trace(uint64_t *row)
@@ -189,36 +167,6 @@ static int child_jobs(vkg_client *c, const vkg_job *job, uint64_t total, uint32_
 		}
 		live--;
 		done++;
-	}
-	return 0;
-}
-
-int bench_write_all(int fd, const void *p, size_t len)
-{
-	const uint8_t *b = p;
-	while (len) {
-		ssize_t w = write(fd, b, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-int bench_read_all(int fd, void *p, size_t len)
-{
-	uint8_t *b = p;
-	while (len) {
-		ssize_t r = read(fd, b, len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		len -= (size_t)r;
 	}
 	return 0;
 }
@@ -539,23 +487,6 @@ static bench_stats stats_of(bench_result *r)
 	st.jobs_per_s = r->wall_ns ? (double)r->n / ((double)r->wall_ns / 1e9) : 0;
 	st.avg_batch = r->n ? (double)r->batch_jobs_sum / (double)r->n : 0;
 	return st;
-}
-
-void cli_json_escape(char *out, size_t cap, const char *s)
-{
-	size_t o = 0;
-	for (; *s && o + 7 < cap; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\') {
-			out[o++] = '\\';
-			out[o++] = (char)ch;
-		} else if (ch < 0x20) {
-			o += (size_t)snprintf(out + o, cap - o, "\\u%04x", ch);
-		} else {
-			out[o++] = (char)ch;
-		}
-	}
-	out[o] = 0;
 }
 
 /* {"request":12.3,...}: each traced stage's median, in proto_stage_id

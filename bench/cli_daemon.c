@@ -1,4 +1,4 @@
-/* client/cli_daemon.c — a private vkgradd for one command: its own socket
+/* bench/cli_daemon.c — a private vkgradd for one command: its own socket
  * and pipeline cache in a temporary directory, started, waited for, stopped
  * and checked. */
 #include "cli_bench.h"

@@ -1,4 +1,4 @@
-/* client/cli_bench_direct.c — `vkgrad bench --direct`: the benchmark's jobs
+/* bench/cli_bench_direct.c — `vkgrad bench --direct`: the benchmark's jobs
  * run in this process through the daemon's own code (device.c, pipelines.c,
  * region.c, engine.c), with no daemon, socket or message in between. Each
  * simulated client is one engine lane with one region made from a memfd

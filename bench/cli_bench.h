@@ -1,8 +1,12 @@
-/* client/cli_bench.h — internals of `vkgrad bench`, shared by its parts:
+/* bench/cli_bench.h — internals of `vkgrad bench`, shared by its parts:
  * cli_bench.c (scenarios, options, the socket mode's client processes,
  * statistics and output), cli_bench_direct.c (the same jobs in-process
- * through the daemon's own engine, no socket) and cli_daemon.c (a private
- * vkgradd for the run). */
+ * through the daemon's own engine, no socket), cli_bench_kernels.c
+ * (`bench --kernels`), cli_daemon.c (a private vkgradd for the run) and
+ * cli_bench_io.c (what they share). The benchmark lives outside client/
+ * because the direct mode links the daemon's core (libvkgradd-core.a);
+ * client/ is the library and the CLI's other commands, which use only
+ * proto/ and the library. */
 #ifndef VKGRAD_CLI_BENCH_H
 #define VKGRAD_CLI_BENCH_H
 
@@ -39,6 +43,11 @@ typedef struct bench_result {
 	char device[128];
 } bench_result;
 
+/* `bench --kernels` (cli_bench_kernels.c); cli_bench hands over to it. */
+struct cli_ctx;
+int cli_bench_kernels(const struct cli_ctx *ctx, int argc, char **argv);
+
+/* ---- cli_bench_io.c ---- */
 void bench_result_free(bench_result *r);
 /* One job's row of stage_ns: every stage absent, then each named stage
  * (proto_stage_name; names it does not know are ignored) set. */
