@@ -100,8 +100,18 @@ $(BUILD)/vkgradd: $(call obj,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/obj/gen/kernel
 $(BUILD)/libvkgrad.a: $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC))
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libvkgrad.so.$(VERSION): $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC))
-	$(CC) -shared -Wl,-soname,libvkgrad.so.$(SOMAJOR) -o $@ $^ $(shell pkg-config --libs msgpack) -lpthread $(SAN)
+# The shared library exports exactly the functions client/vkgrad.h declares
+# (a version script made from it): proto_* and vkg_ref_* stay internal, in
+# libvkgrad.a for the CLI and the tests (tests/build/test_exports.sh).
+$(BUILD)/gen/libvkgrad.map: client/vkgrad.h
+	@mkdir -p $(@D)
+	@{ echo '{ global:'; \
+	   sed -n 's/^[A-Za-z_][A-Za-z0-9_ *]*[ *]\(vkg_[a-z0-9_]*\)(.*/  \1;/p' $<; \
+	   echo '  local: *; };'; } >$@
+
+$(BUILD)/libvkgrad.so.$(VERSION): $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC)) $(BUILD)/gen/libvkgrad.map
+	$(CC) -shared -Wl,-soname,libvkgrad.so.$(SOMAJOR) -Wl,--version-script=$(BUILD)/gen/libvkgrad.map \
+		-o $@ $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC)) $(shell pkg-config --libs msgpack) -lpthread $(SAN)
 
 $(BUILD)/libvkgrad.so: $(BUILD)/libvkgrad.so.$(VERSION)
 	ln -sf libvkgrad.so.$(VERSION) $(BUILD)/libvkgrad.so.$(SOMAJOR)
@@ -126,9 +136,9 @@ TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 # python/vkgrad against real daemons (unittest, /usr/bin/python3 with Debian's
 # numpy and torch); scripts that run.sh runs like the test binaries
 PY_TESTS  := tests/python/test_python tests/python/test_pytorch
-# the build's shader toolchain, both ways (fetched or system tools, and an
-# offline build without them into $(BUILD)/offline)
-BUILD_TESTS := tests/build/test_shader_tools.sh
+# what libvkgrad.so exports; the build's shader toolchain, both ways (fetched
+# or system tools, and an offline build without them into $(BUILD)/offline)
+BUILD_TESTS := tests/build/test_exports.sh tests/build/test_shader_tools.sh
 
 # Unit tests link the daemon's objects and, of tests/common, only what does
 # no I/O (growth.c); they learn the shader sources and dtypes the registry is
