@@ -59,7 +59,7 @@ $(BUILD)/gen/shader-tools.mode: FORCE
 	@echo "$(VKGRAD_SHADER_TOOLS)" | cmp -s - $@ || echo "$(VKGRAD_SHADER_TOOLS)" >$@
 $(SHADER_TOOLS_ENV): $(BUILD)/gen/shader-tools.mode scripts/shader-tools.sh $(wildcard shaders/features/*.comp)
 	@./scripts/shader-tools.sh probe $@ $(VKGRAD_SHADER_TOOLS)
-SHADER_DEPS = $(wildcard shaders/*.glsl) $(SHADER_TOOLS_ENV) shaders/compile.sh
+SHADER_DEPS = $(wildcard shaders/*.glsl shaders/iface/*.h) $(SHADER_TOOLS_ENV) shaders/compile.sh
 $(BUILD)/gen/%.f32.spv.inc: shaders/%.comp $(SHADER_DEPS)
 	@./shaders/compile.sh $(SHADER_TOOLS_ENV) $< f32 $@
 $(BUILD)/gen/%.f16.spv.inc: shaders/%.comp $(SHADER_DEPS)
@@ -77,7 +77,7 @@ $(BUILD)/gen/kernel_registry_gen.c: $(SHADERS) $(SPV_INC) shaders/gen_registry.s
 # Layers: proto/, client/ and the tests' helpers compile without daemon/ on
 # the include path, so none of them can include a daemon header; the daemon
 # and the benchmark (which embeds the daemon's core) see it.
-HDRS := $(wildcard proto/*.h daemon/*.h client/*.h bench/*.h)
+HDRS := $(wildcard proto/*.h daemon/*.h client/*.h bench/*.h shaders/iface/*.h)
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@

@@ -15,6 +15,8 @@
 #include "msg.h"
 #include "vk_compat.h"
 
+#include "shaders/iface/kernels.h"
+
 typedef struct cmk_shape {
 	uint32_t m, n, k; /* one cooperative matrix product: (m×k)·(k×n) */
 } cmk_shape;
@@ -35,9 +37,9 @@ typedef struct cmk_caps {
 	VkPhysicalDeviceCooperativeMatrix2FeaturesNV en_nv2;
 } cmk_caps;
 
-/* linear_coopmat_nv2_gemm's tile of C and reduction step */
-#define CMK_NV2_BM 128u
-#define CMK_NV2_BN 128u
+/* linear_coopmat_nv2_gemm's tile of C (shaders/iface/kernels.h) and reduction step */
+#define CMK_NV2_BM ((uint32_t)VKG_TILE_NV2)
+#define CMK_NV2_BN ((uint32_t)VKG_TILE_NV2)
 #define CMK_NV2_BK 32u
 
 /* Fill c for physical device p. `storage16`: 16-bit storage buffers are

@@ -2,6 +2,8 @@
 #include "pipelines.h"
 
 #include "kernel_registry.h"
+#include "kiface.h"
+#include "spirv.h"
 #include "log.h"
 
 #include <errno.h>
@@ -18,24 +20,28 @@
 #define CACHE_MAX_BYTES (64u << 20)
 #define TILED128_SHARED_BYTES 32768u /* shaders/linear_tiled128_gemm.comp, f32 */
 
+/* Each kernel's interface (shaders/iface/kernels.h, kiface.h): the storage
+ * buffers its layout binds and its push-constant block. */
 static const struct {
 	const char *name, *variant;
 	uint32_t bindings;
 	uint32_t push_bytes;
 } kern_desc[KERN_COUNT] = {
-	[KERN_PARAM] = {"linear_parameter_backward", "generic", 4, 10 * 4},
-	[KERN_INPUT] = {"linear_input_backward", "generic", 3, 10 * 4},
-	[KERN_TILED] = {"linear_tiled_gemm", "tiled", 4, 12 * 4},
-	[KERN_SPLITK] = {"linear_splitk_gemm", "splitk", 4, 12 * 4},
-	[KERN_REDUCE] = {"linear_splitk_reduce", "splitk", 2, 7 * 4},
-	[KERN_COOPMAT] = {"linear_coopmat_gemm", "coopmat", 4, 12 * 4},
-	[KERN_TILED128] = {"linear_tiled128_gemm", "tiled128", 4, 12 * 4},
-	[KERN_CMK_DW] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
-	[KERN_CMK_DX] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
-	[KERN_CMK_DW_S] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
-	[KERN_CMK_DX_S] = {"linear_coopmat_khr_gemm", "coopmat_khr", 4, 12 * 4},
-	[KERN_NV2_DW] = {"linear_coopmat_nv2_gemm", "coopmat_nv2", 4, 12 * 4},
-	[KERN_NV2_DX] = {"linear_coopmat_nv2_gemm", "coopmat_nv2", 4, 12 * 4},
+#define GEMM(name, variant) {name, variant, VKG_BINDINGS_GEMM, sizeof(kiface_gemm)}
+	[KERN_PARAM] = {"linear_parameter_backward", "generic", VKG_BINDINGS_PARAM, sizeof(kiface_param)},
+	[KERN_INPUT] = {"linear_input_backward", "generic", VKG_BINDINGS_INPUT, sizeof(kiface_input)},
+	[KERN_TILED] = GEMM("linear_tiled_gemm", "tiled"),
+	[KERN_SPLITK] = GEMM("linear_splitk_gemm", "splitk"),
+	[KERN_REDUCE] = {"linear_splitk_reduce", "splitk", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
+	[KERN_COOPMAT] = GEMM("linear_coopmat_gemm", "coopmat"),
+	[KERN_TILED128] = GEMM("linear_tiled128_gemm", "tiled128"),
+	[KERN_CMK_DW] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
+	[KERN_CMK_DX] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
+	[KERN_CMK_DW_S] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
+	[KERN_CMK_DX_S] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
+	[KERN_NV2_DW] = GEMM("linear_coopmat_nv2_gemm", "coopmat_nv2"),
+	[KERN_NV2_DX] = GEMM("linear_coopmat_nv2_gemm", "coopmat_nv2"),
+#undef GEMM
 };
 
 uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor)
@@ -417,6 +423,12 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			if (!e || vkCreateShaderModule(d->dev, &smci, NULL, &bj->module) != VK_SUCCESS) {
 				snprintf(err, errlen, "kernel %s (%s) missing or not loadable", kern_desc[k].name,
 					 proto_dtype_name((proto_dtype)t));
+				rc = -1;
+				break;
+			}
+			/* the kernel's own interface against what record.c pushes and binds */
+			if (spirv_iface_check(e->spirv, e->spirv_size / 4, kern_desc[k].bindings,
+					      kern_desc[k].push_bytes, kern_desc[k].name, err, errlen) != 0) {
 				rc = -1;
 				break;
 			}

@@ -4,6 +4,7 @@
  * earlier one's since the last barrier. */
 #include "record.h"
 
+#include "kiface.h"
 #include "variant.h"
 
 #include <stdlib.h>
@@ -123,12 +124,12 @@ static uint64_t piece_len(uint64_t K, uint64_t k0, uint64_t step)
  * multiply-adds, in pieces of at most dispatch_max_macs (whole rows of the
  * grid, or part of one row when a row alone is more), so no single dispatch
  * runs long enough to meet a driver's timeout; also keeps each piece within
- * maxComputeWorkGroupCount. The piece's first row (× yscale) goes to
- * push-constant word yword, its first column (× xscale) to xword. */
-#define NO_WORD UINT32_MAX /* dispatch_split: the grid has one row, no row base */
-
-static void dispatch_split(const rec *r, int k, uint32_t *pc, uint32_t npc, uint32_t yword,
-			   uint32_t yscale, uint32_t xword, uint32_t xscale, uint64_t gx, uint64_t gy,
+ * maxComputeWorkGroupCount. pc is kernel k's push constants (pc_bytes, a
+ * kiface.h struct); the piece's first row (× yscale) goes to its field
+ * *ybase (NULL: the grid has one row, no row base), its first column
+ * (× xscale) to *xbase. */
+static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_bytes, uint32_t *ybase,
+			   uint32_t yscale, uint32_t *xbase, uint32_t xscale, uint64_t gx, uint64_t gy,
 			   uint64_t wg_macs)
 {
 	const uint32_t *lim = r->e->dev->props.limits.maxComputeWorkGroupCount;
@@ -143,11 +144,11 @@ static void dispatch_split(const rec *r, int k, uint32_t *pc, uint32_t npc, uint
 		rows = lim[1];
 	for (uint64_t y = 0; y < gy; y += rows)
 		for (uint64_t x = 0; x < gx; x += cols) {
-			if (yword != NO_WORD)
-				pc[yword] = (uint32_t)(y * yscale);
-			pc[xword] = (uint32_t)(x * xscale);
+			if (ybase)
+				*ybase = (uint32_t)(y * yscale);
+			*xbase = (uint32_t)(x * xscale);
 			vkCmdPushConstants(r->cb, r->e->pl->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0,
-					   npc * 4, pc);
+					   pc_bytes, pc);
 			vkCmdDispatch(r->cb, (uint32_t)(gx - x < cols ? gx - x : cols),
 				      (uint32_t)(gy - y < rows ? gy - y : rows), 1);
 			r->e->dispatches++;
@@ -158,20 +159,23 @@ static void dispatch_split(const rec *r, int k, uint32_t *pc, uint32_t npc, uint
 static void record_param(const rec *r)
 {
 	const proto_request *q = &r->j->req;
-	const uint32_t acc = q->accumulate ? 4u : 0u;
+	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
-	binding b[4] = {
+	binding b[VKG_BINDINGS_PARAM] = {
 		bind_tensor(r, PROTO_T_X),
 		bind_tensor(r, PROTO_T_DY),
 		dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0),
 		db ? bind_tensor(r, PROTO_T_DB) : bind_dummy(r, 1),
 	};
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_PARAM][q->dtype]);
-	push_set(r, KERN_PARAM, b, 4);
-	const uint32_t flags = (dw ? 1u : 0u) | (db ? 2u : 0u) | acc;
-	uint32_t pc[10] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
-			   b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off, flags, 0, 0};
-	const uint64_t gx = dw ? (q->in + 31) / 32 : 1;
+	push_set(r, KERN_PARAM, b, VKG_BINDINGS_PARAM);
+	const uint32_t flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u) | acc;
+	kiface_param pc = {
+		.batch = (uint32_t)q->batch, .n_in = (uint32_t)q->in, .n_out = (uint32_t)q->out,
+		.x_off = b[0].elem_off, .dy_off = b[1].elem_off, .dw_off = b[2].elem_off,
+		.db_off = b[3].elem_off, .flags = flags,
+	};
+	const uint64_t gx = dw ? (q->in + VKG_PARAM_COLS - 1) / VKG_PARAM_COLS : 1;
 	/* the batch in pieces within the loop bound: rows k0.. of X and dY,
 	 * the later pieces accumulating */
 	const uint64_t step = variant_max_k(KERN_PARAM, q->dtype);
@@ -179,15 +183,16 @@ static void record_param(const rec *r)
 		const uint64_t len = piece_len(q->batch, k0, step);
 		if (k0)
 			barrier_inside(r);
-		pc[0] = (uint32_t)len;
-		pc[3] = (uint32_t)(b[0].elem_off + k0 * q->in);
-		pc[4] = (uint32_t)(b[1].elem_off + k0 * q->out);
-		pc[7] = flags | (k0 ? 4u : 0u);
-		dispatch_split(r, KERN_PARAM, pc, 10, 8, 1, 9, 1, gx, q->out, 32 * len);
+		pc.batch = (uint32_t)len;
+		pc.x_off = (uint32_t)(b[0].elem_off + k0 * q->in);
+		pc.dy_off = (uint32_t)(b[1].elem_off + k0 * q->out);
+		pc.flags = flags | (k0 ? VKG_FLAG_ACCUMULATE : 0u);
+		dispatch_split(r, KERN_PARAM, &pc, sizeof(pc), &pc.o_base, 1, &pc.c_base, 1, gx, q->out,
+			       VKG_PARAM_COLS * len);
 	}
 }
 
-/* Flag 8 of the GEMM kernels: vector loads of A and B (coopmat, coopmat_khr: 8 f16/bf16,
+/* VKG_FLAG_VEC_LOADS of the GEMM kernels: vector loads of A and B (coopmat, coopmat_khr: 8 f16/bf16,
  * tiled/split-K f32: 4 f32), when every vector is aligned and wholly inside
  * or outside its tensor: in and out multiples of the width, A's and B's
  * element offsets too. */
@@ -196,7 +201,7 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 	uint32_t w = k == KERN_COOPMAT || pipelines_is_cmk(k) ? 8 : k == KERN_TILED128 || q->dtype == PROTO_F32 ? 4 : 0;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
-	return 8u;
+	return VKG_FLAG_VEC_LOADS;
 }
 
 /* The longest reduction GEMM kernel k walks in one dispatch: variant_max_k,
@@ -209,27 +214,27 @@ static uint64_t gemm_max_k(const rec *r, int k)
 	return variant_max_k(k, r->j->req.dtype);
 }
 
-/* Dispatch GEMM kernel k (tiled_gemm.glsl's push constants in pc, K in
- * pc[2]) over a gx × gy grid of workgroups of tile_macs multiply-adds per
- * k, the reduction cut into pieces of at most gemm_max_k: a piece's A and
- * B start k0 further along k (A by k0·sak, B by k0·N; k0 is a multiple of
- * 2^18, so vector loads stay aligned), its K is its length, and the pieces
- * after the first accumulate (flag 4), after a barrier, into what the
- * earlier ones wrote. */
-static void dispatch_gemm(const rec *r, int k, uint32_t pc[12], uint64_t gx, uint64_t gy,
+/* Dispatch GEMM kernel k (push constants in pc) over a gx × gy grid of
+ * workgroups of tile_macs multiply-adds per k, the reduction (pc->K) cut
+ * into pieces of at most gemm_max_k: a piece's A and B start k0 further
+ * along k (A by k0·sak, B by k0·N; k0 is a multiple of 2^18, so vector
+ * loads stay aligned), its K is its length, and the pieces after the first
+ * accumulate, after a barrier, into what the earlier ones wrote. */
+static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uint64_t gy,
 			  uint64_t tile_macs)
 {
-	const uint64_t K = pc[2], step = gemm_max_k(r, k);
-	const uint32_t a_off = pc[3], b_off = pc[4], flags = pc[9];
+	const uint64_t K = pc->K, step = gemm_max_k(r, k);
+	const uint32_t a_off = pc->a_off, b_off = pc->b_off, flags = pc->flags;
 	for (uint64_t k0 = 0; k0 < K; k0 += step) {
 		const uint64_t len = piece_len(K, k0, step);
 		if (k0)
 			barrier_inside(r);
-		pc[2] = (uint32_t)len;
-		pc[3] = (uint32_t)(a_off + k0 * pc[8]);
-		pc[4] = (uint32_t)(b_off + k0 * pc[1]);
-		pc[9] = flags | (k0 ? 4u : 0u);
-		dispatch_split(r, k, pc, 12, 10, 1, 11, 1, gx, gy, tile_macs * len);
+		pc->K = (uint32_t)len;
+		pc->a_off = (uint32_t)(a_off + k0 * pc->sak);
+		pc->b_off = (uint32_t)(b_off + k0 * pc->N);
+		pc->flags = flags | (k0 ? VKG_FLAG_ACCUMULATE : 0u);
+		dispatch_split(r, k, pc, sizeof(*pc), &pc->m_base, 1, &pc->n_base, 1, gx, gy,
+			       tile_macs * len);
 	}
 }
 
@@ -240,9 +245,9 @@ static void dispatch_gemm(const rec *r, int k, uint32_t pc[12], uint64_t gx, uin
 static void record_tiled(const rec *r, bool for_dx, int k)
 {
 	const proto_request *q = &r->j->req;
-	const uint32_t acc = q->accumulate ? 4u : 0u;
-	binding b[4];
-	uint32_t pc[12];
+	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
+	binding b[VKG_BINDINGS_GEMM];
+	kiface_gemm pc;
 	uint64_t m, n;
 	if (!for_dx) {
 		const bool dw = q->t[PROTO_T_DW].present;
@@ -252,31 +257,38 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 		b[2] = dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0);
 		b[3] = db ? bind_tensor(r, PROTO_T_DB) : bind_dummy(r, 1);
 		m = q->out, n = dw ? q->in : 1;
-		uint32_t init[12] = {(uint32_t)q->out, (uint32_t)q->in, (uint32_t)q->batch,
-				     b[0].elem_off, b[1].elem_off, b[2].elem_off, b[3].elem_off,
-				     1, (uint32_t)q->out, (dw ? 1u : 0u) | (db ? 2u : 0u) | acc, 0, 0};
-		memcpy(pc, init, sizeof(pc));
+		pc = (kiface_gemm){
+			.M = (uint32_t)q->out, .N = (uint32_t)q->in, .K = (uint32_t)q->batch,
+			.a_off = b[0].elem_off, .b_off = b[1].elem_off, .c_off = b[2].elem_off,
+			.d_off = b[3].elem_off, .sam = 1, .sak = (uint32_t)q->out,
+			.flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u) | acc,
+		};
 	} else {
 		b[0] = bind_tensor(r, PROTO_T_DY);
 		b[1] = bind_tensor(r, PROTO_T_W);
 		b[2] = bind_tensor(r, PROTO_T_DX);
 		b[3] = bind_dummy(r, 2);
 		m = q->batch, n = q->in;
-		uint32_t init[12] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out,
-				     b[0].elem_off, b[1].elem_off, b[2].elem_off, 0,
-				     (uint32_t)q->out, 1, 1u | acc, 0, 0};
-		memcpy(pc, init, sizeof(pc));
+		pc = (kiface_gemm){
+			.M = (uint32_t)q->batch, .N = (uint32_t)q->in, .K = (uint32_t)q->out,
+			.a_off = b[0].elem_off, .b_off = b[1].elem_off, .c_off = b[2].elem_off,
+			.d_off = 0, .sam = (uint32_t)q->out, .sak = 1, .flags = VKG_FLAG_WRITE_C | acc,
+		};
 	}
-	pc[9] |= vec_flag(q, k, pc[3], pc[4]);
+	pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[k][q->dtype]);
-	push_set(r, k, b, 4);
-	/* C tile per workgroup */
-	uint64_t tm = k == KERN_COOPMAT || k == KERN_TILED128 ? 128 : 64, tn = tm;
+	push_set(r, k, b, VKG_BINDINGS_GEMM);
+	/* C tile per workgroup (shaders/iface/kernels.h; coopmat_khr's chosen
+	 * at pipeline creation) */
+	uint64_t tm = k == KERN_COOPMAT ? VKG_TILE_COOPMAT
+		      : k == KERN_TILED128 ? VKG_TILE_TILED128
+					   : VKG_TILE_TILED;
+	uint64_t tn = tm;
 	if (pipelines_is_nv2(k))
 		tm = CMK_NV2_BM, tn = CMK_NV2_BN;
 	if (pipelines_is_cmk(k))
 		tm = r->e->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->e->pl->cmk_bn[pipelines_cmk_tiling(k)];
-	dispatch_gemm(r, k, pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
+	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
 }
 
 /* Split-K for dW (+ db), or for dX: each slice of the reduction (dW: the
@@ -294,58 +306,74 @@ static void record_splitk(const rec *r, bool for_dx)
 	const uint64_t n = for_dx || dw ? q->in : 1, mn = m * q->in;
 	const uint64_t L = (K + S - 1) / S; /* per slice; S·L covers K */
 	const uint32_t sam = for_dx ? (uint32_t)q->out : 1, sak = for_dx ? 1 : (uint32_t)q->out;
-	binding b[4] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, for_dx ? PROTO_T_W : PROTO_T_X),
-			bind_partials(r, for_dx), bind_partials(r, for_dx)};
+	binding b[VKG_BINDINGS_GEMM] = {bind_tensor(r, PROTO_T_DY),
+					bind_tensor(r, for_dx ? PROTO_T_W : PROTO_T_X),
+					bind_partials(r, for_dx), bind_partials(r, for_dx)};
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_SPLITK][q->dtype]);
-	push_set(r, KERN_SPLITK, b, 4);
+	push_set(r, KERN_SPLITK, b, VKG_BINDINGS_GEMM);
+	const uint64_t tile = VKG_TILE_TILED;
 	for (uint32_t s = 0; s < S; s++) {
 		const uint64_t k0 = s * L, len = piece_len(K, k0, L);
-		uint32_t pc[12] = {(uint32_t)m, (uint32_t)q->in, (uint32_t)len,
-				   (uint32_t)(b[0].elem_off + k0 * sak), (uint32_t)(b[1].elem_off + k0 * q->in),
-				   (uint32_t)(s * mn), for_dx ? 0u : (uint32_t)(S * mn + s * m), sam, sak,
-				   for_dx ? 1u : (dw ? 1u : 0u) | (db ? 2u : 0u), 0, 0};
-		pc[9] |= vec_flag(q, KERN_SPLITK, pc[3], pc[4]);
-		dispatch_gemm(r, KERN_SPLITK, pc, (n + 63) / 64, (m + 63) / 64, 64 * 64);
+		kiface_gemm pc = {
+			.M = (uint32_t)m, .N = (uint32_t)q->in, .K = (uint32_t)len,
+			.a_off = (uint32_t)(b[0].elem_off + k0 * sak),
+			.b_off = (uint32_t)(b[1].elem_off + k0 * q->in),
+			.c_off = (uint32_t)(s * mn), /* this slice's partials */
+			.d_off = for_dx ? 0u : (uint32_t)(S * mn + s * m), /* its row sums, after all C */
+			.sam = sam, .sak = sak,
+			.flags = for_dx ? VKG_FLAG_WRITE_C
+					: (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u),
+		};
+		pc.flags |= vec_flag(q, KERN_SPLITK, pc.a_off, pc.b_off);
+		dispatch_gemm(r, KERN_SPLITK, &pc, (n + tile - 1) / tile, (m + tile - 1) / tile,
+			      tile * tile);
 	}
 	barrier_inside(r);
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_REDUCE][q->dtype]);
-	const uint32_t acc = q->accumulate ? 4u : 0u;
+	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
 		if (!q->t[t].present || (t == PROTO_T_DX) != for_dx)
 			continue;
 		const uint64_t cnt = t == PROTO_T_DB ? q->out : mn;
-		binding rb[2] = {bind_partials(r, for_dx), bind_tensor(r, t)};
-		push_set(r, KERN_REDUCE, rb, 2);
-		uint32_t pc[7] = {(uint32_t)cnt, S, (uint32_t)cnt,
-				  t == PROTO_T_DB ? (uint32_t)(S * mn) : 0u, rb[1].elem_off, acc, 0};
-		dispatch_split(r, KERN_REDUCE, pc, 7, NO_WORD, 0, 6, 256, (cnt + 255) / 256, 1,
-			       256 * (uint64_t)S);
+		binding rb[VKG_BINDINGS_REDUCE] = {bind_partials(r, for_dx), bind_tensor(r, t)};
+		push_set(r, KERN_REDUCE, rb, VKG_BINDINGS_REDUCE);
+		kiface_reduce pc = {
+			.n = (uint32_t)cnt, .slices = S, .stride = (uint32_t)cnt,
+			.part_off = t == PROTO_T_DB ? (uint32_t)(S * mn) : 0u,
+			.out_off = rb[1].elem_off, .flags = acc,
+		};
+		dispatch_split(r, KERN_REDUCE, &pc, sizeof(pc), NULL, 0, &pc.base, VKG_REDUCE_WG,
+			       (cnt + VKG_REDUCE_WG - 1) / VKG_REDUCE_WG, 1, VKG_REDUCE_WG * (uint64_t)S);
 	}
 }
 
 static void record_input(const rec *r)
 {
 	const proto_request *q = &r->j->req;
-	const uint32_t acc = q->accumulate ? 4u : 0u;
-	binding b[3] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_W),
-			bind_tensor(r, PROTO_T_DX)};
+	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
+	binding b[VKG_BINDINGS_INPUT] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_W),
+					 bind_tensor(r, PROTO_T_DX)};
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_INPUT][q->dtype]);
-	push_set(r, KERN_INPUT, b, 3);
-	uint32_t pc[10] = {(uint32_t)q->batch, (uint32_t)q->in, (uint32_t)q->out, b[0].elem_off,
-			   b[1].elem_off, b[2].elem_off, acc, 0, 0, (uint32_t)q->out};
+	push_set(r, KERN_INPUT, b, VKG_BINDINGS_INPUT);
+	kiface_input pc = {
+		.batch = (uint32_t)q->batch, .n_in = (uint32_t)q->in, .n_out = (uint32_t)q->out,
+		.dy_off = b[0].elem_off, .w_off = b[1].elem_off, .dx_off = b[2].elem_off,
+		.flags = acc, .k_len = (uint32_t)q->out,
+	};
 	/* the reduction over out in pieces within the loop bound: columns k0..
 	 * of dY, rows k0.. of W, the later pieces accumulating */
 	const uint64_t step = variant_max_k(KERN_INPUT, q->dtype);
+	const uint64_t tile = VKG_INPUT_TILE;
 	for (uint64_t k0 = 0; k0 < q->out; k0 += step) {
 		const uint64_t len = piece_len(q->out, k0, step);
 		if (k0)
 			barrier_inside(r);
-		pc[3] = (uint32_t)(b[0].elem_off + k0);
-		pc[4] = (uint32_t)(b[1].elem_off + k0 * q->in);
-		pc[6] = acc | (k0 ? 4u : 0u);
-		pc[9] = (uint32_t)len;
-		dispatch_split(r, KERN_INPUT, pc, 10, 7, 16, 8, 1, (q->in + 15) / 16,
-			       (q->batch + 15) / 16, 256 * len);
+		pc.dy_off = (uint32_t)(b[0].elem_off + k0);
+		pc.w_off = (uint32_t)(b[1].elem_off + k0 * q->in);
+		pc.flags = acc | (k0 ? VKG_FLAG_ACCUMULATE : 0u);
+		pc.k_len = (uint32_t)len;
+		dispatch_split(r, KERN_INPUT, &pc, sizeof(pc), &pc.b_base, VKG_INPUT_TILE, &pc.c_base, 1,
+			       (q->in + tile - 1) / tile, (q->batch + tile - 1) / tile, tile * tile * len);
 	}
 }
 

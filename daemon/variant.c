@@ -2,11 +2,12 @@
 #include "variant.h"
 
 #include "coopmat_khr.h"
+#include "kiface.h"
 #include "pipelines.h"
 
 #include <stdbool.h>
 
-#define TILE 64
+#define TILE VKG_TILE_TILED
 #define BIG (1ull << 20)      /* batch*in below this: the simple kernels win */
 #define NARROW 32             /* out up to this: the seed kernel for dW */
 #define SPLITK_WGS 256        /* fewer workgroups than this leave the GPU idle */
@@ -79,7 +80,7 @@ uint64_t variant_max_k(int kern, proto_dtype dt)
 {
 	uint64_t per; /* elements of the reduction per loop iteration */
 	switch (kern) {
-	case KERN_PARAM: per = 8; break; /* 8 stripes walk the batch */
+	case KERN_PARAM: per = VKG_PARAM_STRIPES; break; /* stripes walk the batch */
 	case KERN_INPUT:
 	case KERN_TILED:
 	case KERN_SPLITK: per = 16; break;
@@ -169,7 +170,7 @@ variant_plan variant_choose(const proto_request *q, unsigned caps)
 	return p;
 }
 
-#define WIDE_TILE 128
+#define WIDE_TILE VKG_TILE_TILED128
 #define WIDE_MIN_TILES 512 /* about four workgroups per SM on a 132-SM H200 */
 #define WIDE_MIN_K 1024    /* 8192x4096x32's dX (K = 32) ran slower on it */
 

@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#include "iface/kernels.h"
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -37,17 +38,11 @@ layout(std430, set = 0, binding = 3) buffer BufD { float16_t d[]; };
 layout(std430, set = 0, binding = 0) readonly buffer BufA8 { uvec4 a8[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB8 { uvec4 b8[]; };
 
-layout(push_constant) uniform Params {
-	uint M, N, K;
-	uint a_off, b_off, c_off, d_off;
-	uint sam, sak;
-	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate, 8: vector loads (see BufA8)
-	uint m_base;
-	uint n_base;
-} pc;
+// push constants, flags, bindings: shaders/iface/kernels.h
+layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 
-#define BM 128
-#define BN 128
+#define BM VKG_TILE_COOPMAT
+#define BN VKG_TILE_COOPMAT
 #define BK 32
 #define AS 40   // row stride of As as [m][k] (f16): 80 bytes, a multiple of 16
 #define ATS 136 // row stride of As as [k][m] (f16): 272 bytes
@@ -110,8 +105,8 @@ void main()
 	const uint wm = (warp / 4u) * 64u, wn = (warp % 4u) * 32u;
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
-	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u;
-	const bool vec = (pc.flags & 8u) != 0u;
+	const bool want_d = (pc.flags & VKG_FLAG_WRITE_D) != 0u && n0 == 0u;
+	const bool vec = (pc.flags & VKG_FLAG_VEC_LOADS) != 0u;
 	float bias = 0.0; // row m0 + tid of A summed over k (tid < BM)
 
 	fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4][2];
@@ -181,12 +176,12 @@ void main()
 		}
 		barrier();
 	}
-	const bool accum = (pc.flags & 4u) != 0u;
+	const bool accum = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
 	if (want_d && tid < BM && m0 + tid < pc.M) {
 		const uint k = pc.d_off + m0 + tid;
 		d[k] = float16_t(accum ? float(d[k]) + bias : bias);
 	}
-	if ((pc.flags & 1u) == 0u)
+	if ((pc.flags & VKG_FLAG_WRITE_C) == 0u)
 		return;
 	[[unroll]] for (uint i = 0u; i < 4u; i++)
 		[[unroll]] for (uint j = 0u; j < 2u; j++) {

@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#include "iface/kernels.h"
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -31,8 +32,8 @@
 // device's vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV.
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint BM = 128;
-layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 1) const uint BM = VKG_TILE_NV2;
+layout(constant_id = 2) const uint BN = VKG_TILE_NV2;
 layout(constant_id = 3) const uint BK = 32;
 layout(constant_id = 4) const uint A_KMAJOR = 1;
 
@@ -41,14 +42,8 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB { ETYPE b[]; };
 layout(std430, set = 0, binding = 2) buffer BufC { ETYPE c[]; };
 layout(std430, set = 0, binding = 3) buffer BufD { ETYPE d[]; };
 
-layout(push_constant) uniform Params {
-	uint M, N, K;
-	uint a_off, b_off, c_off, d_off;
-	uint sam, sak;
-	uint flags;
-	uint m_base;
-	uint n_base;
-} pc;
+// push constants, flags, bindings: shaders/iface/kernels.h
+layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 
 layout(constant_id = 5) const uint DBN = 16; // columns of the row-sum product (db)
 
@@ -56,8 +51,8 @@ void main()
 {
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
-	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u && A_KMAJOR != 0u;
-	const bool accum = (pc.flags & 4u) != 0u;
+	const bool want_d = (pc.flags & VKG_FLAG_WRITE_D) != 0u && n0 == 0u && A_KMAJOR != 0u;
+	const bool accum = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
 
 	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
 	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
@@ -107,7 +102,7 @@ void main()
 			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(bias);
 		coopMatStoreTensorNV(out_d, d, pc.d_off, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
 	}
-	if ((pc.flags & 1u) == 0u)
+	if ((pc.flags & VKG_FLAG_WRITE_C) == 0u)
 		return;
 	if (accum) {
 		coopmat<ETYPE, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> old;

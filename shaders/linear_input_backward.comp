@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#include "iface/kernels.h"
 // @kernel kernel_name=linear_input_backward domain=linear_backward variant=generic dtype=f32,f16,bf16 status=experimental
 //
 // dX = dY·W for Y = X·Wᵀ + b: a 16×16 output tile per workgroup (rows are
@@ -12,24 +13,14 @@
 
 #include "dtype.glsl"
 
-layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
+layout(local_size_x = VKG_INPUT_TILE, local_size_y = VKG_INPUT_TILE, local_size_z = 1) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufDY { STYPE dy[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufW { STYPE w[]; };
 layout(std430, set = 0, binding = 2) buffer BufDX { STYPE dx[]; };
 
-layout(push_constant) uniform Params {
-	uint batch;
-	uint n_in;
-	uint n_out;
-	uint dy_off;
-	uint w_off;
-	uint dx_off;
-	uint flags;   // 4: accumulate
-	uint b_base;  // first batch row of this dispatch (chunking)
-	uint c_base;  // first column tile of this dispatch (chunking)
-	uint k_len;   // out positions this dispatch sums (n_out stays dY's row stride)
-} pc;
+// push constants, flags, bindings: shaders/iface/kernels.h
+layout(push_constant) uniform Params { VKG_PC_INPUT(uint) } pc;
 
 shared float tdy[16][17]; // [row][k]
 shared float tw[16][17];  // [k][col]
@@ -54,6 +45,6 @@ void main()
 	}
 	if (b < pc.batch && i < pc.n_in) {
 		const uint idx = pc.dx_off + b * pc.n_in + i;
-		dx[idx] = STORE((pc.flags & 4u) != 0u ? LOAD(dx[idx]) + sum : sum);
+		dx[idx] = STORE((pc.flags & VKG_FLAG_ACCUMULATE) != 0u ? LOAD(dx[idx]) + sum : sum);
 	}
 }

@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#include "iface/kernels.h"
 // @kernel kernel_name=linear_parameter_backward domain=linear_backward variant=generic dtype=f32,f16,bf16 status=experimental
 //
 // dW = dYᵀ·X and db = Σ_rows dY for Y = X·Wᵀ + b, row-parallel:
@@ -15,25 +16,15 @@
 
 #include "dtype.glsl"
 
-layout(local_size_x = 32, local_size_y = 8, local_size_z = 1) in;
+layout(local_size_x = VKG_PARAM_COLS, local_size_y = VKG_PARAM_STRIPES, local_size_z = 1) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufX { STYPE x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufDY { STYPE dy[]; };
 layout(std430, set = 0, binding = 2) buffer BufDW { STYPE dw[]; };
 layout(std430, set = 0, binding = 3) buffer BufDB { STYPE db[]; };
 
-layout(push_constant) uniform Params {
-	uint batch;   // rows of X and dY
-	uint n_in;    // columns of X, dW
-	uint n_out;   // columns of dY, rows of dW
-	uint x_off;   // element offsets into the bound buffers
-	uint dy_off;
-	uint dw_off;
-	uint db_off;
-	uint flags;   // 1: write dW, 2: write db, 4: accumulate
-	uint o_base;  // first output feature of this dispatch (chunking)
-	uint c_base;  // first 32-wide input tile of this dispatch (chunking)
-} pc;
+// push constants, flags, bindings: shaders/iface/kernels.h
+layout(push_constant) uniform Params { VKG_PC_PARAM(uint) } pc;
 
 shared float part[8][33];
 shared float bpart[8];
@@ -45,9 +36,9 @@ void main()
 	const uint o = pc.o_base + gl_WorkGroupID.y;
 	const uint tile = pc.c_base + gl_WorkGroupID.x;
 	const uint i = tile * 32u + lx;
-	const bool want_dw = (pc.flags & 1u) != 0u;
-	const bool want_db = (pc.flags & 2u) != 0u && tile == 0u;
-	const bool acc = (pc.flags & 4u) != 0u;
+	const bool want_dw = (pc.flags & VKG_FLAG_WRITE_C) != 0u;
+	const bool want_db = (pc.flags & VKG_FLAG_WRITE_D) != 0u && tile == 0u;
+	const bool acc = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
 	const bool col = want_dw && i < pc.n_in;
 
 	float sum = 0.0;

@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#include "iface/kernels.h"
 // @kernel kernel_name=linear_splitk_reduce domain=linear_backward variant=splitk dtype=f32,f16,bf16 status=experimental
 //
 // Split-K, second pass: out[i] (+)= Σ_s part[s·stride + i] for i < n, the
@@ -10,20 +11,13 @@
 
 #include "dtype.glsl"
 
-layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
+layout(local_size_x = VKG_REDUCE_WG, local_size_y = 1, local_size_z = 1) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufP { float part[]; };
 layout(std430, set = 0, binding = 1) buffer BufO { STYPE o[]; };
 
-layout(push_constant) uniform Params {
-	uint n;        // elements of the output
-	uint slices;
-	uint stride;   // elements between slices in part
-	uint part_off; // element offsets into the bound buffers
-	uint out_off;
-	uint flags;    // 4: accumulate
-	uint base;     // first element of this dispatch (chunking)
-} pc;
+// push constants, flags, bindings: shaders/iface/kernels.h
+layout(push_constant) uniform Params { VKG_PC_REDUCE(uint) } pc;
 
 void main()
 {
@@ -34,5 +28,5 @@ void main()
 	for (uint k = 0u; k < pc.slices; k++)
 		s += part[pc.part_off + k * pc.stride + i];
 	const uint j = pc.out_off + i;
-	o[j] = STORE((pc.flags & 4u) != 0u ? LOAD(o[j]) + s : s);
+	o[j] = STORE((pc.flags & VKG_FLAG_ACCUMULATE) != 0u ? LOAD(o[j]) + s : s);
 }

@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#include "iface/kernels.h"
 #extension GL_EXT_control_flow_attributes : require
 // @kernel kernel_name=linear_tiled128_gemm domain=linear_backward variant=tiled128 dtype=f32,f16,bf16 status=experimental
 //
@@ -20,7 +21,7 @@
 // barrier per step.
 #include "dtype.glsl"
 
-#define BM 128
+#define BM VKG_TILE_TILED128
 // Reduction step: 16 for f32 (H200, 8192x4096x4096: 18.0 ms against 20.9
 // with 8), 8 for f16/bf16 (their 16 needed 163 registers and ran 24.0 ms
 // against 19.3). The double-buffered tiles then take 32 KiB and 16.5 KiB.
@@ -49,14 +50,8 @@ layout(std430, set = 0, binding = 0) readonly buffer BufA4 { vec4 a4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB4 { vec4 b4[]; };
 #endif
 
-layout(push_constant) uniform Params {
-	uint M, N, K;
-	uint a_off, b_off, c_off, d_off;
-	uint sam, sak;  // A(m, k) = a[a_off + m·sam + k·sak]; B row stride is N
-	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate, 8: vector loads
-	uint m_base;    // first row tile of this dispatch (chunking)
-	uint n_base;    // first column tile of this dispatch (chunking)
-} pc;
+// push constants, flags, bindings: shaders/iface/kernels.h
+layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 
 shared vec4 As[2 * BK * AV]; // [buffer][k][m / 4]
 shared vec4 Bs[2 * BK * AV]; // [buffer][k][n / 4]
@@ -154,10 +149,10 @@ void main()
 	const uint tid = ly * 16u + lx;
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BM;
-	const bool want_c = (pc.flags & 1u) != 0u;
-	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u;
-	const bool acc = (pc.flags & 4u) != 0u;
-	const bool vec = (pc.flags & 8u) != 0u;
+	const bool want_c = (pc.flags & VKG_FLAG_WRITE_C) != 0u;
+	const bool want_d = (pc.flags & VKG_FLAG_WRITE_D) != 0u && n0 == 0u;
+	const bool acc = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
+	const bool vec = (pc.flags & VKG_FLAG_VEC_LOADS) != 0u;
 
 	// what this thread loads of each tile: groups of four elements of A
 	// and of B, for idx = tid (and tid + 256 when BK is 16): A along m: row

@@ -3,6 +3,7 @@
 // linear_splitk_gemm (VKG_PARTIAL: writes one slice's f32 partial sums into
 // the daemon's scratch; linear_splitk_reduce adds the slices up).
 #extension GL_EXT_control_flow_attributes : require
+#include "iface/kernels.h"
 #include "dtype.glsl"
 
 #ifdef VKG_PARTIAL
@@ -20,7 +21,7 @@
 // broadcasts or consecutive words), loops unrolled ([[unroll]]) so the
 // accumulators stay in registers. Measured on the H200: 64×64 with 4×4 per
 // thread; 8×8 per thread (a 128×128 tile, or 64 threads) ran 5-10× slower.
-#define TILE 64
+#define TILE VKG_TILE_TILED
 #define R (TILE / 16)
 #define AST (TILE + 1) // odd row stride of As/Bs: column writes spread over banks
 
@@ -38,14 +39,8 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB4 { vec4 b4[]; };
 #define VEC_LOADS 1
 #endif
 
-layout(push_constant) uniform Params {
-	uint M, N, K;
-	uint a_off, b_off, c_off, d_off;
-	uint sam, sak;  // A(m, k) = a[a_off + m·sam + k·sak]; B row stride is N
-	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate, 8: vec4 loads (f32)
-	uint m_base;    // first row tile of this dispatch (chunking)
-	uint n_base;    // first column tile of this dispatch (chunking)
-} pc;
+// push constants, flags, bindings: shaders/iface/kernels.h
+layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 
 shared float As[16 * AST]; // [k][m]
 shared float Bs[16 * AST]; // [k][n]
@@ -81,9 +76,9 @@ void main()
 	const uint tid = ly * 16u + lx;
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * TILE;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * TILE;
-	const bool want_c = (pc.flags & 1u) != 0u;
-	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u;
-	const bool acc = (pc.flags & 4u) != 0u;
+	const bool want_c = (pc.flags & VKG_FLAG_WRITE_C) != 0u;
+	const bool want_d = (pc.flags & VKG_FLAG_WRITE_D) != 0u && n0 == 0u;
+	const bool acc = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
 
 	float r[R][R];
 	float bias[R];
@@ -94,7 +89,7 @@ void main()
 	}
 	for (uint k0 = 0u; k0 < pc.K; k0 += 16u) {
 #ifdef VEC_LOADS
-		if ((pc.flags & 8u) != 0u) {
+		if ((pc.flags & VKG_FLAG_VEC_LOADS) != 0u) {
 			// 4·TILE vectors of A and of B, TILE/64 each per thread
 			[[unroll]] for (int q = 0; q < TILE / 64; q++) {
 				const uint idx = tid + uint(q) * 256u;

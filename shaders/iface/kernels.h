@@ -1,0 +1,93 @@
+/* shaders/iface/kernels.h — the one definition of every kernel's interface:
+ * its push constants (named, in order), its storage-buffer bindings, its
+ * flags and its tile sizes. Included by the GLSL kernels and by the daemon
+ * (C: daemon/kiface.h adds the structs and the size checks), so the words
+ * the daemon pushes and the block a shader reads cannot drift apart; the
+ * daemon also checks each compiled kernel's SPIR-V against these numbers
+ * when it builds the pipelines (daemon/spirv.c).
+ *
+ * Push constants are lists of 32-bit unsigned words, written once as a
+ * macro of the word type: `uint` in GLSL, `uint32_t` in C. Only macros and
+ * comments here: both preprocessors read this file. */
+#ifndef VKG_SHADERS_IFACE_KERNELS_H
+#define VKG_SHADERS_IFACE_KERNELS_H
+
+/* ---- linear_parameter_backward: dW = dYᵀ·X and/or db = Σ dY ----------------
+ * A workgroup of 32×8 threads owns 32 columns of dW (input features) of one
+ * output feature; the 8 rows stripe the batch. */
+#define VKG_PC_PARAM(u)                                                        \
+	u batch;  /* rows of X and dY (this dispatch's piece of the batch) */  \
+	u n_in;   /* columns of X, dW */                                       \
+	u n_out;  /* columns of dY, rows of dW */                              \
+	u x_off;  /* element offsets into the bound buffers */                 \
+	u dy_off;                                                              \
+	u dw_off;                                                              \
+	u db_off;                                                              \
+	u flags;  /* VKG_FLAG_WRITE_C (dW), VKG_FLAG_WRITE_D (db), _ACCUMULATE */ \
+	u o_base; /* first output feature of this dispatch (chunking) */       \
+	u c_base; /* first 32-wide input tile of this dispatch (chunking) */
+#define VKG_BINDINGS_PARAM 4 /* X, dY, dW, db */
+#define VKG_PARAM_COLS 32    /* dW columns per workgroup */
+#define VKG_PARAM_STRIPES 8  /* batch rows walked per loop iteration */
+
+/* ---- linear_input_backward: dX = dY·W --------------------------------------
+ * A 16×16 tile of dX per workgroup of 16×16 threads. */
+#define VKG_PC_INPUT(u)                                                        \
+	u batch;                                                               \
+	u n_in;                                                                \
+	u n_out;                                                               \
+	u dy_off;                                                              \
+	u w_off;                                                               \
+	u dx_off;                                                              \
+	u flags;  /* VKG_FLAG_ACCUMULATE */                                    \
+	u b_base; /* first batch row of this dispatch (chunking) */            \
+	u c_base; /* first column tile of this dispatch (chunking) */          \
+	u k_len;  /* out positions this dispatch sums (n_out stays dY's row stride) */
+#define VKG_BINDINGS_INPUT 3 /* dY, W, dX */
+#define VKG_INPUT_TILE 16
+
+/* ---- the GEMM kernels: C[m, n] (+)= Σ_k A(m, k) · B[k, n] -------------------
+ * linear_tiled_gemm, linear_splitk_gemm, linear_tiled128_gemm,
+ * linear_coopmat_gemm, linear_coopmat_khr_gemm, linear_coopmat_nv2_gemm.
+ * With VKG_FLAG_WRITE_D the workgroups of column tile 0 also sum A over k
+ * for their rows into d (the fused bias). */
+#define VKG_PC_GEMM(u)                                                         \
+	u M;                                                                   \
+	u N;                                                                   \
+	u K;                                                                   \
+	u a_off; /* element offsets into the bound buffers */                  \
+	u b_off;                                                               \
+	u c_off;                                                               \
+	u d_off;                                                               \
+	u sam;    /* A(m, k) = a[a_off + m·sam + k·sak]; B's row stride is N */ \
+	u sak;                                                                 \
+	u flags;  /* VKG_FLAG_* */                                             \
+	u m_base; /* first row tile of this dispatch (chunking) */             \
+	u n_base; /* first column tile of this dispatch (chunking) */
+#define VKG_BINDINGS_GEMM 4 /* A, B, C, d */
+#define VKG_TILE_TILED 64    /* C tile of linear_tiled_gemm and linear_splitk_gemm */
+#define VKG_TILE_TILED128 128
+#define VKG_TILE_COOPMAT 128
+#define VKG_TILE_NV2 128     /* linear_coopmat_nv2_gemm's BM and BN */
+/* (linear_coopmat_khr_gemm's tile is chosen at run time: specialization
+ * constants, daemon/pipelines.c) */
+
+/* ---- linear_splitk_reduce: out (+)= Σ_slices part --------------------------- */
+#define VKG_PC_REDUCE(u)                                                       \
+	u n;        /* elements of the output */                               \
+	u slices;                                                              \
+	u stride;   /* elements between slices in part */                      \
+	u part_off; /* element offsets into the bound buffers */               \
+	u out_off;                                                             \
+	u flags;    /* VKG_FLAG_ACCUMULATE */                                  \
+	u base;     /* first element of this dispatch (chunking) */
+#define VKG_BINDINGS_REDUCE 2 /* part, out */
+#define VKG_REDUCE_WG 256     /* elements per workgroup */
+
+/* ---- flags (the push constants' `flags` word) ------------------------------- */
+#define VKG_FLAG_WRITE_C 1u    /* GEMM: write C (param: dW) */
+#define VKG_FLAG_WRITE_D 2u    /* GEMM: write d, the row sums (param: db) */
+#define VKG_FLAG_ACCUMULATE 4u /* add to what the outputs hold */
+#define VKG_FLAG_VEC_LOADS 8u  /* GEMM: vector loads of A and B (record.c vec_flag) */
+
+#endif
