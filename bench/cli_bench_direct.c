@@ -311,7 +311,7 @@ bench_direct *bench_direct_open(char *why, size_t why_len)
 		return NULL;
 	}
 	/* the daemon's own logging, quiet unless something is wrong */
-	log_init(LOG_WARN);
+	log_init(LOG_LEVEL_WARN);
 	config_defaults(&b->cfg);
 	const char *tmp = getenv("TMPDIR");
 	snprintf(b->cache_dir, sizeof(b->cache_dir), "%s/vkgrad-bench-direct.XXXXXX",

@@ -30,7 +30,7 @@ void config_defaults(config *c)
 		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/vkgrad", xc);
 	else if (home && *home)
 		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache/vkgrad", home);
-	c->log_level = LOG_INFO;
+	c->log_level = LOG_LEVEL_INFO;
 	c->limits.max_frame = 65536;
 	c->limits.max_regions = 64;
 	c->limits.max_region_bytes = 4ull << 30;

@@ -326,7 +326,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
 		.pNext = f12.pNext,
 	};
-	const bool has_ex = log_level() >= LOG_DEBUG &&
+	const bool has_ex = log_level() >= LOG_LEVEL_DEBUG &&
 			    has_ext(d->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
 	if (has_ex)
 		f12.pNext = &fex;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int g_level = LOG_INFO;
+static int g_level = LOG_LEVEL_INFO;
 static int g_journal;
 
 void log_init(int level)

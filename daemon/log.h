@@ -8,7 +8,15 @@
 #ifndef VKG_DAEMON_LOG_H
 #define VKG_DAEMON_LOG_H
 
-enum { LOG_ERR = 3, LOG_WARN = 4, LOG_NOTICE = 5, LOG_INFO = 6, LOG_DEBUG = 7 };
+/* syslog's numbers under names of our own: <syslog.h> defines LOG_ERR …
+ * LOG_DEBUG as macros, and a file may include both */
+enum {
+	LOG_LEVEL_ERR = 3,
+	LOG_LEVEL_WARN = 4,
+	LOG_LEVEL_NOTICE = 5,
+	LOG_LEVEL_INFO = 6,
+	LOG_LEVEL_DEBUG = 7,
+};
 
 void log_init(int level);
 int log_level(void);
@@ -16,10 +24,10 @@ int log_level(void);
 int log_parse_level(const char *s);
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
-#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
-#define log_notice(...) log_msg(LOG_NOTICE, __VA_ARGS__)
-#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
-#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_err(...) log_msg(LOG_LEVEL_ERR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_notice(...) log_msg(LOG_LEVEL_NOTICE, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__)
 
 #endif
