@@ -183,18 +183,17 @@ static bool usable(VkPhysicalDevice p, uint32_t *qfam)
 	return true;
 }
 
-int device_open(device *d, const char *want, bool validation, char *err, size_t errlen)
+/* The instance (1.3 where the loader has it, creation feedback is core
+ * there; 1.2 at least, for timeline semaphores) and, with validation, the
+ * debug messenger. *api: the version asked for. */
+static int device_instance(device *d, bool validation, uint32_t *api, char *err, size_t errlen)
 {
-	memset(d, 0, sizeof(*d));
-	d->validation = validation;
 	const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
 	const char *iext[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
 	if (validation && !has_layer(layers[0])) {
 		snprintf(err, errlen, "validation requested but VK_LAYER_KHRONOS_validation is not installed");
 		return -1;
 	}
-	/* ask for 1.3 where the loader has it (creation feedback is core
-	 * there); 1.2 is the minimum (timeline semaphores) */
 	uint32_t loader = VK_API_VERSION_1_0;
 	vkEnumerateInstanceVersion(&loader);
 	VkApplicationInfo app = {
@@ -234,7 +233,14 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 			create(d->instance, &mci, NULL, &d->messenger);
 		log_info("Khronos validation layer enabled");
 	}
+	*api = app.apiVersion;
+	return 0;
+}
 
+/* The device `want` names (an index, a UUID, or text of its name; NULL or
+ * empty: the first of the best type), with a compute queue family. */
+static int device_pick(device *d, const char *want, int *picked, char *err, size_t errlen)
+{
 	uint32_t n = 0;
 	vkEnumeratePhysicalDevices(d->instance, &n, NULL);
 	VkPhysicalDevice phys[16];
@@ -271,18 +277,27 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	if (pick < 0) {
 		snprintf(err, errlen, "no usable Vulkan device%s%s%s", want && *want ? " matches '" : "",
 			 want && *want ? want : "", want && *want ? "'" : "");
-		goto fail;
+		return -1;
 	}
 	d->phys = phys[pick];
 	d->queue_family = pick_q;
+	*picked = pick;
+	return 0;
+}
+
+/* The picked device's properties, limits and memory types, its driver
+ * (into *drv), and whether client memory is imported (d->host_import);
+ * returns whether import was turned off because the device is a CPU. */
+static bool device_properties(device *d, uint32_t api, VkPhysicalDeviceDriverProperties *drv)
+{
 	vkGetPhysicalDeviceProperties(d->phys, &d->props);
 	vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
-	d->api_version = d->props.apiVersion < app.apiVersion ? d->props.apiVersion : app.apiVersion;
+	d->api_version = d->props.apiVersion < api ? d->props.apiVersion : api;
 
-	VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+	*drv = (VkPhysicalDeviceDriverProperties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
 	VkPhysicalDeviceExternalMemoryHostPropertiesEXT hostp = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT,
-		.pNext = &drv,
+		.pNext = drv,
 	};
 	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
 					  .pNext = &hostp};
@@ -294,12 +309,12 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	 * of each job's tensors, small next to a CPU's GEMM (README).
 	 * VKGRAD_CPU_IMPORT=1 imports anyway: tests of the import path. */
 	const char *cpu_import = getenv("VKGRAD_CPU_IMPORT");
-	bool cpu_staged = d->host_import && d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
+	const bool cpu_staged = d->host_import && d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
 			  !(cpu_import && strcmp(cpu_import, "1") == 0);
 	if (cpu_staged)
 		d->host_import = false;
 	if (!d->host_import)
-		hostp.pNext = NULL, p2.pNext = &drv;
+		hostp.pNext = NULL, p2.pNext = drv;
 	vkGetPhysicalDeviceProperties2(d->phys, &p2);
 	d->import_align = d->host_import ? hostp.minImportedHostPointerAlignment : 0;
 	if (getenv("VKGRAD_FAULT_SHARED_16K")) {
@@ -308,6 +323,13 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		d->props.limits.maxComputeSharedMemorySize = 16384;
 	}
 
+	return cpu_staged;
+}
+
+/* The logical device with every feature and extension the kernels may
+ * use, its queue and entry points, and whether it has timestamps. */
+static int device_create(device *d, char *err, size_t errlen)
+{
 	VkPhysicalDeviceVulkan12Features f12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
 	};
@@ -334,7 +356,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	vkGetPhysicalDeviceFeatures2(d->phys, &f2);
 	if (!f12.timelineSemaphore) {
 		snprintf(err, errlen, "%s lacks timeline semaphores", d->props.deviceName);
-		goto fail;
+		return -1;
 	}
 	VkPhysicalDeviceVulkan12Features en12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
@@ -405,10 +427,10 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		.enabledExtensionCount = ndext,
 		.ppEnabledExtensionNames = dext,
 	};
-	r = vkCreateDevice(d->phys, &dci, NULL, &d->dev);
+	VkResult r = vkCreateDevice(d->phys, &dci, NULL, &d->dev);
 	if (r != VK_SUCCESS) {
 		snprintf(err, errlen, "vkCreateDevice(%s) failed (VkResult %d)", d->props.deviceName, r);
-		goto fail;
+		return -1;
 	}
 	vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
 	d->cmd_push_descriptor_set = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
@@ -425,7 +447,7 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 	}
 	if (!d->cmd_push_descriptor_set || (d->host_import && !d->get_host_pointer_props)) {
 		snprintf(err, errlen, "device entry points missing");
-		goto fail;
+		return -1;
 	}
 	uint32_t nq = 0;
 	VkQueueFamilyProperties qf[16];
@@ -445,11 +467,18 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 				       : d->calibrated ? "on the host's clock (VK_EXT_calibrated_timestamps)"
 						       : "durations only (no calibration to CLOCK_MONOTONIC)");
 
+	return 0;
+}
+
+/* d->info (what hello reports) and the log lines naming the device. */
+static void device_describe(device *d, int pick, const VkPhysicalDeviceDriverProperties *drv,
+			    bool cpu_staged)
+{
 	proto_device_info *in = &d->info;
 	snprintf(in->name, sizeof(in->name), "%.127s", d->props.deviceName);
 	in->vendor_id = d->props.vendorID;
 	in->device_id = d->props.deviceID;
-	snprintf(in->driver, sizeof(in->driver), "%.60s %.60s", drv.driverName, drv.driverInfo);
+	snprintf(in->driver, sizeof(in->driver), "%.60s %.60s", drv->driverName, drv->driverInfo);
 	snprintf(in->api, sizeof(in->api), "%u.%u.%u", VK_API_VERSION_MAJOR(d->props.apiVersion),
 		 VK_API_VERSION_MINOR(d->props.apiVersion), VK_API_VERSION_PATCH(d->props.apiVersion));
 	snprintf(in->type, sizeof(in->type), "%s", type_name(d->props.deviceType));
@@ -474,6 +503,23 @@ int device_open(device *d, const char *want, bool validation, char *err, size_t 
 		   : cpu_staged ? "off on a CPU device (its threads would read client memory "
 				  "unguarded): staging copies"
 				: "unavailable: staging copies");
+}
+
+int device_open(device *d, const char *want, bool validation, char *err, size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	d->validation = validation;
+	uint32_t api;
+	if (device_instance(d, validation, &api, err, errlen) != 0)
+		return -1;
+	int pick;
+	if (device_pick(d, want, &pick, err, errlen) != 0)
+		goto fail;
+	VkPhysicalDeviceDriverProperties drv;
+	const bool cpu_staged = device_properties(d, api, &drv);
+	if (device_create(d, err, errlen) != 0)
+		goto fail;
+	device_describe(d, pick, &drv, cpu_staged);
 	return 0;
 fail:
 	device_close(d);
