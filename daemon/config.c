@@ -315,7 +315,7 @@ static int apply(config *c, source *src, int o, const char *arg)
 		if (parse_u64(name, arg, 1, 65536, &v)) return -1;
 		c->max_batch_jobs = (uint32_t)v; break;
 	case O_IBATCH:
-		if (parse_u64(name, arg, 1, 16, &v)) return -1;
+		if (parse_u64(name, arg, 1, CONFIG_MAX_INFLIGHT_BATCHES, &v)) return -1;
 		c->inflight_batches = (uint32_t)v; break;
 	case O_OUTB:
 		if (parse_u64(name, arg, 65536, UINT64_MAX / 2, &v)) return -1;

@@ -10,6 +10,8 @@
 #define CONFIG_AUTO 0
 #define CONFIG_OFF UINT64_MAX
 #define CONFIG_MAX_ALLOW 64
+/* --inflight-batches at most: the engine's ring of submitted slots (engine.h) */
+#define CONFIG_MAX_INFLIGHT_BATCHES 16
 /* what --devlocal-min-bytes auto means (engine.c resolves it), measured on
  * the H200 (README, Memory path) */
 #define CONFIG_DEVLOCAL_AUTO_F32 (64ull << 20)

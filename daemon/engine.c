@@ -185,7 +185,7 @@ static void *completion_main(void *arg)
 			pthread_cond_wait(&e->cv, &e->mu);
 			continue;
 		}
-		uint32_t si = e->ring[(e->ring_head + e->ring_done) % 16];
+		uint32_t si = e->ring[(e->ring_head + e->ring_done) % ENGINE_RING];
 		uint64_t value = e->slots[si].value;
 		pthread_mutex_unlock(&e->mu);
 		VkSemaphoreWaitInfo wi = {
@@ -220,7 +220,7 @@ static bool poll_gpu(engine *e)
 	uint64_t oldest = 0, cur = 0;
 	pthread_mutex_lock(&e->mu);
 	if (e->ring_done < e->ring_count)
-		oldest = e->slots[e->ring[(e->ring_head + e->ring_done) % 16]].value;
+		oldest = e->slots[e->ring[(e->ring_head + e->ring_done) % ENGINE_RING]].value;
 	pthread_mutex_unlock(&e->mu);
 	if (!oldest || vkGetSemaphoreCounterValue(e->dev->dev, e->timeline, &cur) != VK_SUCCESS ||
 	    cur < oldest)
@@ -236,7 +236,7 @@ static bool poll_gpu(engine *e)
 	bool any = false;
 	pthread_mutex_lock(&e->mu);
 	while (e->ring_done < e->ring_count) {
-		engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % 16]];
+		engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % ENGINE_RING]];
 		if (cur < s->value)
 			break;
 		mark_seen(e, s, VK_SUCCESS, now, true);
@@ -422,7 +422,7 @@ static void reap(engine *e)
 			break;
 		}
 		uint32_t si = e->ring[e->ring_head];
-		e->ring_head = (e->ring_head + 1) % 16;
+		e->ring_head = (e->ring_head + 1) % ENGINE_RING;
 		e->ring_count--;
 		e->ring_done--;
 		pthread_mutex_unlock(&e->mu);
@@ -465,7 +465,7 @@ static void poll_cb(uv_idle_t *h)
 	bool keep = now < e->poll_until_ns;
 	pthread_mutex_lock(&e->mu);
 	if (e->ring_done < e->ring_count) {
-		const engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % 16]];
+		const engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % ENGINE_RING]];
 		keep |= now < s->t_submitted_ns + e->spin.budget_ns;
 	}
 	pthread_mutex_unlock(&e->mu);
@@ -592,7 +592,7 @@ static void submit_slot(engine *e, uint32_t si)
 	}
 	pthread_mutex_lock(&e->mu);
 	s->seen = false;
-	e->ring[(e->ring_head + e->ring_count) % 16] = si;
+	e->ring[(e->ring_head + e->ring_count) % ENGINE_RING] = si;
 	e->ring_count++;
 	pthread_cond_signal(&e->cv);
 	pthread_mutex_unlock(&e->mu);
@@ -1017,7 +1017,7 @@ void engine_destroy(engine *e)
 		/* the GPU is idle: finish whatever completed but was not yet handed over */
 		while (e->ring_count) {
 			uint32_t si = e->ring[e->ring_head];
-			e->ring_head = (e->ring_head + 1) % 16;
+			e->ring_head = (e->ring_head + 1) % ENGINE_RING;
 			e->ring_count--;
 			finish_slot(e, &e->slots[si]);
 		}

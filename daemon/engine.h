@@ -29,6 +29,9 @@
 #include "spin.h"
 #include "variant.h"
 
+/* submitted slots in submission order: one entry per slot at most */
+#define ENGINE_RING CONFIG_MAX_INFLIGHT_BATCHES
+
 typedef struct job job;
 typedef struct engine_lane engine_lane;
 
@@ -130,7 +133,7 @@ typedef struct engine {
 	/* submitted slots in submission order; shared with the completion thread */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	uint32_t ring[16];
+	uint32_t ring[ENGINE_RING];
 	uint32_t ring_head, ring_count, ring_done;
 	bool stop;
 	pthread_t thread;
