@@ -539,7 +539,7 @@ static void submit_slot(engine *e, uint32_t si)
 		e->devlocal_jobs += s->jobs[i]->devlocal;
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;
 	}
-	record_batch(e, si);
+	const VkResult rec = record_batch(e, si);
 	s->t_recorded_ns = engine_now_ns();
 	calibrate(e, s->t_recorded_ns);
 	s->cal_ok = e->cal_ok;
@@ -572,7 +572,11 @@ static void submit_slot(engine *e, uint32_t si)
 		.pSignalSemaphores = &e->timeline,
 	};
 	VkResult r;
-	if (++e->submits == e->fault_submit_at) {
+	const char *what = "vkQueueSubmit";
+	if (rec != VK_SUCCESS) {
+		/* out of memory recording: the batch fails as a failed submission does */
+		r = rec, what = "recording the batch";
+	} else if (++e->submits == e->fault_submit_at) {
 		log_warn("fault injection: submission %llu reports device loss",
 			 (unsigned long long)e->submits);
 		r = VK_ERROR_DEVICE_LOST;
@@ -581,7 +585,7 @@ static void submit_slot(engine *e, uint32_t si)
 	}
 	s->t_submitted_ns = engine_now_ns();
 	if (r != VK_SUCCESS) {
-		log_err("vkQueueSubmit failed (VkResult %d); %u job(s) fail", r, s->njobs);
+		log_err("%s failed (VkResult %d); %u job(s) fail", what, r, s->njobs);
 		s->failed = true;
 		/* nothing will signal s->value: give the value back and finish the
 		 * slot right here */
@@ -942,6 +946,7 @@ void engine_resume(engine *e)
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
 		const config *cfg, engine_done_fn done, char *err, size_t errlen)
 {
+	const char *why = "creating the engine's Vulkan objects failed";
 	memset(e, 0, sizeof(*e));
 	e->dev = d;
 	e->pl = pl;
@@ -970,7 +975,10 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	}
 	if (gpu_create(e) != 0)
 		goto fail;
-	uv_async_init(loop, &e->async, async_cb);
+	if (uv_async_init(loop, &e->async, async_cb) != 0) {
+		why = "uv_async_init failed";
+		goto fail;
+	}
 	e->async.data = e;
 	uv_idle_init(loop, &e->poll);
 	e->poll.data = e;
@@ -992,7 +1000,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	e->thread_started = true;
 	return 0;
 fail:
-	snprintf(err, errlen, "creating the engine's Vulkan objects failed");
+	snprintf(err, errlen, "%s", why);
 	engine_destroy(e);
 	return -1;
 }

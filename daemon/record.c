@@ -539,14 +539,16 @@ static void record_devlocal(const rec *r, uint32_t ts)
  * buffer: timestamps around them, a barrier after earlier batches when this
  * one touches their regions, each job's work with barriers only where ranges
  * conflict, and the host-visibility barrier at the end. */
-void record_batch(engine *e, uint32_t si)
+VkResult record_batch(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
 	VkCommandBuffer cb = s->cb;
 	vkResetCommandPool(e->dev->dev, s->pool, 0);
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-	vkBeginCommandBuffer(cb, &bi);
+	VkResult vr = vkBeginCommandBuffer(cb, &bi);
+	if (vr != VK_SUCCESS)
+		return vr;
 	/* queries: the batch's two, then two per device-local job */
 	uint32_t nq = 2;
 	for (uint32_t i = 0; i < s->njobs; i++)
@@ -596,5 +598,5 @@ void record_batch(engine *e, uint32_t si)
 		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
 				     1, &hb, 0, NULL, 0, NULL);
 	}
-	vkEndCommandBuffer(cb);
+	return vkEndCommandBuffer(cb);
 }

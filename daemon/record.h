@@ -4,6 +4,8 @@
 
 #include "engine.h"
 
-void record_batch(engine *e, uint32_t si);
+/* VK_SUCCESS, or what vkBeginCommandBuffer / vkEndCommandBuffer returned
+ * (the command buffer is then not to be submitted). */
+VkResult record_batch(engine *e, uint32_t si);
 
 #endif
