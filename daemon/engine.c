@@ -6,6 +6,7 @@
 #include "record.h"
 #include "spin.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -595,6 +596,7 @@ static void submit_slot(engine *e, uint32_t si)
 		return;
 	}
 	pthread_mutex_lock(&e->mu);
+	assert(e->ring_count < e->nslots && e->nslots <= ENGINE_RING); /* one entry per slot */
 	s->seen = false;
 	e->ring[(e->ring_head + e->ring_count) % ENGINE_RING] = si;
 	e->ring_count++;
@@ -634,6 +636,7 @@ static void lane_deactivate(engine *e, engine_lane *l)
 
 static job *lane_pop(engine *e, engine_lane *l)
 {
+	assert(l->head && l->n > 0 && e->queued > 0);
 	job *j = l->head;
 	l->head = j->next;
 	if (!l->head)

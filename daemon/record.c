@@ -7,6 +7,7 @@
 #include "kiface.h"
 #include "variant.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +78,8 @@ static binding bind_partials(const rec *r, bool for_dx)
 
 static void push_set(const rec *r, int k, const binding *b, uint32_t n)
 {
-	VkWriteDescriptorSet w[4];
+	VkWriteDescriptorSet w[VKG_BINDINGS_GEMM];
+	assert(n <= VKG_BINDINGS_GEMM);
 	for (uint32_t i = 0; i < n; i++)
 		w[i] = (VkWriteDescriptorSet){
 			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,

@@ -4,6 +4,7 @@
 #include "log.h"
 #include "memguard.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -339,12 +340,16 @@ int region_gpu_restore_all(const device *d, char *err, size_t errlen)
 
 void region_ref(region *r)
 {
+	assert(r->refs > 0); /* a reference is taken only from a live one */
 	r->refs++;
 }
 
 void region_unref(region *r)
 {
-	if (!r || --r->refs > 0)
+	if (!r)
+		return;
+	assert(r->refs > 0);
+	if (--r->refs > 0)
 		return;
 	gpu_release(r);
 	if (r->live_prev)
