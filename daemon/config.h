@@ -9,7 +9,7 @@
 
 #define CONFIG_AUTO 0
 #define CONFIG_OFF UINT64_MAX
-#define CONFIG_MAX_ALLOW 64
+#define CONFIG_MAX_ALLOW 64 /* ids per --allow-uid / --allow-gid list */
 /* --inflight-batches at most: the engine's ring of submitted slots (engine.h) */
 #define CONFIG_MAX_INFLIGHT_BATCHES 16
 /* what --devlocal-min-bytes auto means (engine.c resolves it), measured on
@@ -17,7 +17,7 @@
 #define CONFIG_DEVLOCAL_AUTO_F32 (64ull << 20)
 #define CONFIG_DEVLOCAL_AUTO_16BIT (4ull << 20)
 #define CONFIG_DEVLOCAL_AUTO_DOC "on a GPU 64 MiB for f32 jobs, 4 MiB for f16/bf16;\n" \
-	"                         off on a CPU device, whose device memory is host memory" /* ids per --allow-uid / --allow-gid list */
+	"                         off on a CPU device, whose device memory is host memory"
 
 /* what --client-batch-macs auto means: about 5 ms of f32 GEMM on the H200
  * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */

@@ -9,7 +9,9 @@
 #include "msg.h"
 
 /* linear_parameter_backward, linear_input_backward (generic),
- * linear_tiled_gemm (tiled), linear_splitk_gemm + linear_splitk_reduce
+ * linear_tiled_gemm (tiled), linear_tiled128_gemm (tiled128: the 128×128
+ * tile, where the device offers its 32 KiB of shared memory),
+ * linear_splitk_gemm + linear_splitk_reduce
  * (splitk: the two passes of split-K), linear_coopmat_gemm (coopmat: f16
  * on VK_NV_cooperative_matrix, only where device.coopmat), and
  * linear_coopmat_khr_gemm (coopmat_khr: f16 and bf16 on
@@ -18,7 +20,7 @@
  * the tiling for large layers and the one for small ones (_S); and
  * linear_coopmat_nv2_gemm (coopmat_nv2: f16 and bf16 on
  * VK_NV_cooperative_matrix2's workgroup-scope matrices, where device.cmk
- * says so), for dW and for dX */
+ * says so), for dW and for dX. Their interfaces: shaders/iface/kernels.h. */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
        KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_COUNT };
 
