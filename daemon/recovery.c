@@ -112,7 +112,7 @@ static void try_recover(server *s)
 	s->exit_code = 1;
 	s->eng.down = true;
 	engine_fail_queued(&s->eng, "the GPU was lost and could not be recreated; the daemon exits");
-	server_stop(s);
+	rc->give_up(s);
 }
 
 static void retry_cb(uv_timer_t *t)
@@ -134,10 +134,11 @@ static void lost_cb(void *ctx)
 	try_recover(s);
 }
 
-void recovery_init(server *s)
+void recovery_init(server *s, void (*give_up)(server *s))
 {
 	recovery *rc = &s->rec;
 	memset(rc, 0, sizeof(*rc));
+	rc->give_up = give_up;
 	rc->validation = s->dev->validation;
 	remember_device(rc, s->dev, s->pl);
 	uv_timer_init(s->loop, &rc->retry);

@@ -54,10 +54,15 @@ typedef struct recovery {
 	char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
 	proto_device_info info;
 	bool dtype_ok[PROTO_DTYPE_COUNT]; /* what jobs may ask for meanwhile */
+	void (*give_up)(server *s);       /* no GPU came back: shut down */
 } recovery;
 
-/* Remember the open device and hook the recovery into s->eng. */
-void recovery_init(server *s);
+/* Remember the open device and hook the recovery into s->eng. give_up is
+ * called (on the loop thread) once the last attempt failed, after the
+ * queued jobs were answered and s->exit_code set to 1: the owner shuts the
+ * daemon down (server.c passes server_stop, so recovery.c calls nothing of
+ * server.c). */
+void recovery_init(server *s, void (*give_up)(server *s));
 /* Shutdown began: a recovery waiting for its second attempt gives up and
  * the queued jobs are answered device_lost (nothing else would run them). */
 void recovery_stop(server *s);

@@ -205,7 +205,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	uv_signal_init(loop, &s->sig_int);
 	s->sig_int.data = s;
 	uv_signal_start(&s->sig_int, signal_cb, SIGINT);
-	recovery_init(s);
+	recovery_init(s, server_stop);
 	log_notice("listening on %s (max_frame %u, max_regions %u, max_inflight %u, max_dim %llu, max_tensor_bytes %llu)",
 		   where, s->limits.max_frame, s->limits.max_regions,
 		   s->limits.max_inflight, (unsigned long long)s->limits.max_dim,
