@@ -145,18 +145,17 @@ static void usage(const config *d)
 	       CONFIG_CLIENT_MACS_AUTO_CPU);
 }
 
-/* Where the setting being parsed came from: "" for the command line, else
- * "FILE:LINE: " (error messages start with it). */
-static char g_where[600];
-
-static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+/* where: the setting's origin, "" for the command line, else "FILE:LINE: "
+ * (error messages start with it; source.where). */
+static int parse_u64(const char *where, const char *opt, const char *s, uint64_t lo, uint64_t hi,
+		     uint64_t *out)
 {
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 0);
 	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
 		fprintf(stderr, "vkgradd: %s--%s: '%s' is not an integer in [%" PRIu64 ", %" PRIu64 "]\n",
-			g_where, opt, s, lo, hi);
+			where, opt, s, lo, hi);
 		return -1;
 	}
 	*out = v;
@@ -164,11 +163,12 @@ static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, u
 }
 
 /* "1000,1001,alice": numbers or names (resolved now, through NSS). */
-static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list, unsigned *n)
+static int parse_ids(const char *where, const char *opt, const char *s, bool users, uint32_t *list,
+		     unsigned *n)
 {
 	char buf[1024];
 	if (strlen(s) >= sizeof(buf)) {
-		fprintf(stderr, "vkgradd: %s--%s: list too long\n", g_where, opt);
+		fprintf(stderr, "vkgradd: %s--%s: list too long\n", where, opt);
 		return -1;
 	}
 	snprintf(buf, sizeof(buf), "%s", s);
@@ -186,26 +186,26 @@ static int parse_ids(const char *opt, const char *s, bool users, uint32_t *list,
 		unsigned long v = strtoul(tok, &end, 10);
 		if (tok[0] >= '0' && tok[0] <= '9') {
 			if (errno || *end || v >= UINT32_MAX) {
-				fprintf(stderr, "vkgradd: %s--%s: '%s' is not a valid id\n", g_where, opt, tok);
+				fprintf(stderr, "vkgradd: %s--%s: '%s' is not a valid id\n", where, opt, tok);
 				return -1;
 			}
 		} else if (users) {
 			struct passwd *pw = getpwnam(tok);
 			if (!pw) {
-				fprintf(stderr, "vkgradd: %s--%s: no user '%s'\n", g_where, opt, tok);
+				fprintf(stderr, "vkgradd: %s--%s: no user '%s'\n", where, opt, tok);
 				return -1;
 			}
 			v = pw->pw_uid;
 		} else {
 			struct group *gr = getgrnam(tok);
 			if (!gr) {
-				fprintf(stderr, "vkgradd: %s--%s: no group '%s'\n", g_where, opt, tok);
+				fprintf(stderr, "vkgradd: %s--%s: no group '%s'\n", where, opt, tok);
 				return -1;
 			}
 			v = gr->gr_gid;
 		}
 		if (*n >= CONFIG_MAX_ALLOW) {
-			fprintf(stderr, "vkgradd: %s--%s: more than %d ids\n", g_where, opt, CONFIG_MAX_ALLOW);
+			fprintf(stderr, "vkgradd: %s--%s: more than %d ids\n", where, opt, CONFIG_MAX_ALLOW);
 			return -1;
 		}
 		list[(*n)++] = (uint32_t)v;
@@ -258,6 +258,7 @@ static const struct option opts[] = {
  * in a source replaces the list of an earlier source. */
 typedef struct source {
 	bool uid_seen, gid_seen;
+	char where[600]; /* "" for the command line, else "FILE:LINE: " */
 } source;
 
 /* Apply setting o with argument arg (NULL for flags). 0, or -1 printed. */
@@ -268,7 +269,7 @@ static int apply(config *c, source *src, int o, const char *arg)
 	switch (o) {
 	case O_SOCKET:
 		if (strlen(arg) >= sizeof(c->socket_path)) {
-			fprintf(stderr, "vkgradd: %s--socket: path longer than %zu bytes\n", g_where,
+			fprintf(stderr, "vkgradd: %s--socket: path longer than %zu bytes\n", src->where,
 				sizeof(c->socket_path) - 1);
 			return -1;
 		}
@@ -279,60 +280,60 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_LOG:
 		if ((c->log_level = log_parse_level(arg)) < 0) {
 			fprintf(stderr, "vkgradd: %s--log-level: '%s' is not one of error, warn, notice, info, debug\n",
-				g_where, arg);
+				src->where, arg);
 			return -1;
 		}
 		break;
 	case O_FRAME:
-		if (parse_u64(name, arg, 65536, 64u << 20, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 65536, 64u << 20, &v)) return -1;
 		c->limits.max_frame = (uint32_t)v; break;
 	case O_REGIONS:
-		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, 1u << 20, &v)) return -1;
 		c->limits.max_regions = (uint32_t)v; break;
 	case O_RBYTES:
-		if (parse_u64(name, arg, 4096, UINT64_MAX / 2, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 4096, UINT64_MAX / 2, &v)) return -1;
 		c->limits.max_region_bytes = v; break;
 	case O_TBYTES:
 	case O_RBYTES_UID:
 		v = CONFIG_AUTO;
-		if (strcmp(arg, "auto") != 0 && parse_u64(name, arg, 4096, UINT64_MAX / 2, &v))
+		if (strcmp(arg, "auto") != 0 && parse_u64(src->where, name, arg, 4096, UINT64_MAX / 2, &v))
 			return -1;
 		*(o == O_TBYTES ? &c->max_total_region_bytes : &c->max_region_bytes_per_uid) = v;
 		break;
 	case O_INFL:
-		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, 1u << 20, &v)) return -1;
 		c->limits.max_inflight = (uint32_t)v; break;
 	case O_DIM:
-		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, 1u << 20, &v)) return -1;
 		c->limits.max_dim = v; break;
 	case O_CONNS:
-		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, 1u << 20, &v)) return -1;
 		c->max_connections = (uint32_t)v; break;
 	case O_CONNS_UID:
-		if (parse_u64(name, arg, 1, 1u << 20, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, 1u << 20, &v)) return -1;
 		c->max_connections_per_uid = (uint32_t)v; break;
 	case O_BJOBS:
-		if (parse_u64(name, arg, 1, 65536, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, 65536, &v)) return -1;
 		c->max_batch_jobs = (uint32_t)v; break;
 	case O_IBATCH:
-		if (parse_u64(name, arg, 1, CONFIG_MAX_INFLIGHT_BATCHES, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, CONFIG_MAX_INFLIGHT_BATCHES, &v)) return -1;
 		c->inflight_batches = (uint32_t)v; break;
 	case O_OUTB:
-		if (parse_u64(name, arg, 65536, UINT64_MAX / 2, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 65536, UINT64_MAX / 2, &v)) return -1;
 		c->max_outbound_bytes = v; break;
 	case O_NOIMPORT: c->no_host_import = true; break;
 	case O_BPC:
-		if (parse_u64(name, arg, 1, 65536, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, 65536, &v)) return -1;
 		c->batch_per_client = (uint32_t)v; break;
 	case O_BBYTES:
-		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->max_batch_bytes = v; break;
 	case O_SPIN:
-		if (parse_u64(name, arg, 0, 100000, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 0, 100000, &v)) return -1;
 		c->spin_us = (uint32_t)v; break;
 	case O_LOOPSPIN:
 		v = CONFIG_AUTO;
-		if (strcmp(arg, "auto") != 0 && parse_u64(name, arg, 0, 100000, &v))
+		if (strcmp(arg, "auto") != 0 && parse_u64(src->where, name, arg, 0, 100000, &v))
 			return -1;
 		c->loop_spin_us = v;
 		break;
@@ -341,35 +342,35 @@ static int apply(config *c, source *src, int o, const char *arg)
 			c->devlocal_min_bytes = arg[0] == 'a' ? CONFIG_AUTO : CONFIG_OFF;
 			break;
 		}
-		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->devlocal_min_bytes = v; break;
 	case O_SCRATCH:
 		if (!strcmp(arg, "auto")) {
 			c->scratch_max_bytes = CONFIG_AUTO;
 			break;
 		}
-		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->scratch_max_bytes = v; break;
 	case O_DISPATCH:
-		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->dispatch_max_macs = v; break;
 	case O_CLIENT_MACS:
 		if (!strcmp(arg, "auto")) {
 			c->client_batch_macs = CONFIG_AUTO;
 			break;
 		}
-		if (parse_u64(name, arg, 1, UINT64_MAX / 2, &v)) return -1;
+		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->client_batch_macs = v; break;
 	case O_ALLOW_UID:
 		if (!src->uid_seen)
 			c->n_allow_uid = 0;
 		src->uid_seen = true;
-		return parse_ids(name, arg, true, c->allow_uid, &c->n_allow_uid);
+		return parse_ids(src->where, name, arg, true, c->allow_uid, &c->n_allow_uid);
 	case O_ALLOW_GID:
 		if (!src->gid_seen)
 			c->n_allow_gid = 0;
 		src->gid_seen = true;
-		return parse_ids(name, arg, false, c->allow_gid, &c->n_allow_gid);
+		return parse_ids(src->where, name, arg, false, c->allow_gid, &c->n_allow_gid);
 	default:
 		return -1;
 	}
@@ -393,9 +394,9 @@ static char *trim(char *s)
 	return s;
 }
 
-static int file_error(FILE *f, const char *fmt, const char *arg)
+static int file_error(FILE *f, const source *src, const char *fmt, const char *arg)
 {
-	fprintf(stderr, "vkgradd: %s", g_where);
+	fprintf(stderr, "vkgradd: %s", src->where);
 	fprintf(stderr, fmt, arg);
 	fputc('\n', stderr);
 	fclose(f);
@@ -415,16 +416,16 @@ static int load_file(config *c, const char *path)
 	unsigned ln = 0;
 	while (fgets(line, sizeof(line), f)) {
 		ln++;
-		snprintf(g_where, sizeof(g_where), "%.500s:%u: ", path, ln);
+		snprintf(src.where, sizeof(src.where), "%.500s:%u: ", path, ln);
 		size_t len = strlen(line);
 		if (len == sizeof(line) - 1 && line[len - 1] != '\n' && !feof(f))
-			return file_error(f, "line longer than %s bytes", "1022");
+			return file_error(f, &src, "line longer than %s bytes", "1022");
 		char *s = trim(line);
 		if (!*s || *s == '#' || *s == ';')
 			continue;
 		char *eq = strchr(s, '=');
 		if (!eq)
-			return file_error(f, "expected 'key = value', got '%s'", s);
+			return file_error(f, &src, "expected 'key = value', got '%s'", s);
 		*eq = 0;
 		char *key = trim(s), *val = trim(eq + 1);
 		size_t vl = strlen(val);
@@ -438,14 +439,14 @@ static int load_file(config *c, const char *path)
 			    o->val != O_VERSION && o->val != O_LISTDEV && o->val != O_KERNELS)
 				opt = o;
 		if (!opt)
-			return file_error(f, "unknown key '%s' (keys are the long options of --help, without dashes)", key);
+			return file_error(f, &src, "unknown key '%s' (keys are the long options of --help, without dashes)", key);
 		if (opt->has_arg == no_argument) {
 			if (!strcmp(val, "true") || !strcmp(val, "yes") || !strcmp(val, "1") || !strcmp(val, "on"))
 				apply(c, &src, opt->val, NULL);
 			else if (!strcmp(val, "false") || !strcmp(val, "no") || !strcmp(val, "0") || !strcmp(val, "off"))
 				clear_flag(c, opt->val);
 			else
-				return file_error(f, "'%s' is not true or false", val);
+				return file_error(f, &src, "'%s' is not true or false", val);
 		} else if (apply(c, &src, opt->val, val) != 0) {
 			fclose(f);
 			return -1;
@@ -453,7 +454,6 @@ static int load_file(config *c, const char *path)
 	}
 	int e = ferror(f);
 	fclose(f);
-	g_where[0] = 0;
 	if (e) {
 		fprintf(stderr, "vkgradd: --config %s: read error\n", path);
 		return -1;
@@ -479,8 +479,7 @@ int config_parse_args(config *c, int argc, char **argv)
 	}
 	if (file && !info && load_file(c, file) != 0)
 		return -1;
-	g_where[0] = 0;
-	source src = {0};
+	source src = {0}; /* where "": the command line */
 	opterr = 1;
 	optind = 0;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
