@@ -112,14 +112,17 @@ typedef struct vkg_tensor {
 } vkg_tensor;
 
 typedef struct vkg_job {
-	const char *dtype; /* "f32" (NULL means f32) */
+	const char *dtype; /* storage type of every tensor: "f32", "f16" or
+			    * "bf16" (NULL means f32) */
 	uint64_t batch, in, out;
 	vkg_tensor x, dy, w; /* inputs; w only needed for dx */
 	vkg_tensor dw, db, dx; /* outputs; at least one */
 	bool accumulate;
 	const char *variant; /* NULL or "auto": the daemon picks kernels by
 			      * shape; "generic", "tiled", "tiled128",
-			      * "splitk" or "coopmat" (f16) forces a family */
+			      * "splitk", "coopmat" (f16), "coopmat_khr" or
+			      * "coopmat_nv2" (f16, bf16) forces a family
+			      * (hello lists what this daemon has) */
 } vkg_job;
 
 /* A vkg_job with every tensor set to VKG_NONE. */
