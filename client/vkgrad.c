@@ -808,7 +808,7 @@ static int job_to_request(const vkg_job *job, proto_request *req, vkg_error *err
 	if (job->variant) {
 		int v = proto_variant_parse(job->variant);
 		if (v < 0) {
-			char names[96];
+			char names[128];
 			proto_variant_list(names, sizeof(names), -1, NULL, NULL);
 			return set_err(err, -EINVAL, "io", "variant '%s' is not one of %s", job->variant,
 				       names);

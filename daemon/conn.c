@@ -546,13 +546,26 @@ static void op_linear_backward(conn *c, const proto_request *q)
 			   s->dev->coopmat ? "" : ", which lacks it");
 		goto fail;
 	}
-	if (q->variant == PROTO_VARIANT_COOPMAT_KHR && !s->pl->pipe[KERN_CMK_DW][q->dtype]) {
+	if (q->variant == PROTO_VARIANT_COOPMAT_KHR &&
+	    (q->dtype == PROTO_F32 || !s->pl->pipe[KERN_CMK_DW][q->dtype])) {
+		/* (f32's KERN_CMK_* pipelines are coopmat_khr_f32x3's) */
 		proto_fail(&err, PROTO_UNSUPPORTED,
 			   "linear_backward: variant 'coopmat_khr' needs %s; this job is %s on %s",
-			   s->pl->cmk_why[q->dtype], proto_dtype_name(q->dtype), s->dev->info.name);
+			   q->dtype == PROTO_F32 ? "dtype f16 or bf16 (it multiplies 16-bit operands)"
+						 : s->pl->cmk_why[q->dtype],
+			   proto_dtype_name(q->dtype), s->dev->info.name);
 		goto fail;
 	}
-	if (q->variant == PROTO_VARIANT_COOPMAT_NV2 &&
+	if (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3 &&
+	    (q->dtype != PROTO_F32 || !s->pl->pipe[KERN_CMK_DW][q->dtype] ||
+	     !s->pl->pipe[KERN_CMK_DX][q->dtype])) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'coopmat_khr_f32x3' needs %s; this job is %s on %s",
+			   q->dtype != PROTO_F32 ? "dtype f32" : s->pl->cmk_why[q->dtype],
+			   proto_dtype_name(q->dtype), s->dev->info.name);
+		goto fail;
+	}
+		if (q->variant == PROTO_VARIANT_COOPMAT_NV2 &&
 	    (!s->pl->pipe[KERN_NV2_DW][q->dtype] || !s->pl->pipe[KERN_NV2_DX][q->dtype])) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
 			   "linear_backward: variant 'coopmat_nv2' needs %s; this job is %s on %s",
@@ -664,7 +677,7 @@ static bool cannot_run_cb(void *ctx, proto_variant v)
 static void explain_variants(conn *c, const proto_request *q, proto_err *err)
 {
 	runs_ctx r = {c->srv->pl, q->dtype};
-	char names[96];
+	char names[128];
 	if (proto_variant_list(names, sizeof(names), q->dtype, cannot_run_cb, &r) == 0)
 		proto_err_append(err, "; this device runs all of them");
 	else

@@ -196,10 +196,9 @@ void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16,
 	       uint32_t api_version)
 {
 	memset(c, 0, sizeof(*c));
-	lack(c, PROTO_F32, "dtype f16 or bf16 (it multiplies 16-bit operands)");
 	nv2_lack(c, PROTO_F32, "dtype f16 or bf16 (it multiplies 16-bit operands)");
 	if (getenv("VKGRAD_NO_COOPMAT_KHR")) {
-		for (int t = PROTO_F16; t <= PROTO_BF16; t++) {
+		for (int t = PROTO_F32; t <= PROTO_BF16; t++) {
 			lack(c, t, "VK_KHR_cooperative_matrix, switched off by VKGRAD_NO_COOPMAT_KHR");
 			nv2_lack(c, t, c->why[t]);
 		}
@@ -232,7 +231,13 @@ void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16,
 		lack(c, PROTO_BF16, "VK_KHR_shader_bfloat16 with shaderBFloat16CooperativeMatrix");
 	if (ext_cm && fcm.cooperativeMatrix)
 		pick_shapes(c, inst, p);
-	for (int t = PROTO_F16; t <= PROTO_BF16; t++)
+	/* f32 (linear_coopmat_khr_f32x3_gemm): bf16 pieces of each operand on
+	 * the bf16 matrices, with their shape */
+	if (c->why[PROTO_BF16][0])
+		lack(c, PROTO_F32, c->why[PROTO_BF16]);
+	else
+		c->shape[PROTO_F32] = c->shape[PROTO_BF16];
+	for (int t = PROTO_F32; t <= PROTO_BF16; t++)
 		c->ok[t] = !c->why[t][0];
 	nv2_query(c, inst, p, api_version);
 	c->use_cm = c->ok[PROTO_F16] || c->ok[PROTO_BF16];

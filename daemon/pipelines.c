@@ -46,6 +46,11 @@ static const struct {
 
 uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor)
 {
+	return pipelines_cmk_shared_pieces(t, s, a_kmajor, 1);
+}
+
+uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor, uint32_t pieces)
+{
 	const uint32_t nt = 32 * t.warps_m * t.warps_n, bm = t.warps_m * t.wm, bn = t.warps_n * t.wn;
 	const uint32_t bk = t.bk;
 	if (!t.warps_m || !t.warps_n || nt > 1024 || !s.m || !s.n || !s.k || t.wm % s.m || t.wn % s.n ||
@@ -55,7 +60,7 @@ uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor)
 		return 0;
 	/* in uvec4 (16 bytes), as the shader's STAGE, EPI and SH */
 	const uint32_t a_stage = a_kmajor ? bk * ((bm + 8) / 8) : bm * ((bk + 8) / 8);
-	const uint32_t stage = a_stage + bk * ((bn + 8) / 8);
+	const uint32_t stage = pieces * (a_stage + bk * ((bn + 8) / 8));
 	const uint32_t epi = t.warps_m * t.warps_n * s.m * (t.wn / 4 + 1);
 	return 16 * (2 * stage > epi ? 2 * stage : epi);
 }
@@ -132,6 +137,18 @@ static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk
 	c->info = (VkSpecializationInfo){CMK_SPECS, c->map, sizeof(c->v), c->v};
 }
 
+/* The registry kernel and variant of pipeline k for dtype t: f32's
+ * KERN_CMK_DW/DX are linear_coopmat_khr_f32x3_gemm (coopmat_khr_f32x3). */
+static const char *kern_name(int k, int t)
+{
+	return pipelines_is_cmk(k) && t == PROTO_F32 ? "linear_coopmat_khr_f32x3_gemm" : kern_desc[k].name;
+}
+
+static const char *kern_variant(int k, int t)
+{
+	return pipelines_is_cmk(k) && t == PROTO_F32 ? "coopmat_khr_f32x3" : kern_desc[k].variant;
+}
+
 /* A pipeline's name in the log: the registry name, and for
  * linear_coopmat_khr_gemm which of its four. */
 static const char *kern_label(int k)
@@ -167,14 +184,17 @@ static bool cmk_usable(pipelines *p, const device *d, int t)
 		snprintf(why, wl, "%s", d->cmk.why[t]);
 		return false;
 	}
-	if (!kreg_find("linear_coopmat_khr_gemm", proto_dtype_name((proto_dtype)t), "coopmat_khr")) {
+	if (!kreg_find(kern_name(KERN_CMK_DW, t), proto_dtype_name((proto_dtype)t), kern_variant(KERN_CMK_DW, t))) {
 		snprintf(why, wl, "a daemon built with it; this one is not (no shader compiler with "
-			 "GL_KHR_cooperative_matrix%s at build time)", t == PROTO_BF16 ? " and GL_EXT_bfloat16" : "");
+			 "GL_KHR_cooperative_matrix%s at build time)", t != PROTO_F16 ? " and GL_EXT_bfloat16" : "");
 		return false;
 	}
 	uint32_t need = 0;
-	for (int km = 0; km < 4; km++) {
-		uint32_t b = pipelines_cmk_shared(p->cmk_tile[km / 2], d->cmk.shape[t], km % 2 == 1);
+	/* f32: the large tiling only, hi and lo tiles (pipelines_cmk_tile_for) */
+	for (int km = 0; km < (t == PROTO_F32 ? 2 : 4); km++) {
+		const int k = KERN_CMK_DW + km;
+		uint32_t b = pipelines_cmk_shared_pieces(pipelines_cmk_tile_for(p, k, (proto_dtype)t),
+							 d->cmk.shape[t], pipelines_cmk_dw(k), t == PROTO_F32 ? 2 : 1);
 		if (!b) {
 			snprintf(why, wl, "a tiling that suits the %ux%ux%u matrices (VKGRAD_CMK_TILE)",
 				 d->cmk.shape[t].m, d->cmk.shape[t].n, d->cmk.shape[t].k);
@@ -402,6 +422,9 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]))
 				continue;
+			/* f32 (coopmat_khr_f32x3): the large tiling only */
+			if (pipelines_is_cmk(k) && t == PROTO_F32 && pipelines_cmk_tiling(k) != 0)
+				continue;
 			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
 			if (pipelines_is_nv2(k)) {
 				nv2_spec_fill(&specs[k * PROTO_DTYPE_COUNT + t], &d->cmk, t, k == KERN_NV2_DW);
@@ -410,11 +433,11 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			if (pipelines_is_cmk(k)) {
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
 				cmk_spec_fill(cs, d->cmk.shape[t], pipelines_cmk_dw(k),
-					      p->cmk_tile[pipelines_cmk_tiling(k)]);
+					      pipelines_cmk_tile_for(p, k, (proto_dtype)t));
 				bj->spec = &cs->info;
 			}
-			const kreg_entry *e = kreg_find(kern_desc[k].name, proto_dtype_name((proto_dtype)t),
-							kern_desc[k].variant);
+			const kreg_entry *e = kreg_find(kern_name(k, t), proto_dtype_name((proto_dtype)t),
+							kern_variant(k, t));
 			VkShaderModuleCreateInfo smci = {
 				.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
 				.codeSize = e ? e->spirv_size : 0,
@@ -498,8 +521,8 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
 		p->dtype_ok[t] = t == PROTO_F32 || d->storage16;
 		cmk_ok[t] = cmk_usable(p, d, t);
-		if (!cmk_ok[t] && t != PROTO_F32)
-			log_info("linear_coopmat_khr_gemm (%s) not served: it needs %s",
+		if (!cmk_ok[t])
+			log_info("%s (%s) not served: it needs %s", kern_name(KERN_CMK_DW, t),
 				 proto_dtype_name((proto_dtype)t), p->cmk_why[t]);
 		nv2_ok[t] = nv2_usable(p, d, t);
 		if (!nv2_ok[t] && t != PROTO_F32)
@@ -559,8 +582,8 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 bool pipelines_serves(const pipelines *p, const char *name, proto_dtype t)
 {
 	for (int k = 0; k < KERN_COUNT; k++)
-		if (strcmp(kern_desc[k].name, name) == 0)
-			return (unsigned)t < PROTO_DTYPE_COUNT && p->pipe[k][t] != VK_NULL_HANDLE;
+		if ((unsigned)t < PROTO_DTYPE_COUNT && strcmp(kern_name(k, t), name) == 0)
+			return p->pipe[k][t] != VK_NULL_HANDLE;
 	return false;
 }
 

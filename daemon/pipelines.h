@@ -51,6 +51,11 @@ typedef struct pipelines_cmk_tile {
 	uint32_t warps_m, warps_n, wm, wn, bk, depth;
 } pipelines_cmk_tile;
 
+/* linear_coopmat_khr_f32x3_gemm (f32 on KERN_CMK_DW/DX, the large tiling
+ * only): k steps of 16, one slice in flight, so that its hi and lo tiles
+ * (twice linear_coopmat_khr_gemm's) fit 48 KiB of shared memory. */
+#define PIPELINES_F32X3_BK 16u
+
 typedef struct pipelines {
 	VkPipelineCache cache;
 	char cache_path[640]; /* "" when no cache directory is usable */
@@ -68,6 +73,15 @@ typedef struct pipelines {
 	double build_ms;
 } pipelines;
 
+/* The tiling pipeline k (one of KERN_CMK_*) runs with for dtype t. */
+static inline pipelines_cmk_tile pipelines_cmk_tile_for(const pipelines *p, int k, proto_dtype t)
+{
+	pipelines_cmk_tile x = p->cmk_tile[pipelines_cmk_tiling(k)];
+	if (t == PROTO_F32)
+		x.bk = PIPELINES_F32X3_BK, x.depth = 1;
+	return x;
+}
+
 /* Load the cache file (a bad or foreign one is logged and ignored), build
  * every pipeline. Returns 0, or -1 with err. */
 int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen);
@@ -78,6 +92,9 @@ bool pipelines_serves(const pipelines *p, const char *name, proto_dtype t);
  * dW (a_kmajor) or dX; 0 when t is not a tiling it can run with matrix
  * shape s (see the shader). */
 uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor);
+/* The same with `pieces` copies of the stage tiles (2: the hi and lo bf16
+ * pieces of linear_coopmat_khr_f32x3_gemm). */
+uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor, uint32_t pieces);
 
 /* Save the cache atomically (temp file, fsync, rename); failures are logged. */
 void pipelines_save(const pipelines *p, const device *d);

@@ -212,7 +212,7 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 static uint64_t gemm_max_k(const rec *r, int k)
 {
 	if (pipelines_is_cmk(k))
-		return 2ull * r->e->pl->cmk_tile[pipelines_cmk_tiling(k)].bk * VARIANT_MAX_LOOP_TRIPS;
+		return 2ull * pipelines_cmk_tile_for(r->e->pl, k, r->j->req.dtype).bk * VARIANT_MAX_LOOP_TRIPS;
 	return variant_max_k(k, r->j->req.dtype);
 }
 

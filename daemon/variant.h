@@ -24,6 +24,12 @@
  *          linear_tiled_gemm           batch, in >= 64, batch*in >= 2^20
  *          linear_input_backward       otherwise
  *
+ * f32: linear_coopmat_khr_f32x3_gemm (the f32 pipelines of KERN_CMK_DW/DX,
+ * large tiling only; each f32 operand as two bf16 pieces, three products)
+ * runs only when forced (`coopmat_khr_f32x3`): auto may take it only where
+ * its max_rel_err is measured <= 1e-5 on every tested shape, which it has
+ * not been yet (its per-product bound is 3*2^-16).
+ *
  * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2) runs only when
  * forced (`coopmat_nv2`): half coopmat_khr's speed on the H200
  * (8192x4096x4096 f16 5463 µs against 2586, measurements/h200-2026-12-03/

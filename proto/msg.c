@@ -36,7 +36,7 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
 static const char *const variant_names[PROTO_VARIANT_COUNT] = {"auto", "generic", "tiled", "splitk",
 								       "coopmat", "tiled128", "coopmat_khr",
-								       "coopmat_nv2"};
+								       "coopmat_nv2", "coopmat_khr_f32x3"};
 
 const char *proto_variant_name(proto_variant v)
 {
@@ -55,7 +55,7 @@ int proto_variant_parse(const char *s)
 static const proto_variant variant_order[PROTO_VARIANT_COUNT] = {
 	PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED,
 	PROTO_VARIANT_TILED128, PROTO_VARIANT_SPLITK, PROTO_VARIANT_COOPMAT, PROTO_VARIANT_COOPMAT_KHR,
-	PROTO_VARIANT_COOPMAT_NV2,
+	PROTO_VARIANT_COOPMAT_NV2, PROTO_VARIANT_COOPMAT_KHR_F32X3,
 };
 
 bool proto_variant_fits(proto_variant v, proto_dtype d)
@@ -64,6 +64,8 @@ bool proto_variant_fits(proto_variant v, proto_dtype d)
 		return d == PROTO_F16;
 	if (v == PROTO_VARIANT_COOPMAT_KHR || v == PROTO_VARIANT_COOPMAT_NV2)
 		return d == PROTO_F16 || d == PROTO_BF16;
+	if (v == PROTO_VARIANT_COOPMAT_KHR_F32X3)
+		return d == PROTO_F32;
 	return true;
 }
 
@@ -278,7 +280,7 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 			req->variant = (proto_variant)i;
 			return 0;
 		}
-	char names[96], others[96] = "";
+	char names[128], others[96] = "";
 	proto_variant_list(names, sizeof(names), d, NULL, NULL);
 	/* those that do not fit: " (coopmat is f16 only; coopmat_khr, coopmat_nv2
 	 * are f16 and bf16 only)" */
@@ -290,6 +292,9 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 	if (!proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR, req->dtype))
 		snprintf(others + strlen(others), sizeof(others) - strlen(others),
 			 "%scoopmat_khr, coopmat_nv2 are f16 and bf16 only", sep);
+	else if (!proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, req->dtype))
+		snprintf(others + strlen(others), sizeof(others) - strlen(others),
+			 "%scoopmat_khr_f32x3 is f32 only", sep);
 	if (others[0])
 		snprintf(others + strlen(others), sizeof(others) - strlen(others), ")");
 	req->variant_unknown = true;
