@@ -28,6 +28,7 @@
 static daemon_proc g_d;
 static bool g_coopmat; /* hello lists linear_coopmat_gemm */
 static bool g_cmk[3];  /* hello lists linear_coopmat_khr_gemm for f32, f16, bf16 */
+static bool g_f32x3;  /* linear_coopmat_khr_f32x3_gemm (f32) */
 static bool g_nv2[3];  /* and linear_coopmat_nv2_gemm */
 static char g_device[128];
 
@@ -212,6 +213,11 @@ static void test_hello_lists_every_dtype(void **state)
 									     ? "coopmat_khr" : "coopmat_nv2");
 			continue;
 		}
+		if (strcmp(info.kernels[i].name, "linear_coopmat_khr_f32x3_gemm") == 0) {
+			assert_string_equal(info.kernels[i].dtype, "f32");
+			assert_string_equal(info.kernels[i].variant, "coopmat_khr_f32x3");
+			continue;
+		}
 		if (strcmp(info.kernels[i].dtype, "f32") == 0) seen[0]++;
 		if (strcmp(info.kernels[i].dtype, "f16") == 0) seen[1]++;
 		if (strcmp(info.kernels[i].dtype, "bf16") == 0) seen[2]++;
@@ -273,6 +279,30 @@ static void test_coopmat_khr_unsupported_where_absent(void **state)
 	assert_true(rawsock_daemon_serves(g_d.sock));
 }
 
+/* Forcing coopmat_khr_f32x3 (f32 on the bf16 tensor cores) where it cannot
+ * run is `unsupported`, naming the variant and what is missing (on lavapipe:
+ * VK_KHR_cooperative_matrix; for f16 and bf16 always: dtype f32), and
+ * writes nothing; the daemon goes on serving. */
+static void test_coopmat_khr_f32x3_unsupported_where_absent(void **state)
+{
+	(void)state;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	assert_non_null(c);
+	const char *var = "coopmat_khr_f32x3";
+	expect_refused_untouched(c, "f16", var, "unsupported", var, "needs dtype f32");
+	expect_refused_untouched(c, "bf16", var, "unsupported", var, "needs dtype f32");
+	if (g_f32x3) {
+		printf("%s f32 is served here: its numbers are checked by scripts/device_f32x3.sh\n", var);
+	} else {
+		const bool lvp = strstr(g_device, "llvmpipe") != NULL;
+		expect_refused_untouched(c, "f32", var, "unsupported", var,
+					 lvp ? "needs VK_KHR_cooperative_matrix" : "needs ");
+	}
+	vkg_close(c);
+	assert_true(rawsock_daemon_serves(g_d.sock));
+}
+
 /* A device without 16-bit storage serves f32 only: hello lists no f16/bf16
  * kernels and such a job is `unsupported`, naming the dtype. */
 static void test_dtype_unsupported_without_16bit_storage(void **state)
@@ -328,6 +358,7 @@ static int group_setup(void **state)
 			const bool dt = strcmp(info.kernels[i].dtype, (const char *[]){"f32", "f16", "bf16"}[t]) == 0;
 			g_cmk[t] |= dt && strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0;
 			g_nv2[t] |= dt && strcmp(info.kernels[i].name, "linear_coopmat_nv2_gemm") == 0;
+			g_f32x3 |= dt && strcmp(info.kernels[i].name, "linear_coopmat_khr_f32x3_gemm") == 0;
 		}
 	}
 	snprintf(g_device, sizeof(g_device), "%s", info.device_name);
@@ -349,6 +380,7 @@ int main(void)
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_coopmat_unsupported_where_absent),
 		cmocka_unit_test(test_coopmat_khr_unsupported_where_absent),
+		cmocka_unit_test(test_coopmat_khr_f32x3_unsupported_where_absent),
 		cmocka_unit_test(test_dtype_unsupported_without_16bit_storage),
 	};
 	int rc = cmocka_run_group_tests_name("dtypes", tests, group_setup, group_teardown);
