@@ -97,9 +97,10 @@ static uint64_t place_partials(const engine *e, job *j)
 uint64_t placement_place(engine *e, job *j, uint64_t used)
 {
 	const proto_dtype t = j->req.dtype;
+	/* (f32's KERN_CMK_* are coopmat_khr_f32x3's: forced only) */
+	const bool cmk = e->pl->pipe[KERN_CMK_DW][t] && e->pl->pipe[KERN_CMK_DX][t];
 	j->plan = variant_choose(&j->req, (e->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
-						  (e->pl->pipe[KERN_CMK_DW][t] && e->pl->pipe[KERN_CMK_DX][t]
-							   ? VARIANT_HAS_CMK : 0u) |
+						  (cmk ? (t == PROTO_F32 ? VARIANT_HAS_F32X3 : VARIANT_HAS_CMK) : 0u) |
 						  (e->pl->pipe[KERN_NV2_DW][t] && e->pl->pipe[KERN_NV2_DX][t]
 							   ? VARIANT_HAS_NV2 : 0u));
 	variant_cmk_tiling(&j->plan, &j->req, e->pl->cmk_small_below, e->pl->cmk_bm[0], e->pl->cmk_bn[0]);

@@ -26,13 +26,9 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-/* The tensor-core kernel auto picks for q's dtype, or -1: none for f32,
- * whose KERN_CMK_* (linear_coopmat_khr_f32x3_gemm) runs only when forced
- * (variant.h). */
-static int matrix_kernel(unsigned caps, proto_dtype dt)
+/* The tensor-core kernel auto picks for q's dtype, or -1. */
+static int matrix_kernel(unsigned caps)
 {
-	if (dt == PROTO_F32)
-		return -1;
 	return caps & VARIANT_HAS_CMK ? KERN_CMK_DW : caps & VARIANT_HAS_COOPMAT ? KERN_COOPMAT : -1;
 }
 
@@ -44,8 +40,8 @@ static void choose_param_auto(const proto_request *q, unsigned caps, variant_pla
 		p->param = KERN_PARAM; /* db alone: one pass over dY */
 		return;
 	}
-	if (matrix_kernel(caps, q->dtype) >= 0 && q->out >= TILE && q->in >= TILE && q->batch >= 256) {
-		p->param = matrix_kernel(caps, q->dtype);
+	if (matrix_kernel(caps) >= 0 && q->out >= TILE && q->in >= TILE && q->batch >= 256) {
+		p->param = matrix_kernel(caps);
 		return;
 	}
 	const uint64_t tiles = ceil_div(q->out, TILE) * ceil_div(q->in, TILE);
@@ -132,13 +128,12 @@ variant_plan variant_choose(const proto_request *q, unsigned caps)
 	variant_plan p = {.param = -1, .input = -1, .slices = 1, .min_slices = 2, .dx_slices = 1};
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
 	const bool force_cm = q->variant == PROTO_VARIANT_COOPMAT && (caps & VARIANT_HAS_COOPMAT);
-	/* coopmat_khr_f32x3 is f32's KERN_CMK_* (proto_variant_fits keeps
-	 * each of the two to its dtypes) */
-	const bool force_cmk = ((q->variant == PROTO_VARIANT_COOPMAT_KHR && q->dtype != PROTO_F32) ||
-				(q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3 && q->dtype == PROTO_F32)) &&
-			       (caps & VARIANT_HAS_CMK);
+	/* coopmat_khr_f32x3 is f32's KERN_CMK_* (VARIANT_HAS_F32X3) */
+	const bool force_cmk = (q->variant == PROTO_VARIANT_COOPMAT_KHR && (caps & VARIANT_HAS_CMK)) ||
+			       (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3 && q->dtype == PROTO_F32 &&
+				(caps & VARIANT_HAS_F32X3));
 	const bool force_nv2 = q->variant == PROTO_VARIANT_COOPMAT_NV2 && (caps & VARIANT_HAS_NV2);
-	const int mk = matrix_kernel(caps, q->dtype);
+	const int mk = matrix_kernel(caps);
 	if (dw || db) {
 		if (q->variant == PROTO_VARIANT_AUTO) {
 			choose_param_auto(q, caps, &p);
@@ -208,7 +203,7 @@ void variant_widen(variant_plan *p, const proto_request *q)
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
 			uint32_t bn)
 {
-	if (q->dtype == PROTO_F32) /* linear_coopmat_khr_f32x3_gemm: the large tiling only */
+	if (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3) /* the large tiling only */
 		return;
 	if (p->param == KERN_CMK_DW && ceil_div(q->out, bm) * ceil_div(q->in, bn) < small_below)
 		p->param = KERN_CMK_DW_S;

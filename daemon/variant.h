@@ -133,6 +133,10 @@ uint64_t variant_max_k(int kern, proto_dtype dt);
 #define VARIANT_HAS_COOPMAT 1u
 #define VARIANT_HAS_CMK 2u
 #define VARIANT_HAS_NV2 4u /* linear_coopmat_nv2_gemm: only when forced */
+/* linear_coopmat_khr_f32x3_gemm (f32's KERN_CMK_DW/DX): only when forced;
+ * placement.c never gives f32 VARIANT_HAS_CMK, so auto keeps f32 off the
+ * tensor cores */
+#define VARIANT_HAS_F32X3 8u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
 
 /* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */

@@ -1342,7 +1342,8 @@ static void test_lb_variant(void **state)
 	f_set(&fs, "variant", v_variant_fast);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
-			    "auto, generic, tiled, tiled128, splitk for dtype f32 (coopmat is f16 only; "
+			    "auto, generic, tiled, tiled128, splitk, coopmat_khr_f32x3 for dtype f32 (coopmat "
+			    "is f16 only; "
 			    "coopmat_khr, coopmat_nv2 are f16 and bf16 only)");
 	assert_true(req.variant_unknown);
 	assert_int_equal(req.dtype, PROTO_F32);
@@ -1350,12 +1351,12 @@ static void test_lb_variant(void **state)
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
 			    "auto, generic, tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2 for "
-			    "dtype f16");
+			    "dtype f16 (coopmat_khr_f32x3 is f32 only)");
 	f_set(&fs, "dtype", v_bf16);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
 			    "auto, generic, tiled, tiled128, splitk, coopmat_khr, coopmat_nv2 for dtype "
-			    "bf16 (coopmat is f16 only)");
+			    "bf16 (coopmat is f16 only; coopmat_khr_f32x3 is f32 only)");
 	assert_true(req.variant_unknown);
 	/* echoed escaped */
 	f_set(&fs, "variant", v_variant_raw);
@@ -1377,15 +1378,21 @@ static void test_lb_variant(void **state)
 	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'variant' must be a string");
 	assert_false(req.variant_unknown);
 	/* the list, filtered */
-	char buf[96];
+	char buf[128];
 	assert_int_equal(proto_variant_list(buf, sizeof(buf), -1, NULL, NULL), PROTO_VARIANT_COUNT);
-	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2");
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2, "
+				 "coopmat_khr_f32x3");
 	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_BF16, NULL, NULL), 7);
 	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, coopmat_khr, coopmat_nv2");
-	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_F32, NULL, NULL), 5);
-	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk");
+	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_F32, NULL, NULL), 6);
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, coopmat_khr_f32x3");
+	assert_true(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_F32));
+	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_F16));
+	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_BF16));
+	assert_int_equal(proto_variant_parse("coopmat_khr_f32x3"), PROTO_VARIANT_COOPMAT_KHR_F32X3);
 	for (int v = 0; v < PROTO_VARIANT_COUNT; v++)
-		assert_true(strstr("auto, generic, tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2",
+		assert_true(strstr("auto, generic, tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2, "
+				   "coopmat_khr_f32x3",
 				   proto_variant_name((proto_variant)v)) != NULL);
 }
 

@@ -254,6 +254,49 @@ static void test_coopmat_khr_first(void **state)
 	assert_int_equal(p.input, KERN_COOPMAT);
 }
 
+/* coopmat_khr_f32x3: f32 on KERN_CMK_DW/DX only when forced (auto never
+ * takes the tensor cores for f32: its max_rel_err is not measured <= 1e-5
+ * on every shape), never the small tiling, never for f16/bf16; coopmat_khr
+ * forced with f32 does not take f32's KERN_CMK_* (they are f32x3's). */
+static void test_coopmat_khr_f32x3_forced_only(void **state)
+{
+	(void)state;
+	/* what placement.c passes for f32 on a device with bf16 KHR matrices */
+	const unsigned all = VARIANT_HAS_F32X3;
+	proto_request q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	variant_plan p = variant_choose(&q, all);
+	assert_false(pipelines_is_cmk(p.param) || pipelines_is_cmk(p.input));
+	assert_int_equal(p.param, KERN_TILED);
+	assert_int_equal(p.input, KERN_TILED);
+	q.variant = PROTO_VARIANT_COOPMAT_KHR_F32X3;
+	p = variant_choose(&q, all);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	variant_cmk_tiling(&p, &q, 1u << 30, 128, 128); /* every GEMM "small": still the large one */
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	/* db alone: the seed kernel, as for coopmat_khr */
+	proto_request d = job(64, 64, 64, false, true, false, PROTO_VARIANT_COOPMAT_KHR_F32X3);
+	d.dtype = PROTO_F32;
+	assert_int_equal(variant_choose(&d, all).param, KERN_PARAM);
+	/* without the pipelines (conn.c refuses it first): not the tensor cores */
+	p = variant_choose(&q, 0);
+	assert_false(pipelines_is_cmk(p.param) || pipelines_is_cmk(p.input));
+	/* coopmat_khr with f32 (its pipelines are f32x3's), coopmat_khr_f32x3
+	 * with bf16: never KERN_CMK_* */
+	q.variant = PROTO_VARIANT_COOPMAT_KHR;
+	p = variant_choose(&q, all);
+	assert_false(pipelines_is_cmk(p.param) || pipelines_is_cmk(p.input));
+	q.variant = PROTO_VARIANT_COOPMAT_KHR_F32X3;
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, all | VARIANT_HAS_CMK);
+	assert_false(pipelines_is_cmk(p.param) || pipelines_is_cmk(p.input));
+	/* its loop bound: two k steps of 16 per trip */
+	assert_int_equal(variant_max_k(KERN_CMK_DW, PROTO_F32), 32 * 32768);
+	assert_int_equal(PIPELINES_F32X3_BK, VARIANT_CMK_MIN_BK);
+}
+
 /* The small tiling where a GEMM has fewer than small_below large tiles:
  * measured 2048x1024x1024 61 µs against 85, 8192x4096x4096 3666 against 2607. */
 static void test_coopmat_khr_tiling(void **state)
@@ -438,6 +481,7 @@ int main(void)
 		cmocka_unit_test(test_widen_large_gemms),
 		cmocka_unit_test(test_long_16bit_reductions_go_split_k),
 		cmocka_unit_test(test_variant_names_round_trip),
+		cmocka_unit_test(test_coopmat_khr_f32x3_forced_only),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
