@@ -7,12 +7,15 @@
 # vector path and the element path), for f16 and bf16, every subset of the
 # outputs, overwrite and accumulate; each job checked against the float64
 # reference (`vkgrad run --check`: f16 2e-3, bf16 1e-2, normwise).
-#   scripts/device_coopmat_check.sh BIN_DIR [VARIANT]
+#   scripts/device_coopmat_check.sh BIN_DIR [VARIANT [DTYPES]]
+# DTYPES: space-separated, default "f16 bf16" ("f32" for coopmat_khr_f32x3,
+# checked at f32's 1e-4).
 # Prints one line per failure and a summary; exits 1 on any failure, 2 when
 # the daemon does not serve VARIANT for a dtype (hello lacks the kernel).
 set -u
 bin=${1:-build}
 variant=${2:-coopmat_khr}
+dtypes=${3:-f16 bf16}
 dir=$(mktemp -d)
 sock=$dir/vkgrad.sock
 "$bin/vkgradd" --socket "$sock" --cache-dir "$dir/cache" 2>"$dir/daemon.log" &
@@ -27,7 +30,7 @@ shapes="1x1x1 1x129x127 1x128x128 128x1x128 127x128x1 2x1x1 17x8x8
 33x64x64 255x257x33 256x256x256 257x255x31 264x200x136 300x520x1032
 200x999x301 2048x136x72 640x384x128"
 fail=0 runs=0
-for dt in f16 bf16; do
+for dt in $dtypes; do
 	for shape in $shapes; do
 		B=${shape%%x*}; r=${shape#*x}; I=${r%%x*}; O=${r#*x}
 		for outs in dw db dx dw,db dw,dx db,dx dw,db,dx; do
