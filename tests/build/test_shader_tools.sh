@@ -41,10 +41,12 @@ else
 	in_bf16=$(echo "$reg" | grep -c '^linear_coopmat_khr_gemm coopmat_khr bf16 ')
 	want_f16=$([ "$has_cm" -gt 0 ] && echo 1 || echo 0)
 	want_bf16=$([ "$has_cm" -gt 0 ] && [ "$has_bf" -gt 0 ] && echo 1 || echo 0)
-	if [ "$in_f16" = "$want_f16" ] && [ "$in_bf16" = "$want_bf16" ]; then
-		ok "registry_matches_toolchain (coopmat_khr f16 $in_f16, bf16 $in_bf16)"
+	# coopmat_khr_f32x3 (f32 as bf16 pieces) needs what bf16 does
+	in_f32x3=$(echo "$reg" | grep -c '^linear_coopmat_khr_f32x3_gemm coopmat_khr_f32x3 f32 ')
+	if [ "$in_f16" = "$want_f16" ] && [ "$in_bf16" = "$want_bf16" ] && [ "$in_f32x3" = "$want_bf16" ]; then
+		ok "registry_matches_toolchain (coopmat_khr f16 $in_f16, bf16 $in_bf16; coopmat_khr_f32x3 f32 $in_f32x3)"
 	else
-		bad registry_matches_toolchain "coopmat_khr f16 $in_f16 bf16 $in_bf16, toolchain says $want_f16 $want_bf16"
+		bad registry_matches_toolchain "coopmat_khr f16 $in_f16 bf16 $in_bf16 f32x3 $in_f32x3, toolchain says $want_f16 $want_bf16 $want_bf16"
 	fi
 fi
 
