@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#include "iface/kernels.h"
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -72,14 +73,8 @@ layout(std430, set = 0, binding = 0) readonly buffer BufA4 { vec4 a4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB4 { vec4 b4[]; };
 layout(std430, set = 0, binding = 2) buffer BufC4 { vec4 c4[]; };
 
-layout(push_constant) uniform Params {
-	uint M, N, K;
-	uint a_off, b_off, c_off, d_off;
-	uint sam, sak;
-	uint flags;     // 1: write C, 2: write d (bias), 4: accumulate, 8: vector loads
-	uint m_base;
-	uint n_base;
-} pc;
+// push constants, flags, bindings: shaders/iface/kernels.h
+layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 
 shared uvec4 sh[SH];
 
@@ -306,9 +301,9 @@ void main()
 	const uint wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
-	const bool want_d = (pc.flags & 2u) != 0u && n0 == 0u && A_KMAJOR != 0u;
-	const bool vec = (pc.flags & 8u) != 0u;
-	const bool accum = (pc.flags & 4u) != 0u;
+	const bool want_d = (pc.flags & VKG_FLAG_WRITE_D) != 0u && n0 == 0u && A_KMAJOR != 0u;
+	const bool vec = (pc.flags & VKG_FLAG_VEC_LOADS) != 0u;
+	const bool accum = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
 
 	[[unroll]] for (uint i = 0u; i < TM * TN; i++)
 		acc[i] = coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>(0.0);
@@ -355,7 +350,7 @@ void main()
 
 	if (want_d)
 		store_bias(part, m0, accum);
-	if ((pc.flags & 1u) == 0u)
+	if ((pc.flags & VKG_FLAG_WRITE_C) == 0u)
 		return;
 	if (want_d)
 		barrier(); // the partial sums sat where the staging goes
