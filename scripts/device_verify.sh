@@ -30,8 +30,10 @@ echo "=== device_check.sh ($(date -u +%T))"
 timeout 150 scripts/device_check.sh "$bin" >"$O/check.log" 2>&1; echo "rc=$?"
 grep -E "FAILED|worst|checked|kernels" "$O/check.log" | tail -8
 for v in coopmat coopmat_nv2; do
-	echo "=== device_coopmat_check.sh $v ($(date -u +%T))"
-	timeout 100 scripts/device_coopmat_check.sh "$bin" "$v" >"$O/coopmat_$v.log" 2>&1; echo "rc=$?"
+	# VK_NV_cooperative_matrix (variant coopmat) has f16 only
+	dts="f16 bf16"; [ "$v" = coopmat ] && dts=f16
+	echo "=== device_coopmat_check.sh $v $dts ($(date -u +%T))"
+	timeout 100 scripts/device_coopmat_check.sh "$bin" "$v" "$dts" >"$O/coopmat_$v.log" 2>&1; echo "rc=$?"
 	tail -3 "$O/coopmat_$v.log"
 done
 echo "=== done ($(date -u +%T))"
