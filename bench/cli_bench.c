@@ -7,7 +7,7 @@
  * one registered region. Each runs a few warm-up jobs, reports ready, waits
  * on a start barrier (a pipe the parent closes), then runs M jobs keeping K in
  * flight with the asynchronous API, timing each job from vkg_submit until
- * vkg_poll_any reports it, and sends its latencies back through a pipe. */
+ * vkg_wait_any reports it, and sends its latencies back through a pipe. */
 #include "cli_bench.h"
 
 #include "cli.h"
@@ -49,7 +49,7 @@ static const struct bench_line_def {
 static const char bench_usage[] =
 	"usage: vkgrad [--socket PATH] bench [--socket PATH] [--scenario NAME] [--clients N]\n"
 	"                [--jobs M] [--inflight K] [--warmup W] [--json] [--direct | --compare]\n"
-	"                [--check] [--daemon PATH]\n"
+	"                [--check] [--daemon PATH] [--client-spin-us N]\n"
 	"       vkgrad [--socket PATH] bench --kernels [OPTIONS]\n"
 	"  scenarios (default: all of them):\n"
 	"    tiny_latency     B×I×O=32×64×8, dw,db,dx; 1 client, 1 in flight\n"
@@ -64,6 +64,8 @@ static const char bench_usage[] =
 	"                without daemon or socket\n"
 	"  --compare     run every line both ways and print the daemon/direct ratios\n"
 	"  --check       compare each client's last result with the float64 reference\n"
+	"  --client-spin-us N  each client polls its socket up to N µs before it\n"
+	"                sleeps in a wait (vkg_set_wait_spin; default: $VKGRAD_WAIT_SPIN_US or 0)\n"
 	"  --socket PATH use a running daemon; otherwise a private one is started\n"
 	"                (--daemon PATH, default: the vkgradd next to this program)\n"
 	"                on a temporary socket with an empty pipeline cache\n"
@@ -77,6 +79,8 @@ typedef struct bench_opts {
 	const char *socket, *scenario, *daemon;
 	uint64_t clients, jobs, inflight, warmup; /* 0: the line's default */
 	bool warmup_set, json, direct, compare, check;
+	uint64_t client_spin_us;
+	bool client_spin_set;
 } bench_opts;
 
 /* This thread's last job's trace (vkg_trace_last) into row. */
@@ -138,15 +142,7 @@ static int child_jobs(vkg_client *c, const vkg_job *job, uint64_t total, uint32_
 		}
 		uint64_t h = 0;
 		vkg_result res = {0};
-		int rc = vkg_poll_any(c, &h, &res, &err);
-		if (rc == -EAGAIN) {
-			struct pollfd p = {.fd = vkg_fd(c), .events = POLLIN};
-			if (poll(&p, 1, -1) < 0 && errno != EINTR) {
-				snprintf(rep->err, sizeof(rep->err), "poll: %s", strerror(errno));
-				return -1;
-			}
-			continue;
-		}
+		int rc = vkg_wait_any(c, &h, -1, &res, &err);
 		const uint64_t t1 = now_ns_precise();
 		if (rc != 0) {
 			snprintf(rep->err, sizeof(rep->err), "job: %s: %s", err.code, err.message);
@@ -512,9 +508,12 @@ static void print_json(const bench_spec *s, const char *mode, const bench_stats 
 	stages_json(stages, sizeof(stages), st);
 	cli_out("{\"scenario\":\"%s\",\"mode\":\"%s\",\"clients\":%u,\"inflight\":%u,\"jobs\":%" PRIu64
 		",\"shape\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],\"p50_us\":%.1f,\"p99_us\":%.1f,"
-		"\"jobs_per_s\":%.1f,\"avg_batch_jobs\":%.2f,\"stages_us\":%s,\"device\":\"%s\"}\n",
+		"\"jobs_per_s\":%.1f,\"avg_batch_jobs\":%.2f,\"stages_us\":%s,\"client_spin_us\":%llu,"
+		"\"device\":\"%s\"}\n",
 		s->scenario, mode, s->clients, s->inflight, st->jobs, s->batch, s->in, s->out,
-		st->p50_us, st->p99_us, st->jobs_per_s, st->avg_batch, stages, dev);
+		st->p50_us, st->p99_us, st->jobs_per_s, st->avg_batch, stages,
+		getenv("VKGRAD_WAIT_SPIN_US") ? strtoull(getenv("VKGRAD_WAIT_SPIN_US"), NULL, 10) : 0ull,
+		dev);
 }
 
 static double ratio(double a, double b)
@@ -554,7 +553,7 @@ static void print_table_row(const bench_spec *s, const char *mode, const bench_s
 static int bench_parse(int argc, char **argv, bench_opts *o)
 {
 	enum { BO_SOCKET = 256, BO_SCEN, BO_CLIENTS, BO_JOBS, BO_INFL, BO_WARM, BO_JSON, BO_DIRECT,
-	       BO_COMPARE, BO_CHECK, BO_DAEMON, BO_HELP };
+	       BO_COMPARE, BO_CHECK, BO_DAEMON, BO_SPIN, BO_HELP };
 	static const struct option opts[] = {
 		{"socket", required_argument, NULL, BO_SOCKET},
 		{"scenario", required_argument, NULL, BO_SCEN},
@@ -567,6 +566,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		{"compare", no_argument, NULL, BO_COMPARE},
 		{"check", no_argument, NULL, BO_CHECK},
 		{"daemon", required_argument, NULL, BO_DAEMON},
+		{"client-spin-us", required_argument, NULL, BO_SPIN},
 		{"help", no_argument, NULL, BO_HELP},
 		{0},
 	};
@@ -591,6 +591,11 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		case BO_COMPARE: o->compare = true; break;
 		case BO_CHECK: o->check = true; break;
 		case BO_DAEMON: o->daemon = optarg; break;
+		case BO_SPIN:
+			bad = cli_parse_u64("--client-spin-us", optarg, 0, VKG_MAX_WAIT_SPIN_US,
+					    &o->client_spin_us);
+			o->client_spin_set = true;
+			break;
 		case 'h':
 		case BO_HELP: fputs(bench_usage, stdout); return -1;
 		default:
@@ -716,6 +721,11 @@ int cli_bench(const cli_ctx *ctx, int argc, char **argv)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if (!o.socket)
 		o.socket = ctx->socket;
+	if (o.client_spin_set) { /* the clients' vkg_connect reads it */
+		char v[24];
+		snprintf(v, sizeof(v), "%" PRIu64, o.client_spin_us);
+		setenv("VKGRAD_WAIT_SPIN_US", v, 1);
+	}
 
 	bench_spec plan[BENCH_NLINES];
 	const uint32_t n = bench_plan(&o, plan);

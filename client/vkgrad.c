@@ -66,6 +66,7 @@ struct vkg_client {
 	char dead_msg[256];
 	char fatal[200]; /* the daemon's id-0 error, sent just before it closes */
 	proto_code fatal_code;
+	unsigned spin_us;  /* vkg_set_wait_spin */
 };
 
 /* ---- errors ------------------------------------------------------------- */
@@ -422,12 +423,42 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Read without sleeping for up to c->spin_us µs (at most timeout_ms when
+ * that is not -1) until the entry for id is done, gone, or the connection
+ * dead; the caller then looks at the entry as usual. */
+static void conn_spin(vkg_client *c, uint64_t id, int timeout_ms)
+{
+	uint64_t budget = (uint64_t)c->spin_us * 1000;
+	if (timeout_ms >= 0 && budget > (uint64_t)timeout_ms * 1000000)
+		budget = (uint64_t)timeout_ms * 1000000;
+	if (!budget)
+		return;
+	const uint64_t until = now_ns() + budget;
+	do {
+		conn_drain(c);
+		const vkg_entry *e = entry_find(c, id);
+		if (!e || e->done || c->dead_rc)
+			return;
+		cpu_relax();
+	} while (now_ns() < until);
+}
+
 /* Block until the entry for id is done (returned in *out), the time runs out
  * (-ETIMEDOUT, entry kept) or the connection dies (entry dropped). */
 static int conn_wait(vkg_client *c, uint64_t id, int timeout_ms, vkg_entry **out,
 		     vkg_error *err)
 {
 	const int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+	conn_spin(c, id, timeout_ms);
 	for (bool first = true;; first = false) {
 		/* without a time limit the read itself waits (one syscall, not a
 		 * poll and a read); the table may hold the reply already */
@@ -497,6 +528,38 @@ const char *vkg_default_socket(void)
 	return buf;
 }
 
+/* $VKGRAD_WAIT_SPIN_US, when set: 0, or EINVAL with err naming it. */
+static int spin_from_env(unsigned *us, vkg_error *err)
+{
+	const char *s = getenv("VKGRAD_WAIT_SPIN_US");
+	*us = 0;
+	if (!s || !*s)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || *s == '-' || v > VKG_MAX_WAIT_SPIN_US) {
+		set_err(err, -EINVAL, "io",
+			"VKGRAD_WAIT_SPIN_US is '%.32s': want a number of microseconds from 0 to %u", s,
+			VKG_MAX_WAIT_SPIN_US);
+		return EINVAL;
+	}
+	*us = (unsigned)v;
+	return 0;
+}
+
+int vkg_set_wait_spin(vkg_client *c, unsigned us, vkg_error *err)
+{
+	clear_err(err);
+	if (us > VKG_MAX_WAIT_SPIN_US)
+		return set_err(err, -EINVAL, "io", "wait spin of %u µs is over the limit of %u µs", us,
+			       VKG_MAX_WAIT_SPIN_US);
+	pthread_mutex_lock(&c->lock);
+	c->spin_us = us;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 vkg_client *vkg_connect(const char *path, vkg_error *err)
 {
 	clear_err(err);
@@ -536,6 +599,10 @@ vkg_client *vkg_connect(const char *path, vkg_error *err)
 		goto error_close;
 	}
 	c->next_id = 1;
+	if ((e = spin_from_env(&c->spin_us, err)) != 0) {
+		pthread_mutex_destroy(&c->lock);
+		goto error_close;
+	}
 	proto_framer_init(&c->rx, VKG_CLIENT_MAX_FRAME);
 	return c;
 
@@ -871,10 +938,9 @@ int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err)
 	return rc;
 }
 
-int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *err)
+/* vkg_poll_any with the lock held. */
+static int poll_any_locked(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *err)
 {
-	clear_err(err);
-	pthread_mutex_lock(&c->lock);
 	conn_drain(c);
 	int rc = -EAGAIN;
 	for (size_t i = 0; i < c->n_entries; i++) {
@@ -898,6 +964,50 @@ int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *er
 		set_err(err, -EAGAIN, "io", "no job has finished yet");
 	}
 out:
+	return rc;
+}
+
+int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *err)
+{
+	clear_err(err);
+	pthread_mutex_lock(&c->lock);
+	int rc = poll_any_locked(c, handle, res, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int vkg_wait_any(vkg_client *c, uint64_t *handle, int timeout_ms, vkg_result *res,
+		 vkg_error *err)
+{
+	clear_err(err);
+	pthread_mutex_lock(&c->lock);
+	const int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+	uint64_t spin = (uint64_t)c->spin_us * 1000;
+	if (timeout_ms >= 0 && spin > (uint64_t)timeout_ms * 1000000)
+		spin = (uint64_t)timeout_ms * 1000000;
+	const uint64_t spin_until = now_ns() + spin;
+	int rc;
+	while ((rc = poll_any_locked(c, handle, res, err)) == -EAGAIN) {
+		if (spin && now_ns() < spin_until) {
+			cpu_relax();
+			continue;
+		}
+		int wait = -1;
+		if (timeout_ms >= 0) {
+			const int64_t left = deadline - now_ms();
+			if (left <= 0) {
+				rc = set_err(err, -ETIMEDOUT, "io", "no job finished within %d ms",
+					     timeout_ms);
+				break;
+			}
+			wait = left > INT_MAX ? INT_MAX : (int)left;
+		}
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		if (poll(&p, 1, wait) < 0 && errno != EINTR) {
+			rc = set_err(err, -errno, "io", "poll: %s", strerror(errno));
+			break;
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

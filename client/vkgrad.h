@@ -54,6 +54,17 @@ void vkg_close(vkg_client *c);
 /* The socket path the library would use for path == NULL (static buffer). */
 const char *vkg_default_socket(void);
 
+/* How long a wait for a reply (vkg_linear_backward, vkg_wait and the other
+ * synchronous calls) polls the socket before it sleeps in the kernel: a
+ * synchronous client whose jobs take tens of µs then sees its reply a
+ * scheduler wake-up (about 10 µs) sooner, for up to `us` µs of its own CPU
+ * per wait. 0 (the default) never polls. vkg_connect takes the initial
+ * value from $VKGRAD_WAIT_SPIN_US (it fails, naming the variable, when that
+ * is not a number up to the limit). Returns 0, or -EINVAL when `us` is over
+ * VKG_MAX_WAIT_SPIN_US. */
+#define VKG_MAX_WAIT_SPIN_US 1000000u
+int vkg_set_wait_spin(vkg_client *c, unsigned us, vkg_error *err);
+
 /* ---- server information ---- */
 typedef struct vkg_kernel_info {
 	char name[48], domain[24], variant[24], dtype[8], status[16];
@@ -201,6 +212,11 @@ int vkg_fd(const vkg_client *c);
  * negative value when the connection failed (*handle then names one of the
  * jobs lost with it). */
 int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *err);
+/* vkg_poll_any that waits up to timeout_ms (-1: forever) for a job to
+ * finish, polling first for the wait spin (vkg_set_wait_spin); -ETIMEDOUT
+ * when none finished in time. */
+int vkg_wait_any(vkg_client *c, uint64_t *handle, int timeout_ms, vkg_result *res,
+		 vkg_error *err);
 
 /* ---- any request ----
  * Send op with the keys of `args` (the bytes of one msgpack map, without

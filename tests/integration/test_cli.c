@@ -295,6 +295,34 @@ static void test_bench_json_stages(void **state)
 	}
 }
 
+/* `bench --client-spin-us N`: the clients poll before sleeping (the
+ * library's wait spin); the line says so, its stages are all there and its
+ * last results match float64 (--check); a value over the limit is a usage
+ * error naming the option and the limit, and the daemon still serves. */
+static void test_bench_client_spin(void **state)
+{
+	(void)state;
+	static char out[16384];
+	char cmd[1024], v[64], *lines[4];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --json --check --scenario "
+		 "tiny_latency --jobs 30 --warmup 3 --client-spin-us 300", build_dir(), g_d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 4), 1);
+	assert_non_null(json_get(lines[0], "client_spin_us", v, sizeof(v)));
+	assert_string_equal(v, "300");
+	static const char *const st[] = {"request", "decode", "queue", "record", "submit",
+					 "launch", "gpu", "complete", "handoff", "answer",
+					 "write", "client_wake"};
+	expect_stages(lines[0], st, 12, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --json --scenario tiny_latency "
+		 "--client-spin-us 1000001 2>&1", build_dir(), g_d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "--client-spin-us"));
+	assert_non_null(strstr(out, "1000000"));
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s ping", build_dir(), g_d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+}
+
 /* ---- vkgrad bench --kernels ------------------------------------------------------ */
 
 static const char *const measured_keys[] = {
@@ -499,6 +527,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_run_dtypes_check),
 		cmocka_unit_test(test_bench_json_stages),
+		cmocka_unit_test(test_bench_client_spin),
 		cmocka_unit_test(test_bench_kernels_json),
 		cmocka_unit_test(test_bench_kernels_kernel_us),
 		cmocka_unit_test(test_bench_kernels_outputs),

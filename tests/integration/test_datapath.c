@@ -5,7 +5,8 @@
  * offers VK_EXT_calibrated_timestamps) and without (VKGRAD_NO_CALIBRATION);
  * `stats` reports each stage's median over its recent window; an idle
  * daemon with 16 connections uses next to no CPU, also one that polls
- * (spin.h) after activity. */
+ * (spin.h) after activity; the library's own wait spin (vkg_set_wait_spin)
+ * and its refusals. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -319,6 +320,77 @@ static void test_idle_cpu_polling(void **state)
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
+/* The library's wait spin (vkg_set_wait_spin, $VKGRAD_WAIT_SPIN_US): with a
+ * budget longer than a job (the reply is found while polling) and shorter
+ * (the wait goes on blocking), synchronous and asynchronous jobs give
+ * complete traces and results matching float64; vkg_wait's time limit
+ * still holds. */
+static void test_client_wait_spin(void **state)
+{
+	(void)state;
+	vkg_client *c = connect_to(&g_d);
+	small_job s;
+	small_job_make(c, &s, 11);
+	vkg_error err;
+	vkg_trace t;
+	const unsigned budgets[] = {VKG_MAX_WAIT_SPIN_US, 1};
+	for (unsigned b = 0; b < 2; b++) {
+		assert_int_equal(vkg_set_wait_spin(c, budgets[b], &err), 0);
+		for (int i = 0; i < 10; i++) {
+			const uint64_t t0 = mono_ns();
+			if (vkg_linear_backward(c, &s.job, NULL, &err) != 0)
+				fail_msg("job (spin %u µs): %s: %s", budgets[b], err.code, err.message);
+			assert_int_equal(vkg_trace_last(&t), 0);
+			expect_trace(&t, t0, mono_ns(), true);
+		}
+		uint64_t h[4];
+		for (int i = 0; i < 4; i++)
+			assert_int_equal(vkg_submit(c, &s.job, &h[i], &err), 0);
+		/* a zero time limit caps the spin: done or -ETIMEDOUT, never a wait */
+		int rc = vkg_wait(c, h[0], 0, NULL, &err);
+		assert_true(rc == 0 || rc == -ETIMEDOUT);
+		for (int i = rc == 0 ? 1 : 0; i < 4; i++)
+			assert_int_equal(vkg_wait(c, h[i], 60000, NULL, &err), 0);
+		char why[256];
+		if (jobcase_check(&s.jc, s.map, JC_TOL_F32, why, sizeof(why)) != 0)
+			fail_msg("result (spin %u µs): %s", budgets[b], why);
+	}
+	small_job_free(c, &s);
+	vkg_close(c);
+}
+
+/* Budgets over the limit are refused, naming the limit or the variable;
+ * the connection and the daemon still serve. */
+static void test_client_wait_spin_refusals(void **state)
+{
+	(void)state;
+	vkg_client *c = connect_to(&g_d);
+	vkg_error err;
+	assert_int_equal(vkg_set_wait_spin(c, VKG_MAX_WAIT_SPIN_US + 1, &err), -EINVAL);
+	assert_string_equal(err.code, "io");
+	assert_non_null(strstr(err.message, "1000000"));
+	assert_int_equal(vkg_ping(c, &err), 0);
+	vkg_close(c);
+	static const char *const bad[] = {"abc", "1000001", "-5", "12us", "99999999999999999999999"};
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(setenv("VKGRAD_WAIT_SPIN_US", bad[i], 1), 0);
+		vkg_client *x = vkg_connect(g_d.sock, &err);
+		if (x)
+			fail_msg("VKGRAD_WAIT_SPIN_US=%s accepted", bad[i]);
+		assert_int_equal(errno, EINVAL);
+		assert_non_null(strstr(err.message, "VKGRAD_WAIT_SPIN_US"));
+		assert_non_null(strstr(err.message, "1000000"));
+	}
+	assert_int_equal(setenv("VKGRAD_WAIT_SPIN_US", "250", 1), 0);
+	c = connect_to(&g_d);
+	assert_int_equal(vkg_ping(c, &err), 0);
+	vkg_close(c);
+	assert_int_equal(unsetenv("VKGRAD_WAIT_SPIN_US"), 0);
+	c = connect_to(&g_d);
+	assert_int_equal(vkg_ping(c, &err), 0);
+	vkg_close(c);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -340,6 +412,8 @@ int main(void)
 		cmocka_unit_test(test_stats_stage_medians),
 		cmocka_unit_test(test_idle_cpu_default),
 		cmocka_unit_test(test_idle_cpu_polling),
+		cmocka_unit_test(test_client_wait_spin),
+		cmocka_unit_test(test_client_wait_spin_refusals),
 	};
 	int rc = cmocka_run_group_tests_name("datapath", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
