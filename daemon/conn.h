@@ -1,13 +1,23 @@
-/* daemon/conn.h — one client connection: bytes and descriptors in through
- * recvmsg, frames out of the framer, requests dispatched to ops, replies
- * queued out. The connection owns its regions table. */
+/* daemon/conn.h — one client connection, the transport: bytes and
+ * descriptors in through recvmsg, whole frames out of the framer (each
+ * with the descriptors that came with it) handed to the connection's
+ * handler, replies queued out (corked while the engine answers a batch)
+ * and written when the socket takes them. Who is taken at all is
+ * admission.h's; what a frame asks for is the handler's (ops.h).
+ *
+ * The struct also carries what the ops keep per connection (its regions
+ * table, its engine lane, the jobs and unregisters it waits for): the
+ * ops own those fields; the transport reads `inflight` and
+ * `unreg_pending` only to know when a half-closed peer has every reply. */
 #ifndef VKG_DAEMON_CONN_H
 #define VKG_DAEMON_CONN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include <msgpack.h>
 #include <uv.h>
 
 #include "engine.h"
@@ -20,10 +30,25 @@ typedef struct conn conn;
 
 #define CONN_MAX_FDS 16 /* descriptors held at once, waiting for their frame */
 #define CONN_CMSG_FDS 8 /* descriptors accepted in one recvmsg */
+#define CONN_FRAME_FDS 2 /* descriptors a frame hands on (more are closed) */
+
+/* What a connection does with what it receives (ops.c provides it). */
+typedef struct conn_handler {
+	/* c was taken: set up the per-connection state. 0, or -1 to drop c. */
+	int (*open)(conn *c);
+	/* One whole frame body. fds[] holds the first min(nfds,
+	 * CONN_FRAME_FDS) descriptors that came with it (the rest were
+	 * closed): the handler owns them. Returns false when c must stop
+	 * reading (a protocol error: see conn_close_after_replies). */
+	bool (*frame)(conn *c, const uint8_t *body, uint32_t len, int *fds, unsigned nfds);
+	/* c is closing: release the per-connection state. */
+	void (*close)(conn *c);
+} conn_handler;
 
 struct conn {
 	conn *prev, *next;     /* server's list */
 	server *srv;
+	const conn_handler *h;
 	int fd;
 	uv_poll_t poll;
 	int poll_events;       /* what poll watches now (UV_READABLE, UV_WRITABLE) */
@@ -40,34 +65,48 @@ struct conn {
 	unsigned nfds;
 	outq out;              /* replies not yet written */
 	uint64_t rx_ns;        /* when the last read brought bytes (a frame's arrival) */
+	bool rd_eof;           /* the peer half-closed (shutdown SHUT_WR): no more
+				* reading; closed once every reply is out */
+	conn *dirty_next;      /* server's corked list, while dirty */
+	bool dirty;
+	/* the ops' (ops.c) */
 	region **regs;         /* regions table, by insertion */
 	uint32_t nregs, regs_cap;
 	uint64_t next_region;
 	uint64_t region_bytes;
 	uint32_t inflight;     /* queued + running jobs */
 	uint32_t unreg_pending; /* unregister replies not sent yet */
-	bool rd_eof;           /* the peer half-closed (shutdown SHUT_WR): no more
-				* reading; closed once every reply is out */
 	engine_lane *lane;     /* this connection's queue in the engine */
-	conn *dirty_next;      /* server's corked list, while dirty */
-	bool dirty;
 };
 
-/* Take an accepted socket. A peer the allow lists refuse is closed; one
- * past max_connections or max_connections_per_uid gets one
- * {id: 0, ok: false, error: {code: limit}} frame first. Returns 0, or -1
- * (fd closed). */
-int conn_open(server *s, int fd);
-/* Start closing: stop I/O, release the regions table. */
+/* Take an accepted socket, served by h. A peer the allow lists refuse is
+ * closed; one past max_connections or max_connections_per_uid gets one
+ * {id: 0, ok: false, error: {code: limit}} frame first (admission.h).
+ * Returns 0, or -1 (fd closed). */
+int conn_open(server *s, int fd, const conn_handler *h);
+/* Start closing: stop I/O, let the handler release its state. */
 void conn_close(conn *c, const char *why);
 void conn_ref(conn *c);
+void conn_unref(conn *c);
+
+/* Queue one framed reply (sb holds prefix + body) and write it, or leave
+ * it for the uncork. timed: a job reply whose trace takes the write time,
+ * t_encoded when it was encoded (outq.h). A connection that closed drops
+ * it; one above max_outbound_bytes is closed. */
+void conn_send(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encoded);
+/* Encode r as kind and send it. */
+void conn_reply(conn *c, proto_reply_kind kind, const proto_reply *r);
+void conn_reply_ok(conn *c, uint64_t id);
+/* {id, ok: false, error: err} (logged at debug level). */
+void conn_reply_err(conn *c, uint64_t id, const proto_err *err);
+/* A protocol error was answered: read nothing more, close once the
+ * replies queued are written. */
+void conn_close_after_replies(conn *c);
+/* Reply bytes queued and not yet written. */
+size_t conn_out_pending(const conn *c);
+
 /* engine replies_cb: cork (queue replies) or uncork (write every queued
  * reply, one send per connection). */
 void conn_replies_cork(void *srv, bool begin);
-void conn_unref(conn *c);
-
-/* engine_done_fn for the engine: replies to the job's connection. */
-void conn_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
-		   uint64_t gpu_us, uint32_t batch_jobs);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "ops.h"
 #include "service.h"
 
 #include <errno.h>
@@ -46,7 +47,7 @@ static void listen_cb(uv_poll_t *h, int status, int events)
 			}
 			return;
 		}
-		conn_open(s, fd); /* checks max_connections and the per-uid cap */
+		conn_open(s, fd, &ops_handler); /* admission: the allow lists, max_connections, the per-uid cap */
 	}
 }
 
@@ -55,7 +56,7 @@ static void drain_check_cb(uv_timer_t *t)
 	server *s = t->data;
 	bool flushed = true;
 	for (conn *c = s->conns; c; c = c->next)
-		if (outq_pending(&c->out))
+		if (conn_out_pending(c))
 			flushed = false;
 	if (!engine_idle(&s->eng) || !flushed)
 		return;
@@ -175,8 +176,9 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->limits.max_fds_held = CONN_MAX_FDS;
 	s->limits.max_outbound_bytes = cfg->max_outbound_bytes;
 	device_clamp_limits(dev, &s->limits);
+	admission_init(&s->admission, cfg, &s->limits);
 	char err[256];
-	if (engine_init(&s->eng, loop, dev, pl, cfg, conn_job_done, err, sizeof(err)) != 0) {
+	if (engine_init(&s->eng, loop, dev, pl, cfg, ops_job_done, err, sizeof(err)) != 0) {
 		log_err("%s", err);
 		return -1;
 	}

@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "admission.h"
 #include "config.h"
 #include "device.h"
 #include "engine.h"
@@ -29,6 +30,7 @@ typedef struct server {
 	uv_timer_t accept_timer;   /* re-arms accept after EMFILE/ENFILE */
 	uv_signal_t sig_term, sig_int;
 	uv_timer_t drain_timer;
+	admission admission;       /* who connects (its refusal log's rate limit) */
 	conn *conns;               /* doubly linked list of open connections */
 	bool cork;                 /* replies are queued, written at uncork */
 	conn *dirty;               /* connections with replies queued while corked */

@@ -1,0 +1,430 @@
+/* daemon/ops.c — see ops.h. */
+#include "ops.h"
+
+#include "job.h"
+#include "kernel_registry.h"
+#include "log.h"
+#include "server.h"
+#include "text.h"
+#include "variant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- per-connection state -------------------------------------------------- */
+
+static int ops_open(conn *c)
+{
+	c->lane = engine_lane_open(&c->srv->eng);
+	return c->lane ? 0 : -1;
+}
+
+static void ops_close(conn *c)
+{
+	server *s = c->srv;
+	/* queued jobs can no longer be answered: drop them (running ones finish) */
+	engine_lane_close(&s->eng, c->lane);
+	c->lane = NULL;
+	/* the table's references go; regions used by queued or running jobs
+	 * live on until those jobs finish */
+	for (uint32_t i = 0; i < c->nregs; i++) {
+		s->total_region_bytes -= c->regs[i]->size;
+		c->regs[i]->owner = NULL; /* c's address may be reused */
+		region_unref(c->regs[i]);
+	}
+	c->nregs = 0;
+	c->region_bytes = 0;
+}
+
+/* ---- ops --------------------------------------------------------------------- */
+
+static region *find_region(conn *c, uint64_t id, uint32_t *index)
+{
+	for (uint32_t i = 0; i < c->nregs; i++)
+		if (c->regs[i]->id == id) {
+			if (index)
+				*index = i;
+			return c->regs[i];
+		}
+	return NULL;
+}
+
+static int region_size_cb(void *ctx, uint64_t id, uint64_t *size)
+{
+	region *r = find_region(ctx, id, NULL);
+	if (!r)
+		return -1;
+	*size = r->size;
+	return 0;
+}
+
+static void op_hello(conn *c, const proto_request *q)
+{
+	server *s = c->srv;
+	proto_reply *r = calloc(1, sizeof(*r));
+	if (!r)
+		return;
+	r->id = q->id;
+	r->ok = true;
+	r->hello.version = PROTO_VERSION;
+	snprintf(r->hello.server, sizeof(r->hello.server), "vkgradd %s", VKG_VERSION);
+	r->hello.device = s->dev->info;
+	r->hello.limits = s->limits;
+	for (unsigned i = 0; i < kreg_count && r->hello.n_kernels < PROTO_MAX_KERNELS; i++) {
+		int dt = -1;
+		for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
+			if (strcmp(kreg_entries[i].dtype, proto_dtype_name((proto_dtype)t)) == 0)
+				dt = t;
+		if (dt < 0 || !pipelines_serves(s->pl, kreg_entries[i].name, (proto_dtype)dt))
+			continue; /* only what this device runs */
+		proto_kernel_info *k = &r->hello.kernels[r->hello.n_kernels++];
+		snprintf(k->name, sizeof(k->name), "%s", kreg_entries[i].name);
+		snprintf(k->domain, sizeof(k->domain), "%s", kreg_entries[i].domain);
+		snprintf(k->variant, sizeof(k->variant), "%s", kreg_entries[i].variant);
+		snprintf(k->dtype, sizeof(k->dtype), "%s", kreg_entries[i].dtype);
+		snprintf(k->status, sizeof(k->status), "%s", kreg_entries[i].status);
+	}
+	if (q->client[0]) {
+		/* the client's own words: escaped (no line breaks, terminal
+		 * escapes or invalid UTF-8 in the log) and bounded */
+		char name[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_LOG_CHARS)];
+		proto_text_escape(name, sizeof(name), q->client, strlen(q->client),
+				  PROTO_TEXT_LOG_CHARS, 0);
+		log_info("client pid %d says hello as '%s'", (int)c->cred.pid, name);
+	}
+	conn_reply(c, PROTO_R_HELLO, r);
+	free(r);
+}
+
+static void op_stats(conn *c, const proto_request *q)
+{
+	server *s = c->srv;
+	const engine *e = &s->eng;
+	proto_reply r = {.id = q->id, .ok = true};
+	proto_stats *st = &r.stats;
+	st->uptime_s = (double)(engine_now_ns() - s->started_ns) / 1e9;
+	st->clients = s->nconns;
+	st->regions = region_count;
+	st->region_bytes = region_bytes;
+	st->jobs_done = e->jobs_done;
+	st->jobs_failed = e->jobs_failed;
+	st->batches = e->batches;
+	st->jobs_per_batch_avg = e->batches ? (double)e->jobs_in_batches / (double)e->batches : 0;
+	st->pipelines = s->pl->built;
+	st->pipeline_cache_hits = s->pl->cache_hits;
+	st->jobs_queued = e->queued;
+	st->jobs_running = e->running;
+	st->host_imports = region_imports;
+	st->staged_regions = region_staged;
+	st->validation_errors = atomic_load(&s->dev->validation_errors);
+	st->devlocal_min_bytes = e->devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F32];
+	st->devlocal_min_bytes_16bit = e->devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F16];
+	st->devlocal_jobs = e->devlocal_jobs;
+	st->devlocal_copy_bytes = e->devlocal_copy_bytes;
+	st->splitk_jobs = e->splitk_jobs;
+	st->dispatches = e->dispatches;
+	for (uint32_t i = 0; i < e->nslots; i++)
+		st->scratch_bytes += e->slots[i].scratch.size;
+	st->scratch_failures = e->scratch_failures;
+	metrics_export(&e->metrics, st);
+	st->spin_budget_us = e->spin.budget_ns / 1000;
+	st->spin_us = atomic_load(&e->spin_ns) / 1000;
+	st->spin_hits = atomic_load(&e->spin_hits);
+	st->blocking_waits = atomic_load(&e->blocking_waits);
+	conn_reply(c, PROTO_R_STATS, &r);
+}
+
+/* Bytes registered now by the open connections of uid: a walk over at
+ * most max_connections of them, once per register. */
+static uint64_t uid_region_bytes(const server *s, uid_t uid)
+{
+	uint64_t n = 0;
+	for (const conn *c = s->conns; c; c = c->next)
+		if (c->cred.uid == uid)
+			n += c->region_bytes;
+	return n;
+}
+
+static void op_register(conn *c, const proto_request *q, int fd)
+{
+	server *s = c->srv;
+	proto_err err;
+	region *r = NULL;
+	if (s->eng.lost || !s->dev->dev) {
+		/* no objects on a lost device: recovery.c makes them for the
+		 * regions it knows, once the device is back */
+		close(fd);
+		proto_fail(&err, PROTO_DEVICE_LOST,
+			   "register: the GPU was lost and is being recreated; retry in a second");
+		goto fail;
+	}
+	if (c->nregs >= s->limits.max_regions) {
+		close(fd);
+		proto_fail(&err, PROTO_LIMIT, "register: this connection already has max_regions = %u regions",
+			   s->limits.max_regions);
+		goto fail;
+	}
+	if (q->size > s->limits.max_region_bytes) {
+		close(fd);
+		proto_fail(&err, PROTO_LIMIT, "register: key 'size' = %llu exceeds max_region_bytes %llu",
+			   (unsigned long long)q->size, (unsigned long long)s->limits.max_region_bytes);
+		goto fail;
+	}
+	uint64_t uid_bytes = uid_region_bytes(s, c->cred.uid);
+	if (uid_bytes + q->size > s->limits.max_region_bytes_per_uid) {
+		close(fd);
+		proto_fail(&err, PROTO_LIMIT,
+			   "register: key 'size' = %llu would pass max_region_bytes_per_uid %llu "
+			   "(uid %u's connections hold %llu bytes)",
+			   (unsigned long long)q->size, (unsigned long long)s->limits.max_region_bytes_per_uid,
+			   (unsigned)c->cred.uid, (unsigned long long)uid_bytes);
+		goto fail;
+	}
+	if (s->total_region_bytes + q->size > s->limits.max_total_region_bytes) {
+		close(fd);
+		proto_fail(&err, PROTO_LIMIT,
+			   "register: key 'size' = %llu would pass the daemon's max_total_region_bytes %llu",
+			   (unsigned long long)q->size, (unsigned long long)s->limits.max_total_region_bytes);
+		goto fail;
+	}
+	if (c->nregs == c->regs_cap) {
+		uint32_t cap = c->regs_cap ? c->regs_cap * 2 : 8;
+		region **nr = realloc(c->regs, cap * sizeof(*nr));
+		if (!nr) {
+			close(fd);
+			proto_fail(&err, PROTO_INTERNAL, "register: out of memory");
+			goto fail;
+		}
+		c->regs = nr;
+		c->regs_cap = cap;
+	}
+	if (region_create(&r, s->dev, fd, q->size, !s->cfg->no_host_import, c, &err) != 0)
+		goto fail;
+	r->id = ++c->next_region;
+	c->regs[c->nregs++] = r;
+	c->region_bytes += r->size;
+	s->total_region_bytes += r->size;
+	log_debug("client pid %d: region %llu, %llu bytes, %s", (int)c->cred.pid,
+		  (unsigned long long)r->id, (unsigned long long)r->size,
+		  r->staged ? "staged" : "imported");
+	proto_reply rep = {.id = q->id, .ok = true, .region = r->id};
+	conn_reply(c, PROTO_R_REGISTER, &rep);
+	return;
+fail:
+	conn_reply_err(c, q->id, &err);
+}
+
+static void unregister_done(void *ctx, uint64_t id)
+{
+	conn *c = ctx;
+	c->unreg_pending--;
+	conn_reply_ok(c, id); /* no-op when the connection closed meanwhile */
+	conn_unref(c);
+}
+
+static void op_unregister(conn *c, const proto_request *q)
+{
+	uint32_t i;
+	region *r = find_region(c, q->region, &i);
+	if (!r) {
+		proto_err err;
+		proto_fail(&err, PROTO_BAD_REGION,
+			   "unregister: key 'region' = %llu is not registered on this connection",
+			   (unsigned long long)q->region);
+		conn_reply_err(c, q->id, &err);
+		return;
+	}
+	c->regs[i] = c->regs[--c->nregs];
+	c->region_bytes -= r->size;
+	c->srv->total_region_bytes -= r->size;
+	conn_ref(c);
+	c->unreg_pending++;
+	r->on_release = unregister_done;
+	r->release_ctx = c;
+	r->release_arg = q->id;
+	region_unref(r); /* replies now, or when the last job using it ends */
+}
+
+static void op_linear_backward(conn *c, const proto_request *q)
+{
+	server *s = c->srv;
+	proto_err err;
+	uint64_t bytes[PROTO_T_COUNT];
+	if (!s->pl->dtype_ok[q->dtype]) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: dtype '%s' is not served on this device (it lacks 16-bit storage)",
+			   proto_dtype_name(q->dtype));
+		goto fail;
+	}
+	if (q->variant == PROTO_VARIANT_COOPMAT && !s->pl->pipe[KERN_COOPMAT][q->dtype]) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'coopmat' needs dtype f16 on a device with "
+			   "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s",
+			   proto_dtype_name(q->dtype), s->dev->info.name,
+			   s->dev->coopmat ? "" : ", which lacks it");
+		goto fail;
+	}
+	if (q->variant == PROTO_VARIANT_COOPMAT_KHR &&
+	    (q->dtype == PROTO_F32 || !s->pl->pipe[KERN_CMK_DW][q->dtype])) {
+		/* (f32's KERN_CMK_* pipelines are coopmat_khr_f32x3's) */
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'coopmat_khr' needs %s; this job is %s on %s",
+			   q->dtype == PROTO_F32 ? "dtype f16 or bf16 (it multiplies 16-bit operands)"
+						 : s->pl->cmk_why[q->dtype],
+			   proto_dtype_name(q->dtype), s->dev->info.name);
+		goto fail;
+	}
+	if (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3 &&
+	    (q->dtype != PROTO_F32 || !s->pl->pipe[KERN_CMK_DW][q->dtype] ||
+	     !s->pl->pipe[KERN_CMK_DX][q->dtype])) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'coopmat_khr_f32x3' needs %s; this job is %s on %s",
+			   q->dtype != PROTO_F32 ? "dtype f32" : s->pl->cmk_why[q->dtype],
+			   proto_dtype_name(q->dtype), s->dev->info.name);
+		goto fail;
+	}
+		if (q->variant == PROTO_VARIANT_COOPMAT_NV2 &&
+	    (!s->pl->pipe[KERN_NV2_DW][q->dtype] || !s->pl->pipe[KERN_NV2_DX][q->dtype])) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'coopmat_nv2' needs %s; this job is %s on %s",
+			   s->pl->nv2_why[q->dtype], proto_dtype_name(q->dtype), s->dev->info.name);
+		goto fail;
+	}
+	if (q->variant == PROTO_VARIANT_TILED128 && !s->pl->pipe[KERN_TILED128][q->dtype]) {
+		proto_fail(&err, PROTO_UNSUPPORTED,
+			   "linear_backward: variant 'tiled128' needs 32768 bytes of shared memory per "
+			   "workgroup; %s offers maxComputeSharedMemorySize = %u",
+			   s->dev->info.name, s->dev->props.limits.maxComputeSharedMemorySize);
+		goto fail;
+	}
+	if (c->inflight >= s->limits.max_inflight) {
+		proto_fail(&err, PROTO_LIMIT,
+			   "linear_backward: this connection has max_inflight = %u jobs queued or running",
+			   s->limits.max_inflight);
+		goto fail;
+	}
+	if (proto_job_check(q, &s->limits, region_size_cb, c, bytes, &err) != 0)
+		goto fail;
+	region *regs[PROTO_T_COUNT] = {0};
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		if (q->t[t].present)
+			regs[t] = find_region(c, q->t[t].region, NULL);
+	job *j = engine_job_new(c, q, bytes, regs, c->rx_ns);
+	if (!j) {
+		proto_fail(&err, PROTO_INTERNAL, "linear_backward: out of memory");
+		goto fail;
+	}
+	conn_ref(c);
+	c->inflight++;
+	engine_enqueue(&s->eng, c->lane, j);
+	engine_pump(&s->eng);
+	return;
+fail:
+	conn_reply_err(c, q->id, &err);
+}
+
+void ops_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
+		   uint64_t gpu_us, uint32_t batch_jobs)
+{
+	conn *c = j->owner;
+	c->inflight--; /* before the reply: its flush may finish a half-closed c */
+	if (code == PROTO_OK) {
+		proto_reply r = {.id = j->req.id, .ok = true, .queued_us = queued_us,
+				 .gpu_us = gpu_us, .batch_jobs = batch_jobs,
+				 .kernel_us = j->kernel_us, .has_kernel_us = j->has_kernel_us};
+		const uint64_t t_enc = engine_now_ns();
+		engine_job_trace(j, t_enc, &r.trace);
+		msgpack_sbuffer sb;
+		msgpack_sbuffer_init(&sb);
+		if (proto_reply_encode(&sb, PROTO_R_JOB, &r) == 0)
+			conn_send(c, &sb, r.trace.present, t_enc);
+		msgpack_sbuffer_destroy(&sb);
+	} else {
+		proto_err err;
+		proto_fail(&err, code, "linear_backward: %s", msg);
+		conn_reply_err(c, j->req.id, &err);
+	}
+	conn_unref(c);
+}
+
+
+typedef struct runs_ctx {
+	const pipelines *pl;
+	proto_dtype d;
+} runs_ctx;
+
+static bool cannot_run_cb(void *ctx, proto_variant v)
+{
+	const runs_ctx *r = ctx;
+	return !variant_available(r->pl, v, r->d);
+}
+
+/* An unknown variant's message names the variants of the request's dtype
+ * (proto_request_decode); add which of them this device cannot run. */
+static void explain_variants(conn *c, const proto_request *q, proto_err *err)
+{
+	runs_ctx r = {c->srv->pl, q->dtype};
+	char names[128];
+	if (proto_variant_list(names, sizeof(names), q->dtype, cannot_run_cb, &r) == 0)
+		proto_err_append(err, "; this device runs all of them");
+	else
+		proto_err_append(err, "; this device cannot run %s", names);
+}
+
+
+/* conn_handler frame: decode, check the descriptors the op takes, run it. */
+static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsigned nfd)
+{
+	proto_request q;
+	proto_err err;
+	uint64_t id = 0;
+	int rc = proto_request_decode(body, len, &q, &id, &err);
+	if (rc != 0 && err.code == PROTO_BAD_FRAME) {
+		for (unsigned i = 0; i < nfd && i < CONN_FRAME_FDS; i++)
+			close(fds[i]);
+		conn_reply_err(c, 0, &err);
+		log_info("client pid %d: protocol error: %s", (int)c->cred.pid, err.message);
+		conn_close_after_replies(c);
+		return false;
+	}
+	int fd = -1;
+	if (rc == 0 && q.op == PROTO_OP_REGISTER && nfd == 1) {
+		fd = fds[0];
+	} else {
+		for (unsigned i = 0; i < nfd && i < CONN_FRAME_FDS; i++)
+			close(fds[i]);
+		if (rc == 0 && q.op == PROTO_OP_REGISTER)
+			rc = proto_fail(&err, PROTO_BAD_REQUEST,
+					"register: exactly one descriptor must be attached (SCM_RIGHTS) to the frame; %u came (closed)",
+					nfd);
+		else if (rc == 0 && nfd)
+			rc = proto_fail(&err, PROTO_BAD_REQUEST,
+					"%s: %u descriptor(s) came with a frame that takes none; closed",
+					proto_op_name(q.op), nfd);
+	}
+	if (rc != 0) {
+		if (q.variant_unknown)
+			explain_variants(c, &q, &err);
+		conn_reply_err(c, id, &err);
+		return true;
+	}
+	switch (q.op) {
+	case PROTO_OP_HELLO: op_hello(c, &q); break;
+	case PROTO_OP_REGISTER: op_register(c, &q, fd); break;
+	case PROTO_OP_UNREGISTER: op_unregister(c, &q); break;
+	case PROTO_OP_LINEAR_BACKWARD: op_linear_backward(c, &q); break;
+	case PROTO_OP_STATS: op_stats(c, &q); break;
+	case PROTO_OP_PING: conn_reply_ok(c, q.id); break;
+	default: break;
+	}
+	return true;
+}
+
+
+const conn_handler ops_handler = {
+	.open = ops_open,
+	.frame = ops_frame,
+	.close = ops_close,
+};
