@@ -37,6 +37,7 @@ struct bench_direct {
 	proto_limits limits;  /* cfg's, clamped to the device (device_clamp_limits) */
 	uv_loop_t loop;
 	engine eng;
+	region_set regions;   /* the clients' */
 	bool dev_open, pl_init, loop_init, eng_init;
 	char cache_dir[256];
 	/* the run in progress */
@@ -230,7 +231,8 @@ static int dclient_setup(bench_direct *b, dclient *c, uint32_t idx, char *why, s
 		return -1;
 	}
 	proto_err err;
-	if (region_create(&c->reg, &b->dev, fd, c->t.size, !b->cfg.no_host_import, NULL, &err) != 0) {
+	if (region_create(&c->reg, &b->regions, &b->dev, fd, c->t.size, !b->cfg.no_host_import, NULL,
+			  &err) != 0) {
 		snprintf(why, why_len, "region: %s: %s", proto_code_name(err.code), err.message);
 		return -1;
 	}

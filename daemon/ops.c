@@ -106,8 +106,7 @@ static void op_stats(conn *c, const proto_request *q)
 	proto_stats *st = &r.stats;
 	st->uptime_s = (double)(engine_now_ns() - s->started_ns) / 1e9;
 	st->clients = s->nconns;
-	st->regions = region_count;
-	st->region_bytes = region_bytes;
+	region_stats(&s->regions, st);
 	st->jobs_done = e->jobs_done;
 	st->jobs_failed = e->jobs_failed;
 	st->batches = e->batches;
@@ -116,8 +115,6 @@ static void op_stats(conn *c, const proto_request *q)
 	st->pipeline_cache_hits = s->pl->cache_hits;
 	st->jobs_queued = e->queued;
 	st->jobs_running = e->running;
-	st->host_imports = region_imports;
-	st->staged_regions = region_staged;
 	st->validation_errors = atomic_load(&s->dev->validation_errors);
 	st->devlocal_min_bytes = e->devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F32];
 	st->devlocal_min_bytes_16bit = e->devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F16];
@@ -200,7 +197,7 @@ static void op_register(conn *c, const proto_request *q, int fd)
 		c->regs = nr;
 		c->regs_cap = cap;
 	}
-	if (region_create(&r, s->dev, fd, q->size, !s->cfg->no_host_import, c, &err) != 0)
+	if (region_create(&r, &s->regions, s->dev, fd, q->size, !s->cfg->no_host_import, c, &err) != 0)
 		goto fail;
 	r->id = ++c->next_region;
 	c->regs[c->nregs++] = r;

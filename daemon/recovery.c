@@ -33,7 +33,7 @@ static bool same_device(const recovery *rc, const device *d)
 static void teardown(server *s)
 {
 	engine_gpu_release(&s->eng);
-	region_gpu_release_all();
+	region_gpu_release_all(&s->regions);
 	pipelines_destroy(s->pl, s->dev);
 	device_close(s->dev);
 }
@@ -65,7 +65,7 @@ static int attempt(server *s, char *err, size_t n)
 		goto fail;
 	if (engine_gpu_restore(&s->eng, err, n) != 0)
 		goto fail;
-	if (region_gpu_restore_all(d, err, n) != 0)
+	if (region_gpu_restore_all(&s->regions, d, err, n) != 0)
 		goto fail;
 	return 0;
 fail:
@@ -93,8 +93,8 @@ static void try_recover(server *s)
 		log_notice("device recreated after a device loss in %.0f ms: %s; %llu region(s) restored "
 			   "(%llu imported, %llu staged), %u queued job(s) resume",
 			   (double)(engine_now_ns() - t0) / 1e6, s->dev->props.deviceName,
-			   (unsigned long long)region_count, (unsigned long long)region_imports,
-			   (unsigned long long)region_staged, s->eng.queued);
+			   (unsigned long long)s->regions.count, (unsigned long long)s->regions.imports,
+			   (unsigned long long)s->regions.staged, s->eng.queued);
 		service_clients(s->nconns); /* back to the usual STATUS= line */
 		engine_resume(&s->eng);
 		return;

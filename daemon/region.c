@@ -16,9 +16,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-uint64_t region_count, region_bytes, region_imports, region_staged;
 bool region_fault_unsealed;
-static region *live_head;
 
 static size_t round_up(size_t v, size_t a)
 {
@@ -166,16 +164,16 @@ static int check_fs(int fd, proto_err *err)
 
 /* The live region of owner over the file (dev, ino), or NULL. A walk of
  * every live region: registrations are rare, and bounded by the limits. */
-static const region *find_file(const void *owner, dev_t dev, ino_t ino)
+static const region *find_file(const region_set *set, const void *owner, dev_t dev, ino_t ino)
 {
-	for (const region *r = live_head; r; r = r->live_next)
+	for (const region *r = set->head; r; r = r->live_next)
 		if (r->owner == owner && r->file_dev == dev && r->file_ino == ino)
 			return r;
 	return NULL;
 }
 
-int region_create(region **out, const device *d, int fd, uint64_t size, bool allow_import,
-		  const void *owner, proto_err *err)
+int region_create(region **out, region_set *set, const device *d, int fd, uint64_t size,
+		  bool allow_import, const void *owner, proto_err *err)
 {
 	region *r = NULL;
 	struct stat st;
@@ -206,7 +204,7 @@ int region_create(region **out, const device *d, int fd, uint64_t size, bool all
 				(unsigned long long)size, (long long)st.st_size);
 		goto out;
 	}
-	const region *twin = owner ? find_file(owner, st.st_dev, st.st_ino) : NULL;
+	const region *twin = owner ? find_file(set, owner, st.st_dev, st.st_ino) : NULL;
 	if (twin) {
 		rc = proto_fail(err, PROTO_BAD_REGION,
 				"register: this file is already registered on this connection as region %llu%s",
@@ -249,16 +247,17 @@ int region_create(region **out, const device *d, int fd, uint64_t size, bool all
 				(unsigned long long)size);
 		goto fail;
 	}
-	r->live_next = live_head;
-	if (live_head)
-		live_head->live_prev = r;
-	live_head = r;
-	region_count++;
-	region_bytes += size;
+	r->set = set;
+	r->live_next = set->head;
+	if (set->head)
+		set->head->live_prev = r;
+	set->head = r;
+	set->count++;
+	set->bytes += size;
 	if (r->staged)
-		region_staged++;
+		set->staged++;
 	else
-		region_imports++;
+		set->imports++;
 	*out = r;
 	rc = 0;
 	goto out;
@@ -309,15 +308,15 @@ static void gpu_release(region *r)
 	r->mem = VK_NULL_HANDLE;
 }
 
-void region_gpu_release_all(void)
+void region_gpu_release_all(region_set *set)
 {
-	for (region *r = live_head; r; r = r->live_next)
+	for (region *r = set->head; r; r = r->live_next)
 		gpu_release(r);
 }
 
-int region_gpu_restore_all(const device *d, char *err, size_t errlen)
+int region_gpu_restore_all(region_set *set, const device *d, char *err, size_t errlen)
 {
-	for (region *r = live_head; r; r = r->live_next) {
+	for (region *r = set->head; r; r = r->live_next) {
 		if (r->buf)
 			continue;
 		r->dev = d;
@@ -331,8 +330,8 @@ int region_gpu_restore_all(const device *d, char *err, size_t errlen)
 		}
 		if (was_imported) {
 			/* the new device refused the import: copies from now on */
-			region_imports--;
-			region_staged++;
+			set->imports--;
+			set->staged++;
 		}
 	}
 	return 0;
@@ -352,21 +351,30 @@ void region_unref(region *r)
 	if (--r->refs > 0)
 		return;
 	gpu_release(r);
+	region_set *set = r->set;
 	if (r->live_prev)
 		r->live_prev->live_next = r->live_next;
 	else
-		live_head = r->live_next;
+		set->head = r->live_next;
 	if (r->live_next)
 		r->live_next->live_prev = r->live_prev;
 	munmap(r->map, r->map_len);
-	region_count--;
-	region_bytes -= r->size;
+	set->count--;
+	set->bytes -= r->size;
 	if (r->staged)
-		region_staged--;
+		set->staged--;
 	else
-		region_imports--;
+		set->imports--;
 	if (r->on_release)
 		r->on_release(r->release_ctx, r->release_arg);
 	free(r->touch);
 	free(r);
+}
+
+void region_stats(const region_set *set, proto_stats *st)
+{
+	st->regions = set->count;
+	st->region_bytes = set->bytes;
+	st->host_imports = set->imports;
+	st->staged_regions = set->staged;
 }

@@ -8,10 +8,11 @@
  * buffer and the memory go away with the last reference, on the loop
  * thread; then the release callback (set by `unregister`) runs.
  *
- * Every live region is also on one process-wide list, so that after a
- * device loss its Vulkan objects can be dropped before the old device goes
- * and made again on the new one (region_gpu_release_all/restore_all); a
- * region's `buf` is VK_NULL_HANDLE in between. */
+ * Every live region is also on its daemon's region_set (the server owns
+ * one; a benchmark in-process its own), so that after a device loss its
+ * Vulkan objects can be dropped before the old device goes and made again
+ * on the new one (region_gpu_release_all/restore_all), and so that stats
+ * can count them; a region's `buf` is VK_NULL_HANDLE in between. */
 #ifndef VKG_DAEMON_REGION_H
 #define VKG_DAEMON_REGION_H
 
@@ -24,6 +25,14 @@
 
 typedef struct region region;
 typedef void (*region_release_fn)(void *ctx, uint64_t arg);
+
+/* The live regions of one daemon, and their counts for stats. Loop thread
+ * only. Zero-initialised is empty; it must outlive its regions. */
+typedef struct region_set {
+	region *head;
+	uint64_t count, bytes;     /* live regions, and their declared bytes */
+	uint64_t imports, staged;  /* of them: imported in place, mirrored */
+} region_set;
 
 struct region {
 	uint64_t id;
@@ -48,14 +57,16 @@ struct region {
 	dev_t file_dev;
 	ino_t file_ino;
 	const void *owner;
-	region *live_prev, *live_next; /* every region alive, for device recovery */
+	region_set *set;               /* the set it is live on */
+	region *live_prev, *live_next; /* in set, for device recovery */
 	region_release_fn on_release;
 	void *release_ctx;
 	uint64_t release_arg;
 };
 
 /* Take ownership of fd (closed in every case), check it, map it and make it
- * GPU-visible. Returns 0 and *out, or a negative proto code with err.
+ * GPU-visible, live on set. Returns 0 and *out, or a negative proto code
+ * with err.
  * `owner` (the registering connection, or NULL: no check) may hold each
  * file once: a file it already holds, through any descriptor, in a live
  * region (registered, or unregistered while jobs still use it) is refused
@@ -63,8 +74,8 @@ struct region {
  * staging mirrors, or two conflict trackers, of the same bytes: nothing
  * would order the jobs of one connection that write them through
  * different ids, and accumulations would be lost. */
-int region_create(region **out, const device *d, int fd, uint64_t size, bool allow_import,
-		  const void *owner, proto_err *err);
+int region_create(region **out, region_set *set, const device *d, int fd, uint64_t size,
+		  bool allow_import, const void *owner, proto_err *err);
 void region_ref(region *r);
 /* Drop a reference; the last one frees everything and calls on_release. */
 void region_unref(region *r);
@@ -78,16 +89,16 @@ void region_unref(region *r);
 int region_stage_copy(region *r, uint64_t off, uint64_t n, bool in, const char *what,
 		      proto_err *err);
 
-/* After a device loss: destroy every live region's buffer and memory
- * (the mapping of the client's memory stays), before the device goes.
+/* After a device loss: destroy the buffer and memory of every region of
+ * set (the mapping of the client's memory stays), before the device goes.
  * No job may be running. Safe to call again. */
-void region_gpu_release_all(void);
+void region_gpu_release_all(region_set *set);
 /* On the recreated device d (the same struct, reopened): import each live
  * region again where it was imported, falling back to a staging mirror as
  * at registration, or stage it again. Returns 0, or -1 with err (the
  * regions restored so far keep their objects; region_gpu_release_all
  * undoes them). */
-int region_gpu_restore_all(const device *d, char *err, size_t errlen);
+int region_gpu_restore_all(region_set *set, const device *d, char *err, size_t errlen);
 
 /* Fault injection (VKGRAD_FAULT_INJECT=unsealed, tests): register
  * accepts a file without F_SEAL_SHRINK, so that a test can take pages
@@ -96,7 +107,8 @@ int region_gpu_restore_all(const device *d, char *err, size_t errlen);
  * sparse memfd, would raise. */
 extern bool region_fault_unsealed;
 
-/* Process-wide counters for stats. */
-extern uint64_t region_count, region_bytes, region_imports, region_staged;
+/* set's part of stats: regions, region_bytes, host_imports,
+ * staged_regions. */
+void region_stats(const region_set *set, proto_stats *st);
 
 #endif

@@ -35,6 +35,7 @@ typedef struct server {
 	bool cork;                 /* replies are queued, written at uncork */
 	conn *dirty;               /* connections with replies queued while corked */
 	uint32_t nconns;
+	region_set regions;        /* every live region (device recovery, stats) */
 	uint64_t total_region_bytes;
 	uint64_t started_ns;
 	bool draining;
