@@ -652,3 +652,8 @@ void device_clamp_limits(const device *d, proto_limits *l)
 	if (l->max_dim > gx)
 		l->max_dim = gx;
 }
+
+void device_stats(const device *d, proto_stats *st)
+{
+	st->validation_errors = atomic_load(&d->validation_errors);
+}

@@ -71,4 +71,8 @@ int device_list(FILE *out, char *err, size_t errlen);
 /* Index of a memory type in `bits` having all `flags`, or -1. */
 int device_memory_type(const device *d, uint32_t bits, VkMemoryPropertyFlags flags);
 
+/* The device's part of stats: validation_errors (the layer's error
+ * messages since the daemon started, across device recreations). */
+void device_stats(const device *d, proto_stats *st);
+
 #endif

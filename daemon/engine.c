@@ -1054,3 +1054,28 @@ void engine_destroy(engine *e)
 	free(e->slots);
 	e->slots = NULL;
 }
+
+void engine_stats(const engine *e, proto_stats *st)
+{
+	st->jobs_done = e->jobs_done;
+	st->jobs_failed = e->jobs_failed;
+	st->batches = e->batches;
+	st->jobs_per_batch_avg = e->batches ? (double)e->jobs_in_batches / (double)e->batches : 0;
+	st->jobs_queued = e->queued;
+	st->jobs_running = e->running;
+	st->devlocal_min_bytes = e->devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F32];
+	st->devlocal_min_bytes_16bit = e->devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F16];
+	st->devlocal_jobs = e->devlocal_jobs;
+	st->devlocal_copy_bytes = e->devlocal_copy_bytes;
+	st->splitk_jobs = e->splitk_jobs;
+	st->dispatches = e->dispatches;
+	st->scratch_bytes = 0;
+	for (uint32_t i = 0; i < e->nslots; i++)
+		st->scratch_bytes += e->slots[i].scratch.size;
+	st->scratch_failures = e->scratch_failures;
+	metrics_export(&e->metrics, st);
+	st->spin_budget_us = e->spin.budget_ns / 1000;
+	st->spin_us = atomic_load(&e->spin_ns) / 1000;
+	st->spin_hits = atomic_load(&e->spin_hits);
+	st->blocking_waits = atomic_load(&e->blocking_waits);
+}

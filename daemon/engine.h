@@ -223,6 +223,11 @@ uint64_t engine_now_ns(void);
  * stays false for a job without a known arrival. */
 void engine_job_trace(job *j, uint64_t t_encoded, proto_trace *out);
 
+/* The engine's part of stats: jobs and batches, the queue, device-local
+ * copies, split-K, dispatches, scratch, the stage metrics, the spin-wait.
+ * Loop thread (the counters the completion thread writes are atomic). */
+void engine_stats(const engine *e, proto_stats *st);
+
 /* Tensor bytes of a job, all slots together. */
 static inline uint64_t engine_job_bytes(const job *j)
 {

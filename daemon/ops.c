@@ -98,38 +98,18 @@ static void op_hello(conn *c, const proto_request *q)
 	free(r);
 }
 
+/* Each module fills its own part. */
 static void op_stats(conn *c, const proto_request *q)
 {
-	server *s = c->srv;
-	const engine *e = &s->eng;
+	const server *s = c->srv;
 	proto_reply r = {.id = q->id, .ok = true};
 	proto_stats *st = &r.stats;
 	st->uptime_s = (double)(engine_now_ns() - s->started_ns) / 1e9;
 	st->clients = s->nconns;
 	region_stats(&s->regions, st);
-	st->jobs_done = e->jobs_done;
-	st->jobs_failed = e->jobs_failed;
-	st->batches = e->batches;
-	st->jobs_per_batch_avg = e->batches ? (double)e->jobs_in_batches / (double)e->batches : 0;
-	st->pipelines = s->pl->built;
-	st->pipeline_cache_hits = s->pl->cache_hits;
-	st->jobs_queued = e->queued;
-	st->jobs_running = e->running;
-	st->validation_errors = atomic_load(&s->dev->validation_errors);
-	st->devlocal_min_bytes = e->devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F32];
-	st->devlocal_min_bytes_16bit = e->devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F16];
-	st->devlocal_jobs = e->devlocal_jobs;
-	st->devlocal_copy_bytes = e->devlocal_copy_bytes;
-	st->splitk_jobs = e->splitk_jobs;
-	st->dispatches = e->dispatches;
-	for (uint32_t i = 0; i < e->nslots; i++)
-		st->scratch_bytes += e->slots[i].scratch.size;
-	st->scratch_failures = e->scratch_failures;
-	metrics_export(&e->metrics, st);
-	st->spin_budget_us = e->spin.budget_ns / 1000;
-	st->spin_us = atomic_load(&e->spin_ns) / 1000;
-	st->spin_hits = atomic_load(&e->spin_hits);
-	st->blocking_waits = atomic_load(&e->blocking_waits);
+	engine_stats(&s->eng, st);
+	pipelines_stats(s->pl, st);
+	device_stats(s->dev, st);
 	conn_reply(c, PROTO_R_STATS, &r);
 }
 

@@ -647,3 +647,9 @@ void pipelines_destroy(pipelines *p, const device *d)
 		vkDestroyPipelineCache(d->dev, p->cache, NULL);
 	memset(p, 0, sizeof(*p));
 }
+
+void pipelines_stats(const pipelines *pl, proto_stats *st)
+{
+	st->pipelines = pl->built;
+	st->pipeline_cache_hits = pl->cache_hits;
+}

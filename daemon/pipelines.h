@@ -100,4 +100,7 @@ uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_k
 void pipelines_save(const pipelines *p, const device *d);
 void pipelines_destroy(pipelines *p, const device *d);
 
+/* The pipelines' part of stats: pipelines, pipeline_cache_hits. */
+void pipelines_stats(const pipelines *pl, proto_stats *st);
+
 #endif
