@@ -67,7 +67,7 @@ void conn_close(conn *c, const char *why)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
-	service_clients(s->nconns);
+	service_clients(&s->svc, s->nconns);
 	drop_fds(c);
 	outq_shut(&c->out); /* nothing more is written: the socket may close */
 	c->h->close(c);
@@ -154,7 +154,7 @@ int conn_open(server *s, int fd, const conn_handler *h)
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
-	service_clients(s->nconns);
+	service_clients(&s->svc, s->nconns);
 	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
 		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, s->nconns);
 	return 0;

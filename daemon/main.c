@@ -73,7 +73,7 @@ int main(int argc, char **argv)
 	if (server_start(&srv, &loop, &cfg, &dev, &pl) == 0) {
 		log_notice("ready");
 		/* only now: a client connecting after READY=1 is served at once */
-		service_ready(&loop, dev.props.deviceName);
+		service_ready(&srv.svc, &loop, dev.props.deviceName);
 		uv_run(&loop, UV_RUN_DEFAULT);
 		rc = srv.exit_code; /* 1 when the GPU was lost for good */
 	}

@@ -95,7 +95,7 @@ static void try_recover(server *s)
 			   (double)(engine_now_ns() - t0) / 1e6, s->dev->props.deviceName,
 			   (unsigned long long)s->regions.count, (unsigned long long)s->regions.imports,
 			   (unsigned long long)s->regions.staged, s->eng.queued);
-		service_clients(s->nconns); /* back to the usual STATUS= line */
+		service_clients(&s->svc, s->nconns); /* back to the usual STATUS= line */
 		engine_resume(&s->eng);
 		return;
 	}

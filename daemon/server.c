@@ -70,7 +70,7 @@ static void drain_check_cb(uv_timer_t *t)
 	uv_close((uv_handle_t *)&s->sig_int, NULL);
 	uv_close((uv_handle_t *)&s->listen_poll, NULL);
 	recovery_close(s);
-	service_close();
+	service_close(&s->svc);
 	/* engine_destroy closes the async handle; the loop then ends */
 	engine_destroy(&s->eng);
 }
@@ -81,7 +81,7 @@ void server_stop(server *s)
 		return;
 	s->draining = true;
 	log_notice("shutting down: %u job(s) queued, %u running", s->eng.queued, s->eng.running);
-	service_stopping();
+	service_stopping(&s->svc);
 	uv_poll_stop(&s->listen_poll);
 	uv_timer_stop(&s->accept_timer);
 	recovery_stop(s);

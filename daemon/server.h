@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "pipelines.h"
 #include "recovery.h"
+#include "service.h"
 
 typedef struct conn conn;
 
@@ -41,6 +42,7 @@ typedef struct server {
 	bool draining;
 	int exit_code;             /* of the process, once the loop ended */
 	recovery rec;              /* after a device loss */
+	service svc;               /* the service manager's readiness, STATUS=, watchdog */
 } server;
 
 /* Bind the socket and start serving on loop. Returns 0 or -1 (logged). */

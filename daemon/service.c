@@ -17,16 +17,6 @@
 
 #define STATUS_COALESCE_MS 100
 
-static struct {
-	bool notify;              /* $NOTIFY_SOCKET is set: messages go somewhere */
-	bool ready;
-	bool timers;              /* the handles below are initialised */
-	uv_timer_t watchdog;      /* WATCHDOG=1 pings */
-	uv_timer_t status;        /* one-shot: the coalesced clients STATUS= */
-	uint32_t clients;
-	char device[256];
-} g;
-
 int service_listen_fd(char *where, size_t n)
 {
 	/* unset_environment: the variables are for this process only */
@@ -78,15 +68,10 @@ void service_status(const char *fmt, ...)
 	sd_notifyf(0, "STATUS=%s", line);
 }
 
-static void send_clients_status(void)
-{
-	sd_notifyf(0, "STATUS=serving on %s; %u client(s)", g.device, (unsigned)g.clients);
-}
-
 static void status_cb(uv_timer_t *t)
 {
-	(void)t;
-	send_clients_status();
+	const service *sv = t->data;
+	sd_notifyf(0, "STATUS=serving on %s; %u client(s)", sv->device, (unsigned)sv->clients);
 }
 
 static void watchdog_cb(uv_timer_t *t)
@@ -96,17 +81,18 @@ static void watchdog_cb(uv_timer_t *t)
 	sd_notify(0, "WATCHDOG=1");
 }
 
-void service_ready(uv_loop_t *loop, const char *device_name)
+void service_ready(service *sv, uv_loop_t *loop, const char *device_name)
 {
-	g.notify = getenv("NOTIFY_SOCKET") != NULL;
-	g.ready = true;
-	snprintf(g.device, sizeof(g.device), "%s", device_name);
-	uv_timer_init(loop, &g.watchdog);
-	uv_timer_init(loop, &g.status);
-	g.timers = true;
-	if (g.notify)
-		sd_notifyf(0, "READY=1\nSTATUS=serving on %s; %u client(s)", g.device,
-			   (unsigned)g.clients);
+	sv->notify = getenv("NOTIFY_SOCKET") != NULL;
+	sv->ready = true;
+	snprintf(sv->device, sizeof(sv->device), "%s", device_name);
+	uv_timer_init(loop, &sv->watchdog);
+	uv_timer_init(loop, &sv->status);
+	sv->status.data = sv;
+	sv->timers = true;
+	if (sv->notify)
+		sd_notifyf(0, "READY=1\nSTATUS=serving on %s; %u client(s)", sv->device,
+			   (unsigned)sv->clients);
 	uint64_t usec = 0;
 	int r = sd_watchdog_enabled(0, &usec);
 	if (r < 0)
@@ -118,34 +104,34 @@ void service_ready(uv_loop_t *loop, const char *device_name)
 		log_info("watchdog: pinging every %llu ms (WatchdogSec %.3f s)",
 			 (unsigned long long)ms, (double)usec / 1e6);
 		sd_notify(0, "WATCHDOG=1");
-		uv_timer_start(&g.watchdog, watchdog_cb, ms, ms);
+		uv_timer_start(&sv->watchdog, watchdog_cb, ms, ms);
 	}
 }
 
-void service_clients(uint32_t n)
+void service_clients(service *sv, uint32_t n)
 {
-	g.clients = n;
-	if (!g.notify || !g.ready || uv_is_active((uv_handle_t *)&g.status))
+	sv->clients = n;
+	if (!sv->notify || !sv->ready || uv_is_active((uv_handle_t *)&sv->status))
 		return;
-	uv_timer_start(&g.status, status_cb, STATUS_COALESCE_MS, 0);
+	uv_timer_start(&sv->status, status_cb, STATUS_COALESCE_MS, 0);
 }
 
-void service_stopping(void)
+void service_stopping(service *sv)
 {
-	g.ready = false; /* no more clients STATUS= lines */
-	if (!g.notify)
+	sv->ready = false; /* no more clients STATUS= lines */
+	if (!sv->notify)
 		return;
-	if (g.timers)
-		uv_timer_stop(&g.status);
+	if (sv->timers)
+		uv_timer_stop(&sv->status);
 	sd_notify(0, "STOPPING=1\nSTATUS=shutting down: answering the jobs in flight");
 }
 
-void service_close(void)
+void service_close(service *sv)
 {
-	if (!g.timers)
+	if (!sv->timers)
 		return;
-	g.timers = false;
-	g.ready = false;
-	uv_close((uv_handle_t *)&g.watchdog, NULL);
-	uv_close((uv_handle_t *)&g.status, NULL);
+	sv->timers = false;
+	sv->ready = false;
+	uv_close((uv_handle_t *)&sv->watchdog, NULL);
+	uv_close((uv_handle_t *)&sv->status, NULL);
 }

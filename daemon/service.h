@@ -4,15 +4,30 @@
  *
  * Every function is a cheap no-op when the daemon does not run under a
  * service manager ($NOTIFY_SOCKET, $LISTEN_FDS, $WATCHDOG_USEC unset), so
- * the same binary serves in the foreground, in tests and as a unit. One
- * daemon per process: the state is the module's own. Loop thread only. */
+ * the same binary serves in the foreground, in tests and as a unit.
+ * Readiness, the clients line and the watchdog keep their state in a
+ * `service` the server owns (zero-initialised: not ready yet); the
+ * socket and the starting STATUS= lines need none. Loop thread only. */
 #ifndef VKG_DAEMON_SERVICE_H
 #define VKG_DAEMON_SERVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <uv.h>
+
+#define SERVICE_DEVICE_CHARS 256
+
+typedef struct service {
+	bool notify;              /* $NOTIFY_SOCKET is set: messages go somewhere */
+	bool ready;
+	bool timers;              /* the handles below are initialised */
+	uv_timer_t watchdog;      /* WATCHDOG=1 pings */
+	uv_timer_t status;        /* one-shot: the coalesced clients STATUS= */
+	uint32_t clients;
+	char device[SERVICE_DEVICE_CHARS];
+} service;
 
 /* The listening socket passed by the service manager (sd_listen_fds(1)),
  * made non-blocking and close-on-exec, with its path written into
@@ -27,17 +42,17 @@ void service_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Everything is up (device open, pipelines built, socket listening):
  * READY=1 with the first STATUS= line, and start the watchdog pings
  * (WATCHDOG=1 every half of $WATCHDOG_USEC) from a timer on loop. */
-void service_ready(uv_loop_t *loop, const char *device_name);
+void service_ready(service *sv, uv_loop_t *loop, const char *device_name);
 
 /* The number of connected clients changed: STATUS= says so, coalesced to
  * at most one message per 100 ms so a burst of connections costs one. */
-void service_clients(uint32_t n);
+void service_clients(service *sv, uint32_t n);
 
 /* Shutdown began: STOPPING=1. The watchdog keeps pinging while the jobs in
  * flight drain. */
-void service_stopping(void);
+void service_stopping(service *sv);
 
-/* Close the module's loop handles (timers); the loop can then end. */
-void service_close(void);
+/* Close sv's loop handles (timers); the loop can then end. */
+void service_close(service *sv);
 
 #endif
