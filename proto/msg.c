@@ -282,8 +282,10 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 		}
 	char names[128], others[96] = "";
 	proto_variant_list(names, sizeof(names), d, NULL, NULL);
-	/* those that do not fit: " (coopmat is f16 only; coopmat_khr, coopmat_nv2
-	 * are f16 and bf16 only)" */
+	/* the known names that do not fit d, with what they need: for f32
+	 * " (coopmat is f16 only; coopmat_khr, coopmat_nv2 are f16 and bf16
+	 * only)", for f16 " (coopmat_khr_f32x3 is f32 only)", for bf16
+	 * " (coopmat is f16 only; coopmat_khr_f32x3 is f32 only)" */
 	const char *sep = " (";
 	if (!proto_variant_fits(PROTO_VARIANT_COOPMAT, req->dtype)) {
 		snprintf(others, sizeof(others), " (coopmat is f16 only");
