@@ -248,6 +248,79 @@ static void kill_children(const pid_t *pids, uint32_t n)
 			kill(pids[i], SIGTERM);
 }
 
+/* Wait until each of the `n` children (pids) said ready ('r') on fd, or
+ * one failed ('!'); one that died without a word is found by looking at
+ * the children while the pipe is quiet. 0, or -1 with why. */
+static int wait_ready(int fd, const pid_t *pids, uint32_t n, char *why, size_t why_len)
+{
+	for (uint32_t got = 0; got < n;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int pr = poll(&p, 1, 500);
+		if (pr == 0) {
+			for (uint32_t i = 0; i < n; i++) {
+				siginfo_t si = {0};
+				if (waitid(P_PID, (id_t)pids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+				    si.si_pid) {
+					snprintf(why, why_len, "client %u died before the measured phase",
+						 i + 1);
+					return -1;
+				}
+			}
+			continue;
+		}
+		char c;
+		ssize_t k = pr < 0 ? -1 : read(fd, &c, 1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k != 1 || c != 'r') {
+			snprintf(why, why_len, "a client failed before the measured phase");
+			return -1;
+		}
+		got++;
+	}
+	return 0;
+}
+
+/* Read each child's report (outs[]) into r: its latencies and stages
+ * appended, r->wall_ns from t0 to the last child's end. Every report is
+ * read even after a failure. 0, or -1 with why (the first failure's). */
+static int collect_reports(const bench_spec *s, const int *outs, uint64_t t0, bench_result *r,
+			   char *why, size_t why_len)
+{
+	uint64_t t_end = t0;
+	bool failed = false;
+	for (uint32_t i = 0; i < s->clients; i++) {
+		child_report rep;
+		if (bench_read_all(outs[i], &rep, sizeof(rep)) != 0) {
+			snprintf(why, why_len, "client %u ended without a report", i + 1);
+			failed = true;
+			continue;
+		}
+		rep.err[sizeof(rep.err) - 1] = 0;
+		if (!rep.ok || rep.n > s->jobs) {
+			if (!failed)
+				snprintf(why, why_len, "client %u: %s", i + 1,
+					 rep.ok ? "bad report" : rep.err);
+			failed = true;
+			continue;
+		}
+		if (bench_read_all(outs[i], r->lat_ns + r->n, rep.n * sizeof(uint64_t)) != 0 ||
+		    bench_read_all(outs[i], r->stage_ns + r->n * PROTO_STAGE_COUNT,
+				   rep.n * PROTO_STAGE_COUNT * sizeof(uint64_t)) != 0) {
+			snprintf(why, why_len, "client %u: short report", i + 1);
+			failed = true;
+			continue;
+		}
+		r->n += rep.n;
+		r->batch_jobs_sum += rep.batch_jobs_sum;
+		r->mismatched += rep.mismatched;
+		if (rep.t_end_ns > t_end)
+			t_end = rep.t_end_ns;
+	}
+	r->wall_ns = t_end - t0;
+	return failed ? -1 : 0;
+}
+
 /* One line in socket mode. 0, or -1 with why. */
 static int bench_socket_run(const char *sock, const bench_spec *s, bench_result *r, char *why,
 			    size_t why_len)
@@ -302,69 +375,13 @@ static int bench_socket_run(const char *sock, const bench_spec *s, bench_result 
 	close(start[0]);
 	start[0] = -1;
 
-	/* every child ready ('r') or failed ('!'); one that died without a word
-	 * is found by looking at the children while the pipe is quiet */
-	for (uint32_t got = 0; got < s->clients;) {
-		struct pollfd p = {.fd = ready[0], .events = POLLIN};
-		int pr = poll(&p, 1, 500);
-		if (pr == 0) {
-			for (uint32_t i = 0; i < started; i++) {
-				siginfo_t si = {0};
-				if (waitid(P_PID, (id_t)pids[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-				    si.si_pid) {
-					snprintf(why, why_len, "client %u died before the measured phase",
-						 i + 1);
-					goto abort;
-				}
-			}
-			continue;
-		}
-		char c;
-		ssize_t n = pr < 0 ? -1 : read(ready[0], &c, 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n != 1 || c != 'r') {
-			snprintf(why, why_len, "a client failed before the measured phase");
-			goto abort;
-		}
-		got++;
-	}
+	if (wait_ready(ready[0], pids, started, why, why_len) != 0)
+		goto abort;
 	const uint64_t t0 = now_ns_precise();
 	close(start[1]); /* go */
 	start[1] = -1;
 
-	uint64_t t_end = t0;
-	bool failed = false;
-	for (uint32_t i = 0; i < s->clients; i++) {
-		child_report rep;
-		if (bench_read_all(outs[i], &rep, sizeof(rep)) != 0) {
-			snprintf(why, why_len, "client %u ended without a report", i + 1);
-			failed = true;
-			continue;
-		}
-		rep.err[sizeof(rep.err) - 1] = 0;
-		if (!rep.ok || rep.n > s->jobs) {
-			if (!failed)
-				snprintf(why, why_len, "client %u: %s", i + 1,
-					 rep.ok ? "bad report" : rep.err);
-			failed = true;
-			continue;
-		}
-		if (bench_read_all(outs[i], r->lat_ns + r->n, rep.n * sizeof(uint64_t)) != 0 ||
-		    bench_read_all(outs[i], r->stage_ns + r->n * PROTO_STAGE_COUNT,
-				   rep.n * PROTO_STAGE_COUNT * sizeof(uint64_t)) != 0) {
-			snprintf(why, why_len, "client %u: short report", i + 1);
-			failed = true;
-			continue;
-		}
-		r->n += rep.n;
-		r->batch_jobs_sum += rep.batch_jobs_sum;
-		r->mismatched += rep.mismatched;
-		if (rep.t_end_ns > t_end)
-			t_end = rep.t_end_ns;
-	}
-	r->wall_ns = t_end - t0;
-	rc = failed ? -1 : 0;
+	rc = collect_reports(s, outs, t0, r, why, why_len);
 	goto reap;
 abort:
 	kill_children(pids, started);
