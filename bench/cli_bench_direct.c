@@ -87,7 +87,7 @@ static void __attribute__((format(printf, 2, 3))) fail_run(bench_direct *b, cons
 	va_end(ap);
 }
 
-/* Validate and queue the client's next job, as conn.c does for a frame. */
+/* Validate and queue the client's next job, as ops.c does for a frame. */
 static int dclient_submit(dclient *c)
 {
 	bench_direct *b = c->b;
@@ -183,7 +183,7 @@ static int run_phase(bench_direct *b, uint64_t jobs, bool measure, uint64_t *wal
 	}
 	if (!b->pending)
 		return 0;
-	/* the first jobs go in one by one, each pumped as conn.c pumps a
+	/* the first jobs go in one by one, each pumped as ops.c pumps a
 	 * frame's job; later ones from the done callback, pumped by the
 	 * engine after the completions it handles */
 	const uint64_t t0 = engine_now_ns();

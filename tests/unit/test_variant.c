@@ -225,7 +225,7 @@ static void test_coopmat_khr_first(void **state)
 	assert_false(pipelines_is_cmk(p.param));
 	assert_false(pipelines_is_cmk(p.input));
 	/* forced: dW and dX on it, db alone by the row-parallel kernel; forcing
-	 * it where the device lacks it never picks it (conn.c refuses first) */
+	 * it where the device lacks it never picks it (ops.c refuses first) */
 	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_COOPMAT_KHR);
 	p = variant_choose(&q, VARIANT_HAS_CMK);
 	assert_int_equal(p.param, KERN_CMK_DW);
@@ -280,7 +280,7 @@ static void test_coopmat_khr_f32x3_forced_only(void **state)
 	proto_request d = job(64, 64, 64, false, true, false, PROTO_VARIANT_COOPMAT_KHR_F32X3);
 	d.dtype = PROTO_F32;
 	assert_int_equal(variant_choose(&d, all).param, KERN_PARAM);
-	/* without the pipelines (conn.c refuses it first): not the tensor cores */
+	/* without the pipelines (ops.c refuses it first): not the tensor cores */
 	p = variant_choose(&q, 0);
 	assert_false(pipelines_is_cmk(p.param) || pipelines_is_cmk(p.input));
 	/* coopmat_khr with f32 (its pipelines are f32x3's), coopmat_khr_f32x3
