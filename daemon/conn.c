@@ -209,7 +209,7 @@ static void flush_out(conn *c)
 
 /* Queue one framed reply (sb holds prefix + body) and try to write it.
  * timed: a job reply whose trace takes the write time (outq.h). */
-void conn_send(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encoded)
+void conn_send_frame(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encoded)
 {
 	if (!c->open || !sb->data)
 		return;
@@ -260,7 +260,7 @@ void conn_reply(conn *c, proto_reply_kind kind, const proto_reply *r)
 	msgpack_sbuffer sb;
 	msgpack_sbuffer_init(&sb);
 	if (proto_reply_encode(&sb, kind, r) == 0)
-		conn_send(c, &sb, false, 0);
+		conn_send_frame(c, &sb, false, 0);
 	msgpack_sbuffer_destroy(&sb);
 }
 

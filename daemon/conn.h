@@ -93,7 +93,7 @@ void conn_unref(conn *c);
  * it for the uncork. timed: a job reply whose trace takes the write time,
  * t_encoded when it was encoded (outq.h). A connection that closed drops
  * it; one above max_outbound_bytes is closed. */
-void conn_send(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encoded);
+void conn_send_frame(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encoded);
 /* Encode r as kind and send it. */
 void conn_reply(conn *c, proto_reply_kind kind, const proto_reply *r);
 void conn_reply_ok(conn *c, uint64_t id);

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "device.h"
 #include "log.h"
+#include "ops.h"
 #include "pipelines.h"
 #include "server.h"
 #include "service.h"
@@ -70,7 +71,7 @@ int main(int argc, char **argv)
 	uv_loop_init(&loop);
 	server srv;
 	rc = 1;
-	if (server_start(&srv, &loop, &cfg, &dev, &pl) == 0) {
+	if (server_start(&srv, &loop, &cfg, &dev, &pl, &ops_handler, ops_job_done) == 0) {
 		log_notice("ready");
 		/* only now: a client connecting after READY=1 is served at once */
 		service_ready(&srv.svc, &loop, dev.props.deviceName);

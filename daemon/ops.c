@@ -316,7 +316,7 @@ void ops_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
 		msgpack_sbuffer sb;
 		msgpack_sbuffer_init(&sb);
 		if (proto_reply_encode(&sb, PROTO_R_JOB, &r) == 0)
-			conn_send(c, &sb, r.trace.present, t_enc);
+			conn_send_frame(c, &sb, r.trace.present, t_enc);
 		msgpack_sbuffer_destroy(&sb);
 	} else {
 		proto_err err;

@@ -3,7 +3,6 @@
 
 #include "conn.h"
 #include "log.h"
-#include "ops.h"
 #include "service.h"
 
 #include <errno.h>
@@ -47,7 +46,7 @@ static void listen_cb(uv_poll_t *h, int status, int events)
 			}
 			return;
 		}
-		conn_open(s, fd, &ops_handler); /* admission: the allow lists, max_connections, the per-uid cap */
+		conn_open(s, fd, s->handler); /* admission: the allow lists, max_connections, the per-uid cap */
 	}
 }
 
@@ -157,13 +156,15 @@ static uint64_t staging_heap_bytes(const device *d)
 	return 0;
 }
 
-int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl)
+int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl,
+		 const conn_handler *handler, engine_done_fn done)
 {
 	memset(s, 0, sizeof(*s));
 	s->loop = loop;
 	s->cfg = cfg;
 	s->dev = dev;
 	s->pl = pl;
+	s->handler = handler;
 	s->listen_fd = -1;
 	s->started_ns = engine_now_ns();
 	/* the configured limits, lowered to what the device can run */
@@ -178,7 +179,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	device_clamp_limits(dev, &s->limits);
 	admission_init(&s->admission, cfg, &s->limits);
 	char err[256];
-	if (engine_init(&s->eng, loop, dev, pl, cfg, ops_job_done, err, sizeof(err)) != 0) {
+	if (engine_init(&s->eng, loop, dev, pl, cfg, done, err, sizeof(err)) != 0) {
 		log_err("%s", err);
 		return -1;
 	}

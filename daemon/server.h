@@ -17,6 +17,7 @@
 #include "service.h"
 
 typedef struct conn conn;
+typedef struct conn_handler conn_handler;
 
 typedef struct server {
 	uv_loop_t *loop;
@@ -32,6 +33,7 @@ typedef struct server {
 	uv_signal_t sig_term, sig_int;
 	uv_timer_t drain_timer;
 	admission admission;       /* who connects (its refusal log's rate limit) */
+	const conn_handler *handler; /* what each connection's frames go to (ops.h) */
 	conn *conns;               /* doubly linked list of open connections */
 	bool cork;                 /* replies are queued, written at uncork */
 	conn *dirty;               /* connections with replies queued while corked */
@@ -45,8 +47,11 @@ typedef struct server {
 	service svc;               /* the service manager's readiness, STATUS=, watchdog */
 } server;
 
-/* Bind the socket and start serving on loop. Returns 0 or -1 (logged). */
-int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl);
+/* Bind the socket and start serving on loop: every connection's frames go
+ * to handler, every finished job to done (main.c passes ops.h's, so the
+ * server calls nothing of the ops above it). Returns 0 or -1 (logged). */
+int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl,
+		 const conn_handler *handler, engine_done_fn done);
 /* Begin graceful shutdown: stop accepting, finish jobs in flight, answer
  * them, then close every connection and let the loop end. */
 void server_stop(server *s);
