@@ -98,6 +98,11 @@ static void op_hello(conn *c, const proto_request *q)
 	free(r);
 }
 
+static void op_ping(conn *c, const proto_request *q)
+{
+	conn_reply_ok(c, q->id);
+}
+
 /* Each module fills its own part. */
 static void op_stats(conn *c, const proto_request *q)
 {
@@ -262,7 +267,7 @@ static void op_linear_backward(conn *c, const proto_request *q)
 			   proto_dtype_name(q->dtype), s->dev->info.name);
 		goto fail;
 	}
-		if (q->variant == PROTO_VARIANT_COOPMAT_NV2 &&
+	if (q->variant == PROTO_VARIANT_COOPMAT_NV2 &&
 	    (!s->pl->pipe[KERN_NV2_DW][q->dtype] || !s->pl->pipe[KERN_NV2_DX][q->dtype])) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
 			   "linear_backward: variant 'coopmat_nv2' needs %s; this job is %s on %s",
@@ -326,7 +331,6 @@ void ops_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
 	conn_unref(c);
 }
 
-
 typedef struct runs_ctx {
 	const pipelines *pl;
 	proto_dtype d;
@@ -349,7 +353,6 @@ static void explain_variants(conn *c, const proto_request *q, proto_err *err)
 	else
 		proto_err_append(err, "; this device cannot run %s", names);
 }
-
 
 /* conn_handler frame: decode, check the descriptors the op takes, run it. */
 static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsigned nfd)
@@ -393,12 +396,11 @@ static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsi
 	case PROTO_OP_UNREGISTER: op_unregister(c, &q); break;
 	case PROTO_OP_LINEAR_BACKWARD: op_linear_backward(c, &q); break;
 	case PROTO_OP_STATS: op_stats(c, &q); break;
-	case PROTO_OP_PING: conn_reply_ok(c, q.id); break;
+	case PROTO_OP_PING: op_ping(c, &q); break;
 	default: break;
 	}
 	return true;
 }
-
 
 const conn_handler ops_handler = {
 	.open = ops_open,
