@@ -7,10 +7,13 @@
  * edges (BM, BN, BK and ±1 around them, one row, one column, several tiles
  * each way, in/out multiples of 4 for the vector loads and stores, some
  * tensors off the 16-byte grid), for the output subsets dW+db+dX, dW+db,
- * dX and db alone, overwrite and accumulate. The tilings cover 8×8 and
- * 8×4 / 4×8 per thread, 12 rows per thread, k steps of 4, 8 and 16, the
- * loads in 1, 2 and 4 phases, padding, and warp-shaped thread layouts.
+ * dX and db alone, overwrite and accumulate. The tilings cover 8×8,
+ * 8×4 / 4×8, 12×8 and 16×8 per thread, 64, 128 and 256 threads, k steps
+ * of 4, 8 and 16, the loads in 1, 2 and 4 phases, padding, and
+ * warp-shaped thread layouts (those of scripts/device_f32_tune.sh among
+ * them, but for padding at k steps of 16: 33 KiB, above lavapipe's 32).
  *
+ * The same through the device-local path cut into many small dispatches.
  * A reduction longer than the loop bound allows in one dispatch at k steps
  * of 4 (record.c cuts it by the tiling's own BK: llvmpipe stops a loop
  * after 65,535 trips and returns a wrong sum otherwise) must still be
@@ -47,6 +50,10 @@ static const tcase tilings[] = {
 	{"96x128x12x8x16", 96, 128, 16},        /* 12 rows per thread: 3 loads of A */
 	{"64x64x8x8x4x2", 64, 64, 4},           /* 64 threads, k steps of 4 */
 	{"128x128x8x8x16x4x0x4", 128, 128, 16}, /* four phases, warps 4 wide */
+	{"64x128x8x8x16x2x0x8", 64, 128, 16},   /* 128 threads, warps 8 wide */
+	{"128x64x8x8x16x2", 128, 64, 16},       /* 128 threads */
+	{"256x128x16x8x8", 256, 128, 8},        /* 16x8 per thread */
+	{"128x128x8x8x8x2x1x8", 128, 128, 8},   /* padding, warps 8 wide */
 };
 
 static unsigned run_tiling(const daemon_proc *d, const tcase *t)
@@ -104,18 +111,24 @@ static unsigned run_tiling(const daemon_proc *d, const tcase *t)
 	return failed;
 }
 
-/* A daemon with tiling `tile`; its log names it. */
-static void start_with(daemon_proc *d, const char *tile)
+/* A daemon with tiling `tile` and command-line arguments args (NULL:
+ * none); its log names the tiling. */
+static void start_with_args(daemon_proc *d, const char *tile, const char *const *args)
 {
 	char env[96], want[128];
 	snprintf(env, sizeof(env), "VKGRAD_T128_TILE=%s", tile);
 	const char *const envs[] = {env, NULL};
 	memset(d, 0, sizeof(*d));
-	assert_int_equal(daemon_proc_start(d, NULL, envs), 0);
+	assert_int_equal(daemon_proc_start(d, args, envs), 0);
 	unsigned bm, bn;
 	assert_int_equal(sscanf(tile, "%ux%u", &bm, &bn), 2);
 	snprintf(want, sizeof(want), "VKGRAD_T128_TILE: linear_tiled128_gemm (f32) with %ux%u tiles", bm, bn);
 	assert_true(daemon_proc_log_contains(d, want));
+}
+
+static void start_with(daemon_proc *d, const char *tile)
+{
+	start_with_args(d, tile, NULL);
 }
 
 static void test_tilings(void **state)
@@ -129,6 +142,29 @@ static void test_tilings(void **state)
 		assert_int_equal(daemon_proc_stop(&d), 0);
 	}
 	assert_int_equal(failed, 0);
+}
+
+/* Tiles other than 128x128 cut into many small dispatches (each a range
+ * of row and column tiles: m_base, n_base) through the device-local path. */
+static void test_small_dispatches(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--devlocal-min-bytes", "1", "--dispatch-max-macs", "100000", NULL};
+	static const tcase t[] = {{"128x64x8x4x16x1x0x8", 128, 64, 16}, {"64x128x8x8x16x2", 64, 128, 16}};
+	for (int i = 0; i < 2; i++) {
+		daemon_proc d;
+		start_with_args(&d, t[i].tile, args);
+		assert_int_equal(run_tiling(&d, &t[i]), 0);
+		vkg_error err;
+		vkg_client *c = vkg_connect(d.sock, &err);
+		assert_non_null(c);
+		vkg_stats st;
+		assert_int_equal(vkg_stats_get(c, &st, &err), 0);
+		vkg_close(c);
+		assert_int_equal(st.devlocal_jobs, st.jobs_done);
+		assert_true(st.dispatches > 2 * st.jobs_done);
+		assert_int_equal(daemon_proc_stop(&d), 0);
+	}
 }
 
 /* dW + db over a batch of 600,000 rows (in = out = 1) and dX over out =
@@ -231,6 +267,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_values_refused),
 		cmocka_unit_test(test_tilings),
+		cmocka_unit_test(test_small_dispatches),
 		cmocka_unit_test(test_long_reduction_at_bk4),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
