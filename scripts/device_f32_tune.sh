@@ -3,8 +3,8 @@
 # "f32 on the FP32 units" target), given a bundle folder (BUNDLE/bin/vkgradd,
 # BUNDLE/bin/vkgrad, BUNDLE/env.sh). For each tiling (VKGRAD_T128_TILE=
 # "BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX]]]", daemon/t128_tile.h; "fixed": unset,
-# today's kernel) one daemon at debug level (one pipeline cache for all, so
-# only the tiled128 f32 pipeline is compiled anew): the driver's registers
+# today's kernel) one daemon at debug level (each with its own pipeline
+# cache, so that every pipeline is compiled and reported): the driver's registers
 # and shared memory for linear_tiled128_gemm f32, then
 # `vkgrad bench --kernels` f32 tiled128 on 8192x4096x4096 and 2048x1024x1024
 # (every line checked against float64, sampled) and an edge shape
@@ -29,7 +29,6 @@ TILINGS=${*:-"fixed 128x128x8x8x16 128x128x8x8x16x2 64x128x8x8x16x2 128x64x8x4x1
 SHAPES=${SHAPES:-"8192,4096,4096;2048,1024,1024"}
 W=$(mktemp -d)
 mkdir -p "$W/logs"
-C="$W/cache"
 t0=$(date +%s)
 S="$O/summary.txt"
 : > "$S"
@@ -43,7 +42,7 @@ one() { # tiling $1: daemon, registers, bench
 	t=$1
 	d=$(mktemp -d)
 	if [ "$t" = fixed ]; then unset VKGRAD_T128_TILE; else export VKGRAD_T128_TILE=$t; fi
-	"$B/bin/vkgradd" --socket "$d/s" --cache-dir "$C" --log-level debug --max-region-bytes 4294967296 \
+	"$B/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" --log-level debug --max-region-bytes 4294967296 \
 		--max-total-region-bytes 68719476736 --max-region-bytes-per-uid 68719476736 \
 		2> "$W/logs/daemon_$t.log" & p=$!
 	i=0
@@ -54,6 +53,7 @@ one() { # tiling $1: daemon, registers, bench
 			tail -3 "$W/logs/daemon_$t.log" | cut -c1-300 | tee -a "$S"
 			kill $p 2>/dev/null; wait $p 2>/dev/null
 			unset VKGRAD_T128_TILE
+			rm -rf "$d"
 			return
 		fi
 		sleep 0.1
@@ -66,6 +66,7 @@ one() { # tiling $1: daemon, registers, bench
 	echo "rc=$?" >> "$W/logs/bench_$t.err"
 	kill $p; wait $p
 	unset VKGRAD_T128_TILE
+	rm -rf "$d"
 	python3 - "$t" "$W/bench_$t.jsonl" >> "$O/bench.jsonl" <<'PY'
 import json, sys
 for line in open(sys.argv[2]):
