@@ -53,7 +53,7 @@ int main(int argc, char **argv)
 	const char *v = getenv("VKGRAD_VALIDATION");
 	bool validation = v && strcmp(v, "1") == 0;
 	service_status("opening the GPU");
-	char err[256];
+	char err[512];
 	device dev;
 	if (device_open(&dev, cfg.device, validation, err, sizeof(err)) != 0) {
 		log_err("%s", err);

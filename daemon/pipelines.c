@@ -105,6 +105,35 @@ static uint64_t cmk_small_below(void)
 	return 256;
 }
 
+/* linear_tiled128_gemm's f32 tiling: VKGRAD_T128_TILE (t128_tile.h), or
+ * the fixed kernel when unset. A value that is malformed, or that the
+ * device cannot run, stops the daemon: 0, or -1 with err naming it. */
+static int t128_choice(pipelines *p, const device *d, char *err, size_t errlen)
+{
+	const char *v = getenv(T128_TILE_ENV);
+	if (t128_tile_parse(v, &p->t128, err, errlen) != 0)
+		return -1;
+	if (!p->t128.on)
+		return 0;
+	const t128_tile *t = &p->t128;
+	const uint32_t nt = t128_tile_threads(t), sh = t128_tile_shared(t);
+	const VkPhysicalDeviceLimits *l = &d->props.limits;
+	if (nt > l->maxComputeWorkGroupInvocations || nt > l->maxComputeWorkGroupSize[0] ||
+	    sh > l->maxComputeSharedMemorySize) {
+		snprintf(err, errlen, "%s='%.40s': %u threads and %u bytes of shared memory per workgroup; "
+			 "the device offers %u threads and %u bytes", T128_TILE_ENV, v, nt, sh,
+			 l->maxComputeWorkGroupInvocations < l->maxComputeWorkGroupSize[0]
+				 ? l->maxComputeWorkGroupInvocations : l->maxComputeWorkGroupSize[0],
+			 l->maxComputeSharedMemorySize);
+		memset(&p->t128, 0, sizeof(p->t128));
+		return -1;
+	}
+	log_warn("%s: linear_tiled128_gemm (f32) with %ux%u tiles, %ux%u per thread (%u threads), "
+		 "k steps of %u, loads in %u phase(s), padding %u, warps %u wide; %u bytes of shared memory",
+		 T128_TILE_ENV, t->bm, t->bn, t->tm, t->tn, nt, t->bk, t->split, t->pad, t->wx, sh);
+	return 0;
+}
+
 /* Specialization constants of linear_coopmat_khr_gemm (its constant_id 0..10). */
 #define CMK_SPECS 11
 typedef struct cmk_spec {
@@ -378,7 +407,7 @@ static void *build_one(void *arg)
  * cheap), as build jobs (specs: their specialization constants). 0, or -1
  * with err. */
 static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const bool *nv2_ok,
-			build_job *jobs, cmk_spec *specs, char *err, size_t errlen)
+			build_job *jobs, cmk_spec *specs, t128_spec *t128s, char *err, size_t errlen)
 {
 	int rc = 0;
 	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
@@ -429,6 +458,10 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			if (pipelines_is_nv2(k)) {
 				nv2_spec_fill(&specs[k * PROTO_DTYPE_COUNT + t], &d->cmk, t, k == KERN_NV2_DW);
 				bj->spec = &specs[k * PROTO_DTYPE_COUNT + t].info;
+			}
+			if (k == KERN_TILED128 && t == PROTO_F32 && p->t128.on) {
+				t128_spec_fill(t128s, &p->t128);
+				bj->spec = &t128s->info;
 			}
 			if (pipelines_is_cmk(k)) {
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
@@ -529,7 +562,10 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			log_info("linear_coopmat_nv2_gemm (%s) not served: it needs %s",
 				 proto_dtype_name((proto_dtype)t), p->nv2_why[t]);
 	}
-	int rc = prepare_jobs(p, d, cmk_ok, nv2_ok, jobs, specs, err, errlen);
+	t128_spec t128s;
+	int rc = t128_choice(p, d, err, errlen);
+	if (rc == 0)
+		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, jobs, specs, &t128s, err, errlen);
 	for (int i = 0; i < NJ && rc == 0; i++)
 		if (jobs[i].module)
 			jobs[i].started = pthread_create(&jobs[i].thread, NULL, build_one, &jobs[i]) == 0;

@@ -7,6 +7,7 @@
 
 #include "device.h"
 #include "msg.h"
+#include "t128_tile.h"
 
 /* linear_parameter_backward, linear_input_backward (generic),
  * linear_tiled_gemm (tiled), linear_tiled128_gemm (tiled128: the 128×128
@@ -66,6 +67,7 @@ typedef struct pipelines {
 	pipelines_cmk_tile cmk_tile[2];   /* KERN_CMK_*: the large and the small tiling, */
 	uint32_t cmk_bm[2], cmk_bn[2];    /* their C tile (bm × bn) per workgroup */
 	uint64_t cmk_small_below;         /* a GEMM with fewer large tiles takes the small tiling */
+	t128_tile t128; /* KERN_TILED128 for f32: VKGRAD_T128_TILE's tiling, or off (the fixed kernel) */
 	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
 	char nv2_why[PROTO_DTYPE_COUNT][256]; /* no KERN_NV2_* pipeline for a dtype: why */
 	unsigned built;       /* pipelines created */
@@ -80,6 +82,16 @@ static inline pipelines_cmk_tile pipelines_cmk_tile_for(const pipelines *p, int 
 	if (t == PROTO_F32)
 		x.bk = PIPELINES_F32X3_BK, x.depth = 1;
 	return x;
+}
+
+/* KERN_TILED128's C tile (rows, columns) and k step for dtype t. */
+static inline uint32_t pipelines_t128_bm(const pipelines *p, proto_dtype t)
+{
+	return t == PROTO_F32 && p->t128.on ? p->t128.bm : VKG_TILE_TILED128;
+}
+static inline uint32_t pipelines_t128_bn(const pipelines *p, proto_dtype t)
+{
+	return t == PROTO_F32 && p->t128.on ? p->t128.bn : VKG_TILE_TILED128;
 }
 
 /* Load the cache file (a bad or foreign one is logged and ignored), build

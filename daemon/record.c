@@ -213,6 +213,8 @@ static uint64_t gemm_max_k(const rec *r, int k)
 {
 	if (pipelines_is_cmk(k))
 		return 2ull * pipelines_cmk_tile_for(r->e->pl, k, r->j->req.dtype).bk * VARIANT_MAX_LOOP_TRIPS;
+	if (k == KERN_TILED128 && r->j->req.dtype == PROTO_F32 && r->e->pl->t128.on)
+		return (uint64_t)r->e->pl->t128.bk * VARIANT_MAX_LOOP_TRIPS;
 	return variant_max_k(k, r->j->req.dtype);
 }
 
@@ -282,10 +284,10 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	push_set(r, k, b, VKG_BINDINGS_GEMM);
 	/* C tile per workgroup (shaders/iface/kernels.h; coopmat_khr's chosen
 	 * at pipeline creation) */
-	uint64_t tm = k == KERN_COOPMAT ? VKG_TILE_COOPMAT
-		      : k == KERN_TILED128 ? VKG_TILE_TILED128
-					   : VKG_TILE_TILED;
+	uint64_t tm = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
 	uint64_t tn = tm;
+	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
+		tm = pipelines_t128_bm(r->e->pl, q->dtype), tn = pipelines_t128_bn(r->e->pl, q->dtype);
 	if (pipelines_is_nv2(k))
 		tm = CMK_NV2_BM, tn = CMK_NV2_BN;
 	if (pipelines_is_cmk(k))

@@ -34,7 +34,19 @@
 #define TWO_GROUPS 1
 #endif
 
+#if defined(VKG_DTYPE_F16) || defined(VKG_DTYPE_BF16)
 layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
+#else
+// f32: specialisation constants, whose defaults are this fixed kernel; the
+// daemon sets them only for the tunable path (shaders/tiled128_tuned.glsl,
+// VKGRAD_T128_TILE): T_ON = 1, its workgroup size and shared tiles.
+#define TUNABLE 1
+// (the workgroup size: constant_id 1 and 2, 16 and 16 unless specialised)
+layout(constant_id = 0) const uint T_ON = 0;
+layout(constant_id = 3) const uint SH_A = 2 * BK * AV; // vec4 of As
+layout(constant_id = 4) const uint SH_B = 2 * BK * AV; // vec4 of Bs
+layout(local_size_x = 16, local_size_y = 16, local_size_x_id = 1, local_size_y_id = 2, local_size_z = 1) in;
+#endif
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { STYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { STYPE b[]; };
@@ -53,8 +65,13 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB4 { vec4 b4[]; };
 // push constants, flags, bindings: shaders/iface/kernels.h
 layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 
+#ifdef TUNABLE
+shared vec4 As[SH_A]; // [buffer][k][m / 4]
+shared vec4 Bs[SH_B]; // [buffer][k][n / 4]
+#else
 shared vec4 As[2 * BK * AV]; // [buffer][k][m / 4]
 shared vec4 Bs[2 * BK * AV]; // [buffer][k][n / 4]
+#endif
 
 #if defined(VKG_DTYPE_F16)
 vec4 widen4(uvec2 v) { return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
@@ -143,7 +160,14 @@ void put_a(uint base, uint k, uint m, vec4 v)
 	}
 }
 
-void main()
+#ifdef TUNABLE
+#include "tiled128_tuned.glsl"
+#define FIXED_MAIN fixed_main
+#else
+#define FIXED_MAIN main
+#endif
+
+void FIXED_MAIN()
 {
 	const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
 	const uint tid = ly * 16u + lx;
@@ -236,3 +260,13 @@ void main()
 	store_row(mB + 2u, r12L, r12H, bias1.z, want_c, want_d, acc, n0, lx);
 	store_row(mB + 3u, r13L, r13H, bias1.w, want_c, want_d, acc, n0, lx);
 }
+
+#ifdef TUNABLE
+void main()
+{
+	if (T_ON != 0u)
+		tuned_main();
+	else
+		fixed_main();
+}
+#endif
