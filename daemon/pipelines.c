@@ -105,21 +105,32 @@ static uint64_t cmk_small_below(void)
 	return 256;
 }
 
-/* linear_tiled128_gemm's f32 tiling: VKGRAD_T128_TILE (t128_tile.h), or
- * the fixed kernel when unset. A value that is malformed, or that the
- * device cannot run, stops the daemon: 0, or -1 with err naming it. */
+/* linear_tiled128_gemm's f32 tiling: VKGRAD_T128_TILE (t128_tile.h), else
+ * T128_TILE_DEFAULT where the device holds it; "fixed": the fixed kernel.
+ * A value that is malformed, or that the device cannot run, stops the
+ * daemon: 0, or -1 with err naming it. */
 static int t128_choice(pipelines *p, const device *d, char *err, size_t errlen)
 {
 	const char *v = getenv(T128_TILE_ENV);
+	const bool dflt = v == NULL;
+	if (dflt)
+		v = T128_TILE_DEFAULT;
+	memset(&p->t128, 0, sizeof(p->t128));
+	if (strcmp(v, "fixed") == 0)
+		return 0;
 	if (t128_tile_parse(v, &p->t128, err, errlen) != 0)
 		return -1;
-	if (!p->t128.on)
-		return 0;
 	const t128_tile *t = &p->t128;
 	const uint32_t nt = t128_tile_threads(t), sh = t128_tile_shared(t);
 	const VkPhysicalDeviceLimits *l = &d->props.limits;
 	if (nt > l->maxComputeWorkGroupInvocations || nt > l->maxComputeWorkGroupSize[0] ||
 	    sh > l->maxComputeSharedMemorySize) {
+		if (dflt) { /* the default does not fit this device: the fixed kernel */
+			log_info("linear_tiled128_gemm (f32): the default tiling %s does not fit this "
+				 "device; the fixed kernel", T128_TILE_DEFAULT);
+			memset(&p->t128, 0, sizeof(p->t128));
+			return 0;
+		}
 		snprintf(err, errlen, "%s='%.40s': %u threads and %u bytes of shared memory per workgroup; "
 			 "the device offers %u threads and %u bytes", T128_TILE_ENV, v, nt, sh,
 			 l->maxComputeWorkGroupInvocations < l->maxComputeWorkGroupSize[0]
@@ -128,9 +139,11 @@ static int t128_choice(pipelines *p, const device *d, char *err, size_t errlen)
 		memset(&p->t128, 0, sizeof(p->t128));
 		return -1;
 	}
-	log_warn("%s: linear_tiled128_gemm (f32) with %ux%u tiles, %ux%u per thread (%u threads), "
-		 "k steps of %u, loads in %u phase(s), padding %u, warps %u wide; %u bytes of shared memory",
-		 T128_TILE_ENV, t->bm, t->bn, t->tm, t->tn, nt, t->bk, t->split, t->pad, t->wx, sh);
+	log_msg(dflt ? LOG_LEVEL_INFO : LOG_LEVEL_WARN,
+		"%s: linear_tiled128_gemm (f32) with %ux%u tiles, %ux%u per thread (%u threads), "
+		"k steps of %u, loads in %u phase(s), padding %u, warps %u wide; %u bytes of shared memory",
+		dflt ? "default tiling" : T128_TILE_ENV, t->bm, t->bn, t->tm, t->tn, nt, t->bk, t->split,
+		t->pad, t->wx, sh);
 	return 0;
 }
 

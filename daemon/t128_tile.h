@@ -6,8 +6,9 @@
  * per workgroup of (BM/TM)·(BN/TN) threads, TM×TN outputs per thread, k
  * steps of BK, the next tile's global loads in SPLIT phases of a step, PAD
  * vec4 of padding per shared row, warps of WX×(32/WX) threads (0: rows of
- * BN/TN threads). Unset: the fixed 128×128 kernel (the default, unchanged).
- * Only f32 takes it; f16 and bf16 keep the fixed kernel. */
+ * BN/TN threads). Unset: T128_TILE_DEFAULT; "fixed": the fixed 128×128
+ * kernel (8×8 per thread, 152 registers on the H200). Only f32 takes it;
+ * f16 and bf16 keep the fixed kernel. */
 #ifndef VKG_DAEMON_T128_TILE_H
 #define VKG_DAEMON_T128_TILE_H
 
@@ -18,6 +19,11 @@
 #include "vk_compat.h"
 
 #define T128_TILE_ENV "VKGRAD_T128_TILE"
+/* the f32 default: measured on the H200 (measurements/h200-2026-12-03/
+ * early-1200: 105 registers, 8192x4096x4096 full backward 15,030 µs against
+ * the fixed kernel's 18,181; every 8x8-per-thread tuned tiling kept its
+ * accumulators in local memory there) */
+#define T128_TILE_DEFAULT "128x64x8x4x16"
 /* the accepted form, as the daemon's refusal gives it (each limit is in
  * the message's first part: t128_tile.c) */
 #define T128_TILE_FORM                                                                      \

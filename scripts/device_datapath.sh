@@ -90,6 +90,7 @@ done
 
 # 2. AFTER with each polling knob off, and its daemon's own stats
 d=$(mktemp -d)
+BENCH_ARGS=
 knob_run() {
 	label=$1
 	shift
@@ -102,10 +103,10 @@ knob_run() {
 		[ $i -gt 600 ] && { echo "daemon ($label) did not start" >>"$LOG"; kill $pid; return; }
 		sleep 0.1
 	done
-	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\"}" >>"$O/after_knobs.jsonl"
-	vk "$AFTER" bench --socket "$d/s" --json --scenario tiny_latency --jobs "$JOBS" \
+	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\",\"bench_args\":\"$BENCH_ARGS\"}" >>"$O/after_knobs.jsonl"
+	vk "$AFTER" bench --socket "$d/s" --json --scenario tiny_latency --jobs "$JOBS" $BENCH_ARGS \
 		>>"$O/after_knobs.jsonl"
-	vk "$AFTER" bench --socket "$d/s" --json --scenario tiny_latency --clients 16 --jobs "$JOBS" \
+	vk "$AFTER" bench --socket "$d/s" --json --scenario tiny_latency --clients 16 --jobs "$JOBS" $BENCH_ARGS \
 		>>"$O/after_knobs.jsonl"
 	if [ "$label" = default ]; then
 		vk "$AFTER" --socket "$d/s" stats >"$O/stats_after.txt"
@@ -123,6 +124,18 @@ say "after: --spin-us 0 (no polling for the GPU)"
 knob_run gpu_spin_off --spin-us 0
 say "after: both off (blocking waits only, like before)"
 knob_run both_off --loop-spin-us 0 --spin-us 0
+# the client library's wait spin (vkg_set_wait_spin), where the bench has it
+if vk "$AFTER" bench --help 2>/dev/null | grep -q client-spin-us; then
+	BENCH_ARGS="--client-spin-us 50"
+	say "after: clients spin 50 us before sleeping"
+	knob_run client_spin_50
+	say "after: clients spin 50 us, daemon --loop-spin-us 0"
+	knob_run client_spin_50_loop_spin_off --loop-spin-us 0
+	BENCH_ARGS="--client-spin-us 200"
+	say "after: clients spin 200 us before sleeping"
+	knob_run client_spin_200
+	BENCH_ARGS=
+fi
 rm -rf "$d"
 
 # 3. PyTorch processes, without and with MPS

@@ -2,7 +2,7 @@
 # One GPU-machine run for tuning linear_tiled128_gemm's f32 path (issue 14's
 # "f32 on the FP32 units" target), given a bundle folder (BUNDLE/bin/vkgradd,
 # BUNDLE/bin/vkgrad, BUNDLE/env.sh). For each tiling (VKGRAD_T128_TILE=
-# "BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX]]]", daemon/t128_tile.h; "fixed": unset,
+# "BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX]]]", daemon/t128_tile.h; "fixed": the fixed kernel,
 # today's kernel) one daemon at debug level (each with its own pipeline
 # cache, so that every pipeline is compiled and reported): the driver's registers
 # and shared memory for linear_tiled128_gemm f32, then
@@ -41,7 +41,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,utilizatio
 one() { # tiling $1: daemon, registers, bench
 	t=$1
 	d=$(mktemp -d)
-	if [ "$t" = fixed ]; then unset VKGRAD_T128_TILE; else export VKGRAD_T128_TILE=$t; fi
+	export VKGRAD_T128_TILE=$t # "fixed": the fixed kernel (unset would be the default tiling)
 	"$B/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" --log-level debug --max-region-bytes 4294967296 \
 		--max-total-region-bytes 68719476736 --max-region-bytes-per-uid 68719476736 \
 		2> "$W/logs/daemon_$t.log" & p=$!
