@@ -22,11 +22,6 @@ uint64_t engine_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static bool is_output(int t)
-{
-	return engine_is_output(t);
-}
-
 static uint64_t span(uint64_t from, uint64_t to)
 {
 	return to > from ? to - from : 0;
@@ -276,33 +271,7 @@ void engine_activity(engine *e)
 	poll_start(e, now);
 }
 
-job *engine_job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
-		    region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns)
-{
-	job *j = calloc(1, sizeof(*j));
-	if (!j)
-		return NULL;
-	j->owner = owner;
-	j->req = *q;
-	j->t_recv_ns = t_recv_ns;
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
-		j->bytes[t] = bytes[t];
-		if (q->t[t].present) {
-			j->reg[t] = reg[t];
-			region_ref(reg[t]);
-		}
-	}
-	return j;
-}
-
 /* ---- finishing jobs --------------------------------------------------------- */
-
-static void job_free(job *j)
-{
-	for (int t = 0; t < PROTO_T_COUNT; t++)
-		region_unref(j->reg[t]);
-	free(j);
-}
 
 /* Job j, taken into a batch, leaves its lane's in-flight work (engine_lane):
  * its batch finished, or it left the batch unrecorded. Frees a closed lane
@@ -310,7 +279,7 @@ static void job_free(job *j)
 static void lane_release(job *j)
 {
 	engine_lane *l = j->lane;
-	l->inflight_macs -= engine_job_macs(j);
+	l->inflight_macs -= job_macs(j);
 	l->running--;
 	j->lane = NULL;
 	if (l->closed && l->running == 0)
@@ -379,7 +348,7 @@ static void finish_slot(engine *e, engine_slot *s)
 			int rc = 0;
 			for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
 				region *r = j->reg[t];
-				if (r && r->staged && is_output(t))
+				if (r && r->staged && job_is_output(t))
 					rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], false,
 							       proto_tensor_key[t], &err);
 			}
@@ -484,7 +453,7 @@ static bool can_take(const engine *e, const engine_lane *l)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (j->reg[t] && j->reg[t]->staged && j->reg[t]->inflight)
 			return false;
-	return l->running == 0 || l->inflight_macs + engine_job_macs(j) <= e->client_macs;
+	return l->running == 0 || l->inflight_macs + job_macs(j) <= e->client_macs;
 }
 
 static uint64_t take_jobs(engine *e, engine_slot *s);
@@ -503,7 +472,7 @@ static void stage_in(engine *e, engine_slot *s)
 		int rc = 0;
 		for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
 			region *r = j->reg[t];
-			if (r && r->staged && (!is_output(t) || j->req.accumulate))
+			if (r && r->staged && (!job_is_output(t) || j->req.accumulate))
 				rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], true,
 						       proto_tensor_key[t], &err);
 		}
@@ -664,7 +633,7 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 		engine_lane *l = e->active_head;
 		uint32_t took = 0;
 		while (l->head && took < cap && can_take(e, l)) {
-			uint64_t jb = engine_job_bytes(l->head);
+			uint64_t jb = job_bytes(l->head);
 			if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
 				full = true;
 				break;
@@ -676,7 +645,7 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 			}
 			used += sb;
 			bytes += jb;
-			l->inflight_macs += engine_job_macs(l->head);
+			l->inflight_macs += job_macs(l->head);
 			l->running++;
 			s->jobs[s->njobs++] = lane_pop(e, l);
 			took++;

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "device.h"
+#include "engine_job.h"
 #include "metrics.h"
 #include "msg.h"
 #include "pipelines.h"
@@ -32,35 +33,7 @@
 /* submitted slots in submission order: one entry per slot at most */
 #define ENGINE_RING CONFIG_MAX_INFLIGHT_BATCHES
 
-typedef struct job job;
 typedef struct engine_lane engine_lane;
-
-struct job {
-	job *next;
-	engine_lane *lane;      /* its connection's lane, queued and running */
-	void *owner;            /* the connection; opaque here */
-	proto_request req;
-	region *reg[PROTO_T_COUNT]; /* one reference per present tensor */
-	uint64_t bytes[PROTO_T_COUNT];
-	uint64_t t_recv_ns;     /* its request's frame was whole (the owner sets it; 0: unknown) */
-	uint64_t t_queued_ns;
-	uint64_t t_submit_ns;
-	/* its trace (proto_stage_id): ns per stage, stages with their bit in
-	 * stage_mask; the engine fills DECODE..HANDOFF before answering,
-	 * engine_job_trace() ANSWER */
-	uint64_t stage_ns[PROTO_STAGE_COUNT];
-	uint32_t stage_mask;
-	uint64_t t_answer_ns;   /* answering its batch began */
-	/* placement, set when the job joins a batch (engine.c take_jobs) */
-	variant_plan plan;      /* kernels; split-K only with its partials in scratch */
-	uint64_t splitk_off;    /* the partials' offset in the slot's scratch */
-	uint64_t splitk_dx_off; /* dX's partials' offset, when plan.input is split-K */
-	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
-	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
-	uint32_t ts_index;      /* its two timestamp queries, when devlocal */
-	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
-	bool has_kernel_us;
-};
 
 /* Called on the loop thread once per job: code PROTO_OK with timings, or a
  * failure. The engine frees the job and its region references afterwards. */
@@ -72,7 +45,7 @@ typedef void (*engine_done_fn)(job *j, proto_code code, const char *msg, uint64_
  * with thousands of queued jobs cannot hold back another client's one.
  * Fairness in time too: a lane's jobs in batches not yet finished (the one
  * being formed included) add up to at most client_macs multiply-adds
- * (engine_job_macs), except that its next job always goes once none of its
+ * (job_macs), except that its next job always goes once none of its
  * jobs is in flight. A client queueing large jobs thus has about one
  * batch's worth on the GPU at a time and leaves the other submission slots
  * to everyone else: another client's small job waits for about one batch,
@@ -190,12 +163,6 @@ engine_lane *engine_lane_open(engine *e);
  * gone) and frees it (once its jobs already submitted, which finish
  * normally, are done). */
 void engine_lane_close(engine *e, engine_lane *l);
-/* A job for request q (checked by proto_job_check, which gave bytes), owned
- * by `owner` (opaque to the engine), received at t_recv_ns (its trace's
- * start): one reference taken on reg[t] for every present tensor t. NULL
- * when out of memory. */
-job *engine_job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
-		    region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns);
 /* Takes ownership of j (and its region references). */
 void engine_enqueue(engine *e, engine_lane *l, job *j);
 /* A request arrived (or replies went out): the loop keeps polling its
@@ -227,30 +194,5 @@ void engine_job_trace(job *j, uint64_t t_encoded, proto_trace *out);
  * copies, split-K, dispatches, scratch, the stage metrics, the spin-wait.
  * Loop thread (the counters the completion thread writes are atomic). */
 void engine_stats(const engine *e, proto_stats *st);
-
-/* Tensor bytes of a job, all slots together. */
-static inline uint64_t engine_job_bytes(const job *j)
-{
-	uint64_t b = 0;
-	for (int t = 0; t < PROTO_T_COUNT; t++)
-		b += j->bytes[t];
-	return b;
-}
-
-/* The multiply-adds a job costs, estimated: batch·in·out for dW and for dX
- * each, batch·out for db. What fairness in time counts (engine_lane). */
-static inline uint64_t engine_job_macs(const job *j)
-{
-	const proto_request *q = &j->req;
-	const uint64_t bio = q->batch * q->in * q->out;
-	return (q->t[PROTO_T_DW].present ? bio : 0) + (q->t[PROTO_T_DX].present ? bio : 0) +
-	       (q->t[PROTO_T_DB].present ? q->batch * q->out : 0);
-}
-
-/* Is tensor slot t an output (dw, db, dx)? */
-static inline bool engine_is_output(int t)
-{
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
-}
 
 #endif

@@ -107,7 +107,7 @@ uint64_t placement_place(engine *e, job *j, uint64_t used)
 	j->devlocal = false;
 	uint64_t split = place_partials(e, j);
 	uint64_t dl = 0;
-	if (e->devlocal_min[j->req.dtype] != CONFIG_OFF && engine_job_bytes(j) >= e->devlocal_min[j->req.dtype])
+	if (e->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= e->devlocal_min[j->req.dtype])
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present)
 				dl += scratch_round(j->bytes[t]);

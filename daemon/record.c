@@ -11,11 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_output(int t)
-{
-	return engine_is_output(t);
-}
-
 typedef struct binding {
 	VkDescriptorBufferInfo info;
 	uint32_t elem_off;
@@ -408,7 +403,7 @@ static bool needs_barrier(const engine *e, const job *j, unsigned mask)
 		bound_range(e, j, t, &lo, &hi);
 		for (uint32_t i = 0; i < r->ntouch; i++) {
 			const struct region_touch *k = &r->touch[i];
-			if (k->lo < hi && lo < k->hi && (k->write || is_output(t)))
+			if (k->lo < hi && lo < k->hi && (k->write || job_is_output(t)))
 				return true;
 		}
 	}
@@ -441,7 +436,7 @@ static void mark_touched(engine *e, job *j, unsigned mask)
 		}
 		uint64_t lo, hi;
 		bound_range(e, j, t, &lo, &hi);
-		r->touch[r->ntouch++] = (struct region_touch){lo, hi, is_output(t)};
+		r->touch[r->ntouch++] = (struct region_touch){lo, hi, job_is_output(t)};
 	}
 }
 
