@@ -105,7 +105,7 @@ void conn_close_after_replies(conn *c);
 /* Reply bytes queued and not yet written. */
 size_t conn_out_pending(const conn *c);
 
-/* engine replies_cb: cork (queue replies) or uncork (write every queued
+/* engine_events.replies: cork (queue replies) or uncork (write every queued
  * reply, one send per connection). */
 void conn_replies_cork(void *srv, bool begin);
 

@@ -273,6 +273,13 @@ void engine_activity(engine *e)
 
 /* ---- finishing jobs --------------------------------------------------------- */
 
+/* Hand job j's outcome to the owner (engine_events.done). */
+static void answer(engine *e, job *j, proto_code code, const char *msg, uint64_t queued_us,
+		   uint64_t gpu_us, uint32_t batch_jobs)
+{
+	e->ev.done(e->ev.done_ctx, j, code, msg, queued_us, gpu_us, batch_jobs);
+}
+
 /* Job j, taken into a batch, leaves its lane's in-flight work (engine_lane):
  * its batch finished, or it left the batch unrecorded. Frees a closed lane
  * with nothing left running. */
@@ -361,14 +368,14 @@ static void finish_slot(engine *e, engine_slot *s)
 			} else {
 				e->jobs_failed++;
 			}
-			e->done(j, rc == 0 ? PROTO_OK : err.code, rc == 0 ? NULL : err.message,
+			answer(e, j, rc == 0 ? PROTO_OK : err.code, rc == 0 ? NULL : err.message,
 				(j->t_submit_ns - j->t_queued_ns) / 1000, gpu_us, s->njobs);
 			/* the stages the answer traced (engine_job_trace) */
 			if (rc == 0 && (j->stage_mask & (1u << PROTO_STAGE_ANSWER)))
 				metrics_stages(&e->metrics, j->stage_ns, j->stage_mask);
 		} else {
 			e->jobs_failed++;
-			e->done(j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
+			answer(e, j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
 				(j->t_submit_ns - j->t_queued_ns) / 1000, 0, s->njobs);
 		}
 		job_free(j);
@@ -383,8 +390,8 @@ static void finish_slot(engine *e, engine_slot *s)
 static void reap(engine *e)
 {
 	/* many replies at once: let the owner write them in one go per client */
-	if (e->replies_cb)
-		e->replies_cb(e->replies_ctx, true);
+	if (e->ev.replies)
+		e->ev.replies(e->ev.replies_ctx, true);
 	for (;;) {
 		pthread_mutex_lock(&e->mu);
 		if (e->ring_done == 0) {
@@ -398,14 +405,14 @@ static void reap(engine *e)
 		pthread_mutex_unlock(&e->mu);
 		finish_slot(e, &e->slots[si]);
 	}
-	if (e->replies_cb)
-		e->replies_cb(e->replies_ctx, false);
+	if (e->ev.replies)
+		e->ev.replies(e->ev.replies_ctx, false);
 	if (e->lost && !e->down) {
 		/* once nothing runs on the lost device, recover it (once) */
 		if (e->running == 0 && !e->lost_notified) {
 			e->lost_notified = true;
-			if (e->lost_cb)
-				e->lost_cb(e->lost_ctx);
+			if (e->ev.lost)
+				e->ev.lost(e->ev.lost_ctx);
 			else
 				e->down = true; /* nobody recovers: answer jobs instead */
 		}
@@ -482,7 +489,7 @@ static void stage_in(engine *e, engine_slot *s)
 		}
 		e->jobs_failed++;
 		lane_release(j);
-		e->done(j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
+		answer(e, j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
 		job_free(j);
 	}
 	s->njobs = kept;
@@ -509,7 +516,16 @@ static void submit_slot(engine *e, uint32_t si)
 		e->devlocal_jobs += s->jobs[i]->devlocal;
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;
 	}
-	const VkResult rec = record_batch(e, si);
+	record_counts counts;
+	const record_target tg = {
+		.pool = s->pool, .cb = s->cb, .queries = s->queries, .ts_buf = s->ts_buf,
+		.scratch = s->scratch.buf, .dummy = e->dummy, .dummy_piece = e->dummy_piece,
+		.first_piece = (uint64_t)si * e->cfg->max_batch_jobs, .jobs = s->jobs, .njobs = s->njobs,
+	};
+	const VkResult rec = record_batch(e->rec, &tg, &counts);
+	e->dispatches += counts.dispatches;
+	e->devlocal_copy_bytes += counts.copy_bytes;
+	s->nqueries = counts.nqueries;
 	s->t_recorded_ns = engine_now_ns();
 	calibrate(e, s->t_recorded_ns);
 	s->cal_ok = e->cal_ok;
@@ -638,7 +654,7 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 				full = true;
 				break;
 			}
-			uint64_t sb = placement_place(e, l->head, used);
+			uint64_t sb = placement_place(&e->place, l->head, used);
 			if (sb == UINT64_MAX) {
 				full = true;
 				break;
@@ -699,7 +715,7 @@ void engine_lane_close(engine *e, engine_lane *l)
 	while (l->head) {
 		job *j = lane_pop(e, l);
 		e->jobs_failed++;
-		e->done(j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
+		answer(e, j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
 		job_free(j);
 	}
 	if (l->running) /* finish_slot frees it after the last one */
@@ -739,7 +755,7 @@ void engine_fail_queued(engine *e, const char *why)
 		if (!l->head)
 			lane_deactivate(e, l);
 		e->jobs_failed++;
-		e->done(j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
+		answer(e, j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
 		job_free(j);
 	}
 }
@@ -916,18 +932,18 @@ void engine_resume(engine *e)
 }
 
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
-		const config *cfg, engine_done_fn done, char *err, size_t errlen)
+		const config *cfg, const engine_events *ev, char *err, size_t errlen)
 {
 	const char *why = "creating the engine's Vulkan objects failed";
 	memset(e, 0, sizeof(*e));
 	e->dev = d;
 	e->pl = pl;
 	e->cfg = cfg;
-	e->done = done;
+	e->ev = *ev;
 	e->nslots = cfg->inflight_batches;
 	metrics_init(&e->metrics);
 	parse_faults(e);
-	placement_init(e);
+	placement_init(&e->place, d, pl, cfg, e->nslots);
 	e->client_macs = cfg->client_batch_macs;
 	if (e->client_macs == CONFIG_AUTO)
 		e->client_macs = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? CONFIG_CLIENT_MACS_AUTO_CPU
@@ -944,6 +960,11 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		e->slots[i].jobs = calloc(cfg->max_batch_jobs, sizeof(*e->slots[i].jobs));
 		if (!e->slots[i].jobs)
 			goto fail;
+	}
+	e->rec = record_new(d, pl, cfg->dispatch_max_macs, cfg->max_batch_jobs);
+	if (!e->rec) {
+		why = "out of memory for the batch recorder";
+		goto fail;
 	}
 	if (gpu_create(e) != 0)
 		goto fail;
@@ -1014,7 +1035,7 @@ void engine_destroy(engine *e)
 		if (!l->head)
 			lane_deactivate(e, l);
 		e->jobs_failed++;
-		e->done(j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
+		answer(e, j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
 		job_free(j);
 	}
 	gpu_release(e);
@@ -1022,6 +1043,8 @@ void engine_destroy(engine *e)
 		free(e->slots[i].jobs);
 	free(e->slots);
 	e->slots = NULL;
+	record_free(e->rec);
+	e->rec = NULL;
 }
 
 void engine_stats(const engine *e, proto_stats *st)
@@ -1032,8 +1055,8 @@ void engine_stats(const engine *e, proto_stats *st)
 	st->jobs_per_batch_avg = e->batches ? (double)e->jobs_in_batches / (double)e->batches : 0;
 	st->jobs_queued = e->queued;
 	st->jobs_running = e->running;
-	st->devlocal_min_bytes = e->devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F32];
-	st->devlocal_min_bytes_16bit = e->devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F16];
+	st->devlocal_min_bytes = e->place.devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->place.devlocal_min[PROTO_F32];
+	st->devlocal_min_bytes_16bit = e->place.devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->place.devlocal_min[PROTO_F16];
 	st->devlocal_jobs = e->devlocal_jobs;
 	st->devlocal_copy_bytes = e->devlocal_copy_bytes;
 	st->splitk_jobs = e->splitk_jobs;

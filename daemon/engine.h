@@ -25,6 +25,8 @@
 #include "metrics.h"
 #include "msg.h"
 #include "pipelines.h"
+#include "placement.h"
+#include "record.h"
 #include "region.h"
 #include "scratch.h"
 #include "spin.h"
@@ -35,10 +37,26 @@
 
 typedef struct engine_lane engine_lane;
 
-/* Called on the loop thread once per job: code PROTO_OK with timings, or a
- * failure. The engine frees the job and its region references afterwards. */
-typedef void (*engine_done_fn)(job *j, proto_code code, const char *msg, uint64_t queued_us,
-			       uint64_t gpu_us, uint32_t batch_jobs);
+/* What the engine tells its owner, on the loop thread, each callback with
+ * its own ctx; given at engine_init. */
+typedef void (*engine_done_fn)(void *ctx, job *j, proto_code code, const char *msg,
+			       uint64_t queued_us, uint64_t gpu_us, uint32_t batch_jobs);
+
+typedef struct engine_events {
+	/* once per job: code PROTO_OK with timings, or a failure. The engine
+	 * frees the job and its region references afterwards. */
+	engine_done_fn done;
+	void *done_ctx;
+	/* optional: begin true before answering the jobs of finished batches
+	 * and false after, so replies can be written together */
+	void (*replies)(void *ctx, bool begin);
+	void *replies_ctx;
+	/* optional: a device loss, once nothing runs on the lost device any
+	 * more (the recovery; it ends with engine_resume, or sets `down`).
+	 * NULL: nobody recovers, queued and new jobs are answered device_lost. */
+	void (*lost)(void *ctx);
+	void *lost_ctx;
+} engine_events;
 
 /* One connection's queue. Batches take jobs from the active lanes
  * round-robin, at most batch_per_client per lane per round, so a client
@@ -86,11 +104,7 @@ typedef struct engine {
 	const device *dev;
 	const pipelines *pl;
 	const config *cfg;
-	engine_done_fn done;
-	/* optional: called with true before answering the jobs of finished
-	 * batches and with false after, so replies can be written together */
-	void (*replies_cb)(void *ctx, bool begin);
-	void *replies_ctx;
+	engine_events ev;
 	VkSemaphore timeline;
 	uint64_t next_value;
 	VkBuffer dummy;           /* bound where a kernel's output is not asked for */
@@ -101,8 +115,7 @@ typedef struct engine {
 	engine_lane *active_head, *active_tail;
 	uint32_t nactive;
 	uint32_t queued, running;
-	uint64_t epoch;           /* barrier generation inside the batch being recorded */
-	bool untracked;           /* a range could not be recorded: barrier next job */
+	recorder *rec;            /* records each batch (record.h) */
 	/* submitted slots in submission order; shared with the completion thread */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -120,20 +133,15 @@ typedef struct engine {
 	unsigned fault_late_us;  /* late_wait: the completion thread reports batches this late */
 	/* device loss. `lost`: a batch failed; nothing is submitted until
 	 * engine_resume, queued jobs wait. Once no batch runs, the loop calls
-	 * lost_cb (the recovery) once. `down`: no device to wait for; queued
+	 * ev.lost (the recovery) once. `down`: no device to wait for; queued
 	 * and new jobs are answered device_lost at once. */
 	bool lost, lost_notified, down;
-	void (*lost_cb)(void *ctx);
-	void *lost_ctx;
 	uint64_t losses;
-	/* device-local path and scratch, resolved from the config at init:
-	 * jobs with at least devlocal_min tensor bytes (UINT64_MAX: never) are
-	 * copied to device memory when their pieces fit scratch_cap per slot */
-	uint64_t devlocal_min[PROTO_DTYPE_COUNT], scratch_cap;
+	placement place;           /* device-local path and scratch (placement.h) */
 	uint64_t client_macs;      /* a lane's in-flight bound (engine_lane), resolved */
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
-	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
+	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs; /* record_counts summed */
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
 	metrics metrics;           /* latency histograms, stage windows (metrics.h) */
 	/* GPU clock -> CLOCK_MONOTONIC (device->calibrated): a pair of
@@ -152,7 +160,7 @@ typedef struct engine {
 } engine;
 
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
-		const config *cfg, engine_done_fn done, char *err, size_t errlen);
+		const config *cfg, const engine_events *ev, char *err, size_t errlen);
 /* Stops the completion thread after the GPU is idle and frees everything;
  * every job still queued is answered with `internal` first. The caller
  * closes e->async's handle by running the loop afterwards. */

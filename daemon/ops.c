@@ -307,9 +307,10 @@ fail:
 	conn_reply_err(c, q->id, &err);
 }
 
-void ops_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
-		   uint64_t gpu_us, uint32_t batch_jobs)
+void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t queued_us,
+		  uint64_t gpu_us, uint32_t batch_jobs)
 {
+	(void)ctx;
 	conn *c = j->owner;
 	c->inflight--; /* before the reply: its flush may finish a half-closed c */
 	if (code == PROTO_OK) {

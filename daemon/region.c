@@ -367,7 +367,6 @@ void region_unref(region *r)
 		set->imports--;
 	if (r->on_release)
 		r->on_release(r->release_ctx, r->release_arg);
-	free(r->touch);
 	free(r);
 }
 

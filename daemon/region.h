@@ -46,11 +46,6 @@ struct region {
 	uint8_t *stage;    /* mapped staging memory when staged */
 	unsigned inflight; /* submitted batches still running that use it */
 	uint64_t submit_mark, finish_mark; /* engine: dedupe per batch (timeline value) */
-	/* engine: byte ranges jobs of the batch being recorded touched since
-	 * its last barrier (valid while touch_epoch is the engine's epoch) */
-	struct region_touch { uint64_t lo, hi; bool write; } *touch;
-	uint32_t ntouch, touch_cap;
-	uint64_t touch_epoch;
 	const device *dev;
 	/* the file (a connection may hold one file once) and the connection
 	 * that registered it (opaque; NULL once that connection closed) */

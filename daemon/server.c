@@ -179,12 +179,15 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	device_clamp_limits(dev, &s->limits);
 	admission_init(&s->admission, cfg, &s->limits);
 	char err[256];
-	if (engine_init(&s->eng, loop, dev, pl, cfg, done, err, sizeof(err)) != 0) {
+	const engine_events ev = {
+		.done = done,
+		.replies = conn_replies_cork, .replies_ctx = s,
+		.lost = recovery_lost, .lost_ctx = s,
+	};
+	if (engine_init(&s->eng, loop, dev, pl, cfg, &ev, err, sizeof(err)) != 0) {
 		log_err("%s", err);
 		return -1;
 	}
-	s->eng.replies_cb = conn_replies_cork;
-	s->eng.replies_ctx = s;
 	/* socket activation: the service manager's socket, else our own */
 	char where[160];
 	snprintf(where, sizeof(where), "%s", cfg->socket_path);
