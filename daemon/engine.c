@@ -450,13 +450,27 @@ static void poll_cb(uv_idle_t *h)
 		poll_stop(e, now);
 }
 
+/* Lane l's first queued job, or NULL. */
+static job *lane_first(const engine_lane *l)
+{
+	queue_node *n = queue_first(&l->jobs);
+	return n ? queue_data(n, job, node) : NULL;
+}
+
+/* The active lane whose turn is next, or NULL. */
+static engine_lane *active_first(const engine *e)
+{
+	queue_node *n = queue_first(&e->active);
+	return n ? queue_data(n, engine_lane, node) : NULL;
+}
+
 /* May lane l's next job join a batch now? A staged region mirrors the
  * client's memory for one batch at a time, so a job using one that is in
  * flight waits; and the lane's in-flight work stays within client_macs
  * unless nothing of it is in flight (engine_lane). */
 static bool can_take(const engine *e, const engine_lane *l)
 {
-	const job *j = l->head;
+	const job *j = lane_first(l);
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (j->reg[t] && j->reg[t]->staged && j->reg[t]->inflight)
 			return false;
@@ -595,40 +609,24 @@ static void submit_slot(engine *e, uint32_t si)
 
 static void lane_activate(engine *e, engine_lane *l)
 {
-	l->next = NULL;
-	l->prev = e->active_tail;
-	if (e->active_tail)
-		e->active_tail->next = l;
-	else
-		e->active_head = l;
-	e->active_tail = l;
+	queue_insert_tail(&e->active, &l->node);
 	e->nactive++;
 }
 
 static void lane_deactivate(engine *e, engine_lane *l)
 {
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		e->active_head = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
-	else
-		e->active_tail = l->prev;
-	l->prev = l->next = NULL;
+	assert(e->nactive > 0);
+	queue_remove(&l->node);
 	e->nactive--;
 }
 
 static job *lane_pop(engine *e, engine_lane *l)
 {
-	assert(l->head && l->n > 0 && e->queued > 0);
-	job *j = l->head;
-	l->head = j->next;
-	if (!l->head)
-		l->tail = NULL;
+	job *j = lane_first(l);
+	assert(j && l->n > 0 && e->queued > 0);
+	queue_remove(&j->node);
 	l->n--;
 	e->queued--;
-	j->next = NULL;
 	return j;
 }
 
@@ -646,28 +644,28 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 	bool full = false;
 	uint32_t lanes = e->nactive;
 	for (uint32_t k = 0; k < lanes && !full; k++) {
-		engine_lane *l = e->active_head;
+		engine_lane *l = active_first(e);
 		uint32_t took = 0;
-		while (l->head && took < cap && can_take(e, l)) {
-			uint64_t jb = job_bytes(l->head);
+		for (job *j; (j = lane_first(l)) && took < cap && can_take(e, l);) {
+			uint64_t jb = job_bytes(j);
 			if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
 				full = true;
 				break;
 			}
-			uint64_t sb = placement_place(&e->place, l->head, used);
+			uint64_t sb = placement_place(&e->place, j, used);
 			if (sb == UINT64_MAX) {
 				full = true;
 				break;
 			}
 			used += sb;
 			bytes += jb;
-			l->inflight_macs += job_macs(l->head);
+			l->inflight_macs += job_macs(j);
 			l->running++;
 			s->jobs[s->njobs++] = lane_pop(e, l);
 			took++;
 		}
 		lane_deactivate(e, l);
-		if (l->head)
+		if (lane_first(l))
 			lane_activate(e, l);
 	}
 	return used;
@@ -675,8 +673,9 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 
 static bool has_takeable(const engine *e)
 {
-	for (const engine_lane *l = e->active_head; l; l = l->next)
-		if (can_take(e, l))
+	const queue_node *n;
+	queue_foreach(n, &e->active)
+		if (can_take(e, queue_data(n, engine_lane, node)))
 			return true;
 	return false;
 }
@@ -703,16 +702,19 @@ void engine_pump(engine *e)
 engine_lane *engine_lane_open(engine *e)
 {
 	(void)e;
-	return calloc(1, sizeof(engine_lane));
+	engine_lane *l = calloc(1, sizeof(*l));
+	if (l)
+		queue_init(&l->jobs);
+	return l;
 }
 
 void engine_lane_close(engine *e, engine_lane *l)
 {
 	if (!l)
 		return;
-	if (l->head)
+	if (lane_first(l))
 		lane_deactivate(e, l);
-	while (l->head) {
+	while (lane_first(l)) {
 		job *j = lane_pop(e, l);
 		e->jobs_failed++;
 		answer(e, j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
@@ -726,14 +728,9 @@ void engine_lane_close(engine *e, engine_lane *l)
 
 void engine_enqueue(engine *e, engine_lane *l, job *j)
 {
-	j->next = NULL;
 	j->lane = l;
 	j->t_queued_ns = engine_now_ns();
-	if (l->tail)
-		l->tail->next = j;
-	else
-		l->head = j;
-	l->tail = j;
+	queue_insert_tail(&l->jobs, &j->node);
 	l->n++;
 	e->queued++;
 	if (l->n == 1)
@@ -749,10 +746,9 @@ void engine_fail_queued(engine *e, const char *why)
 {
 	/* one job at a time, the lane fixed up before the answer: a reply may
 	 * close its connection, which closes (and frees) the lane */
-	while (e->active_head) {
-		engine_lane *l = e->active_head;
+	for (engine_lane *l; (l = active_first(e));) {
 		job *j = lane_pop(e, l);
-		if (!l->head)
+		if (!lane_first(l))
 			lane_deactivate(e, l);
 		e->jobs_failed++;
 		answer(e, j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
@@ -936,6 +932,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 {
 	const char *why = "creating the engine's Vulkan objects failed";
 	memset(e, 0, sizeof(*e));
+	queue_init(&e->active);
 	e->dev = d;
 	e->pl = pl;
 	e->cfg = cfg;
@@ -1029,10 +1026,9 @@ void engine_destroy(engine *e)
 
 	/* one job at a time, the lane fixed up before the answer (a reply
 	 * may close its connection, and with it the lane) */
-	while (e->active_head) {
-		engine_lane *l = e->active_head;
+	for (engine_lane *l; (l = active_first(e));) {
 		job *j = lane_pop(e, l);
-		if (!l->head)
+		if (!lane_first(l))
 			lane_deactivate(e, l);
 		e->jobs_failed++;
 		answer(e, j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);

@@ -69,9 +69,9 @@ typedef struct engine_events {
  * to everyone else: another client's small job waits for about one batch,
  * not for both slots full of large ones. */
 struct engine_lane {
-	job *head, *tail;
+	queue_node jobs;          /* queued, oldest first (job.node) */
 	uint32_t n;
-	engine_lane *prev, *next; /* active list, while non-empty */
+	queue_node node;          /* on the engine's active list while jobs is non-empty */
 	uint64_t inflight_macs;   /* of its jobs taken into batches not yet finished */
 	uint32_t running;         /* those jobs */
 	bool closed;              /* its connection is gone: freed when running is 0 */
@@ -112,7 +112,7 @@ typedef struct engine {
 	VkDeviceSize dummy_piece; /* bytes of dummy per unasked-for output */
 	engine_slot *slots;
 	uint32_t nslots;
-	engine_lane *active_head, *active_tail;
+	queue_node active;        /* lanes with queued jobs, whose turn is next first */
 	uint32_t nactive;
 	uint32_t queued, running;
 	recorder *rec;            /* records each batch (record.h) */

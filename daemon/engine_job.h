@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "msg.h"
+#include "queue.h"
 #include "region.h"
 #include "variant.h"
 
@@ -17,7 +18,7 @@ typedef struct job job;
 struct engine_lane;
 
 struct job {
-	job *next;
+	queue_node node;        /* on its lane's queue while queued */
 	struct engine_lane *lane; /* its connection's lane, queued and running */
 	void *owner;            /* the connection; opaque here */
 	proto_request req;

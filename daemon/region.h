@@ -22,6 +22,7 @@
 
 #include "device.h"
 #include "msg.h"
+#include "queue.h"
 
 typedef struct region region;
 typedef void (*region_release_fn)(void *ctx, uint64_t arg);
@@ -29,7 +30,7 @@ typedef void (*region_release_fn)(void *ctx, uint64_t arg);
 /* The live regions of one daemon, and their counts for stats. Loop thread
  * only. Zero-initialised is empty; it must outlive its regions. */
 typedef struct region_set {
-	region *head;
+	queue_node live;           /* its regions (region.live), newest first */
 	uint64_t count, bytes;     /* live regions, and their declared bytes */
 	uint64_t imports, staged;  /* of them: imported in place, mirrored */
 } region_set;
@@ -52,8 +53,8 @@ struct region {
 	dev_t file_dev;
 	ino_t file_ino;
 	const void *owner;
-	region_set *set;               /* the set it is live on */
-	region *live_prev, *live_next; /* in set, for device recovery */
+	region_set *set;   /* the set it is live on */
+	queue_node live;   /* on set's list, for device recovery */
 	region_release_fn on_release;
 	void *release_ctx;
 	uint64_t release_arg;
