@@ -123,9 +123,12 @@ static void op_stats(conn *c, const proto_request *q)
 static uint64_t uid_region_bytes(const server *s, uid_t uid)
 {
 	uint64_t n = 0;
-	for (const conn *c = s->conns; c; c = c->next)
+	const queue_node *q;
+	queue_foreach(q, &s->conns) {
+		const conn *c = queue_data(q, conn, node);
 		if (c->cred.uid == uid)
 			n += c->region_bytes;
+	}
 	return n;
 }
 

@@ -54,15 +54,16 @@ static void drain_check_cb(uv_timer_t *t)
 {
 	server *s = t->data;
 	bool flushed = true;
-	for (conn *c = s->conns; c; c = c->next)
-		if (conn_out_pending(c))
+	const queue_node *q;
+	queue_foreach(q, &s->conns)
+		if (conn_out_pending(queue_data(q, conn, node)))
 			flushed = false;
 	if (!engine_idle(&s->eng) || !flushed)
 		return;
 	uv_timer_stop(t);
 	log_notice("all jobs answered; closing %u connection(s)", s->nconns);
-	while (s->conns)
-		conn_close(s->conns, "daemon shutting down");
+	for (queue_node *q; (q = queue_first(&s->conns));)
+		conn_close(queue_data(q, conn, node), "daemon shutting down");
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
 	uv_close((uv_handle_t *)&s->accept_timer, NULL);
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
@@ -160,6 +161,8 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		 const conn_handler *handler, engine_done_fn done)
 {
 	memset(s, 0, sizeof(*s));
+	queue_init(&s->conns);
+	queue_init(&s->dirty);
 	s->loop = loop;
 	s->cfg = cfg;
 	s->dev = dev;
