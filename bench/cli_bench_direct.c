@@ -114,7 +114,7 @@ static int dclient_submit(dclient *c)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		regs[t] = c->reg;
 	/* received at t0: its DECODE stage is the checks above, as for a frame */
-	job *j = engine_job_new(c, &q, bytes, regs, t0);
+	job *j = job_new(c, &q, bytes, regs, t0);
 	if (!j) {
 		fail_run(b, "out of memory");
 		return -1;
@@ -126,12 +126,13 @@ static int dclient_submit(dclient *c)
 	return 0;
 }
 
-/* engine_done_fn: the loop thread, once per job. The next job is only
+/* engine_events.done: the loop thread, once per job. The next job is only
  * queued here; async_cb pumps the engine after all completions. */
-static void direct_done_cb(job *j, proto_code code, const char *msg, uint64_t queued_us,
+static void direct_done_cb(void *ctx, job *j, proto_code code, const char *msg, uint64_t queued_us,
 			   uint64_t gpu_us, uint32_t batch_jobs)
 {
 	const uint64_t now = engine_now_ns();
+	(void)ctx;
 	(void)queued_us;
 	(void)gpu_us;
 	dclient *c = j->owner;
@@ -343,8 +344,8 @@ bench_direct *bench_direct_open(char *why, size_t why_len)
 		goto fail;
 	}
 	b->loop_init = true;
-	if (engine_init(&b->eng, &b->loop, &b->dev, &b->pl, &b->cfg, direct_done_cb, err,
-			sizeof(err)) != 0) {
+	const engine_events ev = {.done = direct_done_cb}; /* no recovery: a loss fails the jobs */
+	if (engine_init(&b->eng, &b->loop, &b->dev, &b->pl, &b->cfg, &ev, err, sizeof(err)) != 0) {
 		snprintf(why, why_len, "engine: %s", err);
 		goto fail;
 	}

@@ -60,12 +60,7 @@ void conn_close(conn *c, const char *why)
 	server *s = c->srv;
 	log_info("client pid %d uid %u: connection closed (%s)", (int)c->cred.pid,
 		 (unsigned)c->cred.uid, why);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	queue_remove(&c->node);
 	s->nconns--;
 	service_clients(&s->svc, s->nconns);
 	drop_fds(c);
@@ -97,8 +92,9 @@ static void refuse(int fd, const proto_err *err)
 static uint32_t conns_of_uid(const server *s, uid_t uid)
 {
 	uint32_t n = 0;
-	for (const conn *c = s->conns; c; c = c->next)
-		n += c->cred.uid == uid;
+	const queue_node *q;
+	queue_foreach(q, &s->conns)
+		n += queue_data(q, conn, node)->cred.uid == uid;
 	return n;
 }
 
@@ -149,10 +145,7 @@ int conn_open(server *s, int fd, const conn_handler *h)
 	c->poll.data = c;
 	c->poll_events = UV_READABLE;
 	uv_poll_start(&c->poll, UV_READABLE, conn_poll_cb);
-	c->next = s->conns;
-	if (s->conns)
-		s->conns->prev = c;
-	s->conns = c;
+	queue_insert_head(&s->conns, &c->node);
 	s->nconns++;
 	service_clients(&s->svc, s->nconns);
 	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
@@ -229,8 +222,7 @@ void conn_send_frame(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encode
 	if (c->srv->cork) {
 		if (!c->dirty) {
 			c->dirty = true;
-			c->dirty_next = c->srv->dirty;
-			c->srv->dirty = c;
+			queue_insert_head(&c->srv->dirty, &c->dirty_node);
 			conn_ref(c);
 		}
 		return;
@@ -244,11 +236,10 @@ void conn_replies_cork(void *srv, bool begin)
 	s->cork = begin;
 	if (begin)
 		return;
-	while (s->dirty) {
-		conn *c = s->dirty;
-		s->dirty = c->dirty_next;
+	for (queue_node *q; (q = queue_first(&s->dirty));) {
+		conn *c = queue_data(q, conn, dirty_node);
+		queue_remove(q);
 		c->dirty = false;
-		c->dirty_next = NULL;
 		if (c->open)
 			flush_out(c);
 		conn_unref(c);

@@ -23,6 +23,7 @@
 #include "engine.h"
 #include "frame.h"
 #include "outq.h"
+#include "queue.h"
 #include "region.h"
 
 typedef struct server server;
@@ -46,7 +47,7 @@ typedef struct conn_handler {
 } conn_handler;
 
 struct conn {
-	conn *prev, *next;     /* server's list */
+	queue_node node;       /* on the server's list of open connections */
 	server *srv;
 	const conn_handler *h;
 	int fd;
@@ -67,7 +68,7 @@ struct conn {
 	uint64_t rx_ns;        /* when the last read brought bytes (a frame's arrival) */
 	bool rd_eof;           /* the peer half-closed (shutdown SHUT_WR): no more
 				* reading; closed once every reply is out */
-	conn *dirty_next;      /* server's corked list, while dirty */
+	queue_node dirty_node; /* on the server's corked list, while dirty */
 	bool dirty;
 	/* the ops' (ops.c) */
 	region **regs;         /* regions table, by insertion */
@@ -105,7 +106,7 @@ void conn_close_after_replies(conn *c);
 /* Reply bytes queued and not yet written. */
 size_t conn_out_pending(const conn *c);
 
-/* engine replies_cb: cork (queue replies) or uncork (write every queued
+/* engine_events.replies: cork (queue replies) or uncork (write every queued
  * reply, one send per connection). */
 void conn_replies_cork(void *srv, bool begin);
 

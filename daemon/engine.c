@@ -22,11 +22,6 @@ uint64_t engine_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static bool is_output(int t)
-{
-	return engine_is_output(t);
-}
-
 static uint64_t span(uint64_t from, uint64_t to)
 {
 	return to > from ? to - from : 0;
@@ -276,32 +271,13 @@ void engine_activity(engine *e)
 	poll_start(e, now);
 }
 
-job *engine_job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
-		    region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns)
-{
-	job *j = calloc(1, sizeof(*j));
-	if (!j)
-		return NULL;
-	j->owner = owner;
-	j->req = *q;
-	j->t_recv_ns = t_recv_ns;
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
-		j->bytes[t] = bytes[t];
-		if (q->t[t].present) {
-			j->reg[t] = reg[t];
-			region_ref(reg[t]);
-		}
-	}
-	return j;
-}
-
 /* ---- finishing jobs --------------------------------------------------------- */
 
-static void job_free(job *j)
+/* Hand job j's outcome to the owner (engine_events.done). */
+static void answer(engine *e, job *j, proto_code code, const char *msg, uint64_t queued_us,
+		   uint64_t gpu_us, uint32_t batch_jobs)
 {
-	for (int t = 0; t < PROTO_T_COUNT; t++)
-		region_unref(j->reg[t]);
-	free(j);
+	e->ev.done(e->ev.done_ctx, j, code, msg, queued_us, gpu_us, batch_jobs);
 }
 
 /* Job j, taken into a batch, leaves its lane's in-flight work (engine_lane):
@@ -310,7 +286,7 @@ static void job_free(job *j)
 static void lane_release(job *j)
 {
 	engine_lane *l = j->lane;
-	l->inflight_macs -= engine_job_macs(j);
+	l->inflight_macs -= job_macs(j);
 	l->running--;
 	j->lane = NULL;
 	if (l->closed && l->running == 0)
@@ -379,7 +355,7 @@ static void finish_slot(engine *e, engine_slot *s)
 			int rc = 0;
 			for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
 				region *r = j->reg[t];
-				if (r && r->staged && is_output(t))
+				if (r && r->staged && job_is_output(t))
 					rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], false,
 							       proto_tensor_key[t], &err);
 			}
@@ -392,14 +368,14 @@ static void finish_slot(engine *e, engine_slot *s)
 			} else {
 				e->jobs_failed++;
 			}
-			e->done(j, rc == 0 ? PROTO_OK : err.code, rc == 0 ? NULL : err.message,
+			answer(e, j, rc == 0 ? PROTO_OK : err.code, rc == 0 ? NULL : err.message,
 				(j->t_submit_ns - j->t_queued_ns) / 1000, gpu_us, s->njobs);
 			/* the stages the answer traced (engine_job_trace) */
 			if (rc == 0 && (j->stage_mask & (1u << PROTO_STAGE_ANSWER)))
 				metrics_stages(&e->metrics, j->stage_ns, j->stage_mask);
 		} else {
 			e->jobs_failed++;
-			e->done(j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
+			answer(e, j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
 				(j->t_submit_ns - j->t_queued_ns) / 1000, 0, s->njobs);
 		}
 		job_free(j);
@@ -414,8 +390,8 @@ static void finish_slot(engine *e, engine_slot *s)
 static void reap(engine *e)
 {
 	/* many replies at once: let the owner write them in one go per client */
-	if (e->replies_cb)
-		e->replies_cb(e->replies_ctx, true);
+	if (e->ev.replies)
+		e->ev.replies(e->ev.replies_ctx, true);
 	for (;;) {
 		pthread_mutex_lock(&e->mu);
 		if (e->ring_done == 0) {
@@ -429,14 +405,14 @@ static void reap(engine *e)
 		pthread_mutex_unlock(&e->mu);
 		finish_slot(e, &e->slots[si]);
 	}
-	if (e->replies_cb)
-		e->replies_cb(e->replies_ctx, false);
+	if (e->ev.replies)
+		e->ev.replies(e->ev.replies_ctx, false);
 	if (e->lost && !e->down) {
 		/* once nothing runs on the lost device, recover it (once) */
 		if (e->running == 0 && !e->lost_notified) {
 			e->lost_notified = true;
-			if (e->lost_cb)
-				e->lost_cb(e->lost_ctx);
+			if (e->ev.lost)
+				e->ev.lost(e->ev.lost_ctx);
 			else
 				e->down = true; /* nobody recovers: answer jobs instead */
 		}
@@ -474,17 +450,31 @@ static void poll_cb(uv_idle_t *h)
 		poll_stop(e, now);
 }
 
+/* Lane l's first queued job, or NULL. */
+static job *lane_first(const engine_lane *l)
+{
+	queue_node *n = queue_first(&l->jobs);
+	return n ? queue_data(n, job, node) : NULL;
+}
+
+/* The active lane whose turn is next, or NULL. */
+static engine_lane *active_first(const engine *e)
+{
+	queue_node *n = queue_first(&e->active);
+	return n ? queue_data(n, engine_lane, node) : NULL;
+}
+
 /* May lane l's next job join a batch now? A staged region mirrors the
  * client's memory for one batch at a time, so a job using one that is in
  * flight waits; and the lane's in-flight work stays within client_macs
  * unless nothing of it is in flight (engine_lane). */
 static bool can_take(const engine *e, const engine_lane *l)
 {
-	const job *j = l->head;
+	const job *j = lane_first(l);
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (j->reg[t] && j->reg[t]->staged && j->reg[t]->inflight)
 			return false;
-	return l->running == 0 || l->inflight_macs + engine_job_macs(j) <= e->client_macs;
+	return l->running == 0 || l->inflight_macs + job_macs(j) <= e->client_macs;
 }
 
 static uint64_t take_jobs(engine *e, engine_slot *s);
@@ -503,7 +493,7 @@ static void stage_in(engine *e, engine_slot *s)
 		int rc = 0;
 		for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
 			region *r = j->reg[t];
-			if (r && r->staged && (!is_output(t) || j->req.accumulate))
+			if (r && r->staged && (!job_is_output(t) || j->req.accumulate))
 				rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], true,
 						       proto_tensor_key[t], &err);
 		}
@@ -513,7 +503,7 @@ static void stage_in(engine *e, engine_slot *s)
 		}
 		e->jobs_failed++;
 		lane_release(j);
-		e->done(j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
+		answer(e, j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
 		job_free(j);
 	}
 	s->njobs = kept;
@@ -540,7 +530,16 @@ static void submit_slot(engine *e, uint32_t si)
 		e->devlocal_jobs += s->jobs[i]->devlocal;
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;
 	}
-	const VkResult rec = record_batch(e, si);
+	record_counts counts;
+	const record_target tg = {
+		.pool = s->pool, .cb = s->cb, .queries = s->queries, .ts_buf = s->ts_buf,
+		.scratch = s->scratch.buf, .dummy = e->dummy, .dummy_piece = e->dummy_piece,
+		.first_piece = (uint64_t)si * e->cfg->max_batch_jobs, .jobs = s->jobs, .njobs = s->njobs,
+	};
+	const VkResult rec = record_batch(e->rec, &tg, &counts);
+	e->dispatches += counts.dispatches;
+	e->devlocal_copy_bytes += counts.copy_bytes;
+	s->nqueries = counts.nqueries;
 	s->t_recorded_ns = engine_now_ns();
 	calibrate(e, s->t_recorded_ns);
 	s->cal_ok = e->cal_ok;
@@ -610,40 +609,24 @@ static void submit_slot(engine *e, uint32_t si)
 
 static void lane_activate(engine *e, engine_lane *l)
 {
-	l->next = NULL;
-	l->prev = e->active_tail;
-	if (e->active_tail)
-		e->active_tail->next = l;
-	else
-		e->active_head = l;
-	e->active_tail = l;
+	queue_insert_tail(&e->active, &l->node);
 	e->nactive++;
 }
 
 static void lane_deactivate(engine *e, engine_lane *l)
 {
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		e->active_head = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
-	else
-		e->active_tail = l->prev;
-	l->prev = l->next = NULL;
+	assert(e->nactive > 0);
+	queue_remove(&l->node);
 	e->nactive--;
 }
 
 static job *lane_pop(engine *e, engine_lane *l)
 {
-	assert(l->head && l->n > 0 && e->queued > 0);
-	job *j = l->head;
-	l->head = j->next;
-	if (!l->head)
-		l->tail = NULL;
+	job *j = lane_first(l);
+	assert(j && l->n > 0 && e->queued > 0);
+	queue_remove(&j->node);
 	l->n--;
 	e->queued--;
-	j->next = NULL;
 	return j;
 }
 
@@ -661,28 +644,28 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 	bool full = false;
 	uint32_t lanes = e->nactive;
 	for (uint32_t k = 0; k < lanes && !full; k++) {
-		engine_lane *l = e->active_head;
+		engine_lane *l = active_first(e);
 		uint32_t took = 0;
-		while (l->head && took < cap && can_take(e, l)) {
-			uint64_t jb = engine_job_bytes(l->head);
+		for (job *j; (j = lane_first(l)) && took < cap && can_take(e, l);) {
+			uint64_t jb = job_bytes(j);
 			if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
 				full = true;
 				break;
 			}
-			uint64_t sb = placement_place(e, l->head, used);
+			uint64_t sb = placement_place(&e->place, j, used);
 			if (sb == UINT64_MAX) {
 				full = true;
 				break;
 			}
 			used += sb;
 			bytes += jb;
-			l->inflight_macs += engine_job_macs(l->head);
+			l->inflight_macs += job_macs(j);
 			l->running++;
 			s->jobs[s->njobs++] = lane_pop(e, l);
 			took++;
 		}
 		lane_deactivate(e, l);
-		if (l->head)
+		if (lane_first(l))
 			lane_activate(e, l);
 	}
 	return used;
@@ -690,8 +673,9 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 
 static bool has_takeable(const engine *e)
 {
-	for (const engine_lane *l = e->active_head; l; l = l->next)
-		if (can_take(e, l))
+	const queue_node *n;
+	queue_foreach(n, &e->active)
+		if (can_take(e, queue_data(n, engine_lane, node)))
 			return true;
 	return false;
 }
@@ -718,19 +702,22 @@ void engine_pump(engine *e)
 engine_lane *engine_lane_open(engine *e)
 {
 	(void)e;
-	return calloc(1, sizeof(engine_lane));
+	engine_lane *l = calloc(1, sizeof(*l));
+	if (l)
+		queue_init(&l->jobs);
+	return l;
 }
 
 void engine_lane_close(engine *e, engine_lane *l)
 {
 	if (!l)
 		return;
-	if (l->head)
+	if (lane_first(l))
 		lane_deactivate(e, l);
-	while (l->head) {
+	while (lane_first(l)) {
 		job *j = lane_pop(e, l);
 		e->jobs_failed++;
-		e->done(j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
+		answer(e, j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
 		job_free(j);
 	}
 	if (l->running) /* finish_slot frees it after the last one */
@@ -741,14 +728,9 @@ void engine_lane_close(engine *e, engine_lane *l)
 
 void engine_enqueue(engine *e, engine_lane *l, job *j)
 {
-	j->next = NULL;
 	j->lane = l;
 	j->t_queued_ns = engine_now_ns();
-	if (l->tail)
-		l->tail->next = j;
-	else
-		l->head = j;
-	l->tail = j;
+	queue_insert_tail(&l->jobs, &j->node);
 	l->n++;
 	e->queued++;
 	if (l->n == 1)
@@ -764,13 +746,12 @@ void engine_fail_queued(engine *e, const char *why)
 {
 	/* one job at a time, the lane fixed up before the answer: a reply may
 	 * close its connection, which closes (and frees) the lane */
-	while (e->active_head) {
-		engine_lane *l = e->active_head;
+	for (engine_lane *l; (l = active_first(e));) {
 		job *j = lane_pop(e, l);
-		if (!l->head)
+		if (!lane_first(l))
 			lane_deactivate(e, l);
 		e->jobs_failed++;
-		e->done(j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
+		answer(e, j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
 		job_free(j);
 	}
 }
@@ -947,18 +928,19 @@ void engine_resume(engine *e)
 }
 
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
-		const config *cfg, engine_done_fn done, char *err, size_t errlen)
+		const config *cfg, const engine_events *ev, char *err, size_t errlen)
 {
 	const char *why = "creating the engine's Vulkan objects failed";
 	memset(e, 0, sizeof(*e));
+	queue_init(&e->active);
 	e->dev = d;
 	e->pl = pl;
 	e->cfg = cfg;
-	e->done = done;
+	e->ev = *ev;
 	e->nslots = cfg->inflight_batches;
 	metrics_init(&e->metrics);
 	parse_faults(e);
-	placement_init(e);
+	placement_init(&e->place, d, pl, cfg, e->nslots);
 	e->client_macs = cfg->client_batch_macs;
 	if (e->client_macs == CONFIG_AUTO)
 		e->client_macs = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? CONFIG_CLIENT_MACS_AUTO_CPU
@@ -975,6 +957,11 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		e->slots[i].jobs = calloc(cfg->max_batch_jobs, sizeof(*e->slots[i].jobs));
 		if (!e->slots[i].jobs)
 			goto fail;
+	}
+	e->rec = record_new(d, pl, cfg->dispatch_max_macs, cfg->max_batch_jobs);
+	if (!e->rec) {
+		why = "out of memory for the batch recorder";
+		goto fail;
 	}
 	if (gpu_create(e) != 0)
 		goto fail;
@@ -1039,13 +1026,12 @@ void engine_destroy(engine *e)
 
 	/* one job at a time, the lane fixed up before the answer (a reply
 	 * may close its connection, and with it the lane) */
-	while (e->active_head) {
-		engine_lane *l = e->active_head;
+	for (engine_lane *l; (l = active_first(e));) {
 		job *j = lane_pop(e, l);
-		if (!l->head)
+		if (!lane_first(l))
 			lane_deactivate(e, l);
 		e->jobs_failed++;
-		e->done(j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
+		answer(e, j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
 		job_free(j);
 	}
 	gpu_release(e);
@@ -1053,6 +1039,8 @@ void engine_destroy(engine *e)
 		free(e->slots[i].jobs);
 	free(e->slots);
 	e->slots = NULL;
+	record_free(e->rec);
+	e->rec = NULL;
 }
 
 void engine_stats(const engine *e, proto_stats *st)
@@ -1063,8 +1051,8 @@ void engine_stats(const engine *e, proto_stats *st)
 	st->jobs_per_batch_avg = e->batches ? (double)e->jobs_in_batches / (double)e->batches : 0;
 	st->jobs_queued = e->queued;
 	st->jobs_running = e->running;
-	st->devlocal_min_bytes = e->devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F32];
-	st->devlocal_min_bytes_16bit = e->devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->devlocal_min[PROTO_F16];
+	st->devlocal_min_bytes = e->place.devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->place.devlocal_min[PROTO_F32];
+	st->devlocal_min_bytes_16bit = e->place.devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->place.devlocal_min[PROTO_F16];
 	st->devlocal_jobs = e->devlocal_jobs;
 	st->devlocal_copy_bytes = e->devlocal_copy_bytes;
 	st->splitk_jobs = e->splitk_jobs;

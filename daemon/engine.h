@@ -21,9 +21,12 @@
 
 #include "config.h"
 #include "device.h"
+#include "engine_job.h"
 #include "metrics.h"
 #include "msg.h"
 #include "pipelines.h"
+#include "placement.h"
+#include "record.h"
 #include "region.h"
 #include "scratch.h"
 #include "spin.h"
@@ -32,55 +35,43 @@
 /* submitted slots in submission order: one entry per slot at most */
 #define ENGINE_RING CONFIG_MAX_INFLIGHT_BATCHES
 
-typedef struct job job;
 typedef struct engine_lane engine_lane;
 
-struct job {
-	job *next;
-	engine_lane *lane;      /* its connection's lane, queued and running */
-	void *owner;            /* the connection; opaque here */
-	proto_request req;
-	region *reg[PROTO_T_COUNT]; /* one reference per present tensor */
-	uint64_t bytes[PROTO_T_COUNT];
-	uint64_t t_recv_ns;     /* its request's frame was whole (the owner sets it; 0: unknown) */
-	uint64_t t_queued_ns;
-	uint64_t t_submit_ns;
-	/* its trace (proto_stage_id): ns per stage, stages with their bit in
-	 * stage_mask; the engine fills DECODE..HANDOFF before answering,
-	 * engine_job_trace() ANSWER */
-	uint64_t stage_ns[PROTO_STAGE_COUNT];
-	uint32_t stage_mask;
-	uint64_t t_answer_ns;   /* answering its batch began */
-	/* placement, set when the job joins a batch (engine.c take_jobs) */
-	variant_plan plan;      /* kernels; split-K only with its partials in scratch */
-	uint64_t splitk_off;    /* the partials' offset in the slot's scratch */
-	uint64_t splitk_dx_off; /* dX's partials' offset, when plan.input is split-K */
-	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
-	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
-	uint32_t ts_index;      /* its two timestamp queries, when devlocal */
-	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
-	bool has_kernel_us;
-};
+/* What the engine tells its owner, on the loop thread, each callback with
+ * its own ctx; given at engine_init. */
+typedef void (*engine_done_fn)(void *ctx, job *j, proto_code code, const char *msg,
+			       uint64_t queued_us, uint64_t gpu_us, uint32_t batch_jobs);
 
-/* Called on the loop thread once per job: code PROTO_OK with timings, or a
- * failure. The engine frees the job and its region references afterwards. */
-typedef void (*engine_done_fn)(job *j, proto_code code, const char *msg, uint64_t queued_us,
-			       uint64_t gpu_us, uint32_t batch_jobs);
+typedef struct engine_events {
+	/* once per job: code PROTO_OK with timings, or a failure. The engine
+	 * frees the job and its region references afterwards. */
+	engine_done_fn done;
+	void *done_ctx;
+	/* optional: begin true before answering the jobs of finished batches
+	 * and false after, so replies can be written together */
+	void (*replies)(void *ctx, bool begin);
+	void *replies_ctx;
+	/* optional: a device loss, once nothing runs on the lost device any
+	 * more (the recovery; it ends with engine_resume, or sets `down`).
+	 * NULL: nobody recovers, queued and new jobs are answered device_lost. */
+	void (*lost)(void *ctx);
+	void *lost_ctx;
+} engine_events;
 
 /* One connection's queue. Batches take jobs from the active lanes
  * round-robin, at most batch_per_client per lane per round, so a client
  * with thousands of queued jobs cannot hold back another client's one.
  * Fairness in time too: a lane's jobs in batches not yet finished (the one
  * being formed included) add up to at most client_macs multiply-adds
- * (engine_job_macs), except that its next job always goes once none of its
+ * (job_macs), except that its next job always goes once none of its
  * jobs is in flight. A client queueing large jobs thus has about one
  * batch's worth on the GPU at a time and leaves the other submission slots
  * to everyone else: another client's small job waits for about one batch,
  * not for both slots full of large ones. */
 struct engine_lane {
-	job *head, *tail;
+	queue_node jobs;          /* queued, oldest first (job.node) */
 	uint32_t n;
-	engine_lane *prev, *next; /* active list, while non-empty */
+	queue_node node;          /* on the engine's active list while jobs is non-empty */
 	uint64_t inflight_macs;   /* of its jobs taken into batches not yet finished */
 	uint32_t running;         /* those jobs */
 	bool closed;              /* its connection is gone: freed when running is 0 */
@@ -113,11 +104,7 @@ typedef struct engine {
 	const device *dev;
 	const pipelines *pl;
 	const config *cfg;
-	engine_done_fn done;
-	/* optional: called with true before answering the jobs of finished
-	 * batches and with false after, so replies can be written together */
-	void (*replies_cb)(void *ctx, bool begin);
-	void *replies_ctx;
+	engine_events ev;
 	VkSemaphore timeline;
 	uint64_t next_value;
 	VkBuffer dummy;           /* bound where a kernel's output is not asked for */
@@ -125,11 +112,10 @@ typedef struct engine {
 	VkDeviceSize dummy_piece; /* bytes of dummy per unasked-for output */
 	engine_slot *slots;
 	uint32_t nslots;
-	engine_lane *active_head, *active_tail;
+	queue_node active;        /* lanes with queued jobs, whose turn is next first */
 	uint32_t nactive;
 	uint32_t queued, running;
-	uint64_t epoch;           /* barrier generation inside the batch being recorded */
-	bool untracked;           /* a range could not be recorded: barrier next job */
+	recorder *rec;            /* records each batch (record.h) */
 	/* submitted slots in submission order; shared with the completion thread */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -147,20 +133,15 @@ typedef struct engine {
 	unsigned fault_late_us;  /* late_wait: the completion thread reports batches this late */
 	/* device loss. `lost`: a batch failed; nothing is submitted until
 	 * engine_resume, queued jobs wait. Once no batch runs, the loop calls
-	 * lost_cb (the recovery) once. `down`: no device to wait for; queued
+	 * ev.lost (the recovery) once. `down`: no device to wait for; queued
 	 * and new jobs are answered device_lost at once. */
 	bool lost, lost_notified, down;
-	void (*lost_cb)(void *ctx);
-	void *lost_ctx;
 	uint64_t losses;
-	/* device-local path and scratch, resolved from the config at init:
-	 * jobs with at least devlocal_min tensor bytes (UINT64_MAX: never) are
-	 * copied to device memory when their pieces fit scratch_cap per slot */
-	uint64_t devlocal_min[PROTO_DTYPE_COUNT], scratch_cap;
+	placement place;           /* device-local path and scratch (placement.h) */
 	uint64_t client_macs;      /* a lane's in-flight bound (engine_lane), resolved */
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
-	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
+	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs; /* record_counts summed */
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
 	metrics metrics;           /* latency histograms, stage windows (metrics.h) */
 	/* GPU clock -> CLOCK_MONOTONIC (device->calibrated): a pair of
@@ -179,7 +160,7 @@ typedef struct engine {
 } engine;
 
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
-		const config *cfg, engine_done_fn done, char *err, size_t errlen);
+		const config *cfg, const engine_events *ev, char *err, size_t errlen);
 /* Stops the completion thread after the GPU is idle and frees everything;
  * every job still queued is answered with `internal` first. The caller
  * closes e->async's handle by running the loop afterwards. */
@@ -190,12 +171,6 @@ engine_lane *engine_lane_open(engine *e);
  * gone) and frees it (once its jobs already submitted, which finish
  * normally, are done). */
 void engine_lane_close(engine *e, engine_lane *l);
-/* A job for request q (checked by proto_job_check, which gave bytes), owned
- * by `owner` (opaque to the engine), received at t_recv_ns (its trace's
- * start): one reference taken on reg[t] for every present tensor t. NULL
- * when out of memory. */
-job *engine_job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
-		    region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns);
 /* Takes ownership of j (and its region references). */
 void engine_enqueue(engine *e, engine_lane *l, job *j);
 /* A request arrived (or replies went out): the loop keeps polling its
@@ -227,30 +202,5 @@ void engine_job_trace(job *j, uint64_t t_encoded, proto_trace *out);
  * copies, split-K, dispatches, scratch, the stage metrics, the spin-wait.
  * Loop thread (the counters the completion thread writes are atomic). */
 void engine_stats(const engine *e, proto_stats *st);
-
-/* Tensor bytes of a job, all slots together. */
-static inline uint64_t engine_job_bytes(const job *j)
-{
-	uint64_t b = 0;
-	for (int t = 0; t < PROTO_T_COUNT; t++)
-		b += j->bytes[t];
-	return b;
-}
-
-/* The multiply-adds a job costs, estimated: batch·in·out for dW and for dX
- * each, batch·out for db. What fairness in time counts (engine_lane). */
-static inline uint64_t engine_job_macs(const job *j)
-{
-	const proto_request *q = &j->req;
-	const uint64_t bio = q->batch * q->in * q->out;
-	return (q->t[PROTO_T_DW].present ? bio : 0) + (q->t[PROTO_T_DX].present ? bio : 0) +
-	       (q->t[PROTO_T_DB].present ? q->batch * q->out : 0);
-}
-
-/* Is tensor slot t an output (dw, db, dx)? */
-static inline bool engine_is_output(int t)
-{
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
-}
 
 #endif

@@ -123,9 +123,12 @@ static void op_stats(conn *c, const proto_request *q)
 static uint64_t uid_region_bytes(const server *s, uid_t uid)
 {
 	uint64_t n = 0;
-	for (const conn *c = s->conns; c; c = c->next)
+	const queue_node *q;
+	queue_foreach(q, &s->conns) {
+		const conn *c = queue_data(q, conn, node);
 		if (c->cred.uid == uid)
 			n += c->region_bytes;
+	}
 	return n;
 }
 
@@ -293,7 +296,7 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (q->t[t].present)
 			regs[t] = find_region(c, q->t[t].region, NULL);
-	job *j = engine_job_new(c, q, bytes, regs, c->rx_ns);
+	job *j = job_new(c, q, bytes, regs, c->rx_ns);
 	if (!j) {
 		proto_fail(&err, PROTO_INTERNAL, "linear_backward: out of memory");
 		goto fail;
@@ -307,9 +310,10 @@ fail:
 	conn_reply_err(c, q->id, &err);
 }
 
-void ops_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us,
-		   uint64_t gpu_us, uint32_t batch_jobs)
+void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t queued_us,
+		  uint64_t gpu_us, uint32_t batch_jobs)
 {
+	(void)ctx;
 	conn *c = j->owner;
 	c->inflight--; /* before the reply: its flush may finish a half-closed c */
 	if (code == PROTO_OK) {

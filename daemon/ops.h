@@ -17,8 +17,8 @@
  * and each frame decoded and dispatched to its op. */
 extern const conn_handler ops_handler;
 
-/* engine_done_fn for the engine: replies to the job's connection. */
-void ops_job_done(job *j, proto_code code, const char *msg, uint64_t queued_us, uint64_t gpu_us,
+/* engine_events.done: replies to the job's connection (ctx unused). */
+void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t queued_us, uint64_t gpu_us,
 		  uint32_t batch_jobs);
 
 #endif

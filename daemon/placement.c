@@ -2,30 +2,32 @@
 #include "placement.h"
 
 #include "log.h"
+#include "scratch.h"
 #include "variant.h"
 
-void placement_init(engine *e)
+void placement_init(placement *p, const device *d, const pipelines *pl, const config *cfg,
+		    uint32_t nslots)
 {
-	const device *d = e->dev;
-	const config *cfg = e->cfg;
-	e->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, e->nslots)
+	p->dev = d;
+	p->pl = pl;
+	p->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, nslots)
 							       : cfg->scratch_max_bytes;
 	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
 		uint64_t v = cfg->devlocal_min_bytes;
 		if (v == CONFIG_AUTO)
 			v = cpu ? CONFIG_OFF : t == PROTO_F32 ? CONFIG_DEVLOCAL_AUTO_F32 : CONFIG_DEVLOCAL_AUTO_16BIT;
-		e->devlocal_min[t] = v;
+		p->devlocal_min[t] = v;
 	}
-	if (e->devlocal_min[PROTO_F32] == CONFIG_OFF)
+	if (p->devlocal_min[PROTO_F32] == CONFIG_OFF)
 		log_info("device-local path off%s; scratch for split-K up to %llu bytes per slot",
 			 cpu && cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
-			 (unsigned long long)e->scratch_cap);
+			 (unsigned long long)p->scratch_cap);
 	else
 		log_info("device-local path: jobs of >= %llu tensor bytes (f16/bf16: %llu) run on device "
 			 "copies; scratch up to %llu bytes per slot",
-			 (unsigned long long)e->devlocal_min[PROTO_F32],
-			 (unsigned long long)e->devlocal_min[PROTO_F16], (unsigned long long)e->scratch_cap);
+			 (unsigned long long)p->devlocal_min[PROTO_F32],
+			 (unsigned long long)p->devlocal_min[PROTO_F16], (unsigned long long)p->scratch_cap);
 }
 
 static void drop_param_splitk(job *j)
@@ -56,24 +58,24 @@ void placement_drop(job *j)
 /* The partials are one storage-buffer binding each: fewer slices when they
  * would pass maxStorageBufferRange (a shape-only choice, so still the same
  * bits every run); the caller gives split-K up below the plan's minimum. */
-static uint32_t fit_slices(const engine *e, uint64_t elems_per_slice, uint32_t slices)
+static uint32_t fit_slices(const placement *p, uint64_t elems_per_slice, uint32_t slices)
 {
-	const uint64_t fit = e->dev->props.limits.maxStorageBufferRange / (elems_per_slice * 4);
+	const uint64_t fit = p->dev->props.limits.maxStorageBufferRange / (elems_per_slice * 4);
 	return fit < slices ? (uint32_t)fit : slices;
 }
 
 /* Split-K partials of j's dW/db and dX in scratch: their bytes, the
  * offsets relative to the job's first scratch byte set. */
-static uint64_t place_partials(const engine *e, job *j)
+static uint64_t place_partials(const placement *p, job *j)
 {
 	uint64_t bytes = 0;
 	if (j->plan.param == KERN_SPLITK) {
-		j->plan.slices = fit_slices(e, variant_splitk_elems(&j->req, 1), j->plan.slices);
+		j->plan.slices = fit_slices(p, variant_splitk_elems(&j->req, 1), j->plan.slices);
 		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
 			drop_param_splitk(j);
 	}
 	if (j->plan.input == KERN_SPLITK) {
-		j->plan.dx_slices = fit_slices(e, variant_splitk_dx_elems(&j->req, 1), j->plan.dx_slices);
+		j->plan.dx_slices = fit_slices(p, variant_splitk_dx_elems(&j->req, 1), j->plan.dx_slices);
 		if (j->plan.dx_slices == 0)
 			drop_input_splitk(j);
 	}
@@ -94,30 +96,30 @@ static uint64_t place_partials(const engine *e, job *j)
  * does not fit the cap even alone is dropped (devlocal first, then
  * split-K). Returns the scratch bytes it takes, or UINT64_MAX when it
  * would fit an empty slot but not this one. */
-uint64_t placement_place(engine *e, job *j, uint64_t used)
+uint64_t placement_place(const placement *p, job *j, uint64_t used)
 {
 	const proto_dtype t = j->req.dtype;
 	/* (f32's KERN_CMK_* are coopmat_khr_f32x3's: forced only) */
-	const bool cmk = e->pl->pipe[KERN_CMK_DW][t] && e->pl->pipe[KERN_CMK_DX][t];
-	j->plan = variant_choose(&j->req, (e->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
+	const bool cmk = p->pl->pipe[KERN_CMK_DW][t] && p->pl->pipe[KERN_CMK_DX][t];
+	j->plan = variant_choose(&j->req, (p->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
 						  (cmk ? (t == PROTO_F32 ? VARIANT_HAS_F32X3 : VARIANT_HAS_CMK) : 0u) |
-						  (e->pl->pipe[KERN_NV2_DW][t] && e->pl->pipe[KERN_NV2_DX][t]
+						  (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t]
 							   ? VARIANT_HAS_NV2 : 0u));
-	variant_cmk_tiling(&j->plan, &j->req, e->pl->cmk_small_below, e->pl->cmk_bm[0], e->pl->cmk_bn[0]);
+	variant_cmk_tiling(&j->plan, &j->req, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
 	j->devlocal = false;
-	uint64_t split = place_partials(e, j);
+	uint64_t split = place_partials(p, j);
 	uint64_t dl = 0;
-	if (e->devlocal_min[j->req.dtype] != CONFIG_OFF && engine_job_bytes(j) >= e->devlocal_min[j->req.dtype])
+	if (p->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= p->devlocal_min[j->req.dtype])
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present)
 				dl += scratch_round(j->bytes[t]);
-	if (split + dl > e->scratch_cap)
+	if (split + dl > p->scratch_cap)
 		dl = 0;
-	if (split > e->scratch_cap) {
+	if (split > p->scratch_cap) {
 		placement_drop(j);
 		split = 0;
 	}
-	if (used + split + dl > e->scratch_cap)
+	if (used + split + dl > p->scratch_cap)
 		return UINT64_MAX;
 	uint64_t at = used;
 	if (split) {
@@ -127,7 +129,7 @@ uint64_t placement_place(engine *e, job *j, uint64_t used)
 	}
 	if (dl) {
 		j->devlocal = true;
-		if (e->pl->pipe[KERN_TILED128][j->req.dtype])
+		if (p->pl->pipe[KERN_TILED128][j->req.dtype])
 			variant_widen(&j->plan, &j->req);
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present) {

@@ -11,10 +11,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_output(int t)
-{
-	return engine_is_output(t);
-}
+#define TOUCH_NONE UINT32_MAX
+
+/* A byte range a dispatch of the batch bound since the last barrier;
+ * `prev`: the same region's range before it (TOUCH_NONE: none). */
+typedef struct record_touch {
+	uint64_t lo, hi;
+	bool write;
+	uint32_t prev;
+} record_touch;
+
+/* A region the batch uses: its ranges of this epoch, newest first from
+ * `last` (valid while epoch is the recorder's). */
+typedef struct record_region {
+	const region *key; /* NULL: a free entry */
+	uint64_t epoch;
+	uint32_t last;
+} record_region;
+
+struct recorder {
+	const device *dev;
+	const pipelines *pl;
+	uint64_t dispatch_max_macs;
+	/* conflict tracking: a barrier starts a new epoch, which forgets every
+	 * range; a range that could not be remembered makes the next dispatch
+	 * take a barrier regardless */
+	uint64_t epoch;
+	bool untracked;
+	/* the ranges of the epoch, for all regions together: the array only
+	 * grows (geometrically) and is reused epoch after epoch, so steady
+	 * state allocates nothing per job */
+	record_touch *touch;
+	uint32_t ntouch, touch_cap;
+	/* the batch's regions: open addressing keyed by region pointer over
+	 * the first mask + 1 entries, sized per batch to at least twice the
+	 * regions its jobs can name and cleared at its start; allocated once
+	 * for a full batch (max_batch_jobs · PROTO_T_COUNT regions) */
+	record_region *tab;
+	uint32_t mask, used, tab_len;
+	record_counts counts; /* the batch being recorded */
+};
 
 typedef struct binding {
 	VkDescriptorBufferInfo info;
@@ -23,8 +59,8 @@ typedef struct binding {
 
 /* What one job's recording needs to know. */
 typedef struct rec {
-	engine *e;
-	engine_slot *s;
+	recorder *rc;
+	const record_target *tg;
 	VkCommandBuffer cb;
 	job *j;
 	uint64_t piece; /* the job's position among all slots' jobs (dummy pieces) */
@@ -36,14 +72,13 @@ typedef struct rec {
  * elements). */
 static binding bind_tensor(const rec *r, int t)
 {
-	const engine *e = r->e;
 	const job *j = r->j;
 	if (j->devlocal) {
-		binding b = {.info = {.buffer = r->s->scratch.buf, .offset = j->soff[t],
+		binding b = {.info = {.buffer = r->tg->scratch, .offset = j->soff[t],
 				      .range = j->bytes[t]}};
 		return b;
 	}
-	const VkDeviceSize align = e->dev->props.limits.minStorageBufferOffsetAlignment;
+	const VkDeviceSize align = r->rc->dev->props.limits.minStorageBufferOffsetAlignment;
 	uint64_t off = j->req.t[t].offset;
 	uint64_t base = off / align * align;
 	binding b = {
@@ -59,9 +94,9 @@ static binding bind_tensor(const rec *r, int t)
  * that may run at once bind the same bytes. */
 static binding bind_dummy(const rec *r, uint64_t which)
 {
-	const engine *e = r->e;
-	binding b = {.info = {.buffer = e->dummy, .offset = (3 * r->piece + which) * e->dummy_piece,
-			      .range = e->dummy_piece}};
+	const record_target *tg = r->tg;
+	binding b = {.info = {.buffer = tg->dummy, .offset = (3 * r->piece + which) * tg->dummy_piece,
+			      .range = tg->dummy_piece}};
 	return b;
 }
 
@@ -71,7 +106,7 @@ static binding bind_partials(const rec *r, bool for_dx)
 	const job *j = r->j;
 	const uint64_t elems = for_dx ? variant_splitk_dx_elems(&j->req, j->plan.dx_slices)
 				      : variant_splitk_elems(&j->req, j->plan.slices);
-	binding b = {.info = {.buffer = r->s->scratch.buf,
+	binding b = {.info = {.buffer = r->tg->scratch,
 			      .offset = for_dx ? j->splitk_dx_off : j->splitk_off, .range = elems * 4}};
 	return b;
 }
@@ -88,8 +123,8 @@ static void push_set(const rec *r, int k, const binding *b, uint32_t n)
 			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
 			.pBufferInfo = &b[i].info,
 		};
-	r->e->dev->cmd_push_descriptor_set(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE,
-					   r->e->pl->layout[k], 0, n, w);
+	r->rc->dev->cmd_push_descriptor_set(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE,
+					   r->rc->pl->layout[k], 0, n, w);
 }
 
 /* Everything before (shader and transfer writes) visible to everything after. */
@@ -105,14 +140,22 @@ static void barrier_all(VkCommandBuffer cb)
 	vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
+/* After a barrier: what came before is ordered before what follows, so no
+ * range recorded so far can conflict any more. */
+static void new_epoch(recorder *rc)
+{
+	rc->epoch++;
+	rc->ntouch = 0;
+}
+
 /* A barrier inside a job's kernels (between the pieces of a cut reduction,
  * or split-K's two passes): everything recorded before it is ordered before
  * everything after, so the batch's conflict tracking starts afresh. */
 static void barrier_inside(const rec *r)
 {
 	barrier_all(r->cb);
-	r->e->epoch++;
-	r->e->untracked = false;
+	new_epoch(r->rc);
+	r->rc->untracked = false;
 }
 
 /* Length of the piece of a reduction of K elements that starts at k0, in
@@ -134,8 +177,8 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 			   uint32_t yscale, uint32_t *xbase, uint32_t xscale, uint64_t gx, uint64_t gy,
 			   uint64_t wg_macs)
 {
-	const uint32_t *lim = r->e->dev->props.limits.maxComputeWorkGroupCount;
-	uint64_t per = r->e->cfg->dispatch_max_macs / (wg_macs ? wg_macs : 1);
+	const uint32_t *lim = r->rc->dev->props.limits.maxComputeWorkGroupCount;
+	uint64_t per = r->rc->dispatch_max_macs / (wg_macs ? wg_macs : 1);
 	if (per == 0)
 		per = 1;
 	uint64_t cols = gx <= per ? gx : per;
@@ -149,11 +192,11 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 			if (ybase)
 				*ybase = (uint32_t)(y * yscale);
 			*xbase = (uint32_t)(x * xscale);
-			vkCmdPushConstants(r->cb, r->e->pl->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+			vkCmdPushConstants(r->cb, r->rc->pl->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0,
 					   pc_bytes, pc);
 			vkCmdDispatch(r->cb, (uint32_t)(gx - x < cols ? gx - x : cols),
 				      (uint32_t)(gy - y < rows ? gy - y : rows), 1);
-			r->e->dispatches++;
+			r->rc->counts.dispatches++;
 		}
 }
 
@@ -169,7 +212,7 @@ static void record_param(const rec *r)
 		dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0),
 		db ? bind_tensor(r, PROTO_T_DB) : bind_dummy(r, 1),
 	};
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_PARAM][q->dtype]);
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[KERN_PARAM][q->dtype]);
 	push_set(r, KERN_PARAM, b, VKG_BINDINGS_PARAM);
 	const uint32_t flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u) | acc;
 	kiface_param pc = {
@@ -212,9 +255,9 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 static uint64_t gemm_max_k(const rec *r, int k)
 {
 	if (pipelines_is_cmk(k))
-		return 2ull * pipelines_cmk_tile_for(r->e->pl, k, r->j->req.dtype).bk * VARIANT_MAX_LOOP_TRIPS;
-	if (k == KERN_TILED128 && r->j->req.dtype == PROTO_F32 && r->e->pl->t128.on)
-		return (uint64_t)r->e->pl->t128.bk * VARIANT_MAX_LOOP_TRIPS;
+		return 2ull * pipelines_cmk_tile_for(r->rc->pl, k, r->j->req.dtype).bk * VARIANT_MAX_LOOP_TRIPS;
+	if (k == KERN_TILED128 && r->j->req.dtype == PROTO_F32 && r->rc->pl->t128.on)
+		return (uint64_t)r->rc->pl->t128.bk * VARIANT_MAX_LOOP_TRIPS;
 	return variant_max_k(k, r->j->req.dtype);
 }
 
@@ -280,18 +323,18 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 		};
 	}
 	pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[k][q->dtype]);
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[k][q->dtype]);
 	push_set(r, k, b, VKG_BINDINGS_GEMM);
 	/* C tile per workgroup (shaders/iface/kernels.h; coopmat_khr's chosen
 	 * at pipeline creation) */
 	uint64_t tm = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
 	uint64_t tn = tm;
 	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
-		tm = pipelines_t128_bm(r->e->pl, q->dtype), tn = pipelines_t128_bn(r->e->pl, q->dtype);
+		tm = pipelines_t128_bm(r->rc->pl, q->dtype), tn = pipelines_t128_bn(r->rc->pl, q->dtype);
 	if (pipelines_is_nv2(k))
 		tm = CMK_NV2_BM, tn = CMK_NV2_BN;
 	if (pipelines_is_cmk(k))
-		tm = r->e->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->e->pl->cmk_bn[pipelines_cmk_tiling(k)];
+		tm = r->rc->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->rc->pl->cmk_bn[pipelines_cmk_tiling(k)];
 	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
 }
 
@@ -313,7 +356,7 @@ static void record_splitk(const rec *r, bool for_dx)
 	binding b[VKG_BINDINGS_GEMM] = {bind_tensor(r, PROTO_T_DY),
 					bind_tensor(r, for_dx ? PROTO_T_W : PROTO_T_X),
 					bind_partials(r, for_dx), bind_partials(r, for_dx)};
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_SPLITK][q->dtype]);
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[KERN_SPLITK][q->dtype]);
 	push_set(r, KERN_SPLITK, b, VKG_BINDINGS_GEMM);
 	const uint64_t tile = VKG_TILE_TILED;
 	for (uint32_t s = 0; s < S; s++) {
@@ -333,7 +376,7 @@ static void record_splitk(const rec *r, bool for_dx)
 			      tile * tile);
 	}
 	barrier_inside(r);
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_REDUCE][q->dtype]);
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[KERN_REDUCE][q->dtype]);
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
 		if (!q->t[t].present || (t == PROTO_T_DX) != for_dx)
@@ -357,7 +400,7 @@ static void record_input(const rec *r)
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	binding b[VKG_BINDINGS_INPUT] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_W),
 					 bind_tensor(r, PROTO_T_DX)};
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->e->pl->pipe[KERN_INPUT][q->dtype]);
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[KERN_INPUT][q->dtype]);
 	push_set(r, KERN_INPUT, b, VKG_BINDINGS_INPUT);
 	kiface_input pc = {
 		.batch = (uint32_t)q->batch, .n_in = (uint32_t)q->in, .n_out = (uint32_t)q->out,
@@ -383,9 +426,9 @@ static void record_input(const rec *r)
 
 /* The bytes a dispatch binds for tensor t: from the offset aligned down as
  * bind_tensor() binds it, to the tensor's end. */
-static void bound_range(const engine *e, const job *j, int t, uint64_t *lo, uint64_t *hi)
+static void bound_range(const recorder *rc, const job *j, int t, uint64_t *lo, uint64_t *hi)
 {
-	const VkDeviceSize align = e->dev->props.limits.minStorageBufferOffsetAlignment;
+	const VkDeviceSize align = rc->dev->props.limits.minStorageBufferOffsetAlignment;
 	*lo = j->req.t[t].offset / align * align;
 	*hi = j->req.t[t].offset + j->bytes[t];
 }
@@ -394,56 +437,77 @@ static void bound_range(const engine *e, const job *j, int t, uint64_t *lo, uint
 #define UNIT_PARAM ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_DW) | (1u << PROTO_T_DB))
 #define UNIT_INPUT ((1u << PROTO_T_DY) | (1u << PROTO_T_W) | (1u << PROTO_T_DX))
 
+/* Region g's entry in the batch's table: its own, or (add) the free one
+ * where it goes, or NULL. The table is at most half full. */
+static record_region *track_find(recorder *rc, const region *g, bool add)
+{
+	uint64_t h = (uint64_t)(uintptr_t)g * 0x9e3779b97f4a7c15ull;
+	for (uint32_t i = (uint32_t)(h >> 32) & rc->mask;; i = (i + 1) & rc->mask) {
+		record_region *k = &rc->tab[i];
+		if (!k->key) {
+			if (!add)
+				return NULL;
+			assert(rc->used < (rc->mask + 1) / 2);
+			rc->used++;
+			*k = (record_region){.key = g, .epoch = rc->epoch - 1, .last = TOUCH_NONE};
+			return k;
+		}
+		if (k->key == g)
+			return k;
+	}
+}
+
 /* Does the dispatch binding tensors `mask` of j need a barrier before it,
  * given what the batch did since the last one? Only when its bound bytes
  * overlap bytes an earlier dispatch wrote, or it writes bytes an earlier
  * one bound: independent jobs run concurrently. */
-static bool needs_barrier(const engine *e, const job *j, unsigned mask)
+static bool needs_barrier(recorder *rc, const job *j, unsigned mask)
 {
-	if (e->untracked)
+	if (rc->untracked)
 		return true;
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
-		const region *r = j->reg[t];
-		if (!r || !(mask & (1u << t)) || r->touch_epoch != e->epoch)
+		if (!j->reg[t] || !(mask & (1u << t)))
+			continue;
+		const record_region *g = track_find(rc, j->reg[t], false);
+		if (!g || g->epoch != rc->epoch)
 			continue;
 		uint64_t lo, hi;
-		bound_range(e, j, t, &lo, &hi);
-		for (uint32_t i = 0; i < r->ntouch; i++) {
-			const struct region_touch *k = &r->touch[i];
-			if (k->lo < hi && lo < k->hi && (k->write || is_output(t)))
+		bound_range(rc, j, t, &lo, &hi);
+		for (uint32_t i = g->last; i != TOUCH_NONE; i = rc->touch[i].prev) {
+			const record_touch *k = &rc->touch[i];
+			if (k->lo < hi && lo < k->hi && (k->write || job_is_output(t)))
 				return true;
 		}
 	}
 	return false;
 }
 
-/* Remember the dispatch's bound ranges. The arrays only grow
- * (geometrically) and are reused batch after batch, so steady state
- * allocates nothing per job. */
-static void mark_touched(engine *e, job *j, unsigned mask)
+/* Remember the dispatch's bound ranges. */
+static void mark_touched(recorder *rc, const job *j, unsigned mask)
 {
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
-		region *r = j->reg[t];
-		if (!r || !(mask & (1u << t)))
+		if (!j->reg[t] || !(mask & (1u << t)))
 			continue;
-		if (r->touch_epoch != e->epoch) {
-			r->touch_epoch = e->epoch;
-			r->ntouch = 0;
+		record_region *g = track_find(rc, j->reg[t], true);
+		if (g->epoch != rc->epoch) {
+			g->epoch = rc->epoch;
+			g->last = TOUCH_NONE;
 		}
-		if (r->ntouch == r->touch_cap) {
-			uint32_t cap = r->touch_cap ? r->touch_cap * 2 : 16;
-			struct region_touch *nt = realloc(r->touch, cap * sizeof(*nt));
+		if (rc->ntouch == rc->touch_cap) {
+			uint32_t cap = rc->touch_cap ? rc->touch_cap * 2 : 64;
+			record_touch *nt = cap > rc->touch_cap ? realloc(rc->touch, cap * sizeof(*nt)) : NULL;
 			if (!nt) {
 				/* cannot track: the next dispatch gets a barrier regardless */
-				e->untracked = true;
+				rc->untracked = true;
 				continue;
 			}
-			r->touch = nt;
-			r->touch_cap = cap;
+			rc->touch = nt;
+			rc->touch_cap = cap;
 		}
 		uint64_t lo, hi;
-		bound_range(e, j, t, &lo, &hi);
-		r->touch[r->ntouch++] = (struct region_touch){lo, hi, is_output(t)};
+		bound_range(rc, j, t, &lo, &hi);
+		rc->touch[rc->ntouch] = (record_touch){lo, hi, job_is_output(t), g->last};
+		g->last = rc->ntouch++;
 	}
 }
 
@@ -474,14 +538,14 @@ static void record_kernels(const rec *r, unsigned mask)
  * when its ranges conflict with what the batch did since the last one. */
 static void record_unit(const rec *r, unsigned mask)
 {
-	engine *e = r->e;
-	if (needs_barrier(e, r->j, mask)) {
+	recorder *rc = r->rc;
+	if (needs_barrier(rc, r->j, mask)) {
 		barrier_all(r->cb);
-		e->epoch++;
-		e->untracked = false;
+		new_epoch(rc);
+		rc->untracked = false;
 	}
 	record_kernels(r, mask);
-	mark_touched(e, r->j, mask);
+	mark_touched(rc, r->j, mask);
 }
 
 /* One copy per tensor in `mask` between the client's buffer and the job's
@@ -496,10 +560,10 @@ static void copy_tensors(const rec *r, unsigned mask, bool to_scratch)
 				  .dstOffset = to_scratch ? j->soff[t] : j->req.t[t].offset,
 				  .size = j->bytes[t]};
 		if (to_scratch)
-			vkCmdCopyBuffer(r->cb, j->reg[t]->buf, r->s->scratch.buf, 1, &c);
+			vkCmdCopyBuffer(r->cb, j->reg[t]->buf, r->tg->scratch, 1, &c);
 		else
-			vkCmdCopyBuffer(r->cb, r->s->scratch.buf, j->reg[t]->buf, 1, &c);
-		r->e->devlocal_copy_bytes += j->bytes[t];
+			vkCmdCopyBuffer(r->cb, r->tg->scratch, j->reg[t]->buf, 1, &c);
+		r->rc->counts.copy_bytes += j->bytes[t];
 	}
 }
 
@@ -514,68 +578,135 @@ static void copy_tensors(const rec *r, unsigned mask, bool to_scratch)
  * output ranges it wrote are live in the batch's tracking. */
 static void record_devlocal(const rec *r, uint32_t ts)
 {
-	engine *e = r->e;
+	recorder *rc = r->rc;
 	const job *j = r->j;
 	const unsigned in_mask = MASK_INPUTS | (j->req.accumulate ? MASK_OUTPUTS : 0);
-	if (needs_barrier(e, j, UNIT_PARAM | UNIT_INPUT))
+	if (needs_barrier(rc, j, UNIT_PARAM | UNIT_INPUT))
 		barrier_all(r->cb);
 	copy_tensors(r, in_mask, true);
 	barrier_all(r->cb);
-	e->epoch++;
-	e->untracked = false;
-	if (e->dev->timestamps)
-		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, r->s->queries, ts);
+	new_epoch(rc);
+	rc->untracked = false;
+	if (rc->dev->timestamps)
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, r->tg->queries, ts);
 	const proto_tensor *t = j->req.t;
 	if (t[PROTO_T_DW].present || t[PROTO_T_DB].present)
 		record_kernels(r, UNIT_PARAM);
 	if (t[PROTO_T_DX].present)
 		record_kernels(r, UNIT_INPUT);
-	if (e->dev->timestamps)
-		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->s->queries, ts + 1);
+	if (rc->dev->timestamps)
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, ts + 1);
 	barrier_all(r->cb);
-	e->epoch++;
+	new_epoch(rc);
 	copy_tensors(r, MASK_OUTPUTS, false);
-	mark_touched(e, r->j, MASK_OUTPUTS);
+	mark_touched(rc, r->j, MASK_OUTPUTS);
 }
 
-/* Record the jobs of slot si, already taken from the queue and placed
- * (engine.c: devlocal, split-K partials in scratch), into its command
- * buffer: timestamps around them, a barrier after earlier batches when this
- * one touches their regions, each job's work with barriers only where ranges
- * conflict, and the host-visibility barrier at the end. */
-VkResult record_batch(engine *e, uint32_t si)
+recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
+		     uint32_t max_batch_jobs)
 {
-	engine_slot *s = &e->slots[si];
-	VkCommandBuffer cb = s->cb;
-	vkResetCommandPool(e->dev->dev, s->pool, 0);
+	recorder *rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		return NULL;
+	rc->dev = d;
+	rc->pl = pl;
+	rc->dispatch_max_macs = dispatch_max_macs;
+	/* at least twice the regions a full batch can name */
+	uint64_t n = 16;
+	while (n < 2ull * max_batch_jobs * PROTO_T_COUNT)
+		n *= 2;
+	rc->tab = n <= UINT32_MAX ? calloc(n, sizeof(*rc->tab)) : NULL;
+	if (!rc->tab) {
+		record_free(rc);
+		return NULL;
+	}
+	rc->tab_len = (uint32_t)n;
+	return rc;
+}
+
+void record_free(recorder *rc)
+{
+	if (!rc)
+		return;
+	free(rc->touch);
+	free(rc->tab);
+	free(rc);
+}
+
+/* Timestamp queries: the batch's two, then two per device-local job. */
+static uint32_t assign_queries(const record_target *tg)
+{
+	uint32_t nq = 2;
+	for (uint32_t i = 0; i < tg->njobs; i++)
+		if (tg->jobs[i]->devlocal)
+			tg->jobs[i]->ts_index = (nq += 2) - 2;
+	return nq;
+}
+
+/* Does any job of the batch use a region that earlier batches still run on? */
+static bool after_inflight(const record_target *tg)
+{
+	for (uint32_t i = 0; i < tg->njobs; i++)
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			if (tg->jobs[i]->reg[t] && tg->jobs[i]->reg[t]->inflight)
+				return true;
+	return false;
+}
+
+/* The batch's end: outputs visible to the host (the client's mapping) at
+ * completion; the closing timestamp and the nq queries copied to ts_buf. */
+static void record_end(const recorder *rc, const record_target *tg, uint32_t nq)
+{
+	VkCommandBuffer cb = tg->cb;
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+			      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+			     VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+	if (!rc->dev->timestamps)
+		return;
+	vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, tg->queries, 1);
+	vkCmdCopyQueryPoolResults(cb, tg->queries, 0, nq, tg->ts_buf, 0, sizeof(uint64_t),
+				  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+	VkMemoryBarrier hb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			      .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+			      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb,
+			     0, NULL, 0, NULL);
+}
+
+VkResult record_batch(recorder *rc, const record_target *tg, record_counts *counts)
+{
+	VkCommandBuffer cb = tg->cb;
+	memset(counts, 0, sizeof(*counts));
+	rc->counts = (record_counts){0};
+	vkResetCommandPool(rc->dev->dev, tg->pool, 0);
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	VkResult vr = vkBeginCommandBuffer(cb, &bi);
 	if (vr != VK_SUCCESS)
 		return vr;
-	/* queries: the batch's two, then two per device-local job */
-	uint32_t nq = 2;
-	for (uint32_t i = 0; i < s->njobs; i++)
-		if (s->jobs[i]->devlocal)
-			s->jobs[i]->ts_index = (nq += 2) - 2;
-	s->nqueries = nq;
-	if (e->dev->timestamps) {
-		vkCmdResetQueryPool(cb, s->queries, 0, nq);
-		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries, 0);
+	const uint32_t nq = assign_queries(tg);
+	rc->counts.nqueries = nq;
+	if (rc->dev->timestamps) {
+		vkCmdResetQueryPool(cb, tg->queries, 0, nq);
+		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, tg->queries, 0);
 	}
-	bool after_inflight = false;
-	for (uint32_t i = 0; i < s->njobs; i++)
-		for (int t = 0; t < PROTO_T_COUNT; t++)
-			if (s->jobs[i]->reg[t] && s->jobs[i]->reg[t]->inflight)
-				after_inflight = true;
 	/* earlier batches still running touch some of these regions: order this
 	 * batch after them (a barrier's first scope includes earlier submissions) */
-	if (after_inflight)
+	if (after_inflight(tg))
 		barrier_all(cb);
-	e->epoch++;
-	for (uint32_t i = 0; i < s->njobs; i++) {
-		rec r = {.e = e, .s = s, .cb = cb, .j = s->jobs[i],
-			 .piece = (uint64_t)si * e->cfg->max_batch_jobs + i};
+	/* a new batch: an empty table, sized for its jobs, and a new epoch */
+	uint64_t n = 16;
+	while (n < 2ull * tg->njobs * PROTO_T_COUNT)
+		n *= 2;
+	assert(n <= rc->tab_len);
+	rc->mask = (uint32_t)(n - 1);
+	rc->used = 0;
+	memset(rc->tab, 0, n * sizeof(*rc->tab));
+	new_epoch(rc);
+	for (uint32_t i = 0; i < tg->njobs; i++) {
+		rec r = {.rc = rc, .tg = tg, .cb = cb, .j = tg->jobs[i], .piece = tg->first_piece + i};
 		const proto_tensor *t = r.j->req.t;
 		if (r.j->devlocal) {
 			record_devlocal(&r, r.j->ts_index);
@@ -586,21 +717,7 @@ VkResult record_batch(engine *e, uint32_t si)
 		if (t[PROTO_T_DX].present)
 			record_unit(&r, UNIT_INPUT);
 	}
-	/* outputs visible to the host (the client's mapping) at completion */
-	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-			      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-			      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-			     VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-	if (e->dev->timestamps) {
-		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->queries, 1);
-		vkCmdCopyQueryPoolResults(cb, s->queries, 0, nq, s->ts_buf, 0, sizeof(uint64_t),
-					  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-		VkMemoryBarrier hb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-				      .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-				      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
-				     1, &hb, 0, NULL, 0, NULL);
-	}
+	record_end(rc, tg, nq);
+	*counts = rc->counts;
 	return vkEndCommandBuffer(cb);
 }

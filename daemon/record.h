@@ -1,11 +1,57 @@
-/* daemon/record.h — recording one batch into its slot's command buffer. */
+/* daemon/record.h — the batch recorder: one batch of placed jobs into its
+ * submission slot's command buffer. It owns what recording a batch needs
+ * beyond the jobs themselves: the bindings (tensors, scratch, dummy
+ * pieces), the barriers and the conflict tracking that places them (which
+ * byte ranges of which region the batch touched since its last barrier,
+ * kept per region in a table sized for a full batch and reused batch after
+ * batch), dispatches cut to bounded pieces, the timestamps. It counts what
+ * it recorded; the engine adds the counts up. Loop thread only. */
 #ifndef VKG_DAEMON_RECORD_H
 #define VKG_DAEMON_RECORD_H
 
-#include "engine.h"
+#include <stdint.h>
 
-/* VK_SUCCESS, or what vkBeginCommandBuffer / vkEndCommandBuffer returned
- * (the command buffer is then not to be submitted). */
-VkResult record_batch(engine *e, uint32_t si);
+#include "device.h"
+#include "engine_job.h"
+#include "pipelines.h"
+
+typedef struct recorder recorder;
+
+/* Where one batch is recorded: its submission slot's objects and jobs. */
+typedef struct record_target {
+	VkCommandPool pool;      /* reset, then cb recorded */
+	VkCommandBuffer cb;
+	VkQueryPool queries;     /* the batch's two timestamps, two per devlocal job */
+	VkBuffer ts_buf;         /* the timestamps copied there (device->timestamps) */
+	VkBuffer scratch;        /* devlocal copies and split-K partials (placement.h) */
+	VkBuffer dummy;          /* bound for outputs a job does not ask for */
+	VkDeviceSize dummy_piece; /* bytes of one piece of it */
+	uint64_t first_piece;    /* the slot's first job position (3 dummy pieces each) */
+	job *const *jobs;        /* placed; each devlocal job's ts_index is set */
+	uint32_t njobs;
+} record_target;
+
+/* What one batch recorded. */
+typedef struct record_counts {
+	uint64_t dispatches;     /* vkCmdDispatch calls */
+	uint64_t copy_bytes;     /* device-local copies in and out */
+	uint32_t nqueries;       /* timestamp queries used */
+} record_counts;
+
+/* A recorder for batches of at most max_batch_jobs jobs on d with pl,
+ * dispatches cut at dispatch_max_macs multiply-adds. NULL when out of
+ * memory. */
+recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
+		     uint32_t max_batch_jobs);
+/* NULL is fine. */
+void record_free(recorder *rc);
+
+/* Record t's jobs (already placed) into t->cb: timestamps around them, a
+ * barrier after earlier batches when this one touches a region they still
+ * use, each job's work with barriers only where ranges conflict, the
+ * host-visibility barrier at the end. Fills *counts. VK_SUCCESS, or what
+ * vkBeginCommandBuffer / vkEndCommandBuffer returned (the command buffer
+ * is then not to be submitted). */
+VkResult record_batch(recorder *rc, const record_target *t, record_counts *counts);
 
 #endif

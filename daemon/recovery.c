@@ -122,8 +122,7 @@ static void retry_cb(uv_timer_t *t)
 		try_recover(s);
 }
 
-/* engine lost_cb: the lost device runs nothing any more */
-static void lost_cb(void *ctx)
+void recovery_lost(void *ctx)
 {
 	server *s = ctx;
 	if (s->draining) {
@@ -144,8 +143,6 @@ void recovery_init(server *s, void (*give_up)(server *s))
 	uv_timer_init(s->loop, &rc->retry);
 	rc->retry.data = s;
 	rc->timer_open = true;
-	s->eng.lost_cb = lost_cb;
-	s->eng.lost_ctx = s;
 }
 
 void recovery_stop(server *s)

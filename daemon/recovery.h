@@ -57,12 +57,15 @@ typedef struct recovery {
 	void (*give_up)(server *s);       /* no GPU came back: shut down */
 } recovery;
 
-/* Remember the open device and hook the recovery into s->eng. give_up is
+/* Remember the open device (before any job runs). give_up is
  * called (on the loop thread) once the last attempt failed, after the
  * queued jobs were answered and s->exit_code set to 1: the owner shuts the
  * daemon down (server.c passes server_stop, so recovery.c calls nothing of
  * server.c). */
 void recovery_init(server *s, void (*give_up)(server *s));
+/* engine_events.lost (ctx: the server): the lost device runs nothing any
+ * more; recreate it, or, while shutting down, answer the queued jobs. */
+void recovery_lost(void *ctx);
 /* Shutdown began: a recovery waiting for its second attempt gives up and
  * the queued jobs are answered device_lost (nothing else would run them). */
 void recovery_stop(server *s);

@@ -18,6 +18,15 @@
 
 bool region_fault_unsealed;
 
+/* set's list of live regions; a zero-initialised set is empty (region.h):
+ * its head is made on first use. */
+static queue_node *set_live(region_set *set)
+{
+	if (!set->live.next)
+		queue_init(&set->live);
+	return &set->live;
+}
+
 static size_t round_up(size_t v, size_t a)
 {
 	return (v + a - 1) / a * a;
@@ -164,11 +173,14 @@ static int check_fs(int fd, proto_err *err)
 
 /* The live region of owner over the file (dev, ino), or NULL. A walk of
  * every live region: registrations are rare, and bounded by the limits. */
-static const region *find_file(const region_set *set, const void *owner, dev_t dev, ino_t ino)
+static const region *find_file(region_set *set, const void *owner, dev_t dev, ino_t ino)
 {
-	for (const region *r = set->head; r; r = r->live_next)
+	const queue_node *n;
+	queue_foreach(n, set_live(set)) {
+		const region *r = queue_data(n, region, live);
 		if (r->owner == owner && r->file_dev == dev && r->file_ino == ino)
 			return r;
+	}
 	return NULL;
 }
 
@@ -248,10 +260,7 @@ int region_create(region **out, region_set *set, const device *d, int fd, uint64
 		goto fail;
 	}
 	r->set = set;
-	r->live_next = set->head;
-	if (set->head)
-		set->head->live_prev = r;
-	set->head = r;
+	queue_insert_head(set_live(set), &r->live);
 	set->count++;
 	set->bytes += size;
 	if (r->staged)
@@ -310,13 +319,16 @@ static void gpu_release(region *r)
 
 void region_gpu_release_all(region_set *set)
 {
-	for (region *r = set->head; r; r = r->live_next)
-		gpu_release(r);
+	queue_node *n;
+	queue_foreach(n, set_live(set))
+		gpu_release(queue_data(n, region, live));
 }
 
 int region_gpu_restore_all(region_set *set, const device *d, char *err, size_t errlen)
 {
-	for (region *r = set->head; r; r = r->live_next) {
+	queue_node *n;
+	queue_foreach(n, set_live(set)) {
+		region *r = queue_data(n, region, live);
 		if (r->buf)
 			continue;
 		r->dev = d;
@@ -352,12 +364,7 @@ void region_unref(region *r)
 		return;
 	gpu_release(r);
 	region_set *set = r->set;
-	if (r->live_prev)
-		r->live_prev->live_next = r->live_next;
-	else
-		set->head = r->live_next;
-	if (r->live_next)
-		r->live_next->live_prev = r->live_prev;
+	queue_remove(&r->live);
 	munmap(r->map, r->map_len);
 	set->count--;
 	set->bytes -= r->size;
@@ -367,7 +374,6 @@ void region_unref(region *r)
 		set->imports--;
 	if (r->on_release)
 		r->on_release(r->release_ctx, r->release_arg);
-	free(r->touch);
 	free(r);
 }
 

@@ -22,6 +22,7 @@
 
 #include "device.h"
 #include "msg.h"
+#include "queue.h"
 
 typedef struct region region;
 typedef void (*region_release_fn)(void *ctx, uint64_t arg);
@@ -29,7 +30,7 @@ typedef void (*region_release_fn)(void *ctx, uint64_t arg);
 /* The live regions of one daemon, and their counts for stats. Loop thread
  * only. Zero-initialised is empty; it must outlive its regions. */
 typedef struct region_set {
-	region *head;
+	queue_node live;           /* its regions (region.live), newest first */
 	uint64_t count, bytes;     /* live regions, and their declared bytes */
 	uint64_t imports, staged;  /* of them: imported in place, mirrored */
 } region_set;
@@ -46,19 +47,14 @@ struct region {
 	uint8_t *stage;    /* mapped staging memory when staged */
 	unsigned inflight; /* submitted batches still running that use it */
 	uint64_t submit_mark, finish_mark; /* engine: dedupe per batch (timeline value) */
-	/* engine: byte ranges jobs of the batch being recorded touched since
-	 * its last barrier (valid while touch_epoch is the engine's epoch) */
-	struct region_touch { uint64_t lo, hi; bool write; } *touch;
-	uint32_t ntouch, touch_cap;
-	uint64_t touch_epoch;
 	const device *dev;
 	/* the file (a connection may hold one file once) and the connection
 	 * that registered it (opaque; NULL once that connection closed) */
 	dev_t file_dev;
 	ino_t file_ino;
 	const void *owner;
-	region_set *set;               /* the set it is live on */
-	region *live_prev, *live_next; /* in set, for device recovery */
+	region_set *set;   /* the set it is live on */
+	queue_node live;   /* on set's list, for device recovery */
 	region_release_fn on_release;
 	void *release_ctx;
 	uint64_t release_arg;

@@ -54,15 +54,16 @@ static void drain_check_cb(uv_timer_t *t)
 {
 	server *s = t->data;
 	bool flushed = true;
-	for (conn *c = s->conns; c; c = c->next)
-		if (conn_out_pending(c))
+	const queue_node *q;
+	queue_foreach(q, &s->conns)
+		if (conn_out_pending(queue_data(q, conn, node)))
 			flushed = false;
 	if (!engine_idle(&s->eng) || !flushed)
 		return;
 	uv_timer_stop(t);
 	log_notice("all jobs answered; closing %u connection(s)", s->nconns);
-	while (s->conns)
-		conn_close(s->conns, "daemon shutting down");
+	for (queue_node *q; (q = queue_first(&s->conns));)
+		conn_close(queue_data(q, conn, node), "daemon shutting down");
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
 	uv_close((uv_handle_t *)&s->accept_timer, NULL);
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
@@ -160,6 +161,8 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		 const conn_handler *handler, engine_done_fn done)
 {
 	memset(s, 0, sizeof(*s));
+	queue_init(&s->conns);
+	queue_init(&s->dirty);
 	s->loop = loop;
 	s->cfg = cfg;
 	s->dev = dev;
@@ -179,12 +182,15 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	device_clamp_limits(dev, &s->limits);
 	admission_init(&s->admission, cfg, &s->limits);
 	char err[256];
-	if (engine_init(&s->eng, loop, dev, pl, cfg, done, err, sizeof(err)) != 0) {
+	const engine_events ev = {
+		.done = done,
+		.replies = conn_replies_cork, .replies_ctx = s,
+		.lost = recovery_lost, .lost_ctx = s,
+	};
+	if (engine_init(&s->eng, loop, dev, pl, cfg, &ev, err, sizeof(err)) != 0) {
 		log_err("%s", err);
 		return -1;
 	}
-	s->eng.replies_cb = conn_replies_cork;
-	s->eng.replies_ctx = s;
 	/* socket activation: the service manager's socket, else our own */
 	char where[160];
 	snprintf(where, sizeof(where), "%s", cfg->socket_path);

@@ -13,6 +13,7 @@
 #include "device.h"
 #include "engine.h"
 #include "pipelines.h"
+#include "queue.h"
 #include "recovery.h"
 #include "service.h"
 
@@ -34,9 +35,10 @@ typedef struct server {
 	uv_timer_t drain_timer;
 	admission admission;       /* who connects (its refusal log's rate limit) */
 	const conn_handler *handler; /* what each connection's frames go to (ops.h) */
-	conn *conns;               /* doubly linked list of open connections */
+	queue_node conns;          /* open connections (conn.node), newest first */
 	bool cork;                 /* replies are queued, written at uncork */
-	conn *dirty;               /* connections with replies queued while corked */
+	queue_node dirty;          /* connections with replies queued while corked
+				    * (conn.dirty_node), latest first */
 	uint32_t nconns;
 	region_set regions;        /* every live region (device recovery, stats) */
 	uint64_t total_region_bytes;

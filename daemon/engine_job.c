@@ -1,0 +1,32 @@
+/* daemon/engine_job.c — see engine_job.h. */
+#include "engine_job.h"
+
+#include <stdlib.h>
+
+job *job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
+	     region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns)
+{
+	job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->owner = owner;
+	j->req = *q;
+	j->t_recv_ns = t_recv_ns;
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		j->bytes[t] = bytes[t];
+		if (q->t[t].present) {
+			j->reg[t] = reg[t];
+			region_ref(reg[t]);
+		}
+	}
+	return j;
+}
+
+void job_free(job *j)
+{
+	if (!j)
+		return;
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		region_unref(j->reg[t]);
+	free(j);
+}
