@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "deadline.h"
@@ -59,6 +61,24 @@ void expect_serves(const char *path)
 {
 	if (!rawsock_daemon_serves(path))
 		fail_msg("the daemon no longer answers ping on a new connection");
+}
+
+void expect_hello(rawsock *s, proto_hello *out)
+{
+	proto_request q = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
+	proto_reply *r = malloc(sizeof(*r)); /* large: stats' histograms */
+	if (!r)
+		fail_msg("hello: out of memory");
+	int rc = rawsock_call(s, &q, r, RAWSOCK_TIMEOUT_MS);
+	bool ok = rc == 0 && r->ok;
+	char why[sizeof(r->err.message) + 32];
+	snprintf(why, sizeof(why), "%s %s", rc ? strerror(-rc) : proto_code_name(r->err.code),
+		 rc ? "" : r->err.message);
+	if (ok)
+		*out = r->hello;
+	free(r);
+	if (!ok)
+		fail_msg("hello: %s (want an ok reply)", why);
 }
 
 void expect_conn_serves(rawsock *s)

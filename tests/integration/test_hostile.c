@@ -221,13 +221,10 @@ static void test_dims_whose_product_overflows(void **state)
 	 * would be 2^40 floats */
 	rawsock s;
 	expect_open(&s, g_d.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
-	uint64_t md = r->hello.limits.max_dim;
-	free(r);
+	proto_hello h;
+	expect_hello(&s, &h);
 	rawsock_close(&s);
+	const uint64_t md = h.limits.max_dim;
 	job_with_dims(md, md, 4, PROTO_LIMIT, "max_tensor_bytes");
 }
 
@@ -831,12 +828,10 @@ static void test_hello_reports_every_limit(void **state)
 	(void)state;
 	rawsock s;
 	expect_open(&s, g_d.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(r->ok);
-	const proto_limits *l = &r->hello.limits;
+	proto_hello h;
+	expect_hello(&s, &h);
+	rawsock_close(&s);
+	const proto_limits *l = &h.limits;
 	assert_int_equal(l->max_connections_per_uid, PER_UID);
 	assert_int_equal(l->max_outbound_bytes, OUTBOUND);
 	assert_int_equal(l->max_connections, 2048);
@@ -846,8 +841,6 @@ static void test_hello_reports_every_limit(void **state)
 	assert_int_equal(l->max_fds_per_message, 8);
 	assert_int_equal(l->max_fds_held, 16);
 	assert_int_equal(l->max_frame, 65536);
-	free(r);
-	rawsock_close(&s);
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */

@@ -508,14 +508,9 @@ static void test_cpu_device_never_imports(void **state)
 	(void)state;
 	rawsock s;
 	expect_open(&s, g_d.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(r->ok);
-	bool cpu = strcmp(r->hello.device.type, "cpu") == 0;
-	free(r);
-	if (!cpu) {
+	proto_hello h;
+	expect_hello(&s, &h);
+	if (strcmp(h.device.type, "cpu") != 0) {
 		rawsock_close(&s);
 		skip();
 	}
@@ -594,14 +589,10 @@ static void test_region_bytes_per_uid(void **state)
 	expect_open(&a, g_staged.sock);
 	expect_open(&b, g_staged.sock);
 	expect_open(&c, g_staged.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *hr = malloc(sizeof(*hr));
-	assert_non_null(hr);
-	assert_int_equal(rawsock_call(&c, &h, hr, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(hr->ok);
-	assert_int_equal(hr->hello.limits.max_region_bytes_per_uid, PER_UID_BYTES);
-	assert_true(hr->hello.limits.max_total_region_bytes > PER_UID_BYTES);
-	free(hr);
+	proto_hello h;
+	expect_hello(&c, &h);
+	assert_int_equal(h.limits.max_region_bytes_per_uid, PER_UID_BYTES);
+	assert_true(h.limits.max_total_region_bytes > PER_UID_BYTES);
 	uint64_t ra, rb, rc_;
 	proto_reply r;
 	void *map;
@@ -647,14 +638,10 @@ static void test_region_bytes_defaults(void **state)
 	(void)state;
 	rawsock s;
 	expect_open(&s, g_d.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(r->ok);
-	uint64_t total = r->hello.limits.max_total_region_bytes;
-	uint64_t per_uid = r->hello.limits.max_region_bytes_per_uid;
-	free(r);
+	proto_hello h;
+	expect_hello(&s, &h);
+	const uint64_t total = h.limits.max_total_region_bytes;
+	const uint64_t per_uid = h.limits.max_region_bytes_per_uid;
 	long mem_kb = meminfo_kb("MemTotal");
 	assert_true(mem_kb > 0);
 	if (total == 0 || total > (uint64_t)mem_kb * 1024 / 2 || total % (1u << 20) != 0)
