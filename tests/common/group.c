@@ -76,7 +76,7 @@ void group_daemon_expect_flat(daemon_proc *d, const struct CMUnitTest *tests, si
 	if (daemon_proc_stop(d) != 0)
 		fail_msg("the group's daemon did not stop cleanly (above)");
 	d->dir[0] = 0; /* a new directory and socket */
-	static const char *const bare[] = {"VKGRAD_VALIDATION=0", NULL};
+	static const char *const bare[] = {"VKGRAD_VALIDATION=0", LEAKCHECK_MALLOC_ENV, NULL};
 	if (daemon_proc_start(d, g_args, bare) != 0)
 		fail_msg("the group's daemon did not start again without the validation layer");
 	printf("leakcheck: the group's daemon again, without the validation layer (pid %d)\n",

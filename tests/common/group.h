@@ -48,7 +48,8 @@ int group_daemon_settle(const daemon_proc *d);
  * again on a new socket with the same arguments but WITHOUT the validation
  * layer — the memory judged is then the daemon's own, as deployed, not the
  * layer's bookkeeping, which grows with every Vulkan object it has seen —
- * and run leakcheck_expect_flat_tests(d, tests, n, self, teardown) on it.
+ * and with LEAKCHECK_MALLOC_ENV (malloc trims its heaps' free tops) — and
+ * run leakcheck_expect_flat_tests(d, tests, n, self, teardown) on it.
  * Skipped under a wrapper (leakcheck.h). Fails the running test. */
 void group_daemon_expect_flat(daemon_proc *d, const struct CMUnitTest *tests, size_t n,
 			      CMUnitTestFunction self, CMFixtureFunction teardown);
