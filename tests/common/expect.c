@@ -63,13 +63,18 @@ void expect_serves(const char *path)
 		fail_msg("the daemon no longer answers ping on a new connection");
 }
 
-void expect_hello(rawsock *s, proto_hello *out)
+void expect_hello(const char *path, proto_hello *out)
 {
+	rawsock s;
+	expect_open(&s, path);
 	proto_request q = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
 	proto_reply *r = malloc(sizeof(*r)); /* large: stats' histograms */
-	if (!r)
+	if (!r) {
+		rawsock_close(&s);
 		fail_msg("hello: out of memory");
-	int rc = rawsock_call(s, &q, r, RAWSOCK_TIMEOUT_MS);
+	}
+	int rc = rawsock_call(&s, &q, r, RAWSOCK_TIMEOUT_MS);
+	rawsock_close(&s);
 	bool ok = rc == 0 && r->ok;
 	char why[sizeof(r->err.message) + 32];
 	snprintf(why, sizeof(why), "%s %s", rc ? strerror(-rc) : proto_code_name(r->err.code),

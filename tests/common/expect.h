@@ -22,9 +22,9 @@ proto_stats expect_settled(const char *path, uint64_t regions, uint64_t clients)
 void expect_validation_clean(const daemon_proc *d, uint64_t before, const char *what);
 /* A new connection to path answers ping (the daemon still serves). */
 void expect_serves(const char *path);
-/* Say hello (version 1, id 1) on s: the reply must come and be ok; its
- * hello into out. */
-void expect_hello(rawsock *s, proto_hello *out);
+/* Say hello (version 1, id 1) on a new connection to path: the reply must
+ * come and be ok; its hello into out. */
+void expect_hello(const char *path, proto_hello *out);
 /* The connection s itself still answers ping (ids from 900001 up). */
 void expect_conn_serves(rawsock *s);
 /* A 4x4x4 dW job of `dtype` with `variant` on a fresh 4096-byte region is

@@ -219,11 +219,8 @@ static void test_dims_whose_product_overflows(void **state)
 	job_with_dims(UINT64_MAX, UINT64_MAX, UINT64_MAX, PROTO_LIMIT, "max_dim");
 	/* every dim within max_dim (2^20 here at most), the product not: X
 	 * would be 2^40 floats */
-	rawsock s;
-	expect_open(&s, g_d.sock);
 	proto_hello h;
-	expect_hello(&s, &h);
-	rawsock_close(&s);
+	expect_hello(g_d.sock, &h);
 	const uint64_t md = h.limits.max_dim;
 	job_with_dims(md, md, 4, PROTO_LIMIT, "max_tensor_bytes");
 }
@@ -826,11 +823,8 @@ static void test_1000_connect_register_job_disconnect(void **state)
 static void test_hello_reports_every_limit(void **state)
 {
 	(void)state;
-	rawsock s;
-	expect_open(&s, g_d.sock);
 	proto_hello h;
-	expect_hello(&s, &h);
-	rawsock_close(&s);
+	expect_hello(g_d.sock, &h);
 	const proto_limits *l = &h.limits;
 	assert_int_equal(l->max_connections_per_uid, PER_UID);
 	assert_int_equal(l->max_outbound_bytes, OUTBOUND);

@@ -506,14 +506,12 @@ static void test_pages_vanish_under_a_staged_region(void **state)
 static void test_cpu_device_never_imports(void **state)
 {
 	(void)state;
+	proto_hello h;
+	expect_hello(g_d.sock, &h);
+	if (strcmp(h.device.type, "cpu") != 0)
+		skip();
 	rawsock s;
 	expect_open(&s, g_d.sock);
-	proto_hello h;
-	expect_hello(&s, &h);
-	if (strcmp(h.device.type, "cpu") != 0) {
-		rawsock_close(&s);
-		skip();
-	}
 	proto_stats st0, st;
 	assert_int_equal(rawsock_stats(g_d.sock, &st0), 0);
 	int fd = shm_create(16 * PAGE, true, 0, NULL);
@@ -590,7 +588,7 @@ static void test_region_bytes_per_uid(void **state)
 	expect_open(&b, g_staged.sock);
 	expect_open(&c, g_staged.sock);
 	proto_hello h;
-	expect_hello(&c, &h);
+	expect_hello(g_staged.sock, &h);
 	assert_int_equal(h.limits.max_region_bytes_per_uid, PER_UID_BYTES);
 	assert_true(h.limits.max_total_region_bytes > PER_UID_BYTES);
 	uint64_t ra, rb, rc_;
@@ -636,10 +634,8 @@ static void test_region_bytes_per_uid(void **state)
 static void test_region_bytes_defaults(void **state)
 {
 	(void)state;
-	rawsock s;
-	expect_open(&s, g_d.sock);
 	proto_hello h;
-	expect_hello(&s, &h);
+	expect_hello(g_d.sock, &h);
 	const uint64_t total = h.limits.max_total_region_bytes;
 	const uint64_t per_uid = h.limits.max_region_bytes_per_uid;
 	long mem_kb = meminfo_kb("MemTotal");
@@ -650,7 +646,6 @@ static void test_region_bytes_defaults(void **state)
 	assert_int_equal(per_uid, total / 2);
 	assert_true(daemon_proc_log_contains(&g_d, "registered bytes: max_total_region_bytes"));
 	assert_true(daemon_proc_log_contains(&g_d, "(auto)"));
-	rawsock_close(&s);
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */
