@@ -9,6 +9,15 @@
 #include "rawsock.h"
 #include "vkgrad.h"
 
+/* Wait for the next reply on s: an error with `code`, id `id`, whose
+ * message contains every one of the NULL-terminated needles (NULL: none). */
+void expect_error_v(rawsock *s, uint64_t id, proto_code code, const char *const *needles);
+/* The same with the needles as arguments: expect_error(s, id, code, "a", "b"). */
+#define expect_error(s, id, code, ...) \
+	expect_error_v((s), (id), (code), (const char *const[]){__VA_ARGS__, NULL})
+/* After bad_frame: the error with id 0 whose message contains needle, then
+ * the daemon closes s; a new connection to path still gets ping answered. */
+void expect_bad_frame(rawsock *s, const char *path, const char *needle);
 /* Connect s to the daemon at path. */
 void expect_open(rawsock *s, const char *path);
 /* A libvkgrad client of the daemon at path (vkg_connect), or fail. */
