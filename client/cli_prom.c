@@ -93,15 +93,83 @@ static void sample_start(FILE *f, const char *name, const char *suffix, const pr
 	fputc('"', f);
 }
 
-typedef struct prom_metric {
+/* One family: its # HELP / # TYPE lines, then samples() for each daemon
+ * that answered (for every daemon where all_targets). */
+typedef struct prom_family prom_family;
+typedef void (*prom_samples_fn)(FILE *f, const prom_family *m, const prom_target *t);
+struct prom_family {
 	const char *name, *type, *help;
-	size_t off;     /* in proto_stats */
-	bool is_double;
-} prom_metric;
+	prom_samples_fn samples;
+	size_t off;       /* stat_samples: the value's offset in proto_stats */
+	bool is_double;   /* stat_samples: a double there, else a uint64_t */
+	bool all_targets; /* samples() for daemons that did not answer too */
+};
 
-#define U(n, t, field, h) {n, t, h, offsetof(proto_stats, field), false}
-#define D(n, t, field, h) {n, t, h, offsetof(proto_stats, field), true}
-static const prom_metric metrics[] = {
+/* vkgrad_up: 1 or 0, for every daemon. */
+static void up_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	sample_start(f, m->name, "", t);
+	fprintf(f, "} %d\n", t->up ? 1 : 0);
+}
+
+/* vkgrad_info: the version and device as labels, value 1. */
+static void info_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	const vkg_info *in = &t->info;
+	sample_start(f, m->name, "", t);
+	const char *k[4] = {"server", "device", "type", "driver"};
+	const char *v[4] = {in->server, in->device_name, in->device_type, in->driver};
+	for (int j = 0; j < 4; j++) {
+		fprintf(f, ",%s=\"", k[j]);
+		put_label(f, v[j]);
+		fputc('"', f);
+	}
+	fputs("} 1\n", f);
+}
+
+/* One value of proto_stats, at m->off. */
+static void stat_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	const char *p = (const char *)&t->st + m->off;
+	sample_start(f, m->name, "", t);
+	if (m->is_double)
+		fprintf(f, "} %.9g\n", *(const double *)p);
+	else
+		fprintf(f, "} %" PRIu64 "\n", *(const uint64_t *)p);
+}
+
+/* vkgrad_devlocal_min_bytes: one sample per dtype class. */
+static void devlocal_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	sample_start(f, m->name, "", t);
+	fprintf(f, ",dtype=\"f32\"} %" PRIu64 "\n", t->st.devlocal_min_bytes);
+	sample_start(f, m->name, "", t);
+	fprintf(f, ",dtype=\"f16_bf16\"} %" PRIu64 "\n", t->st.devlocal_min_bytes_16bit);
+}
+
+/* vkgrad_stage_seconds: each stage's median and 99th percentile. */
+static void stage_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	for (unsigned k = 0; k < t->st.n_stages; k++) {
+		const proto_stage_stat *st = &t->st.stages[k];
+		for (int q = 0; q < 2; q++) {
+			sample_start(f, m->name, "", t);
+			fputs(",stage=\"", f);
+			put_label(f, st->name);
+			fprintf(f, "\",quantile=\"%s\"} %.9g\n", q ? "0.99" : "0.5",
+				(q ? st->p99_us : st->p50_us) / 1e6);
+		}
+	}
+}
+
+#define U(n, t, field, h) {n, t, h, stat_samples, offsetof(proto_stats, field), false, false}
+#define D(n, t, field, h) {n, t, h, stat_samples, offsetof(proto_stats, field), true, false}
+/* Every family but the histograms, in the order they are written. */
+static const prom_family families[] = {
+	{"vkgrad_up", "gauge", "Whether the daemon on this socket answered (1) or not (0).",
+	 up_samples, 0, false, true},
+	{"vkgrad_info", "gauge", "The daemon's version and device (value 1).", info_samples, 0,
+	 false, false},
 	D("vkgrad_uptime_seconds", "gauge", uptime_s, "Seconds since the daemon started."),
 	U("vkgrad_clients", "gauge", clients, "Connections open now."),
 	U("vkgrad_regions", "gauge", regions, "Shared-memory regions registered now, all clients."),
@@ -141,7 +209,15 @@ static const prom_metric metrics[] = {
 	  "Batches the polling loop found done."),
 	U("vkgrad_batches_seen_blocking_total", "counter", blocking_waits,
 	  "Batches the completion thread's blocking wait reported."),
+	{"vkgrad_devlocal_min_bytes", "gauge",
+	 "Tensor bytes from which a job runs on device-local copies (0: never), per dtype.",
+	 devlocal_samples, 0, false, false},
+	{"vkgrad_stage_seconds", "gauge",
+	 "A stage of recent jobs (the last 1024 of each), its median and 99th percentile.",
+	 stage_samples, 0, false, false},
 };
+#undef U
+#undef D
 
 /* daemon histogram name -> help; others get a generic one */
 static const char *hist_help(const char *name)
@@ -190,62 +266,13 @@ static void emit_hist(FILE *f, const prom_target *ts, unsigned n, const char *hn
 
 static void emit(FILE *f, const prom_target *ts, unsigned n)
 {
-	family(f, "vkgrad_up", "gauge", "Whether the daemon on this socket answered (1) or not (0).");
-	for (unsigned i = 0; i < n; i++) {
-		sample_start(f, "vkgrad_up", "", &ts[i]);
-		fprintf(f, "} %d\n", ts[i].up ? 1 : 0);
+	for (size_t m = 0; m < sizeof(families) / sizeof(families[0]); m++) {
+		const prom_family *fam = &families[m];
+		family(f, fam->name, fam->type, fam->help);
+		for (unsigned i = 0; i < n; i++)
+			if (ts[i].up || fam->all_targets)
+				fam->samples(f, fam, &ts[i]);
 	}
-	family(f, "vkgrad_info", "gauge", "The daemon's version and device (value 1).");
-	for (unsigned i = 0; i < n; i++) {
-		const vkg_info *in = &ts[i].info;
-		if (!ts[i].up)
-			continue;
-		sample_start(f, "vkgrad_info", "", &ts[i]);
-		const char *k[4] = {"server", "device", "type", "driver"};
-		const char *v[4] = {in->server, in->device_name, in->device_type, in->driver};
-		for (int j = 0; j < 4; j++) {
-			fprintf(f, ",%s=\"", k[j]);
-			put_label(f, v[j]);
-			fputc('"', f);
-		}
-		fputs("} 1\n", f);
-	}
-	for (size_t m = 0; m < sizeof(metrics) / sizeof(metrics[0]); m++) {
-		family(f, metrics[m].name, metrics[m].type, metrics[m].help);
-		for (unsigned i = 0; i < n; i++) {
-			if (!ts[i].up)
-				continue;
-			const char *p = (const char *)&ts[i].st + metrics[m].off;
-			sample_start(f, metrics[m].name, "", &ts[i]);
-			if (metrics[m].is_double)
-				fprintf(f, "} %.9g\n", *(const double *)p);
-			else
-				fprintf(f, "} %" PRIu64 "\n", *(const uint64_t *)p);
-		}
-	}
-	family(f, "vkgrad_devlocal_min_bytes", "gauge",
-	       "Tensor bytes from which a job runs on device-local copies (0: never), per dtype.");
-	for (unsigned i = 0; i < n; i++) {
-		if (!ts[i].up)
-			continue;
-		sample_start(f, "vkgrad_devlocal_min_bytes", "", &ts[i]);
-		fprintf(f, ",dtype=\"f32\"} %" PRIu64 "\n", ts[i].st.devlocal_min_bytes);
-		sample_start(f, "vkgrad_devlocal_min_bytes", "", &ts[i]);
-		fprintf(f, ",dtype=\"f16_bf16\"} %" PRIu64 "\n", ts[i].st.devlocal_min_bytes_16bit);
-	}
-	family(f, "vkgrad_stage_seconds", "gauge",
-	       "A stage of recent jobs (the last 1024 of each), its median and 99th percentile.");
-	for (unsigned i = 0; i < n; i++)
-		for (unsigned k = 0; ts[i].up && k < ts[i].st.n_stages; k++) {
-			const proto_stage_stat *st = &ts[i].st.stages[k];
-			for (int q = 0; q < 2; q++) {
-				sample_start(f, "vkgrad_stage_seconds", "", &ts[i]);
-				fputs(",stage=\"", f);
-				put_label(f, st->name);
-				fprintf(f, "\",quantile=\"%s\"} %.9g\n", q ? "0.99" : "0.5",
-					(q ? st->p99_us : st->p50_us) / 1e6);
-			}
-		}
 	/* each histogram name once, in the order the daemons report them */
 	for (unsigned i = 0; i < n; i++)
 		for (unsigned h = 0; ts[i].up && h < ts[i].st.n_hist; h++) {

@@ -8,9 +8,41 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "deadline.h"
+
+void expect_error_v(rawsock *s, uint64_t id, proto_code code, const char *const *needles)
+{
+	proto_reply r;
+	int rc = rawsock_recv(s, &r, RAWSOCK_TIMEOUT_MS);
+	if (rc)
+		fail_msg("no reply (want %s): %s", proto_code_name(code), strerror(-rc));
+	if (r.ok)
+		fail_msg("request %llu succeeded; want error %s", (unsigned long long)id,
+			 proto_code_name(code));
+	if (r.err.code != code || r.id != id)
+		fail_msg("got error %s id %llu (\"%s\"); want %s id %llu",
+			 proto_code_name(r.err.code), (unsigned long long)r.id, r.err.message,
+			 proto_code_name(code), (unsigned long long)id);
+	for (unsigned i = 0; needles && needles[i]; i++)
+		if (!strstr(r.err.message, needles[i]))
+			fail_msg("%s message \"%s\" does not mention \"%s\"", proto_code_name(code),
+				 r.err.message, needles[i]);
+}
+
+void expect_bad_frame(rawsock *s, const char *path, const char *needle)
+{
+	expect_error(s, 0, PROTO_BAD_FRAME, needle);
+	int rc = rawsock_expect_eof(s, 10000);
+	if (rc)
+		fail_msg("after bad_frame the connection was not closed (%s)",
+			 rc == -EPROTO ? "more data came" : strerror(-rc));
+	expect_serves(path);
+}
 
 void expect_open(rawsock *s, const char *path)
 {
@@ -59,6 +91,29 @@ void expect_serves(const char *path)
 {
 	if (!rawsock_daemon_serves(path))
 		fail_msg("the daemon no longer answers ping on a new connection");
+}
+
+void expect_hello(const char *path, proto_hello *out)
+{
+	rawsock s;
+	expect_open(&s, path);
+	proto_request q = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
+	proto_reply *r = malloc(sizeof(*r)); /* large: stats' histograms */
+	if (!r) {
+		rawsock_close(&s);
+		fail_msg("hello: out of memory");
+	}
+	int rc = rawsock_call(&s, &q, r, RAWSOCK_TIMEOUT_MS);
+	rawsock_close(&s);
+	bool ok = rc == 0 && r->ok;
+	char why[sizeof(r->err.message) + 32];
+	snprintf(why, sizeof(why), "%s %s", rc ? strerror(-rc) : proto_code_name(r->err.code),
+		 rc ? "" : r->err.message);
+	if (ok)
+		*out = r->hello;
+	free(r);
+	if (!ok)
+		fail_msg("hello: %s (want an ok reply)", why);
 }
 
 void expect_conn_serves(rawsock *s)

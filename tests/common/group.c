@@ -11,6 +11,28 @@
 
 /* The arguments of the group's daemon, for group_daemon_expect_flat. */
 static const char *const *g_args;
+/* The plain group's daemon (cmocka's group fixtures take no argument). */
+static daemon_proc *g_plain;
+
+static int plain_setup(void **state)
+{
+	(void)state;
+	return daemon_proc_start(g_plain, NULL, NULL) == 0 ? 0 : -1;
+}
+
+static int plain_teardown(void **state)
+{
+	(void)state;
+	return daemon_proc_stop(g_plain) == 0 ? 0 : -1;
+}
+
+int group_run_plain_n(const char *name, const struct CMUnitTest *tests, size_t n,
+		      daemon_proc *d)
+{
+	g_plain = d;
+	int rc = _cmocka_run_group_tests(name, tests, n, plain_setup, plain_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}
 
 int group_daemon_start(daemon_proc *d, const char *const *args, jobcase *warm, size_t n)
 {
@@ -54,7 +76,7 @@ void group_daemon_expect_flat(daemon_proc *d, const struct CMUnitTest *tests, si
 	if (daemon_proc_stop(d) != 0)
 		fail_msg("the group's daemon did not stop cleanly (above)");
 	d->dir[0] = 0; /* a new directory and socket */
-	static const char *const bare[] = {"VKGRAD_VALIDATION=0", NULL};
+	static const char *const bare[] = {"VKGRAD_VALIDATION=0", LEAKCHECK_MALLOC_ENV, NULL};
 	if (daemon_proc_start(d, g_args, bare) != 0)
 		fail_msg("the group's daemon did not start again without the validation layer");
 	printf("leakcheck: the group's daemon again, without the validation layer (pid %d)\n",

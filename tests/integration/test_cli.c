@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 
 #include "daemon_proc.h"
+#include "group.h"
 #include "vkgrad.h"
 
 static daemon_proc g_d;
@@ -510,18 +511,6 @@ static void test_bench_kernels_usage(void **state)
 	}
 }
 
-static int group_setup(void **state)
-{
-	(void)state;
-	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -535,6 +524,5 @@ int main(void)
 		cmocka_unit_test(test_bench_kernels_refused),
 		cmocka_unit_test(test_bench_kernels_usage),
 	};
-	int rc = cmocka_run_group_tests_name("cli", tests, group_setup, group_teardown);
-	return rc || daemon_proc_failures ? 1 : 0;
+	return group_run_plain("cli", tests, &g_d);
 }

@@ -24,6 +24,7 @@
 
 #include "daemon_proc.h"
 #include "expect.h"
+#include "group.h"
 #include "msg.h"
 #include "ref.h"
 #include "shm.h"
@@ -244,18 +245,6 @@ static void test_no_validation_errors(void **state)
 	expect_validation_clean(&g_d, 0, "the shared daemon");
 }
 
-static int group_setup(void **state)
-{
-	(void)state;
-	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -266,6 +255,5 @@ int main(void)
 		cmocka_unit_test(test_closed_after_bad_frame_reports_its_code),
 		cmocka_unit_test(test_no_validation_errors),
 	};
-	int rc = cmocka_run_group_tests_name("client", tests, group_setup, group_teardown);
-	return rc || daemon_proc_failures ? 1 : 0;
+	return group_run_plain("client", tests, &g_d);
 }

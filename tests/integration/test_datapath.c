@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "daemon_proc.h"
+#include "group.h"
 #include "jobcase.h"
 #include "msg.h"
 #include "vkgrad.h"
@@ -391,18 +392,6 @@ static void test_client_wait_spin_refusals(void **state)
 	vkg_close(c);
 }
 
-static int group_setup(void **state)
-{
-	(void)state;
-	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -415,6 +404,5 @@ int main(void)
 		cmocka_unit_test(test_client_wait_spin),
 		cmocka_unit_test(test_client_wait_spin_refusals),
 	};
-	int rc = cmocka_run_group_tests_name("datapath", tests, group_setup, group_teardown);
-	return rc || daemon_proc_failures ? 1 : 0;
+	return group_run_plain("datapath", tests, &g_d);
 }

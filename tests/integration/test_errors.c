@@ -66,41 +66,6 @@ static void wait_regions(uint64_t n)
 		 (unsigned long long)n);
 }
 
-/* Wait for the next reply: an error with `code`, id `id`, whose message
- * contains every one of the NULL-terminated needles. */
-static void expect_error_v(rawsock *s, uint64_t id, proto_code code, const char *const *needles)
-{
-	proto_reply r;
-	int rc = rawsock_recv(s, &r, RAWSOCK_TIMEOUT_MS);
-	if (rc)
-		fail_msg("no reply (want %s): %s", proto_code_name(code), strerror(-rc));
-	if (r.ok)
-		fail_msg("request %llu succeeded; want error %s", (unsigned long long)id,
-			 proto_code_name(code));
-	if (r.err.code != code || r.id != id)
-		fail_msg("got error %s id %llu (\"%s\"); want %s id %llu",
-			 proto_code_name(r.err.code), (unsigned long long)r.id, r.err.message,
-			 proto_code_name(code), (unsigned long long)id);
-	for (unsigned i = 0; needles && needles[i]; i++)
-		if (!strstr(r.err.message, needles[i]))
-			fail_msg("%s message \"%s\" does not mention \"%s\"", proto_code_name(code),
-				 r.err.message, needles[i]);
-}
-
-#define expect_error(s, id, code, ...)                                                       \
-	expect_error_v((s), (id), (code), (const char *const[]){__VA_ARGS__, NULL})
-
-/* After bad_frame: the error with id 0, then the daemon closes. */
-static void expect_bad_frame(rawsock *s, const char *needle)
-{
-	expect_error(s, 0, PROTO_BAD_FRAME, needle);
-	int rc = rawsock_expect_eof(s, 10000);
-	if (rc)
-		fail_msg("after bad_frame the connection was not closed (%s)",
-			 rc == -EPROTO ? "more data came" : strerror(-rc));
-	expect_serves(g_d.sock);
-}
-
 /* A connection with one registered region of `size` bytes filled with a
  * pattern, mapped at *map. */
 typedef struct rconn {
@@ -292,7 +257,7 @@ static void test_bad_frame_zero_length(void **state)
 	rawsock s;
 	expect_open(&s, g_d.sock);
 	assert_int_equal(rawsock_send(&s, "\0\0\0\0", 4, NULL, 0), 0);
-	expect_bad_frame(&s, "length");
+	expect_bad_frame(&s, g_d.sock, "length");
 	rawsock_close(&s);
 }
 
@@ -304,7 +269,7 @@ static void test_bad_frame_length_above_max_frame(void **state)
 	uint8_t hdr[4];
 	proto_frame_put_len(hdr, 65536 + 1);
 	assert_int_equal(rawsock_send(&s, hdr, 4, NULL, 0), 0);
-	expect_bad_frame(&s, "max_frame");
+	expect_bad_frame(&s, g_d.sock, "max_frame");
 	rawsock_close(&s);
 }
 
@@ -315,7 +280,7 @@ static void test_bad_frame_body_is_array(void **state)
 	expect_open(&s, g_d.sock);
 	const uint8_t body[] = {0x92, 0x01, 0x02}; /* [1, 2] */
 	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
-	expect_bad_frame(&s, "map");
+	expect_bad_frame(&s, g_d.sock, "map");
 	rawsock_close(&s);
 }
 
@@ -326,7 +291,7 @@ static void test_bad_frame_map_without_id(void **state)
 	expect_open(&s, g_d.sock);
 	kv m[] = {{"op", V_S, .s = "ping"}};
 	send_map(&s, m, 1);
-	expect_bad_frame(&s, "id");
+	expect_bad_frame(&s, g_d.sock, "id");
 	rawsock_close(&s);
 }
 
@@ -337,7 +302,7 @@ static void test_bad_frame_id_not_unsigned(void **state)
 	expect_open(&s, g_d.sock);
 	kv m[] = {{"op", V_S, .s = "ping"}, {"id", V_I, .i = -1}};
 	send_map(&s, m, 2);
-	expect_bad_frame(&s, "id");
+	expect_bad_frame(&s, g_d.sock, "id");
 	rawsock_close(&s);
 }
 
@@ -348,7 +313,7 @@ static void test_bad_frame_map_without_op(void **state)
 	expect_open(&s, g_d.sock);
 	kv m[] = {{"id", V_U, .u = 5}};
 	send_map(&s, m, 1);
-	expect_bad_frame(&s, "op");
+	expect_bad_frame(&s, g_d.sock, "op");
 	rawsock_close(&s);
 }
 
@@ -360,7 +325,7 @@ static void test_bad_frame_truncated_msgpack(void **state)
 	/* array32 header claiming 2^32-1 elements, then nothing */
 	const uint8_t body[] = {0xdd, 0xff, 0xff, 0xff, 0xff};
 	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
-	expect_bad_frame(&s, "msgpack");
+	expect_bad_frame(&s, g_d.sock, "msgpack");
 	rawsock_close(&s);
 }
 
@@ -372,7 +337,7 @@ static void test_bad_frame_trailing_bytes(void **state)
 	/* {op: "ping", id: 1} then a nil: two objects, not one map */
 	const uint8_t body[] = {0x82, 0xa2, 'o', 'p', 0xa4, 'p', 'i', 'n', 'g', 0xa2, 'i', 'd', 0x01, 0xc0};
 	assert_int_equal(rawsock_send_frame(&s, body, sizeof(body), NULL, 0), 0);
-	expect_bad_frame(&s, "msgpack");
+	expect_bad_frame(&s, g_d.sock, "msgpack");
 	rawsock_close(&s);
 }
 
@@ -395,7 +360,7 @@ static void test_bad_frame_after_good_requests(void **state)
 	assert_int_equal(rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS), 0);
 	assert_true(r.ok);
 	assert_int_equal(r.id, 1);
-	expect_bad_frame(&s, "length");
+	expect_bad_frame(&s, g_d.sock, "length");
 	rawsock_close(&s);
 }
 
@@ -429,7 +394,7 @@ static void test_frame_of_exactly_max_frame(void **state)
 		assert_int_equal(rawsock_send_sbuf(&s, &sb, NULL, 0), 0);
 		msgpack_sbuffer_destroy(&sb);
 		if (extra) {
-			expect_bad_frame(&s, "max_frame");
+			expect_bad_frame(&s, g_d.sock, "max_frame");
 		} else {
 			proto_reply r;
 			assert_int_equal(rawsock_recv(&s, &r, RAWSOCK_TIMEOUT_MS), 0);

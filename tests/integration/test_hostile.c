@@ -56,33 +56,6 @@ static daemon_proc g_d;
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-/* The next reply: an error `code` with id `id` whose message holds needle. */
-static void expect_error(rawsock *s, uint64_t id, proto_code code, const char *needle)
-{
-	proto_reply r;
-	int rc = rawsock_recv(s, &r, RAWSOCK_TIMEOUT_MS);
-	if (rc)
-		fail_msg("no reply (want %s): %s", proto_code_name(code), strerror(-rc));
-	if (r.ok || r.err.code != code || r.id != id)
-		fail_msg("got %s id %llu (\"%s\"); want %s id %llu", r.ok ? "ok" : proto_code_name(r.err.code),
-			 (unsigned long long)r.id, r.ok ? "" : r.err.message, proto_code_name(code),
-			 (unsigned long long)id);
-	if (needle && !strstr(r.err.message, needle))
-		fail_msg("%s message \"%s\" does not mention \"%s\"", proto_code_name(code),
-			 r.err.message, needle);
-}
-
-/* bad_frame with id 0, then the daemon closes the connection. */
-static void expect_bad_frame(rawsock *s, const char *needle)
-{
-	expect_error(s, 0, PROTO_BAD_FRAME, needle);
-	int rc = rawsock_expect_eof(s, 10000);
-	if (rc)
-		fail_msg("after bad_frame the connection was not closed (%s)",
-			 rc == -EPROTO ? "more data came" : strerror(-rc));
-	expect_serves(g_d.sock);
-}
-
 /* The daemon closed the connection, with or without a last error frame. */
 static void expect_dropped(rawsock *s)
 {
@@ -219,15 +192,9 @@ static void test_dims_whose_product_overflows(void **state)
 	job_with_dims(UINT64_MAX, UINT64_MAX, UINT64_MAX, PROTO_LIMIT, "max_dim");
 	/* every dim within max_dim (2^20 here at most), the product not: X
 	 * would be 2^40 floats */
-	rawsock s;
-	expect_open(&s, g_d.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
-	uint64_t md = r->hello.limits.max_dim;
-	free(r);
-	rawsock_close(&s);
+	proto_hello h;
+	expect_hello(g_d.sock, &h);
+	const uint64_t md = h.limits.max_dim;
 	job_with_dims(md, md, 4, PROTO_LIMIT, "max_tensor_bytes");
 }
 
@@ -385,7 +352,7 @@ static void test_frame_length_ffffffff(void **state)
 	rawsock s;
 	expect_open(&s, g_d.sock);
 	assert_int_equal(rawsock_send(&s, "\xff\xff\xff\xff", 4, NULL, 0), 0);
-	expect_bad_frame(&s, "max_frame");
+	expect_bad_frame(&s, g_d.sock, "max_frame");
 	rawsock_close(&s);
 }
 
@@ -409,7 +376,7 @@ static void test_frame_10000_nested_arrays(void **state)
 	expect_open(&s, g_d.sock);
 	assert_int_equal(rawsock_send_frame(&s, body, n, NULL, 0), 0);
 	free(body);
-	expect_bad_frame(&s, "nesting");
+	expect_bad_frame(&s, g_d.sock, "nesting");
 	rawsock_close(&s);
 	/* and as the whole body */
 	body = malloc(DEPTH + 1);
@@ -418,7 +385,7 @@ static void test_frame_10000_nested_arrays(void **state)
 	expect_open(&s, g_d.sock);
 	assert_int_equal(rawsock_send_frame(&s, body, DEPTH + 1, NULL, 0), 0);
 	free(body);
-	expect_bad_frame(&s, "msgpack");
+	expect_bad_frame(&s, g_d.sock, "msgpack");
 	rawsock_close(&s);
 }
 
@@ -829,14 +796,9 @@ static void test_1000_connect_register_job_disconnect(void **state)
 static void test_hello_reports_every_limit(void **state)
 {
 	(void)state;
-	rawsock s;
-	expect_open(&s, g_d.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(r->ok);
-	const proto_limits *l = &r->hello.limits;
+	proto_hello h;
+	expect_hello(g_d.sock, &h);
+	const proto_limits *l = &h.limits;
 	assert_int_equal(l->max_connections_per_uid, PER_UID);
 	assert_int_equal(l->max_outbound_bytes, OUTBOUND);
 	assert_int_equal(l->max_connections, 2048);
@@ -846,8 +808,6 @@ static void test_hello_reports_every_limit(void **state)
 	assert_int_equal(l->max_fds_per_message, 8);
 	assert_int_equal(l->max_fds_held, 16);
 	assert_int_equal(l->max_frame, 65536);
-	free(r);
-	rawsock_close(&s);
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */

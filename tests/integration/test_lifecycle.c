@@ -79,17 +79,12 @@ static void test_hello_describes_daemon_and_kernels(void **state)
 	vkg_close(c);
 
 	/* the raw reply carries version 1 */
-	rawsock s;
-	assert_int_equal(rawsock_open(&s, g_d.sock), 0);
-	proto_request q = {.op = PROTO_OP_HELLO, .id = 5, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &q, r, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(r->ok);
-	assert_int_equal(r->hello.version, 1);
-	assert_int_equal(r->hello.n_kernels, in.n_kernels);
+	proto_hello h;
+	expect_hello(g_d.sock, &h);
+	assert_int_equal(h.version, 1);
+	assert_int_equal(h.n_kernels, in.n_kernels);
 	/* every limit, with the defaults of daemon/config.c and conn.h */
-	const proto_limits *l = &r->hello.limits;
+	const proto_limits *l = &h.limits;
 	/* derived from the host's memory (test_regions checks how) */
 	assert_true(l->max_total_region_bytes >= 1u << 20);
 	assert_int_equal(l->max_region_bytes_per_uid, l->max_total_region_bytes / 2);
@@ -99,8 +94,6 @@ static void test_hello_describes_daemon_and_kernels(void **state)
 	assert_int_equal(l->max_fds_held, 16);
 	assert_int_equal(l->max_outbound_bytes, 4u << 20);
 	assert_true(l->max_tensor_bytes > 0 && l->max_tensor_bytes <= 4ull << 30);
-	free(r);
-	rawsock_close(&s);
 }
 
 /* ---- unregister ---------------------------------------------------------------------- */

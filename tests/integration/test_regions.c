@@ -506,19 +506,12 @@ static void test_pages_vanish_under_a_staged_region(void **state)
 static void test_cpu_device_never_imports(void **state)
 {
 	(void)state;
+	proto_hello h;
+	expect_hello(g_d.sock, &h);
+	if (strcmp(h.device.type, "cpu") != 0)
+		skip();
 	rawsock s;
 	expect_open(&s, g_d.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(r->ok);
-	bool cpu = strcmp(r->hello.device.type, "cpu") == 0;
-	free(r);
-	if (!cpu) {
-		rawsock_close(&s);
-		skip();
-	}
 	proto_stats st0, st;
 	assert_int_equal(rawsock_stats(g_d.sock, &st0), 0);
 	int fd = shm_create(16 * PAGE, true, 0, NULL);
@@ -594,14 +587,10 @@ static void test_region_bytes_per_uid(void **state)
 	expect_open(&a, g_staged.sock);
 	expect_open(&b, g_staged.sock);
 	expect_open(&c, g_staged.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *hr = malloc(sizeof(*hr));
-	assert_non_null(hr);
-	assert_int_equal(rawsock_call(&c, &h, hr, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(hr->ok);
-	assert_int_equal(hr->hello.limits.max_region_bytes_per_uid, PER_UID_BYTES);
-	assert_true(hr->hello.limits.max_total_region_bytes > PER_UID_BYTES);
-	free(hr);
+	proto_hello h;
+	expect_hello(g_staged.sock, &h);
+	assert_int_equal(h.limits.max_region_bytes_per_uid, PER_UID_BYTES);
+	assert_true(h.limits.max_total_region_bytes > PER_UID_BYTES);
 	uint64_t ra, rb, rc_;
 	proto_reply r;
 	void *map;
@@ -645,16 +634,10 @@ static void test_region_bytes_per_uid(void **state)
 static void test_region_bytes_defaults(void **state)
 {
 	(void)state;
-	rawsock s;
-	expect_open(&s, g_d.sock);
-	proto_request h = {.op = PROTO_OP_HELLO, .id = 1, .version = 1};
-	proto_reply *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	assert_int_equal(rawsock_call(&s, &h, r, RAWSOCK_TIMEOUT_MS), 0);
-	assert_true(r->ok);
-	uint64_t total = r->hello.limits.max_total_region_bytes;
-	uint64_t per_uid = r->hello.limits.max_region_bytes_per_uid;
-	free(r);
+	proto_hello h;
+	expect_hello(g_d.sock, &h);
+	const uint64_t total = h.limits.max_total_region_bytes;
+	const uint64_t per_uid = h.limits.max_region_bytes_per_uid;
 	long mem_kb = meminfo_kb("MemTotal");
 	assert_true(mem_kb > 0);
 	if (total == 0 || total > (uint64_t)mem_kb * 1024 / 2 || total % (1u << 20) != 0)
@@ -663,7 +646,6 @@ static void test_region_bytes_defaults(void **state)
 	assert_int_equal(per_uid, total / 2);
 	assert_true(daemon_proc_log_contains(&g_d, "registered bytes: max_total_region_bytes"));
 	assert_true(daemon_proc_log_contains(&g_d, "(auto)"));
-	rawsock_close(&s);
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */
