@@ -226,15 +226,18 @@ static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t,
 	if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 2)
 		return proto_fail(err, PROTO_BAD_REQUEST,
 				  "key '%s' must be a two-element array [region, byte_offset]", key);
-	char sub[32];
-	snprintf(sub, sizeof(sub), "%s[0] (region)", key);
-	int rc = get_uint(&v->via.array.ptr[0], sub, &t->region, err);
-	if (rc)
-		return rc;
-	snprintf(sub, sizeof(sub), "%s[1] (byte_offset)", key);
-	rc = get_uint(&v->via.array.ptr[1], sub, &t->offset, err);
-	if (rc)
-		return rc;
+	static const char *const part[2] = {"[0] (region)", "[1] (byte_offset)"};
+	uint64_t *dst[2] = {&t->region, &t->offset};
+	for (int i = 0; i < 2; i++) {
+		const msgpack_object *e = &v->via.array.ptr[i];
+		if (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+			*dst[i] = e->via.u64; /* the common case: no name to format */
+			continue;
+		}
+		char sub[32];
+		snprintf(sub, sizeof(sub), "%s%s", key, part[i]);
+		return get_uint(e, sub, dst[i], err);
+	}
 	t->present = true;
 	return 0;
 }

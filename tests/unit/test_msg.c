@@ -897,6 +897,12 @@ static void v_neg_off(msgpack_packer *pk)
 	msgpack_pack_uint64(pk, 1);
 	msgpack_pack_int64(pk, -4);
 }
+static void v_nil_off(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_uint64(pk, 1);
+	msgpack_pack_nil(pk);
+}
 static void v_float_region(msgpack_packer *pk)
 {
 	msgpack_pack_array(pk, 2);
@@ -1533,10 +1539,10 @@ static void test_lb_tensor_shape(void **state)
 	(void)state;
 	static const char *const keys[] = {"x", "dy", "w", "dw", "db", "dx"};
 	for (size_t i = 0; i < 6; i++) {
-		char want[16], want0[16], want1[16];
+		char want[16], want0[32], want1[32];
 		snprintf(want, sizeof(want), "'%s'", keys[i]);
-		snprintf(want0, sizeof(want0), "'%s[0]", keys[i]);
-		snprintf(want1, sizeof(want1), "'%s[1]", keys[i]);
+		snprintf(want0, sizeof(want0), "'%s[0] (region)'", keys[i]);
+		snprintf(want1, sizeof(want1), "'%s[1] (byte_offset)'", keys[i]);
 		fields fs = lb_base();
 		f_set(&fs, keys[i], v_4);
 		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
@@ -1549,6 +1555,8 @@ static void test_lb_tensor_shape(void **state)
 		f_set(&fs, keys[i], v_arr1);
 		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
 		f_set(&fs, keys[i], v_neg_off);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want1);
+		f_set(&fs, keys[i], v_nil_off);
 		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want1);
 		f_set(&fs, keys[i], v_float_region);
 		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want0);
