@@ -360,7 +360,7 @@ static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsi
 	proto_request q;
 	proto_err err;
 	uint64_t id = 0;
-	int rc = proto_request_decode(body, len, &q, &id, &err);
+	int rc = proto_request_decode_with(&c->srv->dec, body, len, &q, &id, &err);
 	if (rc != 0 && err.code == PROTO_BAD_FRAME) {
 		for (unsigned i = 0; i < nfd && i < CONN_FRAME_FDS; i++)
 			close(fds[i]);

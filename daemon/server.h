@@ -37,6 +37,7 @@ typedef struct server {
 	conn *conns;               /* doubly linked list of open connections */
 	bool cork;                 /* replies are queued, written at uncork */
 	conn *dirty;               /* connections with replies queued while corked */
+	proto_decoder dec;         /* every request's decoding (ops_frame): memory kept */
 	uint32_t nconns;
 	region_set regions;        /* every live region (device recovery, stats) */
 	uint64_t total_region_bytes;

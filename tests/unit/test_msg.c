@@ -1673,6 +1673,93 @@ static void test_unknown_keys_ignored(void **state)
 	msgpack_sbuffer_destroy(&sb);
 }
 
+/* One decoder for many frames (the daemon keeps one, server.h): each
+ * frame decodes exactly as with a fresh decoder, after good frames, failed
+ * ones and one that outgrew the zone; the zone never keeps more than its
+ * first chunk. */
+static void v_big_array(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 4000); /* 4000 objects: far past one 8 KiB chunk */
+	for (int i = 0; i < 4000; i++)
+		msgpack_pack_uint64(pk, (uint64_t)i);
+}
+static void v_batch_5(msgpack_packer *pk) { msgpack_pack_uint64(pk, 5); }
+
+/* Decode fs with d and with a fresh decoder; both give the same outcome. */
+static int decode_both(proto_decoder *d, const fields *fs, proto_request *req, proto_err *err)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	pack_fields(&sb, fs);
+	proto_request fresh;
+	proto_err ferr = {0};
+	uint64_t id, fid;
+	memset(err, 0, sizeof(*err));
+	int rc = proto_request_decode_with(d, (const uint8_t *)sb.data, sb.size, req, &id, err);
+	int frc = proto_request_decode((const uint8_t *)sb.data, sb.size, &fresh, &fid, &ferr);
+	assert_int_equal(rc, frc);
+	assert_int_equal(id, fid);
+	assert_memory_equal(req, &fresh, sizeof(fresh));
+	assert_string_equal(err->message, ferr.message);
+	msgpack_sbuffer_destroy(&sb);
+	/* emptied for the next frame, at most one chunk of the first size */
+	assert_true(d->ready);
+	assert_int_equal(d->zone.chunk_list.free, MSGPACK_ZONE_CHUNK_SIZE);
+	return rc;
+}
+
+static void test_decoder_reuse(void **state)
+{
+	(void)state;
+	proto_decoder d;
+	proto_decoder_init(&d);
+	proto_request req;
+	proto_err err;
+	fields lb = lb_base();
+	assert_int_equal(decode_both(&d, &lb, &req, &err), 0);
+	assert_int_equal(req.op, PROTO_OP_LINEAR_BACKWARD);
+	assert_int_equal(d.rebuilds, 0);
+	const void *chunk = d.zone.chunk_list.head;
+
+	/* a frame that needs more than the chunk: decoded, then the zone is
+	 * rebuilt at its first size */
+	fields big = simple(v_op_ping);
+	f_add(&big, "pad", v_big_array);
+	assert_int_equal(decode_both(&d, &big, &req, &err), 0);
+	assert_int_equal(req.op, PROTO_OP_PING);
+	assert_int_equal(d.rebuilds, 1);
+
+	/* failures (each kind), each followed by a good frame */
+	fields bad[4] = {simple(v_op_frobnicate), lb_base(), lb_base(), simple(v_op_ping)};
+	f_set(&bad[1], "x", v_neg_off);
+	f_set(&bad[2], "dtype", v_4);
+	f_set(&bad[3], "id", v_str);
+	const proto_code want[4] = {PROTO_UNKNOWN_OP, PROTO_BAD_REQUEST, PROTO_BAD_REQUEST,
+				    PROTO_BAD_FRAME};
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(decode_both(&d, &bad[i], &req, &err), -(int)want[i]);
+		assert_int_equal(err.code, want[i]);
+		fields good = lb_base();
+		f_set(&good, "batch", v_batch_5);
+		assert_int_equal(decode_both(&d, &good, &req, &err), 0);
+		assert_int_equal(req.batch, 5);
+	}
+	/* not msgpack at all: refused before the zone is touched */
+	static const uint8_t junk[] = {0xc1, 0x00};
+	uint64_t id;
+	assert_int_equal(proto_request_decode_with(&d, junk, sizeof(junk), &req, &id, &err),
+			 -(int)PROTO_BAD_FRAME);
+	/* many frames: the chunk is reused, nothing rebuilt */
+	chunk = d.zone.chunk_list.head;
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(decode_both(&d, &lb, &req, &err), 0);
+	assert_ptr_equal(d.zone.chunk_list.head, chunk);
+	assert_int_equal(d.rebuilds, 1);
+	proto_decoder_free(&d);
+	assert_false(d.ready);
+	proto_decoder_free(&d); /* twice is harmless (server_destroy after a failed start) */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1716,6 +1803,7 @@ int main(void)
 		cmocka_unit_test(test_lb_outputs),
 		cmocka_unit_test(test_lb_accumulate),
 		cmocka_unit_test(test_unknown_keys_ignored),
+		cmocka_unit_test(test_decoder_reuse),
 	};
 	return cmocka_run_group_tests_name("msg", tests, NULL, NULL);
 }
