@@ -558,6 +558,15 @@ static void pk_kv_d(msgpack_packer *pk, const char *k, double v)
 	msgpack_pack_double(pk, v);
 }
 
+void proto_sbuffer_reuse(msgpack_sbuffer *sb, size_t keep)
+{
+	if (sb->alloc > keep) {
+		msgpack_sbuffer_destroy(sb);
+		msgpack_sbuffer_init(sb);
+	}
+	sb->size = 0;
+}
+
 /* Reserve the 4-byte length; returns the offset of the prefix. */
 static size_t frame_begin(msgpack_sbuffer *sb)
 {

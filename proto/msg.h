@@ -310,6 +310,11 @@ typedef struct proto_reply {
 	proto_stats stats;
 } proto_reply;
 
+/* sb kept for encoding one reply (or request) after another: emptied for
+ * the next, its memory kept unless it grew past keep bytes (then freed:
+ * one large reply, a stats one, does not pin its size). */
+void proto_sbuffer_reuse(msgpack_sbuffer *sb, size_t keep);
+
 /* Append one framed reply to sb. kind selects which fields are written. */
 int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r);
 

@@ -1760,6 +1760,50 @@ static void test_decoder_reuse(void **state)
 	proto_decoder_free(&d); /* twice is harmless (server_destroy after a failed start) */
 }
 
+/* A kept reply buffer (the daemon's conn_reply_timed): each reply encodes
+ * to the same bytes as into a fresh buffer; the memory stays until it grew
+ * past `keep`, then is freed. */
+static void expect_same_encoding(msgpack_sbuffer *kept, const proto_reply *r)
+{
+	msgpack_sbuffer fresh;
+	msgpack_sbuffer_init(&fresh);
+	assert_int_equal(proto_reply_encode(&fresh, PROTO_R_JOB, r), 0);
+	assert_int_equal(kept->size, 0);
+	assert_int_equal(proto_reply_encode(kept, PROTO_R_JOB, r), 0);
+	assert_int_equal(kept->size, fresh.size);
+	assert_memory_equal(kept->data, fresh.data, fresh.size);
+	msgpack_sbuffer_destroy(&fresh);
+}
+
+static void test_sbuffer_reuse(void **state)
+{
+	(void)state;
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	proto_sbuffer_reuse(&sb, 16384); /* never used: stays empty */
+	assert_null(sb.data);
+	proto_reply r = {.id = 5, .ok = true, .queued_us = 1, .gpu_us = 2, .batch_jobs = 3};
+	expect_same_encoding(&sb, &r);
+	char *kept = sb.data;
+	proto_sbuffer_reuse(&sb, 16384);
+	assert_ptr_equal(sb.data, kept); /* kept, emptied */
+	r.id = 6;
+	r.has_kernel_us = true;
+	r.kernel_us = 9;
+	expect_same_encoding(&sb, &r);
+	/* a reply past keep: freed at the reuse, the next one starts anew */
+	static char blob[20000];
+	assert_int_equal(msgpack_sbuffer_write(&sb, blob, sizeof(blob)), 0);
+	assert_true(sb.alloc > 16384);
+	proto_sbuffer_reuse(&sb, 16384);
+	assert_null(sb.data);
+	assert_int_equal(sb.alloc, 0);
+	r.id = 7;
+	expect_same_encoding(&sb, &r);
+	proto_sbuffer_reuse(&sb, 16384);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1804,6 +1848,7 @@ int main(void)
 		cmocka_unit_test(test_lb_accumulate),
 		cmocka_unit_test(test_unknown_keys_ignored),
 		cmocka_unit_test(test_decoder_reuse),
+		cmocka_unit_test(test_sbuffer_reuse),
 	};
 	return cmocka_run_group_tests_name("msg", tests, NULL, NULL);
 }
