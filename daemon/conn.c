@@ -246,13 +246,27 @@ void conn_replies_cork(void *srv, bool begin)
 	}
 }
 
+/* Replies are encoded in the server's kept buffer (no malloc per reply),
+ * taken out of the server while in use: a reply sent meanwhile (by a
+ * close the send caused) gets a buffer of its own. */
+void conn_reply_timed(conn *c, proto_reply_kind kind, const proto_reply *r, bool timed,
+		      uint64_t t_encoded)
+{
+	server *s = c->srv;
+	msgpack_sbuffer sb = s->reply_sb;
+	s->reply_sb = (msgpack_sbuffer){0};
+	if (proto_reply_encode(&sb, kind, r) == 0)
+		conn_send_frame(c, &sb, timed, t_encoded);
+	proto_sbuffer_reuse(&sb, CONN_REPLY_BUF_KEEP);
+	if (s->reply_sb.data)
+		msgpack_sbuffer_destroy(&sb);
+	else
+		s->reply_sb = sb;
+}
+
 void conn_reply(conn *c, proto_reply_kind kind, const proto_reply *r)
 {
-	msgpack_sbuffer sb;
-	msgpack_sbuffer_init(&sb);
-	if (proto_reply_encode(&sb, kind, r) == 0)
-		conn_send_frame(c, &sb, false, 0);
-	msgpack_sbuffer_destroy(&sb);
+	conn_reply_timed(c, kind, r, false, 0);
 }
 
 void conn_reply_ok(conn *c, uint64_t id)

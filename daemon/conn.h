@@ -32,6 +32,7 @@ typedef struct conn conn;
 #define CONN_MAX_FDS 16 /* descriptors held at once, waiting for their frame */
 #define CONN_CMSG_FDS 8 /* descriptors accepted in one recvmsg */
 #define CONN_FRAME_FDS 2 /* descriptors a frame hands on (more are closed) */
+#define CONN_REPLY_BUF_KEEP 65536 /* reply buffer bytes kept between replies (conn_reply_timed) */
 
 /* What a connection does with what it receives (ops.c provides it). */
 typedef struct conn_handler {
@@ -97,6 +98,9 @@ void conn_unref(conn *c);
 void conn_send_frame(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encoded);
 /* Encode r as kind and send it. */
 void conn_reply(conn *c, proto_reply_kind kind, const proto_reply *r);
+/* conn_reply with a trace's send time (conn_send_frame's timed). */
+void conn_reply_timed(conn *c, proto_reply_kind kind, const proto_reply *r, bool timed,
+		      uint64_t t_encoded);
 void conn_reply_ok(conn *c, uint64_t id);
 /* {id, ok: false, error: err} (logged at debug level). */
 void conn_reply_err(conn *c, uint64_t id, const proto_err *err);

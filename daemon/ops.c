@@ -317,16 +317,19 @@ void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t 
 	conn *c = j->owner;
 	c->inflight--; /* before the reply: its flush may finish a half-closed c */
 	if (code == PROTO_OK) {
-		proto_reply r = {.id = j->req.id, .ok = true, .queued_us = queued_us,
-				 .gpu_us = gpu_us, .batch_jobs = batch_jobs,
-				 .kernel_us = j->kernel_us, .has_kernel_us = j->has_kernel_us};
+		/* the server's, zero but for what a job reply encodes, all of
+		 * which is set here: a proto_reply is 8 KiB (hello, stats) */
+		proto_reply *r = &c->srv->job_reply;
+		r->id = j->req.id;
+		r->ok = true;
+		r->queued_us = queued_us;
+		r->gpu_us = gpu_us;
+		r->batch_jobs = batch_jobs;
+		r->kernel_us = j->kernel_us;
+		r->has_kernel_us = j->has_kernel_us;
 		const uint64_t t_enc = engine_now_ns();
-		engine_job_trace(j, t_enc, &r.trace);
-		msgpack_sbuffer sb;
-		msgpack_sbuffer_init(&sb);
-		if (proto_reply_encode(&sb, PROTO_R_JOB, &r) == 0)
-			conn_send_frame(c, &sb, r.trace.present, t_enc);
-		msgpack_sbuffer_destroy(&sb);
+		engine_job_trace(j, t_enc, &r->trace);
+		conn_reply_timed(c, PROTO_R_JOB, r, r->trace.present, t_enc);
 	} else {
 		proto_err err;
 		proto_fail(&err, code, "linear_backward: %s", msg);
@@ -364,7 +367,7 @@ static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsi
 	proto_request q;
 	proto_err err;
 	uint64_t id = 0;
-	int rc = proto_request_decode(body, len, &q, &id, &err);
+	int rc = proto_request_decode_with(&c->srv->dec, body, len, &q, &id, &err);
 	if (rc != 0 && err.code == PROTO_BAD_FRAME) {
 		for (unsigned i = 0; i < nfd && i < CONN_FRAME_FDS; i++)
 			close(fds[i]);

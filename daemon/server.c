@@ -231,6 +231,8 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 
 void server_destroy(server *s)
 {
+	proto_decoder_free(&s->dec);
+	msgpack_sbuffer_destroy(&s->reply_sb);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	s->listen_fd = -1;

@@ -39,6 +39,9 @@ typedef struct server {
 	bool cork;                 /* replies are queued, written at uncork */
 	queue_node dirty;          /* connections with replies queued while corked
 				    * (conn.dirty_node), latest first */
+	proto_decoder dec;         /* every request's decoding (ops_frame): memory kept */
+	msgpack_sbuffer reply_sb;  /* every reply's encoding (conn_reply_timed): memory kept */
+	proto_reply job_reply;     /* a job's reply (ops_job_done), not zeroed per job */
 	uint32_t nconns;
 	region_set regions;        /* every live region (device recovery, stats) */
 	uint64_t total_region_bytes;

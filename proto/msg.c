@@ -226,15 +226,18 @@ static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t,
 	if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 2)
 		return proto_fail(err, PROTO_BAD_REQUEST,
 				  "key '%s' must be a two-element array [region, byte_offset]", key);
-	char sub[32];
-	snprintf(sub, sizeof(sub), "%s[0] (region)", key);
-	int rc = get_uint(&v->via.array.ptr[0], sub, &t->region, err);
-	if (rc)
-		return rc;
-	snprintf(sub, sizeof(sub), "%s[1] (byte_offset)", key);
-	rc = get_uint(&v->via.array.ptr[1], sub, &t->offset, err);
-	if (rc)
-		return rc;
+	static const char *const part[2] = {"[0] (region)", "[1] (byte_offset)"};
+	uint64_t *dst[2] = {&t->region, &t->offset};
+	for (int i = 0; i < 2; i++) {
+		const msgpack_object *e = &v->via.array.ptr[i];
+		if (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+			*dst[i] = e->via.u64; /* the common case: no name to format */
+			continue;
+		}
+		char sub[32];
+		snprintf(sub, sizeof(sub), "%s%s", key, part[i]);
+		return get_uint(e, sub, dst[i], err);
+	}
 	t->present = true;
 	return 0;
 }
@@ -421,27 +424,23 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 	return 0;
 }
 
-int proto_request_decode(const uint8_t *body, size_t len, proto_request *req,
-			 uint64_t *id_out, proto_err *err)
+void proto_decoder_init(proto_decoder *d)
 {
-	const char *why = NULL;
-	memset(req, 0, sizeof(*req));
-	*id_out = 0;
-	if (proto_mpcheck(body, len, PROTO_MAX_DEPTH, &why) != 0)
-		return proto_fail(err, PROTO_BAD_FRAME, "frame body is not valid msgpack: %s", why);
-	msgpack_unpacked u;
-	msgpack_unpacked_init(&u);
-	size_t off = 0;
-	int rc;
-	if (msgpack_unpack_next(&u, (const char *)body, len, &off) != MSGPACK_UNPACK_SUCCESS) {
-		rc = proto_fail(err, PROTO_BAD_FRAME, "frame body is not valid msgpack");
-		goto out;
-	}
-	if (u.data.type != MSGPACK_OBJECT_MAP) {
-		rc = proto_fail(err, PROTO_BAD_FRAME, "frame body must be a msgpack map");
-		goto out;
-	}
-	const msgpack_object_map *m = &u.data.via.map;
+	memset(d, 0, sizeof(*d));
+	d->ready = msgpack_zone_init(&d->zone, MSGPACK_ZONE_CHUNK_SIZE);
+}
+
+void proto_decoder_free(proto_decoder *d)
+{
+	if (d->ready)
+		msgpack_zone_destroy(&d->zone);
+	d->ready = false;
+}
+
+/* The decoded map m (its objects in the zone) into req. */
+static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t *id_out,
+		      proto_err *err)
+{
 	const msgpack_object *op = NULL, *id = NULL;
 	for (uint32_t i = 0; i < m->size; i++) {
 		if (key_is(&m->ptr[i].key, "op"))
@@ -449,15 +448,11 @@ int proto_request_decode(const uint8_t *body, size_t len, proto_request *req,
 		else if (key_is(&m->ptr[i].key, "id"))
 			id = &m->ptr[i].val;
 	}
-	if (!id || id->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
-		rc = proto_fail(err, PROTO_BAD_FRAME,
-				"request map needs key 'id' as an unsigned integer");
-		goto out;
-	}
-	if (!op || op->type != MSGPACK_OBJECT_STR) {
-		rc = proto_fail(err, PROTO_BAD_FRAME, "request map needs key 'op' as a string");
-		goto out;
-	}
+	if (!id || id->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return proto_fail(err, PROTO_BAD_FRAME,
+				  "request map needs key 'id' as an unsigned integer");
+	if (!op || op->type != MSGPACK_OBJECT_STR)
+		return proto_fail(err, PROTO_BAD_FRAME, "request map needs key 'op' as a string");
 	req->id = *id_out = id->via.u64;
 	int found = -1;
 	for (int i = 0; i < PROTO_OP_COUNT; i++)
@@ -466,14 +461,54 @@ int proto_request_decode(const uint8_t *body, size_t len, proto_request *req,
 			found = i;
 	if (found < 0) {
 		char name[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_ECHO_OP)];
-		rc = proto_fail(err, PROTO_UNKNOWN_OP, "unknown op '%s'",
-				echo(op, name, sizeof(name), PROTO_TEXT_ECHO_OP));
-		goto out;
+		return proto_fail(err, PROTO_UNKNOWN_OP, "unknown op '%s'",
+				  echo(op, name, sizeof(name), PROTO_TEXT_ECHO_OP));
 	}
 	req->op = (proto_op)found;
-	rc = decode_fields(m, req, err);
-out:
-	msgpack_unpacked_destroy(&u);
+	return decode_fields(m, req, err);
+}
+
+int proto_request_decode_with(proto_decoder *d, const uint8_t *body, size_t len,
+			      proto_request *req, uint64_t *id_out, proto_err *err)
+{
+	const char *why = NULL;
+	memset(req, 0, sizeof(*req));
+	*id_out = 0;
+	if (proto_mpcheck(body, len, PROTO_MAX_DEPTH, &why) != 0)
+		return proto_fail(err, PROTO_BAD_FRAME, "frame body is not valid msgpack: %s", why);
+	if (!d->ready && !(d->ready = msgpack_zone_init(&d->zone, MSGPACK_ZONE_CHUNK_SIZE)))
+		return proto_fail(err, PROTO_BAD_FRAME, "out of memory decoding the frame");
+	void *first = d->zone.chunk_list.head;
+	msgpack_object o;
+	size_t off = 0;
+	int rc;
+	/* msgpack_unpack (the caller's zone) where msgpack_unpack_next would
+	 * make and free a zone per frame; trailing bytes were refused above */
+	msgpack_unpack_return ur = msgpack_unpack((const char *)body, len, &off, &d->zone, &o);
+	if (ur != MSGPACK_UNPACK_SUCCESS && ur != MSGPACK_UNPACK_EXTRA_BYTES)
+		rc = proto_fail(err, PROTO_BAD_FRAME, "frame body is not valid msgpack");
+	else if (o.type != MSGPACK_OBJECT_MAP)
+		rc = proto_fail(err, PROTO_BAD_FRAME, "frame body must be a msgpack map");
+	else
+		rc = decode_map(&o.via.map, req, id_out, err);
+	/* req holds copies only: the zone is emptied for the next frame */
+	if (d->zone.chunk_list.head == first) {
+		msgpack_zone_clear(&d->zone);
+	} else {
+		msgpack_zone_destroy(&d->zone);
+		d->ready = msgpack_zone_init(&d->zone, MSGPACK_ZONE_CHUNK_SIZE);
+		d->rebuilds++;
+	}
+	return rc;
+}
+
+int proto_request_decode(const uint8_t *body, size_t len, proto_request *req,
+			 uint64_t *id_out, proto_err *err)
+{
+	proto_decoder d;
+	proto_decoder_init(&d);
+	int rc = proto_request_decode_with(&d, body, len, req, id_out, err);
+	proto_decoder_free(&d);
 	return rc;
 }
 
@@ -521,6 +556,15 @@ static void pk_kv_d(msgpack_packer *pk, const char *k, double v)
 {
 	pk_str(pk, k);
 	msgpack_pack_double(pk, v);
+}
+
+void proto_sbuffer_reuse(msgpack_sbuffer *sb, size_t keep)
+{
+	if (sb->alloc > keep) {
+		msgpack_sbuffer_destroy(sb);
+		msgpack_sbuffer_init(sb);
+	}
+	sb->size = 0;
 }
 
 /* Reserve the 4-byte length; returns the offset of the prefix. */

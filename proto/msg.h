@@ -126,6 +126,23 @@ typedef struct proto_request {
 int proto_request_decode(const uint8_t *body, size_t len, proto_request *req,
 			 uint64_t *id_out, proto_err *err);
 
+/* A request decoder's memory, kept from one frame to the next so that
+ * decoding costs no malloc: one msgpack zone of MSGPACK_ZONE_CHUNK_SIZE
+ * bytes, emptied after each frame. A frame that outgrew it (more chunks)
+ * has them freed and the zone rebuilt at its first size, so it never
+ * keeps more than one chunk. One thread at a time. */
+typedef struct proto_decoder {
+	msgpack_zone zone;
+	bool ready;          /* zone initialised (a failed init retries) */
+	uint64_t rebuilds;   /* frames that outgrew the zone (tests) */
+} proto_decoder;
+
+void proto_decoder_init(proto_decoder *d);
+void proto_decoder_free(proto_decoder *d);
+/* proto_request_decode with d's memory. */
+int proto_request_decode_with(proto_decoder *d, const uint8_t *body, size_t len,
+			      proto_request *req, uint64_t *id_out, proto_err *err);
+
 /* Append one framed request (length prefix included) to sb. Keys whose
  * tensor is not present are left out. Returns 0 or -ENOMEM. */
 int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req);
@@ -292,6 +309,11 @@ typedef struct proto_reply {
 	proto_hello hello;
 	proto_stats stats;
 } proto_reply;
+
+/* sb kept for encoding one reply (or request) after another: emptied for
+ * the next, its memory kept unless it grew past keep bytes (then freed:
+ * one large reply, a stats one, does not pin its size). */
+void proto_sbuffer_reuse(msgpack_sbuffer *sb, size_t keep);
 
 /* Append one framed reply to sb. kind selects which fields are written. */
 int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r);

@@ -897,6 +897,12 @@ static void v_neg_off(msgpack_packer *pk)
 	msgpack_pack_uint64(pk, 1);
 	msgpack_pack_int64(pk, -4);
 }
+static void v_nil_off(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_uint64(pk, 1);
+	msgpack_pack_nil(pk);
+}
 static void v_float_region(msgpack_packer *pk)
 {
 	msgpack_pack_array(pk, 2);
@@ -1533,10 +1539,10 @@ static void test_lb_tensor_shape(void **state)
 	(void)state;
 	static const char *const keys[] = {"x", "dy", "w", "dw", "db", "dx"};
 	for (size_t i = 0; i < 6; i++) {
-		char want[16], want0[16], want1[16];
+		char want[16], want0[32], want1[32];
 		snprintf(want, sizeof(want), "'%s'", keys[i]);
-		snprintf(want0, sizeof(want0), "'%s[0]", keys[i]);
-		snprintf(want1, sizeof(want1), "'%s[1]", keys[i]);
+		snprintf(want0, sizeof(want0), "'%s[0] (region)'", keys[i]);
+		snprintf(want1, sizeof(want1), "'%s[1] (byte_offset)'", keys[i]);
 		fields fs = lb_base();
 		f_set(&fs, keys[i], v_4);
 		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
@@ -1549,6 +1555,8 @@ static void test_lb_tensor_shape(void **state)
 		f_set(&fs, keys[i], v_arr1);
 		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want);
 		f_set(&fs, keys[i], v_neg_off);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want1);
+		f_set(&fs, keys[i], v_nil_off);
 		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want1);
 		f_set(&fs, keys[i], v_float_region);
 		expect_fail(&fs, PROTO_BAD_REQUEST, 7, want0);
@@ -1665,6 +1673,137 @@ static void test_unknown_keys_ignored(void **state)
 	msgpack_sbuffer_destroy(&sb);
 }
 
+/* One decoder for many frames (the daemon keeps one, server.h): each
+ * frame decodes exactly as with a fresh decoder, after good frames, failed
+ * ones and one that outgrew the zone; the zone never keeps more than its
+ * first chunk. */
+static void v_big_array(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 4000); /* 4000 objects: far past one 8 KiB chunk */
+	for (int i = 0; i < 4000; i++)
+		msgpack_pack_uint64(pk, (uint64_t)i);
+}
+static void v_batch_5(msgpack_packer *pk) { msgpack_pack_uint64(pk, 5); }
+
+/* Decode fs with d and with a fresh decoder; both give the same outcome. */
+static int decode_both(proto_decoder *d, const fields *fs, proto_request *req, proto_err *err)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	pack_fields(&sb, fs);
+	proto_request fresh;
+	proto_err ferr = {0};
+	uint64_t id, fid;
+	memset(err, 0, sizeof(*err));
+	int rc = proto_request_decode_with(d, (const uint8_t *)sb.data, sb.size, req, &id, err);
+	int frc = proto_request_decode((const uint8_t *)sb.data, sb.size, &fresh, &fid, &ferr);
+	assert_int_equal(rc, frc);
+	assert_int_equal(id, fid);
+	assert_memory_equal(req, &fresh, sizeof(fresh));
+	assert_string_equal(err->message, ferr.message);
+	msgpack_sbuffer_destroy(&sb);
+	/* emptied for the next frame, at most one chunk of the first size */
+	assert_true(d->ready);
+	assert_int_equal(d->zone.chunk_list.free, MSGPACK_ZONE_CHUNK_SIZE);
+	return rc;
+}
+
+static void test_decoder_reuse(void **state)
+{
+	(void)state;
+	proto_decoder d;
+	proto_decoder_init(&d);
+	proto_request req;
+	proto_err err;
+	fields lb = lb_base();
+	assert_int_equal(decode_both(&d, &lb, &req, &err), 0);
+	assert_int_equal(req.op, PROTO_OP_LINEAR_BACKWARD);
+	assert_int_equal(d.rebuilds, 0);
+	const void *chunk = d.zone.chunk_list.head;
+
+	/* a frame that needs more than the chunk: decoded, then the zone is
+	 * rebuilt at its first size */
+	fields big = simple(v_op_ping);
+	f_add(&big, "pad", v_big_array);
+	assert_int_equal(decode_both(&d, &big, &req, &err), 0);
+	assert_int_equal(req.op, PROTO_OP_PING);
+	assert_int_equal(d.rebuilds, 1);
+
+	/* failures (each kind), each followed by a good frame */
+	fields bad[4] = {simple(v_op_frobnicate), lb_base(), lb_base(), simple(v_op_ping)};
+	f_set(&bad[1], "x", v_neg_off);
+	f_set(&bad[2], "dtype", v_4);
+	f_set(&bad[3], "id", v_str);
+	const proto_code want[4] = {PROTO_UNKNOWN_OP, PROTO_BAD_REQUEST, PROTO_BAD_REQUEST,
+				    PROTO_BAD_FRAME};
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(decode_both(&d, &bad[i], &req, &err), -(int)want[i]);
+		assert_int_equal(err.code, want[i]);
+		fields good = lb_base();
+		f_set(&good, "batch", v_batch_5);
+		assert_int_equal(decode_both(&d, &good, &req, &err), 0);
+		assert_int_equal(req.batch, 5);
+	}
+	/* not msgpack at all: refused before the zone is touched */
+	static const uint8_t junk[] = {0xc1, 0x00};
+	uint64_t id;
+	assert_int_equal(proto_request_decode_with(&d, junk, sizeof(junk), &req, &id, &err),
+			 -(int)PROTO_BAD_FRAME);
+	/* many frames: the chunk is reused, nothing rebuilt */
+	chunk = d.zone.chunk_list.head;
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(decode_both(&d, &lb, &req, &err), 0);
+	assert_ptr_equal(d.zone.chunk_list.head, chunk);
+	assert_int_equal(d.rebuilds, 1);
+	proto_decoder_free(&d);
+	assert_false(d.ready);
+	proto_decoder_free(&d); /* twice is harmless (server_destroy after a failed start) */
+}
+
+/* A kept reply buffer (the daemon's conn_reply_timed): each reply encodes
+ * to the same bytes as into a fresh buffer; the memory stays until it grew
+ * past `keep`, then is freed. */
+static void expect_same_encoding(msgpack_sbuffer *kept, const proto_reply *r)
+{
+	msgpack_sbuffer fresh;
+	msgpack_sbuffer_init(&fresh);
+	assert_int_equal(proto_reply_encode(&fresh, PROTO_R_JOB, r), 0);
+	assert_int_equal(kept->size, 0);
+	assert_int_equal(proto_reply_encode(kept, PROTO_R_JOB, r), 0);
+	assert_int_equal(kept->size, fresh.size);
+	assert_memory_equal(kept->data, fresh.data, fresh.size);
+	msgpack_sbuffer_destroy(&fresh);
+}
+
+static void test_sbuffer_reuse(void **state)
+{
+	(void)state;
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	proto_sbuffer_reuse(&sb, 16384); /* never used: stays empty */
+	assert_null(sb.data);
+	proto_reply r = {.id = 5, .ok = true, .queued_us = 1, .gpu_us = 2, .batch_jobs = 3};
+	expect_same_encoding(&sb, &r);
+	char *kept = sb.data;
+	proto_sbuffer_reuse(&sb, 16384);
+	assert_ptr_equal(sb.data, kept); /* kept, emptied */
+	r.id = 6;
+	r.has_kernel_us = true;
+	r.kernel_us = 9;
+	expect_same_encoding(&sb, &r);
+	/* a reply past keep: freed at the reuse, the next one starts anew */
+	static char blob[20000];
+	assert_int_equal(msgpack_sbuffer_write(&sb, blob, sizeof(blob)), 0);
+	assert_true(sb.alloc > 16384);
+	proto_sbuffer_reuse(&sb, 16384);
+	assert_null(sb.data);
+	assert_int_equal(sb.alloc, 0);
+	r.id = 7;
+	expect_same_encoding(&sb, &r);
+	proto_sbuffer_reuse(&sb, 16384);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1708,6 +1847,8 @@ int main(void)
 		cmocka_unit_test(test_lb_outputs),
 		cmocka_unit_test(test_lb_accumulate),
 		cmocka_unit_test(test_unknown_keys_ignored),
+		cmocka_unit_test(test_decoder_reuse),
+		cmocka_unit_test(test_sbuffer_reuse),
 	};
 	return cmocka_run_group_tests_name("msg", tests, NULL, NULL);
 }
