@@ -20,8 +20,14 @@
 //    T_TX threads), for fewer distinct shared addresses per load;
 //  - T_PAD vec4 of padding per shared row (spreads dX's transposed stores);
 //  - vector stores of C where its row stride and offset allow.
-// The accumulators are arrays indexed only by [[unroll]] loop counters with
-// specialisation-constant bounds: constants once the pipeline is made.
+// The accumulators and the a / b fragments are plain variables, not arrays:
+// rI_J for row I (0 .. 15), column group J (0 .. 3), aG, bJ, each used under
+// a specialisation-constant test (T_TM > I, T_GN > J: constants once the
+// pipeline is made, the untaken code and its variables dropped). Arrays
+// indexed by [[unroll]] loop counters were what this file had: on the H200
+// every 8×8 tiling put its 16 vec4 of accumulators in local memory ("Local
+// Memory Size" 256 bytes more than the 8×4 ones) and ran ~12× slower, as
+// the fixed kernel's comment on its own accumulators says of arrays.
 
 layout(constant_id = 5) const uint T_BM = 128;
 layout(constant_id = 6) const uint T_BN = 128;
@@ -108,6 +114,28 @@ void t_store_c(uint m, uint n, vec4 v, bool acc, bool vc)
 	store_one(m, n + 3u, v.w, acc);
 }
 
+// Row I (= 4·G + Q) of the accumulators, column group J: declared zero.
+#define T_DECL_ROW(I) vec4 r##I##_0 = vec4(0.0), r##I##_1 = vec4(0.0), \
+	r##I##_2 = vec4(0.0), r##I##_3 = vec4(0.0);
+// Row I += s · b0..b3, the column groups that exist.
+#define T_FMA_ROW(I, s) if (T_TM > uint(I)) { \
+	r##I##_0 += (s) * b0; \
+	if (T_GN > 1u) r##I##_1 += (s) * b1; \
+	if (T_GN > 2u) r##I##_2 += (s) * b2; \
+	if (T_GN > 3u) r##I##_3 += (s) * b3; }
+// Row I = 4·G + Q of C, the column groups that exist.
+#define T_STORE_ROW(I, G, Q) if (T_TM > uint(I)) { \
+	const uint m = m0 + (uint(G) * T_TY + ty) * 4u + uint(Q); \
+	if (m < pc.M) { \
+		t_store_c(m, n0 + tx * 4u, r##I##_0, acc, vc); \
+		if (T_GN > 1u) t_store_c(m, n0 + (T_TX + tx) * 4u, r##I##_1, acc, vc); \
+		if (T_GN > 2u) t_store_c(m, n0 + (2u * T_TX + tx) * 4u, r##I##_2, acc, vc); \
+		if (T_GN > 3u) t_store_c(m, n0 + (3u * T_TX + tx) * 4u, r##I##_3, acc, vc); \
+	} }
+// Fragment G of A (rows 4·G .. 4·G + 3), J of B, at step k, where they exist.
+#define T_LOAD_A(G) if (T_GM > uint(G)) a##G = As[abase + k * T_AR + uint(G) * T_TY + ty];
+#define T_LOAD_B(J) if (T_GN > uint(J)) b##J = Bs[bbase + k * T_BR + uint(J) * T_TX + tx];
+
 void tuned_main()
 {
 	const uint tid = gl_LocalInvocationIndex;
@@ -125,9 +153,11 @@ void tuned_main()
 	const bool vec = (pc.flags & VKG_FLAG_VEC_LOADS) != 0u;
 	const bool sum_d = want_d && tid < T_BM; // this thread sums row tid of A
 
-	vec4 r[T_TM * T_GN]; // row i, column group j: r[i * T_GN + j]
-	[[unroll]] for (uint i = 0u; i < T_TM * T_GN; i++)
-		r[i] = vec4(0.0);
+	// TM ≤ 16, TN ≤ 16 (daemon/t128_tile.c): rows 0 .. 15, groups 0 .. 3
+	T_DECL_ROW(0) T_DECL_ROW(1) T_DECL_ROW(2) T_DECL_ROW(3)
+	T_DECL_ROW(4) T_DECL_ROW(5) T_DECL_ROW(6) T_DECL_ROW(7)
+	T_DECL_ROW(8) T_DECL_ROW(9) T_DECL_ROW(10) T_DECL_ROW(11)
+	T_DECL_ROW(12) T_DECL_ROW(13) T_DECL_ROW(14) T_DECL_ROW(15)
 	float bias = 0.0;
 
 	// the first tile into buffer 0
@@ -149,15 +179,14 @@ void tuned_main()
 			}
 			[[unroll]] for (uint kk = 0u; kk < T_KP; kk++) {
 				const uint k = p * T_KP + kk;
-				vec4 a[T_GM], b[T_GN];
-				[[unroll]] for (uint g = 0u; g < T_GM; g++)
-					a[g] = As[abase + k * T_AR + g * T_TY + ty];
-				[[unroll]] for (uint j = 0u; j < T_GN; j++)
-					b[j] = Bs[bbase + k * T_BR + j * T_TX + tx];
-				[[unroll]] for (uint g = 0u; g < T_GM; g++)
-					[[unroll]] for (uint q = 0u; q < 4u; q++)
-						[[unroll]] for (uint j = 0u; j < T_GN; j++)
-							r[(g * 4u + q) * T_GN + j] += a[g][q] * b[j];
+				vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+				vec4 b0 = vec4(0.0), b1 = vec4(0.0), b2 = vec4(0.0), b3 = vec4(0.0);
+				T_LOAD_A(0) T_LOAD_A(1) T_LOAD_A(2) T_LOAD_A(3)
+				T_LOAD_B(0) T_LOAD_B(1) T_LOAD_B(2) T_LOAD_B(3)
+				T_FMA_ROW(0, a0.x) T_FMA_ROW(1, a0.y) T_FMA_ROW(2, a0.z) T_FMA_ROW(3, a0.w)
+				T_FMA_ROW(4, a1.x) T_FMA_ROW(5, a1.y) T_FMA_ROW(6, a1.z) T_FMA_ROW(7, a1.w)
+				T_FMA_ROW(8, a2.x) T_FMA_ROW(9, a2.y) T_FMA_ROW(10, a2.z) T_FMA_ROW(11, a2.w)
+				T_FMA_ROW(12, a3.x) T_FMA_ROW(13, a3.y) T_FMA_ROW(14, a3.z) T_FMA_ROW(15, a3.w)
 			}
 			// the bias after the phase's multiplies (one branch per phase,
 			// none among them), k in order as the fixed kernel sums
@@ -178,14 +207,10 @@ void tuned_main()
 
 	const bool vc = pc.N % 4u == 0u && pc.c_off % 4u == 0u;
 	if (want_c) {
-		[[unroll]] for (uint g = 0u; g < T_GM; g++)
-			[[unroll]] for (uint q = 0u; q < 4u; q++) {
-				const uint m = m0 + (g * T_TY + ty) * 4u + q;
-				if (m < pc.M) {
-					[[unroll]] for (uint j = 0u; j < T_GN; j++)
-						t_store_c(m, n0 + (j * T_TX + tx) * 4u, r[(g * 4u + q) * T_GN + j], acc, vc);
-				}
-			}
+		T_STORE_ROW(0, 0, 0) T_STORE_ROW(1, 0, 1) T_STORE_ROW(2, 0, 2) T_STORE_ROW(3, 0, 3)
+		T_STORE_ROW(4, 1, 0) T_STORE_ROW(5, 1, 1) T_STORE_ROW(6, 1, 2) T_STORE_ROW(7, 1, 3)
+		T_STORE_ROW(8, 2, 0) T_STORE_ROW(9, 2, 1) T_STORE_ROW(10, 2, 2) T_STORE_ROW(11, 2, 3)
+		T_STORE_ROW(12, 3, 0) T_STORE_ROW(13, 3, 1) T_STORE_ROW(14, 3, 2) T_STORE_ROW(15, 3, 3)
 	}
 	if (sum_d && m0 + tid < pc.M) {
 		const uint k = pc.d_off + m0 + tid;

@@ -54,6 +54,7 @@ static const tcase tilings[] = {
 	{"128x64x8x8x16x2", 128, 64, 16},       /* 128 threads */
 	{"256x128x16x8x8", 256, 128, 8},        /* 16x8 per thread */
 	{"128x128x8x8x8x2x1x8", 128, 128, 8},   /* padding, warps 8 wide */
+	{"32x128x4x16x16", 32, 128, 16},        /* 4x16 per thread: four column groups */
 };
 
 static unsigned run_tiling(const daemon_proc *d, const tcase *t)
