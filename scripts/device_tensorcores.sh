@@ -1,6 +1,6 @@
 #!/bin/sh
 # The reportable GPU-machine run for issue 14, from a bundle (bin/vkgradd,
-# bin/vkgrad; beside this script: device_coopmat_check.sh, tc_table.py,
+# bin/vkgrad; beside this script: device_coopmat_check.sh, closing_table.py,
 # torch_linear_backward.py): the coopmat_khr and coopmat_nv2 pipelines as
 # compiled (debug log), the tile-edge check for coopmat_khr under both
 # tilings (the small one, which those shapes get, and the large one, forced
@@ -28,4 +28,4 @@ timeout 120 $B/bin/vkgrad bench --kernels --json --shapes "8192,4096,4096;16384,
 echo "=== PyTorch"
 PYTHONUNBUFFERED=1 timeout 300 python3 $B/torch_linear_backward.py > $O/torch.jsonl 2>&1; echo rc=$?; tail -2 $O/torch.jsonl
 kill $np
-python3 $B/tc_table.py $O/bench.jsonl $O/torch.jsonl > $O/table.md; cat $O/table.md
+python3 $B/closing_table.py $O/bench.jsonl $O/torch.jsonl > $O/table.md; cat $O/table.md
