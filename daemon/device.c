@@ -285,6 +285,51 @@ static int device_pick(device *d, const char *want, int *picked, char *err, size
 	return 0;
 }
 
+/* A transfer-only queue family (neither compute nor graphics), the one with
+ * the most queues: its first two queues copy in and out at once. None where
+ * the device has none or VKGRAD_NO_TRANSFER_QUEUE is set (debugging). */
+static void pick_transfer(device *d)
+{
+	d->xfer_family = UINT32_MAX;
+	d->xfer_queues = 0;
+	d->xfer_up = d->xfer_down = VK_NULL_HANDLE;
+	const char *no = getenv("VKGRAD_NO_TRANSFER_QUEUE");
+	if (no && *no && strcmp(no, "0") != 0)
+		return;
+	uint32_t n = 0;
+	VkQueueFamilyProperties q[16];
+	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &n, NULL);
+	if (n > 16)
+		n = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &n, q);
+	for (uint32_t i = 0; i < n; i++) {
+		const VkQueueFlags f = q[i].queueFlags;
+		if (i == d->queue_family || !(f & VK_QUEUE_TRANSFER_BIT) ||
+		    (f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)) || q[i].queueCount == 0)
+			continue;
+		if (d->xfer_family == UINT32_MAX || q[i].queueCount > q[d->xfer_family].queueCount)
+			d->xfer_family = i;
+	}
+	if (d->xfer_family == UINT32_MAX)
+		return;
+	d->xfer_queues = q[d->xfer_family].queueCount >= 2 ? 2 : 1;
+	d->share_families[0] = d->queue_family;
+	d->share_families[1] = d->xfer_family;
+}
+
+void device_buffer_sharing(const device *d, VkBufferCreateInfo *bci)
+{
+	if (d->xfer_queues) {
+		bci->sharingMode = VK_SHARING_MODE_CONCURRENT;
+		bci->queueFamilyIndexCount = 2;
+		bci->pQueueFamilyIndices = d->share_families;
+	} else {
+		bci->sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+		bci->queueFamilyIndexCount = 0;
+		bci->pQueueFamilyIndices = NULL;
+	}
+}
+
 /* The picked device's properties, limits and memory types, its driver
  * (into *drv), and whether client memory is imported (d->host_import);
  * returns whether import was turned off because the device is a CPU. */
@@ -400,13 +445,19 @@ static int device_create(device *d, char *err, size_t errlen)
 		.pNext = &en12,
 		.storageBuffer16BitAccess = f11.storageBuffer16BitAccess,
 	};
-	float prio = 1.0f;
-	VkDeviceQueueCreateInfo qci = {
+	static const float prio[2] = {1.0f, 1.0f};
+	pick_transfer(d);
+	VkDeviceQueueCreateInfo qci[2] = {{
 		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
 		.queueFamilyIndex = d->queue_family,
 		.queueCount = 1,
-		.pQueuePriorities = &prio,
-	};
+		.pQueuePriorities = prio,
+	}, {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queueFamilyIndex = d->xfer_family,
+		.queueCount = d->xfer_queues,
+		.pQueuePriorities = prio,
+	}};
 	/* VKGRAD_NO_CALIBRATION: debug switch, traces as on a device without it */
 	d->calibrated = calibrateable(d->instance, d->phys) && !getenv("VKGRAD_NO_CALIBRATION");
 	if (d->calibrated)
@@ -422,8 +473,8 @@ static int device_create(device *d, char *err, size_t errlen)
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
 		.pNext = &en11,
-		.queueCreateInfoCount = 1,
-		.pQueueCreateInfos = &qci,
+		.queueCreateInfoCount = d->xfer_queues ? 2 : 1,
+		.pQueueCreateInfos = qci,
 		.enabledExtensionCount = ndext,
 		.ppEnabledExtensionNames = dext,
 	};
@@ -433,6 +484,10 @@ static int device_create(device *d, char *err, size_t errlen)
 		return -1;
 	}
 	vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+	if (d->xfer_queues) {
+		vkGetDeviceQueue(d->dev, d->xfer_family, 0, &d->xfer_up);
+		vkGetDeviceQueue(d->dev, d->xfer_family, d->xfer_queues - 1, &d->xfer_down);
+	}
 	d->cmd_push_descriptor_set = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
 		d->dev, "vkCmdPushDescriptorSetKHR");
 	if (d->host_import)
@@ -463,6 +518,12 @@ static int device_create(device *d, char *err, size_t errlen)
 		d->get_calibrated = (PFN_vkGetCalibratedTimestampsEXT)vkGetDeviceProcAddr(
 			d->dev, "vkGetCalibratedTimestampsEXT");
 	d->calibrated = d->calibrated && d->timestamps && d->get_calibrated;
+	if (d->xfer_queues)
+		log_info("transfer queue family %u: %u queue(s) for streamed jobs' copies (%s)",
+			 d->xfer_family, d->xfer_queues,
+			 d->xfer_queues == 2 ? "uploads and downloads at once" : "uploads and downloads share it");
+	else
+		log_info("no transfer-only queue: streamed jobs' copies run on the compute queue");
 	log_info("GPU timestamps: %s", !d->timestamps ? "none (a job's trace has no GPU stages)"
 				       : d->calibrated ? "on the host's clock (VK_EXT_calibrated_timestamps)"
 						       : "durations only (no calibration to CLOCK_MONOTONIC)");

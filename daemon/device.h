@@ -19,6 +19,16 @@ typedef struct device {
 	VkDevice dev;
 	VkQueue queue;
 	uint32_t queue_family;
+	/* a transfer-only queue family, for copies overlapped with kernels
+	 * (stream.h): xfer_family is UINT32_MAX where there is none
+	 * (VKGRAD_NO_TRANSFER_QUEUE=1 too). xfer_up takes uploads, xfer_down
+	 * downloads: its queues 0 and 1, the same queue where it has one.
+	 * Buffers both families use are created concurrent
+	 * (device_buffer_sharing). */
+	uint32_t xfer_family;
+	uint32_t xfer_queues;      /* queues taken from it: 1 or 2 */
+	VkQueue xfer_up, xfer_down;
+	uint32_t share_families[2];
 	VkPhysicalDeviceProperties props;
 	uint32_t api_version;      /* what we may use: min(instance, device) */
 	VkPhysicalDeviceMemoryProperties mem;
@@ -67,6 +77,11 @@ void device_clamp_limits(const device *d, proto_limits *l);
  * tells) and whether vkgradd can use it, marking the default. 0, or -1 with
  * a message in err. */
 int device_list(FILE *out, char *err, size_t errlen);
+
+/* Set bci's sharing mode: concurrent between the compute and the transfer
+ * family where the device has a transfer queue (no ownership transfers
+ * between them), exclusive otherwise. */
+void device_buffer_sharing(const device *d, VkBufferCreateInfo *bci);
 
 /* Index of a memory type in `bits` having all `flags`, or -1. */
 int device_memory_type(const device *d, uint32_t bits, VkMemoryPropertyFlags flags);

@@ -43,8 +43,8 @@ static int create_buffer(region *r, const device *d, VkDeviceSize size, const vo
 		.size = size,
 		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
 			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
 	};
+	device_buffer_sharing(d, &bci); /* the transfer queue copies it too (stream.h) */
 	if (vkCreateBuffer(d->dev, &bci, NULL, &r->buf) != VK_SUCCESS)
 		return -1;
 	vkGetBufferMemoryRequirements(d->dev, r->buf, req);

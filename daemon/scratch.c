@@ -25,6 +25,7 @@ int scratch_reserve(scratch *s, const device *d, uint64_t bytes, char *err, size
 				  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
 					   VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
 					   VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+	device_buffer_sharing(d, &bci); /* the transfer queue copies it too (stream.h) */
 	VkResult r = vkCreateBuffer(d->dev, &bci, NULL, &s->buf);
 	if (r != VK_SUCCESS) {
 		snprintf(err, errlen, "creating a %llu-byte scratch buffer failed (VkResult %d)",
