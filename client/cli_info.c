@@ -199,6 +199,17 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 		       "devlocal_min_bytes");
 	printf("  %-20s %" PRIu64 " (%" PRIu64 " bytes copied to and from device memory)\n",
 	       "devlocal_jobs", s.devlocal_jobs, s.devlocal_copy_bytes);
+	if (s.stream_chunk_bytes)
+		printf("  %-20s %" PRIu64 " bytes of dY per chunk, jobs of >= %" PRIu64
+		       " tensor bytes, copies on %s\n", "stream_chunk_bytes", s.stream_chunk_bytes,
+		       s.stream_min_bytes,
+		       s.stream_queues == 2 ? "two transfer queues" : s.stream_queues ? "one transfer queue"
+									  : "the compute queue");
+	else
+		printf("  %-20s off (device-local jobs copy, compute and copy back in turn)\n",
+		       "stream_chunk_bytes");
+	printf("  %-20s %" PRIu64 " (%" PRIu64 " chunks; copies overlapped with kernels)\n",
+	       "stream_jobs", s.stream_jobs, s.stream_chunks);
 	printf("  %-20s %" PRIu64 "\n", "splitk_jobs", s.splitk_jobs);
 	printf("  %-20s %" PRIu64 " (kernel launches)\n", "dispatches", s.dispatches);
 	printf("  %-20s %" PRIu64 " (device memory held for copies and split-K)\n",

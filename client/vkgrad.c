@@ -717,6 +717,11 @@ int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err)
 			.dispatches = s->dispatches,
 			.scratch_bytes = s->scratch_bytes,
 			.scratch_failures = s->scratch_failures,
+			.stream_chunk_bytes = s->stream_chunk_bytes,
+			.stream_min_bytes = s->stream_min_bytes,
+			.stream_queues = s->stream_queues,
+			.stream_jobs = s->stream_jobs,
+			.stream_chunks = s->stream_chunks,
 		};
 	}
 	free(full);

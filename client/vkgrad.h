@@ -92,6 +92,11 @@ typedef struct vkg_stats {
 	uint64_t devlocal_min_bytes, devlocal_min_bytes_16bit; /* f32 jobs, f16/bf16 jobs */
 	uint64_t devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
 	uint64_t dispatches, scratch_bytes, scratch_failures;
+	/* streamed jobs (copies overlapped with kernels): dY bytes per chunk
+	 * (0: off), tensor bytes from which a device-local job streams,
+	 * transfer queues used (0: the compute queue), jobs and chunks run */
+	uint64_t stream_chunk_bytes, stream_min_bytes, stream_queues;
+	uint64_t stream_jobs, stream_chunks;
 } vkg_stats;
 
 int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err);

@@ -50,6 +50,8 @@ void config_defaults(config *c)
 	c->max_outbound_bytes = 4u << 20;
 	c->devlocal_min_bytes = CONFIG_AUTO;
 	c->scratch_max_bytes = CONFIG_AUTO;
+	c->stream_chunk_bytes = CONFIG_AUTO;
+	c->stream_min_bytes = CONFIG_AUTO;
 	c->dispatch_max_macs = 1ull << 36;
 	c->client_batch_macs = CONFIG_AUTO;
 }
@@ -115,6 +117,13 @@ static void usage(const config *d)
 	       "  --scratch-max-bytes N|auto  device memory per submission slot for those\n"
 	       "                         copies and split-K partials (default auto: a quarter\n"
 	       "                         of device memory over the slots, at most 8 GiB)\n"
+	       "  --stream-chunk-bytes N|auto|off  device-local jobs of at least\n"
+	       "                         --stream-min-bytes run in chunks of about N bytes\n"
+	       "                         of dY along the batch, copies overlapped with\n"
+	       "                         kernels on a transfer queue (default auto: %llu on\n"
+	       "                         a device with a transfer-only queue, else off)\n"
+	       "  --stream-min-bytes N|auto  tensor bytes from which a job streams (default\n"
+	       "                         auto: %llu)\n"
 	       "  --dispatch-max-macs N  multiply-adds per dispatch; larger kernels are cut\n"
 	       "                         into several (default %" PRIu64 ")\n"
 	       "  --client-batch-macs N|auto  multiply-adds one connection may add to a batch\n"
@@ -141,7 +150,8 @@ static void usage(const config *d)
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, CONFIG_LOOP_SPIN_AUTO_GPU,
 	       CONFIG_LOOP_SPIN_AUTO_CPU, d->inflight_batches, d->max_outbound_bytes,
-	       CONFIG_DEVLOCAL_AUTO_DOC, d->dispatch_max_macs, CONFIG_CLIENT_MACS_AUTO_GPU,
+	       CONFIG_DEVLOCAL_AUTO_DOC, CONFIG_STREAM_AUTO_CHUNK, CONFIG_STREAM_AUTO_MIN,
+	       d->dispatch_max_macs, CONFIG_CLIENT_MACS_AUTO_GPU,
 	       CONFIG_CLIENT_MACS_AUTO_CPU);
 }
 
@@ -156,6 +166,28 @@ static int parse_u64(const char *where, const char *opt, const char *s, uint64_t
 	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
 		fprintf(stderr, "vkgradd: %s--%s: '%s' is not an integer in [%" PRIu64 ", %" PRIu64 "]\n",
 			where, opt, s, lo, hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* "auto", "off" (when off_ok) or a byte count in [1, 2^40]: CONFIG_AUTO,
+ * CONFIG_OFF or the number. */
+static int parse_auto(const char *where, const char *opt, const char *s, bool off_ok, uint64_t *out)
+{
+	const uint64_t hi = 1ull << 40;
+	char *end;
+	errno = 0;
+	unsigned long long v = 0;
+	if (!strcmp(s, "auto") || (off_ok && !strcmp(s, "off"))) {
+		*out = s[0] == 'a' ? CONFIG_AUTO : CONFIG_OFF;
+		return 0;
+	}
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || s[0] == '-' || v < 1 || v > hi) {
+		fprintf(stderr, "vkgradd: %s--%s: '%s' is not auto%s or a byte count in [1, %" PRIu64 "]\n",
+			where, opt, s, off_ok ? ", off" : "", hi);
 		return -1;
 	}
 	*out = v;
@@ -216,7 +248,7 @@ static int parse_ids(const char *where, const char *opt, const char *s, bool use
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_CLIENT_MACS, O_LOOPSPIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_RBYTES_UID, O_CLIENT_MACS, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -247,6 +279,8 @@ static const struct option opts[] = {
 	{"max-region-bytes-per-uid", required_argument, 0, O_RBYTES_UID},
 	{"client-batch-macs", required_argument, 0, O_CLIENT_MACS},
 	{"loop-spin-us", required_argument, 0, O_LOOPSPIN},
+	{"stream-chunk-bytes", required_argument, 0, O_STREAM_CHUNK},
+	{"stream-min-bytes", required_argument, 0, O_STREAM_MIN},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
@@ -344,6 +378,10 @@ static int apply(config *c, source *src, int o, const char *arg)
 		}
 		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->devlocal_min_bytes = v; break;
+	case O_STREAM_CHUNK:
+	case O_STREAM_MIN:
+		return parse_auto(src->where, name, arg, o == O_STREAM_CHUNK,
+				  o == O_STREAM_CHUNK ? &c->stream_chunk_bytes : &c->stream_min_bytes);
 	case O_SCRATCH:
 		if (!strcmp(arg, "auto")) {
 			c->scratch_max_bytes = CONFIG_AUTO;

@@ -19,6 +19,13 @@
 #define CONFIG_DEVLOCAL_AUTO_DOC "on a GPU 64 MiB for f32 jobs, 4 MiB for f16/bf16;\n" \
 	"                         off on a CPU device, whose device memory is host memory"
 
+/* what --stream-chunk-bytes and --stream-min-bytes auto mean (stream.c
+ * resolves them): on a device with a transfer-only queue, jobs on the
+ * device-local path with at least 64 MiB of tensors stream in chunks of
+ * about 16 MiB of dY; without one (nothing to overlap with) streaming is off */
+#define CONFIG_STREAM_AUTO_CHUNK (16ull << 20)
+#define CONFIG_STREAM_AUTO_MIN (64ull << 20)
+
 /* what --client-batch-macs auto means: about 5 ms of f32 GEMM on the H200
  * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */
 #define CONFIG_CLIENT_MACS_AUTO_GPU (1ull << 36)
@@ -56,6 +63,11 @@ typedef struct config {
 	 * CONFIG_OFF: never */
 	uint64_t devlocal_min_bytes;
 	uint64_t scratch_max_bytes;  /* per submission slot; CONFIG_AUTO: scratch.h */
+	/* streamed jobs (stream.h): bytes of dY per chunk (CONFIG_AUTO: by
+	 * device, CONFIG_OFF: never), and the tensor bytes from which a
+	 * device-local job streams (CONFIG_AUTO: CONFIG_STREAM_AUTO_MIN) */
+	uint64_t stream_chunk_bytes;
+	uint64_t stream_min_bytes;
 	uint64_t dispatch_max_macs;  /* multiply-adds per dispatch (driver timeouts) */
 	/* fairness in time (engine.h): multiply-adds one connection may add to
 	 * a batch and have in flight; CONFIG_AUTO: by device type (below) */

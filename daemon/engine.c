@@ -4,6 +4,7 @@
 #include "log.h"
 #include "placement.h"
 #include "record.h"
+#include "stream.h"
 #include "spin.h"
 
 #include <assert.h>
@@ -535,13 +536,16 @@ static void submit_slot(engine *e, uint32_t si)
 		e->devlocal_jobs += s->jobs[i]->devlocal;
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;
 	}
+	/* (a failed scratch reservation above may have dropped its streaming) */
+	const bool streamed = s->njobs == 1 && s->jobs[0]->streamed;
 	record_counts counts;
 	const record_target tg = {
 		.pool = s->pool, .cb = s->cb, .queries = s->queries, .ts_buf = s->ts_buf,
 		.scratch = s->scratch.buf, .dummy = e->dummy, .dummy_piece = e->dummy_piece,
 		.first_piece = (uint64_t)si * e->cfg->max_batch_jobs, .jobs = s->jobs, .njobs = s->njobs,
 	};
-	const VkResult rec = record_batch(e->rec, &tg, &counts);
+	const VkResult rec = streamed ? stream_record(e, si, &tg, &counts)
+				      : record_batch(e->rec, &tg, &counts);
 	e->dispatches += counts.dispatches;
 	e->devlocal_copy_bytes += counts.copy_bytes;
 	s->nqueries = counts.nqueries;
@@ -586,7 +590,7 @@ static void submit_slot(engine *e, uint32_t si)
 			 (unsigned long long)e->submits);
 		r = VK_ERROR_DEVICE_LOST;
 	} else {
-		r = vkQueueSubmit(e->dev->queue, 1, &si_, VK_NULL_HANDLE);
+		r = streamed ? stream_submit(e, si) : vkQueueSubmit(e->dev->queue, 1, &si_, VK_NULL_HANDLE);
 	}
 	s->t_submitted_ns = engine_now_ns();
 	if (r != VK_SUCCESS) {
@@ -658,8 +662,9 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 				break;
 			}
 			uint64_t sb = placement_place(&e->place, j, used);
-			if (sb == UINT64_MAX) {
-				full = true;
+			j->streamed = sb != UINT64_MAX && stream_wants(e, j);
+			if (sb == UINT64_MAX || (s->njobs > 0 && j->streamed)) {
+				full = true; /* (a streamed job runs alone) */
 				break;
 			}
 			used += sb;
@@ -668,6 +673,10 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 			l->running++;
 			s->jobs[s->njobs++] = lane_pop(e, l);
 			took++;
+			if (s->jobs[s->njobs - 1]->streamed) {
+				full = true;
+				break;
+			}
 		}
 		lane_deactivate(e, l);
 		if (lane_first(l))
@@ -873,13 +882,14 @@ static int gpu_create(engine *e)
 				      make_ts_buffer(d, s, nq) != 0))
 			return -1;
 	}
-	return 0;
+	return stream_create(e);
 }
 
 /* Destroy what gpu_create made (any part of it). */
 static void gpu_release(engine *e)
 {
 	const device *d = e->dev;
+	stream_release(e);
 	for (uint32_t i = 0; e->slots && i < e->nslots; i++) {
 		engine_slot *s = &e->slots[i];
 		if (s->queries)
@@ -946,6 +956,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	metrics_init(&e->metrics);
 	parse_faults(e);
 	placement_init(&e->place, d, pl, cfg, e->nslots);
+	stream_init(e);
 	e->client_macs = cfg->client_batch_macs;
 	if (e->client_macs == CONFIG_AUTO)
 		e->client_macs = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? CONFIG_CLIENT_MACS_AUTO_CPU
@@ -1066,6 +1077,11 @@ void engine_stats(const engine *e, proto_stats *st)
 	for (uint32_t i = 0; i < e->nslots; i++)
 		st->scratch_bytes += e->slots[i].scratch.size;
 	st->scratch_failures = e->scratch_failures;
+	st->stream_chunk_bytes = e->stream_chunk == CONFIG_OFF ? 0 : e->stream_chunk;
+	st->stream_min_bytes = e->stream_min;
+	st->stream_queues = e->dev->xfer_queues;
+	st->stream_jobs = e->stream_jobs;
+	st->stream_chunks = e->stream_chunks;
 	metrics_export(&e->metrics, st);
 	st->spin_budget_us = e->spin.budget_ns / 1000;
 	st->spin_us = atomic_load(&e->spin_ns) / 1000;

@@ -36,6 +36,7 @@
 #define ENGINE_RING CONFIG_MAX_INFLIGHT_BATCHES
 
 typedef struct engine_lane engine_lane;
+typedef struct stream stream;
 
 /* What the engine tells its owner, on the loop thread, each callback with
  * its own ctx; given at engine_init. */
@@ -139,9 +140,15 @@ typedef struct engine {
 	uint64_t losses;
 	placement place;           /* device-local path and scratch (placement.h) */
 	uint64_t client_macs;      /* a lane's in-flight bound (engine_lane), resolved */
+	/* streamed jobs (stream.h), resolved at init: dY bytes per chunk
+	 * (CONFIG_OFF: none stream), tensor bytes from which a job streams;
+	 * their Vulkan objects (NULL while off) */
+	uint64_t stream_chunk, stream_min;
+	stream *stream;
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs; /* record_counts summed */
+	uint64_t stream_jobs, stream_chunks;
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
 	metrics metrics;           /* latency histograms, stage windows (metrics.h) */
 	/* GPU clock -> CLOCK_MONOTONIC (device->calibrated): a pair of

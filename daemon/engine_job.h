@@ -39,6 +39,7 @@ struct job {
 	uint64_t splitk_dx_off; /* dX's partials' offset, when plan.input is split-K */
 	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
 	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
+	bool streamed;          /* devlocal, alone in its batch, copies overlapped (stream.h) */
 	uint32_t ts_index;      /* its two timestamp queries, when devlocal (set by record_batch) */
 	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
 	bool has_kernel_us;

@@ -51,6 +51,7 @@ static void drop_input_splitk(job *j)
 void placement_drop(job *j)
 {
 	j->devlocal = false;
+	j->streamed = false;
 	drop_param_splitk(j);
 	drop_input_splitk(j);
 }
@@ -107,6 +108,7 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 							   ? VARIANT_HAS_NV2 : 0u));
 	variant_cmk_tiling(&j->plan, &j->req, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
 	j->devlocal = false;
+	j->streamed = false; /* the engine decides (stream_wants) */
 	uint64_t split = place_partials(p, j);
 	uint64_t dl = 0;
 	if (p->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= p->devlocal_min[j->req.dtype])

@@ -73,12 +73,17 @@ typedef struct rec {
 static binding bind_tensor(const rec *r, int t)
 {
 	const job *j = r->j;
+	const VkDeviceSize align = r->rc->dev->props.limits.minStorageBufferOffsetAlignment;
 	if (j->devlocal) {
-		binding b = {.info = {.buffer = r->tg->scratch, .offset = j->soff[t],
-				      .range = j->bytes[t]}};
+		/* aligned down as below: a streamed job's row chunk (stream.c)
+		 * starts anywhere in its tensor's copy; a whole tensor's copy
+		 * starts aligned, element offset 0 */
+		const uint64_t base = j->soff[t] / align * align;
+		binding b = {.info = {.buffer = r->tg->scratch, .offset = base,
+				      .range = j->soff[t] + j->bytes[t] - base},
+			     .elem_off = (uint32_t)((j->soff[t] - base) / proto_dtype_size(j->req.dtype))};
 		return b;
 	}
-	const VkDeviceSize align = r->rc->dev->props.limits.minStorageBufferOffsetAlignment;
 	uint64_t off = j->req.t[t].offset;
 	uint64_t base = off / align * align;
 	binding b = {
@@ -600,6 +605,19 @@ static void record_devlocal(const rec *r, uint32_t ts)
 	new_epoch(rc);
 	copy_tensors(r, MASK_OUTPUTS, false);
 	mark_touched(rc, r->j, MASK_OUTPUTS);
+}
+
+void record_job_kernels(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
+			bool param, bool input, record_counts *counts)
+{
+	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece};
+	assert(j->devlocal);
+	rc->counts = (record_counts){0};
+	if (param)
+		record_kernels(&r, UNIT_PARAM);
+	if (input)
+		record_kernels(&r, UNIT_INPUT);
+	counts->dispatches += rc->counts.dispatches;
 }
 
 recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max_macs,

@@ -54,4 +54,14 @@ void record_free(recorder *rc);
  * is then not to be submitted). */
 VkResult record_batch(recorder *rc, const record_target *t, record_counts *counts);
 
+/* The kernels of job j, the only job of t's batch, whose tensors are on the
+ * device-local path (j->soff in t->scratch, any element offset), into cb
+ * (not t->cb): dW/db when `param`, dX when `input`, by j->plan as it stands
+ * (stream.c records a job's row chunks with the whole job's plan, so each
+ * output element is computed exactly as unchunked). Barriers only inside
+ * the kernels (split-K, cut reductions); the caller orders the rest. Adds
+ * the dispatches to counts->dispatches. */
+void record_job_kernels(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
+			bool param, bool input, record_counts *counts);
+
 #endif

@@ -711,6 +711,11 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "dispatches", s->dispatches);
 	pk_kv_u(pk, "scratch_bytes", s->scratch_bytes);
 	pk_kv_u(pk, "scratch_failures", s->scratch_failures);
+	pk_kv_u(pk, "stream_chunk_bytes", s->stream_chunk_bytes);
+	pk_kv_u(pk, "stream_min_bytes", s->stream_min_bytes);
+	pk_kv_u(pk, "stream_queues", s->stream_queues);
+	pk_kv_u(pk, "stream_jobs", s->stream_jobs);
+	pk_kv_u(pk, "stream_chunks", s->stream_chunks);
 	pk_kv_u(pk, "spin_budget_us", s->spin_budget_us);
 	pk_kv_u(pk, "spin_us", s->spin_us);
 	pk_kv_u(pk, "spin_hits", s->spin_hits);
@@ -773,7 +778,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
 	case PROTO_R_JOB: extra = 3 + r->has_kernel_us + 3 * r->trace.present; break;
-	case PROTO_R_STATS: extra = 27 + (r->stats.n_stages > 0) + (r->stats.n_hist > 0); break;
+	case PROTO_R_STATS: extra = 32 + (r->stats.n_stages > 0) + (r->stats.n_hist > 0); break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);
@@ -988,6 +993,11 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (key_is(k, "dispatches")) s->dispatches = as_u64(v);
 	else if (key_is(k, "scratch_bytes")) s->scratch_bytes = as_u64(v);
 	else if (key_is(k, "scratch_failures")) s->scratch_failures = as_u64(v);
+	else if (key_is(k, "stream_chunk_bytes")) s->stream_chunk_bytes = as_u64(v);
+	else if (key_is(k, "stream_min_bytes")) s->stream_min_bytes = as_u64(v);
+	else if (key_is(k, "stream_queues")) s->stream_queues = as_u64(v);
+	else if (key_is(k, "stream_jobs")) s->stream_jobs = as_u64(v);
+	else if (key_is(k, "stream_chunks")) s->stream_chunks = as_u64(v);
 	else if (key_is(k, "spin_budget_us")) s->spin_budget_us = as_u64(v);
 	else if (key_is(k, "spin_us")) s->spin_us = as_u64(v);
 	else if (key_is(k, "spin_hits")) s->spin_hits = as_u64(v);

@@ -272,6 +272,11 @@ typedef struct proto_stats {
 	uint64_t devlocal_jobs, devlocal_copy_bytes, splitk_jobs, dispatches;
 	uint64_t scratch_bytes;       /* device memory held as scratch now */
 	uint64_t scratch_failures;    /* batches run without scratch */
+	/* streamed jobs (daemon/stream.h): dY bytes per chunk (0: off), the
+	 * tensor bytes from which a device-local job streams, the transfer
+	 * queues its copies use (0: the compute queue), jobs and chunks */
+	uint64_t stream_chunk_bytes, stream_min_bytes, stream_queues;
+	uint64_t stream_jobs, stream_chunks;
 	/* latency histograms (daemon/metrics.h); encoded as the map
 	 * `histograms` when n_hist > 0 */
 	unsigned n_hist;

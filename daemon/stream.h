@@ -1,0 +1,65 @@
+/* daemon/stream.h — streamed jobs: a large device-local job's copies
+ * overlapped with its kernels.
+ *
+ * A job on the device-local path (engine.h job.devlocal) with at least
+ * stream_min tensor bytes runs alone in its batch, cut along the batch into
+ * n chunks of `rows` rows (about stream_chunk bytes of dY each), on three
+ * roles, each a queue with its own timeline semaphore:
+ *
+ *   upload:   W (accumulating: dW, db) | dY_0 (+dX_0) | ... | dY_n-1 (+dX_n-1) | X
+ *   compute:  head | dX_0 = dY_0·W | ... | dX_n-1 | dW (+db), whole batch | tail
+ *   download:        dX_0         | ... | dX_n-1 | dW, db
+ *
+ * Each dX chunk runs as soon as its dY chunk is in and goes back at once;
+ * X comes in while they run; dW/db wait for all of X and dY. Upload and
+ * download are the device's transfer-only queues (device.h xfer_up,
+ * xfer_down) where it has them, else the compute queue (the same schedule,
+ * nothing overlapped: what CI runs on lavapipe).
+ *
+ * Same bits as unstreamed: every chunk's dX kernels are the whole job's plan
+ * (not re-chosen for the chunk's shape) over the same rows of the same
+ * device copies, and a GEMM's output element depends only on its row of dY
+ * and on W, summed over `out` in the same order whatever rows the dispatch
+ * covers; dW/db are the unstreamed job's kernels over the whole batch.
+ * Accumulating, outputs are copied in first and the kernels add to them, as
+ * unstreamed.
+ *
+ * Ordering with everything else: the head (compute queue, after earlier
+ * batches by a barrier) signals before the first upload starts; the tail
+ * waits for the last download and signals the engine's timeline value, so
+ * that timeline is only ever signalled by the compute queue, in submission
+ * order. Submissions go queue by queue in an order where each waits only on
+ * values already submitted, so a failure part way leaves nothing waiting on
+ * what was never submitted. */
+#ifndef VKG_DAEMON_STREAM_H
+#define VKG_DAEMON_STREAM_H
+
+#include <stdbool.h>
+
+#include "engine.h"
+#include "record.h"
+
+/* chunks of one job at most (larger chunks than asked beyond that) */
+#define STREAM_MAX_CHUNKS 1024u
+
+/* Resolve e->stream_chunk and e->stream_min from the config and the device
+ * (auto: on where the device has a transfer-only queue) and log them. */
+void stream_init(engine *e);
+/* The Vulkan objects of streaming on e->dev (semaphores, each slot's
+ * command pools), from the engine's gpu_create: 0, or -1 (stream_release
+ * cleans up). Nothing is made while streaming is off. */
+int stream_create(engine *e);
+void stream_release(engine *e);
+/* Does j, placed on the device-local path, stream? (placement.c) */
+bool stream_wants(const engine *e, const job *j);
+/* Record slot si's batch, one streamed job (tg: the slot's objects, as
+ * record_batch takes them), into the slot's stream command buffers and
+ * tg->cb (the tail); fills *counts as record_batch does. VK_SUCCESS, or
+ * what vkBeginCommandBuffer / vkEndCommandBuffer / allocation returned. */
+VkResult stream_record(engine *e, uint32_t si, const record_target *tg, record_counts *counts);
+/* Submit what stream_record recorded, the tail signalling s->value on the
+ * engine's timeline. VK_SUCCESS or the first failing vkQueueSubmit's result
+ * (what was submitted before it runs to its end). */
+VkResult stream_submit(engine *e, uint32_t si);
+
+#endif
