@@ -1202,6 +1202,26 @@ static void test_device_lost_on_wait_devlocal(void **state)
 	device_lost_with("VKGRAD_FAULT_INJECT=wait:2", args);
 }
 
+/* The same with every job streamed in 1-row chunks (stream.h): the loss
+ * reported while a streamed job's batch is the one waited for; its
+ * semaphores and command pools go with the device and come back */
+static void test_device_lost_on_wait_streamed(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "1",
+					   "--stream-min-bytes", "1", NULL};
+	device_lost_with("VKGRAD_FAULT_INJECT=wait:2", args);
+}
+
+/* ... and its submission failing (nothing of it submitted) */
+static void test_device_lost_on_submit_streamed(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "1",
+					   "--stream-min-bytes", "1", NULL};
+	device_lost_with("VKGRAD_FAULT_INJECT=submit:2", args);
+}
+
 /* The first recreation fails: jobs sent meanwhile wait, the second attempt
  * (a second later) succeeds and runs them, on a region from before. */
 static void test_device_lost_recreated_on_second_attempt(void **state)
@@ -1364,6 +1384,8 @@ int main(void)
 		OWN(test_device_lost_on_submit),
 		OWN(test_device_lost_on_wait_staged),
 		OWN(test_device_lost_on_wait_devlocal),
+		OWN(test_device_lost_on_wait_streamed),
+		OWN(test_device_lost_on_submit_streamed),
 		OWN(test_device_lost_recreated_on_second_attempt),
 		OWN(test_device_lost_for_good_exits_1),
 		T(test_no_validation_errors),

@@ -1,0 +1,365 @@
+/* tests/integration/test_stream.c — streamed jobs (daemon/stream.h): a
+ * device-local job cut along the batch into row chunks, copies overlapped
+ * with kernels (on lavapipe: the same schedule on the one compute queue).
+ *
+ * Three daemons, every job on the device-local path (--devlocal-min-bytes
+ * 1): one unstreamed (--stream-chunk-bytes off), one streaming 1-row chunks
+ * (--stream-chunk-bytes 1), one streaming chunks of a few rows
+ * (--stream-chunk-bytes 600: 600 / (out · element size) rows, e.g. 33 rows
+ * of 6 f32 as 25 + 8, 70 rows of 16 f16 as 3 x 18 + 16, 7 rows as one
+ * chunk). The same job (same seed) runs on each; the
+ * whole region after it must be the same bits on all three, for f32, f16
+ * and bf16, every output subset, overwrite and accumulate, forced kernel
+ * families (split-K's dX partials are shared by the chunks), and each
+ * result within the dtype's tolerance of the float64 reference
+ * (VKG_REF_TOL_F32 1e-4, F16 2e-3, BF16 1e-2, normwise; client/ref.h).
+ * Stats show which path ran; bad option values are refused naming the
+ * option. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon_proc.h"
+#include "ref.h"
+#include "vkgrad.h"
+
+enum { D_PLAIN, D_ROW1, D_ROWS, ND };
+static daemon_proc g_d[ND];
+static const char *const g_name[ND] = {"unstreamed", "1-row chunks", "600-byte chunks"};
+
+enum { X, DY, W, DW, DB, DX, NT };
+enum { O_DW = 1, O_DB = 2, O_DX = 4 };
+
+typedef struct scase {
+	const char *dtype; /* f32, f16, bf16 */
+	uint64_t B, I, O;
+	unsigned outs;
+	bool acc;
+	const char *variant;
+	unsigned seed;
+} scase;
+
+static size_t esize(const char *dt)
+{
+	return strcmp(dt, "f32") == 0 ? 4 : 2;
+}
+
+static float to_float(const char *dt, const uint8_t *p)
+{
+	if (esize(dt) == 4) {
+		float f;
+		memcpy(&f, p, 4);
+		return f;
+	}
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return strcmp(dt, "bf16") == 0 ? vkg_ref_bf16_to_float(v) : vkg_ref_f16_to_float(v);
+}
+
+static void from_float(const char *dt, float f, uint8_t *p)
+{
+	if (esize(dt) == 4) {
+		memcpy(p, &f, 4);
+		return;
+	}
+	uint16_t v = strcmp(dt, "bf16") == 0 ? vkg_ref_bf16_from_float(f) : vkg_ref_f16_from_float(f);
+	memcpy(p, &v, 2);
+}
+
+static double tol(const char *dt)
+{
+	return esize(dt) == 4 ? VKG_REF_TOL_F32 : strcmp(dt, "bf16") == 0 ? VKG_REF_TOL_BF16 : VKG_REF_TOL_F16;
+}
+
+/* Run case k on daemon d: fill a region from its seed (inputs in [-1, 1),
+ * outputs random when accumulating, NaN otherwise), run it, check the
+ * outputs against the float64 reference. Returns the region's bytes after
+ * the job (malloc'ed, *size set), or NULL after printing why. */
+static uint8_t *run_case(int d, const scase *k, size_t *size)
+{
+	const size_t es = esize(k->dtype);
+	const uint64_t n[NT] = {k->B * k->I, k->B * k->O, k->O * k->I, k->O * k->I, k->O, k->B * k->I};
+	const bool present[NT] = {true, true, (k->outs & O_DX) != 0,
+				  (k->outs & O_DW) != 0, (k->outs & O_DB) != 0, (k->outs & O_DX) != 0};
+	size_t off[NT], sz = 0;
+	for (int t = 0; t < NT; t++) {
+		off[t] = sz + 4 * (size_t)t; /* off the 16-byte grid, a multiple of 4 */
+		sz += (n[t] * es + 255) / 256 * 256 + 256;
+	}
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d[d].sock, &err);
+	assert_non_null(c);
+	uint64_t reg;
+	uint8_t *m = vkg_region_create(c, sz, &reg, &err);
+	assert_non_null(m);
+	memset(m, 0x5a, sz);
+	float *val[NT];
+	srand(k->seed);
+	for (int t = 0; t < NT; t++) {
+		val[t] = calloc(n[t] ? n[t] : 1, sizeof(float));
+		assert_non_null(val[t]);
+		for (uint64_t i = 0; i < n[t]; i++) {
+			const float f = (t <= W || k->acc) ? (float)rand() / (float)RAND_MAX * 2.0f - 1.0f : NAN;
+			from_float(k->dtype, f, m + off[t] + i * es);
+			val[t][i] = to_float(k->dtype, m + off[t] + i * es);
+		}
+	}
+	vkg_job j = vkg_job_init();
+	j.dtype = k->dtype;
+	j.variant = k->variant;
+	j.batch = k->B, j.in = k->I, j.out = k->O;
+	j.accumulate = k->acc;
+	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
+	for (int t = 0; t < NT; t++)
+		if (present[t])
+			*slot[t] = (vkg_tensor){reg, off[t]};
+	vkg_result r;
+	uint8_t *out = NULL;
+	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
+		fprintf(stderr, "%s: %s %llux%llux%llu outs %u%s %s: %s: %s\n", g_name[d], k->dtype,
+			(unsigned long long)k->B, (unsigned long long)k->I, (unsigned long long)k->O,
+			k->outs, k->acc ? " acc" : "", k->variant, err.code, err.message);
+		goto done;
+	}
+	double *ref[NT] = {0};
+	for (int t = DW; t < NT; t++)
+		ref[t] = calloc(n[t], sizeof(double));
+	vkg_ref_linear_backward(k->B, k->I, k->O, val[X], val[DY], val[W], ref[DW], ref[DB], ref[DX]);
+	double worst = 0;
+	for (int t = DW; t < NT; t++) {
+		if (present[t]) {
+			float *got = calloc(n[t], sizeof(float));
+			double *base = k->acc ? calloc(n[t], sizeof(double)) : NULL;
+			assert_non_null(got);
+			for (uint64_t i = 0; i < n[t]; i++) {
+				got[i] = to_float(k->dtype, m + off[t] + i * es);
+				if (base)
+					base[i] = val[t][i];
+			}
+			const double e = vkg_ref_max_rel_err(got, ref[t], base, n[t]);
+			worst = e > worst ? e : worst;
+			free(got);
+			free(base);
+		}
+		free(ref[t]);
+	}
+	if (!(worst <= tol(k->dtype))) {
+		fprintf(stderr, "%s: %s %llux%llux%llu outs %u%s %s: error %g over tolerance %g\n",
+			g_name[d], k->dtype, (unsigned long long)k->B, (unsigned long long)k->I,
+			(unsigned long long)k->O, k->outs, k->acc ? " acc" : "", k->variant, worst,
+			tol(k->dtype));
+		goto done;
+	}
+	out = malloc(sz);
+	assert_non_null(out);
+	memcpy(out, m, sz);
+	*size = sz;
+done:
+	for (int t = 0; t < NT; t++)
+		free(val[t]);
+	assert_int_equal(vkg_region_destroy(c, reg, m, sz, &err), 0);
+	vkg_close(c);
+	return out;
+}
+
+/* Case k on every daemon: within tolerance everywhere, the same bits. */
+static unsigned run_everywhere(const scase *k)
+{
+	uint8_t *b[ND];
+	size_t sz[ND] = {0};
+	unsigned bad = 0;
+	for (int d = 0; d < ND; d++)
+		bad += (b[d] = run_case(d, k, &sz[d])) == NULL;
+	for (int d = 1; d < ND && !bad; d++)
+		if (memcmp(b[0], b[d], sz[0]) != 0) {
+			size_t i = 0;
+			while (b[0][i] == b[d][i])
+				i++;
+			fprintf(stderr, "%s %llux%llux%llu outs %u%s %s: %s differs from unstreamed at byte %zu\n",
+				k->dtype, (unsigned long long)k->B, (unsigned long long)k->I,
+				(unsigned long long)k->O, k->outs, k->acc ? " acc" : "", k->variant, g_name[d], i);
+			bad++;
+		}
+	for (int d = 0; d < ND; d++)
+		free(b[d]);
+	return bad;
+}
+
+static const uint64_t shapes[][3] = {
+	{7, 5, 3},    /* 600-byte chunks: one chunk */
+	{1, 9, 4},    /* one row */
+	{33, 17, 6},  /* 600-byte chunks: f32 25 + 8 rows */
+	{70, 65, 16}, /* past one tile each way; f32 7 x 9 + 7 rows, f16 3 x 18 + 16 */
+};
+
+static void run_dtype(const char *dt)
+{
+	static const unsigned subsets[] = {O_DW, O_DB, O_DX, O_DW | O_DB, O_DW | O_DX, O_DB | O_DX,
+					   O_DW | O_DB | O_DX};
+	unsigned bad = 0, n = 0;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (size_t o = 0; o < 7; o++)
+			for (int acc = 0; acc < 2; acc++) {
+				scase k = {dt, shapes[s][0], shapes[s][1], shapes[s][2], subsets[o], acc != 0,
+					   "auto", (unsigned)(100 + s * 20 + o * 2 + (unsigned)acc)};
+				bad += run_everywhere(&k);
+				n++;
+			}
+	printf("%s: %u cases on %d daemons, %u failed\n", dt, n, ND, bad);
+	assert_int_equal(bad, 0);
+}
+
+static void test_same_bits_f32(void **state)
+{
+	(void)state;
+	run_dtype("f32");
+}
+
+static void test_same_bits_f16(void **state)
+{
+	(void)state;
+	run_dtype("f16");
+}
+
+static void test_same_bits_bf16(void **state)
+{
+	(void)state;
+	run_dtype("bf16");
+}
+
+/* Forced kernel families: split-K for dX shares its partials among the
+ * chunks; the chunks' plan is the whole job's, never re-chosen. */
+static void test_same_bits_every_family(void **state)
+{
+	(void)state;
+	static const char *const fam[] = {"splitk", "tiled", "tiled128", "generic"};
+	static const char *const dts[] = {"f32", "f16", "bf16"};
+	static const uint64_t shp[][3] = {{37, 33, 70}, {130, 9, 65}};
+	unsigned bad = 0, n = 0;
+	for (int f = 0; f < 4; f++)
+		for (int t = 0; t < 3; t++)
+			for (int s = 0; s < 2; s++) {
+				scase k = {dts[t], shp[s][0], shp[s][1], shp[s][2], O_DW | O_DB | O_DX, s == 1,
+					   fam[f], (unsigned)(500 + f * 10 + t * 2 + s)};
+				bad += run_everywhere(&k);
+				n++;
+			}
+	printf("forced families: %u cases, %u failed\n", n, bad);
+	assert_int_equal(bad, 0);
+}
+
+static void expect_stats(int d, bool streams)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d[d].sock, &err);
+	assert_non_null(c);
+	vkg_stats st;
+	assert_int_equal(vkg_stats_get(c, &st, &err), 0);
+	vkg_close(c);
+	printf("%s: jobs_done %llu, devlocal_jobs %llu, stream_jobs %llu, stream_chunks %llu, "
+	       "stream_chunk_bytes %llu, stream_queues %llu\n", g_name[d],
+	       (unsigned long long)st.jobs_done, (unsigned long long)st.devlocal_jobs,
+	       (unsigned long long)st.stream_jobs, (unsigned long long)st.stream_chunks,
+	       (unsigned long long)st.stream_chunk_bytes, (unsigned long long)st.stream_queues);
+	assert_true(st.jobs_done > 0);
+	assert_int_equal(st.devlocal_jobs, st.jobs_done);
+	assert_int_equal(st.stream_jobs, streams ? st.jobs_done : 0);
+	assert_int_equal(st.stream_chunk_bytes, streams ? (d == D_ROW1 ? 1 : 600) : 0);
+	if (streams)
+		assert_true(st.stream_chunks > st.stream_jobs); /* most jobs: several chunks */
+	assert_int_equal(st.scratch_failures, 0);
+}
+
+static void test_stats_say_which_path(void **state)
+{
+	(void)state;
+	expect_stats(D_PLAIN, false);
+	expect_stats(D_ROW1, true);
+	expect_stats(D_ROWS, true);
+}
+
+/* vkgradd with args: exits 2, its stderr naming the option and the value. */
+static void expect_refused(const char *opt, const char *val, const char *want)
+{
+	char cmd[512];
+	const char *b = getenv("BUILD");
+	snprintf(cmd, sizeof(cmd), "%s/vkgradd --%s '%s' --socket /nonexistent/x 2>&1", b ? b : "build",
+		 opt, val);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	char out[4096] = "";
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = 0;
+	int ws = pclose(p);
+	if (!WIFEXITED(ws) || WEXITSTATUS(ws) == 0 || !strstr(out, want))
+		fail_msg("--%s '%s': status 0x%x, output \"%s\", want \"%s\"", opt, val, ws, out, want);
+}
+
+static void test_bad_values_refused(void **state)
+{
+	(void)state;
+	expect_refused("stream-chunk-bytes", "0",
+		       "--stream-chunk-bytes: '0' is not auto, off or a byte count in [1, 1099511627776]");
+	expect_refused("stream-chunk-bytes", "12x",
+		       "--stream-chunk-bytes: '12x' is not auto, off or a byte count");
+	expect_refused("stream-chunk-bytes", "-5", "--stream-chunk-bytes: '-5'");
+	expect_refused("stream-min-bytes", "off",
+		       "--stream-min-bytes: 'off' is not auto or a byte count in [1, 1099511627776]");
+	expect_refused("stream-min-bytes", "2199023255552", "--stream-min-bytes: '2199023255552'");
+	/* the daemons still serve */
+	for (int d = 0; d < ND; d++) {
+		vkg_error err;
+		vkg_client *c = vkg_connect(g_d[d].sock, &err);
+		assert_non_null(c);
+		assert_int_equal(vkg_ping(c, &err), 0);
+		vkg_close(c);
+	}
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	static const char *const plain[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "off", NULL};
+	static const char *const row1[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "1",
+					   "--stream-min-bytes", "1", NULL};
+	static const char *const rows[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "600",
+					   "--stream-min-bytes", "1", NULL};
+	const char *const *args[ND] = {plain, row1, rows};
+	for (int d = 0; d < ND; d++)
+		if (daemon_proc_start(&g_d[d], args[d], NULL) != 0)
+			return -1;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	int rc = 0;
+	for (int d = 0; d < ND; d++)
+		rc |= daemon_proc_stop(&g_d[d]);
+	return rc == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_same_bits_f32),
+		cmocka_unit_test(test_same_bits_f16),
+		cmocka_unit_test(test_same_bits_bf16),
+		cmocka_unit_test(test_same_bits_every_family),
+		cmocka_unit_test(test_stats_say_which_path),
+		cmocka_unit_test(test_bad_values_refused),
+	};
+	int rc = cmocka_run_group_tests_name("stream", tests, group_setup, group_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}
