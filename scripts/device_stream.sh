@@ -1,0 +1,87 @@
+#!/bin/sh
+# Issue 15 part 3 on the GPU machine: large jobs end to end from client
+# memory with streaming off and on (copies overlapped with kernels on the
+# transfer queues, daemon/stream.h).
+#
+#   scripts/device_stream.sh BUNDLE
+#
+# BUNDLE (../shared/device/bundle.sh) holds vkgradd and vkgrad of this
+# branch, made here and carried (run's carry: [BUNDLE]):
+#   make -j2 all && ../shared/device/bundle.sh .device-bundle-stream build/vkgradd build/vkgrad
+# then on the device:  scripts/device_stream.sh .device-bundle-stream
+#
+# For each daemon setting (--stream-chunk-bytes off, auto, then 4, 8 and
+# 32 MiB for bf16 alone) a daemon of its own (regions raised to fit the
+# job), `vkgrad bench --kernels --json` over 8192x4096x4096 (bf16, f16,
+# f32; variant auto; each line's outputs checked against the float64
+# reference, sampled), whose end_to_end_us is the client's round trip: the job
+# goes through the daemon's device-local path (copies in, kernels, copies
+# out; streamed or not), then `vkgrad stats` (stream_jobs, stream_chunks,
+# stream_queues). STREAM_SHAPE=B,I,O replaces the shape (a try on
+# lavapipe with small ones). About 2 minutes on the H200; every step has a time limit.
+# Files in $OUT: stream.jsonl (each group after a {"run": ...} line),
+# stats.txt, log.txt (daemon logs, `vkgradd --list-devices` with the queue
+# families); the e2e lines are printed at the end.
+set -u
+B=${1:-}
+SHAPE=${STREAM_SHAPE:-8192,4096,4096}
+O=${OUT:-/tmp/vkgrad-stream}
+[ -n "$B" ] && [ -x "$B/bin/vkgradd" ] && [ -x "$B/bin/vkgrad" ] || {
+	echo "usage: $0 BUNDLE (with bin/vkgradd, bin/vkgrad, env.sh)" >&2
+	exit 2
+}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+mkdir -p "$O"
+LOG="$O/log.txt"
+J="$O/stream.jsonl"
+: >"$LOG"
+: >"$J"
+: >"$O/stats.txt"
+T0=$(date +%s)
+say() { echo "=== $* (t+$(($(date +%s) - T0)) s)" | tee -a "$LOG"; }
+vk() { (. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" "$@") 2>>"$LOG"; }
+{
+	echo "host: $(uname -a)"
+	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
+	(. "$B/env.sh" && timeout 60 "$B/bin/vkgradd" --list-devices)
+} >>"$LOG" 2>&1
+
+d=$(mktemp -d)
+# run LABEL DTYPES DAEMON_ARGS...: a daemon with those arguments, the bench,
+# its stats
+run() {
+	label=$1 dtypes=$2
+	shift 2
+	(. "$B/env.sh" && exec timeout 150 "$B/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" \
+		--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
+		--max-region-bytes-per-uid 17179869184 "$@") 2>>"$LOG" &
+	pid=$!
+	i=0
+	until vk --socket "$d/s" ping >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -gt 600 ] && { say "daemon ($label) did not start"; kill $pid; return; }
+		sleep 0.1
+	done
+	say "$label: bench --kernels $SHAPE $dtypes (daemon $*)"
+	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\"}" >>"$J"
+	vk --socket "$d/s" bench --kernels --json --shapes "$SHAPE" --dtypes "$dtypes" \
+		--variants auto >>"$J"
+	echo "--- $label ($*)" >>"$O/stats.txt"
+	vk --socket "$d/s" stats >>"$O/stats.txt"
+	kill -TERM $pid
+	wait $pid
+}
+run off bf16,f16,f32 --stream-chunk-bytes off
+run auto bf16,f16,f32 --stream-chunk-bytes auto
+run chunk_4MiB bf16 --stream-chunk-bytes 4194304
+run chunk_8MiB bf16 --stream-chunk-bytes 8388608
+run chunk_32MiB bf16 --stream-chunk-bytes 33554432
+rm -rf "$d"
+say "done"
+echo "--- end_to_end_us (the client's round trip) per run and dtype"
+awk '/"run"/{r=$0; sub(/.*"run":"/,"",r); sub(/".*/,"",r)}
+     /"end_to_end_us"/{dt=$0; sub(/.*"dtype":"/,"",dt); sub(/".*/,"",dt);
+		e=$0; sub(/.*"end_to_end_us":/,"",e); sub(/[,}].*/,"",e);
+		k=$0; sub(/.*"gpu_us":/,"",k); sub(/[,}].*/,"",k);
+		printf "%-12s %-5s end_to_end_us %s gpu_us %s\n", r, dt, e, k}' "$J"
+grep -E "stream_(chunk_bytes|jobs)|^---" "$O/stats.txt"
