@@ -144,7 +144,8 @@ static void usage(const config *d)
 	       "LISTEN_FDS/LISTEN_PID (socket activation), NOTIFY_SOCKET, WATCHDOG_USEC\n"
 	       "(readiness, status, watchdog), VKGRAD_VALIDATION=1 (Khronos validation layer),\n"
 	       "VKGRAD_FAULT_INJECT=submit:N|wait:N|recreate:N|late_wait:MS|unsealed (tests),\n"
-	       "VKGRAD_CPU_IMPORT=1 (import client memory on a CPU device too; tests).\n",
+	       "VKGRAD_CPU_IMPORT=1 (import client memory on a CPU device too; tests),\n"
+	       "VKGRAD_NO_TRANSFER_QUEUE=1 (streamed jobs' copies on the compute queue).\n",
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
 	       d->limits.max_regions, d->limits.max_region_bytes,
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,

@@ -9,6 +9,9 @@
 # branch, made here and carried (run's carry: [BUNDLE]):
 #   make -j2 all && ../shared/device/bundle.sh .device-bundle-stream build/vkgradd build/vkgrad
 # then on the device:  scripts/device_stream.sh .device-bundle-stream
+# With build/tests/test_stream in the bundle (and BUNDLE_VALIDATION=1 for
+# the validation layer) it first runs that test on the GPU: streamed jobs
+# on the transfer queues must give the unstreamed jobs' bits.
 #
 # For each daemon setting (--stream-chunk-bytes off, auto, then 4, 8 and
 # 32 MiB for bf16 alone) a daemon of its own (regions raised to fit the
@@ -19,7 +22,7 @@
 # out; streamed or not), then `vkgrad stats` (stream_jobs, stream_chunks,
 # stream_queues). STREAM_SHAPE=B,I,O replaces the shape (a try on
 # lavapipe with small ones). About 2 minutes on the H200; every step has a time limit.
-# Files in $OUT: stream.jsonl (each group after a {"run": ...} line),
+# Files in $OUT: test_stream.txt (when run), stream.jsonl (each group after a {"run": ...} line),
 # stats.txt, log.txt (daemon logs, `vkgradd --list-devices` with the queue
 # families); the e2e lines are printed at the end.
 set -u
@@ -45,6 +48,15 @@ vk() { (. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" "$@") 2>>"$LOG"; }
 	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
 	(. "$B/env.sh" && timeout 60 "$B/bin/vkgradd" --list-devices)
 } >>"$LOG" 2>&1
+
+# the bit-for-bit check on this GPU, when the bundle carries it: streamed
+# (transfer queues) vs unstreamed, every dtype, output subset, accumulate
+if [ -x "$B/bin/test_stream" ]; then
+	say "test_stream (validation layer where the bundle has it)"
+	(. "$B/env.sh" && BUILD="$B/bin" timeout 150 "$B/bin/test_stream") >"$O/test_stream.txt" 2>&1
+	echo "test_stream: exit status $?" | tee -a "$LOG"
+	grep -E "cases|stream_queues|PASSED|FAILED|differs" "$O/test_stream.txt" | head -20
+fi
 
 d=$(mktemp -d)
 # run LABEL DTYPES DAEMON_ARGS...: a daemon with those arguments, the bench,
