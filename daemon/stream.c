@@ -344,10 +344,17 @@ static void record_steps(srec *r)
 	const bool dx = q->t[PROTO_T_DX].present;
 	const bool param = q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present;
 	const uint64_t rows = chunk_rows(r->e, r->j, r->es);
-	/* every upload waits for the head (after earlier batches), not only
-	 * the first: a wait orders its own batch */
+	/* the uploads wait for the head, which comes after every earlier
+	 * batch on the compute queue, when one of those still running touches
+	 * this job's regions (it may write what is read here, or read what is
+	 * written); each upload waits, not only the first: a wait orders its
+	 * own batch. Otherwise they start at once, beside earlier batches. */
+	bool after = false;
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		after |= r->j->reg[t] && r->j->reg[t]->inflight;
 	const uint64_t head = record_head(r);
-	step_begin(r, ROLE_UP, ROLE_COMP, head);
+	const int up_wait = after ? ROLE_COMP : -1;
+	step_begin(r, ROLE_UP, up_wait, head);
 	copy_whole(r, PROTO_T_W, true);
 	if (q->accumulate) {
 		copy_whole(r, PROTO_T_DW, true);
@@ -357,7 +364,7 @@ static void record_steps(srec *r)
 	uint64_t last_down = 0, n = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; r0 += rows, n++) {
 		const uint64_t len = q->batch - r0 < rows ? q->batch - r0 : rows;
-		step_begin(r, ROLE_UP, ROLE_COMP, head);
+		step_begin(r, ROLE_UP, up_wait, head);
 		copy_rows(r, PROTO_T_DY, q->out, r0, len, true);
 		if (q->accumulate)
 			copy_rows(r, PROTO_T_DX, q->in, r0, len, true);
@@ -372,7 +379,7 @@ static void record_steps(srec *r)
 		last_down = step_end(r);
 	}
 	r->e->stream_chunks += n;
-	step_begin(r, ROLE_UP, ROLE_COMP, head);
+	step_begin(r, ROLE_UP, up_wait, head);
 	copy_whole(r, PROTO_T_X, true);
 	const uint64_t up_x = step_end(r);
 	if (param) {

@@ -25,7 +25,10 @@
  * unstreamed.
  *
  * Ordering with everything else: the head (compute queue, after earlier
- * batches by a barrier) signals before the first upload starts; the tail
+ * batches by a barrier) comes first; the uploads wait for it when an
+ * earlier batch still running touches one of the job's regions, and start
+ * at once otherwise (its scratch is its slot's, idle since the slot's last
+ * batch finished); the tail
  * waits for the last download and signals the engine's timeline value, so
  * that timeline is only ever signalled by the compute queue, in submission
  * order. Submissions go queue by queue in an order where each waits only on

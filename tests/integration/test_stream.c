@@ -81,6 +81,37 @@ static double tol(const char *dt)
 	return esize(dt) == 4 ? VKG_REF_TOL_F32 : strcmp(dt, "bf16") == 0 ? VKG_REF_TOL_BF16 : VKG_REF_TOL_F16;
 }
 
+/* Case k's job in region `reg` at its offsets (case_layout). */
+static vkg_job case_job(const scase *k, uint64_t reg, const size_t off[NT])
+{
+	const bool present[NT] = {true, true, (k->outs & O_DX) != 0,
+				  (k->outs & O_DW) != 0, (k->outs & O_DB) != 0, (k->outs & O_DX) != 0};
+	vkg_job j = vkg_job_init();
+	j.dtype = k->dtype;
+	j.variant = k->variant;
+	j.batch = k->B, j.in = k->I, j.out = k->O;
+	j.accumulate = k->acc;
+	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
+	for (int t = 0; t < NT; t++)
+		if (present[t])
+			*slot[t] = (vkg_tensor){reg, off[t]};
+	return j;
+}
+
+/* Case k's tensors' offsets (each off the 16-byte grid, a multiple of 4)
+ * and the region's size. */
+static size_t case_layout(const scase *k, size_t off[NT])
+{
+	const size_t es = esize(k->dtype);
+	const uint64_t n[NT] = {k->B * k->I, k->B * k->O, k->O * k->I, k->O * k->I, k->O, k->B * k->I};
+	size_t sz = 0;
+	for (int t = 0; t < NT; t++) {
+		off[t] = sz + 4 * (size_t)t;
+		sz += (n[t] * es + 255) / 256 * 256 + 256;
+	}
+	return sz;
+}
+
 /* Run case k on daemon d: fill a region from its seed (inputs in [-1, 1),
  * outputs random when accumulating, NaN otherwise), run it, check the
  * outputs against the float64 reference. Returns the region's bytes after
@@ -91,11 +122,8 @@ static uint8_t *run_case(int d, const scase *k, size_t *size)
 	const uint64_t n[NT] = {k->B * k->I, k->B * k->O, k->O * k->I, k->O * k->I, k->O, k->B * k->I};
 	const bool present[NT] = {true, true, (k->outs & O_DX) != 0,
 				  (k->outs & O_DW) != 0, (k->outs & O_DB) != 0, (k->outs & O_DX) != 0};
-	size_t off[NT], sz = 0;
-	for (int t = 0; t < NT; t++) {
-		off[t] = sz + 4 * (size_t)t; /* off the 16-byte grid, a multiple of 4 */
-		sz += (n[t] * es + 255) / 256 * 256 + 256;
-	}
+	size_t off[NT];
+	const size_t sz = case_layout(k, off);
 	vkg_error err;
 	vkg_client *c = vkg_connect(g_d[d].sock, &err);
 	assert_non_null(c);
@@ -114,15 +142,7 @@ static uint8_t *run_case(int d, const scase *k, size_t *size)
 			val[t][i] = to_float(k->dtype, m + off[t] + i * es);
 		}
 	}
-	vkg_job j = vkg_job_init();
-	j.dtype = k->dtype;
-	j.variant = k->variant;
-	j.batch = k->B, j.in = k->I, j.out = k->O;
-	j.accumulate = k->acc;
-	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
-	for (int t = 0; t < NT; t++)
-		if (present[t])
-			*slot[t] = (vkg_tensor){reg, off[t]};
+	vkg_job j = case_job(k, reg, off);
 	vkg_result r;
 	uint8_t *out = NULL;
 	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
@@ -258,6 +278,62 @@ static void test_same_bits_every_family(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* Case k twice at once on daemon d, both accumulating into the same outputs
+ * of one region (the second's copies in must wait for the first's copies
+ * out): the region's bytes afterwards. */
+static uint8_t *run_twice(int d, const scase *k, size_t *size)
+{
+	size_t off[NT];
+	const size_t sz = case_layout(k, off), es = esize(k->dtype);
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d[d].sock, &err);
+	assert_non_null(c);
+	uint64_t reg;
+	uint8_t *m = vkg_region_create(c, sz, &reg, &err);
+	assert_non_null(m);
+	memset(m, 0x5a, sz);
+	srand(k->seed);
+	for (size_t i = 0; i + es <= sz; i += es)
+		from_float(k->dtype, (float)rand() / (float)RAND_MAX * 2.0f - 1.0f, m + i);
+	vkg_job j = case_job(k, reg, off);
+	uint64_t h[2];
+	vkg_result r;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(vkg_submit(c, &j, &h[i], &err), 0);
+	for (int i = 0; i < 2; i++)
+		if (vkg_wait(c, h[i], 60000, &r, &err) != 0)
+			fail_msg("%s: job %d of two: %s: %s", g_name[d], i + 1, err.code, err.message);
+	uint8_t *out = malloc(sz);
+	assert_non_null(out);
+	memcpy(out, m, sz);
+	*size = sz;
+	assert_int_equal(vkg_region_destroy(c, reg, m, sz, &err), 0);
+	vkg_close(c);
+	return out;
+}
+
+/* Two streamed jobs in flight at once (two submission slots), the second
+ * accumulating onto what the first writes: the same bits as the
+ * unstreamed daemon's pair, which its barriers order. */
+static void test_two_in_flight_same_outputs(void **state)
+{
+	(void)state;
+	static const char *const dts[] = {"f32", "f16", "bf16"};
+	for (int t = 0; t < 3; t++) {
+		const scase k = {dts[t], 45, 19, 12, O_DW | O_DB | O_DX, true, "auto", 900u + (unsigned)t};
+		size_t sz[ND];
+		uint8_t *b[ND];
+		for (int d = 0; d < ND; d++)
+			b[d] = run_twice(d, &k, &sz[d]);
+		for (int d = 1; d < ND; d++)
+			if (memcmp(b[0], b[d], sz[0]) != 0)
+				fail_msg("%s: two accumulating jobs in flight: %s differs from unstreamed",
+					 dts[t], g_name[d]);
+		for (int d = 0; d < ND; d++)
+			free(b[d]);
+	}
+}
+
 static void expect_stats(int d, bool streams)
 {
 	vkg_error err;
@@ -357,9 +433,11 @@ int main(void)
 		cmocka_unit_test(test_same_bits_f16),
 		cmocka_unit_test(test_same_bits_bf16),
 		cmocka_unit_test(test_same_bits_every_family),
+		cmocka_unit_test(test_two_in_flight_same_outputs),
 		cmocka_unit_test(test_stats_say_which_path),
 		cmocka_unit_test(test_bad_values_refused),
 	};
 	int rc = cmocka_run_group_tests_name("stream", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
 }
+
