@@ -13,8 +13,10 @@
  * families (split-K's dX partials are shared by the chunks), and each
  * result within the dtype's tolerance of the float64 reference
  * (VKG_REF_TOL_F32 1e-4, F16 2e-3, BF16 1e-2, normwise; client/ref.h).
- * Stats show which path ran; bad option values are refused naming the
- * option. */
+ * Each job's trace adds up (stages sum to the round trip, a GPU stage).
+ * Two accumulating jobs in flight at once on one region give the
+ * unstreamed pair's bits. Stats show which path ran; bad option values are
+ * refused naming the option. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,6 +153,20 @@ static uint8_t *run_case(int d, const scase *k, size_t *size)
 			k->outs, k->acc ? " acc" : "", k->variant, err.code, err.message);
 		goto done;
 	}
+	/* its trace adds up as any job's: the stages sum to the round trip,
+	 * the GPU's time measured from the head's and tail's timestamps */
+	vkg_trace tr;
+	assert_int_equal(vkg_trace_last(&tr), 0);
+	uint64_t sum = 0, gpu = 0;
+	for (unsigned i = 0; i < tr.n_stages; i++) {
+		sum += tr.stages[i].ns;
+		if (strcmp(tr.stages[i].name, "gpu") == 0)
+			gpu = tr.stages[i].ns;
+	}
+	if (!tr.complete || sum != tr.t_seen_ns - tr.t_submit_ns || gpu == 0)
+		fail_msg("%s: trace: complete %d, stages sum %llu ns, round trip %llu ns, gpu %llu ns",
+			 g_name[d], tr.complete, (unsigned long long)sum,
+			 (unsigned long long)(tr.t_seen_ns - tr.t_submit_ns), (unsigned long long)gpu);
 	double *ref[NT] = {0};
 	for (int t = DW; t < NT; t++)
 		ref[t] = calloc(n[t], sizeof(double));
