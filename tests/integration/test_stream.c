@@ -408,6 +408,18 @@ static void test_bad_values_refused(void **state)
 	expect_refused("stream-min-bytes", "off",
 		       "--stream-min-bytes: 'off' is not auto or a byte count in [1, 1099511627776]");
 	expect_refused("stream-min-bytes", "2199023255552", "--stream-min-bytes: '2199023255552'");
+	/* the same key in a config file: the file and line named */
+	char conf[] = "/tmp/vkgrad-stream-conf.XXXXXX";
+	const int fd = mkstemp(conf);
+	assert_true(fd >= 0);
+	static const char text[] = "# streaming\nstream-min-bytes = 1\nstream-chunk-bytes = banana\n";
+	assert_int_equal(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
+	close(fd);
+	char want[160];
+	snprintf(want, sizeof(want), "%s:3: --stream-chunk-bytes: 'banana' is not auto, off or a byte count",
+		 conf);
+	expect_refused("config", conf, want);
+	unlink(conf);
 	/* the daemons still serve */
 	for (int d = 0; d < ND; d++) {
 		vkg_error err;

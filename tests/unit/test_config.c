@@ -1,12 +1,14 @@
 /* tests/unit/test_config.c — the registered-bytes limits (daemon/config.h):
  * what `auto` comes to for a given host and device, and the flags that
- * set them. */
+ * set them; the streamed-job options' values. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include <stdio.h>
 
 #include "config.h"
 
@@ -68,11 +70,48 @@ static void test_flags(void **state)
 	assert_int_equal(config_parse_args(&c, 3, argv4), -1);
 }
 
+/* --stream-chunk-bytes N|auto|off and --stream-min-bytes N|auto */
+static int parse2(config *c, const char *opt, const char *val)
+{
+	char a0[] = "vkgradd", a1[64], a2[64];
+	snprintf(a1, sizeof(a1), "%s", opt);
+	snprintf(a2, sizeof(a2), "%s", val);
+	char *argv[] = {a0, a1, a2, NULL};
+	return config_parse_args(c, 3, argv);
+}
+
+static void test_stream_options(void **state)
+{
+	(void)state;
+	config c;
+	config_defaults(&c);
+	assert_int_equal(c.stream_chunk_bytes, CONFIG_AUTO);
+	assert_int_equal(c.stream_min_bytes, CONFIG_AUTO);
+	assert_int_equal(parse2(&c, "--stream-chunk-bytes", "8388608"), 0);
+	assert_int_equal(c.stream_chunk_bytes, 8388608);
+	assert_int_equal(parse2(&c, "--stream-chunk-bytes", "off"), 0);
+	assert_int_equal(c.stream_chunk_bytes, CONFIG_OFF);
+	assert_int_equal(parse2(&c, "--stream-chunk-bytes", "auto"), 0);
+	assert_int_equal(c.stream_chunk_bytes, CONFIG_AUTO);
+	assert_int_equal(parse2(&c, "--stream-chunk-bytes", "1"), 0);
+	assert_int_equal(c.stream_chunk_bytes, 1);
+	assert_int_equal(parse2(&c, "--stream-min-bytes", "0x100000"), 0);
+	assert_int_equal(c.stream_min_bytes, 1 * MiB);
+	/* refused, the setting unchanged: 0, beyond 2^40, junk, off for the threshold */
+	assert_int_equal(parse2(&c, "--stream-chunk-bytes", "0"), -1);
+	assert_int_equal(parse2(&c, "--stream-chunk-bytes", "1099511627777"), -1);
+	assert_int_equal(parse2(&c, "--stream-chunk-bytes", "16M"), -1);
+	assert_int_equal(c.stream_chunk_bytes, 1);
+	assert_int_equal(parse2(&c, "--stream-min-bytes", "off"), -1);
+	assert_int_equal(c.stream_min_bytes, 1 * MiB);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_auto_budget),
 		cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_stream_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
