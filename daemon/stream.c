@@ -355,7 +355,8 @@ static void record_steps(srec *r)
 	const uint64_t head = record_head(r);
 	const int up_wait = after ? ROLE_COMP : -1;
 	step_begin(r, ROLE_UP, up_wait, head);
-	copy_whole(r, PROTO_T_W, true);
+	if (dx) /* (W named without dX, or X without dW/db, is not read: not copied) */
+		copy_whole(r, PROTO_T_W, true);
 	if (q->accumulate) {
 		copy_whole(r, PROTO_T_DW, true);
 		copy_whole(r, PROTO_T_DB, true);
@@ -380,7 +381,8 @@ static void record_steps(srec *r)
 	}
 	r->e->stream_chunks += n;
 	step_begin(r, ROLE_UP, up_wait, head);
-	copy_whole(r, PROTO_T_X, true);
+	if (param)
+		copy_whole(r, PROTO_T_X, true);
 	const uint64_t up_x = step_end(r);
 	if (param) {
 		step_begin(r, ROLE_COMP, ROLE_UP, up_x);
