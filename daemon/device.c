@@ -285,7 +285,7 @@ static int device_pick(device *d, const char *want, int *picked, char *err, size
 	return 0;
 }
 
-/* A transfer-only queue family (neither compute nor graphics), the one with
+/* A transfer-only queue family (copies, nothing else), the one with
  * the most queues: its first two queues copy in and out at once. None where
  * the device has none or VKGRAD_NO_TRANSFER_QUEUE is set (debugging). */
 static void pick_transfer(device *d)
@@ -304,8 +304,12 @@ static void pick_transfer(device *d)
 	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &n, q);
 	for (uint32_t i = 0; i < n; i++) {
 		const VkQueueFlags f = q[i].queueFlags;
-		if (i == d->queue_family || !(f & VK_QUEUE_TRANSFER_BIT) ||
-		    (f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)) || q[i].queueCount == 0)
+		/* copies alone (sparse binding and protected memory aside): not a
+		 * video or optical-flow family that also copies */
+		const VkQueueFlags only = VK_QUEUE_TRANSFER_BIT | VK_QUEUE_SPARSE_BINDING_BIT |
+					  VK_QUEUE_PROTECTED_BIT;
+		if (i == d->queue_family || !(f & VK_QUEUE_TRANSFER_BIT) || (f & ~only) ||
+		    q[i].queueCount == 0)
 			continue;
 		if (d->xfer_family == UINT32_MAX || q[i].queueCount > q[d->xfer_family].queueCount)
 			d->xfer_family = i;
