@@ -9,9 +9,10 @@
 # branch, made here and carried (run's carry: [BUNDLE]):
 #   make -j2 all && ../shared/device/bundle.sh .device-bundle-stream build/vkgradd build/vkgrad
 # then on the device:  scripts/device_stream.sh .device-bundle-stream
-# With build/tests/test_stream in the bundle (and BUNDLE_VALIDATION=1 for
-# the validation layer) it first runs that test on the GPU: streamed jobs
-# on the transfer queues must give the unstreamed jobs' bits.
+# With build/tests/test_stream in the bundle it first runs that test on the
+# GPU (with the validation layer when the bundle has it, BUNDLE_VALIDATION=1;
+# else VKGRAD_TEST_VALIDATION=0): streamed jobs on the transfer queues must
+# give the unstreamed jobs' bits.
 #
 # For each daemon setting (--stream-chunk-bytes off, auto, then 4, 8 and
 # 32 MiB for bf16 alone) a daemon of its own (regions raised to fit the
@@ -52,8 +53,13 @@ vk() { (. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" "$@") 2>>"$LOG"; }
 # the bit-for-bit check on this GPU, when the bundle carries it: streamed
 # (transfer queues) vs unstreamed, every dtype, output subset, accumulate
 if [ -x "$B/bin/test_stream" ]; then
-	say "test_stream (validation layer where the bundle has it)"
-	(. "$B/env.sh" && BUILD="$B/bin" timeout 150 "$B/bin/test_stream") >"$O/test_stream.txt" 2>&1
+	# the test asks for the validation layer; a bundle made without it
+	# (BUNDLE_VALIDATION=0) runs the test without it
+	val=1
+	[ -d "$B/layers" ] || val=0
+	say "test_stream (validation layer: $val)"
+	(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=$val timeout 150 "$B/bin/test_stream") \
+		>"$O/test_stream.txt" 2>&1
 	echo "test_stream: exit status $?" | tee -a "$LOG"
 	grep -E "cases|stream_queues|PASSED|FAILED|differs" "$O/test_stream.txt" | head -20
 fi
