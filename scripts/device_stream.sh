@@ -15,7 +15,8 @@
 # give the unstreamed jobs' bits.
 #
 # For each daemon setting (--stream-chunk-bytes off, auto, then 4, 8 and
-# 32 MiB for bf16 alone) a daemon of its own (regions raised to fit the
+# 32 MiB for bf16 alone, then 16 MiB chunks with VKGRAD_NO_TRANSFER_QUEUE=1,
+# the same schedule on the compute queue alone, bf16 and f32) a daemon of its own (regions raised to fit the
 # job), `vkgrad bench --kernels --json` over 8192x4096x4096 (bf16, f16,
 # f32; variant auto; each line's outputs checked against the float64
 # reference, sampled), whose end_to_end_us is the client's round trip: the job
@@ -70,7 +71,7 @@ d=$(mktemp -d)
 run() {
 	label=$1 dtypes=$2
 	shift 2
-	(. "$B/env.sh" && exec timeout 150 "$B/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" \
+	(. "$B/env.sh" && exec env ${RUN_ENV:-} timeout 150 "$B/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" \
 		--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
 		--max-region-bytes-per-uid 17179869184 "$@") 2>>"$LOG" &
 	pid=$!
@@ -81,7 +82,7 @@ run() {
 		sleep 0.1
 	done
 	say "$label: bench --kernels $SHAPE $dtypes (daemon $*)"
-	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\"}" >>"$J"
+	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\",\"env\":\"${RUN_ENV:-}\"}" >>"$J"
 	vk --socket "$d/s" bench --kernels --json --shapes "$SHAPE" --dtypes "$dtypes" \
 		--variants auto >>"$J"
 	echo "--- $label ($*)" >>"$O/stats.txt"
@@ -94,6 +95,8 @@ run auto bf16,f16,f32 --stream-chunk-bytes auto
 run chunk_4MiB bf16 --stream-chunk-bytes 4194304
 run chunk_8MiB bf16 --stream-chunk-bytes 8388608
 run chunk_32MiB bf16 --stream-chunk-bytes 33554432
+# the same schedule on the compute queue alone: what the transfer queues buy
+RUN_ENV=VKGRAD_NO_TRANSFER_QUEUE=1 run compute_queue_only bf16,f32 --stream-chunk-bytes 16777216
 rm -rf "$d"
 say "done"
 echo "--- end_to_end_us (the client's round trip) per run and dtype"
