@@ -19,11 +19,11 @@
 #include "vk_compat.h"
 
 #define T128_TILE_ENV "VKGRAD_T128_TILE"
-/* the f32 default: measured on the H200 (measurements/h200-2026-12-03/
- * early-1200: 105 registers, 8192x4096x4096 full backward 15,030 µs against
- * the fixed kernel's 18,181; every 8x8-per-thread tuned tiling kept its
- * accumulators in local memory there) */
-#define T128_TILE_DEFAULT "128x64x8x4x16"
+/* the f32 default, measured on the H200 (measurements/h200-2026-12-03/
+ * closing: 8192x4096x4096 full backward, two runs): 128x128x8x8x16x2x0x8
+ * (127 registers) 15,434 / 15,416 µs, 128x128x8x8x16 15,970 / 15,978,
+ * 128x64x8x4x16 16,525 / 16,546, the fixed kernel 19,532 / 19,520 */
+#define T128_TILE_DEFAULT "128x128x8x8x16x2x0x8"
 /* the accepted form, as the daemon's refusal gives it (each limit is in
  * the message's first part: t128_tile.c) */
 #define T128_TILE_FORM                                                                      \

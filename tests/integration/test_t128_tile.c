@@ -44,6 +44,7 @@ typedef struct tcase {
 
 static const tcase tilings[] = {
 	{"128x128x8x8x16", 128, 128, 16},       /* the fixed kernel's tiling */
+	{"128x128x8x8x16x2x0x8", 128, 128, 16}, /* the default: two phases, warps 8 wide */
 	{"128x128x8x8x8x2", 128, 128, 8},       /* k steps of 8, loads in two phases */
 	{"128x64x8x4x16x1x0x8", 128, 64, 16},   /* 8x4 per thread, warps 8 wide */
 	{"64x128x4x8x16x1x1x16", 64, 128, 16},  /* 4x8 per thread, padding, warps 16 wide */
