@@ -377,6 +377,57 @@ static bool device_properties(device *d, uint32_t api, VkPhysicalDeviceDriverPro
 
 /* The logical device with every feature and extension the kernels may
  * use, its queue and entry points, and whether it has timestamps. */
+/* After vkCreateDevice: the queues, the entry points the daemon calls, the
+ * timestamps the compute queue gives; 0, or -1 with err. */
+static int device_created(device *d, char *err, size_t errlen)
+{
+	vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+	if (d->xfer_queues) {
+		vkGetDeviceQueue(d->dev, d->xfer_family, 0, &d->xfer_up);
+		vkGetDeviceQueue(d->dev, d->xfer_family, d->xfer_queues - 1, &d->xfer_down);
+	}
+	d->cmd_push_descriptor_set = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
+		d->dev, "vkCmdPushDescriptorSetKHR");
+	if (d->host_import)
+		d->get_host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
+			vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT");
+	if (d->exec_stats) {
+		d->get_exec_props = (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(
+			d->dev, "vkGetPipelineExecutablePropertiesKHR");
+		d->get_exec_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
+			d->dev, "vkGetPipelineExecutableStatisticsKHR");
+		d->exec_stats = d->get_exec_props && d->get_exec_stats;
+	}
+	if (!d->cmd_push_descriptor_set || (d->host_import && !d->get_host_pointer_props)) {
+		snprintf(err, errlen, "device entry points missing");
+		return -1;
+	}
+	uint32_t nq = 0;
+	VkQueueFamilyProperties qf[16];
+	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, NULL);
+	if (nq > 16)
+		nq = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, qf);
+	d->timestamps = qf[d->queue_family].timestampValidBits > 0 && d->props.limits.timestampPeriod > 0;
+	d->timestamp_period = d->props.limits.timestampPeriod;
+	const uint32_t vb = qf[d->queue_family].timestampValidBits;
+	d->timestamp_mask = vb >= 64 ? UINT64_MAX : (1ull << vb) - 1;
+	if (d->calibrated)
+		d->get_calibrated = (PFN_vkGetCalibratedTimestampsEXT)vkGetDeviceProcAddr(
+			d->dev, "vkGetCalibratedTimestampsEXT");
+	d->calibrated = d->calibrated && d->timestamps && d->get_calibrated;
+	if (d->xfer_queues)
+		log_info("transfer queue family %u: %u queue(s) for streamed jobs' copies (%s)",
+			 d->xfer_family, d->xfer_queues,
+			 d->xfer_queues == 2 ? "uploads and downloads at once" : "uploads and downloads share it");
+	else
+		log_info("no transfer-only queue: streamed jobs' copies run on the compute queue");
+	log_info("GPU timestamps: %s", !d->timestamps ? "none (a job's trace has no GPU stages)"
+				       : d->calibrated ? "on the host's clock (VK_EXT_calibrated_timestamps)"
+						       : "durations only (no calibration to CLOCK_MONOTONIC)");
+	return 0;
+}
+
 static int device_create(device *d, char *err, size_t errlen)
 {
 	VkPhysicalDeviceVulkan12Features f12 = {
@@ -487,52 +538,7 @@ static int device_create(device *d, char *err, size_t errlen)
 		snprintf(err, errlen, "vkCreateDevice(%s) failed (VkResult %d)", d->props.deviceName, r);
 		return -1;
 	}
-	vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
-	if (d->xfer_queues) {
-		vkGetDeviceQueue(d->dev, d->xfer_family, 0, &d->xfer_up);
-		vkGetDeviceQueue(d->dev, d->xfer_family, d->xfer_queues - 1, &d->xfer_down);
-	}
-	d->cmd_push_descriptor_set = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
-		d->dev, "vkCmdPushDescriptorSetKHR");
-	if (d->host_import)
-		d->get_host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
-			vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT");
-	if (d->exec_stats) {
-		d->get_exec_props = (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(
-			d->dev, "vkGetPipelineExecutablePropertiesKHR");
-		d->get_exec_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
-			d->dev, "vkGetPipelineExecutableStatisticsKHR");
-		d->exec_stats = d->get_exec_props && d->get_exec_stats;
-	}
-	if (!d->cmd_push_descriptor_set || (d->host_import && !d->get_host_pointer_props)) {
-		snprintf(err, errlen, "device entry points missing");
-		return -1;
-	}
-	uint32_t nq = 0;
-	VkQueueFamilyProperties qf[16];
-	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, NULL);
-	if (nq > 16)
-		nq = 16;
-	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, qf);
-	d->timestamps = qf[d->queue_family].timestampValidBits > 0 && d->props.limits.timestampPeriod > 0;
-	d->timestamp_period = d->props.limits.timestampPeriod;
-	const uint32_t vb = qf[d->queue_family].timestampValidBits;
-	d->timestamp_mask = vb >= 64 ? UINT64_MAX : (1ull << vb) - 1;
-	if (d->calibrated)
-		d->get_calibrated = (PFN_vkGetCalibratedTimestampsEXT)vkGetDeviceProcAddr(
-			d->dev, "vkGetCalibratedTimestampsEXT");
-	d->calibrated = d->calibrated && d->timestamps && d->get_calibrated;
-	if (d->xfer_queues)
-		log_info("transfer queue family %u: %u queue(s) for streamed jobs' copies (%s)",
-			 d->xfer_family, d->xfer_queues,
-			 d->xfer_queues == 2 ? "uploads and downloads at once" : "uploads and downloads share it");
-	else
-		log_info("no transfer-only queue: streamed jobs' copies run on the compute queue");
-	log_info("GPU timestamps: %s", !d->timestamps ? "none (a job's trace has no GPU stages)"
-				       : d->calibrated ? "on the host's clock (VK_EXT_calibrated_timestamps)"
-						       : "durations only (no calibration to CLOCK_MONOTONIC)");
-
-	return 0;
+	return device_created(d, err, errlen);
 }
 
 /* d->info (what hello reports) and the log lines naming the device. */
