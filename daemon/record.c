@@ -132,8 +132,7 @@ static void push_set(const rec *r, int k, const binding *b, uint32_t n)
 					   r->rc->pl->layout[k], 0, n, w);
 }
 
-/* Everything before (shader and transfer writes) visible to everything after. */
-static void barrier_all(VkCommandBuffer cb)
+void record_barrier_all(VkCommandBuffer cb)
 {
 	VkMemoryBarrier mb = {
 		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -158,7 +157,7 @@ static void new_epoch(recorder *rc)
  * everything after, so the batch's conflict tracking starts afresh. */
 static void barrier_inside(const rec *r)
 {
-	barrier_all(r->cb);
+	record_barrier_all(r->cb);
 	new_epoch(r->rc);
 	r->rc->untracked = false;
 }
@@ -545,7 +544,7 @@ static void record_unit(const rec *r, unsigned mask)
 {
 	recorder *rc = r->rc;
 	if (needs_barrier(rc, r->j, mask)) {
-		barrier_all(r->cb);
+		record_barrier_all(r->cb);
 		new_epoch(rc);
 		rc->untracked = false;
 	}
@@ -587,9 +586,9 @@ static void record_devlocal(const rec *r, uint32_t ts)
 	const job *j = r->j;
 	const unsigned in_mask = MASK_INPUTS | (j->req.accumulate ? MASK_OUTPUTS : 0);
 	if (needs_barrier(rc, j, UNIT_PARAM | UNIT_INPUT))
-		barrier_all(r->cb);
+		record_barrier_all(r->cb);
 	copy_tensors(r, in_mask, true);
-	barrier_all(r->cb);
+	record_barrier_all(r->cb);
 	new_epoch(rc);
 	rc->untracked = false;
 	if (rc->dev->timestamps)
@@ -601,7 +600,7 @@ static void record_devlocal(const rec *r, uint32_t ts)
 		record_kernels(r, UNIT_INPUT);
 	if (rc->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, ts + 1);
-	barrier_all(r->cb);
+	record_barrier_all(r->cb);
 	new_epoch(rc);
 	copy_tensors(r, MASK_OUTPUTS, false);
 	mark_touched(rc, r->j, MASK_OUTPUTS);
@@ -713,7 +712,7 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 	/* earlier batches still running touch some of these regions: order this
 	 * batch after them (a barrier's first scope includes earlier submissions) */
 	if (after_inflight(tg))
-		barrier_all(cb);
+		record_barrier_all(cb);
 	/* a new batch: an empty table, sized for its jobs, and a new epoch */
 	uint64_t n = 16;
 	while (n < 2ull * tg->njobs * PROTO_T_COUNT)

@@ -54,6 +54,10 @@ void record_free(recorder *rc);
  * is then not to be submitted). */
 VkResult record_batch(recorder *rc, const record_target *t, record_counts *counts);
 
+/* Everything before in cb (shader and transfer writes) visible to
+ * everything after: a full compute/transfer memory barrier. */
+void record_barrier_all(VkCommandBuffer cb);
+
 /* The kernels of job j, the only job of t's batch, whose tensors are on the
  * device-local path (j->soff in t->scratch, any element offset), into cb
  * (not t->cb): dW/db when `param`, dX when `input`, by j->plan as it stands

@@ -208,20 +208,6 @@ static uint64_t step_end(srec *r)
 	return s->signal;
 }
 
-/* Everything before on this queue (shader and transfer writes) visible to
- * everything after (compute queue only). */
-static void barrier_all(VkCommandBuffer cb)
-{
-	VkMemoryBarrier mb = {
-		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-		.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-		.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-				 VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-	};
-	const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-	vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
-}
-
 /* Copies written for the host (the client's mapping) once they finish. */
 static void barrier_host(VkCommandBuffer cb, VkPipelineStageFlags src)
 {
@@ -278,7 +264,7 @@ static uint64_t record_dx_chunk(srec *r, uint64_t up, uint64_t r0, uint64_t rows
 	step_begin(r, ROLE_COMP, ROLE_UP, up);
 	if (!r->cb)
 		return 0;
-	barrier_all(r->cb); /* after the chunk before it (split-K partials are shared) */
+	record_barrier_all(r->cb); /* after the chunk before it (split-K partials are shared) */
 	if (first && r->e->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, r->tg->queries, r->j->ts_index);
 	record_job_kernels(r->e->rec, r->tg, r->cb, &c, false, true, r->counts);
@@ -293,7 +279,7 @@ static uint64_t record_head(srec *r)
 	step_begin(r, ROLE_COMP, -1, 0);
 	if (!r->cb)
 		return 0;
-	barrier_all(r->cb);
+	record_barrier_all(r->cb);
 	if (r->e->dev->timestamps) {
 		vkCmdResetQueryPool(r->cb, r->tg->queries, 0, r->counts->nqueries);
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, r->tg->queries, 0);
@@ -387,7 +373,7 @@ static void record_steps(srec *r)
 	if (param) {
 		step_begin(r, ROLE_COMP, ROLE_UP, up_x);
 		if (r->cb) {
-			barrier_all(r->cb);
+			record_barrier_all(r->cb);
 			if (!dx && r->e->dev->timestamps)
 				vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, r->tg->queries,
 						    r->j->ts_index);
