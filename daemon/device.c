@@ -155,18 +155,25 @@ static bool uuid_matches(const char *uuid, const char *want)
 }
 
 /* A device we can use: Vulkan 1.2+, a compute queue, push descriptors. */
+/* The first (up to) 16 queue families of p into q; returns their count. */
+static uint32_t queue_families(VkPhysicalDevice p, VkQueueFamilyProperties q[16])
+{
+	uint32_t n = 0;
+	vkGetPhysicalDeviceQueueFamilyProperties(p, &n, NULL);
+	if (n > 16)
+		n = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(p, &n, q);
+	return n;
+}
+
 static bool usable(VkPhysicalDevice p, uint32_t *qfam)
 {
 	VkPhysicalDeviceProperties pr;
 	vkGetPhysicalDeviceProperties(p, &pr);
 	if (pr.apiVersion < VK_API_VERSION_1_2 || !has_ext(p, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
 		return false;
-	uint32_t n = 0;
-	vkGetPhysicalDeviceQueueFamilyProperties(p, &n, NULL);
 	VkQueueFamilyProperties q[16];
-	if (n > 16)
-		n = 16;
-	vkGetPhysicalDeviceQueueFamilyProperties(p, &n, q);
+	const uint32_t n = queue_families(p, q);
 	/* prefer a compute family, the first one with compute otherwise */
 	int best = -1;
 	for (uint32_t i = 0; i < n; i++) {
@@ -296,12 +303,8 @@ static void pick_transfer(device *d)
 	const char *no = getenv("VKGRAD_NO_TRANSFER_QUEUE");
 	if (no && *no && strcmp(no, "0") != 0)
 		return;
-	uint32_t n = 0;
 	VkQueueFamilyProperties q[16];
-	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &n, NULL);
-	if (n > 16)
-		n = 16;
-	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &n, q);
+	const uint32_t n = queue_families(d->phys, q);
 	for (uint32_t i = 0; i < n; i++) {
 		const VkQueueFlags f = q[i].queueFlags;
 		/* copies alone (sparse binding and protected memory aside): not a
@@ -402,12 +405,8 @@ static int device_created(device *d, char *err, size_t errlen)
 		snprintf(err, errlen, "device entry points missing");
 		return -1;
 	}
-	uint32_t nq = 0;
 	VkQueueFamilyProperties qf[16];
-	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, NULL);
-	if (nq > 16)
-		nq = 16;
-	vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, qf);
+	queue_families(d->phys, qf);
 	d->timestamps = qf[d->queue_family].timestampValidBits > 0 && d->props.limits.timestampPeriod > 0;
 	d->timestamp_period = d->props.limits.timestampPeriod;
 	const uint32_t vb = qf[d->queue_family].timestampValidBits;
@@ -661,8 +660,7 @@ static void list_one(FILE *out, VkPhysicalDevice p, uint32_t i, bool is_default)
 	/* the queue families: a transfer-only one is what copies could overlap
 	 * compute on (issue 15) */
 	VkQueueFamilyProperties qf[16];
-	uint32_t nq = 16;
-	vkGetPhysicalDeviceQueueFamilyProperties(p, &nq, qf);
+	const uint32_t nq = queue_families(p, qf);
 	for (uint32_t f = 0; f < nq; f++) {
 		const VkQueueFlags fl = qf[f].queueFlags;
 		fprintf(out, "    queues  family %u: %u x%s%s%s%s, timestamps %u bits\n", f, qf[f].queueCount,
