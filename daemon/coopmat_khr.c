@@ -110,10 +110,9 @@ static void nv2_lack(cmk_caps *c, int t, const char *what)
 		snprintf(c->nv2_why[t], sizeof(c->nv2_why[t]), "%s", what);
 }
 
-/* linear_coopmat_nv2_gemm per dtype: a workgroup-scope entry of the
- * flexible-dimension list for its types whose granularities divide the
- * kernel's tile (256 invocations preferred). */
-static void nv2_pick(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
+/* linear_coopmat_nv2_gemm per dtype: the workgroup-scope entries of the
+ * flexible-dimension list for its types, and the device's limits. */
+static void nv2_collect(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
 {
 	PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get =
 		(PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
@@ -128,29 +127,32 @@ static void nv2_pick(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
 	} else {
 		n = 0;
 	}
+	VkPhysicalDeviceCooperativeMatrix2PropertiesNV cp = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &cp};
+	vkGetPhysicalDeviceProperties2(p, &p2);
+	const VkPhysicalDeviceLimits *l = &p2.properties.limits;
 	for (int t = PROTO_F16; t <= PROTO_BF16; t++) {
 		const VkComponentTypeKHR ty = t == PROTO_F16 ? VK_COMPONENT_TYPE_FLOAT16_KHR
 							     : VK_COMPONENT_TYPE_BFLOAT16_KHR;
-		int best = -1;
-		for (uint32_t i = 0; i < n; i++) {
+		nv2_offer *o = &c->nv2[t];
+		o->max_threads = cp.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+		o->max_dim = cp.cooperativeMatrixFlexibleDimensionsMaxDimension;
+		o->wg_max = l->maxComputeWorkGroupInvocations < l->maxComputeWorkGroupSize[0]
+				    ? l->maxComputeWorkGroupInvocations : l->maxComputeWorkGroupSize[0];
+		for (uint32_t i = 0; i < n && o->n < NV2_FLEX_MAX; i++) {
 			const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *f = &fp[i];
 			if (f->AType != ty || f->BType != ty || f->CType != VK_COMPONENT_TYPE_FLOAT32_KHR ||
 			    f->ResultType != VK_COMPONENT_TYPE_FLOAT32_KHR || f->scope != VK_SCOPE_WORKGROUP_KHR ||
 			    f->saturatingAccumulation || !f->MGranularity || !f->NGranularity || !f->KGranularity ||
-			    CMK_NV2_BM % f->MGranularity || CMK_NV2_BN % f->NGranularity ||
-			    CMK_NV2_BK % f->KGranularity || !f->workgroupInvocations || f->workgroupInvocations > 1024)
+			    !f->workgroupInvocations)
 				continue;
-			if (best < 0 || f->workgroupInvocations == 256)
-				best = (int)i;
+			o->flex[o->n++] = (nv2_flex){f->MGranularity, f->NGranularity, f->KGranularity,
+						     f->workgroupInvocations};
 		}
-		if (best < 0) {
-			nv2_lack(c, t, t == PROTO_F16 ? "a workgroup-scope f16 x f16 -> f32 shape dividing 128x128x32"
-						      : "a workgroup-scope bf16 x bf16 -> f32 shape dividing 128x128x32");
-			continue;
-		}
-		const uint32_t g = fp[best].NGranularity;
-		c->nv2_threads[t] = fp[best].workgroupInvocations;
-		c->nv2_dbn[t] = (16 + g - 1) / g * g;
+		if (!o->n)
+			nv2_lack(c, t, t == PROTO_F16 ? "a workgroup-scope f16 x f16 -> f32 shape"
+						      : "a workgroup-scope bf16 x bf16 -> f32 shape");
 	}
 	free(fp);
 }
@@ -182,7 +184,7 @@ static void nv2_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, uint32_t
 		nv2_lack(c, PROTO_BF16, "VK_NV_cooperative_matrix2, switched off by VKGRAD_NO_COOPMAT_NV2");
 	}
 	if (ext && f.cooperativeMatrixFlexibleDimensions)
-		nv2_pick(c, inst, p);
+		nv2_collect(c, inst, p);
 	for (int t = PROTO_F16; t <= PROTO_BF16; t++)
 		c->nv2_ok[t] = !c->nv2_why[t][0];
 	c->use_nv2 = c->nv2_ok[PROTO_F16] || c->nv2_ok[PROTO_BF16];

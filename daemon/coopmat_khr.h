@@ -3,9 +3,10 @@
  * storage dtype, whether it can run, on which matrix shape (taken from
  * vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR), and if not, why; the
  * same for linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2 on top of
- * it: workgroup-scope matrices of the kernel's 128×128×32 tile, checked
- * against vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV);
- * plus the extensions and features to enable for them. */
+ * it: workgroup-scope matrices, with the workgroup-scope entries of
+ * vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV that
+ * its tiling is checked against: nv2_tile.h); plus the extensions and
+ * features to enable for them. */
 #ifndef VKG_DAEMON_COOPMAT_KHR_H
 #define VKG_DAEMON_COOPMAT_KHR_H
 
@@ -13,6 +14,7 @@
 #include <stdint.h>
 
 #include "msg.h"
+#include "nv2_tile.h"
 #include "vk_compat.h"
 
 #include "shaders/iface/kernels.h"
@@ -25,10 +27,10 @@ typedef struct cmk_caps {
 	bool ok[PROTO_DTYPE_COUNT];
 	cmk_shape shape[PROTO_DTYPE_COUNT];
 	char why[PROTO_DTYPE_COUNT][192]; /* !ok: what the device lacks, for `unsupported` */
-	/* linear_coopmat_nv2_gemm: its workgroup size, and the columns of its
-	 * row-sum product (a multiple of the N granularity) per dtype */
+	/* linear_coopmat_nv2_gemm: what the device offers its workgroup-scope
+	 * matrices per dtype (the tiling is fitted to it: pipelines.c) */
 	bool nv2_ok[PROTO_DTYPE_COUNT];
-	uint32_t nv2_threads[PROTO_DTYPE_COUNT], nv2_dbn[PROTO_DTYPE_COUNT];
+	nv2_offer nv2[PROTO_DTYPE_COUNT];
 	char nv2_why[PROTO_DTYPE_COUNT][192];
 	/* to enable at device creation (cmk_enable) */
 	bool use_cm, use_bf16, use_f16_arith, use_memory_model, use_nv2;
@@ -36,11 +38,6 @@ typedef struct cmk_caps {
 	VkPhysicalDeviceShaderBfloat16FeaturesKHR en_bf16;
 	VkPhysicalDeviceCooperativeMatrix2FeaturesNV en_nv2;
 } cmk_caps;
-
-/* linear_coopmat_nv2_gemm's tile of C (shaders/iface/kernels.h) and reduction step */
-#define CMK_NV2_BM ((uint32_t)VKG_TILE_NV2)
-#define CMK_NV2_BN ((uint32_t)VKG_TILE_NV2)
-#define CMK_NV2_BK 32u
 
 /* Fill c for physical device p. `storage16`: 16-bit storage buffers are
  * available; `subgroup`: the subgroup size (the kernel is written for 32).

@@ -560,13 +560,13 @@ static void device_describe(device *d, int pick, const VkPhysicalDeviceDriverPro
 		else
 			snprintf(used[t - PROTO_F16], sizeof(used[0]), "%s no", proto_dtype_name((proto_dtype)t));
 	log_info("matrix extensions: VK_KHR_cooperative_matrix %s (used: %s, %s), VK_NV_cooperative_matrix %s "
-		 "(used: %s), VK_NV_cooperative_matrix2 %s (used: f16 %s, bf16 %s; %u threads), "
+		 "(used: %s), VK_NV_cooperative_matrix2 %s (used: f16 %s, bf16 %s; %u workgroup-scope shapes), "
 		 "VK_KHR_shader_bfloat16 %s",
 		 has_ext(d->phys, "VK_KHR_cooperative_matrix") ? "yes" : "no", used[0], used[1],
 		 has_ext(d->phys, "VK_NV_cooperative_matrix") ? "yes" : "no", d->coopmat ? "yes" : "no",
 		 has_ext(d->phys, "VK_NV_cooperative_matrix2") ? "yes" : "no",
 		 d->cmk.nv2_ok[PROTO_F16] ? "yes" : "no", d->cmk.nv2_ok[PROTO_BF16] ? "yes" : "no",
-		 d->cmk.nv2_threads[PROTO_F16], has_ext(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
+		 d->cmk.nv2[PROTO_F16].n, has_ext(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
 	log_notice("using device %d: %s (%s, %s, Vulkan %s), host-memory import %s", pick, in->name,
 		   in->type, in->driver, in->api,
 		   d->host_import ? "available"

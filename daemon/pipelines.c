@@ -147,6 +147,53 @@ static int t128_choice(pipelines *p, const device *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* linear_coopmat_nv2_gemm's tiling per dtype that nv2_ok says can run:
+ * VKGRAD_NV2_TILE (nv2_tile.h), else NV2_TILE_DEFAULT, fitted to the
+ * device's workgroup-scope shapes for that dtype. A malformed value, or
+ * one the device cannot run for a dtype it otherwise serves, stops the
+ * daemon: -1 with err. Where the default does not fit, that dtype is not
+ * served (nv2_ok false, p->nv2_why says why). */
+static int nv2_choice(pipelines *p, const device *d, bool *nv2_ok, char *err, size_t errlen)
+{
+	const char *v = getenv(NV2_TILE_ENV);
+	const bool dflt = v == NULL;
+	const char *name = dflt ? "the default tiling" : NV2_TILE_ENV, *val = dflt ? NV2_TILE_DEFAULT : v;
+	nv2_tile t;
+	if (nv2_tile_parse(val, &t, err, errlen) != 0)
+		return -1;
+	bool any = false;
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+		if (!nv2_ok[dt])
+			continue;
+		const char *dn = proto_dtype_name((proto_dtype)dt);
+		char why[640], offer[NV2_OFFER_TEXT];
+		nv2_offer_text(&d->cmk.nv2[dt], offer, sizeof(offer));
+		log_info("VK_NV_cooperative_matrix2 for %s: %s", dn, offer);
+		p->nv2[dt] = t;
+		if (nv2_tile_fit(&p->nv2[dt], &d->cmk.nv2[dt], name, val, dn, why, sizeof(why)) != 0) {
+			if (!dflt) {
+				snprintf(err, errlen, "%s", why);
+				return -1;
+			}
+			snprintf(p->nv2_why[dt], sizeof(p->nv2_why[dt]), "a workgroup-scope shape for %.220s", why);
+			log_info("linear_coopmat_nv2_gemm (%s) not served: it needs %s", dn, p->nv2_why[dt]);
+			nv2_ok[dt] = false;
+			continue;
+		}
+		any = true;
+		const nv2_tile *x = &p->nv2[dt];
+		log_msg(dflt ? LOG_LEVEL_INFO : LOG_LEVEL_WARN,
+			"%s: linear_coopmat_nv2_gemm (%s) with %ux%u tiles, k steps of %u, %u threads, "
+			"%s, %u k step(s) per trip; db through %u columns", dflt ? "default tiling" : NV2_TILE_ENV,
+			dn, x->bm, x->bn, x->bk, x->threads,
+			x->unclamp ? "unclamped loads inside C" : "clamped loads everywhere", x->unroll, x->dbn);
+	}
+	if (!dflt && !any)
+		log_warn("%s='%.40s': this device serves linear_coopmat_nv2_gemm for no dtype; ignored",
+			 NV2_TILE_ENV, v);
+	return 0;
+}
+
 /* Specialization constants of linear_coopmat_khr_gemm (its constant_id 0..10). */
 #define CMK_SPECS 11
 typedef struct cmk_spec {
@@ -154,19 +201,6 @@ typedef struct cmk_spec {
 	VkSpecializationMapEntry map[CMK_SPECS];
 	VkSpecializationInfo info;
 } cmk_spec;
-
-/* linear_coopmat_nv2_gemm's (constant_id 0..5: workgroup size, BM, BN, BK,
- * A_KMAJOR, DBN) */
-static void nv2_spec_fill(cmk_spec *c, const cmk_caps *cm, int t, bool a_kmajor)
-{
-	const uint32_t v[6] = {cm->nv2_threads[t], CMK_NV2_BM, CMK_NV2_BN, CMK_NV2_BK, a_kmajor ? 1u : 0u,
-			       cm->nv2_dbn[t]};
-	for (uint32_t i = 0; i < 6; i++) {
-		c->v[i] = v[i];
-		c->map[i] = (VkSpecializationMapEntry){i, i * 4, 4};
-	}
-	c->info = (VkSpecializationInfo){6, c->map, 6 * 4, c->v};
-}
 
 static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk_tile t)
 {
@@ -420,7 +454,8 @@ static void *build_one(void *arg)
  * cheap), as build jobs (specs: their specialization constants). 0, or -1
  * with err. */
 static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const bool *nv2_ok,
-			build_job *jobs, cmk_spec *specs, t128_spec *t128s, char *err, size_t errlen)
+			build_job *jobs, cmk_spec *specs, nv2_spec *nv2s, t128_spec *t128s, char *err,
+			size_t errlen)
 {
 	int rc = 0;
 	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
@@ -469,8 +504,9 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
 			if (pipelines_is_nv2(k)) {
-				nv2_spec_fill(&specs[k * PROTO_DTYPE_COUNT + t], &d->cmk, t, k == KERN_NV2_DW);
-				bj->spec = &specs[k * PROTO_DTYPE_COUNT + t].info;
+				nv2_spec *ns = &nv2s[(k - KERN_NV2_DW) * PROTO_DTYPE_COUNT + t];
+				nv2_spec_fill(ns, &p->nv2[t], k == KERN_NV2_DW);
+				bj->spec = &ns->info;
 			}
 			if (k == KERN_TILED128 && t == PROTO_F32 && p->t128.on) {
 				t128_spec_fill(t128s, &p->t128);
@@ -576,9 +612,12 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 				 proto_dtype_name((proto_dtype)t), p->nv2_why[t]);
 	}
 	t128_spec t128s;
+	nv2_spec nv2s[2 * PROTO_DTYPE_COUNT];
 	int rc = t128_choice(p, d, err, errlen);
 	if (rc == 0)
-		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, jobs, specs, &t128s, err, errlen);
+		rc = nv2_choice(p, d, nv2_ok, err, errlen);
+	if (rc == 0)
+		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, jobs, specs, nv2s, &t128s, err, errlen);
 	for (int i = 0; i < NJ && rc == 0; i++)
 		if (jobs[i].module)
 			jobs[i].started = pthread_create(&jobs[i].thread, NULL, build_one, &jobs[i]) == 0;

@@ -7,6 +7,7 @@
 
 #include "device.h"
 #include "msg.h"
+#include "nv2_tile.h"
 #include "t128_tile.h"
 
 /* linear_parameter_backward, linear_input_backward (generic),
@@ -68,6 +69,7 @@ typedef struct pipelines {
 	uint32_t cmk_bm[2], cmk_bn[2];    /* their C tile (bm × bn) per workgroup */
 	uint64_t cmk_small_below;         /* a GEMM with fewer large tiles takes the small tiling */
 	t128_tile t128; /* KERN_TILED128 for f32: VKGRAD_T128_TILE's tiling, or off (the fixed kernel) */
+	nv2_tile nv2[PROTO_DTYPE_COUNT]; /* KERN_NV2_* per dtype: VKGRAD_NV2_TILE's tiling, or the default */
 	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
 	char nv2_why[PROTO_DTYPE_COUNT][256]; /* no KERN_NV2_* pipeline for a dtype: why */
 	unsigned built;       /* pipelines created */

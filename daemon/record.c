@@ -241,13 +241,16 @@ static void record_param(const rec *r)
 	}
 }
 
-/* VKG_FLAG_VEC_LOADS of the GEMM kernels: vector loads of A and B (coopmat, coopmat_khr: 8 f16/bf16,
+/* VKG_FLAG_VEC_LOADS of the GEMM kernels: vector loads of A and B (coopmat, coopmat_khr: 8 f16/bf16;
+ * coopmat_nv2: rows of A and B on 16 bytes, for its unclamped loads;
  * tiled/split-K f32: 4 f32), when every vector is aligned and wholly inside
  * or outside its tensor: in and out multiples of the width, A's and B's
  * element offsets too. */
 static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
 {
-	uint32_t w = k == KERN_COOPMAT || pipelines_is_cmk(k) ? 8 : k == KERN_TILED128 || q->dtype == PROTO_F32 ? 4 : 0;
+	uint32_t w = k == KERN_TILED128 || q->dtype == PROTO_F32 ? 4 : 0;
+	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k))
+		w = 8;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
 	return VKG_FLAG_VEC_LOADS;
@@ -262,6 +265,8 @@ static uint64_t gemm_max_k(const rec *r, int k)
 		return 2ull * pipelines_cmk_tile_for(r->rc->pl, k, r->j->req.dtype).bk * VARIANT_MAX_LOOP_TRIPS;
 	if (k == KERN_TILED128 && r->j->req.dtype == PROTO_F32 && r->rc->pl->t128.on)
 		return (uint64_t)r->rc->pl->t128.bk * VARIANT_MAX_LOOP_TRIPS;
+	if (pipelines_is_nv2(k))
+		return (uint64_t)r->rc->pl->nv2[r->j->req.dtype].bk * VARIANT_MAX_LOOP_TRIPS;
 	return variant_max_k(k, r->j->req.dtype);
 }
 
@@ -336,7 +341,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
 		tm = pipelines_t128_bm(r->rc->pl, q->dtype), tn = pipelines_t128_bn(r->rc->pl, q->dtype);
 	if (pipelines_is_nv2(k))
-		tm = CMK_NV2_BM, tn = CMK_NV2_BN;
+		tm = r->rc->pl->nv2[q->dtype].bm, tn = r->rc->pl->nv2[q->dtype].bn;
 	if (pipelines_is_cmk(k))
 		tm = r->rc->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->rc->pl->cmk_bn[pipelines_cmk_tiling(k)];
 	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);

@@ -90,7 +90,7 @@ uint64_t variant_max_k(int kern, proto_dtype dt)
 	case KERN_TILED128: per = dt == PROTO_F32 ? 16 : 8; break;
 	case KERN_COOPMAT: per = 32; break;
 	case KERN_NV2_DW:
-	case KERN_NV2_DX: per = CMK_NV2_BK; break;
+	case KERN_NV2_DX: per = NV2_TILE_MIN_BK; break; /* its tiling's BK is at least this */
 	case KERN_CMK_DW:
 	case KERN_CMK_DX:
 	case KERN_CMK_DW_S:

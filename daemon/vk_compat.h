@@ -63,6 +63,7 @@ typedef struct VkPhysicalDeviceShaderBfloat16FeaturesKHR {
 #define VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME "VK_NV_cooperative_matrix2"
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV ((VkStructureType)1000593000)
 #define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV ((VkStructureType)1000593001)
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV ((VkStructureType)1000593002)
 typedef struct VkPhysicalDeviceCooperativeMatrix2FeaturesNV {
 	VkStructureType sType;
 	void *pNext;
@@ -83,6 +84,13 @@ typedef struct VkCooperativeMatrixFlexibleDimensionsPropertiesNV {
 	VkScopeKHR scope;
 	uint32_t workgroupInvocations;
 } VkCooperativeMatrixFlexibleDimensionsPropertiesNV;
+typedef struct VkPhysicalDeviceCooperativeMatrix2PropertiesNV {
+	VkStructureType sType;
+	void *pNext;
+	uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+	uint32_t cooperativeMatrixFlexibleDimensionsMaxDimension;
+	uint32_t cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+} VkPhysicalDeviceCooperativeMatrix2PropertiesNV;
 typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)(
 	VkPhysicalDevice physicalDevice, uint32_t *pPropertyCount,
 	VkCooperativeMatrixFlexibleDimensionsPropertiesNV *pProperties);

@@ -20,8 +20,14 @@
 // VK_NV_cooperative_matrix2: workgroup-scope matrices (a BM×BN tile of C per
 // workgroup, the driver spreads it over the subgroups and stages the
 // operands as it sees fit), loaded straight from the tensors through
-// tensor layouts whose clamp mode reads zeros outside them and whose stores
-// skip what lies outside, so any shape works without a bounds check here.
+// tensor layouts. Clamped layouts read zeros outside the tensors and their
+// stores skip what lies outside, so any shape works without a bounds check
+// here. With UNCLAMP, a workgroup whose tile lies wholly inside C, when A's
+// and B's rows start on 16 bytes (VKG_FLAG_VEC_LOADS: record.c), reads its
+// whole k steps through plain layouts (no clamping; strides and offsets
+// masked to multiples of 8 so the compiler may see the alignment), UNROLL
+// steps per trip, and only the last partial step through the clamped ones
+// (as llama.cpp's mul_mm_cm2.comp does); UNCLAMP 0 clamps every load.
 // f16 or bf16 operands, f32 accumulators, one conversion to the storage
 // type at the end (accumulate: the old C converted to f32 and added first).
 // A(m, k) = a[a_off + m·sam + k·sak] as in linear_tiled_gemm: A_KMAJOR = 1
@@ -29,13 +35,17 @@
 // tile 0, dW only): A times a BK×DBN matrix of ones, whose first column is
 // the row sums, stored through a one-column layout of d.
 // Sizes are specialization constants: the daemon checks them against the
-// device's vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV.
+// device's vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
+// (daemon/nv2_tile.h; VKGRAD_NV2_TILE chooses them).
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint BM = VKG_TILE_NV2;
-layout(constant_id = 2) const uint BN = VKG_TILE_NV2;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
 layout(constant_id = 3) const uint BK = 32;
 layout(constant_id = 4) const uint A_KMAJOR = 1;
+layout(constant_id = 5) const uint DBN = 16;    // columns of the row-sum product (db)
+layout(constant_id = 6) const uint UNCLAMP = 0; // plain layouts inside C
+layout(constant_id = 7) const uint UNROLL = 1;  // k steps per trip of the unclamped loop
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { ETYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ETYPE b[]; };
@@ -45,7 +55,22 @@ layout(std430, set = 0, binding = 3) buffer BufD { ETYPE d[]; };
 // push constants, flags, bindings: shaders/iface/kernels.h
 layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 
-layout(constant_id = 5) const uint DBN = 16; // columns of the row-sum product (db)
+// One k step at k0: A's BM×BK and B's BK×BN through layouts LA and LB (from
+// element offsets AOFF and BOFF), into acc, and into bias where db is wanted.
+#define NV2_STEP(LA, LB, AOFF, BOFF)                                                              \
+	{                                                                                         \
+		coopmat<ETYPE, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;                      \
+		coopmat<ETYPE, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;                      \
+		if (A_KMAJOR != 0u)                                                               \
+			coopMatLoadTensorNV(ma, a, AOFF, sliceTensorLayoutNV(LA, k0, BK, m0, BM), \
+					    transposed);                                          \
+		else                                                                              \
+			coopMatLoadTensorNV(ma, a, AOFF, sliceTensorLayoutNV(LA, m0, BM, k0, BK)); \
+		coopMatLoadTensorNV(mb, b, BOFF, sliceTensorLayoutNV(LB, k0, BK, n0, BN));        \
+		acc = coopMatMulAdd(ma, mb, acc);                                                 \
+		if (want_d)                                                                       \
+			bias = coopMatMulAdd(ma, ones, bias);                                     \
+	}
 
 void main()
 {
@@ -60,13 +85,10 @@ void main()
 	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ld = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
 	tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 	// A: as stored, (K rows, M columns) when A_KMAJOR (dY for dW), else (M, K)
-	if (A_KMAJOR != 0u) {
-		la = setTensorLayoutDimensionNV(la, pc.K, pc.M);
-		la = setTensorLayoutStrideNV(la, pc.sak, 1);
-	} else {
-		la = setTensorLayoutDimensionNV(la, pc.M, pc.K);
-		la = setTensorLayoutStrideNV(la, pc.sam, 1);
-	}
+	const uint a_rows = A_KMAJOR != 0u ? pc.K : pc.M, a_cols = A_KMAJOR != 0u ? pc.M : pc.K;
+	const uint a_stride = A_KMAJOR != 0u ? pc.sak : pc.sam;
+	la = setTensorLayoutDimensionNV(la, a_rows, a_cols);
+	la = setTensorLayoutStrideNV(la, a_stride, 1);
 	lb = setTensorLayoutDimensionNV(lb, pc.K, pc.N);
 	lb = setTensorLayoutStrideNV(lb, pc.N, 1);
 	lc = setTensorLayoutDimensionNV(lc, pc.M, pc.N);
@@ -80,18 +102,29 @@ void main()
 		coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(0.0);
 	const coopmat<ETYPE, gl_ScopeWorkgroup, BK, DBN, gl_MatrixUseB> ones =
 		coopmat<ETYPE, gl_ScopeWorkgroup, BK, DBN, gl_MatrixUseB>(ETYPE(1.0));
-	for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-		coopmat<ETYPE, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
-		coopmat<ETYPE, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
-		if (A_KMAJOR != 0u)
-			coopMatLoadTensorNV(ma, a, pc.a_off, sliceTensorLayoutNV(la, k0, BK, m0, BM), transposed);
-		else
-			coopMatLoadTensorNV(ma, a, pc.a_off, sliceTensorLayoutNV(la, m0, BM, k0, BK));
-		coopMatLoadTensorNV(mb, b, pc.b_off, sliceTensorLayoutNV(lb, k0, BK, n0, BN));
-		acc = coopMatMulAdd(ma, mb, acc);
-		if (want_d)
-			bias = coopMatMulAdd(ma, ones, bias);
+	uint k0 = 0u;
+	if (UNCLAMP != 0u && (pc.flags & VKG_FLAG_VEC_LOADS) != 0u && m0 + BM <= pc.M && n0 + BN <= pc.N) {
+		// the tile lies inside C, rows start on 16 bytes (multiples of 8)
+		tensorLayoutNV<2> ua = createTensorLayoutNV(2);
+		tensorLayoutNV<2> ub = createTensorLayoutNV(2);
+		const uint a_off8 = pc.a_off & ~7u, b_off8 = pc.b_off & ~7u;
+		ua = setTensorLayoutDimensionNV(ua, a_rows, a_cols);
+		ua = setTensorLayoutStrideNV(ua, a_stride & ~7u, 1);
+		ub = setTensorLayoutDimensionNV(ub, pc.K, pc.N);
+		ub = setTensorLayoutStrideNV(ub, pc.N & ~7u, 1);
+		const uint k_trips = pc.K / (BK * UNROLL);
+		for (uint i = 0u; i < k_trips; i++) {
+			[[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+				NV2_STEP(ua, ub, a_off8, b_off8)
+				k0 += BK;
+			}
+		}
+		for (; k0 + BK <= pc.K; k0 += BK)
+			NV2_STEP(ua, ub, a_off8, b_off8)
 	}
+	// edge tiles, UNCLAMP 0, and the last partial k step: clamped
+	for (; k0 < pc.K; k0 += BK)
+		NV2_STEP(la, lb, pc.a_off, pc.b_off)
 	if (want_d) {
 		if (accum) {
 			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> old;

@@ -69,9 +69,9 @@
 #define VKG_TILE_TILED 64    /* C tile of linear_tiled_gemm and linear_splitk_gemm */
 #define VKG_TILE_TILED128 128
 #define VKG_TILE_COOPMAT 128
-#define VKG_TILE_NV2 128     /* linear_coopmat_nv2_gemm's BM and BN */
-/* (linear_coopmat_khr_gemm's tile is chosen at run time: specialization
- * constants, daemon/pipelines.c) */
+/* (linear_coopmat_khr_gemm's and linear_coopmat_nv2_gemm's tiles are
+ * chosen at run time: specialization constants, daemon/pipelines.c and
+ * daemon/nv2_tile.h) */
 
 /* ---- linear_splitk_reduce: out (+)= Σ_slices part --------------------------- */
 #define VKG_PC_REDUCE(u)                                                       \
