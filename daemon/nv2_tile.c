@@ -85,6 +85,12 @@ static bool divides(const nv2_flex *f, const nv2_tile *t)
 	return f->mg && f->ng && f->kg && t->bm % f->mg == 0 && t->bn % f->ng == 0 && t->bk % f->kg == 0;
 }
 
+/* THREADS 0 takes 256 where an entry that fits has it, else the most. */
+static uint32_t nv2_rank(uint32_t threads)
+{
+	return threads == 256 ? UINT32_MAX : threads;
+}
+
 /* The entry of o that t runs on, or -1; *why: what failed. */
 static int nv2_tile_entry(const nv2_tile *t, const nv2_offer *o, const char **why)
 {
@@ -95,7 +101,8 @@ static int nv2_tile_entry(const nv2_tile *t, const nv2_offer *o, const char **wh
 		if (!divides(f, t))
 			continue;
 		any_div = true;
-		if (t->threads ? f->threads == t->threads : best < 0 || f->threads == 256)
+		const bool better = best < 0 || nv2_rank(f->threads) > nv2_rank(o->flex[best].threads);
+		if (t->threads ? f->threads == t->threads : better)
 			best = (int)i;
 	}
 	if (best < 0)

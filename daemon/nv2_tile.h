@@ -5,8 +5,8 @@
  * turned into the pipeline's specialization constants.
  *
  * VKGRAD_NV2_TILE="BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL]]": a BM×BN tile of C
- * per workgroup of THREADS invocations (0: the device's entry, 256 where it
- * lists one), k steps of BK; UNCLAMP 1: workgroups whose tile lies wholly
+ * per workgroup of THREADS invocations (0: the device's choice, 256 where it
+ * lists that for granularities dividing the tile, else the most), k steps of BK; UNCLAMP 1: workgroups whose tile lies wholly
  * inside C read A and B through plain (unclamped) tensor layouts with
  * 16-byte-aligned strides, the clamped ones only for the last partial k
  * step and for edge tiles; UNROLL (1, 2, 4 or 8): k steps per trip of that
@@ -63,7 +63,7 @@ int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen);
 
 /* Fit t to what the device offers for one dtype (`dtype`: its name, for
  * err): an entry whose granularities divide BM, BN and BK and whose
- * workgroup is THREADS (THREADS 0: 256 where listed, else the first that
+ * workgroup is THREADS (THREADS 0: 256 where listed, else the largest that
  * fits), within the device's limits. Fills t->threads and t->dbn. Returns
  * 0, or -1 with err naming `name` (the variable, or "the default tiling"),
  * the value and the reason. */

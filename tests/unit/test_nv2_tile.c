@@ -188,6 +188,32 @@ static void test_fit_limits(void **state)
 	assert_non_null(strstr(err, "workgroups up to 1024, dimensions up to 128"));
 }
 
+/* The H200's list for f16 and for bf16 (driver 580.159.04, read on the
+ * machine 2026-12-03: measurements/h200-2026-12-03/nv2-flexible-dims.txt):
+ * workgroups of 32 and 64 at 16x16x16, 128 at 32x16x16, 256 at 32x32x16;
+ * cooperativeMatrixWorkgroupScopeMaxWorkgroupSize 256, flexible dimensions
+ * up to 1024. */
+static void test_fit_h200(void **state)
+{
+	(void)state;
+	const nv2_offer o = {.flex = {{16, 16, 16, 32}, {16, 16, 16, 64}, {32, 16, 16, 128}, {32, 32, 16, 256}},
+			     .n = 4,
+			     .max_threads = 256,
+			     .max_dim = 1024,
+			     .wg_max = 1024};
+	/* the kernel as first measured: 256 threads, db through 32 columns */
+	expect_fit(NV2_TILE_DEFAULT, o, 256, 32);
+	expect_fit("128x256x64x256x1x8", o, 256, 32); /* llama.cpp's large coopmat2 tile */
+	expect_fit("128x128x32x128x1x4", o, 128, 16);
+	expect_fit("64x64x64x128x1x8", o, 128, 16);
+	expect_fit("64x64x32x64", o, 64, 16);
+	/* 48 rows: only the 16-granular entries (32 and 64 threads) */
+	expect_fit("48x64x32x0", o, 64, 16);
+	expect_misfit("48x64x32x256", o, "no workgroup of THREADS invocations");
+	expect_misfit("128x128x32x512", o, "no workgroup of THREADS invocations");
+	expect_misfit("128x128x32x1024", o, "no workgroup of THREADS invocations");
+}
+
 static void test_spec(void **state)
 {
 	(void)state;
@@ -218,6 +244,7 @@ int main(void)
 		cmocka_unit_test(test_parse_out_of_range),
 		cmocka_unit_test(test_fit_granularity_and_threads),
 		cmocka_unit_test(test_fit_limits),
+		cmocka_unit_test(test_fit_h200),
 		cmocka_unit_test(test_spec),
 	};
 	return cmocka_run_group_tests_name("nv2_tile", tests, NULL, NULL);

@@ -1,0 +1,141 @@
+/* tests/integration/test_nv2_knob.c — VKGRAD_NV2_TILE at daemon start
+ * (daemon/nv2_tile.h; its parsing and fitting are unit-tested in
+ * tests/unit/test_nv2_tile.c).
+ *
+ * A malformed value, or one outside the kernel's ranges, stops the daemon
+ * at start on any device, its log naming the variable, the value, what is
+ * wrong and the accepted form; the same directory then serves. A good
+ * value: on a device without linear_coopmat_nv2_gemm (lavapipe) the log
+ * says it is ignored, on one with it the log names the tiling taken; either
+ * way the daemon serves a job checked against float64. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon_proc.h"
+#include "jobcase.h"
+#include "vkgrad.h"
+
+/* One f32 full backward (dW, db, dX) at shape 33x65x17, accumulate, checked
+ * against the float64 reference. */
+static void serves_a_job(const daemon_proc *d)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(d->sock, &err);
+	assert_non_null(c);
+	jobcase jc;
+	jobcase_init(&jc, 33, 65, 17, JC_ALL, true);
+	jobcase_layout(&jc);
+	uint64_t reg;
+	void *map = vkg_region_create(c, jc.size[0], &reg, &err);
+	assert_non_null(map);
+	assert_int_equal(jobcase_fill(&jc, &map, 77), 0);
+	vkg_job j = jobcase_job(&jc, &reg);
+	vkg_result r;
+	char why[320];
+	if (vkg_linear_backward(c, &j, &r, &err) != 0)
+		fail_msg("job: %s: %s", err.code, err.message);
+	if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("job: %s", why);
+	assert_int_equal(vkg_region_destroy(c, reg, map, jc.size[0], &err), 0);
+	jobcase_free(&jc);
+	vkg_close(c);
+}
+
+static void test_bad_values_refused(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *value, *fault;
+	} bad[] = {
+		{"", "not a list of numbers"},
+		{"fast", "not a list of numbers"},
+		{"128x128x32", "fewer than 4 numbers"},
+		{"128x128x32x256x1x2x3", "more than 6 numbers"},
+		{"128x128x32x256 ", "not a list of numbers"},
+		{"128x128x32x99999", "a number above 4096"},
+		{"100x128x32x256", "BM and BN must be multiples of 16 from 16 to 256"},
+		{"128x512x32x256", "BM and BN must be"},
+		{"128x128x8x256", "BK must be a multiple of 16 from 16 to 128"},
+		{"128x128x32x100", "THREADS must be 0"},
+		{"128x128x32x256x2", "UNCLAMP must be 0 or 1"},
+		{"128x128x32x256x1x3", "UNROLL must be 1, 2, 4 or 8"},
+	};
+	daemon_proc d;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(daemon_proc_init(&d), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char log[160], want[128];
+		snprintf(log, sizeof(log), "%s/bad%zu.log", d.dir, i);
+		const char *args[] = {"--socket", d.sock, "--cache-dir", d.cache, NULL};
+		assert_int_equal(setenv("VKGRAD_NV2_TILE", bad[i].value, 1), 0);
+		int ws = daemon_proc_run(args, log, 60000);
+		assert_int_equal(unsetenv("VKGRAD_NV2_TILE"), 0);
+		FILE *f = fopen(log, "r");
+		assert_non_null(f);
+		static char text[1 << 16];
+		size_t len = fread(text, 1, sizeof(text) - 1, f);
+		text[len] = 0;
+		fclose(f);
+		snprintf(want, sizeof(want), "VKGRAD_NV2_TILE='%s'", bad[i].value);
+		if (ws == -1 || !WIFEXITED(ws) || WEXITSTATUS(ws) == 0 || !strstr(text, want) ||
+		    !strstr(text, bad[i].fault) ||
+		    !strstr(text, "the accepted form is BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL]]"))
+			fail_msg("VKGRAD_NV2_TILE='%s': wait status %d, log:\n%s", bad[i].value, ws, text);
+		unlink(log);
+	}
+	/* the same directory then serves */
+	assert_int_equal(daemon_proc_start(&d, NULL, NULL), 0);
+	serves_a_job(&d);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+static void test_good_value(void **state)
+{
+	(void)state;
+	static const char *const env[] = {"VKGRAD_NV2_TILE=128x256x64x256x1x8", NULL};
+	daemon_proc d;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
+	vkg_error err;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	vkg_info info;
+	assert_int_equal(vkg_hello(c, "test_nv2_knob", &info, &err), 0);
+	bool nv2 = false;
+	for (unsigned i = 0; i < info.n_kernels; i++)
+		nv2 |= strcmp(info.kernels[i].name, "linear_coopmat_nv2_gemm") == 0;
+	vkg_close(c);
+	if (nv2) {
+		printf("linear_coopmat_nv2_gemm served: the log must name the tiling\n");
+		assert_true(daemon_proc_log_contains(&d, "VKGRAD_NV2_TILE: linear_coopmat_nv2_gemm"));
+		assert_true(daemon_proc_log_contains(&d, "with 128x256 tiles, k steps of 64, 256 threads, "
+						      "unclamped loads inside C, 8 k step(s) per trip"));
+	} else {
+		printf("no linear_coopmat_nv2_gemm here: the value must be ignored, said so\n");
+		assert_true(daemon_proc_log_contains(
+			&d, "VKGRAD_NV2_TILE='128x256x64x256x1x8': this device serves linear_coopmat_nv2_gemm "
+			    "for no dtype; ignored"));
+	}
+	serves_a_job(&d);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_values_refused),
+		cmocka_unit_test(test_good_value),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	return rc + daemon_proc_failures;
+}
