@@ -19,13 +19,15 @@ static const char *nv2_tile_fault(const nv2_tile *t)
 		return "UNCLAMP must be 0 or 1";
 	if (t->unroll != 1 && t->unroll != 2 && t->unroll != 4 && t->unroll != 8)
 		return "UNROLL must be 1, 2, 4 or 8";
+	if (t->db_apart > 1)
+		return "DBAPART must be 0 or 1";
 	return NULL;
 }
 
 int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	uint32_t v[6] = {0, 0, 0, 0, 0, 1};
+	uint32_t v[7] = {0, 0, 0, 0, 0, 1, 0};
 	unsigned n = 0;
 	const char *p = s ? s : "";
 	const char *fault = NULL;
@@ -37,8 +39,8 @@ int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen)
 		}
 		errno = 0;
 		unsigned long x = strtoul(p, &end, 10);
-		if (errno || x > 4096 || n >= 6) {
-			fault = n >= 6 ? "more than 6 numbers" : "a number above 4096";
+		if (errno || x > 4096 || n >= 7) {
+			fault = n >= 7 ? "more than 7 numbers" : "a number above 4096";
 			break;
 		}
 		v[n++] = (uint32_t)x;
@@ -53,7 +55,7 @@ int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen)
 	if (!fault && n < 4)
 		fault = "fewer than 4 numbers";
 	if (!fault) {
-		*t = (nv2_tile){v[0], v[1], v[2], v[3], v[4], v[5], 0};
+		*t = (nv2_tile){v[0], v[1], v[2], v[3], v[4], v[5], v[6], 0};
 		fault = nv2_tile_fault(t);
 	}
 	if (fault) {
@@ -138,8 +140,8 @@ int nv2_tile_fit(nv2_tile *t, const nv2_offer *o, const char *name, const char *
 
 void nv2_spec_fill(nv2_spec *c, const nv2_tile *t, bool a_kmajor)
 {
-	const uint32_t v[NV2_SPECS] = {t->threads, t->bm,  t->bn,      t->bk, a_kmajor ? 1u : 0u,
-				       t->dbn,     t->unclamp, t->unroll};
+	const uint32_t v[NV2_SPECS] = {t->threads, t->bm,     t->bn,     t->bk,      a_kmajor ? 1u : 0u,
+				       t->dbn,     t->unclamp, t->unroll, t->db_apart};
 	for (uint32_t i = 0; i < NV2_SPECS; i++) {
 		c->v[i] = v[i];
 		c->map[i] = (VkSpecializationMapEntry){i, i * 4, 4};

@@ -4,13 +4,17 @@
  * vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV, and
  * turned into the pipeline's specialization constants.
  *
- * VKGRAD_NV2_TILE="BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL]]": a BM×BN tile of C
+ * VKGRAD_NV2_TILE="BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]]": a BM×BN tile of C
  * per workgroup of THREADS invocations (0: the device's choice, 256 where it
  * lists that for granularities dividing the tile, else the most), k steps of BK; UNCLAMP 1: workgroups whose tile lies wholly
  * inside C read A and B through plain (unclamped) tensor layouts with
  * 16-byte-aligned strides, the clamped ones only for the last partial k
  * step and for edge tiles; UNROLL (1, 2, 4 or 8): k steps per trip of that
- * unclamped loop. Unset: NV2_TILE_DEFAULT (the kernel as first measured:
+ * unclamped loop; DBAPART 1: db (dW's row sums) in workgroups of its own,
+ * one column past C's tiles, instead of in C's first column of tiles
+ * (whose workgroups then carry no row-sum accumulator: fewer registers for
+ * all of them, as every workgroup is compiled for the fused case). Unset:
+ * NV2_TILE_DEFAULT (the kernel as first measured:
  * 128x128x32, clamped everywhere). The shader declares no shared memory of
  * its own; the driver reserves what its workgroup-scope matrices need. */
 #ifndef VKG_DAEMON_NV2_TILE_H
@@ -23,10 +27,10 @@
 #include "vk_compat.h"
 
 #define NV2_TILE_ENV "VKGRAD_NV2_TILE"
-#define NV2_TILE_DEFAULT "128x128x32x0x0x1"
+#define NV2_TILE_DEFAULT "128x128x32x0x0x1x0"
 #define NV2_TILE_FORM                                                                          \
-	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL]], e.g. 128x128x32x256 or 128x256x64x256x1x2 (see " \
-	"daemon/nv2_tile.h)"
+	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]], e.g. 128x128x32x256 or 128x256x64x256x1x8x1 " \
+	"(see daemon/nv2_tile.h)"
 /* the smallest k step it takes (variant_max_k's bound holds for any) */
 #define NV2_TILE_MIN_BK 16u
 /* workgroup-scope entries kept per dtype */
@@ -49,7 +53,7 @@ typedef struct nv2_offer {
 } nv2_offer;
 
 typedef struct nv2_tile {
-	uint32_t bm, bn, bk, threads, unclamp, unroll;
+	uint32_t bm, bn, bk, threads, unclamp, unroll, db_apart;
 	uint32_t dbn; /* columns of the row-sum product (db): 16 rounded up to the N granularity */
 } nv2_tile;
 
@@ -70,9 +74,9 @@ int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen);
 int nv2_tile_fit(nv2_tile *t, const nv2_offer *o, const char *name, const char *value, const char *dtype,
 		 char *err, size_t errlen);
 
-/* linear_coopmat_nv2_gemm's specialization constants (constant_id 0..7:
- * THREADS, BM, BN, BK, A_KMAJOR, DBN, UNCLAMP, UNROLL). */
-#define NV2_SPECS 8
+/* linear_coopmat_nv2_gemm's specialization constants (constant_id 0..8:
+ * THREADS, BM, BN, BK, A_KMAJOR, DBN, UNCLAMP, UNROLL, DB_APART). */
+#define NV2_SPECS 9
 typedef struct nv2_spec {
 	uint32_t v[NV2_SPECS];
 	VkSpecializationMapEntry map[NV2_SPECS];

@@ -340,11 +340,16 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	uint64_t tn = tm;
 	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
 		tm = pipelines_t128_bm(r->rc->pl, q->dtype), tn = pipelines_t128_bn(r->rc->pl, q->dtype);
-	if (pipelines_is_nv2(k))
-		tm = r->rc->pl->nv2[q->dtype].bm, tn = r->rc->pl->nv2[q->dtype].bn;
+	/* coopmat_nv2 with DBAPART: db by a column of workgroups past C's tiles */
+	uint64_t db_col = 0;
+	if (pipelines_is_nv2(k)) {
+		const nv2_tile *t = &r->rc->pl->nv2[q->dtype];
+		tm = t->bm, tn = t->bn;
+		db_col = t->db_apart && !for_dx && q->t[PROTO_T_DW].present && q->t[PROTO_T_DB].present;
+	}
 	if (pipelines_is_cmk(k))
 		tm = r->rc->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->rc->pl->cmk_bn[pipelines_cmk_tiling(k)];
-	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
+	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn + db_col, (m + tm - 1) / tm, tm * tn);
 }
 
 /* Split-K for dW (+ db), or for dX: each slice of the reduction (dW: the

@@ -31,9 +31,11 @@
 // f16 or bf16 operands, f32 accumulators, one conversion to the storage
 // type at the end (accumulate: the old C converted to f32 and added first).
 // A(m, k) = a[a_off + m·sam + k·sak] as in linear_tiled_gemm: A_KMAJOR = 1
-// reads A = dYᵀ (dW) through a transposed view of dY. db (flag 2, column
-// tile 0, dW only): A times a BK×DBN matrix of ones, whose first column is
-// the row sums, stored through a one-column layout of d.
+// reads A = dYᵀ (dW) through a transposed view of dY. db (flag 2, dW
+// only): A times a BK×DBN matrix of ones, whose first column is the row
+// sums, stored through a one-column layout of d; by C's first column of
+// tiles, or with DB_APART by workgroups of their own, one column past C's
+// tiles (the only column when C is not written: record.c dispatches it).
 // Sizes are specialization constants: the daemon checks them against the
 // device's vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
 // (daemon/nv2_tile.h; VKGRAD_NV2_TILE chooses them).
@@ -46,6 +48,7 @@ layout(constant_id = 4) const uint A_KMAJOR = 1;
 layout(constant_id = 5) const uint DBN = 16;    // columns of the row-sum product (db)
 layout(constant_id = 6) const uint UNCLAMP = 0; // plain layouts inside C
 layout(constant_id = 7) const uint UNROLL = 1;  // k steps per trip of the unclamped loop
+layout(constant_id = 8) const uint DB_APART = 0; // db in workgroups of its own
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { ETYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ETYPE b[]; };
@@ -72,11 +75,29 @@ layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 			bias = coopMatMulAdd(ma, ones, bias);                                     \
 	}
 
+// Store the row sums (first column of SUMS) into d's rows m0.., added to
+// what d holds when accumulating.
+#define NV2_STORE_D(SUMS)                                                                             \
+	{                                                                                             \
+		if (accum) {                                                                          \
+			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> old;      \
+			coopMatLoadTensorNV(old, d, pc.d_off, sliceTensorLayoutNV(ld, m0, BM, 0, DBN)); \
+			SUMS += coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(old); \
+		}                                                                                     \
+		coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> out_d =           \
+			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(SUMS);    \
+		coopMatStoreTensorNV(out_d, d, pc.d_off, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));    \
+	}
+
 void main()
 {
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
-	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN;
-	const bool want_d = (pc.flags & VKG_FLAG_WRITE_D) != 0u && n0 == 0u && A_KMAJOR != 0u;
+	const uint col = pc.n_base + gl_WorkGroupID.x;
+	const uint n0 = col * BN;
+	const bool want_db = (pc.flags & VKG_FLAG_WRITE_D) != 0u && A_KMAJOR != 0u;
+	const bool db_only = DB_APART != 0u && want_db &&
+			     (col == (pc.N + BN - 1u) / BN || (pc.flags & VKG_FLAG_WRITE_C) == 0u);
+	const bool want_d = DB_APART == 0u && want_db && n0 == 0u;
 	const bool accum = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
 
 	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
@@ -96,12 +117,21 @@ void main()
 	ld = setTensorLayoutDimensionNV(ld, pc.M, 1);
 	ld = setTensorLayoutStrideNV(ld, 1, 1);
 
-	coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
-		coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
 	coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> bias =
 		coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(0.0);
 	const coopmat<ETYPE, gl_ScopeWorkgroup, BK, DBN, gl_MatrixUseB> ones =
 		coopmat<ETYPE, gl_ScopeWorkgroup, BK, DBN, gl_MatrixUseB>(ETYPE(1.0));
+	if (db_only) { // DB_APART: this workgroup sums A's rows m0.. and nothing else
+		for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+			coopmat<ETYPE, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
+			coopMatLoadTensorNV(ma, a, pc.a_off, sliceTensorLayoutNV(la, k0, BK, m0, BM), transposed);
+			bias = coopMatMulAdd(ma, ones, bias);
+		}
+		NV2_STORE_D(bias)
+		return;
+	}
+	coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+		coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
 	uint k0 = 0u;
 	if (UNCLAMP != 0u && (pc.flags & VKG_FLAG_VEC_LOADS) != 0u && m0 + BM <= pc.M && n0 + BN <= pc.N) {
 		// the tile lies inside C, rows start on 16 bytes (multiples of 8)
@@ -125,16 +155,8 @@ void main()
 	// edge tiles, UNCLAMP 0, and the last partial k step: clamped
 	for (; k0 < pc.K; k0 += BK)
 		NV2_STEP(la, lb, pc.a_off, pc.b_off)
-	if (want_d) {
-		if (accum) {
-			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> old;
-			coopMatLoadTensorNV(old, d, pc.d_off, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
-			bias += coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(old);
-		}
-		coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> out_d =
-			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(bias);
-		coopMatStoreTensorNV(out_d, d, pc.d_off, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
-	}
+	if (want_d)
+		NV2_STORE_D(bias)
 	if ((pc.flags & VKG_FLAG_WRITE_C) == 0u)
 		return;
 	if (accum) {

@@ -60,7 +60,7 @@ static void test_bad_values_refused(void **state)
 		{"", "not a list of numbers"},
 		{"fast", "not a list of numbers"},
 		{"128x128x32", "fewer than 4 numbers"},
-		{"128x128x32x256x1x2x3", "more than 6 numbers"},
+		{"128x128x32x256x1x2x1x0", "more than 7 numbers"},
 		{"128x128x32x256 ", "not a list of numbers"},
 		{"128x128x32x99999", "a number above 4096"},
 		{"100x128x32x256", "BM and BN must be multiples of 16 from 16 to 256"},
@@ -69,6 +69,7 @@ static void test_bad_values_refused(void **state)
 		{"128x128x32x100", "THREADS must be 0"},
 		{"128x128x32x256x2", "UNCLAMP must be 0 or 1"},
 		{"128x128x32x256x1x3", "UNROLL must be 1, 2, 4 or 8"},
+		{"128x128x32x256x1x2x3", "DBAPART must be 0 or 1"},
 	};
 	daemon_proc d;
 	memset(&d, 0, sizeof(d));
@@ -89,7 +90,7 @@ static void test_bad_values_refused(void **state)
 		snprintf(want, sizeof(want), "VKGRAD_NV2_TILE='%s'", bad[i].value);
 		if (ws == -1 || !WIFEXITED(ws) || WEXITSTATUS(ws) == 0 || !strstr(text, want) ||
 		    !strstr(text, bad[i].fault) ||
-		    !strstr(text, "the accepted form is BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL]]"))
+		    !strstr(text, "the accepted form is BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]]"))
 			fail_msg("VKGRAD_NV2_TILE='%s': wait status %d, log:\n%s", bad[i].value, ws, text);
 		unlink(log);
 	}
@@ -102,7 +103,7 @@ static void test_bad_values_refused(void **state)
 static void test_good_value(void **state)
 {
 	(void)state;
-	static const char *const env[] = {"VKGRAD_NV2_TILE=128x256x64x256x1x8", NULL};
+	static const char *const env[] = {"VKGRAD_NV2_TILE=128x256x64x256x1x8x1", NULL};
 	daemon_proc d;
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
@@ -119,11 +120,12 @@ static void test_good_value(void **state)
 		printf("linear_coopmat_nv2_gemm served: the log must name the tiling\n");
 		assert_true(daemon_proc_log_contains(&d, "VKGRAD_NV2_TILE: linear_coopmat_nv2_gemm"));
 		assert_true(daemon_proc_log_contains(&d, "with 128x256 tiles, k steps of 64, 256 threads, "
-						      "unclamped loads inside C, 8 k step(s) per trip"));
+						      "unclamped loads inside C, 8 k step(s) per trip; db "
+						      "through 32 columns in workgroups of its own"));
 	} else {
 		printf("no linear_coopmat_nv2_gemm here: the value must be ignored, said so\n");
 		assert_true(daemon_proc_log_contains(
-			&d, "VKGRAD_NV2_TILE='128x256x64x256x1x8': this device serves linear_coopmat_nv2_gemm "
+			&d, "VKGRAD_NV2_TILE='128x256x64x256x1x8x1': this device serves linear_coopmat_nv2_gemm "
 			    "for no dtype; ignored"));
 	}
 	serves_a_job(&d);

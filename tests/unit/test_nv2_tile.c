@@ -17,7 +17,7 @@
 #include "nv2_tile.h"
 
 static void expect_tile(const char *s, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t threads,
-			uint32_t unclamp, uint32_t unroll)
+			uint32_t unclamp, uint32_t unroll, uint32_t db_apart)
 {
 	nv2_tile t;
 	char err[512] = "";
@@ -29,17 +29,20 @@ static void expect_tile(const char *s, uint32_t bm, uint32_t bn, uint32_t bk, ui
 	assert_int_equal(t.threads, threads);
 	assert_int_equal(t.unclamp, unclamp);
 	assert_int_equal(t.unroll, unroll);
+	assert_int_equal(t.db_apart, db_apart);
 }
 
 static void test_parse_good(void **state)
 {
 	(void)state;
-	expect_tile("128x128x32x256", 128, 128, 32, 256, 0, 1);
-	expect_tile(NV2_TILE_DEFAULT, 128, 128, 32, 0, 0, 1);
-	expect_tile("128x256x64x256x1", 128, 256, 64, 256, 1, 1);
-	expect_tile("256x128x32x512x1x8", 256, 128, 32, 512, 1, 8);
-	expect_tile("16x16x16x32x0x2", 16, 16, 16, 32, 0, 2);
-	expect_tile("64x64x128x0x1x4", 64, 64, 128, 0, 1, 4);
+	expect_tile("128x128x32x256", 128, 128, 32, 256, 0, 1, 0);
+	expect_tile(NV2_TILE_DEFAULT, 128, 128, 32, 0, 0, 1, 0);
+	expect_tile("128x256x64x256x1", 128, 256, 64, 256, 1, 1, 0);
+	expect_tile("256x128x32x512x1x8", 256, 128, 32, 512, 1, 8, 0);
+	expect_tile("16x16x16x32x0x2", 16, 16, 16, 32, 0, 2, 0);
+	expect_tile("64x64x128x0x1x4", 64, 64, 128, 0, 1, 4, 0);
+	expect_tile("128x256x64x256x1x8x1", 128, 256, 64, 256, 1, 8, 1);
+	expect_tile("128x128x32x0x0x1x1", 128, 128, 32, 0, 0, 1, 1);
 }
 
 static void expect_refused(const char *s, const char *fault)
@@ -51,7 +54,7 @@ static void expect_refused(const char *s, const char *fault)
 		fail_msg("'%s' accepted", s ? s : "(null)");
 	snprintf(want, sizeof(want), "VKGRAD_NV2_TILE='%s'", s ? s : "");
 	if (!strstr(err, want) || !strstr(err, fault) ||
-	    !strstr(err, "the accepted form is BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL]]"))
+	    !strstr(err, "the accepted form is BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]]"))
 		fail_msg("'%s': wanted '%s' and '%s' in: %s", s ? s : "(null)", want, fault, err);
 	assert_int_equal(t.bm, 0); /* nothing half-filled */
 	assert_int_equal(t.unroll, 0);
@@ -64,7 +67,7 @@ static void test_parse_malformed(void **state)
 	expect_refused("", "not a list of numbers");
 	expect_refused("big", "not a list of numbers");
 	expect_refused("128x128x32", "fewer than 4 numbers");
-	expect_refused("128x128x32x256x1x2x3", "more than 6 numbers");
+	expect_refused("128x128x32x256x1x2x1x0", "more than 7 numbers");
 	expect_refused("128x128x32x256 ", "not a list of numbers");
 	expect_refused("128x128x32x256x", "not a list of numbers");
 	expect_refused("128x128x-32x256", "not a list of numbers");
@@ -87,6 +90,7 @@ static void test_parse_out_of_range(void **state)
 	expect_refused("128x128x32x256x1x3", "UNROLL must be 1, 2, 4 or 8");
 	expect_refused("128x128x32x256x1x0", "UNROLL must be");
 	expect_refused("128x128x32x256x1x16", "UNROLL must be");
+	expect_refused("128x128x32x256x1x2x2", "DBAPART must be 0 or 1");
 }
 
 /* a device that lists 16x16x16 at 128 and 256 invocations and 32x32x32 at
@@ -219,10 +223,10 @@ static void test_spec(void **state)
 	(void)state;
 	nv2_tile t;
 	char err[512];
-	assert_int_equal(fit("128x256x64x0x1x4", offer(), &t, err, sizeof(err)), 0);
+	assert_int_equal(fit("128x256x64x0x1x4x1", offer(), &t, err, sizeof(err)), 0);
 	nv2_spec c;
 	nv2_spec_fill(&c, &t, true);
-	const uint32_t want[NV2_SPECS] = {256, 128, 256, 64, 1, 16, 1, 4};
+	const uint32_t want[NV2_SPECS] = {256, 128, 256, 64, 1, 16, 1, 4, 1};
 	for (uint32_t i = 0; i < NV2_SPECS; i++) {
 		assert_int_equal(c.v[i], want[i]);
 		assert_int_equal(c.map[i].constantID, i);
