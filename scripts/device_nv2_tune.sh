@@ -8,7 +8,8 @@
 # `bench --kernels` against that daemon for a large and a small layer, f16
 # and bf16; then the tile-edge check (device_coopmat_check.sh, variant
 # coopmat_nv2) under the tilings in $CHECK, and 16384x8192x8192 under those
-# in $BIG; last, the lines side by side, fastest first.
+# in $BIG; last, the lines side by side, fastest first (with coopmat_khr's,
+# timed by the first tiling's daemon, as "ref:coopmat_khr").
 #   [CHECK="T..."] [BIG="T..."] [OUT=DIR] device_nv2_tune.sh [TILING...]
 # Files in $OUT (five): tilings.jsonl (bench lines, each with its "tiling"),
 # big.jsonl, regs.log (the daemons' nv2 lines), checks.log, clocks.csv.
@@ -61,16 +62,17 @@ nv2lines() {
 	grep -E "cooperative_matrix2|NV2_TILE|coopmat_nv2|nv2_gemm" $d/log | grep -v "client pid" |
 		sed 's/^vkgradd: //; s/Binary Size=[0-9]*; //; s/Local Memory Size=[0-9]*; //; s/Stack Size=[0-9]*; //'
 }
-# bench T FILE SHAPES: bench --kernels lines of tiling T against daemon $d, each tagged with T
+# bench T FILE SHAPES [VARIANTS]: bench --kernels lines of tiling T against
+# daemon $d, each tagged with T (another variant's lines: with "ref:VARIANT")
 bench() {
 	timeout 120 $B/bin/vkgrad --socket $d/s bench --kernels --json --shapes "$3" --dtypes f16,bf16 \
-		--variants coopmat_nv2 > $d/b.jsonl 2>&1
+		--variants ${4:-coopmat_nv2} > $d/b.jsonl 2>&1
 	echo "  bench rc=$?"
 	sum $d/b.jsonl
 	python3 -c '
 import json,sys
 for l in open(sys.argv[1]):
-    try: j=json.loads(l); j["tiling"]=sys.argv[2]; print(json.dumps(j))
+    try: j=json.loads(l); v=j.get("variant","coopmat_nv2"); j["tiling"]=sys.argv[2] if v=="coopmat_nv2" else "ref:"+v; print(json.dumps(j))
     except Exception: print(json.dumps({"tiling":sys.argv[2],"error":l.strip()[:300]}))
 ' $d/b.jsonl "$1" >> "$2" 2>/dev/null || cat $d/b.jsonl >> "$2"
 }
@@ -83,7 +85,8 @@ for t in $TILINGS; do
 		echo "=== tiling $t" >> $O/regs.log; nv2lines >> $O/regs.log
 		if [ $first = 1 ]; then nv2lines | grep "for f16\|for bf16\|matrix extensions" | cut -c1-400; first=0; fi
 		nv2lines | grep -E "pipeline linear_coopmat_nv2|VKGRAD_NV2_TILE" | cut -c1-220
-		bench $t $O/tilings.jsonl "8192,4096,4096;2048,1024,1024"
+		# the first tiling's daemon also times coopmat_khr, for reference in the same run
+		bench $t $O/tilings.jsonl "8192,4096,4096;2048,1024,1024" coopmat_nv2${ref-,coopmat_khr}; ref=""
 	else
 		echo "  daemon did not start:"; grep -E "error|NV2|nv2" $d/log | tail -3 | cut -c1-600
 		echo "=== tiling $t (no daemon)" >> $O/regs.log; tail -5 $d/log >> $O/regs.log
