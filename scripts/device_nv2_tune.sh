@@ -14,23 +14,24 @@
 # Files in $OUT (five): tilings.jsonl (bench lines, each with its "tiling"),
 # big.jsonl, regs.log (the daemons' nv2 lines), checks.log, clocks.csv.
 #
-# The default tilings (16, about 12 s each on the H200; about 5 min in all
-# with the checks), for what the H200 lists (measurements/h200-2026-12-03/
-# nv2-flexible-dims.txt: 256 invocations at most, 32x32x16 granularity at
-# 256, 32x16x16 at 128): the kernel as first measured, then one change at
-# a time -- unclamped interior loads, unrolled k loops, BK 64, llama.cpp's
-# coopmat2 tiles (ggml-vulkan.cpp for coopmat2: 256 threads with 128x128 and
-# 128x256, 128 threads with 64x64, all BK 64, 8 k steps per trip of its
-# unclamped loop) clamped and unclamped, db in workgroups of its own
-# (DBAPART: dW's tiles without the row-sum accumulator), their transpose
-# 256x128, BK 128 and BK 16, 128 threads, and 64x128 tiles (more
-# workgroups for 2048x1024x1024, whose dW has 64 tiles of 128x128 for 132
-# SMs). The checks cover both db paths, unroll 4 and 8, BN 256 and BK 64.
+# The default tilings (18; device_cmk_tune.sh took about 8 s a tiling on
+# the H200, 2.5 min in all with its checks, so about 4 min here) suit what
+# the H200 lists (measurements/h200-2026-12-03/nv2-flexible-dims.txt: 256
+# invocations at most, 32x32x16 granularity at 256, 32x16x16 at 128): the
+# kernel as first measured, then one change at a time -- unclamped interior
+# loads, unrolled k loops, BK 64, llama.cpp's coopmat2 tiles (ggml-vulkan.cpp
+# for coopmat2: 256 threads with 128x128 and 128x256, 128 threads with
+# 64x64, all BK 64, 8 k steps per trip of its unclamped loop) clamped and
+# unclamped, db in workgroups of its own (DBAPART: dW's tiles without the
+# row-sum accumulator), their transpose 256x128, BK 128 and BK 16, 128
+# threads, and 64x128 tiles (more workgroups for 2048x1024x1024, whose dW
+# has 64 tiles of 128x128 for 132 SMs). The checks cover both db paths,
+# unroll 4 and 8, BN 256 and BK 64.
 B=$(dirname "$0"); O=${OUT:-/tmp}
 TILINGS=${*:-"128x128x32x256 128x128x32x256x1x1 128x128x32x256x1x4 128x128x32x256x1x4x1
-128x128x64x256x1x8 128x256x64x256x0x1 128x256x64x256x1x8 128x256x64x256x1x8x1 128x256x32x256x1x4
-256x128x64x256x1x8 256x128x32x256x1x4x1 128x128x128x256x1x2 128x128x16x256x1x8 128x128x32x128x1x4
-64x128x64x128x1x8 64x64x64x128x1x8"}
+128x128x64x256x1x8 128x128x64x256x1x8x1 128x256x64x256x0x1 128x256x64x256x1x8 128x256x64x256x1x8x1
+128x256x32x256x1x4 256x128x64x256x1x8 256x128x64x256x1x8x1 256x128x32x256x1x4x1 128x128x128x256x1x2
+128x128x16x256x1x8 128x128x32x128x1x4 64x128x64x128x1x8 64x64x64x128x1x8"}
 CHECK=${CHECK-"128x128x32x256x1x4x1 128x256x64x256x1x8"}
 BIG=${BIG-"128x128x32x256 128x256x64x256x1x8x1"}
 C=$(mktemp -d) # one pipeline cache for every daemon: only the nv2 pipelines compile again
