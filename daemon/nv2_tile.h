@@ -14,8 +14,7 @@
  * one column past C's tiles, instead of in C's first column of tiles
  * (whose workgroups then carry no row-sum accumulator: fewer registers for
  * all of them, as every workgroup is compiled for the fused case). Unset:
- * NV2_TILE_DEFAULT (the kernel as first measured:
- * 128x128x32, clamped everywhere). The shader declares no shared memory of
+ * NV2_TILE_DEFAULT. The shader declares no shared memory of
  * its own; the driver reserves what its workgroup-scope matrices need. */
 #ifndef VKG_DAEMON_NV2_TILE_H
 #define VKG_DAEMON_NV2_TILE_H
@@ -27,7 +26,11 @@
 #include "vk_compat.h"
 
 #define NV2_TILE_ENV "VKGRAD_NV2_TILE"
-#define NV2_TILE_DEFAULT "128x128x32x0x0x1x0"
+/* the default, measured on the H200 (measurements/h200-2026-12-03/nv2-sweep,
+ * unstreamed, 8192x4096x4096 bf16): 128x256x64x256x1x8x1 2,014 µs,
+ * 128x128x32x128x1x4 2,106, 128x128x64x256x1x8x1 2,143, the first kernel
+ * (128x128x32x256, clamped) 5,468, coopmat_khr 2,611 */
+#define NV2_TILE_DEFAULT "128x256x64x0x1x8x1"
 #define NV2_TILE_FORM                                                                          \
 	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]], e.g. 128x128x32x256 or 128x256x64x256x1x8x1 " \
 	"(see daemon/nv2_tile.h)"

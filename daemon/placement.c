@@ -106,6 +106,8 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 						  (cmk ? (t == PROTO_F32 ? VARIANT_HAS_F32X3 : VARIANT_HAS_CMK) : 0u) |
 						  (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t]
 							   ? VARIANT_HAS_NV2 : 0u));
+	if (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t])
+		variant_nv2_large(&j->plan, &j->req, p->pl->nv2[t].bm, p->pl->nv2[t].bn, VARIANT_NV2_MIN_TILES);
 	variant_cmk_tiling(&j->plan, &j->req, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */

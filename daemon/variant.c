@@ -200,6 +200,17 @@ void variant_widen(variant_plan *p, const proto_request *q)
 		p->input = KERN_TILED128;
 }
 
+void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
+{
+	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 || !bm || !bn)
+		return;
+	const uint64_t kmax = variant_max_k(KERN_NV2_DW, q->dtype);
+	if (p->param == KERN_CMK_DW && q->batch <= kmax && ceil_div(q->out, bm) * ceil_div(q->in, bn) >= min_tiles)
+		p->param = KERN_NV2_DW;
+	if (p->input == KERN_CMK_DX && q->out <= kmax && ceil_div(q->batch, bm) * ceil_div(q->in, bn) >= min_tiles)
+		p->input = KERN_NV2_DX;
+}
+
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
 			uint32_t bn)
 {

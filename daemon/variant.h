@@ -30,10 +30,13 @@
  * its max_rel_err is measured <= 1e-5 on every tested shape, which it has
  * not been yet (its per-product bound is 3*2^-16).
  *
- * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2) runs only when
- * forced (`coopmat_nv2`): half coopmat_khr's speed on the H200
- * (8192x4096x4096 f16 5463 µs against 2586, measurements/h200-2026-12-03/
- * final). Between the two coopmat_khr tilings variant_cmk_tiling() picks.
+ * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2): `auto` takes it,
+ * where the device has it, for a GEMM of at least VARIANT_NV2_MIN_TILES of
+ * its tiles (variant_nv2_large()); smaller GEMMs keep coopmat_khr. On the
+ * H200 with its default tiling (nv2_tile.h), 8192x4096x4096 bf16 ran 2,014
+ * µs against coopmat_khr's 2,611, 2048x1024x1024 68 against 61
+ * (measurements/h200-2026-12-03/nv2-sweep). Between the two coopmat_khr
+ * tilings variant_cmk_tiling() picks.
  *
  * Then, for a job placed on the device-local path (placement.c),
  * variant_widen(): a tiled GEMM (dW: m = out, n = in, k = batch; dX: m =
@@ -138,6 +141,13 @@ uint64_t variant_max_k(int kern, proto_dtype dt);
  * tensor cores */
 #define VARIANT_HAS_F32X3 8u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
+
+/* auto, f16/bf16: coopmat_nv2 (tiles of bm × bn) instead of coopmat_khr for
+ * each of q's GEMMs (dW: m = out, n = in; dX: m = batch, n = in) with at
+ * least min_tiles tiles and a reduction its loop bound takes in one
+ * dispatch. bm = 0: the device has none. */
+#define VARIANT_NV2_MIN_TILES 256 /* about two waves: one 256-thread workgroup per SM, 132 SMs */
+void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
 
 /* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
 /* linear_coopmat_khr_gemm's tiling for q's GEMMs (dW: m = out, n = in; dX:

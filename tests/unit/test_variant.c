@@ -297,6 +297,74 @@ static void test_coopmat_khr_f32x3_forced_only(void **state)
 	assert_int_equal(PIPELINES_F32X3_BK, VARIANT_CMK_MIN_BK);
 }
 
+/* auto takes coopmat_nv2 for a GEMM of at least VARIANT_NV2_MIN_TILES of
+ * its tiles (dW: out x in, dX: batch x in), each GEMM apart, and only
+ * coopmat_khr's place: never when forced, never f32, never a reduction
+ * past nv2's loop bound. */
+static void test_nv2_large(void **state)
+{
+	(void)state;
+	const unsigned caps = VARIANT_HAS_CMK | VARIANT_HAS_NV2;
+	proto_request q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	variant_plan p = variant_choose(&q, caps);
+	assert_int_equal(p.param, KERN_CMK_DW); /* variant_choose alone: coopmat_khr */
+	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES); /* dW 32x16, dX 64x16 tiles */
+	assert_int_equal(p.param, KERN_NV2_DW);
+	assert_int_equal(p.input, KERN_NV2_DX);
+	/* 2048x1024x1024: dW 8x4, dX 16x4: coopmat_khr (then its small tiling) */
+	q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F16;
+	p = variant_choose(&q, caps);
+	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	/* the edge, dW and dX apart: dW 16x16 = 256 tiles of 128x256 at out
+	 * 2048, in 4096; 255 one row less; dX 4096/128 x 16 = 512 */
+	q = job(4096, 4096, 2048, true, false, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, caps);
+	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	assert_int_equal(p.param, KERN_NV2_DW);
+	assert_int_equal(p.input, KERN_NV2_DX);
+	q.out = 2048 - 128;
+	p = variant_choose(&q, caps);
+	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_NV2_DX);
+	/* forced coopmat_khr stays; f32 and bm 0 (no nv2) are left alone */
+	q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_COOPMAT_KHR);
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, caps);
+	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	q.variant = PROTO_VARIANT_AUTO;
+	p = variant_choose(&q, caps);
+	variant_nv2_large(&p, &q, 0, 0, VARIANT_NV2_MIN_TILES);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_NV2);
+	const variant_plan before = p;
+	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	assert_int_equal(p.param, before.param);
+	assert_int_equal(p.input, before.input);
+	/* a reduction past nv2's loop bound (16 per trip) keeps coopmat_khr */
+	const uint64_t kmax = variant_max_k(KERN_NV2_DW, PROTO_BF16);
+	q = job(kmax + 16, 4096, 4096, true, false, false, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, caps);
+	if (p.param == KERN_CMK_DW) {
+		variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+		assert_int_equal(p.param, KERN_CMK_DW);
+	}
+	q.batch = kmax;
+	p = variant_choose(&q, caps);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	assert_int_equal(p.param, KERN_NV2_DW);
+}
+
 /* The small tiling where a GEMM has fewer than small_below large tiles:
  * measured 2048x1024x1024 61 µs against 85, 8192x4096x4096 3666 against 2607. */
 static void test_coopmat_khr_tiling(void **state)
@@ -484,6 +552,7 @@ int main(void)
 		cmocka_unit_test(test_long_16bit_reductions_go_split_k),
 		cmocka_unit_test(test_variant_names_round_trip),
 		cmocka_unit_test(test_coopmat_khr_f32x3_forced_only),
+		cmocka_unit_test(test_nv2_large),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
