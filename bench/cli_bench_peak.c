@@ -7,6 +7,7 @@
  *   mma_smem  the same with every step's fragments loaded from shared
  *             memory, as linear_coopmat_khr_gemm's inner loop does
  *   fma_f32   FP32 FMA throughput (vec4 FMAs, independent chains)
+ *   fma_outer the same as the outer product of a GEMM's thread tile
  *
  * (shaders/bench_peak_mma.comp, shaders/bench_peak_fma.comp). Each line
  * calibrates its loop count to about --ms of GPU time per dispatch, then
@@ -48,7 +49,9 @@ static const char pk_usage[] =
 	"            padded by 16 bytes, a barrier per k-slice of 32), as the GEMM's\n"
 	"            inner loop: shared -> registers -> MMA, no global traffic\n"
 	"  fma_f32   FP32 FMA throughput: CHAINS independent vec4 fma() chains per\n"
-	"            invocation\n"
+	"            invocation, the same a and b for all\n"
+	"  fma_outer the same FMAs as an outer product (CHAINS/2 rows of 8: a GEMM's\n"
+	"            thread tile, e.g. 8x8 for 16), three source registers per FMA\n"
 	"Fields: kernel, dtype, shape [M,N,K], accs (frags [A,B]) or chains,\n"
 	"  workgroups, threads (per workgroup), iters (loop trips, calibrated to about\n"
 	"  --ms per dispatch), reps, gpu_us (median), tflops (FLOPs / median),\n"
@@ -56,19 +59,20 @@ static const char pk_usage[] =
 	"  where it gives none), max_rel_err, mismatches, ok: every value read back\n"
 	"  equals the float64 reference exactly (the inputs are small integers).\n"
 	"  A line the device cannot run says \"unsupported\" with what it lacks.\n"
-	"  --only LIST      mma_regs,mma_smem,fma_f32 (default all)\n"
+	"  --only LIST      mma_regs,mma_smem,fma_f32,fma_outer (default all)\n"
 	"  --dtypes LIST    f16,bf16 (default both)\n"
 	"  --accs LIST      accumulators per subgroup, of 1,2,4,8,16 (default 4,8,16:\n"
 	"                   2x2, 2x4, 4x4 fragments)\n"
-	"  --chains LIST    vec4 chains per invocation, 1..32 (default 4,8,16)\n"
+	"  --chains LIST    vec4 accumulators per invocation, 1..32 (default 4,8,16;\n"
+	"                   even for fma_outer)\n"
 	"  --ms X           GPU time per dispatch to aim for (default 20; 30 on a CPU device)\n"
 	"  --reps N         measured dispatches per line (default 5; 2 on a CPU device)\n"
 	"  --wgs-per-sm N   workgroups per SM (VK_NV_shader_sm_builtins' count, else 132;\n"
 	"                   2 SMs on a CPU device); default 16\n"
 	"exit status: 1 when a check failed, 2 bad usage, 3 when the device failed.\n";
 
-enum { PK_MMA_REGS, PK_MMA_SMEM, PK_FMA, PK_NKERN };
-static const char *const pk_kernel_name[PK_NKERN] = {"mma_regs", "mma_smem", "fma_f32"};
+enum { PK_MMA_REGS, PK_MMA_SMEM, PK_FMA, PK_FMA_OUTER, PK_NKERN };
+static const char *const pk_kernel_name[PK_NKERN] = {"mma_regs", "mma_smem", "fma_f32", "fma_outer"};
 
 typedef struct pk_opts {
 	bool kern[PK_NKERN];
@@ -185,6 +189,10 @@ static int pk_parse(int argc, char **argv, pk_opts *o)
 			return cli_usage_fail("bench --peak: --accs takes 1, 2, 4, 8 or 16, not %u", o->accs[i]);
 	for (int k = 0; !kern_set && k < PK_NKERN; k++)
 		o->kern[k] = true;
+	for (unsigned i = 0; o->kern[PK_FMA_OUTER] && i < o->nchains; i++)
+		if (o->chains[i] % 2)
+			return cli_usage_fail("bench --peak: fma_outer takes an even --chains (rows of 8), "
+					      "not %u", o->chains[i]);
 	if (!dtype_set)
 		o->dtype[PROTO_F16] = o->dtype[PROTO_BF16] = true;
 	return 0;
@@ -315,19 +323,24 @@ static uint32_t groups_for(const pk_run *r)
 
 /* ---- the microkernels ---- */
 
-static int run_fma(pk_run *r, uint32_t chains, char *err, size_t errlen)
+static int run_fma(pk_run *r, uint32_t chains, bool outer, char *err, size_t errlen)
 {
+	const char *kname = pk_kernel_name[outer ? PK_FMA_OUTER : PK_FMA];
 	const kreg_entry *e = kreg_find("bench_peak_fma", "f32", "fma");
 	if (!e) {
-		print_unsupported(r, "fma_f32", "f32", "bench_peak_fma, which this build left out");
+		print_unsupported(r, kname, "f32", "bench_peak_fma, which this build left out");
 		return 0;
 	}
-	pk_line l = {.kernel = "fma_f32", .dtype = "f32", .groups = groups_for(r), .threads = VKG_PEAK_FMA_WG};
-	snprintf(l.config, sizeof(l.config), "chains %u", chains);
+	pk_line l = {.kernel = kname, .dtype = "f32", .groups = groups_for(r), .threads = VKG_PEAK_FMA_WG};
+	if (outer)
+		snprintf(l.config, sizeof(l.config), "%ux8 (chains %u)", chains / 2, chains);
+	else
+		snprintf(l.config, sizeof(l.config), "chains %u", chains);
 	const uint64_t n = (uint64_t)l.groups * VKG_PEAK_FMA_WG;
 	l.flops_per_iter = (double)n * VKG_PEAK_FMA_UNROLL * chains * 4 * 2;
-	const VkSpecializationMapEntry me = {1, 0, sizeof(uint32_t)};
-	const VkSpecializationInfo si = {1, &me, sizeof(chains), &chains};
+	const uint32_t spec[2] = {chains, outer ? 1 : 0};
+	const VkSpecializationMapEntry me[2] = {{1, 0, sizeof(uint32_t)}, {2, sizeof(uint32_t), sizeof(uint32_t)}};
+	const VkSpecializationInfo si = {2, me, sizeof(spec), spec};
 	peak_pipe p;
 	peak_buf out = {0};
 	int rc = peak_pipe_create(&r->v, &p, e, VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma), &si, err, errlen);
@@ -337,7 +350,7 @@ static int run_fma(pk_run *r, uint32_t chains, char *err, size_t errlen)
 		const float one = 1.0f;
 		uint32_t bits;
 		memcpy(&bits, &one, sizeof(bits));
-		pk_job j = {.pipe = &p, .bufs = {&out}, .push = {0, bits, bits},
+		pk_job j = {.pipe = &p, .bufs = {&out}, .push = {0, bits, bits, 0 /* 0.0f */},
 			    .max_iters = peak_fma_max_iters(chains, VKG_PEAK_FMA_UNROLL)};
 		rc = time_job(r, &j, &l, err, errlen);
 	}
@@ -350,7 +363,10 @@ static int run_fma(pk_run *r, uint32_t chains, char *err, size_t errlen)
 	}
 	if (rc == 0) {
 		char extra[48];
-		snprintf(extra, sizeof(extra), ",\"chains\":%u", chains);
+		if (outer)
+			snprintf(extra, sizeof(extra), ",\"chains\":%u,\"tile\":[%u,8]", chains, chains / 2);
+		else
+			snprintf(extra, sizeof(extra), ",\"chains\":%u", chains);
 		print_line(r, &l, "", extra);
 	}
 	peak_buf_destroy(&r->v, &out);
@@ -502,11 +518,13 @@ static int run_all(pk_run *r)
 				if (!r->v.dev.cmk.ok[dts[d]] || !kreg_find("bench_peak_mma", proto_dtype_name(dts[d]), "mma"))
 					break;
 			}
-	for (unsigned c = 0; c < r->o->nchains && r->o->kern[PK_FMA]; c++)
-		if (run_fma(r, r->o->chains[c], err, sizeof(err)) != 0) {
-			cli_errf("vkgrad: bench --peak: fma_f32 chains %u: %s\n", r->o->chains[c], err);
-			return CLI_EXIT_DAEMON;
-		}
+	for (int k = PK_FMA; k <= PK_FMA_OUTER; k++)
+		for (unsigned c = 0; c < r->o->nchains && r->o->kern[k]; c++)
+			if (run_fma(r, r->o->chains[c], k == PK_FMA_OUTER, err, sizeof(err)) != 0) {
+				cli_errf("vkgrad: bench --peak: %s chains %u: %s\n", pk_kernel_name[k],
+					 r->o->chains[c], err);
+				return CLI_EXIT_DAEMON;
+			}
 	return 0;
 }
 

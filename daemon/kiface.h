@@ -25,7 +25,7 @@ _Static_assert(sizeof(kiface_param) == 10 * sizeof(uint32_t), "linear_parameter_
 _Static_assert(sizeof(kiface_input) == 10 * sizeof(uint32_t), "linear_input_backward push constants");
 _Static_assert(sizeof(kiface_gemm) == 12 * sizeof(uint32_t), "GEMM kernels' push constants");
 _Static_assert(sizeof(kiface_reduce) == 7 * sizeof(uint32_t), "linear_splitk_reduce push constants");
-_Static_assert(sizeof(kiface_peak_fma) == 3 * sizeof(uint32_t), "bench_peak_fma push constants");
+_Static_assert(sizeof(kiface_peak_fma) == 4 * sizeof(uint32_t), "bench_peak_fma push constants");
 _Static_assert(sizeof(kiface_peak_mma) == 1 * sizeof(uint32_t), "bench_peak_mma push constants");
 _Static_assert(sizeof(kiface_gemm) <= 128 && sizeof(kiface_param) <= 128 &&
 		       sizeof(kiface_input) <= 128 && sizeof(kiface_reduce) <= 128,

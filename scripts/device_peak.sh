@@ -4,9 +4,10 @@
 # folder (BUNDLE/bin/vkgrad, BUNDLE/env.sh if any; ../shared/device/bundle.sh):
 #   1. every line with the defaults: mma_regs and mma_smem (KHR cooperative-
 #      matrix multiply-adds at subgroup scope, the device's shape, f16 and
-#      bf16, 4/8/16 accumulators per subgroup) and fma_f32 (4/8/16 vec4
-#      chains), 16 workgroups per SM, each line's values checked exactly
-#      against float64: peak.txt (table) and peak.jsonl
+#      bf16, 4/8/16 accumulators per subgroup), fma_f32 (4/8/16 vec4
+#      chains) and fma_outer (the same FMAs as a 2x8/4x8/8x8 outer product,
+#      a GEMM's thread tile), 16 workgroups per SM, each line's values
+#      checked exactly against float64: peak.txt (table) and peak.jsonl
 #   2. occupancy: bf16 mma_regs (8 accumulators) and mma_smem (16, the
 #      GEMM's 4x4 fragments per subgroup) at 1, 2, 4 and 8 workgroups of 4
 #      subgroups per SM -- linear_coopmat_khr_gemm runs 2 per SM (239

@@ -99,12 +99,15 @@
  * them (only `vkgradd --list-kernels`, the build's listing, does).
  *
  * bench_peak_fma: each invocation runs CHAINS (specialization constant 1)
- * independent vec4 chains acc = fma(acc, a, b), VKG_PEAK_FMA_UNROLL steps
- * per loop trip, and writes the sum of its chains' components. */
+ * independent vec4 accumulators, VKG_PEAK_FMA_UNROLL steps per loop trip,
+ * and writes the sum of their components: OUTER = 0 (constant 2) chains
+ * acc = fma(acc, a, b); OUTER = 1 an outer product as in a GEMM's thread
+ * tile, acc[i][q] = fma(a_i, b_q, acc[i][q]) over CHAINS/2 rows of 8. */
 #define VKG_PC_PEAK_FMA(u)                                                     \
 	u iters;  /* loop trips */                                             \
 	u a_bits; /* a and b as float bits */                                  \
-	u b_bits;
+	u b_bits;                                                              \
+	u zero_bits; /* 0.0: a_i = a + i·zero, b_q = b + q·zero (OUTER) */
 #define VKG_BINDINGS_PEAK_FMA 1 /* out: one float per invocation */
 #define VKG_PEAK_FMA_UNROLL 4
 #define VKG_PEAK_FMA_WG 256     /* invocations per workgroup */

@@ -516,7 +516,8 @@ static void test_bench_kernels_usage(void **state)
 /* In this process on the device (no daemon), with the validation layer:
  * on lavapipe the mma lines say unsupported, naming the missing
  * VK_KHR_cooperative_matrix, once per kernel and dtype; fma_f32 runs on
- * the device and every value it wrote equals the reference (exit 0). On a
+ * the device, fma_outer too, and every value they wrote equals the
+ * reference (exit 0). On a
  * device with cooperative matrices every line is measured and exact. */
 static void test_bench_peak_json(void **state)
 {
@@ -526,10 +527,11 @@ static void test_bench_peak_json(void **state)
 		 "--ms 2 --reps 2", build_dir());
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	unsigned n = json_lines(out, lines, 32);
-	assert_int_equal(n, 6); /* mma_regs, mma_smem x f16, bf16; fma_f32 x 2 chains */
-	static const char *const kernel[] = {"\"mma_regs\"", "\"mma_regs\"", "\"mma_smem\"",
-					     "\"mma_smem\"", "\"fma_f32\"", "\"fma_f32\""};
-	static const char *const dtype[] = {"\"f16\"", "\"bf16\"", "\"f16\"", "\"bf16\"", "\"f32\"", "\"f32\""};
+	assert_int_equal(n, 8); /* mma_regs, mma_smem x f16, bf16; fma_f32, fma_outer x 2 chains */
+	static const char *const kernel[] = {"\"mma_regs\"", "\"mma_regs\"", "\"mma_smem\"", "\"mma_smem\"",
+					     "\"fma_f32\"",  "\"fma_f32\"",  "\"fma_outer\"", "\"fma_outer\""};
+	static const char *const dtype[] = {"\"f16\"", "\"bf16\"", "\"f16\"", "\"bf16\"",
+					    "\"f32\"", "\"f32\"",  "\"f32\"", "\"f32\""};
 	const bool lavapipe = strstr(json_get(lines[0], "device", v, sizeof(v)), "llvmpipe") != NULL;
 	for (unsigned i = 0; i < n; i++) {
 		assert_string_equal(json_get(lines[i], "bench", v, sizeof(v)), "\"peak\"");
@@ -554,8 +556,10 @@ static void test_bench_peak_json(void **state)
 		assert_true(strtoul(json_get(lines[i], "workgroups", v, sizeof(v)), NULL, 10) >= 1);
 		assert_non_null(json_get(lines[i], "registers", v, sizeof(v)));
 		if (i >= 4)
-			assert_string_equal(json_get(lines[i], "chains", v, sizeof(v)), i == 4 ? "2" : "8");
-		else
+			assert_string_equal(json_get(lines[i], "chains", v, sizeof(v)), i % 2 ? "8" : "2");
+		if (i >= 6)
+			assert_string_equal(json_get(lines[i], "tile", v, sizeof(v)), i == 6 ? "[1,8]" : "[4,8]");
+		else if (i < 4)
 			assert_string_equal(json_get(lines[i], "accs", v, sizeof(v)), "4");
 	}
 }
@@ -570,7 +574,7 @@ static void test_bench_peak_usage(void **state)
 	assert_non_null(strstr(out, "tflops_best"));
 	static const char *const bad[] = {"--accs 3",  "--accs 32",	 "--chains 0", "--chains 33",
 					  "--only mma", "--dtypes f32", "--ms 0",     "--reps 0",
-					  "--accs ,",   "extra"};
+					  "--accs ,",   "extra",	 "--only fma_outer --chains 3"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak %s 2>/dev/null", build_dir(), bad[i]);
 		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
