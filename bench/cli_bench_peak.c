@@ -5,7 +5,8 @@
  *             (VK_KHR_cooperative_matrix, the device's shape) with the
  *             fragments in registers, per accumulator count
  *   mma_smem  the same with every step's fragments loaded from shared
- *             memory, as linear_coopmat_khr_gemm's inner loop does
+ *             memory, as linear_coopmat_khr_gemm's inner loop does (A as
+ *             [m][k], as its dX pass; mma_smem_dw: [k][m], as its dW pass)
  *   fma_f32   FP32 FMA throughput (vec4 FMAs, independent chains)
  *   fma_outer the same as the outer product of a GEMM's thread tile
  *
@@ -47,7 +48,10 @@ static const char pk_usage[] =
 	"            coopMatMulAdd in a loop\n"
 	"  mma_smem  the same, each step's fragments loaded from shared memory (rows\n"
 	"            padded by 16 bytes, a barrier per k-slice of 32), as the GEMM's\n"
-	"            inner loop: shared -> registers -> MMA, no global traffic\n"
+	"            inner loop: shared -> registers -> MMA, no global traffic; the\n"
+	"            A tile as [m][k] (row-major loads), as in the GEMM's dX pass\n"
+	"  mma_smem_dw  the same with the A tile as [k][m] (column-major loads), as\n"
+	"            in the GEMM's dW pass (A = dY transposed)\n"
 	"  fma_f32   FP32 FMA throughput: CHAINS independent vec4 fma() chains per\n"
 	"            invocation, the same a and b for all\n"
 	"  fma_outer the same FMAs as an outer product (CHAINS/2 rows of 8: a GEMM's\n"
@@ -59,7 +63,7 @@ static const char pk_usage[] =
 	"  where it gives none), max_rel_err, mismatches, ok: every value read back\n"
 	"  equals the float64 reference exactly (the inputs are small integers).\n"
 	"  A line the device cannot run says \"unsupported\" with what it lacks.\n"
-	"  --only LIST      mma_regs,mma_smem,fma_f32,fma_outer (default all)\n"
+	"  --only LIST      mma_regs,mma_smem,mma_smem_dw,fma_f32,fma_outer (default all)\n"
 	"  --dtypes LIST    f16,bf16 (default both)\n"
 	"  --accs LIST      accumulators per subgroup, of 1,2,4,8,16 (default 4,8,16:\n"
 	"                   2x2, 2x4, 4x4 fragments)\n"
@@ -71,8 +75,9 @@ static const char pk_usage[] =
 	"                   2 SMs on a CPU device); default 16\n"
 	"exit status: 1 when a check failed, 2 bad usage, 3 when the device failed.\n";
 
-enum { PK_MMA_REGS, PK_MMA_SMEM, PK_FMA, PK_FMA_OUTER, PK_NKERN };
-static const char *const pk_kernel_name[PK_NKERN] = {"mma_regs", "mma_smem", "fma_f32", "fma_outer"};
+enum { PK_MMA_REGS, PK_MMA_SMEM, PK_MMA_SMEM_DW, PK_FMA, PK_FMA_OUTER, PK_NKERN };
+static const char *const pk_kernel_name[PK_NKERN] = {"mma_regs", "mma_smem", "mma_smem_dw", "fma_f32",
+						     "fma_outer"};
 
 typedef struct pk_opts {
 	bool kern[PK_NKERN];
@@ -419,7 +424,7 @@ out:
 }
 
 /* Why mma_* cannot run for dtype t here ("" when it can). */
-static void mma_why(const pk_run *r, proto_dtype t, const peak_mma_geom *g, bool smem, char *why, size_t n)
+static void mma_why(const pk_run *r, proto_dtype t, const peak_mma_geom *g, int kern, char *why, size_t n)
 {
 	why[0] = 0;
 	if (!r->v.dev.cmk.ok[t]) {
@@ -433,22 +438,23 @@ static void mma_why(const pk_run *r, proto_dtype t, const peak_mma_geom *g, bool
 		return;
 	}
 	/* the shared tiles of shaders/bench_peak_mma.comp */
-	const uint64_t a_tile = 2ull * g->fa * g->m * (VKG_PEAK_SLICE_K + 8) * 2;
+	const uint64_t a_tile = kern == PK_MMA_SMEM_DW ? (uint64_t)VKG_PEAK_SLICE_K * (2ull * g->fa * g->m + 8) * 2
+						       : 2ull * g->fa * g->m * (VKG_PEAK_SLICE_K + 8) * 2;
 	const uint64_t b_tile = (uint64_t)VKG_PEAK_SLICE_K * (2ull * g->fb * g->n + 8) * 2;
-	if (smem && a_tile + b_tile > r->v.dev.props.limits.maxComputeSharedMemorySize)
+	if (kern != PK_MMA_REGS && a_tile + b_tile > r->v.dev.props.limits.maxComputeSharedMemorySize)
 		snprintf(why, n, "%llu bytes of shared memory (the device offers %u)",
 			 (unsigned long long)(a_tile + b_tile), r->v.dev.props.limits.maxComputeSharedMemorySize);
 }
 
-static int run_mma(pk_run *r, proto_dtype t, uint32_t accs, bool smem, char *err, size_t errlen)
+static int run_mma(pk_run *r, proto_dtype t, uint32_t accs, int kern, char *err, size_t errlen)
 {
-	const char *kname = pk_kernel_name[smem ? PK_MMA_SMEM : PK_MMA_REGS];
+	const char *kname = pk_kernel_name[kern];
 	const cmk_shape s = r->v.dev.cmk.shape[t];
 	const uint32_t fa = accs >= 16 ? 4 : accs >= 4 ? 2 : 1;
 	peak_mma_geom g = {.m = s.m, .n = s.n, .k = s.k, .fa = fa, .fb = accs / fa,
 			   .steps = s.k ? VKG_PEAK_SLICE_K / s.k : 0};
 	char why[256];
-	mma_why(r, t, &g, smem, why, sizeof(why));
+	mma_why(r, t, &g, kern, why, sizeof(why));
 	if (why[0]) {
 		print_unsupported(r, kname, proto_dtype_name(t), why);
 		return 0;
@@ -459,11 +465,12 @@ static int run_mma(pk_run *r, proto_dtype t, uint32_t accs, bool smem, char *err
 	const uint64_t subgroups = (uint64_t)l.groups * VKG_PEAK_MMA_SUBGROUPS;
 	const uint64_t per_sg = (uint64_t)accs * s.m * s.n;
 	l.flops_per_iter = (double)subgroups * g.steps * accs * 2.0 * s.m * s.n * s.k;
-	const uint32_t spec[7] = {s.m, s.n, s.k, g.fa, g.fb, smem ? 1 : 0, l.threads};
-	VkSpecializationMapEntry me[7];
-	for (uint32_t i = 0; i < 7; i++)
+	/* constant_id i: CM_M, CM_N, CM_K, FA, FB, SMEM, the workgroup size, A_KMAJOR */
+	const uint32_t spec[8] = {s.m, s.n, s.k, g.fa, g.fb, kern != PK_MMA_REGS, l.threads, kern == PK_MMA_SMEM_DW};
+	VkSpecializationMapEntry me[8];
+	for (uint32_t i = 0; i < 8; i++)
 		me[i] = (VkSpecializationMapEntry){i, i * sizeof(uint32_t), sizeof(uint32_t)};
-	const VkSpecializationInfo si = {7, me, sizeof(spec), spec};
+	const VkSpecializationInfo si = {8, me, sizeof(spec), spec};
 	const kreg_entry *e = kreg_find("bench_peak_mma", proto_dtype_name(t), "mma");
 	peak_pipe p = {0};
 	peak_buf ab = {0}, init = {0}, out = {0};
@@ -506,10 +513,10 @@ static int run_all(pk_run *r)
 {
 	char err[512] = "";
 	const proto_dtype dts[2] = {PROTO_F16, PROTO_BF16};
-	for (int k = PK_MMA_REGS; k <= PK_MMA_SMEM; k++)
+	for (int k = PK_MMA_REGS; k <= PK_MMA_SMEM_DW; k++)
 		for (int d = 0; d < 2 && r->o->kern[k]; d++)
 			for (unsigned a = 0; a < r->o->naccs && r->o->dtype[dts[d]]; a++) {
-				if (run_mma(r, dts[d], r->o->accs[a], k == PK_MMA_SMEM, err, sizeof(err)) != 0) {
+				if (run_mma(r, dts[d], r->o->accs[a], k, err, sizeof(err)) != 0) {
 					cli_errf("vkgrad: bench --peak: %s %s accs %u: %s\n", pk_kernel_name[k],
 						 proto_dtype_name(dts[d]), r->o->accs[a], err);
 					return CLI_EXIT_DAEMON;

@@ -4,12 +4,14 @@
 # folder (BUNDLE/bin/vkgrad, BUNDLE/env.sh if any; ../shared/device/bundle.sh):
 #   1. every line with the defaults: mma_regs and mma_smem (KHR cooperative-
 #      matrix multiply-adds at subgroup scope, the device's shape, f16 and
-#      bf16, 4/8/16 accumulators per subgroup), fma_f32 (4/8/16 vec4
+#      bf16, 4/8/16 accumulators per subgroup; mma_smem_dw: the A tile
+#      k-major), fma_f32 (4/8/16 vec4
 #      chains) and fma_outer (the same FMAs as a 2x8/4x8/8x8 outer product,
 #      a GEMM's thread tile), 16 workgroups per SM, each line's values
 #      checked exactly against float64: peak.txt (table) and peak.jsonl
-#   2. occupancy: bf16 mma_regs (8 accumulators) and mma_smem (16, the
-#      GEMM's 4x4 fragments per subgroup) at 1, 2, 4 and 8 workgroups of 4
+#   2. occupancy: bf16 mma_regs (8 accumulators), mma_smem and mma_smem_dw
+#      (16, the GEMM's 4x4 fragments per subgroup; A as [m][k] as its dX
+#      pass, as [k][m] as its dW pass) at 1, 2, 4 and 8 workgroups of 4
 #      subgroups per SM -- linear_coopmat_khr_gemm runs 2 per SM (239
 #      registers): what its inner loop can reach at its own occupancy:
 #      peak_occupancy.jsonl
@@ -36,8 +38,8 @@ echo "=== occupancy (bf16): workgroups of 4 subgroups per SM"
 for w in 1 2 4 8; do
 	timeout 10 "$B/bin/vkgrad" bench --peak --json --only mma_regs --dtypes bf16 --accs 8 --wgs-per-sm $w \
 		--ms 10 --reps 3 >>"$O/peak_occupancy.jsonl" 2>>"$O/peak_stderr.log" || rc=1
-	timeout 10 "$B/bin/vkgrad" bench --peak --json --only mma_smem --dtypes bf16 --accs 16 --wgs-per-sm $w \
-		--ms 10 --reps 3 >>"$O/peak_occupancy.jsonl" 2>>"$O/peak_stderr.log" || rc=1
+	timeout 10 "$B/bin/vkgrad" bench --peak --json --only mma_smem,mma_smem_dw --dtypes bf16 --accs 16 \
+		--wgs-per-sm $w --ms 10 --reps 3 >>"$O/peak_occupancy.jsonl" 2>>"$O/peak_stderr.log" || rc=1
 done
 sed 's/.*"kernel":"\([a-z_0-9]*\)".*"accs":\([0-9]*\).*"workgroups":\([0-9]*\).*"tflops":\([0-9.e+]*\).*"registers":\([0-9a-z]*\).*"ok":\([a-z]*\).*/\1 accs \2: \3 workgroups, \4 TFLOP\/s, registers \5, ok \6/' \
 	"$O/peak_occupancy.jsonl"

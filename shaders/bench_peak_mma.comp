@@ -37,6 +37,9 @@
 //     memory), and a barrier ends every slice, as in the GEMM's loop -- which
 //     here only re-reads what is there: the shared->register->MMA loop with
 //     no global traffic.
+//   A_KMAJOR = 1 (mma_smem_dw, with SMEM = 1): the shared A tile is stored
+//     [k][m] and loaded column-major, as the GEMM's dW pass (A = dYᵀ) keeps
+//     it; 0 (mma_smem): [m][k], loaded row-major, as its dX pass.
 // What is computed is known exactly: tile row block r holds A fragment
 // r mod FA and column block c B fragment c mod FB, so accumulator (i, j) of
 // every subgroup ends at init(i, j) + iters·(SLICE_K/CM_K)·A_i·B_j. The
@@ -50,14 +53,17 @@ layout(constant_id = 2) const uint CM_K = 16;
 layout(constant_id = 3) const uint FA = 2;   // A fragments per subgroup
 layout(constant_id = 4) const uint FB = 2;   // B fragments per subgroup
 layout(constant_id = 5) const uint SMEM = 0; // 1: fragments from shared memory every step
+layout(constant_id = 7) const uint A_KMAJOR = 0; // 1: the shared A tile as [k][m], column-major loads
 // VKG_PEAK_MMA_SUBGROUPS subgroups (set by the benchmark from the subgroup size)
 layout(local_size_x_id = 6) in;
 
 const uint SK = VKG_PEAK_SLICE_K;
 // shared tiles in uvec4 (8 elements), rows padded by one uvec4
+const uint AM = 2u * FA * CM_M;                // rows of A in the tile
 const uint ASTR = (SK + 8u) / 8u;              // A as [m][k]
+const uint ASTR_KM = (AM + 8u) / 8u;           // A as [k][m]
 const uint BSTR = (2u * FB * CM_N + 8u) / 8u;  // B as [k][n]
-const uint A_TILE = 2u * FA * CM_M * ASTR;
+const uint A_TILE = A_KMAJOR != 0u ? SK * ASTR_KM : AM * ASTR;
 const uint B_TILE = SK * BSTR;
 const uint SH = SMEM != 0u ? A_TILE + B_TILE : 1u;
 // the fragments in ab, in uvec4
@@ -65,6 +71,7 @@ const uint A_FRAG = CM_M * CM_K / 8u;
 const uint B_FRAG = CM_K * CM_N / 8u;
 
 layout(std430, set = 0, binding = 0) readonly buffer AB { uvec4 ab[]; };
+layout(std430, set = 0, binding = 0) readonly buffer AB16 { uint16_t ab16[]; }; // the same, by element
 layout(std430, set = 0, binding = 1) readonly buffer Init { float init[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Out { float o[]; };
 layout(push_constant) uniform Params { VKG_PC_PEAK_MMA(uint) } pc;
@@ -77,10 +84,24 @@ coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> acc[FA * F
 void fill_tiles()
 {
 	const uint nt = gl_WorkGroupSize.x;
-	for (uint v = gl_LocalInvocationID.x; v < 2u * FA * CM_M * (SK / 8u); v += nt) {
+	for (uint v = gl_LocalInvocationID.x; A_KMAJOR == 0u && v < AM * (SK / 8u); v += nt) {
 		const uint r = v / (SK / 8u), k = (v % (SK / 8u)) * 8u;
 		const uint f = (r / CM_M) % FA;
 		sh[r * ASTR + k / 8u] = ab[f * A_FRAG + ((r % CM_M) * CM_K + k % CM_K) / 8u];
+	}
+	// [k][m]: eight rows m of one column k per vector, gathered by element
+	for (uint v = gl_LocalInvocationID.x; A_KMAJOR != 0u && v < SK * (AM / 8u); v += nt) {
+		const uint k = v / (AM / 8u), m0 = (v % (AM / 8u)) * 8u;
+		uint w[4];
+		[[unroll]] for (uint e = 0u; e < 4u; e++) {
+			uint h[2];
+			[[unroll]] for (uint q = 0u; q < 2u; q++) {
+				const uint m = m0 + 2u * e + q;
+				h[q] = uint(ab16[((m / CM_M) % FA) * CM_M * CM_K + (m % CM_M) * CM_K + k % CM_K]);
+			}
+			w[e] = h[0] | (h[1] << 16);
+		}
+		sh[k * ASTR_KM + m0 / 8u] = uvec4(w[0], w[1], w[2], w[3]);
 	}
 	const uint bc = 2u * FB * CM_N;
 	for (uint v = gl_LocalInvocationID.x; v < SK * (bc / 8u); v += nt) {
@@ -99,9 +120,14 @@ void run_smem(uint wy, uint wx)
 		[[unroll]] for (uint kk = 0u; kk < SK; kk += CM_K) {
 			coopmat<ETYPE, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> fa[FA];
 			coopmat<ETYPE, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB> fb[FB];
-			[[unroll]] for (uint i = 0u; i < FA; i++)
-				coopMatLoad(fa[i], sh, (wy * FA * CM_M + i * CM_M) * ASTR + kk / 8u, ASTR,
-					    gl_CooperativeMatrixLayoutRowMajor);
+			[[unroll]] for (uint i = 0u; i < FA; i++) {
+				if (A_KMAJOR != 0u)
+					coopMatLoad(fa[i], sh, kk * ASTR_KM + (wy * FA * CM_M + i * CM_M) / 8u, ASTR_KM,
+						    gl_CooperativeMatrixLayoutColumnMajor);
+				else
+					coopMatLoad(fa[i], sh, (wy * FA * CM_M + i * CM_M) * ASTR + kk / 8u, ASTR,
+						    gl_CooperativeMatrixLayoutRowMajor);
+			}
 			[[unroll]] for (uint j = 0u; j < FB; j++)
 				coopMatLoad(fb[j], sh, A_TILE + kk * BSTR + (wx * FB * CM_N + j * CM_N) / 8u, BSTR,
 					    gl_CooperativeMatrixLayoutRowMajor);

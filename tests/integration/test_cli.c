@@ -514,7 +514,7 @@ static void test_bench_kernels_usage(void **state)
 /* ---- vkgrad bench --peak ------------------------------------------------------ */
 
 /* In this process on the device (no daemon), with the validation layer:
- * on lavapipe the mma lines say unsupported, naming the missing
+ * on lavapipe the three mma lines say unsupported, naming the missing
  * VK_KHR_cooperative_matrix, once per kernel and dtype; fma_f32 runs on
  * the device, fma_outer too, and every value they wrote equals the
  * reference (exit 0). On a
@@ -527,17 +527,18 @@ static void test_bench_peak_json(void **state)
 		 "--ms 2 --reps 2", build_dir());
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	unsigned n = json_lines(out, lines, 32);
-	assert_int_equal(n, 8); /* mma_regs, mma_smem x f16, bf16; fma_f32, fma_outer x 2 chains */
+	assert_int_equal(n, 10); /* mma_regs, mma_smem, mma_smem_dw x f16, bf16; fma_f32, fma_outer x 2 */
 	static const char *const kernel[] = {"\"mma_regs\"", "\"mma_regs\"", "\"mma_smem\"", "\"mma_smem\"",
-					     "\"fma_f32\"",  "\"fma_f32\"",  "\"fma_outer\"", "\"fma_outer\""};
-	static const char *const dtype[] = {"\"f16\"", "\"bf16\"", "\"f16\"", "\"bf16\"",
-					    "\"f32\"", "\"f32\"",  "\"f32\"", "\"f32\""};
+					     "\"mma_smem_dw\"", "\"mma_smem_dw\"", "\"fma_f32\"", "\"fma_f32\"",
+					     "\"fma_outer\"", "\"fma_outer\""};
+	static const char *const dtype[] = {"\"f16\"", "\"bf16\"", "\"f16\"", "\"bf16\"", "\"f16\"",
+					    "\"bf16\"", "\"f32\"", "\"f32\"", "\"f32\"", "\"f32\""};
 	const bool lavapipe = strstr(json_get(lines[0], "device", v, sizeof(v)), "llvmpipe") != NULL;
 	for (unsigned i = 0; i < n; i++) {
 		assert_string_equal(json_get(lines[i], "bench", v, sizeof(v)), "\"peak\"");
 		assert_string_equal(json_get(lines[i], "kernel", v, sizeof(v)), kernel[i]);
 		assert_string_equal(json_get(lines[i], "dtype", v, sizeof(v)), dtype[i]);
-		if (i < 4 && lavapipe) {
+		if (i < 6 && lavapipe) {
 			assert_string_equal(json_get(lines[i], "unsupported", v, sizeof(v)),
 					    "\"VK_KHR_cooperative_matrix\"");
 			assert_null(json_get(lines[i], "tflops", v, sizeof(v)));
@@ -555,11 +556,11 @@ static void test_bench_peak_json(void **state)
 		assert_true(strtoul(json_get(lines[i], "iters", v, sizeof(v)), NULL, 10) >= 1);
 		assert_true(strtoul(json_get(lines[i], "workgroups", v, sizeof(v)), NULL, 10) >= 1);
 		assert_non_null(json_get(lines[i], "registers", v, sizeof(v)));
-		if (i >= 4)
-			assert_string_equal(json_get(lines[i], "chains", v, sizeof(v)), i % 2 ? "8" : "2");
 		if (i >= 6)
-			assert_string_equal(json_get(lines[i], "tile", v, sizeof(v)), i == 6 ? "[1,8]" : "[4,8]");
-		else if (i < 4)
+			assert_string_equal(json_get(lines[i], "chains", v, sizeof(v)), i % 2 ? "8" : "2");
+		if (i >= 8)
+			assert_string_equal(json_get(lines[i], "tile", v, sizeof(v)), i == 8 ? "[1,8]" : "[4,8]");
+		else if (i < 6)
 			assert_string_equal(json_get(lines[i], "accs", v, sizeof(v)), "4");
 	}
 }
