@@ -222,7 +222,7 @@ static void print_line(const pk_run *r, const pk_line *l, const char *shape_json
 			l->med_us, tf, best, regs, err, l->chk.mismatches, l->ok ? "true" : "false", r->device);
 		return;
 	}
-	cli_out("%-9s %-5s %-16s %6u %8u %11.1f %9.2f %9.2f %5s  %s\n", l->kernel, l->dtype, l->config, l->groups,
+	cli_out("%-11s %-5s %-16s %6u %8u %11.1f %9.2f %9.2f %5s  %s\n", l->kernel, l->dtype, l->config, l->groups,
 		l->iters, l->med_us, tf, best, regs, l->ok ? "ok" : "MISMATCH");
 	if (!l->ok)
 		cli_out("    %" PRIu64 " values differ from the reference, the first at %" PRIu64
@@ -239,7 +239,7 @@ static void print_unsupported(const pk_run *r, const char *kernel, const char *d
 			"\"device\":\"%s\"}\n",
 			kernel, dtype, w, r->device);
 	else
-		cli_out("%-9s %-5s unsupported: needs %s\n", kernel, dtype, why);
+		cli_out("%-11s %-5s unsupported: needs %s\n", kernel, dtype, why);
 }
 
 /* ---- timing ---- */
@@ -560,7 +560,7 @@ int cli_bench_peak(int argc, char **argv)
 		cli_out("device: %s; SMs %s%u; subgroup %u; %.0f ms per dispatch, %" PRIu64 " reps\n",
 			r->v.dev.props.deviceName, r->v.sm_count ? "" : "unknown, taken as ",
 			r->v.sm_count ? r->v.sm_count : r->v.cpu ? 2 : PK_DEFAULT_SMS, r->v.subgroup, o.ms, o.reps);
-		cli_out("%-9s %-5s %-16s %6s %8s %11s %9s %9s %5s  %s\n", "kernel", "dtype", "config", "wgs", "iters",
+		cli_out("%-11s %-5s %-16s %6s %8s %11s %9s %9s %5s  %s\n", "kernel", "dtype", "config", "wgs", "iters",
 			"gpu_us(med)", "TFLOP/s", "best", "regs", "check");
 	}
 	rc = run_all(r);
