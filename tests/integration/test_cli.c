@@ -568,7 +568,24 @@ static void test_bench_peak_json(void **state)
 static void test_bench_peak_usage(void **state)
 {
 	(void)state;
-	char cmd[1024], out[16384];
+	char cmd[1024], out[16384], v[64], *lines[16];
+	/* an odd --chains: fma_f32 runs it, fma_outer (rows of 8) leaves it out
+	 * -- unless --only names fma_outer, which makes it a usage error below */
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak --json --dtypes bf16 --chains 1,2 --ms 1 --reps 1 "
+		 "2>/dev/null", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	unsigned n = json_lines(out, lines, 16), outer = 0, fma = 0;
+	for (unsigned i = 0; i < n; i++) {
+		json_get(lines[i], "kernel", v, sizeof(v));
+		if (strcmp(v, "\"fma_outer\"") == 0) {
+			outer++;
+			assert_string_equal(json_get(lines[i], "chains", v, sizeof(v)), "2");
+		} else if (strcmp(v, "\"fma_f32\"") == 0) {
+			fma++;
+		}
+	}
+	assert_int_equal(fma, 2);
+	assert_int_equal(outer, 1);
 	snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak --help", build_dir());
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "mma_smem"));
