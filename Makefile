@@ -149,6 +149,12 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(fil
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(UNIT_DEFS) -Idaemon -Itests/common -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
+# bench/peak_ref.c (bench --peak's references and check) has neither Vulkan
+# nor daemon code in it: its test links it alone
+$(BUILD)/tests/test_peak_ref: tests/unit/test_peak_ref.c $(BUILD)/obj/bench/peak_ref.o
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Ibench -o $@ $< $(BUILD)/obj/bench/peak_ref.o $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+
 $(BUILD)/tests/test_%: tests/integration/test_%.c $(TEST_COMMON) $(BUILD)/libvkgrad.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/common -o $@ $< $(TEST_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)

@@ -51,6 +51,7 @@ static const char bench_usage[] =
 	"                [--jobs M] [--inflight K] [--warmup W] [--json] [--direct | --compare]\n"
 	"                [--check] [--daemon PATH] [--client-spin-us N]\n"
 	"       vkgrad [--socket PATH] bench --kernels [OPTIONS]\n"
+	"       vkgrad bench --peak [OPTIONS]\n"
 	"  scenarios (default: all of them):\n"
 	"    tiny_latency     B×I×O=32×64×8, dw,db,dx; 1 client, 1 in flight\n"
 	"    tiny_throughput  the same shape; 1, 4 and 16 clients, 32 in flight each\n"
@@ -71,6 +72,9 @@ static const char bench_usage[] =
 	"                on a temporary socket with an empty pipeline cache\n"
 	"  --kernels     a different benchmark: kernel time, TFLOP/s and GB/s per\n"
 	"                shape, dtype and variant (see 'vkgrad bench --kernels --help')\n"
+	"  --peak        another: the device's ceilings through Vulkan (cooperative-\n"
+	"                matrix multiply-adds, FP32 FMA) by microkernels, in this\n"
+	"                process (see 'vkgrad bench --peak --help')\n"
 	"Latency is a job's round trip: from vkg_submit until its completion is seen.\n"
 	"jobs_per_s counts all clients' measured jobs over the time from the start\n"
 	"barrier to the last client's last completion.\n";
@@ -728,10 +732,13 @@ static const char *bench_daemon_up(const bench_opts *o, cli_daemon *priv)
 
 int cli_bench(const cli_ctx *ctx, int argc, char **argv)
 {
-	/* --kernels is a different benchmark with its own options */
+	/* --kernels and --peak are different benchmarks with their own options */
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "--kernels") == 0)
 			return cli_bench_kernels(ctx, argc, argv);
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--peak") == 0)
+			return cli_bench_peak(argc, argv);
 	bench_opts o = {0};
 	int rc = bench_parse(argc, argv, &o);
 	if (rc)

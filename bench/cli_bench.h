@@ -46,6 +46,9 @@ typedef struct bench_result {
 /* `bench --kernels` (cli_bench_kernels.c); cli_bench hands over to it. */
 struct cli_ctx;
 int cli_bench_kernels(const struct cli_ctx *ctx, int argc, char **argv);
+/* `bench --peak` (cli_bench_peak.c): the device's ceilings by microkernels,
+ * in this process (no daemon). */
+int cli_bench_peak(int argc, char **argv);
 
 /* ---- cli_bench_io.c ---- */
 void bench_result_free(bench_result *r);

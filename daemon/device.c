@@ -3,6 +3,7 @@
 
 #include "log.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -613,6 +614,18 @@ void device_close(device *d)
 	d->dev = NULL;
 	d->instance = NULL;
 	d->messenger = VK_NULL_HANDLE;
+}
+
+void device_keep_drivers(void)
+{
+	const char *v = getenv("VKGRAD_KEEP_DRIVERS");
+	char buf[512];
+	if (!v || strlen(v) >= sizeof(buf))
+		return;
+	strcpy(buf, v);
+	for (char *save = NULL, *lib = strtok_r(buf, ":", &save); lib; lib = strtok_r(NULL, ":", &save))
+		if (!dlopen(lib, RTLD_LAZY | RTLD_NODELETE))
+			log_debug("VKGRAD_KEEP_DRIVERS: %s not loaded: %s", lib, dlerror());
 }
 
 int device_memory_type(const device *d, uint32_t bits, VkMemoryPropertyFlags flags)

@@ -78,6 +78,13 @@ void device_clamp_limits(const device *d, proto_limits *l);
  * a message in err. */
 int device_list(FILE *out, char *err, size_t errlen);
 
+/* VKGRAD_KEEP_DRIVERS=lib1.so:lib2.so keeps those libraries (the Vulkan
+ * driver, layers) mapped until exit: the loader unloads them at
+ * vkDestroyInstance, after which a leak report (make test-asan) could not
+ * name their frames for its suppressions. A debugging aid only; call it
+ * before the first device is opened (vkgradd's main, `vkgrad bench --peak`). */
+void device_keep_drivers(void);
+
 /* Set bci's sharing mode: concurrent between the compute and the transfer
  * family where the device has a transfer queue (no ownership transfers
  * between them), exclusive otherwise. */

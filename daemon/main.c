@@ -8,27 +8,10 @@
 #include "server.h"
 #include "service.h"
 
-#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* VKGRAD_KEEP_DRIVERS=lib1.so:lib2.so keeps those libraries (the Vulkan
- * driver, layers) mapped until exit: the loader unloads them at
- * vkDestroyInstance, after which a leak report (make test-asan) could not
- * name their frames for its suppressions. A debugging aid only. */
-static void keep_drivers(void)
-{
-	const char *v = getenv("VKGRAD_KEEP_DRIVERS");
-	char buf[512];
-	if (!v || strlen(v) >= sizeof(buf))
-		return;
-	strcpy(buf, v);
-	for (char *save = NULL, *lib = strtok_r(buf, ":", &save); lib; lib = strtok_r(NULL, ":", &save))
-		if (!dlopen(lib, RTLD_LAZY | RTLD_NODELETE))
-			log_debug("VKGRAD_KEEP_DRIVERS: %s not loaded: %s", lib, dlerror());
-}
 
 int main(int argc, char **argv)
 {
@@ -38,7 +21,7 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	log_init(cfg.log_level);
-	keep_drivers(); /* before --list-devices too: it loads the drivers */
+	device_keep_drivers(); /* before --list-devices too: it loads the drivers */
 	if (cfg.list_devices) {
 		char lerr[256];
 		if (device_list(stdout, lerr, sizeof(lerr)) != 0) {

@@ -91,4 +91,36 @@
 #define VKG_FLAG_ACCUMULATE 4u /* add to what the outputs hold */
 #define VKG_FLAG_VEC_LOADS 8u  /* GEMM: vector loads of A and B (record.c vec_flag) */
 
+/* ---- bench_peak_fma, bench_peak_mma: `vkgrad bench --peak` only ------------
+ * Microkernels that measure ceilings (bench/cli_bench_peak.c): FP32 FMA
+ * throughput, and subgroup-scope cooperative-matrix multiply-adds with the
+ * operands in registers or loaded from shared memory. Domain bench_peak: the
+ * daemon builds no pipeline for them, so hello, info and `auto` never see
+ * them (only `vkgradd --list-kernels`, the build's listing, does).
+ *
+ * bench_peak_fma: each invocation runs CHAINS (specialization constant 1)
+ * independent vec4 accumulators, VKG_PEAK_FMA_UNROLL steps per loop trip,
+ * and writes the sum of their components: OUTER = 0 (constant 2) chains
+ * acc = fma(acc, a, b); OUTER = 1 an outer product as in a GEMM's thread
+ * tile, acc[i][q] = fma(a_i, b_q, acc[i][q]) over CHAINS/2 rows of 8. */
+#define VKG_PC_PEAK_FMA(u)                                                     \
+	u iters;  /* loop trips */                                             \
+	u a_bits; /* a and b as float bits */                                  \
+	u b_bits;                                                              \
+	u zero_bits; /* 0.0: a_i = a + i·zero, b_q = b + q·zero (OUTER) */
+#define VKG_BINDINGS_PEAK_FMA 1 /* out: one float per invocation */
+#define VKG_PEAK_FMA_UNROLL 4
+#define VKG_PEAK_FMA_WG 256     /* invocations per workgroup */
+/* bench_peak_mma: VKG_PEAK_MMA_SUBGROUPS subgroups per workgroup, each with
+ * FA·FB f32 accumulators (FA A fragments times FB B fragments, as the GEMM's
+ * 64×64 block of 4×4). One loop trip is one k-slice of VKG_PEAK_SLICE_K:
+ * SLICE_K / CM_K steps of FA·FB multiply-adds; SMEM = 1 loads each step's
+ * fragments from a shared tile (rows padded by 16 bytes, one barrier per
+ * slice, as linear_coopmat_khr_gemm), SMEM = 0 keeps them in registers. */
+#define VKG_PC_PEAK_MMA(u)                                                     \
+	u iters; /* loop trips (k-slices) */
+#define VKG_BINDINGS_PEAK_MMA 3 /* ab (FA A then FB B fragments), init (f32 accumulators), out */
+#define VKG_PEAK_MMA_SUBGROUPS 4
+#define VKG_PEAK_SLICE_K 32
+
 #endif

@@ -511,6 +511,94 @@ static void test_bench_kernels_usage(void **state)
 	}
 }
 
+/* ---- vkgrad bench --peak ------------------------------------------------------ */
+
+/* In this process on the device (no daemon), with the validation layer:
+ * on lavapipe the three mma lines say unsupported, naming the missing
+ * VK_KHR_cooperative_matrix, once per kernel and dtype; fma_f32 runs on
+ * the device, fma_outer too, and every value they wrote equals the
+ * reference (exit 0). On a
+ * device with cooperative matrices every line is measured and exact. */
+static void test_bench_peak_json(void **state)
+{
+	(void)state;
+	char cmd[1024], out[16384], v[256], *lines[32];
+	snprintf(cmd, sizeof(cmd), "VKGRAD_VALIDATION=1 %s/vkgrad bench --peak --json --chains 2,8 --accs 4 "
+		 "--ms 2 --reps 2", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	unsigned n = json_lines(out, lines, 32);
+	assert_int_equal(n, 10); /* mma_regs, mma_smem, mma_smem_dw x f16, bf16; fma_f32, fma_outer x 2 */
+	static const char *const kernel[] = {"\"mma_regs\"", "\"mma_regs\"", "\"mma_smem\"", "\"mma_smem\"",
+					     "\"mma_smem_dw\"", "\"mma_smem_dw\"", "\"fma_f32\"", "\"fma_f32\"",
+					     "\"fma_outer\"", "\"fma_outer\""};
+	static const char *const dtype[] = {"\"f16\"", "\"bf16\"", "\"f16\"", "\"bf16\"", "\"f16\"",
+					    "\"bf16\"", "\"f32\"", "\"f32\"", "\"f32\"", "\"f32\""};
+	const bool lavapipe = strstr(json_get(lines[0], "device", v, sizeof(v)), "llvmpipe") != NULL;
+	for (unsigned i = 0; i < n; i++) {
+		assert_string_equal(json_get(lines[i], "bench", v, sizeof(v)), "\"peak\"");
+		assert_string_equal(json_get(lines[i], "kernel", v, sizeof(v)), kernel[i]);
+		assert_string_equal(json_get(lines[i], "dtype", v, sizeof(v)), dtype[i]);
+		if (i < 6 && lavapipe) {
+			assert_string_equal(json_get(lines[i], "unsupported", v, sizeof(v)),
+					    "\"VK_KHR_cooperative_matrix\"");
+			assert_null(json_get(lines[i], "tflops", v, sizeof(v)));
+			continue;
+		}
+		assert_string_equal(json_get(lines[i], "ok", v, sizeof(v)), "true");
+		assert_string_equal(json_get(lines[i], "mismatches", v, sizeof(v)), "0");
+		assert_string_equal(json_get(lines[i], "max_rel_err", v, sizeof(v)), "0");
+		assert_string_equal(json_get(lines[i], "check", v, sizeof(v)), "\"exact\"");
+		assert_string_equal(json_get(lines[i], "reps", v, sizeof(v)), "2");
+		assert_true(strtod(json_get(lines[i], "gpu_us", v, sizeof(v)), NULL) > 0);
+		assert_true(strtod(json_get(lines[i], "tflops", v, sizeof(v)), NULL) > 0);
+		assert_true(strtod(json_get(lines[i], "tflops_best", v, sizeof(v)), NULL) >=
+			    strtod(json_get(lines[i], "tflops", v, sizeof(v)), NULL));
+		assert_true(strtoul(json_get(lines[i], "iters", v, sizeof(v)), NULL, 10) >= 1);
+		assert_true(strtoul(json_get(lines[i], "workgroups", v, sizeof(v)), NULL, 10) >= 1);
+		assert_non_null(json_get(lines[i], "registers", v, sizeof(v)));
+		if (i >= 6)
+			assert_string_equal(json_get(lines[i], "chains", v, sizeof(v)), i % 2 ? "8" : "2");
+		if (i >= 8)
+			assert_string_equal(json_get(lines[i], "tile", v, sizeof(v)), i == 8 ? "[1,8]" : "[4,8]");
+		else if (i < 6)
+			assert_string_equal(json_get(lines[i], "accs", v, sizeof(v)), "4");
+	}
+}
+
+static void test_bench_peak_usage(void **state)
+{
+	(void)state;
+	char cmd[1024], out[16384], v[64], *lines[16];
+	/* an odd --chains: fma_f32 runs it, fma_outer (rows of 8) leaves it out
+	 * -- unless --only names fma_outer, which makes it a usage error below */
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak --json --dtypes bf16 --chains 1,2 --ms 1 --reps 1 "
+		 "2>/dev/null", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	unsigned n = json_lines(out, lines, 16), outer = 0, fma = 0;
+	for (unsigned i = 0; i < n; i++) {
+		json_get(lines[i], "kernel", v, sizeof(v));
+		if (strcmp(v, "\"fma_outer\"") == 0) {
+			outer++;
+			assert_string_equal(json_get(lines[i], "chains", v, sizeof(v)), "2");
+		} else if (strcmp(v, "\"fma_f32\"") == 0) {
+			fma++;
+		}
+	}
+	assert_int_equal(fma, 2);
+	assert_int_equal(outer, 1);
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak --help", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "mma_smem"));
+	assert_non_null(strstr(out, "tflops_best"));
+	static const char *const bad[] = {"--accs 3",  "--accs 32",	 "--chains 0", "--chains 33",
+					  "--only mma", "--dtypes f32", "--ms 0",     "--reps 0",
+					  "--accs ,",   "extra",	 "--only fma_outer --chains 3"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak %s 2>/dev/null", build_dir(), bad[i]);
+		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +611,8 @@ int main(void)
 		cmocka_unit_test(test_bench_kernels_skips),
 		cmocka_unit_test(test_bench_kernels_refused),
 		cmocka_unit_test(test_bench_kernels_usage),
+		cmocka_unit_test(test_bench_peak_json),
+		cmocka_unit_test(test_bench_peak_usage),
 	};
 	return group_run_plain("cli", tests, &g_d);
 }

@@ -74,6 +74,13 @@ static void test_hello_describes_daemon_and_kernels(void **state)
 		assert_true(k->variant[0] != 0);
 		assert_true(k->status[0] != 0);
 	}
+	/* only what a request reaches: not the registry's bench_peak
+	 * microkernels (`vkgrad bench --peak`), although this device could run
+	 * bench_peak_fma */
+	for (unsigned i = 0; i < in.n_kernels; i++)
+		if (strcmp(in.kernels[i].domain, "linear_backward") != 0)
+			fail_msg("hello lists %s of domain %s", in.kernels[i].name, in.kernels[i].domain);
+	assert_null(find_kernel(&in, "bench_peak_fma"));
 	/* hello again, any number of times */
 	assert_int_equal(vkg_hello(c, NULL, &in, &err), 0);
 	vkg_close(c);

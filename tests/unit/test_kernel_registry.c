@@ -191,7 +191,14 @@ static void test_every_entry_valid(void **state)
 		assert_true(strlen(e->variant) < 24);
 		assert_true(strlen(e->dtype) < 8);
 		assert_true(strlen(e->status) < 16);
-		/* one name per variant: what hello lists, a request may force */
+		/* one name per variant: what hello lists, a request may force
+		 * (bench_peak: `vkgrad bench --peak`'s microkernels, which no
+		 * request reaches and hello never lists) */
+		if (strcmp(e->domain, "bench_peak") == 0) {
+			assert_int_equal(proto_variant_parse(e->variant), -1);
+			continue;
+		}
+		assert_string_equal(e->domain, "linear_backward");
 		int v = proto_variant_parse(e->variant);
 		if (v < 0 || v == PROTO_VARIANT_AUTO)
 			fail_msg("%s: variant '%s' is not a name a request may force", e->name,

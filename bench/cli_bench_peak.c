@@ -1,0 +1,579 @@
+/* bench/cli_bench_peak.c — `vkgrad bench --peak`: the ceilings Vulkan gives
+ * this device, by microkernels with no memory traffic to speak of:
+ *
+ *   mma_regs  subgroup-scope cooperative-matrix multiply-adds
+ *             (VK_KHR_cooperative_matrix, the device's shape) with the
+ *             fragments in registers, per accumulator count
+ *   mma_smem  the same with every step's fragments loaded from shared
+ *             memory, as linear_coopmat_khr_gemm's inner loop does (A as
+ *             [m][k], as its dX pass; mma_smem_dw: [k][m], as its dW pass)
+ *   fma_f32   FP32 FMA throughput (vec4 FMAs, independent chains)
+ *   fma_outer the same as the outer product of a GEMM's thread tile
+ *
+ * (shaders/bench_peak_mma.comp, shaders/bench_peak_fma.comp). Each line
+ * calibrates its loop count to about --ms of GPU time per dispatch, then
+ * times --reps dispatches with GPU timestamps; TFLOP/s from the median and
+ * the best. Every result is read back and compared with the float64
+ * reference (bench/peak_ref.c: small integers, so exactly). The device,
+ * its features and the cooperative-matrix shape are the daemon's own
+ * (daemon/device.c, daemon/coopmat_khr.c), opened in this process. */
+#include "cli.h"
+#include "cli_bench.h"
+#include "peak_ref.h"
+#include "peak_vk.h"
+#include "ref.h"
+
+#include "kiface.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PK_MAX_LIST 8
+#define PK_STAGE_BYTES (16u << 20)
+#define PK_DEFAULT_SMS 132 /* a GPU that does not say how many SMs it has: as many as an H200's */
+
+static const char pk_usage[] =
+	"usage: vkgrad bench --peak [--only LIST] [--dtypes f16,bf16] [--accs 4,8,16]\n"
+	"                [--chains 4,8,16] [--ms X] [--reps N] [--wgs-per-sm N] [--json]\n"
+	"The ceilings this device reaches through Vulkan, by microkernels that run\n"
+	"in this process on the daemon's device (the default choice; VKGRAD_VALIDATION=1\n"
+	"adds the validation layer). One line each (a JSON line with --json):\n"
+	"  mma_regs  per dtype (f16, bf16) and accumulator count: each subgroup keeps\n"
+	"            A and B fragments (the device's KHR cooperative-matrix shape) and\n"
+	"            ACCS independent f32 accumulators in registers and runs\n"
+	"            coopMatMulAdd in a loop\n"
+	"  mma_smem  the same, each step's fragments loaded from shared memory (rows\n"
+	"            padded by 16 bytes, a barrier per k-slice of 32), as the GEMM's\n"
+	"            inner loop: shared -> registers -> MMA, no global traffic; the\n"
+	"            A tile as [m][k] (row-major loads), as in the GEMM's dX pass\n"
+	"  mma_smem_dw  the same with the A tile as [k][m] (column-major loads), as\n"
+	"            in the GEMM's dW pass (A = dY transposed)\n"
+	"  fma_f32   FP32 FMA throughput: CHAINS independent vec4 fma() chains per\n"
+	"            invocation, the same a and b for all\n"
+	"  fma_outer the same FMAs as an outer product (CHAINS/2 rows of 8: a GEMM's\n"
+	"            thread tile, e.g. 8x8 for 16), three source registers per FMA\n"
+	"Fields: kernel, dtype, shape [M,N,K], accs (frags [A,B]) or chains,\n"
+	"  workgroups, threads (per workgroup), iters (loop trips, calibrated to about\n"
+	"  --ms per dispatch), reps, gpu_us (median), tflops (FLOPs / median),\n"
+	"  tflops_best (FLOPs / fastest), registers (the driver's statistic, null\n"
+	"  where it gives none), max_rel_err, mismatches, ok: every value read back\n"
+	"  equals the float64 reference exactly (the inputs are small integers).\n"
+	"  A line the device cannot run says \"unsupported\" with what it lacks.\n"
+	"  --only LIST      mma_regs,mma_smem,mma_smem_dw,fma_f32,fma_outer (default all)\n"
+	"  --dtypes LIST    f16,bf16 (default both)\n"
+	"  --accs LIST      accumulators per subgroup, of 1,2,4,8,16 (default 4,8,16:\n"
+	"                   2x2, 2x4, 4x4 fragments)\n"
+	"  --chains LIST    vec4 accumulators per invocation, 1..32 (default 4,8,16;\n"
+	"                   even for fma_outer, which skips odd ones unless --only\n"
+	"                   names it)\n"
+	"  --ms X           GPU time per dispatch to aim for (default 20; 30 on a CPU device)\n"
+	"  --reps N         measured dispatches per line (default 5; 2 on a CPU device)\n"
+	"  --wgs-per-sm N   workgroups per SM (VK_NV_shader_sm_builtins' count, else 132;\n"
+	"                   2 SMs on a CPU device); default 16\n"
+	"exit status: 1 when a check failed, 2 bad usage, 3 when the device failed.\n";
+
+enum { PK_MMA_REGS, PK_MMA_SMEM, PK_MMA_SMEM_DW, PK_FMA, PK_FMA_OUTER, PK_NKERN };
+static const char *const pk_kernel_name[PK_NKERN] = {"mma_regs", "mma_smem", "mma_smem_dw", "fma_f32",
+						     "fma_outer"};
+
+typedef struct pk_opts {
+	bool kern[PK_NKERN];
+	bool dtype[PROTO_DTYPE_COUNT];
+	uint32_t accs[PK_MAX_LIST], chains[PK_MAX_LIST];
+	unsigned naccs, nchains;
+	double ms;
+	uint64_t reps, wgs_per_sm;
+	bool json, ms_set, reps_set;
+} pk_opts;
+
+/* One line's measurement. */
+typedef struct pk_line {
+	const char *kernel, *dtype;
+	char config[48];
+	uint32_t groups, threads, iters;
+	double flops_per_iter; /* FLOPs of one loop trip over the whole dispatch */
+	double med_us, min_us;
+	unsigned reps;
+	int64_t registers;
+	peak_check chk;
+	bool ok;
+} pk_line;
+
+typedef struct pk_run {
+	const pk_opts *o;
+	peak_vk v;
+	char device[256]; /* JSON-escaped name */
+	bool failed_check;
+} pk_run;
+
+/* ---- options ---- */
+
+/* "a,b,c" of unsigned numbers in [lo, hi] into out (at most PK_MAX_LIST). */
+static int parse_u32_list(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *out, unsigned *n)
+{
+	*n = 0;
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+		if (*n == PK_MAX_LIST)
+			return cli_usage_fail("bench --peak: %s takes at most %d values", opt, PK_MAX_LIST);
+		if (cli_parse_u64(opt, t, lo, hi, &v) != 0)
+			return CLI_EXIT_USAGE;
+		out[(*n)++] = (uint32_t)v;
+	}
+	return *n ? 0 : cli_usage_fail("bench --peak: %s needs a value", opt);
+}
+
+static int parse_names(const char *s, bool *kern, bool *dtype)
+{
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		bool found = false;
+		for (int k = 0; kern && k < PK_NKERN; k++)
+			if (strcmp(t, pk_kernel_name[k]) == 0)
+				kern[k] = found = true;
+		if (dtype && strcmp(t, "f16") == 0)
+			dtype[PROTO_F16] = found = true;
+		if (dtype && strcmp(t, "bf16") == 0)
+			dtype[PROTO_BF16] = found = true;
+		if (!found)
+			return cli_usage_fail("bench --peak: unknown %s '%s'", kern ? "microkernel" : "dtype", t);
+	}
+	return 0;
+}
+
+static int pk_parse(int argc, char **argv, pk_opts *o)
+{
+	enum { O_PEAK = 256, O_ONLY, O_DTYPES, O_ACCS, O_CHAINS, O_MS, O_REPS, O_WGS, O_JSON };
+	static const struct option opts[] = {
+		{"peak", no_argument, NULL, O_PEAK},	     {"only", required_argument, NULL, O_ONLY},
+		{"dtypes", required_argument, NULL, O_DTYPES}, {"accs", required_argument, NULL, O_ACCS},
+		{"chains", required_argument, NULL, O_CHAINS}, {"ms", required_argument, NULL, O_MS},
+		{"reps", required_argument, NULL, O_REPS},     {"wgs-per-sm", required_argument, NULL, O_WGS},
+		{"json", no_argument, NULL, O_JSON},	     {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	*o = (pk_opts){.accs = {4, 8, 16}, .naccs = 3, .chains = {4, 8, 16}, .nchains = 3, .reps = 5,
+		       .wgs_per_sm = 16, .ms = 20};
+	bool kern_set = false, dtype_set = false;
+	optind = 1;
+	for (int c; (c = getopt_long(argc, argv, "+h", opts, NULL)) != -1;) {
+		int bad = 0;
+		switch (c) {
+		case O_PEAK: break;
+		case O_ONLY: kern_set = true; bad = parse_names(optarg, o->kern, NULL); break;
+		case O_DTYPES: dtype_set = true; bad = parse_names(optarg, NULL, o->dtype); break;
+		case O_ACCS: bad = parse_u32_list("--accs", optarg, 1, 16, o->accs, &o->naccs); break;
+		case O_CHAINS: bad = parse_u32_list("--chains", optarg, 1, 32, o->chains, &o->nchains); break;
+		case O_MS: {
+			char *end;
+			o->ms = strtod(optarg, &end);
+			o->ms_set = true;
+			if (*end || !(o->ms >= 0.1 && o->ms <= 10000))
+				bad = cli_usage_fail("bench --peak: --ms takes 0.1..10000, not '%s'", optarg);
+			break;
+		}
+		case O_REPS: o->reps_set = true; bad = cli_parse_u64("--reps", optarg, 1, 1000, &o->reps); break;
+		case O_WGS: bad = cli_parse_u64("--wgs-per-sm", optarg, 1, 256, &o->wgs_per_sm); break;
+		case O_JSON: o->json = true; break;
+		case 'h': fputs(pk_usage, stdout); return -1;
+		default: return cli_usage_fail("bench --peak: unknown option '%s'", argv[optind - 1]);
+		}
+		if (bad)
+			return CLI_EXIT_USAGE;
+	}
+	if (optind < argc)
+		return cli_usage_fail("bench --peak: unexpected argument '%s'", argv[optind]);
+	for (unsigned i = 0; i < o->naccs; i++)
+		if (o->accs[i] & (o->accs[i] - 1))
+			return cli_usage_fail("bench --peak: --accs takes 1, 2, 4, 8 or 16, not %u", o->accs[i]);
+	for (int k = 0; !kern_set && k < PK_NKERN; k++)
+		o->kern[k] = true;
+	/* (without --only, fma_outer skips the odd counts fma_f32 runs) */
+	for (unsigned i = 0; kern_set && o->kern[PK_FMA_OUTER] && i < o->nchains; i++)
+		if (o->chains[i] % 2)
+			return cli_usage_fail("bench --peak: fma_outer takes an even --chains (rows of 8), "
+					      "not %u", o->chains[i]);
+	if (!dtype_set)
+		o->dtype[PROTO_F16] = o->dtype[PROTO_BF16] = true;
+	return 0;
+}
+
+/* ---- output ---- */
+
+static void print_line(const pk_run *r, const pk_line *l, const char *shape_json, const char *extra_json)
+{
+	const double tf = l->flops_per_iter * l->iters / (l->med_us * 1e6);
+	const double best = l->flops_per_iter * l->iters / (l->min_us * 1e6);
+	char regs[24] = "null", err[32];
+	if (l->registers >= 0)
+		snprintf(regs, sizeof(regs), "%" PRId64, l->registers);
+	snprintf(err, sizeof(err), isnan(l->chk.max_rel_err) ? "null" : "%.3g", l->chk.max_rel_err);
+	if (r->o->json) {
+		cli_out("{\"bench\":\"peak\",\"kernel\":\"%s\",\"dtype\":\"%s\"%s%s,\"workgroups\":%u,"
+			"\"threads\":%u,\"iters\":%u,\"reps\":%u,\"gpu_us\":%.1f,\"tflops\":%.4g,"
+			"\"tflops_best\":%.4g,\"registers\":%s,\"max_rel_err\":%s,\"mismatches\":%" PRIu64
+			",\"check\":\"exact\",\"ok\":%s,\"device\":\"%s\"}\n",
+			l->kernel, l->dtype, shape_json, extra_json, l->groups, l->threads, l->iters, l->reps,
+			l->med_us, tf, best, regs, err, l->chk.mismatches, l->ok ? "true" : "false", r->device);
+		return;
+	}
+	cli_out("%-11s %-5s %-16s %6u %8u %11.1f %9.2f %9.2f %5s  %s\n", l->kernel, l->dtype, l->config, l->groups,
+		l->iters, l->med_us, tf, best, regs, l->ok ? "ok" : "MISMATCH");
+	if (!l->ok)
+		cli_out("    %" PRIu64 " values differ from the reference, the first at %" PRIu64
+			", max_rel_err %s\n",
+			l->chk.mismatches, l->chk.first_bad, err);
+}
+
+static void print_unsupported(const pk_run *r, const char *kernel, const char *dtype, const char *why)
+{
+	char w[512];
+	cli_json_escape(w, sizeof(w), why);
+	if (r->o->json)
+		cli_out("{\"bench\":\"peak\",\"kernel\":\"%s\",\"dtype\":\"%s\",\"unsupported\":\"%s\","
+			"\"device\":\"%s\"}\n",
+			kernel, dtype, w, r->device);
+	else
+		cli_out("%-11s %-5s unsupported: needs %s\n", kernel, dtype, why);
+}
+
+/* ---- timing ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	const double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* What a microkernel's timed loop dispatches: the pipeline, its buffers,
+ * its push constants with the loop count at word 0. */
+typedef struct pk_job {
+	const peak_pipe *pipe;
+	peak_buf *bufs[PEAK_MAX_BINDINGS];
+	uint32_t push[4];
+	uint32_t max_iters;
+} pk_job;
+
+/* Calibrate iters to about --ms per dispatch (within max_iters), then time
+ * the reps. 0, or -1 with err. */
+static int time_job(pk_run *r, pk_job *j, pk_line *l, char *err, size_t errlen)
+{
+	const double target_us = r->o->ms * 1e3;
+	uint32_t iters = j->max_iters < 4 ? j->max_iters : 4;
+	double us = 0;
+	/* round 0 is a warm-up: a first dispatch can carry one-off costs
+	 * (a driver finishing the pipeline, starting threads) */
+	for (int round = 0; round < 7; round++) {
+		j->push[0] = iters;
+		if (peak_dispatch(&r->v, j->pipe, j->bufs, j->push, l->groups, &us, err, errlen) != 0)
+			return -1;
+		if (round == 0)
+			continue;
+		if (us >= target_us * 0.5 || iters >= j->max_iters)
+			break;
+		/* at most ×64 a round */
+		double f = target_us / (us > 1 ? us : 1);
+		f = f > 64 ? 64 : f;
+		const double next = ceil(iters * f);
+		iters = next >= j->max_iters ? j->max_iters : (uint32_t)next;
+	}
+	l->iters = iters;
+	l->reps = (unsigned)r->o->reps;
+	double t[1000];
+	for (unsigned i = 0; i < l->reps; i++)
+		if (peak_dispatch(&r->v, j->pipe, j->bufs, j->push, l->groups, &t[i], err, errlen) != 0)
+			return -1;
+	qsort(t, l->reps, sizeof(t[0]), cmp_double);
+	l->med_us = l->reps % 2 ? t[l->reps / 2] : (t[l->reps / 2 - 1] + t[l->reps / 2]) / 2;
+	l->min_us = t[0];
+	l->registers = j->pipe->registers;
+	return 0;
+}
+
+/* Read n floats of b back and compare them with want (period values). */
+static int check_output(pk_run *r, peak_buf *b, uint64_t n, const double *want, uint64_t period, pk_line *l,
+			char *err, size_t errlen)
+{
+	float *got = malloc(n * sizeof(float));
+	if (!got) {
+		snprintf(err, errlen, "out of memory reading back %" PRIu64 " values", n);
+		return -1;
+	}
+	int rc = peak_buf_download(&r->v, b, 0, got, n * sizeof(float), err, errlen);
+	if (rc == 0) {
+		double mx = 0;
+		for (uint64_t i = 0; i < period; i++)
+			mx = fmax(mx, fabs(want[i]));
+		memset(&l->chk, 0, sizeof(l->chk));
+		peak_check_run(&l->chk, got, n, want, period, mx);
+		l->ok = l->chk.mismatches == 0;
+		r->failed_check |= !l->ok;
+	}
+	free(got);
+	return rc;
+}
+
+static uint32_t groups_for(const pk_run *r)
+{
+	const uint64_t sms = r->v.sm_count ? r->v.sm_count : r->v.cpu ? 2 : PK_DEFAULT_SMS;
+	const uint64_t g = sms * r->o->wgs_per_sm;
+	const uint64_t cap = r->v.dev.props.limits.maxComputeWorkGroupCount[0];
+	return (uint32_t)(g < cap ? g : cap);
+}
+
+/* ---- the microkernels ---- */
+
+static int run_fma(pk_run *r, uint32_t chains, bool outer, char *err, size_t errlen)
+{
+	const char *kname = pk_kernel_name[outer ? PK_FMA_OUTER : PK_FMA];
+	const kreg_entry *e = kreg_find("bench_peak_fma", "f32", "fma");
+	if (!e) {
+		print_unsupported(r, kname, "f32", "bench_peak_fma, which this build left out");
+		return 0;
+	}
+	pk_line l = {.kernel = kname, .dtype = "f32", .groups = groups_for(r), .threads = VKG_PEAK_FMA_WG};
+	if (outer)
+		snprintf(l.config, sizeof(l.config), "%ux8 (chains %u)", chains / 2, chains);
+	else
+		snprintf(l.config, sizeof(l.config), "chains %u", chains);
+	const uint64_t n = (uint64_t)l.groups * VKG_PEAK_FMA_WG;
+	l.flops_per_iter = (double)n * VKG_PEAK_FMA_UNROLL * chains * 4 * 2;
+	const uint32_t spec[2] = {chains, outer ? 1 : 0};
+	const VkSpecializationMapEntry me[2] = {{1, 0, sizeof(uint32_t)}, {2, sizeof(uint32_t), sizeof(uint32_t)}};
+	const VkSpecializationInfo si = {2, me, sizeof(spec), spec};
+	peak_pipe p;
+	peak_buf out = {0};
+	int rc = peak_pipe_create(&r->v, &p, e, VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma), &si, err, errlen);
+	if (rc == 0)
+		rc = peak_buf_create(&r->v, &out, n * sizeof(float), err, errlen);
+	if (rc == 0) {
+		const float one = 1.0f;
+		uint32_t bits;
+		memcpy(&bits, &one, sizeof(bits));
+		pk_job j = {.pipe = &p, .bufs = {&out}, .push = {0, bits, bits, 0 /* 0.0f */},
+			    .max_iters = peak_fma_max_iters(chains, VKG_PEAK_FMA_UNROLL)};
+		rc = time_job(r, &j, &l, err, errlen);
+	}
+	if (rc == 0) {
+		/* invocation t's value depends on t mod 256 only */
+		double want[256];
+		for (uint32_t t = 0; t < 256; t++)
+			want[t] = peak_fma_expect(t, chains, VKG_PEAK_FMA_UNROLL, l.iters);
+		rc = check_output(r, &out, n, want, 256, &l, err, errlen);
+	}
+	if (rc == 0) {
+		char extra[48];
+		if (outer)
+			snprintf(extra, sizeof(extra), ",\"chains\":%u,\"tile\":[%u,8]", chains, chains / 2);
+		else
+			snprintf(extra, sizeof(extra), ",\"chains\":%u", chains);
+		print_line(r, &l, "", extra);
+	}
+	peak_buf_destroy(&r->v, &out);
+	if (p.pipe || p.layout || p.dsl)
+		peak_pipe_destroy(&r->v, &p);
+	return rc;
+}
+
+/* The fragments (as f16 or bf16) and the accumulators' starts (f32) into
+ * ab and init. */
+static int mma_inputs(pk_run *r, const peak_mma_geom *g, proto_dtype t, peak_buf *ab, peak_buf *init, char *err,
+		      size_t errlen)
+{
+	const size_t na = (size_t)g->fa * g->m * g->k + (size_t)g->fb * g->k * g->n;
+	const size_t ni = (size_t)g->fa * g->fb * g->m * g->n;
+	uint16_t *h = malloc(na * sizeof(*h));
+	float *f = malloc(ni * sizeof(*f));
+	int rc = -1;
+	if (!h || !f) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	size_t at = 0;
+	for (uint32_t i = 0; i < g->fa; i++)
+		for (uint32_t row = 0; row < g->m; row++)
+			for (uint32_t col = 0; col < g->k; col++) {
+				const float v = (float)peak_mma_a(g, i, row, col);
+				h[at++] = t == PROTO_BF16 ? vkg_ref_bf16_from_float(v) : vkg_ref_f16_from_float(v);
+			}
+	for (uint32_t j = 0; j < g->fb; j++)
+		for (uint32_t row = 0; row < g->k; row++)
+			for (uint32_t col = 0; col < g->n; col++) {
+				const float v = (float)peak_mma_b(g, j, row, col);
+				h[at++] = t == PROTO_BF16 ? vkg_ref_bf16_from_float(v) : vkg_ref_f16_from_float(v);
+			}
+	for (uint32_t i = 0; i < g->fa * g->fb; i++)
+		for (uint32_t e = 0; e < g->m * g->n; e++)
+			f[i * g->m * g->n + e] = (float)peak_mma_init(g, i, e / g->n, e % g->n);
+	rc = peak_buf_create(&r->v, ab, na * sizeof(*h), err, errlen);
+	if (rc == 0)
+		rc = peak_buf_create(&r->v, init, ni * sizeof(*f), err, errlen);
+	if (rc == 0)
+		rc = peak_buf_upload(&r->v, ab, h, na * sizeof(*h), err, errlen);
+	if (rc == 0)
+		rc = peak_buf_upload(&r->v, init, f, ni * sizeof(*f), err, errlen);
+out:
+	free(h);
+	free(f);
+	return rc;
+}
+
+/* Why mma_* cannot run for dtype t here ("" when it can). */
+static void mma_why(const pk_run *r, proto_dtype t, const peak_mma_geom *g, int kern, char *why, size_t n)
+{
+	why[0] = 0;
+	if (!r->v.dev.cmk.ok[t]) {
+		snprintf(why, n, "%s", r->v.dev.cmk.why[t]);
+		return;
+	}
+	if (!kreg_find("bench_peak_mma", proto_dtype_name(t), "mma")) {
+		snprintf(why, n, "bench_peak_mma (%s), which this build left out (no shader compiler here "
+			 "had GL_KHR_cooperative_matrix%s)", proto_dtype_name(t),
+			 t == PROTO_BF16 ? " and GL_EXT_bfloat16" : "");
+		return;
+	}
+	/* the shared tiles of shaders/bench_peak_mma.comp */
+	const uint64_t a_tile = kern == PK_MMA_SMEM_DW ? (uint64_t)VKG_PEAK_SLICE_K * (2ull * g->fa * g->m + 8) * 2
+						       : 2ull * g->fa * g->m * (VKG_PEAK_SLICE_K + 8) * 2;
+	const uint64_t b_tile = (uint64_t)VKG_PEAK_SLICE_K * (2ull * g->fb * g->n + 8) * 2;
+	if (kern != PK_MMA_REGS && a_tile + b_tile > r->v.dev.props.limits.maxComputeSharedMemorySize)
+		snprintf(why, n, "%llu bytes of shared memory (the device offers %u)",
+			 (unsigned long long)(a_tile + b_tile), r->v.dev.props.limits.maxComputeSharedMemorySize);
+}
+
+static int run_mma(pk_run *r, proto_dtype t, uint32_t accs, int kern, char *err, size_t errlen)
+{
+	const char *kname = pk_kernel_name[kern];
+	const cmk_shape s = r->v.dev.cmk.shape[t];
+	const uint32_t fa = accs >= 16 ? 4 : accs >= 4 ? 2 : 1;
+	peak_mma_geom g = {.m = s.m, .n = s.n, .k = s.k, .fa = fa, .fb = accs / fa,
+			   .steps = s.k ? VKG_PEAK_SLICE_K / s.k : 0};
+	char why[256];
+	mma_why(r, t, &g, kern, why, sizeof(why));
+	if (why[0]) {
+		print_unsupported(r, kname, proto_dtype_name(t), why);
+		return 0;
+	}
+	pk_line l = {.kernel = kname, .dtype = proto_dtype_name(t), .groups = groups_for(r),
+		     .threads = VKG_PEAK_MMA_SUBGROUPS * r->v.subgroup};
+	snprintf(l.config, sizeof(l.config), "%ux%ux%u accs %u", s.m, s.n, s.k, accs);
+	const uint64_t subgroups = (uint64_t)l.groups * VKG_PEAK_MMA_SUBGROUPS;
+	const uint64_t per_sg = (uint64_t)accs * s.m * s.n;
+	l.flops_per_iter = (double)subgroups * g.steps * accs * 2.0 * s.m * s.n * s.k;
+	/* constant_id i: CM_M, CM_N, CM_K, FA, FB, SMEM, the workgroup size, A_KMAJOR */
+	const uint32_t spec[8] = {s.m, s.n, s.k, g.fa, g.fb, kern != PK_MMA_REGS, l.threads, kern == PK_MMA_SMEM_DW};
+	VkSpecializationMapEntry me[8];
+	for (uint32_t i = 0; i < 8; i++)
+		me[i] = (VkSpecializationMapEntry){i, i * sizeof(uint32_t), sizeof(uint32_t)};
+	const VkSpecializationInfo si = {8, me, sizeof(spec), spec};
+	const kreg_entry *e = kreg_find("bench_peak_mma", proto_dtype_name(t), "mma");
+	peak_pipe p = {0};
+	peak_buf ab = {0}, init = {0}, out = {0};
+	double *want = NULL;
+	int rc = peak_pipe_create(&r->v, &p, e, VKG_BINDINGS_PEAK_MMA, sizeof(kiface_peak_mma), &si, err, errlen);
+	if (rc == 0)
+		rc = mma_inputs(r, &g, t, &ab, &init, err, errlen);
+	if (rc == 0)
+		rc = peak_buf_create(&r->v, &out, subgroups * per_sg * sizeof(float), err, errlen);
+	if (rc == 0) {
+		pk_job j = {.pipe = &p, .bufs = {&ab, &init, &out}, .max_iters = peak_mma_max_iters(&g)};
+		rc = time_job(r, &j, &l, err, errlen);
+	}
+	if (rc == 0 && !(want = malloc(per_sg * sizeof(*want)))) {
+		snprintf(err, errlen, "out of memory");
+		rc = -1;
+	}
+	if (rc == 0) {
+		for (uint32_t i = 0; i < accs; i++)
+			peak_mma_expect(&g, i, l.iters, want + (uint64_t)i * s.m * s.n);
+		rc = check_output(r, &out, subgroups * per_sg, want, per_sg, &l, err, errlen);
+	}
+	if (rc == 0) {
+		char shape[64], extra[64];
+		snprintf(shape, sizeof(shape), ",\"shape\":[%u,%u,%u]", s.m, s.n, s.k);
+		snprintf(extra, sizeof(extra), ",\"accs\":%u,\"frags\":[%u,%u]", accs, g.fa, g.fb);
+		print_line(r, &l, shape, extra);
+	}
+	free(want);
+	peak_buf_destroy(&r->v, &out);
+	peak_buf_destroy(&r->v, &init);
+	peak_buf_destroy(&r->v, &ab);
+	peak_pipe_destroy(&r->v, &p);
+	return rc;
+}
+
+/* ---- the command ---- */
+
+static int run_all(pk_run *r)
+{
+	char err[512] = "";
+	const proto_dtype dts[2] = {PROTO_F16, PROTO_BF16};
+	for (int k = PK_MMA_REGS; k <= PK_MMA_SMEM_DW; k++)
+		for (int d = 0; d < 2 && r->o->kern[k]; d++)
+			for (unsigned a = 0; a < r->o->naccs && r->o->dtype[dts[d]]; a++) {
+				if (run_mma(r, dts[d], r->o->accs[a], k, err, sizeof(err)) != 0) {
+					cli_errf("vkgrad: bench --peak: %s %s accs %u: %s\n", pk_kernel_name[k],
+						 proto_dtype_name(dts[d]), r->o->accs[a], err);
+					return CLI_EXIT_DAEMON;
+				}
+				/* one unsupported line per kernel and dtype is enough */
+				if (!r->v.dev.cmk.ok[dts[d]] || !kreg_find("bench_peak_mma", proto_dtype_name(dts[d]), "mma"))
+					break;
+			}
+	for (int k = PK_FMA; k <= PK_FMA_OUTER; k++)
+		for (unsigned c = 0; c < r->o->nchains && r->o->kern[k]; c++)
+			if ((k == PK_FMA || r->o->chains[c] % 2 == 0) && run_fma(r, r->o->chains[c], k == PK_FMA_OUTER, err, sizeof(err)) != 0) {
+				cli_errf("vkgrad: bench --peak: %s chains %u: %s\n", pk_kernel_name[k],
+					 r->o->chains[c], err);
+				return CLI_EXIT_DAEMON;
+			}
+	return 0;
+}
+
+int cli_bench_peak(int argc, char **argv)
+{
+	pk_opts o;
+	int rc = pk_parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	pk_run *r = calloc(1, sizeof(*r));
+	if (!r)
+		return CLI_EXIT_DAEMON;
+	r->o = &o;
+	char err[512];
+	if (peak_vk_open(&r->v, PK_STAGE_BYTES, err, sizeof(err)) != 0) {
+		cli_errf("vkgrad: bench --peak: %s\n", err);
+		free(r);
+		return CLI_EXIT_DAEMON;
+	}
+	if (r->v.cpu) {
+		o.ms = o.ms_set ? o.ms : 30;
+		o.reps = o.reps_set ? o.reps : 2;
+	}
+	cli_json_escape(r->device, sizeof(r->device), r->v.dev.props.deviceName);
+	if (!o.json) {
+		cli_out("device: %s; SMs %s%u; subgroup %u; %.0f ms per dispatch, %" PRIu64 " reps\n",
+			r->v.dev.props.deviceName, r->v.sm_count ? "" : "unknown, taken as ",
+			r->v.sm_count ? r->v.sm_count : r->v.cpu ? 2 : PK_DEFAULT_SMS, r->v.subgroup, o.ms, o.reps);
+		cli_out("%-11s %-5s %-16s %6s %8s %11s %9s %9s %5s  %s\n", "kernel", "dtype", "config", "wgs", "iters",
+			"gpu_us(med)", "TFLOP/s", "best", "regs", "check");
+	}
+	rc = run_all(r);
+	const unsigned verr = atomic_load(&r->v.dev.validation_errors);
+	if (rc == 0 && r->v.dev.validation && verr) {
+		cli_errf("vkgrad: bench --peak: the validation layer reported %u error(s)\n", verr);
+		rc = CLI_EXIT_DAEMON;
+	}
+	if (rc == 0 && r->failed_check)
+		rc = CLI_EXIT_CHECK;
+	peak_vk_close(&r->v);
+	free(r);
+	return rc;
+}
