@@ -118,6 +118,8 @@ knob_run() {
 : >"$O/after_knobs.jsonl"
 say "after: a daemon with the defaults (then its stats)"
 knob_run default
+# DATAPATH_KNOBS=0: the default daemon only (a shorter run)
+if [ "${DATAPATH_KNOBS:-1}" = 1 ]; then
 say "after: --loop-spin-us 0 (no polling after a request)"
 knob_run loop_spin_off --loop-spin-us 0
 say "after: --spin-us 0 (no polling for the GPU)"
@@ -135,6 +137,7 @@ if vk "$AFTER" bench --help 2>/dev/null | grep -q client-spin-us; then
 	say "after: clients spin 200 us before sleeping"
 	knob_run client_spin_200
 	BENCH_ARGS=
+fi
 fi
 rm -rf "$d"
 
