@@ -69,6 +69,9 @@ static const char bk_usage[] =
 	"                  dispatches) when the daemon sent it, else of its gpu_us\n"
 	"                  (the whole batch, i.e. this job and its copies)\n"
 	"  kernel_us_measured  true when every rep's reply carried kernel_us\n"
+	"  stream_us       (streamed jobs) medians of the replies' GPU timelines:\n"
+	"                  upload/compute/download busy and end times, the first\n"
+	"                  kernel's start, tail_us after the last kernel (proto/README.md)\n"
 	"  batch_gpu_us    median of the replies' gpu_us\n"
 	"  tflops          FLOPs (4·B·I·O for all three outputs) / gpu_us / 1e6\n"
 	"  gbps            bytes of X, dY, W read + dW, db, dX written / gpu_us / 1e3\n"
@@ -333,6 +336,48 @@ static double median_u64(uint64_t *v, uint64_t n)
 	return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
 }
 
+/* The reps' stream timelines (vkg_stream_last): the fields of the first
+ * rep that had one, each rep's values where its names match. */
+typedef struct bk_stream {
+	unsigned n;
+	vkg_stream_field name[VKG_STREAM_MAX_FIELDS];
+	uint64_t *v;    /* [field * cap + rep] */
+	uint64_t cap, reps;
+} bk_stream;
+
+static void bk_stream_note(bk_stream *s)
+{
+	vkg_stream_timeline tl;
+	if (!s->v || vkg_stream_last(&tl) != 0 || s->reps >= s->cap)
+		return;
+	if (s->reps == 0) {
+		s->n = tl.n;
+		memcpy(s->name, tl.f, sizeof(tl.f));
+	}
+	if (tl.n != s->n)
+		return;
+	for (unsigned i = 0; i < tl.n; i++)
+		if (strcmp(tl.f[i].name, s->name[i].name) != 0)
+			return;
+	for (unsigned i = 0; i < tl.n; i++)
+		s->v[i * s->cap + s->reps] = tl.f[i].us;
+	s->reps++;
+}
+
+/* ,"stream_us":{name: median, ...} when every rep had a timeline, else "". */
+static void bk_stream_json(bk_stream *s, uint64_t reps, char *out, size_t len)
+{
+	out[0] = 0;
+	if (!s->v || s->reps == 0 || s->reps != reps)
+		return;
+	size_t at = (size_t)snprintf(out, len, ",\"stream_us\":{");
+	for (unsigned i = 0; i < s->n && at < len; i++)
+		at += (size_t)snprintf(out + at, len - at, "%s\"%s\":%.1f", i ? "," : "", s->name[i].name,
+				       median_u64(s->v + (uint64_t)i * s->cap, s->reps));
+	if (at < len)
+		snprintf(out + at, len - at, "}");
+}
+
 static uint64_t default_reps(double flop)
 {
 	return flop <= 1e8 ? 50 : flop <= 1e9 ? 20 : flop <= 1e10 ? 10 : flop <= 1e11 ? 5 : 3;
@@ -494,6 +539,7 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	}
 	bool all_kernel = true;
 	double spent_us = 0;
+	bk_stream tl = {.cap = reps, .v = calloc(reps * VKG_STREAM_MAX_FIELDS, sizeof(uint64_t))};
 	for (uint64_t i = 0; i < reps; i++) {
 		if (!o->reps && i >= BK_MIN_REPS && spent_us > BK_REP_BUDGET_US) {
 			reps = i; /* enough time measured */
@@ -506,7 +552,7 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 			rc = vkg_wait(r->c, h, -1, &res, &err);
 		const uint64_t t1 = now_ns();
 		if (rc != 0) {
-			free(gpu), free(kern), free(e2e);
+			free(gpu), free(kern), free(e2e), free(tl.v);
 			char when[32];
 			snprintf(when, sizeof(when), "rep %" PRIu64, i + 1);
 			return late_failure(r, l, rc, &err, when);
@@ -516,7 +562,11 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 		gpu[i] = res.gpu_us;
 		kern[i] = res.kernel_us;
 		all_kernel &= res.kernel_us != 0;
+		bk_stream_note(&tl);
 	}
+	char tl_json[1024];
+	bk_stream_json(&tl, reps, tl_json, sizeof(tl_json));
+	free(tl.v);
 	l->kind = BK_MEASURED;
 	l->reps = reps;
 	l->measured = all_kernel;
@@ -543,18 +593,18 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	if (!l->ok)
 		r->check_failed = true;
 
-	char buf[1024], nb[4][40];
+	char buf[2048], nb[4][40];
 	int n = line_head(buf, sizeof(buf), shape);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\",\"reps\":%" PRIu64
 		 ",\"gpu_us\":%.1f,\"kernel_us_measured\":%s,\"batch_gpu_us\":%.1f,"
 		 "\"tflops\":%s,\"gbps\":%s,\"end_to_end_us\":%.1f,\"warmup_us\":%.0f,"
-		 "\"max_rel_err\":%s,\"tol\":%s,\"check\":\"%s\",\"ok\":%s,\"device\":\"%s\"}\n",
+		 "\"max_rel_err\":%s,\"tol\":%s,\"check\":\"%s\",\"ok\":%s,\"device\":\"%s\"%s}\n",
 		 dname, vname, outs, reps, l->gpu_us, all_kernel ? "true" : "false", l->batch_gpu_us,
 		 json_num(nb[0], sizeof(nb[0]), "%.4g", l->tflops),
 		 json_num(nb[1], sizeof(nb[1]), "%.4g", l->gbps), l->e2e_us, warm_us,
 		 json_num(nb[2], sizeof(nb[2]), "%.3g", l->err), vkg_ref_tolerance_text(t->dtype),
-		 l->sampled ? "sampled" : "full", l->ok ? "true" : "false", r->device);
+		 l->sampled ? "sampled" : "full", l->ok ? "true" : "false", r->device, tl_json);
 	cli_out("%s", buf);
 	return 0;
 }

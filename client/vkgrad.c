@@ -36,6 +36,7 @@ typedef struct vkg_entry {
 	uint64_t queued_us, gpu_us, batch_jobs, kernel_us; /* kernel_us 0: not sent */
 	uint64_t t_submit_ns, t_seen_ns; /* CLOCK_MONOTONIC: request about to go, reply decoded */
 	proto_trace trace;               /* the daemon's part, when the reply had one */
+	proto_stream_tl stream;          /* a streamed job's timeline (n 0: none) */
 	proto_reply *full; /* sync calls needing the whole reply (hello, stats) */
 	bool want_raw;     /* vkg_call_raw: keep the reply's body */
 	uint8_t *raw;      /* malloc'd copy of it, handed to the caller */
@@ -150,6 +151,7 @@ static void entry_remove(vkg_client *c, vkg_entry *e)
 
 static _Thread_local vkg_trace last_trace;
 static _Thread_local bool last_trace_set;
+static _Thread_local vkg_stream_timeline last_stream;
 
 static uint64_t now_ns(void)
 {
@@ -197,6 +199,26 @@ static void trace_keep(const vkg_entry *e)
 		trace_add(t, "client_wake", t->t_seen_ns - t->t_reply_ns);
 }
 
+/* The finished job's stream timeline for vkg_stream_last (n 0: none). */
+static void stream_keep(const vkg_entry *e)
+{
+	vkg_stream_timeline *t = &last_stream;
+	t->n = 0;
+	for (unsigned i = 0; i < e->stream.n && t->n < VKG_STREAM_MAX_FIELDS; i++) {
+		snprintf(t->f[t->n].name, sizeof(t->f[0].name), "%s", e->stream.f[i].name);
+		t->f[t->n++].us = e->stream.f[i].us;
+	}
+}
+
+int vkg_stream_last(vkg_stream_timeline *out)
+{
+	if (last_stream.n == 0)
+		return -ENOENT;
+	if (out)
+		*out = last_stream;
+	return 0;
+}
+
 int vkg_trace_last(vkg_trace *out)
 {
 	if (!last_trace_set)
@@ -219,6 +241,7 @@ static int entry_consume(vkg_client *c, vkg_entry *e, vkg_result *res, uint64_t 
 			res->kernel_us = e->kernel_us;
 		}
 		trace_keep(e);
+		stream_keep(e);
 		if (region)
 			*region = e->region;
 	} else {
@@ -259,6 +282,7 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len, uin
 	e->kernel_us = r->has_kernel_us ? r->kernel_us : 0;
 	e->t_seen_ns = t_seen;
 	e->trace = r->trace;
+	e->stream = r->stream;
 	if (e->full)
 		memcpy(e->full, r, sizeof(*r));
 	if (e->want_raw && (e->raw = malloc(len ? len : 1)) != NULL) {
@@ -722,6 +746,7 @@ int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err)
 			.stream_queues = s->stream_queues,
 			.stream_jobs = s->stream_jobs,
 			.stream_chunks = s->stream_chunks,
+			.stream_dw_blocks = s->stream_dw_blocks,
 		};
 	}
 	free(full);

@@ -94,9 +94,12 @@ typedef struct vkg_stats {
 	uint64_t dispatches, scratch_bytes, scratch_failures;
 	/* streamed jobs (copies overlapped with kernels): dY bytes per chunk
 	 * (0: off), tensor bytes from which a device-local job streams,
-	 * transfer queues used (0: the compute queue), jobs and chunks run */
+	 * transfer queues used (0: the compute queue), jobs and chunks run,
+	 * the steps their dW ran in (row blocks, each downloaded while the
+	 * next computes; 1 per job whose dW was not cut) */
 	uint64_t stream_chunk_bytes, stream_min_bytes, stream_queues;
 	uint64_t stream_jobs, stream_chunks;
+	uint64_t stream_dw_blocks;
 } vkg_stats;
 
 int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err);
@@ -192,6 +195,26 @@ typedef struct vkg_trace {
  * daemon) or none was reported to this thread yet. Thread-local, like
  * errno: cheap enough to ask after every job. */
 int vkg_trace_last(vkg_trace *out);
+
+/* A streamed job's GPU timeline (proto/README.md, reply key stream_us):
+ * name -> µs from the job's first GPU timestamp, e.g. upload_busy_us,
+ * first_compute_start_us, compute_end_us, tail_us, span_us. Only a large
+ * job the daemon streamed (copies overlapped with kernels) has one. */
+#define VKG_STREAM_MAX_FIELDS 16
+typedef struct vkg_stream_field {
+	char name[32];
+	uint64_t us;
+} vkg_stream_field;
+
+typedef struct vkg_stream_timeline {
+	unsigned n;
+	vkg_stream_field f[VKG_STREAM_MAX_FIELDS];
+} vkg_stream_timeline;
+
+/* The timeline of the job whose completion the calling thread was last
+ * told of, as vkg_trace_last. 0, or -ENOENT when that job's reply carried
+ * none (not streamed, an older daemon, no timestamps). Thread-local. */
+int vkg_stream_last(vkg_stream_timeline *out);
 
 /* Synchronous: returns once the outputs are in the region. */
 int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err);

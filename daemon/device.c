@@ -412,6 +412,10 @@ static int device_created(device *d, char *err, size_t errlen)
 	d->timestamp_period = d->props.limits.timestampPeriod;
 	const uint32_t vb = qf[d->queue_family].timestampValidBits;
 	d->timestamp_mask = vb >= 64 ? UINT64_MAX : (1ull << vb) - 1;
+	/* the transfer queues' timestamps, where they have as many valid bits
+	 * (one mask for a streamed job's whole timeline) */
+	d->xfer_timestamps = d->timestamps && d->xfer_queues &&
+			     qf[d->xfer_family].timestampValidBits == vb;
 	if (d->calibrated)
 		d->get_calibrated = (PFN_vkGetCalibratedTimestampsEXT)vkGetDeviceProcAddr(
 			d->dev, "vkGetCalibratedTimestampsEXT");
@@ -461,7 +465,12 @@ static int device_create(device *d, char *err, size_t errlen)
 	VkPhysicalDeviceVulkan12Features en12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
 		.timelineSemaphore = VK_TRUE,
+		/* streamed jobs reset their per-step timestamps on the host
+		 * (stream.c): their uploads may start before the compute queue
+		 * could reset them */
+		.hostQueryReset = f12.hostQueryReset,
 	};
+	d->host_query_reset = f12.hostQueryReset;
 	/* 16-bit storage lets the f16/bf16 kernels load and store their tensors */
 	d->storage16 = f11.storageBuffer16BitAccess;
 	if (getenv("VKGRAD_FAULT_NO_STORAGE16")) {

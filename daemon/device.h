@@ -44,6 +44,9 @@ typedef struct device {
 	float timestamp_period;    /* ns per tick */
 	bool timestamps;
 	uint64_t timestamp_mask;   /* the valid bits of a timestamp */
+	bool xfer_timestamps;      /* the transfer family writes timestamps, as
+				      many valid bits as the compute family's */
+	bool host_query_reset;     /* hostQueryReset enabled (vkResetQueryPool) */
 	/* VK_EXT_calibrated_timestamps with the device's and CLOCK_MONOTONIC's
 	 * domains: GPU timestamps can be put on the host's clock (the stages
 	 * launch and complete of a job's trace) */

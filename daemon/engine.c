@@ -353,6 +353,7 @@ static void finish_slot(engine *e, engine_slot *s)
 					j->kernel_us = 1;
 				j->has_kernel_us = true;
 			}
+			stream_timeline(e, (uint32_t)(s - e->slots), j);
 		}
 		if (!s->failed) {
 			/* staged outputs back into the client's memory, in job order;
@@ -875,7 +876,9 @@ static int gpu_create(engine *e)
 		if (vkAllocateCommandBuffers(d->dev, &cbai, &s->cb) != VK_SUCCESS)
 			return -1;
 		/* the batch's two timestamps, two per device-local job */
-		const uint32_t nq = 2 + 2 * cfg->max_batch_jobs;
+		uint32_t nq = 2 + 2 * cfg->max_batch_jobs;
+		if (stream_queries(e) > nq) /* a streamed batch's steps timed */
+			nq = stream_queries(e);
 		VkQueryPoolCreateInfo qpci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
 					      .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = nq};
 		if (d->timestamps && (vkCreateQueryPool(d->dev, &qpci, NULL, &s->queries) != VK_SUCCESS ||
@@ -1082,6 +1085,7 @@ void engine_stats(const engine *e, proto_stats *st)
 	st->stream_queues = e->dev->xfer_queues;
 	st->stream_jobs = e->stream_jobs;
 	st->stream_chunks = e->stream_chunks;
+	st->stream_dw_blocks = e->stream_dw_blocks;
 	metrics_export(&e->metrics, st);
 	st->spin_budget_us = e->spin.budget_ns / 1000;
 	st->spin_us = atomic_load(&e->spin_ns) / 1000;

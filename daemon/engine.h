@@ -148,7 +148,7 @@ typedef struct engine {
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs; /* record_counts summed */
-	uint64_t stream_jobs, stream_chunks;
+	uint64_t stream_jobs, stream_chunks, stream_dw_blocks;
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
 	metrics metrics;           /* latency histograms, stage windows (metrics.h) */
 	/* GPU clock -> CLOCK_MONOTONIC (device->calibrated): a pair of

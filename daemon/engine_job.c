@@ -28,5 +28,6 @@ void job_free(job *j)
 		return;
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		region_unref(j->reg[t]);
+	free(j->stream_tl);
 	free(j);
 }

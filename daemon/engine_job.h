@@ -43,6 +43,7 @@ struct job {
 	uint32_t ts_index;      /* its two timestamp queries, when devlocal (set by record_batch) */
 	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
 	bool has_kernel_us;
+	proto_stream_tl *stream_tl; /* streamed: its GPU timeline (stream_timeline), or NULL */
 };
 
 /* A job for request q (checked by proto_job_check, which gave bytes), owned
@@ -51,7 +52,7 @@ struct job {
  * memory. */
 job *job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
 	     region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns);
-/* Drops its region references and frees it. NULL is fine. */
+/* Drops its region references and frees it (its stream_tl too). NULL is fine. */
 void job_free(job *j);
 
 /* Tensor bytes of a job, all slots together. */

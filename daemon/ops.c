@@ -327,6 +327,9 @@ void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t 
 		r->batch_jobs = batch_jobs;
 		r->kernel_us = j->kernel_us;
 		r->has_kernel_us = j->has_kernel_us;
+		r->stream.n = 0;
+		if (j->stream_tl)
+			r->stream = *j->stream_tl;
 		const uint64_t t_enc = engine_now_ns();
 		engine_job_trace(j, t_enc, &r->trace);
 		conn_reply_timed(c, PROTO_R_JOB, r, r->trace.present, t_enc);

@@ -64,6 +64,9 @@ typedef struct rec {
 	VkCommandBuffer cb;
 	job *j;
 	uint64_t piece; /* the job's position among all slots' jobs (dummy pieces) */
+	/* workgroup rows [gy0, gy1) of the grid alone (gy1 0: all); set for a
+	 * row block of dW's GEMM (record_job_param_rows) */
+	uint64_t gy0, gy1;
 } rec;
 
 /* Bind a tensor: its device-local copy in the slot's scratch, or the
@@ -191,7 +194,12 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 		cols = lim[0];
 	if (rows > lim[1])
 		rows = lim[1];
-	for (uint64_t y = 0; y < gy; y += rows)
+	/* a row block: its workgroup rows alone; each workgroup's tile is
+	 * computed the same wherever the dispatch that carries it starts */
+	const uint64_t y0 = r->gy1 ? r->gy0 : 0;
+	if (r->gy1 && r->gy1 < gy)
+		gy = r->gy1;
+	for (uint64_t y = y0; y < gy; y += rows)
 		for (uint64_t x = 0; x < gx; x += cols) {
 			if (ybase)
 				*ybase = (uint32_t)(y * yscale);
@@ -294,6 +302,26 @@ static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uin
 	}
 }
 
+/* GEMM kernel k's C tile per workgroup, tm rows by tn columns
+ * (shaders/iface/kernels.h; coopmat_khr's chosen at pipeline creation). */
+static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, uint64_t *tn)
+{
+	*tm = *tn = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
+	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
+		*tm = pipelines_t128_bm(rc->pl, dt), *tn = pipelines_t128_bn(rc->pl, dt);
+	if (pipelines_is_nv2(k)) /* VKGRAD_NV2_TILE's */
+		*tm = rc->pl->nv2[dt].bm, *tn = rc->pl->nv2[dt].bn;
+	if (pipelines_is_cmk(k))
+		*tm = rc->pl->cmk_bm[pipelines_cmk_tiling(k)], *tn = rc->pl->cmk_bn[pipelines_cmk_tiling(k)];
+}
+
+/* Is kernel k one of the GEMMs record_tiled records? */
+static bool is_gemm(int k)
+{
+	return k == KERN_TILED || k == KERN_TILED128 || k == KERN_COOPMAT || pipelines_is_cmk(k) ||
+	       pipelines_is_nv2(k);
+}
+
 /* The GEMM kernels for dW (+ fused db) or for dX: linear_tiled_gemm (k =
  * KERN_TILED), linear_tiled128_gemm (KERN_TILED128), linear_coopmat_gemm
  * (KERN_COOPMAT) or linear_coopmat_khr_gemm (KERN_CMK_*), all
@@ -334,21 +362,14 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);
 	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[k][q->dtype]);
 	push_set(r, k, b, VKG_BINDINGS_GEMM);
-	/* C tile per workgroup (shaders/iface/kernels.h; coopmat_khr's chosen
-	 * at pipeline creation) */
-	uint64_t tm = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
-	uint64_t tn = tm;
-	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
-		tm = pipelines_t128_bm(r->rc->pl, q->dtype), tn = pipelines_t128_bn(r->rc->pl, q->dtype);
+	uint64_t tm, tn;
+	gemm_tile(r->rc, k, q->dtype, &tm, &tn);
 	/* coopmat_nv2 with DBAPART: db by a column of workgroups past C's tiles */
 	uint64_t db_col = 0;
 	if (pipelines_is_nv2(k)) {
 		const nv2_tile *t = &r->rc->pl->nv2[q->dtype];
-		tm = t->bm, tn = t->bn;
 		db_col = t->db_apart && !for_dx && q->t[PROTO_T_DW].present && q->t[PROTO_T_DB].present;
 	}
-	if (pipelines_is_cmk(k))
-		tm = r->rc->pl->cmk_bm[pipelines_cmk_tiling(k)], tn = r->rc->pl->cmk_bn[pipelines_cmk_tiling(k)];
 	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn + db_col, (m + tm - 1) / tm, tm * tn);
 }
 
@@ -533,15 +554,11 @@ static void record_kernels(const rec *r, unsigned mask)
 		record_splitk(r, false);
 	} else if (mask == UNIT_INPUT && j->plan.input == KERN_SPLITK) {
 		record_splitk(r, true);
-	} else if (mask == UNIT_PARAM && (j->plan.param == KERN_TILED || j->plan.param == KERN_TILED128 ||
-					   j->plan.param == KERN_COOPMAT || pipelines_is_cmk(j->plan.param) ||
-					   pipelines_is_nv2(j->plan.param))) {
+	} else if (mask == UNIT_PARAM && is_gemm(j->plan.param)) {
 		record_tiled(r, false, j->plan.param);
 	} else if (mask == UNIT_PARAM) {
 		record_param(r);
-	} else if (j->plan.input == KERN_TILED || j->plan.input == KERN_TILED128 ||
-		   j->plan.input == KERN_COOPMAT || pipelines_is_cmk(j->plan.input) ||
-		   pipelines_is_nv2(j->plan.input)) {
+	} else if (is_gemm(j->plan.input)) {
 		record_tiled(r, true, j->plan.input);
 	} else {
 		record_input(r);
@@ -626,6 +643,27 @@ void record_job_kernels(recorder *rc, const record_target *tg, VkCommandBuffer c
 		record_kernels(&r, UNIT_PARAM);
 	if (input)
 		record_kernels(&r, UNIT_INPUT);
+	counts->dispatches += rc->counts.dispatches;
+}
+
+uint64_t record_param_block_rows(const recorder *rc, const job *j)
+{
+	if (!is_gemm(j->plan.param))
+		return 0;
+	uint64_t tm, tn;
+	gemm_tile(rc, j->plan.param, j->req.dtype, &tm, &tn);
+	return tm;
+}
+
+void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
+			   uint64_t row0, uint64_t rows, record_counts *counts)
+{
+	const uint64_t tm = record_param_block_rows(rc, j);
+	assert(j->devlocal && tm && row0 % tm == 0 && rows > 0);
+	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece,
+		 .gy0 = row0 / tm, .gy1 = (row0 + rows + tm - 1) / tm};
+	rc->counts = (record_counts){0};
+	record_kernels(&r, UNIT_PARAM);
 	counts->dispatches += rc->counts.dispatches;
 }
 

@@ -68,4 +68,19 @@ void record_barrier_all(VkCommandBuffer cb);
 void record_job_kernels(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
 			bool param, bool input, record_counts *counts);
 
+/* Rows of dW one workgroup row of job j's dW/db kernel covers, where that
+ * kernel is a GEMM that can be recorded in row blocks
+ * (record_job_param_rows): linear_tiled_gemm, tiled128, coopmat,
+ * coopmat_khr, coopmat_nv2. 0 for split-K and the narrow kernel. */
+uint64_t record_param_block_rows(const recorder *rc, const job *j);
+
+/* dW's (and fused db's) kernels for dW's rows [row0, row0 + rows) alone,
+ * into cb, as record_job_kernels with `param`: row0 a multiple of
+ * record_param_block_rows(rc, j) (not 0), the block rounded up to whole
+ * workgroup rows. Each element is computed as by the whole dispatch (a
+ * workgroup's tile does not depend on which dispatch carries it), so the
+ * blocks together give the unblocked bits. */
+void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
+			   uint64_t row0, uint64_t rows, record_counts *counts);
+
 #endif

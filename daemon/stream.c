@@ -28,12 +28,34 @@ typedef struct stream_cmds {
 	uint32_t nstep, cap;
 } stream_cmds;
 
+/* What a step does, for its two timestamps (the job's timeline). */
+enum { MARK_HEAD, MARK_UP_W, MARK_UP_CHUNK, MARK_UP_X, MARK_DX, MARK_DW, MARK_DOWN_DX, MARK_DOWN_DW };
+static const char *const mark_name[] = {"head", "upload W", "upload dY chunk", "upload X", "dX chunk",
+					"dW block", "download dX chunk", "download dW block"};
+
+/* One timed step: its role, what it does (MARK_*), which chunk or block,
+ * and its timestamps' queries (q: begin, q + 1: end) in the slot's pool. */
+typedef struct stream_mark {
+	uint8_t role, what;
+	uint32_t index;
+	uint32_t q;
+} stream_mark;
+
+/* A slot's timed steps, recorded with its batch. */
+typedef struct stream_marks {
+	stream_mark *m;
+	uint32_t n, cap;
+} stream_marks;
+
 struct stream {
 	VkSemaphore sem[ROLES];
 	uint64_t value[ROLES]; /* last value given out per role */
 	VkQueue queue[ROLES];
 	stream_cmds *cmds;     /* [slot * ROLES + role] */
+	stream_marks *marks;   /* [slot] */
 	uint32_t nslots;
+	bool v1;               /* VKGRAD_STREAM_SCHEDULE=1: the first schedule (stream.h) */
+	bool timed;            /* each step timed (stream_queries) */
 	/* one vkQueueSubmit's batches, reused */
 	VkSubmitInfo *si;
 	VkTimelineSemaphoreSubmitInfo *tsi;
@@ -67,6 +89,14 @@ bool stream_wants(const engine *e, const job *j)
 	       job_bytes(j) >= e->stream_min;
 }
 
+uint32_t stream_queries(const engine *e)
+{
+	const device *d = e->dev;
+	if (e->stream_chunk == CONFIG_OFF || !d->timestamps || !d->host_query_reset)
+		return 0;
+	return STREAM_TS_FIRST + 2 * STREAM_MAX_STEPS;
+}
+
 static uint32_t role_family(const device *d, int role)
 {
 	return role != ROLE_COMP && d->xfer_queues ? d->xfer_family : d->queue_family;
@@ -83,8 +113,18 @@ int stream_create(engine *e)
 	e->stream = st;
 	st->nslots = e->nslots;
 	st->cmds = calloc((size_t)e->nslots * ROLES, sizeof(*st->cmds));
-	if (!st->cmds)
+	st->marks = calloc(e->nslots, sizeof(*st->marks));
+	if (!st->cmds || !st->marks)
 		return -1;
+	const char *sched = getenv("VKGRAD_STREAM_SCHEDULE");
+	st->v1 = sched && strcmp(sched, "1") == 0;
+	st->timed = stream_queries(e) > 0;
+	log_info("streamed jobs' schedule: %s; per-step GPU timestamps %s",
+		 st->v1 ? "1 (VKGRAD_STREAM_SCHEDULE=1: equal chunks, dW in one step)"
+			: "2 (a small first chunk, dW in row blocks each downloaded while the next computes)",
+		 !st->timed ? "off (no timestamps or no host query reset)"
+		 : d->xfer_queues && !d->xfer_timestamps ? "on the compute queue only (the transfer family has none)"
+							  : "on");
 	st->queue[ROLE_COMP] = d->queue;
 	st->queue[ROLE_UP] = d->xfer_queues ? d->xfer_up : d->queue;
 	st->queue[ROLE_DOWN] = d->xfer_queues ? d->xfer_down : d->queue;
@@ -120,6 +160,9 @@ void stream_release(engine *e)
 	for (int r = 0; r < ROLES; r++)
 		if (st->sem[r])
 			vkDestroySemaphore(d->dev, st->sem[r], NULL);
+	for (uint32_t i = 0; st->marks && i < st->nslots; i++)
+		free(st->marks[i].m);
+	free(st->marks);
 	free(st->cmds);
 	free(st->si);
 	free(st->tsi);
@@ -141,6 +184,7 @@ typedef struct srec {
 	VkResult err;    /* the first failure */
 	VkCommandBuffer cb; /* the step being recorded */
 	int role;
+	int32_t mark;    /* the step's mark in the slot's marks, or -1: untimed */
 } srec;
 
 static stream_cmds *cmds_of(const srec *r, int role)
@@ -148,13 +192,44 @@ static stream_cmds *cmds_of(const srec *r, int role)
 	return &r->st->cmds[r->si * ROLES + (uint32_t)role];
 }
 
+/* Does the queue of `role` write timestamps? */
+static bool role_timed(const srec *r, int role)
+{
+	return r->st->timed && (role == ROLE_COMP || !r->e->dev->xfer_queues || r->e->dev->xfer_timestamps);
+}
+
+/* The step being begun is timed: a mark, its first timestamp (once
+ * everything before it on its queue is done and its wait is over). */
+static void mark_begin(srec *r, int what, uint32_t index)
+{
+	stream_marks *ms = &r->st->marks[r->si];
+	r->mark = -1;
+	if (!role_timed(r, r->role) || ms->n >= STREAM_MAX_STEPS)
+		return;
+	if (ms->n == ms->cap) {
+		const uint32_t cap = ms->cap ? ms->cap * 2 : 32;
+		stream_mark *nm = realloc(ms->m, cap * sizeof(*nm));
+		if (!nm)
+			return; /* untimed; the timeline is dropped (stream_timeline) */
+		ms->m = nm;
+		ms->cap = cap;
+	}
+	const uint32_t q = STREAM_TS_FIRST + 2 * ms->n;
+	ms->m[ms->n] = (stream_mark){.role = (uint8_t)r->role, .what = (uint8_t)what, .index = index, .q = q};
+	r->mark = (int32_t)ms->n++;
+	vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, r->tg->queries, q);
+	r->counts->nqueries = q + 2;
+}
+
 /* Begin the next step of `role`, waiting for value `wait` of wait_role's
- * semaphore (wait_role < 0: nothing); r->cb is its command buffer, or NULL
- * after a failure (r->err), every later step then skipped. */
-static void step_begin(srec *r, int role, int wait_role, uint64_t wait)
+ * semaphore (wait_role < 0: nothing), timed as `what` number `index`;
+ * r->cb is its command buffer, or NULL after a failure (r->err), every
+ * later step then skipped. */
+static void step_begin(srec *r, int role, int wait_role, uint64_t wait, int what, uint32_t index)
 {
 	r->cb = VK_NULL_HANDLE;
 	r->role = role;
+	r->mark = -1;
 	if (r->err != VK_SUCCESS)
 		return;
 	stream_cmds *c = cmds_of(r, role);
@@ -189,15 +264,21 @@ static void step_begin(srec *r, int role, int wait_role, uint64_t wait)
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	r->err = vkBeginCommandBuffer(s->cb, &bi);
-	if (r->err == VK_SUCCESS)
-		r->cb = s->cb;
+	if (r->err != VK_SUCCESS)
+		return;
+	r->cb = s->cb;
+	mark_begin(r, what, index);
 }
 
-/* End the step begun last; returns the value it signals (0 after a failure). */
+/* End the step begun last (its second timestamp once its commands are
+ * done); returns the value it signals (0 after a failure). */
 static uint64_t step_end(srec *r)
 {
 	if (!r->cb)
 		return 0;
+	if (r->mark >= 0)
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, r->tg->queries,
+				    r->st->marks[r->si].m[r->mark].q + 1);
 	stream_cmds *c = cmds_of(r, r->role);
 	r->err = vkEndCommandBuffer(r->cb);
 	r->cb = VK_NULL_HANDLE;
@@ -256,32 +337,42 @@ static void chunk_job(const job *j, job *c, uint64_t es, uint64_t r0, uint64_t r
 	c->bytes[PROTO_T_DX] = rows * j->req.in * es;
 }
 
-/* The compute step of dX's chunk [r0, r0+rows), after its upload `up`. */
-static uint64_t record_dx_chunk(srec *r, uint64_t up, uint64_t r0, uint64_t rows, bool first, bool last)
+/* The job's kernel span (kernel_us) begins: its first timestamp, before
+ * its first kernel. */
+static void kernel_ts_first(srec *r, bool first)
+{
+	if (first && r->e->dev->timestamps)
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, r->tg->queries, r->j->ts_index);
+}
+
+/* The compute step of dX's chunk n, rows [r0, r0+rows), after its upload `up`. */
+static uint64_t record_dx_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, uint64_t rows, bool first,
+				bool last)
 {
 	job c;
 	chunk_job(r->j, &c, r->es, r0, rows);
-	step_begin(r, ROLE_COMP, ROLE_UP, up);
+	step_begin(r, ROLE_COMP, ROLE_UP, up, MARK_DX, n);
 	if (!r->cb)
 		return 0;
 	record_barrier_all(r->cb); /* after the chunk before it (split-K partials are shared) */
-	if (first && r->e->dev->timestamps)
-		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, r->tg->queries, r->j->ts_index);
+	kernel_ts_first(r, first);
 	record_job_kernels(r->e->rec, r->tg, r->cb, &c, false, true, r->counts);
 	if (last && r->e->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, r->j->ts_index + 1);
 	return step_end(r);
 }
 
-/* head: queries reset, the batch's first timestamp, after earlier batches */
+/* head: the batch's queries reset (the streamed steps' own are reset on
+ * the host, stream_record: uploads may run before the head), the batch's
+ * first timestamp, after earlier batches */
 static uint64_t record_head(srec *r)
 {
-	step_begin(r, ROLE_COMP, -1, 0);
+	step_begin(r, ROLE_COMP, -1, 0, MARK_HEAD, 0);
 	if (!r->cb)
 		return 0;
 	record_barrier_all(r->cb);
 	if (r->e->dev->timestamps) {
-		vkCmdResetQueryPool(r->cb, r->tg->queries, 0, r->counts->nqueries);
+		vkCmdResetQueryPool(r->cb, r->tg->queries, 0, STREAM_TS_FIRST);
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, r->tg->queries, 0);
 	}
 	return step_end(r);
@@ -322,6 +413,60 @@ static uint64_t chunk_rows(const engine *e, const job *j, uint64_t es)
 	return rows < least ? least : rows;
 }
 
+/* Rows of dW per row block (schedule 2): about half a chunk's bytes, whole
+ * workgroup rows of its kernel (tm), at most STREAM_MAX_DW_BLOCKS blocks;
+ * all of them (one block) where dW is not asked for, or its kernel cannot
+ * be cut (record_param_block_rows 0), or schedule 1. */
+static uint64_t dw_block_rows(const srec *r)
+{
+	const proto_request *q = &r->j->req;
+	const uint64_t tm = record_param_block_rows(r->e->rec, r->j);
+	if (r->st->v1 || !q->t[PROTO_T_DW].present || tm == 0)
+		return q->out;
+	uint64_t rows = r->e->stream_chunk / 2 / (q->in * r->es);
+	const uint64_t least = (q->out + STREAM_MAX_DW_BLOCKS - 1) / STREAM_MAX_DW_BLOCKS;
+	if (rows < least)
+		rows = least;
+	rows = (rows + tm - 1) / tm * tm;
+	return rows < q->out ? rows : q->out;
+}
+
+/* dW/db after all of X (upload value up_x) and dY: in row blocks, each
+ * downloaded on the download queue while the next computes; db with the
+ * last block. `first`: no dX chunk wrote the kernel span's first
+ * timestamp. */
+static void record_param(srec *r, uint64_t up_x, bool first)
+{
+	const proto_request *q = &r->j->req;
+	const uint64_t block = dw_block_rows(r);
+	uint32_t b = 0;
+	for (uint64_t r0 = 0; r0 < q->out; r0 += block, b++) {
+		const uint64_t len = q->out - r0 < block ? q->out - r0 : block;
+		const bool last = r0 + len >= q->out;
+		step_begin(r, ROLE_COMP, ROLE_UP, up_x, MARK_DW, b);
+		r->e->stream_dw_blocks++;
+		if (r->cb) {
+			record_barrier_all(r->cb);
+			kernel_ts_first(r, first && r0 == 0);
+			if (block == q->out)
+				record_job_kernels(r->e->rec, r->tg, r->cb, r->j, true, false, r->counts);
+			else
+				record_job_param_rows(r->e->rec, r->tg, r->cb, r->j, r0, len, r->counts);
+			if (last && r->e->dev->timestamps)
+				vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries,
+						    r->j->ts_index + 1);
+		}
+		const uint64_t comp = step_end(r);
+		step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DW, b);
+		copy_rows(r, PROTO_T_DW, q->in, r0, len, false);
+		if (last)
+			copy_whole(r, PROTO_T_DB, false);
+		if (r->cb)
+			barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
+		step_end(r);
+	}
+}
+
 /* The three roles' steps (stream.h's table), in an order where every wait
  * is on a step recorded before it. */
 static void record_steps(srec *r)
@@ -340,7 +485,7 @@ static void record_steps(srec *r)
 		after |= r->j->reg[t] && r->j->reg[t]->inflight;
 	const uint64_t head = record_head(r);
 	const int up_wait = after ? ROLE_COMP : -1;
-	step_begin(r, ROLE_UP, up_wait, head);
+	step_begin(r, ROLE_UP, up_wait, head, MARK_UP_W, 0);
 	if (dx) /* (W named without dX, or X without dW/db, is not read: not copied) */
 		copy_whole(r, PROTO_T_W, true);
 	if (q->accumulate) {
@@ -348,49 +493,36 @@ static void record_steps(srec *r)
 		copy_whole(r, PROTO_T_DB, true);
 	}
 	step_end(r);
-	uint64_t last_down = 0, n = 0;
-	for (uint64_t r0 = 0; r0 < q->batch; r0 += rows, n++) {
-		const uint64_t len = q->batch - r0 < rows ? q->batch - r0 : rows;
-		step_begin(r, ROLE_UP, up_wait, head);
+	/* schedule 2: the first chunk a quarter of the others, so the first
+	 * kernels start soon after W is in */
+	const uint64_t first_rows = !r->st->v1 && dx && rows > 1 && rows < q->batch ? rows / 4 + (rows < 4) : rows;
+	uint32_t n = 0;
+	for (uint64_t r0 = 0; r0 < q->batch; n++) {
+		const uint64_t want = n == 0 ? first_rows : rows;
+		const uint64_t len = q->batch - r0 < want ? q->batch - r0 : want;
+		step_begin(r, ROLE_UP, up_wait, head, MARK_UP_CHUNK, n);
 		copy_rows(r, PROTO_T_DY, q->out, r0, len, true);
 		if (q->accumulate)
 			copy_rows(r, PROTO_T_DX, q->in, r0, len, true);
 		const uint64_t up = step_end(r);
-		if (!dx)
-			continue;
-		const uint64_t comp = record_dx_chunk(r, up, r0, len, r0 == 0, !param && r0 + len >= q->batch);
-		step_begin(r, ROLE_DOWN, ROLE_COMP, comp);
-		copy_rows(r, PROTO_T_DX, q->in, r0, len, false);
-		if (r->cb)
-			barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
-		last_down = step_end(r);
+		if (dx) {
+			const uint64_t comp = record_dx_chunk(r, up, n, r0, len, r0 == 0, !param && r0 + len >= q->batch);
+			step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DX, n);
+			copy_rows(r, PROTO_T_DX, q->in, r0, len, false);
+			if (r->cb)
+				barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
+			step_end(r);
+		}
+		r0 += len;
 	}
 	r->e->stream_chunks += n;
-	step_begin(r, ROLE_UP, up_wait, head);
+	step_begin(r, ROLE_UP, up_wait, head, MARK_UP_X, 0);
 	if (param)
 		copy_whole(r, PROTO_T_X, true);
 	const uint64_t up_x = step_end(r);
-	if (param) {
-		step_begin(r, ROLE_COMP, ROLE_UP, up_x);
-		if (r->cb) {
-			record_barrier_all(r->cb);
-			if (!dx && r->e->dev->timestamps)
-				vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, r->tg->queries,
-						    r->j->ts_index);
-			record_job_kernels(r->e->rec, r->tg, r->cb, r->j, true, false, r->counts);
-			if (r->e->dev->timestamps)
-				vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries,
-						    r->j->ts_index + 1);
-		}
-		const uint64_t comp = step_end(r);
-		step_begin(r, ROLE_DOWN, ROLE_COMP, comp);
-		copy_whole(r, PROTO_T_DW, false);
-		copy_whole(r, PROTO_T_DB, false);
-		if (r->cb)
-			barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
-		last_down = step_end(r);
-	}
-	(void)last_down; /* the tail waits for the download role's last value */
+	if (param)
+		record_param(r, up_x, !dx);
+	/* the tail waits for the download role's last value */
 }
 
 VkResult stream_record(engine *e, uint32_t si, const record_target *tg, record_counts *counts)
@@ -405,9 +537,14 @@ VkResult stream_record(engine *e, uint32_t si, const record_target *tg, record_c
 		vkResetCommandPool(e->dev->dev, c->pool, 0);
 		c->nstep = 0;
 	}
-	/* queries: the batch's two, the job's two (its kernels' span) */
-	counts->nqueries = 4;
+	/* queries: the batch's two, the job's two (its kernels' span), then
+	 * two per timed step, reset here: the slot's last batch is done with
+	 * them, and the uploads may start before the head */
+	counts->nqueries = STREAM_TS_FIRST;
 	r.j->ts_index = 2;
+	e->stream->marks[si].n = 0;
+	if (e->stream->timed)
+		vkResetQueryPool(e->dev->dev, tg->queries, STREAM_TS_FIRST, 2 * STREAM_MAX_STEPS);
 	e->stream_jobs++;
 	record_steps(&r);
 	record_tail(&r);
@@ -489,4 +626,117 @@ VkResult stream_submit(engine *e, uint32_t si)
 		.commandBufferCount = 1, .pCommandBuffers = &s->cb,
 		.signalSemaphoreCount = 1, .pSignalSemaphores = &e->timeline};
 	return vkQueueSubmit(e->dev->queue, 1, &sub, VK_NULL_HANDLE);
+}
+
+/* ---- the timeline ------------------------------------------------------------ */
+
+/* ns from `ref` to GPU timestamp t, signed, within the valid bits */
+static int64_t tick_ns(const device *d, uint64_t ref, uint64_t t)
+{
+	const uint64_t m = d->timestamp_mask, diff = (t - ref) & m;
+	const double ticks = diff > m / 2 ? -(double)(m - diff) - 1.0 : (double)diff;
+	return (int64_t)(ticks * (double)d->timestamp_period);
+}
+
+/* What the timeline adds up per role. */
+typedef struct tl_sum {
+	int64_t busy, first, end; /* ns: summed durations, earliest begin, latest end */
+	bool any;
+} tl_sum;
+
+static void tl_add(tl_sum *s, int64_t b, int64_t e)
+{
+	s->busy += e - b;
+	s->first = !s->any || b < s->first ? b : s->first;
+	s->end = !s->any || e > s->end ? e : s->end;
+	s->any = true;
+}
+
+static void tl_put(proto_stream_tl *t, const char *name, int64_t ns)
+{
+	if (t->n >= PROTO_MAX_STREAM_FIELDS)
+		return;
+	snprintf(t->f[t->n].name, sizeof(t->f[0].name), "%s", name);
+	t->f[t->n++].us = ns > 0 ? (uint64_t)((ns + 500) / 1000) : 0;
+}
+
+/* One step's line in the debug log. */
+static void tl_log(const job *j, const stream_mark *k, int64_t b, int64_t e)
+{
+	static const char *const role[ROLES] = {"upload", "compute", "download"};
+	log_debug("stream job %llu: %-8s %-18s %4u  %9.1f .. %9.1f us (%8.1f us)",
+		  (unsigned long long)j->req.id, role[k->role], mark_name[k->what], k->index, (double)b / 1e3,
+		  (double)e / 1e3, (double)(e - b) / 1e3);
+}
+
+void stream_timeline(engine *e, uint32_t si, job *j)
+{
+	const stream *st = e->stream;
+	if (!st || !st->timed || !j->streamed)
+		return;
+	const stream_marks *ms = &st->marks[si];
+	const volatile uint64_t *ts = e->slots[si].ts_map;
+	if (ms->n == 0 || !ts)
+		return;
+	const uint64_t ref = ts[ms->m[0].q];
+	int64_t t0 = 0;
+	for (uint32_t i = 0; i < ms->n; i++) {
+		const int64_t b = tick_ns(e->dev, ref, ts[ms->m[i].q]), en = tick_ns(e->dev, ref, ts[ms->m[i].q + 1]);
+		if (en < b || en - b > 600000000000ll) {
+			log_debug("stream job %llu: step %u's timestamps out of order; no timeline",
+				  (unsigned long long)j->req.id, i);
+			return;
+		}
+		t0 = i == 0 || b < t0 ? b : t0;
+	}
+	tl_sum up = {0}, comp = {0}, dw = {0}, down = {0};
+	int64_t head = 0, w_up = 0, last_up_end = 0, skew = 0;
+	const bool dbg = log_level() >= LOG_LEVEL_DEBUG;
+	for (uint32_t i = 0; i < ms->n; i++) {
+		const stream_mark *k = &ms->m[i];
+		const int64_t b = tick_ns(e->dev, ref, ts[k->q]) - t0, en = tick_ns(e->dev, ref, ts[k->q + 1]) - t0;
+		if (dbg)
+			tl_log(j, k, b, en);
+		switch (k->what) {
+		case MARK_HEAD: head = b; break;
+		case MARK_UP_W: w_up = en - b; /* fall through */
+		case MARK_UP_CHUNK:
+		case MARK_UP_X: tl_add(&up, b, en); last_up_end = en; break;
+		case MARK_DW: tl_add(&dw, b, en); /* fall through */
+		case MARK_DX:
+			tl_add(&comp, b, en);
+			/* a kernel step begins after its upload ends: if not, the
+			 * queues' clocks disagree by at least that much */
+			if (up.any && last_up_end - b > skew)
+				skew = last_up_end - b;
+			break;
+		default: tl_add(&down, b, en); break;
+		}
+	}
+	proto_stream_tl *t = j->stream_tl ? j->stream_tl : calloc(1, sizeof(*t));
+	if (!t)
+		return;
+	j->stream_tl = t;
+	t->n = 0;
+	tl_put(t, "span_us", (down.any && down.end > comp.end ? down.end : comp.end));
+	tl_put(t, "head_us", head);
+	tl_put(t, "upload_us", up.busy);
+	tl_put(t, "w_upload_us", w_up);
+	tl_put(t, "upload_end_us", up.end);
+	tl_put(t, "first_compute_start_us", comp.first);
+	tl_put(t, "compute_us", comp.busy);
+	tl_put(t, "compute_idle_us", comp.end - comp.first - comp.busy);
+	if (dw.any)
+		tl_put(t, "dw_start_us", dw.first);
+	tl_put(t, "compute_end_us", comp.end);
+	tl_put(t, "download_us", down.busy);
+	tl_put(t, "download_end_us", down.end);
+	tl_put(t, "tail_us", down.any ? down.end - comp.end : 0);
+	tl_put(t, "clock_skew_us", skew);
+	if (dbg)
+		log_debug("stream job %llu: %u steps; span %.1f us, uploads end %.1f, kernels %.1f .. %.1f "
+			  "(busy %.1f), downloads end %.1f, after the last kernel %.1f us",
+			  (unsigned long long)j->req.id, ms->n, (double)t->f[0].us, (double)up.end / 1e3,
+			  (double)comp.first / 1e3, (double)comp.end / 1e3, (double)comp.busy / 1e3,
+			  (double)down.end / 1e3, (double)(down.any ? down.end - comp.end : 0) / 1e3);
 }

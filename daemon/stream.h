@@ -42,8 +42,17 @@
 #include "engine.h"
 #include "record.h"
 
-/* chunks of one job at most (larger chunks than asked beyond that) */
+/* chunks of one job at most (larger chunks than asked beyond that; schedule
+ * 2's small first chunk comes on top) */
 #define STREAM_MAX_CHUNKS 1024u
+/* row blocks of dW at most (schedule 2) */
+#define STREAM_MAX_DW_BLOCKS 8u
+/* steps of one job at most: the head; W, the chunks and X up; a kernel
+ * step per chunk and per dW block; a download per chunk and per block */
+#define STREAM_MAX_STEPS (3u * (STREAM_MAX_CHUNKS + 1u) + 2u * STREAM_MAX_DW_BLOCKS + 3u)
+/* the slot's queries the steps' timestamps start at (after the batch's
+ * two and the job's two) */
+#define STREAM_TS_FIRST 4u
 
 /* Resolve e->stream_chunk and e->stream_min from the config and the device
  * (auto: on where the device has a transfer-only queue) and log them. */
@@ -53,6 +62,10 @@ void stream_init(engine *e);
  * cleans up). Nothing is made while streaming is off. */
 int stream_create(engine *e);
 void stream_release(engine *e);
+/* Timestamp queries a slot's pool needs for a streamed batch with every
+ * step timed: STREAM_TS_FIRST + two per step; 0 where streaming is off or
+ * the steps cannot be timed (no timestamps, no hostQueryReset). */
+uint32_t stream_queries(const engine *e);
 /* Does j, placed on the device-local path, stream? (placement.c) */
 bool stream_wants(const engine *e, const job *j);
 /* Record slot si's batch, one streamed job (tg: the slot's objects, as
@@ -64,5 +77,10 @@ VkResult stream_record(engine *e, uint32_t si, const record_target *tg, record_c
  * engine's timeline. VK_SUCCESS or the first failing vkQueueSubmit's result
  * (what was submitted before it runs to its end). */
 VkResult stream_submit(engine *e, uint32_t si);
+
+/* Streamed job j of slot si, its batch done: its timeline from the steps'
+ * timestamps (the reply's stream_us, j->stream_tl), each step on the log
+ * at debug level. Nothing where the steps were not timed. */
+void stream_timeline(engine *e, uint32_t si, job *j);
 
 #endif

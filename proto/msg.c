@@ -716,6 +716,7 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "stream_queues", s->stream_queues);
 	pk_kv_u(pk, "stream_jobs", s->stream_jobs);
 	pk_kv_u(pk, "stream_chunks", s->stream_chunks);
+	pk_kv_u(pk, "stream_dw_blocks", s->stream_dw_blocks);
 	pk_kv_u(pk, "spin_budget_us", s->spin_budget_us);
 	pk_kv_u(pk, "spin_us", s->spin_us);
 	pk_kv_u(pk, "spin_hits", s->spin_hits);
@@ -767,6 +768,15 @@ static void pack_trace(msgpack_packer *pk, const proto_trace *t)
 	msgpack_pack_fix_uint64(pk, t->t_reply_ns);
 }
 
+static void pack_stream(msgpack_packer *pk, const proto_stream_tl *t)
+{
+	const unsigned n = t->n < PROTO_MAX_STREAM_FIELDS ? t->n : PROTO_MAX_STREAM_FIELDS;
+	pk_str(pk, "stream_us");
+	msgpack_pack_map(pk, n);
+	for (unsigned i = 0; i < n; i++)
+		pk_kv_u(pk, t->f[i].name, t->f[i].us);
+}
+
 int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r)
 {
 	msgpack_packer pk;
@@ -777,8 +787,8 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_PLAIN: extra = 0; break;
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
-	case PROTO_R_JOB: extra = 3 + r->has_kernel_us + 3 * r->trace.present; break;
-	case PROTO_R_STATS: extra = 32 + (r->stats.n_stages > 0) + (r->stats.n_hist > 0); break;
+	case PROTO_R_JOB: extra = 3 + r->has_kernel_us + (r->stream.n > 0) + 3 * r->trace.present; break;
+	case PROTO_R_STATS: extra = 33 + (r->stats.n_stages > 0) + (r->stats.n_hist > 0); break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);
@@ -799,6 +809,8 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 		/* only when measured: a client must not mistake 0 for a time */
 		if (r->has_kernel_us)
 			pk_kv_u(&pk, "kernel_us", r->kernel_us);
+		if (r->stream.n > 0)
+			pack_stream(&pk, &r->stream);
 		if (r->trace.present)
 			pack_trace(&pk, &r->trace);
 		break;
@@ -968,6 +980,20 @@ static void unpack_trace_stages(const msgpack_object *m, proto_trace *t)
 	}
 }
 
+/* A reply's stream_us: name -> µs. */
+static void unpack_stream(const msgpack_object *m, proto_stream_tl *t)
+{
+	const msgpack_object *k, *v;
+	t->n = 0;
+	FOR_KV(m, k, v) {
+		if (t->n >= PROTO_MAX_STREAM_FIELDS || k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 ||
+		    k->via.str.size >= sizeof(t->f[0].name))
+			continue;
+		copy_str(k, t->f[t->n].name, sizeof(t->f[0].name));
+		t->f[t->n++].us = as_u64(v);
+	}
+}
+
 static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, proto_stats *s)
 {
 	if (key_is(k, "uptime_s")) s->uptime_s = as_f64(v);
@@ -998,6 +1024,7 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (key_is(k, "stream_queues")) s->stream_queues = as_u64(v);
 	else if (key_is(k, "stream_jobs")) s->stream_jobs = as_u64(v);
 	else if (key_is(k, "stream_chunks")) s->stream_chunks = as_u64(v);
+	else if (key_is(k, "stream_dw_blocks")) s->stream_dw_blocks = as_u64(v);
 	else if (key_is(k, "spin_budget_us")) s->spin_budget_us = as_u64(v);
 	else if (key_is(k, "spin_us")) s->spin_us = as_u64(v);
 	else if (key_is(k, "spin_hits")) s->spin_hits = as_u64(v);
@@ -1066,6 +1093,8 @@ int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_er
 		} else if (key_is(k, "t_reply_ns")) {
 			r->trace.t_reply_ns = as_u64(v);
 			have_trace |= 2;
+		} else if (key_is(k, "stream_us") && v->type == MSGPACK_OBJECT_MAP) {
+			unpack_stream(v, &r->stream);
 		} else if (key_is(k, "stages_ns") && v->type == MSGPACK_OBJECT_MAP) {
 			unpack_trace_stages(v, &r->trace);
 			have_trace |= 4;

@@ -251,6 +251,20 @@ typedef struct proto_trace {
  * end. */
 void proto_reply_put_time(uint8_t *end, uint64_t ns);
 
+/* A streamed job's GPU timeline (addition: the linear_backward reply's
+ * `stream_us`, a map of name -> µs, encoded before the trace and only when
+ * n > 0; proto/README.md lists the names). */
+#define PROTO_MAX_STREAM_FIELDS 16
+typedef struct proto_stream_field {
+	char name[32];
+	uint64_t us;
+} proto_stream_field;
+
+typedef struct proto_stream_tl {
+	unsigned n;
+	proto_stream_field f[PROTO_MAX_STREAM_FIELDS];
+} proto_stream_tl;
+
 /* A stage's recent times (stats `stages`). */
 typedef struct proto_stage_stat {
 	char name[16];
@@ -277,6 +291,7 @@ typedef struct proto_stats {
 	 * queues its copies use (0: the compute queue), jobs and chunks */
 	uint64_t stream_chunk_bytes, stream_min_bytes, stream_queues;
 	uint64_t stream_jobs, stream_chunks;
+	uint64_t stream_dw_blocks; /* addition: dW row blocks of streamed jobs */
 	/* latency histograms (daemon/metrics.h); encoded as the map
 	 * `histograms` when n_hist > 0 */
 	unsigned n_hist;
@@ -310,6 +325,7 @@ typedef struct proto_reply {
 	 * whole batch's. Encoded only when has_kernel_us; decoded sets it. */
 	uint64_t kernel_us;
 	bool has_kernel_us;
+	proto_stream_tl stream;  /* linear_backward, optional (addition) */
 	proto_trace trace;       /* linear_backward, optional (addition) */
 	proto_hello hello;
 	proto_stats stats;

@@ -2,9 +2,12 @@
  * device-local job cut along the batch into row chunks, copies overlapped
  * with kernels (on lavapipe: the same schedule on the one compute queue).
  *
- * Three daemons, every job on the device-local path (--devlocal-min-bytes
+ * Four daemons, every job on the device-local path (--devlocal-min-bytes
  * 1): one unstreamed (--stream-chunk-bytes off), one streaming 1-row chunks
- * (--stream-chunk-bytes 1), one streaming chunks of a few rows
+ * (--stream-chunk-bytes 1), the same on the first schedule
+ * (VKGRAD_STREAM_SCHEDULE=1: equal chunks, dW in one step; the others run
+ * schedule 2: a small first chunk, dW in row blocks of whole workgroup
+ * rows, each downloaded while the next computes), one streaming chunks of a few rows
  * (--stream-chunk-bytes 600: 600 / (out · element size) rows, e.g. 33 rows
  * of 6 f32 as 25 + 8, 70 rows of 16 f16 as 3 x 18 + 16, 7 rows as one
  * chunk). The same job (same seed) runs on each; the
@@ -13,7 +16,10 @@
  * families (split-K's dX partials are shared by the chunks), and each
  * result within the dtype's tolerance of the float64 reference
  * (VKG_REF_TOL_F32 1e-4, F16 2e-3, BF16 1e-2, normwise; client/ref.h).
- * Each job's trace adds up (stages sum to the round trip, a GPU stage).
+ * Each job's trace adds up (stages sum to the round trip, a GPU stage);
+ * each streamed job's reply carries its GPU timeline (stream_us), whose
+ * times are consistent, an unstreamed one's none. dW cut into row blocks
+ * (forced GEMM families, out of several workgroup rows) gives the same bits.
  * Two accumulating jobs in flight at once on one region give the
  * unstreamed pair's bits. Stats show which path ran; bad option values are
  * refused naming the option. */
@@ -24,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +42,11 @@
 #include "ref.h"
 #include "vkgrad.h"
 
-enum { D_PLAIN, D_ROW1, D_ROWS, ND };
+enum { D_PLAIN, D_ROW1, D_ROWS, D_V1, ND };
 static daemon_proc g_d[ND];
-static const char *const g_name[ND] = {"unstreamed", "1-row chunks", "600-byte chunks"};
+static const char *const g_name[ND] = {"unstreamed", "1-row chunks", "600-byte chunks",
+				       "1-row chunks, schedule 1"};
+static uint64_t g_queues[ND]; /* each daemon's stream_queues (0: one queue) */
 
 enum { X, DY, W, DW, DB, DX, NT };
 enum { O_DW = 1, O_DB = 2, O_DX = 4 };
@@ -114,6 +123,59 @@ static size_t case_layout(const scase *k, size_t off[NT])
 	return sz;
 }
 
+/* Field `name` of timeline tl, or -1 when it is not there. */
+static int64_t tl_field(const vkg_stream_timeline *tl, const char *name)
+{
+	for (unsigned i = 0; i < tl->n; i++)
+		if (strcmp(tl->f[i].name, name) == 0)
+			return (int64_t)tl->f[i].us;
+	return -1;
+}
+
+/* The timeline of the job daemon d just answered: none unstreamed; else
+ * every time within the span, kernels between their first start and last
+ * end, the tail after the last kernel, dW's start where dW/db ran; on one
+ * queue, no kernel step before its upload's end (clock_skew_us 0). Each
+ * field is rounded to a µs on its own: 2 µs of slack. */
+static void check_timeline(int d, const scase *k)
+{
+	vkg_stream_timeline tl;
+	const int rc = vkg_stream_last(&tl);
+	if (d == D_PLAIN) {
+		if (rc != -ENOENT)
+			fail_msg("%s: a stream timeline (rc %d, %u fields) for a job that did not stream", g_name[d],
+				 rc, tl.n);
+		return;
+	}
+	if (rc != 0)
+		fail_msg("%s: %s %llux%llux%llu: no stream timeline (rc %d)", g_name[d], k->dtype,
+			 (unsigned long long)k->B, (unsigned long long)k->I, (unsigned long long)k->O, rc);
+	static const char *const need[] = {"span_us", "head_us", "upload_us", "w_upload_us", "upload_end_us",
+					   "first_compute_start_us", "compute_us", "compute_idle_us",
+					   "compute_end_us", "download_us", "download_end_us", "tail_us",
+					   "clock_skew_us"};
+	int64_t v[sizeof(need) / sizeof(need[0])];
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if ((v[i] = tl_field(&tl, need[i])) < 0)
+			fail_msg("%s: the timeline lacks %s", g_name[d], need[i]);
+	const int64_t span = v[0], first = v[5], busy = v[6], cend = v[8], dend = v[10], tail = v[11];
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if (v[i] > span + 2)
+			fail_msg("%s: %s %lld us past the span %lld us", g_name[d], need[i], (long long)v[i],
+				 (long long)span);
+	if (first > cend || busy > cend - first + 2 || tail > dend - cend + 2 || tail + 2 < dend - cend ||
+	    (dend > cend ? dend : cend) > span + 2 || (dend > cend ? dend : cend) + 2 < span)
+		fail_msg("%s: inconsistent timeline: kernels %lld..%lld us busy %lld, downloads end %lld, "
+			 "tail %lld, span %lld", g_name[d], (long long)first, (long long)cend, (long long)busy,
+			 (long long)dend, (long long)tail, (long long)span);
+	const int64_t dw = tl_field(&tl, "dw_start_us");
+	if ((dw >= 0) != ((k->outs & (O_DW | O_DB)) != 0) || (dw >= 0 && (dw + 2 < first || dw > cend + 2)))
+		fail_msg("%s: dw_start_us %lld (outs %u), kernels %lld..%lld us", g_name[d], (long long)dw, k->outs,
+			 (long long)first, (long long)cend);
+	if (g_queues[d] == 0 && v[12] != 0)
+		fail_msg("%s: clock_skew_us %lld on one queue", g_name[d], (long long)v[12]);
+}
+
 /* Run case k on daemon d: fill a region from its seed (inputs in [-1, 1),
  * outputs random when accumulating, NaN otherwise), run it, check the
  * outputs against the float64 reference. Returns the region's bytes after
@@ -167,6 +229,7 @@ static uint8_t *run_case(int d, const scase *k, size_t *size)
 		fail_msg("%s: trace: complete %d, stages sum %llu ns, round trip %llu ns, gpu %llu ns",
 			 g_name[d], tr.complete, (unsigned long long)sum,
 			 (unsigned long long)(tr.t_seen_ns - tr.t_submit_ns), (unsigned long long)gpu);
+	check_timeline(d, k);
 	double *ref[NT] = {0};
 	for (int t = DW; t < NT; t++)
 		ref[t] = calloc(n[t], sizeof(double));
@@ -294,6 +357,58 @@ static void test_same_bits_every_family(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* Daemon d's stats. */
+static vkg_stats stats_of(int d)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d[d].sock, &err);
+	assert_non_null(c);
+	vkg_stats st;
+	assert_int_equal(vkg_stats_get(c, &st, &err), 0);
+	vkg_close(c);
+	return st;
+}
+
+/* Schedule 2's dW row blocks: dW of 200 and 300 rows on the forced GEMM
+ * families (tiled: 64-row workgroups, 4 or 5 blocks; tiled128: 128 rows,
+ * 2 or 3 blocks), each downloaded after its own kernels; with dX (chunks, the small
+ * first one) and without (one chunk), overwrite and accumulate: the
+ * unstreamed bits everywhere. The schedule-2 daemons ran more dW blocks than
+ * jobs (84 for 24 on lavapipe), the schedule-1 one exactly one per job. */
+static void test_same_bits_dw_blocks(void **state)
+{
+	(void)state;
+	static const char *const fam[] = {"tiled", "tiled128"};
+	static const char *const dts[] = {"f32", "f16", "bf16"};
+	static const uint64_t shp[][3] = {{40, 20, 300}, {70, 65, 200}};
+	uint64_t before[ND];
+	for (int d = 0; d < ND; d++)
+		before[d] = stats_of(d).stream_dw_blocks;
+	unsigned bad = 0, n = 0;
+	for (int f = 0; f < 2; f++)
+		for (int t = 0; t < 3; t++)
+			for (int s = 0; s < 2; s++)
+				for (int acc = 0; acc < 2; acc++) {
+					const unsigned outs = acc ? O_DW | O_DB : O_DW | O_DB | O_DX;
+					scase k = {dts[t], shp[s][0], shp[s][1], shp[s][2], s ? outs : O_DW | O_DB | O_DX,
+						   acc != 0, fam[f], (unsigned)(700 + f * 20 + t * 4 + s * 2 + acc)};
+					bad += run_everywhere(&k);
+					n++;
+				}
+	printf("dW row blocks: %u cases, %u failed\n", n, bad);
+	assert_int_equal(bad, 0);
+	for (int d = 0; d < ND; d++) {
+		const uint64_t blocks = stats_of(d).stream_dw_blocks - before[d];
+		printf("%s: %llu dW steps for %u jobs\n", g_name[d], (unsigned long long)blocks, n);
+		if (d == D_PLAIN)
+			assert_int_equal(blocks, 0);
+		else if (d == D_V1)
+			assert_int_equal(blocks, n);
+		else
+			assert_true(blocks >= 2ull * n); /* 2 to 5 each (tiled128: 128-row workgroups) */
+	}
+}
+
 /* Case k twice at once on daemon d, both accumulating into the same outputs
  * of one region (the second's copies in must wait for the first's copies
  * out): the region's bytes afterwards. */
@@ -366,7 +481,7 @@ static void expect_stats(int d, bool streams)
 	assert_true(st.jobs_done > 0);
 	assert_int_equal(st.devlocal_jobs, st.jobs_done);
 	assert_int_equal(st.stream_jobs, streams ? st.jobs_done : 0);
-	assert_int_equal(st.stream_chunk_bytes, streams ? (d == D_ROW1 ? 1 : 600) : 0);
+	assert_int_equal(st.stream_chunk_bytes, streams ? (d == D_ROWS ? 600 : 1) : 0);
 	if (streams)
 		assert_true(st.stream_chunks > st.stream_jobs); /* most jobs: several chunks */
 	assert_int_equal(st.scratch_failures, 0);
@@ -378,6 +493,7 @@ static void test_stats_say_which_path(void **state)
 	expect_stats(D_PLAIN, false);
 	expect_stats(D_ROW1, true);
 	expect_stats(D_ROWS, true);
+	expect_stats(D_V1, true);
 }
 
 /* vkgradd with args: exits 2, its stderr naming the option and the value. */
@@ -438,10 +554,13 @@ static int group_setup(void **state)
 					   "--stream-min-bytes", "1", NULL};
 	static const char *const rows[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "600",
 					   "--stream-min-bytes", "1", NULL};
-	const char *const *args[ND] = {plain, row1, rows};
-	for (int d = 0; d < ND; d++)
-		if (daemon_proc_start(&g_d[d], args[d], NULL) != 0)
+	static const char *const v1_env[] = {"VKGRAD_STREAM_SCHEDULE=1", NULL};
+	const char *const *args[ND] = {plain, row1, rows, row1};
+	for (int d = 0; d < ND; d++) {
+		if (daemon_proc_start(&g_d[d], args[d], d == D_V1 ? v1_env : NULL) != 0)
 			return -1;
+		g_queues[d] = stats_of(d).stream_queues;
+	}
 	return 0;
 }
 
@@ -461,6 +580,7 @@ int main(void)
 		cmocka_unit_test(test_same_bits_f16),
 		cmocka_unit_test(test_same_bits_bf16),
 		cmocka_unit_test(test_same_bits_every_family),
+		cmocka_unit_test(test_same_bits_dw_blocks),
 		cmocka_unit_test(test_two_in_flight_same_outputs),
 		cmocka_unit_test(test_stats_say_which_path),
 		cmocka_unit_test(test_bad_values_refused),
