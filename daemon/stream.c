@@ -118,11 +118,12 @@ int stream_create(engine *e)
 		return -1;
 	const char *sched = getenv("VKGRAD_STREAM_SCHEDULE");
 	st->v1 = sched && strcmp(sched, "1") == 0;
-	st->timed = stream_queries(e) > 0;
+	const char *tts = getenv("VKGRAD_STREAM_TIMESTAMPS");
+	st->timed = stream_queries(e) > 0 && !(tts && strcmp(tts, "0") == 0);
 	log_info("streamed jobs' schedule: %s; per-step GPU timestamps %s",
 		 st->v1 ? "1 (VKGRAD_STREAM_SCHEDULE=1: equal chunks, dW in one step)"
 			: "2 (a small first chunk, dW in row blocks each downloaded while the next computes)",
-		 !st->timed ? "off (no timestamps or no host query reset)"
+		 !st->timed ? "off (no timestamps, no host query reset, or VKGRAD_STREAM_TIMESTAMPS=0)"
 		 : d->xfer_queues && !d->xfer_timestamps ? "on the compute queue only (the transfer family has none)"
 							  : "on");
 	st->queue[ROLE_COMP] = d->queue;
@@ -198,8 +199,11 @@ static bool role_timed(const srec *r, int role)
 	return r->st->timed && (role == ROLE_COMP || !r->e->dev->xfer_queues || r->e->dev->xfer_timestamps);
 }
 
-/* The step being begun is timed: a mark, its first timestamp (once
- * everything before it on its queue is done and its wait is over). */
+/* The step being begun is timed: a mark, its first timestamp (top of
+ * pipe: when its queue reached it, its wait over; it may begin before the
+ * step before it on its queue has ended, where no barrier orders them),
+ * the second at its end (bottom of pipe: its commands and all before it
+ * done). */
 static void mark_begin(srec *r, int what, uint32_t index)
 {
 	stream_marks *ms = &r->st->marks[r->si];
@@ -217,7 +221,7 @@ static void mark_begin(srec *r, int what, uint32_t index)
 	const uint32_t q = STREAM_TS_FIRST + 2 * ms->n;
 	ms->m[ms->n] = (stream_mark){.role = (uint8_t)r->role, .what = (uint8_t)what, .index = index, .q = q};
 	r->mark = (int32_t)ms->n++;
-	vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, r->tg->queries, q);
+	vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, r->tg->queries, q);
 	r->counts->nqueries = q + 2;
 }
 
@@ -277,7 +281,7 @@ static uint64_t step_end(srec *r)
 	if (!r->cb)
 		return 0;
 	if (r->mark >= 0)
-		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, r->tg->queries,
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, r->tg->queries,
 				    r->st->marks[r->si].m[r->mark].q + 1);
 	stream_cmds *c = cmds_of(r, r->role);
 	r->err = vkEndCommandBuffer(r->cb);
@@ -354,7 +358,13 @@ static uint64_t record_dx_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 	step_begin(r, ROLE_COMP, ROLE_UP, up, MARK_DX, n);
 	if (!r->cb)
 		return 0;
-	record_barrier_all(r->cb); /* after the chunk before it (split-K partials are shared) */
+	/* after the chunk before it where they share split-K partials (and
+	 * on schedule 1); else none: chunks write their own rows of dX (an
+	 * output overlaps nothing: proto/job.c), read only dY and W, and the
+	 * semaphore wait orders their upload, so one chunk's last workgroups
+	 * may run beside the next one's first */
+	if (r->st->v1 || r->j->plan.input == KERN_SPLITK)
+		record_barrier_all(r->cb);
 	kernel_ts_first(r, first);
 	record_job_kernels(r->e->rec, r->tg, r->cb, &c, false, true, r->counts);
 	if (last && r->e->dev->timestamps)
@@ -446,7 +456,12 @@ static void record_param(srec *r, uint64_t up_x, bool first)
 		step_begin(r, ROLE_COMP, ROLE_UP, up_x, MARK_DW, b);
 		r->e->stream_dw_blocks++;
 		if (r->cb) {
-			record_barrier_all(r->cb);
+			/* no barrier on schedule 2: dW's blocks write their own
+			 * rows of dW and db, dX's kernels (and their split-K
+			 * partials) touch neither, and X's and dY's uploads are
+			 * ordered by the semaphore wait */
+			if (r->st->v1)
+				record_barrier_all(r->cb);
 			kernel_ts_first(r, first && r0 == 0);
 			if (block == q->out)
 				record_job_kernels(r->e->rec, r->tg, r->cb, r->j, true, false, r->counts);
@@ -640,13 +655,17 @@ static int64_t tick_ns(const device *d, uint64_t ref, uint64_t t)
 
 /* What the timeline adds up per role. */
 typedef struct tl_sum {
-	int64_t busy, first, end; /* ns: summed durations, earliest begin, latest end */
+	int64_t busy, first, end; /* ns: time covered by its steps, earliest begin, latest end */
 	bool any;
 } tl_sum;
 
+/* A step of the role, in its queue's order: busy adds what it covers
+ * beyond the steps before it (steps may overlap where no barrier orders
+ * them, and each ends no earlier than the one before). */
 static void tl_add(tl_sum *s, int64_t b, int64_t e)
 {
-	s->busy += e - b;
+	const int64_t from = s->any && s->end > b ? s->end : b;
+	s->busy += e > from ? e - from : 0;
 	s->first = !s->any || b < s->first ? b : s->first;
 	s->end = !s->any || e > s->end ? e : s->end;
 	s->any = true;

@@ -4,25 +4,43 @@
  * A job on the device-local path (engine.h job.devlocal) with at least
  * stream_min tensor bytes runs alone in its batch, cut along the batch into
  * n chunks of `rows` rows (about stream_chunk bytes of dY each), on three
- * roles, each a queue with its own timeline semaphore:
+ * roles, each a queue with its own timeline semaphore. Schedule 2 (the
+ * default):
  *
- *   upload:   W (accumulating: dW, db) | dY_0 (+dX_0) | ... | dY_n-1 (+dX_n-1) | X
- *   compute:  head | dX_0 = dY_0·W | ... | dX_n-1 | dW (+db), whole batch | tail
- *   download:        dX_0         | ... | dX_n-1 | dW, db
+ *   upload:   W (acc.: dW, db) | dY_0 (+dX_0) | ... | dY_n-1 (+dX_n-1) | X
+ *   compute:  head | dX_0 = dY_0·W | ... | dX_n-1 | dW rows block 0 | ... | block m-1 (+db) | tail
+ *   download:        dX_0         | ... | dX_n-1 | dW block 0       | ... | block m-1, db
  *
- * Each dX chunk runs as soon as its dY chunk is in and goes back at once;
- * X comes in while they run; dW/db wait for all of X and dY. Upload and
- * download are the device's transfer-only queues (device.h xfer_up,
- * xfer_down) where it has them, else the compute queue (the same schedule,
- * nothing overlapped: what CI runs on lavapipe).
+ * Each dX chunk runs as soon as its dY chunk is in and goes back at once
+ * (no barrier between the kernel steps on schedule 2 unless they share
+ * split-K partials: one step's last workgroups run beside the next one's);
+ * the first chunk is a quarter of the others, so the first kernels start
+ * soon after W is in; X comes in while they run; dW/db wait for all of X
+ * and dY and run in row blocks of dW (whole workgroup rows of its GEMM,
+ * about half a chunk's bytes each, at most STREAM_MAX_DW_BLOCKS; one block
+ * for split-K and the narrow kernel), each block going back while the next
+ * computes, so what follows the last kernel is one block's download, not
+ * all of dW's. Schedule 1 (VKGRAD_STREAM_SCHEDULE=1, to compare): equal
+ * chunks, dW in one step, then all of it back. Upload and download are the
+ * device's transfer-only queues (device.h xfer_up, xfer_down) where it has
+ * them, else the compute queue (the same schedule, nothing overlapped: what
+ * CI runs on lavapipe).
  *
  * Same bits as unstreamed: every chunk's dX kernels are the whole job's plan
  * (not re-chosen for the chunk's shape) over the same rows of the same
  * device copies, and a GEMM's output element depends only on its row of dY
  * and on W, summed over `out` in the same order whatever rows the dispatch
- * covers; dW/db are the unstreamed job's kernels over the whole batch.
- * Accumulating, outputs are copied in first and the kernels add to them, as
- * unstreamed.
+ * covers; dW/db are the unstreamed job's kernels over the whole batch, a
+ * row block being those kernels' own workgroups for its rows
+ * (record_job_param_rows). Accumulating, outputs are copied in first and
+ * the kernels add to them, as unstreamed.
+ *
+ * Timeline: where the device has timestamps (on the transfer family too,
+ * else on the compute queue alone) and hostQueryReset, every step writes
+ * two timestamps (top of pipe: its queue reached it, its wait over; bottom
+ * of pipe: its commands done) into the slot's query pool, reset on the host
+ * when the batch is recorded (VKGRAD_STREAM_TIMESTAMPS=0: none); stream_timeline() turns them into the reply's
+ * stream_us (proto/README.md) and, at debug level, one log line per step.
  *
  * Ordering with everything else: the head (compute queue, after earlier
  * batches by a barrier) comes first; the uploads wait for it when an
