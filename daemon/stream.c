@@ -739,19 +739,24 @@ void stream_timeline(engine *e, uint32_t si, job *j)
 	t->n = 0;
 	tl_put(t, "span_us", (down.any && down.end > comp.end ? down.end : comp.end));
 	tl_put(t, "head_us", head);
-	tl_put(t, "upload_us", up.busy);
-	tl_put(t, "w_upload_us", w_up);
-	tl_put(t, "upload_end_us", up.end);
+	if (up.any) { /* (untimed where the transfer family has no timestamps) */
+		tl_put(t, "upload_us", up.busy);
+		tl_put(t, "w_upload_us", w_up);
+		tl_put(t, "upload_end_us", up.end);
+	}
 	tl_put(t, "first_compute_start_us", comp.first);
 	tl_put(t, "compute_us", comp.busy);
 	tl_put(t, "compute_idle_us", comp.end - comp.first - comp.busy);
 	if (dw.any)
 		tl_put(t, "dw_start_us", dw.first);
 	tl_put(t, "compute_end_us", comp.end);
-	tl_put(t, "download_us", down.busy);
-	tl_put(t, "download_end_us", down.end);
-	tl_put(t, "tail_us", down.any ? down.end - comp.end : 0);
-	tl_put(t, "clock_skew_us", skew);
+	if (down.any) {
+		tl_put(t, "download_us", down.busy);
+		tl_put(t, "download_end_us", down.end);
+		tl_put(t, "tail_us", down.end - comp.end);
+	}
+	if (up.any)
+		tl_put(t, "clock_skew_us", skew);
 	if (dbg)
 		log_debug("stream job %llu: %u steps; span %.1f us, uploads end %.1f, kernels %.1f .. %.1f "
 			  "(busy %.1f), downloads end %.1f, after the last kernel %.1f us",
