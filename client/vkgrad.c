@@ -282,7 +282,9 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len, uin
 	e->kernel_us = r->has_kernel_us ? r->kernel_us : 0;
 	e->t_seen_ns = t_seen;
 	e->trace = r->trace;
-	e->stream = r->stream;
+	e->stream.n = r->stream.n; /* (the fields only when there are any: most replies have none) */
+	if (r->stream.n)
+		memcpy(e->stream.f, r->stream.f, r->stream.n * sizeof(r->stream.f[0]));
 	if (e->full)
 		memcpy(e->full, r, sizeof(*r));
 	if (e->want_raw && (e->raw = malloc(len ? len : 1)) != NULL) {

@@ -376,6 +376,56 @@ static void test_reply_job_trace(void **state)
 	assert_int_equal(proto_stage_parse("gp", 2), -1);
 }
 
+/* A streamed job's timeline (stream_us): name -> µs in order, past 32
+ * bits too, packed before the trace so that t_reply_ns stays the frame's
+ * last 9 bytes; absent without one, never on other replies. */
+static void test_reply_job_stream(void **state)
+{
+	(void)state;
+	static proto_reply in, out; /* large */
+	memset(&in, 0, sizeof(in));
+	in.id = 10;
+	in.ok = true;
+	in.batch_jobs = 1;
+	static const char *const names[] = {"span_us", "upload_us", "compute_us", "tail_us"};
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(in.stream.f[i].name, sizeof(in.stream.f[i].name), "%s", names[i]);
+		in.stream.f[i].us = 1000ull * i + (i == 2 ? 1ull << 33 : 0);
+	}
+	in.stream.n = 4;
+	in.trace.present = true;
+	in.trace.t_recv_ns = 7;
+	in.trace.n = 1;
+	snprintf(in.trace.st[0].name, sizeof(in.trace.st[0].name), "gpu");
+	in.trace.st[0].ns = 99;
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(proto_reply_encode(&sb, PROTO_R_JOB, &in), 0);
+	assert_int_equal((uint8_t)sb.data[sb.size - 9], 0xcf); /* t_reply_ns still last */
+	proto_reply_put_time((uint8_t *)sb.data + sb.size, 42);
+	size_t len;
+	const uint8_t *body = one_frame(&sb, &len);
+	proto_err err;
+	memset(&out, 0xa5, sizeof(out));
+	assert_int_equal(proto_reply_decode(body, len, &out, &err), 0);
+	assert_int_equal(out.stream.n, 4);
+	for (unsigned i = 0; i < 4; i++) {
+		assert_string_equal(out.stream.f[i].name, names[i]);
+		assert_int_equal(out.stream.f[i].us, in.stream.f[i].us);
+	}
+	assert_true(out.trace.present);
+	assert_int_equal(out.trace.t_reply_ns, 42);
+	msgpack_sbuffer_destroy(&sb);
+	/* none: no key */
+	in.stream.n = 0;
+	reply_round_trip(PROTO_R_JOB, &in, &out);
+	assert_int_equal(out.stream.n, 0);
+	/* other replies never carry it */
+	in.stream.n = 4;
+	reply_round_trip(PROTO_R_PLAIN, &in, &out);
+	assert_int_equal(out.stream.n, 0);
+}
+
 /* A trace missing one of its three keys is no trace; an over-long stage
  * name is skipped and the rest kept. */
 static void test_reply_job_trace_partial(void **state)
@@ -1820,6 +1870,7 @@ int main(void)
 		cmocka_unit_test(test_reply_job),
 		cmocka_unit_test(test_reply_job_kernel_us),
 		cmocka_unit_test(test_reply_job_trace),
+		cmocka_unit_test(test_reply_job_stream),
 		cmocka_unit_test(test_reply_job_trace_partial),
 		cmocka_unit_test(test_reply_stats_stages),
 		cmocka_unit_test(test_reply_hello),
