@@ -72,6 +72,8 @@ static const char bk_usage[] =
 	"  stream_us       (streamed jobs) medians of the replies' GPU timelines:\n"
 	"                  upload/compute/download busy and end times, the first\n"
 	"                  kernel's start, tail_us after the last kernel (proto/README.md)\n"
+	"  stages_us       medians of the replies' traces: where the round trip went,\n"
+	"                  stage by stage (request ... client_wake, proto/README.md)\n"
 	"  batch_gpu_us    median of the replies' gpu_us\n"
 	"  tflops          FLOPs (4·B·I·O for all three outputs) / gpu_us / 1e6\n"
 	"  gbps            bytes of X, dY, W read + dW, db, dX written / gpu_us / 1e3\n"
@@ -336,44 +338,71 @@ static double median_u64(uint64_t *v, uint64_t n)
 	return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
 }
 
-/* The reps' stream timelines (vkg_stream_last): the fields of the first
- * rep that had one, each rep's values where its names match. */
-typedef struct bk_stream {
+/* Named values of each rep, by name (the reps' stream timelines,
+ * vkg_stream_last, or their traces' stages, vkg_trace_last): the names of
+ * the first rep that had any, each rep's values where its names match. */
+#define BK_NAMED_MAX 16
+typedef struct bk_named {
 	unsigned n;
-	vkg_stream_field name[VKG_STREAM_MAX_FIELDS];
+	char name[BK_NAMED_MAX][32];
 	uint64_t *v;    /* [field * cap + rep] */
 	uint64_t cap, reps;
-} bk_stream;
+	double scale;   /* printed value = median / scale */
+} bk_named;
 
-static void bk_stream_note(bk_stream *s)
+static void bk_named_note(bk_named *s, unsigned n, const char (*name)[32], const uint64_t *val)
 {
-	vkg_stream_timeline tl;
-	if (!s->v || vkg_stream_last(&tl) != 0 || s->reps >= s->cap)
+	if (!s->v || n == 0 || s->reps >= s->cap)
 		return;
+	n = n < BK_NAMED_MAX ? n : BK_NAMED_MAX;
 	if (s->reps == 0) {
-		s->n = tl.n;
-		memcpy(s->name, tl.f, sizeof(tl.f));
+		s->n = n;
+		memcpy(s->name, name, n * sizeof(name[0]));
 	}
-	if (tl.n != s->n)
+	if (n != s->n)
 		return;
-	for (unsigned i = 0; i < tl.n; i++)
-		if (strcmp(tl.f[i].name, s->name[i].name) != 0)
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(name[i], s->name[i]) != 0)
 			return;
-	for (unsigned i = 0; i < tl.n; i++)
-		s->v[i * s->cap + s->reps] = tl.f[i].us;
+	for (unsigned i = 0; i < n; i++)
+		s->v[i * s->cap + s->reps] = val[i];
 	s->reps++;
 }
 
-/* ,"stream_us":{name: median, ...} when every rep had a timeline, else "". */
-static void bk_stream_json(bk_stream *s, uint64_t reps, char *out, size_t len)
+/* This thread's last job's timeline and trace into tl and st. */
+static void bk_named_last(bk_named *tl, bk_named *st)
+{
+	char name[BK_NAMED_MAX][32];
+	uint64_t val[BK_NAMED_MAX];
+	unsigned n = 0;
+	vkg_stream_timeline t;
+	if (vkg_stream_last(&t) == 0) {
+		for (n = 0; n < t.n && n < BK_NAMED_MAX; n++) {
+			snprintf(name[n], sizeof(name[n]), "%s", t.f[n].name);
+			val[n] = t.f[n].us;
+		}
+		bk_named_note(tl, n, (const char (*)[32])name, val);
+	}
+	vkg_trace tr;
+	if (vkg_trace_last(&tr) == 0 && tr.complete) {
+		for (n = 0; n < tr.n_stages && n < BK_NAMED_MAX; n++) {
+			snprintf(name[n], sizeof(name[n]), "%s", tr.stages[n].name);
+			val[n] = tr.stages[n].ns;
+		}
+		bk_named_note(st, n, (const char (*)[32])name, val);
+	}
+}
+
+/* ,"KEY":{name: median / scale, ...} when every rep had values, else "". */
+static void bk_named_json(bk_named *s, const char *key, uint64_t reps, char *out, size_t len)
 {
 	out[0] = 0;
 	if (!s->v || s->reps == 0 || s->reps != reps)
 		return;
-	size_t at = (size_t)snprintf(out, len, ",\"stream_us\":{");
+	size_t at = (size_t)snprintf(out, len, ",\"%s\":{", key);
 	for (unsigned i = 0; i < s->n && at < len; i++)
-		at += (size_t)snprintf(out + at, len - at, "%s\"%s\":%.1f", i ? "," : "", s->name[i].name,
-				       median_u64(s->v + (uint64_t)i * s->cap, s->reps));
+		at += (size_t)snprintf(out + at, len - at, "%s\"%s\":%.1f", i ? "," : "", s->name[i],
+				       median_u64(s->v + (uint64_t)i * s->cap, s->reps) / s->scale);
 	if (at < len)
 		snprintf(out + at, len - at, "}");
 }
@@ -539,7 +568,8 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	}
 	bool all_kernel = true;
 	double spent_us = 0;
-	bk_stream tl = {.cap = reps, .v = calloc(reps * VKG_STREAM_MAX_FIELDS, sizeof(uint64_t))};
+	bk_named tl = {.cap = reps, .scale = 1, .v = calloc(reps * BK_NAMED_MAX, sizeof(uint64_t))};
+	bk_named stg = {.cap = reps, .scale = 1000, .v = calloc(reps * BK_NAMED_MAX, sizeof(uint64_t))};
 	for (uint64_t i = 0; i < reps; i++) {
 		if (!o->reps && i >= BK_MIN_REPS && spent_us > BK_REP_BUDGET_US) {
 			reps = i; /* enough time measured */
@@ -552,7 +582,7 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 			rc = vkg_wait(r->c, h, -1, &res, &err);
 		const uint64_t t1 = now_ns();
 		if (rc != 0) {
-			free(gpu), free(kern), free(e2e), free(tl.v);
+			free(gpu), free(kern), free(e2e), free(tl.v), free(stg.v);
 			char when[32];
 			snprintf(when, sizeof(when), "rep %" PRIu64, i + 1);
 			return late_failure(r, l, rc, &err, when);
@@ -562,11 +592,12 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 		gpu[i] = res.gpu_us;
 		kern[i] = res.kernel_us;
 		all_kernel &= res.kernel_us != 0;
-		bk_stream_note(&tl);
+		bk_named_last(&tl, &stg);
 	}
-	char tl_json[1024];
-	bk_stream_json(&tl, reps, tl_json, sizeof(tl_json));
-	free(tl.v);
+	char tl_json[2048];
+	bk_named_json(&tl, "stream_us", reps, tl_json, 1024);
+	bk_named_json(&stg, "stages_us", reps, tl_json + strlen(tl_json), sizeof(tl_json) - strlen(tl_json));
+	free(tl.v), free(stg.v);
 	l->kind = BK_MEASURED;
 	l->reps = reps;
 	l->measured = all_kernel;
@@ -593,7 +624,7 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	if (!l->ok)
 		r->check_failed = true;
 
-	char buf[2048], nb[4][40];
+	char buf[3072], nb[4][40];
 	int n = line_head(buf, sizeof(buf), shape);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\",\"reps\":%" PRIu64

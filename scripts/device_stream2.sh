@@ -36,7 +36,8 @@
 # {"run": ...} line), stats.txt, log.txt (daemon logs with the steps,
 # `vkgradd --list-devices` with the queue families); the summary is printed
 # at the end: per run and dtype end_to_end_us, gpu_us (the kernels' span)
-# and the timeline.
+# and the timeline, then the round trip's stages (the traces' medians:
+# where the time outside the GPU went).
 set -u
 B=${1:-}
 SHAPE=${STREAM_SHAPE:-8192,4096,4096}
@@ -112,6 +113,9 @@ awk '/"run"/{r=$0; sub(/.*"run":"/,"",r); sub(/".*/,"",r)}
 		ok=$0; sub(/.*"ok":/,"",ok); sub(/[,}].*/,"",ok);
 		t=""; if ($0 ~ /"stream_us"/) { t=$0; sub(/.*"stream_us":\{/,"",t); sub(/\}.*/,"",t);
 			gsub(/"/,"",t); gsub(/_us:/,"=",t); gsub(/,/," ",t) }
-		printf "%-10s %-5s e2e %8s gpu %8s ok %s %s\n", r, dt, e, k, ok, t}' "$J"
+		s=""; if ($0 ~ /"stages_us"/) { s=$0; sub(/.*"stages_us":\{/,"",s); sub(/\}.*/,"",s);
+			gsub(/"/,"",s); gsub(/:/,"=",s); gsub(/,/," ",s) }
+		printf "%-10s %-5s e2e %8s gpu %8s ok %s %s\n", r, dt, e, k, ok, t;
+		if (s != "") printf "%-16s stages_us %s\n", "", s}' "$J"
 grep -E "stream_(chunk_bytes|jobs)|^---" "$O/stats.txt"
 grep -E "steps; span" "$LOG" | tail -3
