@@ -143,12 +143,8 @@ void engine_job_trace(job *j, uint64_t t_encoded, proto_trace *out)
 		if (!(j->stage_mask & (1u << i)))
 			continue;
 		proto_stage *p = &out->st[out->n++];
-		/* a copy, not snprintf: this runs per job, and snprintf cost
-		 * more than the rest of the trace together */
-		const char *nm = proto_stage_name((proto_stage_id)i);
-		size_t n = strnlen(nm, sizeof(p->name) - 1);
-		memcpy(p->name, nm, n);
-		p->name[n] = 0;
+		/* a fixed-size copy, not snprintf or strlen: this runs per job */
+		proto_stage_copy_name(p, (proto_stage_id)i);
 		p->ns = j->stage_ns[i];
 	}
 }

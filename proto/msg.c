@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const code_names[PROTO_CODE_COUNT] = {
@@ -89,7 +90,9 @@ unsigned proto_variant_list(char *buf, size_t cap, int d,
 	return n;
 }
 
-static const char *const stage_names[PROTO_STAGE_COUNT] = {
+/* each name in a proto_stage's name[] width, so proto_stage_copy_name
+ * copies a fixed 16 bytes */
+static const char stage_names[PROTO_STAGE_COUNT][sizeof(((proto_stage *)0)->name)] = {
 	[PROTO_STAGE_REQUEST] = "request",   [PROTO_STAGE_DECODE] = "decode",
 	[PROTO_STAGE_QUEUE] = "queue",       [PROTO_STAGE_RECORD] = "record",
 	[PROTO_STAGE_SUBMIT] = "submit",     [PROTO_STAGE_LAUNCH] = "launch",
@@ -103,6 +106,14 @@ _Static_assert(PROTO_STAGE_COUNT <= PROTO_MAX_STAGES, "every stage fits a trace"
 const char *proto_stage_name(proto_stage_id s)
 {
 	return (unsigned)s < PROTO_STAGE_COUNT ? stage_names[s] : "?";
+}
+
+void proto_stage_copy_name(proto_stage *st, proto_stage_id s)
+{
+	if ((unsigned)s < PROTO_STAGE_COUNT)
+		memcpy(st->name, stage_names[s], sizeof(st->name));
+	else
+		memcpy(st->name, "?", 2);
 }
 
 int proto_stage_parse(const char *s, size_t n)
@@ -754,31 +765,162 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	}
 }
 
-/* t_recv_ns, stages_ns, then t_reply_ns last and fixed-width, so the
- * daemon can fill in the write time in place (proto_reply_put_time). */
-static void pack_trace(msgpack_packer *pk, const proto_trace *t)
+/* ---- a job reply, written directly ------------------------------------------
+ * The reply the daemon sends most, once per job: written straight into sb
+ * in one reservation, keys as precomputed msgpack strings, instead of ~40
+ * small writes through msgpack-c's packer. The bytes are exactly what the
+ * packer writes (the smallest encoding of each uint, fixstr keys, fixmap
+ * or map16 headers); tests/unit/test_msg.c test_reply_job_bytes checks them
+ * against the packer. */
+
+/* the most a job reply takes: header, map, 9 keys with uint64 values or
+ * map headers, a map16 of PROTO_MAX_STAGES stages with names of up to 15
+ * characters, one of PROTO_MAX_STREAM_FIELDS fields of up to 31 */
+#define JOB_REPLY_MAX                                                                        \
+	(PROTO_FRAME_HDR + 1 + 9 * (12 + 9) + 3 + PROTO_MAX_STAGES * (16 + 9) + 3 +             \
+	 PROTO_MAX_STREAM_FIELDS * (32 + 9))
+
+/* sb with room for n more bytes (grown as msgpack_sbuffer_write grows it),
+ * or NULL */
+static uint8_t *sb_reserve(msgpack_sbuffer *sb, size_t n)
 {
-	pk_kv_u(pk, "t_recv_ns", t->t_recv_ns);
-	pk_str(pk, "stages_ns");
-	const unsigned n = t->n < PROTO_MAX_STAGES ? t->n : PROTO_MAX_STAGES;
-	msgpack_pack_map(pk, n);
-	for (unsigned i = 0; i < n; i++)
-		pk_kv_u(pk, t->st[i].name, t->st[i].ns);
-	pk_str(pk, "t_reply_ns");
-	msgpack_pack_fix_uint64(pk, t->t_reply_ns);
+	if (sb->alloc - sb->size < n) {
+		size_t na = sb->alloc ? sb->alloc * 2 : MSGPACK_SBUFFER_INIT_SIZE;
+		while (na < sb->size + n)
+			na *= 2;
+		char *d = realloc(sb->data, na);
+		if (!d)
+			return NULL;
+		sb->data = d;
+		sb->alloc = na;
+	}
+	return (uint8_t *)sb->data + sb->size;
 }
 
-static void pack_stream(msgpack_packer *pk, const proto_stream_tl *t)
+static uint8_t *put_be(uint8_t *p, uint64_t v, int bytes)
 {
-	const unsigned n = t->n < PROTO_MAX_STREAM_FIELDS ? t->n : PROTO_MAX_STREAM_FIELDS;
-	pk_str(pk, "stream_us");
-	msgpack_pack_map(pk, n);
-	for (unsigned i = 0; i < n; i++)
-		pk_kv_u(pk, t->f[i].name, t->f[i].us);
+	for (int i = bytes - 1; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+	return p + bytes;
+}
+
+/* msgpack_pack_uint64's encoding */
+static uint8_t *put_uint(uint8_t *p, uint64_t v)
+{
+	if (v < 128) {
+		*p++ = (uint8_t)v;
+		return p;
+	}
+	if (v < 256) {
+		*p++ = 0xcc;
+		*p++ = (uint8_t)v;
+		return p;
+	}
+	if (v < 65536) {
+		*p++ = 0xcd;
+		return put_be(p, v, 2);
+	}
+	if (v <= UINT32_MAX) {
+		*p++ = 0xce;
+		return put_be(p, v, 4);
+	}
+	*p++ = 0xcf;
+	return put_be(p, v, 8);
+}
+
+/* a str header for n < 256 bytes, as msgpack_pack_str writes it */
+static uint8_t *put_str_hdr(uint8_t *p, size_t n)
+{
+	if (n < 32) {
+		*p++ = (uint8_t)(0xa0 | n);
+	} else {
+		*p++ = 0xd9;
+		*p++ = (uint8_t)n;
+	}
+	return p;
+}
+
+/* a map header for n < 65536 entries, as msgpack_pack_map writes it */
+static uint8_t *put_map_hdr(uint8_t *p, unsigned n)
+{
+	if (n < 16) {
+		*p++ = (uint8_t)(0x80 | n);
+		return p;
+	}
+	*p++ = 0xde;
+	return put_be(p, n, 2);
+}
+
+/* a key: its fixstr header and bytes, from a literal "\xa<n>name" */
+#define PUT_KEY(p, lit) (memcpy((p), (lit), sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+static int encode_job(msgpack_sbuffer *sb, const proto_reply *r)
+{
+	uint8_t *const p0 = sb_reserve(sb, JOB_REPLY_MAX);
+	if (!p0)
+		return -ENOMEM;
+	uint8_t *p = p0 + PROTO_FRAME_HDR;
+	*p++ = (uint8_t)(0x80 | (5 + r->has_kernel_us + (r->stream.n > 0) + 3 * r->trace.present));
+	p = PUT_KEY(p, "\xa2id");
+	p = put_uint(p, r->id);
+	p = PUT_KEY(p, "\xa2ok\xc3");
+	p = PUT_KEY(p, "\xa9queued_us");
+	p = put_uint(p, r->queued_us);
+	p = PUT_KEY(p, "\xa6gpu_us");
+	p = put_uint(p, r->gpu_us);
+	p = PUT_KEY(p, "\xaa" "batch_jobs");
+	p = put_uint(p, r->batch_jobs);
+	/* only when measured: a client must not mistake 0 for a time */
+	if (r->has_kernel_us) {
+		p = PUT_KEY(p, "\xa9kernel_us");
+		p = put_uint(p, r->kernel_us);
+	}
+	/* a streamed job's timeline, before the trace (t_reply_ns stays last) */
+	if (r->stream.n > 0) {
+		const proto_stream_tl *st = &r->stream;
+		const unsigned n = st->n < PROTO_MAX_STREAM_FIELDS ? st->n : PROTO_MAX_STREAM_FIELDS;
+		p = PUT_KEY(p, "\xa9stream_us");
+		p = put_map_hdr(p, n);
+		for (unsigned i = 0; i < n; i++) {
+			const size_t len = strnlen(st->f[i].name, sizeof(st->f[i].name) - 1);
+			p = put_str_hdr(p, len);
+			memcpy(p, st->f[i].name, len);
+			p += len;
+			p = put_uint(p, st->f[i].us);
+		}
+	}
+	if (r->trace.present) {
+		const proto_trace *t = &r->trace;
+		const unsigned n = t->n < PROTO_MAX_STAGES ? t->n : PROTO_MAX_STAGES;
+		p = PUT_KEY(p, "\xa9t_recv_ns");
+		p = put_uint(p, t->t_recv_ns);
+		p = PUT_KEY(p, "\xa9stages_ns");
+		p = put_map_hdr(p, n);
+		for (unsigned i = 0; i < n; i++) {
+			const char *nm = t->st[i].name;
+			size_t len = 0;
+			while (len < sizeof(t->st[i].name) - 1 && nm[len])
+				len++;
+			*p++ = (uint8_t)(0xa0 | len);
+			memcpy(p, nm, len);
+			p += len;
+			p = put_uint(p, t->st[i].ns);
+		}
+		/* last and fixed-width: the daemon fills in the write time in
+		 * place (proto_reply_put_time) */
+		p = PUT_KEY(p, "\xaa" "t_reply_ns\xcf");
+		p = put_be(p, t->t_reply_ns, 8);
+	}
+	const size_t body = (size_t)(p - p0) - PROTO_FRAME_HDR;
+	proto_frame_put_len(p0, (uint32_t)body);
+	sb->size += (size_t)(p - p0);
+	return 0;
 }
 
 int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_reply *r)
 {
+	if (kind == PROTO_R_JOB)
+		return encode_job(sb, r);
 	msgpack_packer pk;
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
 	size_t at = frame_begin(sb);
@@ -787,7 +929,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_PLAIN: extra = 0; break;
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
-	case PROTO_R_JOB: extra = 3 + r->has_kernel_us + (r->stream.n > 0) + 3 * r->trace.present; break;
+	case PROTO_R_JOB: break; /* encode_job */
 	case PROTO_R_STATS: extra = 33 + (r->stats.n_stages > 0) + (r->stats.n_hist > 0); break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
@@ -802,18 +944,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_PLAIN: break;
 	case PROTO_R_HELLO: pack_hello(&pk, &r->hello); break;
 	case PROTO_R_REGISTER: pk_kv_u(&pk, "region", r->region); break;
-	case PROTO_R_JOB:
-		pk_kv_u(&pk, "queued_us", r->queued_us);
-		pk_kv_u(&pk, "gpu_us", r->gpu_us);
-		pk_kv_u(&pk, "batch_jobs", r->batch_jobs);
-		/* only when measured: a client must not mistake 0 for a time */
-		if (r->has_kernel_us)
-			pk_kv_u(&pk, "kernel_us", r->kernel_us);
-		if (r->stream.n > 0)
-			pack_stream(&pk, &r->stream);
-		if (r->trace.present)
-			pack_trace(&pk, &r->trace);
-		break;
+	case PROTO_R_JOB: break; /* encode_job */
 	case PROTO_R_STATS: pack_stats(&pk, &r->stats); break;
 	case PROTO_R_ERROR:
 		pk_str(&pk, "error");

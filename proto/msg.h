@@ -236,6 +236,9 @@ typedef struct proto_stage {
 	uint64_t ns;
 } proto_stage;
 
+/* st->name = proto_stage_name(s), a fixed-size copy (per job, cheap) */
+void proto_stage_copy_name(proto_stage *st, proto_stage_id s);
+
 /* A linear_backward reply's trace (encoded when present). */
 typedef struct proto_trace {
 	bool present;

@@ -1810,6 +1810,126 @@ static void test_decoder_reuse(void **state)
 	proto_decoder_free(&d); /* twice is harmless (server_destroy after a failed start) */
 }
 
+/* A job reply as msgpack-c's packer writes it, key by key (how
+ * proto_reply_encode wrote every job reply before its direct encoder):
+ * the reference the direct encoder must match byte for byte. */
+static void ref_pk_str(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str(pk, strlen(s));
+	msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+static void ref_job_reply(msgpack_sbuffer *sb, const proto_reply *r)
+{
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	const char zero[PROTO_FRAME_HDR] = {0};
+	msgpack_sbuffer_write(sb, zero, sizeof(zero));
+	msgpack_pack_map(&pk, 5 + r->has_kernel_us + (r->stream.n > 0) + 3 * r->trace.present);
+	ref_pk_str(&pk, "id");
+	msgpack_pack_uint64(&pk, r->id);
+	ref_pk_str(&pk, "ok");
+	msgpack_pack_true(&pk);
+	ref_pk_str(&pk, "queued_us");
+	msgpack_pack_uint64(&pk, r->queued_us);
+	ref_pk_str(&pk, "gpu_us");
+	msgpack_pack_uint64(&pk, r->gpu_us);
+	ref_pk_str(&pk, "batch_jobs");
+	msgpack_pack_uint64(&pk, r->batch_jobs);
+	if (r->has_kernel_us) {
+		ref_pk_str(&pk, "kernel_us");
+		msgpack_pack_uint64(&pk, r->kernel_us);
+	}
+	if (r->stream.n > 0) {
+		ref_pk_str(&pk, "stream_us");
+		msgpack_pack_map(&pk, r->stream.n);
+		for (unsigned i = 0; i < r->stream.n; i++) {
+			ref_pk_str(&pk, r->stream.f[i].name);
+			msgpack_pack_uint64(&pk, r->stream.f[i].us);
+		}
+	}
+	if (r->trace.present) {
+		ref_pk_str(&pk, "t_recv_ns");
+		msgpack_pack_uint64(&pk, r->trace.t_recv_ns);
+		ref_pk_str(&pk, "stages_ns");
+		msgpack_pack_map(&pk, r->trace.n);
+		for (unsigned i = 0; i < r->trace.n; i++) {
+			ref_pk_str(&pk, r->trace.st[i].name);
+			msgpack_pack_uint64(&pk, r->trace.st[i].ns);
+		}
+		ref_pk_str(&pk, "t_reply_ns");
+		msgpack_pack_fix_uint64(&pk, r->trace.t_reply_ns);
+	}
+	proto_frame_put_len((uint8_t *)sb->data, (uint32_t)(sb->size - PROTO_FRAME_HDR));
+}
+
+/* proto_reply_encode writes a job reply directly, not through msgpack-c's
+ * packer: the same bytes for every width of every integer (each boundary
+ * of msgpack's uint encodings), with and without kernel_us, a streamed
+ * job's stream_us (0, 5 or PROTO_MAX_STREAM_FIELDS fields, names of 1 to 31
+ * characters) and the trace (0 to PROTO_MAX_STAGES stages, names of 1 to
+ * 15 characters), into an empty buffer and after other bytes in a small
+ * one that must grow. */
+static void test_reply_job_bytes(void **state)
+{
+	(void)state;
+	static const uint64_t vals[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 4294967295ull,
+					4294967296ull, UINT64_MAX};
+	const size_t nv = sizeof(vals) / sizeof(vals[0]);
+	static proto_reply r;
+	unsigned cases = 0;
+	for (size_t a = 0; a < nv; a++)
+		for (int variant = 0; variant < 6; variant++) {
+			memset(&r, 0, sizeof(r));
+			r.ok = true;
+			r.id = vals[a];
+			r.queued_us = vals[(a + 1) % nv];
+			r.gpu_us = vals[(a + 2) % nv];
+			r.batch_jobs = vals[(a + 3) % nv];
+			r.has_kernel_us = variant & 1;
+			r.kernel_us = vals[(a + 4) % nv];
+			r.trace.present = variant >= 2;
+			r.trace.t_recv_ns = vals[(a + 5) % nv];
+			r.trace.t_reply_ns = vals[(a + 6) % nv];
+			r.trace.n = variant == 2 ? 0 : variant == 3 ? 9 : PROTO_MAX_STAGES;
+			for (unsigned i = 0; i < r.trace.n; i++) {
+				const char *nm = i < PROTO_STAGE_COUNT ? proto_stage_name((proto_stage_id)i)
+								       : "stage_fifteen__";
+				snprintf(r.trace.st[i].name, sizeof(r.trace.st[i].name), "%.*s",
+					 (int)(1 + (i + a) % 15), nm);
+				r.trace.st[i].ns = vals[(a + i) % nv];
+			}
+			r.stream.n = variant < 2 ? (unsigned)variant * 5 : variant == 5 ? PROTO_MAX_STREAM_FIELDS : 0;
+			for (unsigned i = 0; i < r.stream.n; i++) {
+				snprintf(r.stream.f[i].name, sizeof(r.stream.f[i].name), "%.*s",
+					 (int)(1 + (i * 7 + a) % 31), "stream_field_name_thirty_one_ch");
+				r.stream.f[i].us = vals[(a + 2 * i) % nv];
+			}
+			msgpack_sbuffer want, got;
+			msgpack_sbuffer_init(&want);
+			msgpack_sbuffer_init(&got);
+			ref_job_reply(&want, &r);
+			/* after other bytes, in a buffer that must grow */
+			if (variant & 1) {
+				got.data = malloc(8);
+				assert_non_null(got.data);
+				got.alloc = 8;
+				memcpy(got.data, "prefix", 6);
+				got.size = 6;
+			}
+			const size_t at = got.size;
+			assert_int_equal(proto_reply_encode(&got, PROTO_R_JOB, &r), 0);
+			assert_int_equal(got.size - at, want.size);
+			assert_memory_equal(got.data + at, want.data, want.size);
+			if (variant & 1)
+				assert_memory_equal(got.data, "prefix", 6);
+			msgpack_sbuffer_destroy(&want);
+			msgpack_sbuffer_destroy(&got);
+			cases++;
+		}
+	assert_int_equal(cases, nv * 6);
+}
+
 /* A kept reply buffer (the daemon's conn_reply_timed): each reply encodes
  * to the same bytes as into a fresh buffer; the memory stays until it grew
  * past `keep`, then is freed. */
@@ -1900,6 +2020,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_keys_ignored),
 		cmocka_unit_test(test_decoder_reuse),
 		cmocka_unit_test(test_sbuffer_reuse),
+		cmocka_unit_test(test_reply_job_bytes),
 	};
 	return cmocka_run_group_tests_name("msg", tests, NULL, NULL);
 }
