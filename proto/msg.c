@@ -320,6 +320,39 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 			  dtype_names[d], others);
 }
 
+/* The request keys decode knows, found with one comparison each. */
+typedef enum req_key {
+	K_OTHER, K_OP, K_ID, K_VERSION, K_CLIENT, K_SIZE, K_REGION, K_DTYPE, K_BATCH, K_IN,
+	K_OUT, K_VARIANT, K_ACCUMULATE, K_TENSOR /* + PROTO_T_* */
+} req_key;
+
+#define KEY_EQ(c, lit) (memcmp((c), (lit), sizeof(lit) - 1) == 0)
+
+static int key_id(const msgpack_object *k)
+{
+	if (k->type != MSGPACK_OBJECT_STR)
+		return K_OTHER;
+	const char *c = k->via.str.ptr;
+	switch (k->via.str.size) {
+	case 1: return c[0] == 'x' ? K_TENSOR + PROTO_T_X : c[0] == 'w' ? K_TENSOR + PROTO_T_W : K_OTHER;
+	case 2:
+		if (c[0] == 'd')
+			return c[1] == 'y'   ? K_TENSOR + PROTO_T_DY
+			       : c[1] == 'w' ? K_TENSOR + PROTO_T_DW
+			       : c[1] == 'b' ? K_TENSOR + PROTO_T_DB
+			       : c[1] == 'x' ? K_TENSOR + PROTO_T_DX
+					     : K_OTHER;
+		return KEY_EQ(c, "op") ? K_OP : KEY_EQ(c, "id") ? K_ID : KEY_EQ(c, "in") ? K_IN : K_OTHER;
+	case 3: return KEY_EQ(c, "out") ? K_OUT : K_OTHER;
+	case 4: return KEY_EQ(c, "size") ? K_SIZE : K_OTHER;
+	case 5: return KEY_EQ(c, "dtype") ? K_DTYPE : KEY_EQ(c, "batch") ? K_BATCH : K_OTHER;
+	case 6: return KEY_EQ(c, "client") ? K_CLIENT : KEY_EQ(c, "region") ? K_REGION : K_OTHER;
+	case 7: return KEY_EQ(c, "version") ? K_VERSION : KEY_EQ(c, "variant") ? K_VARIANT : K_OTHER;
+	case 10: return KEY_EQ(c, "accumulate") ? K_ACCUMULATE : K_OTHER;
+	default: return K_OTHER;
+	}
+}
+
 /* Decode the op-specific keys; the map has already yielded op and id. */
 static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_err *err)
 {
@@ -328,26 +361,27 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 	const msgpack_object *dtype = NULL, *variant = NULL; /* strings */
 	int rc = 0;
 	for (uint32_t i = 0; i < m->size; i++) {
-		const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-		if (key_is(k, "op") || key_is(k, "id"))
+		const msgpack_object *v = &m->ptr[i].val;
+		const int k = key_id(&m->ptr[i].key);
+		if (k == K_OP || k == K_ID)
 			continue;
 		switch (req->op) {
 		case PROTO_OP_HELLO:
-			if (key_is(k, "version"))
+			if (k == K_VERSION)
 				rc = get_uint(v, "version", &req->version, err), have_version = true;
-			else if (key_is(k, "client"))
+			else if (k == K_CLIENT)
 				rc = get_str(v, "client", req->client, sizeof(req->client), err);
 			break;
 		case PROTO_OP_REGISTER:
-			if (key_is(k, "size"))
+			if (k == K_SIZE)
 				rc = get_uint(v, "size", &req->size, err), have_size = true;
 			break;
 		case PROTO_OP_UNREGISTER:
-			if (key_is(k, "region"))
+			if (k == K_REGION)
 				rc = get_uint(v, "region", &req->region, err), have_region = true;
 			break;
 		case PROTO_OP_LINEAR_BACKWARD:
-			if (key_is(k, "dtype")) {
+			if (k == K_DTYPE) {
 				/* any string is a dtype: one not served is
 				 * `unsupported` below, once the keys are in */
 				if (v->type == MSGPACK_OBJECT_STR)
@@ -355,34 +389,30 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 				else
 					rc = proto_fail(err, PROTO_BAD_REQUEST,
 							"key 'dtype' must be a string");
-			} else if (key_is(k, "batch")) {
+			} else if (k == K_BATCH) {
 				rc = get_uint(v, "batch", &req->batch, err), have_batch = true;
-			} else if (key_is(k, "in")) {
+			} else if (k == K_IN) {
 				rc = get_uint(v, "in", &req->in, err), have_in = true;
-			} else if (key_is(k, "out")) {
+			} else if (k == K_OUT) {
 				rc = get_uint(v, "out", &req->out, err), have_out = true;
-			} else if (key_is(k, "variant")) {
+			} else if (k == K_VARIANT) {
 				/* which names fit depends on the dtype: below */
 				if (v->type == MSGPACK_OBJECT_STR)
 					variant = v;
 				else if (v->type != MSGPACK_OBJECT_NIL)
 					rc = proto_fail(err, PROTO_BAD_REQUEST,
 							"key 'variant' must be a string");
-			} else if (key_is(k, "accumulate")) {
+			} else if (k == K_ACCUMULATE) {
 				if (v->type == MSGPACK_OBJECT_BOOLEAN)
 					req->accumulate = v->via.boolean;
 				else if (v->type != MSGPACK_OBJECT_NIL)
 					rc = proto_fail(err, PROTO_BAD_REQUEST,
 							"key 'accumulate' must be a boolean");
-			} else {
-				for (int t = 0; t < PROTO_T_COUNT; t++) {
-					if (!key_is(k, proto_tensor_key[t]))
-						continue;
-					/* nil means "not asked for", like an absent key */
-					if (v->type != MSGPACK_OBJECT_NIL)
-						rc = get_tensor(v, proto_tensor_key[t], &req->t[t], err);
-					break;
-				}
+			} else if (k >= K_TENSOR) {
+				const int t = k - K_TENSOR;
+				/* nil means "not asked for", like an absent key */
+				if (v->type != MSGPACK_OBJECT_NIL)
+					rc = get_tensor(v, proto_tensor_key[t], &req->t[t], err);
 			}
 			break;
 		default:
@@ -454,9 +484,10 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
 {
 	const msgpack_object *op = NULL, *id = NULL;
 	for (uint32_t i = 0; i < m->size; i++) {
-		if (key_is(&m->ptr[i].key, "op"))
+		const int k = key_id(&m->ptr[i].key);
+		if (k == K_OP)
 			op = &m->ptr[i].val;
-		else if (key_is(&m->ptr[i].key, "id"))
+		else if (k == K_ID)
 			id = &m->ptr[i].val;
 	}
 	if (!id || id->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
@@ -479,12 +510,172 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
 	return decode_fields(m, req, err);
 }
 
+/* ---- the direct way: a map of scalars and short arrays ---------------------
+ * Every request vkgrad's clients send is one map whose keys are strings and
+ * whose values are unsigned integers, strings, booleans, nil or
+ * [region, byte_offset] pairs. fast_unpack reads such a frame straight into
+ * msgpack_objects on the stack, the very objects msgpack_unpack makes
+ * (strings pointing into the frame, a signed encoding of a value >= 0 a
+ * positive integer), and decode_map takes them from there, so every check
+ * and message is the same. Anything else — a float, bin, ext, a map or an
+ * array as a key or inside an array, more than FAST_KEYS keys or FAST_ELEMS
+ * array elements, a malformed or truncated byte, trailing bytes — makes it
+ * give up, and the frame goes the general way, which words every
+ * malformation (proto_mpcheck) and decodes everything else. */
+#define FAST_KEYS 32
+#define FAST_ELEMS 32
+
+typedef struct fast_frame {
+	const uint8_t *p, *end;
+	uint32_t nel;
+	msgpack_object_kv kv[FAST_KEYS];
+	msgpack_object el[FAST_ELEMS];
+} fast_frame;
+
+static bool fast_be(fast_frame *f, unsigned k, uint64_t *v)
+{
+	if ((size_t)(f->end - f->p) < k)
+		return false;
+	uint64_t x = 0;
+	for (unsigned i = 0; i < k; i++)
+		x = x << 8 | f->p[i];
+	f->p += k;
+	*v = x;
+	return true;
+}
+
+static void fast_int(msgpack_object *o, int64_t v)
+{
+	if (v >= 0) {
+		o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+		o->via.u64 = (uint64_t)v;
+	} else {
+		o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+		o->via.i64 = v;
+	}
+}
+
+static bool fast_obj(fast_frame *f, msgpack_object *o, bool array_ok);
+
+static bool fast_array(fast_frame *f, msgpack_object *o, uint64_t n)
+{
+	if (n > FAST_ELEMS - f->nel)
+		return false;
+	o->type = MSGPACK_OBJECT_ARRAY;
+	o->via.array.size = (uint32_t)n;
+	o->via.array.ptr = n ? &f->el[f->nel] : NULL;
+	f->nel += (uint32_t)n;
+	for (uint64_t i = 0; i < n; i++)
+		if (!fast_obj(f, &o->via.array.ptr[i], false))
+			return false;
+	return true;
+}
+
+/* One scalar, or (array_ok) an array of scalars, into o. */
+static bool fast_obj(fast_frame *f, msgpack_object *o, bool array_ok)
+{
+	if (f->p >= f->end)
+		return false;
+	const uint8_t t = *f->p++;
+	uint64_t v;
+	if (t <= 0x7f) {
+		o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+		o->via.u64 = t;
+		return true;
+	}
+	if (t >= 0xe0) {
+		fast_int(o, (int8_t)t);
+		return true;
+	}
+	if (t >= 0xa0 && t <= 0xbf) {
+		v = t & 0x1f;
+		goto str;
+	}
+	if (t >= 0x90 && t <= 0x9f)
+		return array_ok && fast_array(f, o, t & 0x0f);
+	switch (t) {
+	case 0xc0: o->type = MSGPACK_OBJECT_NIL; return true;
+	case 0xc2:
+	case 0xc3:
+		o->type = MSGPACK_OBJECT_BOOLEAN;
+		o->via.boolean = t == 0xc3;
+		return true;
+	case 0xcc:
+	case 0xcd:
+	case 0xce:
+	case 0xcf:
+		if (!fast_be(f, 1u << (t - 0xcc), &v))
+			return false;
+		o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+		o->via.u64 = v;
+		return true;
+	case 0xd0: return fast_be(f, 1, &v) && (fast_int(o, (int8_t)v), true);
+	case 0xd1: return fast_be(f, 2, &v) && (fast_int(o, (int16_t)v), true);
+	case 0xd2: return fast_be(f, 4, &v) && (fast_int(o, (int32_t)v), true);
+	case 0xd3: return fast_be(f, 8, &v) && (fast_int(o, (int64_t)v), true);
+	case 0xd9:
+	case 0xda:
+	case 0xdb:
+		if (!fast_be(f, 1u << (t - 0xd9), &v))
+			return false;
+		goto str;
+	case 0xdc:
+	case 0xdd:
+		return array_ok && fast_be(f, t == 0xdc ? 2 : 4, &v) && fast_array(f, o, v);
+	default: return false; /* float, bin, ext, map, 0xc1: the general way */
+	}
+str:
+	if (v > (uint64_t)(f->end - f->p))
+		return false;
+	o->type = MSGPACK_OBJECT_STR;
+	o->via.str.size = (uint32_t)v;
+	o->via.str.ptr = (const char *)f->p;
+	f->p += v;
+	return true;
+}
+
+/* The frame as a map in f->kv, or false: the general way. */
+static bool fast_unpack(fast_frame *f, const uint8_t *body, size_t len, msgpack_object_map *m)
+{
+	f->p = body;
+	f->end = body + len;
+	f->nel = 0;
+	uint64_t n;
+	if (len == 0)
+		return false;
+	const uint8_t t = *f->p++;
+	if (t >= 0x80 && t <= 0x8f)
+		n = t & 0x0f;
+	else if (t == 0xde || t == 0xdf) {
+		if (!fast_be(f, t == 0xde ? 2 : 4, &n))
+			return false;
+	} else
+		return false;
+	if (n > FAST_KEYS)
+		return false;
+	for (uint64_t i = 0; i < n; i++)
+		if (!fast_obj(f, &f->kv[i].key, false) || !fast_obj(f, &f->kv[i].val, true))
+			return false;
+	if (f->p != f->end)
+		return false;
+	m->size = (uint32_t)n;
+	m->ptr = n ? f->kv : NULL;
+	return true;
+}
+
 int proto_request_decode_with(proto_decoder *d, const uint8_t *body, size_t len,
 			      proto_request *req, uint64_t *id_out, proto_err *err)
 {
 	const char *why = NULL;
 	memset(req, 0, sizeof(*req));
 	*id_out = 0;
+	if (!d->general_only) {
+		fast_frame f;
+		msgpack_object_map m;
+		if (fast_unpack(&f, body, len, &m))
+			return decode_map(&m, req, id_out, err);
+	}
+	d->general++;
 	if (proto_mpcheck(body, len, PROTO_MAX_DEPTH, &why) != 0)
 		return proto_fail(err, PROTO_BAD_FRAME, "frame body is not valid msgpack: %s", why);
 	if (!d->ready && !(d->ready = msgpack_zone_init(&d->zone, MSGPACK_ZONE_CHUNK_SIZE)))

@@ -1051,11 +1051,35 @@ static void pack_fields(msgpack_sbuffer *sb, const fields *fs)
 	}
 }
 
+/* Frames decode_buf saw go the general way (proto_decoder.general). */
+static uint64_t decoded_general;
+
+/* Decode sb as the daemon does (the direct way where the frame allows),
+ * and again the general way only (proto_mpcheck, msgpack_unpack): every
+ * outcome — code, id, request, message — must be the same. */
 static int decode_buf(const msgpack_sbuffer *sb, proto_request *req, uint64_t *id, proto_err *err)
 {
 	*id = 0xdeadbeef; /* the decoder must set it in every outcome */
 	memset(err, 0, sizeof(*err));
-	return proto_request_decode((const uint8_t *)sb->data, sb->size, req, id, err);
+	proto_decoder d;
+	proto_decoder_init(&d);
+	int rc = proto_request_decode_with(&d, (const uint8_t *)sb->data, sb->size, req, id, err);
+	decoded_general += d.general;
+	static proto_request greq;
+	proto_err gerr;
+	uint64_t gid = 0xdeadbeef;
+	memset(&gerr, 0, sizeof(gerr));
+	d.general_only = true;
+	int grc = proto_request_decode_with(&d, (const uint8_t *)sb->data, sb->size, &greq, &gid, &gerr);
+	proto_decoder_free(&d);
+	assert_int_equal(rc, grc);
+	assert_int_equal(*id, gid);
+	assert_memory_equal(req, &greq, sizeof(greq));
+	if (rc) {
+		assert_int_equal(err->code, gerr.code);
+		assert_string_equal(err->message, gerr.message);
+	}
+	return rc;
 }
 
 static int decode_fields(const fields *fs, proto_request *req, uint64_t *id, proto_err *err)
@@ -1810,6 +1834,80 @@ static void test_decoder_reuse(void **state)
 	proto_decoder_free(&d); /* twice is harmless (server_destroy after a failed start) */
 }
 
+/* Which frames go the direct way: a request of scalars and [region,
+ * offset] pairs does (the daemon's every linear_backward); a float, a
+ * nested map, an array past the direct way's room, a truncated or
+ * trailing byte go the general way — with the same outcome, which
+ * decode_buf checks for each. */
+static void v_arr40(msgpack_packer *pk)
+{
+	msgpack_pack_array(pk, 40);
+	for (int i = 0; i < 40; i++)
+		msgpack_pack_uint64(pk, (uint64_t)i);
+}
+static void v_i8_pos(msgpack_packer *pk) { msgpack_pack_int8(pk, 5); }
+static void v_i64_neg(msgpack_packer *pk) { msgpack_pack_int64(pk, INT64_MIN); }
+static void v_str300(msgpack_packer *pk)
+{
+	char s[301];
+	memset(s, 'a', 300);
+	s[300] = 0;
+	pk_s(pk, s);
+}
+
+static void expect_way(const fields *fs, uint64_t general, int want_rc)
+{
+	proto_request req;
+	proto_err err;
+	uint64_t id;
+	const uint64_t before = decoded_general;
+	assert_int_equal(decode_fields(fs, &req, &id, &err), want_rc);
+	assert_int_equal(decoded_general - before, general);
+}
+
+static void test_decode_ways(void **state)
+{
+	(void)state;
+	fields fs = lb_base();
+	expect_way(&fs, 0, 0);
+	f_set(&fs, "variant", v_nil);
+	f_set(&fs, "extra", v_str300); /* str16, an unknown key */
+	f_set(&fs, "batch", v_i8_pos); /* a signed encoding of 5: batch 5 */
+	expect_way(&fs, 0, 0);
+	f_set(&fs, "in", v_i64_neg); /* negative: the same message both ways */
+	expect_way(&fs, 0, -(int)PROTO_BAD_REQUEST);
+	fs = lb_base();
+	f_set(&fs, "batch", v_float);
+	expect_way(&fs, 1, -(int)PROTO_BAD_REQUEST);
+	fs = lb_base();
+	f_set(&fs, "x", v_tensor_map);
+	expect_way(&fs, 1, -(int)PROTO_BAD_REQUEST);
+	fs = lb_base();
+	f_set(&fs, "pad", v_arr40);
+	expect_way(&fs, 1, 0);
+	fs = lb_base();
+	f_set(&fs, "x", v_arr3);
+	expect_way(&fs, 0, -(int)PROTO_BAD_REQUEST);
+	/* bytes: truncated, trailing, not a map, empty */
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	fs = lb_base();
+	pack_fields(&sb, &fs);
+	proto_request req;
+	proto_err err;
+	uint64_t id;
+	for (size_t cut = 0; cut < sb.size; cut++) {
+		msgpack_sbuffer part = {.size = cut, .data = sb.data, .alloc = sb.alloc};
+		const uint64_t before = decoded_general;
+		assert_int_equal(decode_buf(&part, &req, &id, &err), -(int)PROTO_BAD_FRAME);
+		assert_int_equal(decoded_general - before, 1);
+	}
+	msgpack_sbuffer_write(&sb, "\x01", 1);
+	assert_int_equal(decode_buf(&sb, &req, &id, &err), -(int)PROTO_BAD_FRAME);
+	assert_non_null(strstr(err.message, "trailing bytes"));
+	msgpack_sbuffer_destroy(&sb);
+}
+
 /* A job reply as msgpack-c's packer writes it, key by key (how
  * proto_reply_encode wrote every job reply before its direct encoder):
  * the reference the direct encoder must match byte for byte. */
@@ -2021,6 +2119,7 @@ int main(void)
 		cmocka_unit_test(test_decoder_reuse),
 		cmocka_unit_test(test_sbuffer_reuse),
 		cmocka_unit_test(test_reply_job_bytes),
+		cmocka_unit_test(test_decode_ways),
 	};
 	return cmocka_run_group_tests_name("msg", tests, NULL, NULL);
 }
