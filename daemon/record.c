@@ -50,7 +50,23 @@ struct recorder {
 	record_region *tab;
 	uint32_t mask, used, tab_len;
 	record_counts counts; /* the batch being recorded */
+	/* what the command buffer has bound now (forgotten at each recording's
+	 * start), so a bind or push that changes nothing is not recorded: the
+	 * compute pipeline, and set 0's push descriptors with the layout they
+	 * were pushed with (a push with another layout replaces them) */
+	VkPipeline bound_pipe;
+	VkPipelineLayout set_layout;
+	uint32_t set_n;
+	VkDescriptorBufferInfo set_info[VKG_BINDINGS_GEMM];
 };
+
+/* Nothing bound: a command buffer's start. */
+static void forget_bound(recorder *rc)
+{
+	rc->bound_pipe = VK_NULL_HANDLE;
+	rc->set_layout = VK_NULL_HANDLE;
+	rc->set_n = 0;
+}
 
 typedef struct binding {
 	VkDescriptorBufferInfo info;
@@ -119,10 +135,35 @@ static binding bind_partials(const rec *r, bool for_dx)
 	return b;
 }
 
+/* Kernel k's pipeline for the job's dtype, unless it is bound already
+ * (binding a pipeline leaves descriptors and push constants as they are). */
+static void bind_pipe(const rec *r, int k)
+{
+	recorder *rc = r->rc;
+	const VkPipeline p = rc->pl->pipe[k][r->j->req.dtype];
+	if (p == rc->bound_pipe)
+		return;
+	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+	rc->bound_pipe = p;
+}
+
+/* Push kernel k's n bindings as set 0, unless set 0 holds exactly these,
+ * pushed with k's layout (consecutive units of one kind of kernel on the
+ * same tensors: a client's repeated job). */
 static void push_set(const rec *r, int k, const binding *b, uint32_t n)
 {
-	VkWriteDescriptorSet w[VKG_BINDINGS_GEMM];
+	recorder *rc = r->rc;
 	assert(n <= VKG_BINDINGS_GEMM);
+	bool same = rc->set_layout == rc->pl->layout[k] && rc->set_n == n;
+	for (uint32_t i = 0; same && i < n; i++)
+		same = memcmp(&rc->set_info[i], &b[i].info, sizeof(b[i].info)) == 0;
+	if (same)
+		return;
+	rc->set_layout = rc->pl->layout[k];
+	rc->set_n = n;
+	for (uint32_t i = 0; i < n; i++)
+		rc->set_info[i] = b[i].info;
+	VkWriteDescriptorSet w[VKG_BINDINGS_GEMM];
 	for (uint32_t i = 0; i < n; i++)
 		w[i] = (VkWriteDescriptorSet){
 			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
@@ -224,7 +265,7 @@ static void record_param(const rec *r)
 		dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0),
 		db ? bind_tensor(r, PROTO_T_DB) : bind_dummy(r, 1),
 	};
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[KERN_PARAM][q->dtype]);
+	bind_pipe(r, KERN_PARAM);
 	push_set(r, KERN_PARAM, b, VKG_BINDINGS_PARAM);
 	const uint32_t flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u) | acc;
 	kiface_param pc = {
@@ -360,7 +401,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 		};
 	}
 	pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[k][q->dtype]);
+	bind_pipe(r, k);
 	push_set(r, k, b, VKG_BINDINGS_GEMM);
 	uint64_t tm, tn;
 	gemm_tile(r->rc, k, q->dtype, &tm, &tn);
@@ -391,7 +432,7 @@ static void record_splitk(const rec *r, bool for_dx)
 	binding b[VKG_BINDINGS_GEMM] = {bind_tensor(r, PROTO_T_DY),
 					bind_tensor(r, for_dx ? PROTO_T_W : PROTO_T_X),
 					bind_partials(r, for_dx), bind_partials(r, for_dx)};
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[KERN_SPLITK][q->dtype]);
+	bind_pipe(r, KERN_SPLITK);
 	push_set(r, KERN_SPLITK, b, VKG_BINDINGS_GEMM);
 	const uint64_t tile = VKG_TILE_TILED;
 	for (uint32_t s = 0; s < S; s++) {
@@ -411,7 +452,7 @@ static void record_splitk(const rec *r, bool for_dx)
 			      tile * tile);
 	}
 	barrier_inside(r);
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[KERN_REDUCE][q->dtype]);
+	bind_pipe(r, KERN_REDUCE);
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
 		if (!q->t[t].present || (t == PROTO_T_DX) != for_dx)
@@ -435,7 +476,7 @@ static void record_input(const rec *r)
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	binding b[VKG_BINDINGS_INPUT] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_W),
 					 bind_tensor(r, PROTO_T_DX)};
-	vkCmdBindPipeline(r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->rc->pl->pipe[KERN_INPUT][q->dtype]);
+	bind_pipe(r, KERN_INPUT);
 	push_set(r, KERN_INPUT, b, VKG_BINDINGS_INPUT);
 	kiface_input pc = {
 		.batch = (uint32_t)q->batch, .n_in = (uint32_t)q->in, .n_out = (uint32_t)q->out,
@@ -546,23 +587,29 @@ static void mark_touched(recorder *rc, const job *j, unsigned mask)
 	}
 }
 
+/* The kernel one unit (UNIT_PARAM: dW/db, UNIT_INPUT: dX) of the job
+ * starts with: its plan's split-K or GEMM kernel, else the plain
+ * linear_parameter_backward / linear_input_backward. */
+static int unit_kernel(const job *j, unsigned mask)
+{
+	const int k = mask == UNIT_PARAM ? j->plan.param : j->plan.input;
+	if (k == KERN_SPLITK || is_gemm(k))
+		return k;
+	return mask == UNIT_PARAM ? KERN_PARAM : KERN_INPUT;
+}
+
 /* The kernels of one unit (dW/db, or dX) of the job. */
 static void record_kernels(const rec *r, unsigned mask)
 {
-	const job *j = r->j;
-	if (mask == UNIT_PARAM && j->plan.param == KERN_SPLITK) {
-		record_splitk(r, false);
-	} else if (mask == UNIT_INPUT && j->plan.input == KERN_SPLITK) {
-		record_splitk(r, true);
-	} else if (mask == UNIT_PARAM && is_gemm(j->plan.param)) {
-		record_tiled(r, false, j->plan.param);
-	} else if (mask == UNIT_PARAM) {
+	const int k = unit_kernel(r->j, mask);
+	if (k == KERN_SPLITK)
+		record_splitk(r, mask == UNIT_INPUT);
+	else if (k == KERN_PARAM)
 		record_param(r);
-	} else if (is_gemm(j->plan.input)) {
-		record_tiled(r, true, j->plan.input);
-	} else {
+	else if (k == KERN_INPUT)
 		record_input(r);
-	}
+	else
+		record_tiled(r, mask == UNIT_INPUT, k);
 }
 
 /* Record one unit of a job reading the client's memory, after a barrier
@@ -639,6 +686,7 @@ void record_job_kernels(recorder *rc, const record_target *tg, VkCommandBuffer c
 	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece};
 	assert(j->devlocal);
 	rc->counts = (record_counts){0};
+	forget_bound(rc); /* the caller's command buffer, with what it recorded */
 	if (param)
 		record_kernels(&r, UNIT_PARAM);
 	if (input)
@@ -663,6 +711,7 @@ void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffe
 	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece,
 		 .gy0 = row0 / tm, .gy1 = (row0 + rows + tm - 1) / tm};
 	rc->counts = (record_counts){0};
+	forget_bound(rc); /* the caller's command buffer, with what it recorded */
 	record_kernels(&r, UNIT_PARAM);
 	counts->dispatches += rc->counts.dispatches;
 }
@@ -745,6 +794,7 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 	VkCommandBuffer cb = tg->cb;
 	memset(counts, 0, sizeof(*counts));
 	rc->counts = (record_counts){0};
+	forget_bound(rc);
 	vkResetCommandPool(rc->dev->dev, tg->pool, 0);
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
@@ -777,9 +827,22 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 			record_devlocal(&r, r.j->ts_index);
 			continue;
 		}
-		if (t[PROTO_T_DW].present || t[PROTO_T_DB].present)
+		const bool param = t[PROTO_T_DW].present || t[PROTO_T_DB].present;
+		const bool input = t[PROTO_T_DX].present;
+		/* a job's two units are independent (proto_job_check: no output
+		 * overlaps another tensor of the job), so either may go first:
+		 * dX first when its kernel is the one bound (the previous job's
+		 * last), which saves a pipeline bind per job in a run of jobs */
+		if (param && input && rc->bound_pipe != VK_NULL_HANDLE &&
+		    rc->bound_pipe == rc->pl->pipe[unit_kernel(r.j, UNIT_INPUT)][r.j->req.dtype] &&
+		    unit_kernel(r.j, UNIT_PARAM) != unit_kernel(r.j, UNIT_INPUT)) {
+			record_unit(&r, UNIT_INPUT);
 			record_unit(&r, UNIT_PARAM);
-		if (t[PROTO_T_DX].present)
+			continue;
+		}
+		if (param)
+			record_unit(&r, UNIT_PARAM);
+		if (input)
 			record_unit(&r, UNIT_INPUT);
 	}
 	record_end(rc, tg, nq);

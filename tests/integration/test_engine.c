@@ -249,6 +249,117 @@ static void test_dependent_jobs_in_one_batch_stay_ordered(void **state)
 		fail_msg("every blocker up to 1024^3 finished before A, B, C were queued");
 }
 
+/* ---- a chain of full jobs inside one batch ------------------------------------- */
+
+/* One try with a bdim x bdim x bdim/2 blocker: four full jobs (dW, db, dX)
+ * J1..J4 queued behind it ride one batch, each later one reading the one
+ * before: J(k+1)'s X is Jk's dX and its W is Jk's dW; J4 is J3 again with
+ * accumulate (same tensors, so the recorder binds nothing new for it).
+ * The recorder may put a job's dX kernel before its dW kernel and skips
+ * binds and pushes that change nothing (record.c); every output must still
+ * be what the float64 reference makes of the f32 inputs the job read.
+ * false when the blocker finished before the chain was queued. */
+static bool chain_try(uint64_t bdim)
+{
+	enum { K = 3 }; /* distinct jobs; J4 repeats J3 */
+	const uint64_t B = 17, I = 24, O = 12;
+	const size_t nx = B * I, ndy = B * O, nw = O * I;
+	/* floats: x0 | dy | w0 | (dw_k | db_k | dx_k) for k = 1..K */
+	const size_t off_dy = nx, off_w0 = off_dy + ndy, off_out = off_w0 + nw;
+	const size_t per = nw + O + nx;
+	const size_t nf = off_out + K * per;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_single.sock, &err);
+	assert_non_null(c);
+	uint64_t reg;
+	float *m = vkg_region_create(c, nf * sizeof(float), &reg, &err);
+	assert_non_null(m);
+	srand(7);
+	for (size_t i = 0; i < off_out; i++)
+		m[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+	for (size_t i = off_out; i < nf; i++)
+		m[i] = NAN; /* written by the jobs */
+	jobcase blk;
+	jobcase_init(&blk, bdim, bdim, bdim / 2, JC_ALL, false);
+	uint64_t breg;
+	void *bmap = vkg_region_create(c, blk.size[0], &breg, &err);
+	assert_non_null(bmap);
+	assert_int_equal(jobcase_fill(&blk, &bmap, 5), 0);
+	vkg_job jb = jobcase_job(&blk, &breg);
+	vkg_job jobs[K + 1];
+	size_t in_x[K + 1], in_w[K + 1], out[K + 1];
+	for (int k = 0; k <= K; k++) {
+		const int d = k < K ? k : K - 1; /* J4 repeats J3 */
+		in_x[k] = d == 0 ? 0 : off_out + (size_t)(d - 1) * per + nw + O;
+		in_w[k] = d == 0 ? off_w0 : off_out + (size_t)(d - 1) * per;
+		out[k] = off_out + (size_t)d * per;
+		vkg_job j = vkg_job_init();
+		j.batch = B, j.in = I, j.out = O;
+		j.x = (vkg_tensor){reg, in_x[k] * 4};
+		j.dy = (vkg_tensor){reg, off_dy * 4};
+		j.w = (vkg_tensor){reg, in_w[k] * 4};
+		j.dw = (vkg_tensor){reg, out[k] * 4};
+		j.db = (vkg_tensor){reg, (out[k] + nw) * 4};
+		j.dx = (vkg_tensor){reg, (out[k] + nw + O) * 4};
+		j.accumulate = k == K;
+		jobs[k] = j;
+	}
+	uint64_t h[K + 2];
+	vkg_result res[K + 2];
+	assert_int_equal(vkg_submit(c, &jb, &h[0], &err), 0);
+	for (int k = 0; k <= K; k++)
+		assert_int_equal(vkg_submit(c, &jobs[k], &h[k + 1], &err), 0);
+	bool done;
+	const bool behind = blocker_still_running(c, h[0], &done);
+	for (int i = done ? 1 : 0; i < K + 2; i++)
+		if (vkg_wait(c, h[i], 300000, &res[i], &err) != 0)
+			fail_msg("job %d: %s: %s", i, err.code, err.message);
+	for (int k = 1; behind && k <= K; k++)
+		if (res[k + 1].batch_jobs != res[1].batch_jobs || res[1].batch_jobs < K + 1)
+			fail_msg("the chain did not share a batch: J1 in %llu, J%d in %llu",
+				 (unsigned long long)res[1].batch_jobs, k + 1,
+				 (unsigned long long)res[k + 1].batch_jobs);
+	/* each distinct job against the reference from the inputs it read (the
+	 * f32 outputs of the job before, as they lie in the region); J3's
+	 * outputs are twice its gradients (J4 added them again) */
+	double *dw = calloc(nw, sizeof(double)), *db = calloc(O, sizeof(double));
+	double *dx = calloc(nx, sizeof(double));
+	assert_true(dw && db && dx);
+	for (int k = 0; k < K; k++) {
+		vkg_ref_linear_backward(B, I, O, m + in_x[k], m + off_dy, m + in_w[k], dw, db, dx);
+		const bool twice = k == K - 1;
+		const double e[3] = {
+			vkg_ref_max_rel_err(m + out[k], dw, twice ? dw : NULL, nw),
+			vkg_ref_max_rel_err(m + out[k] + nw, db, twice ? db : NULL, O),
+			vkg_ref_max_rel_err(m + out[k] + nw + O, dx, twice ? dx : NULL, nx),
+		};
+		if (!(e[0] <= JC_TOL_F32 && e[1] <= JC_TOL_F32 && e[2] <= JC_TOL_F32))
+			fail_msg("J%d: dw err %.3g, db err %.3g, dx err %.3g (tol %g)", k + 1, e[0], e[1],
+				 e[2], JC_TOL_F32);
+	}
+	char why[256];
+	if (jobcase_check(&blk, &bmap, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("blocker: %s", why);
+	free(dw);
+	free(db);
+	free(dx);
+	jobcase_free(&blk);
+	assert_int_equal(vkg_region_destroy(c, breg, bmap, blk.size[0], &err), 0);
+	assert_int_equal(vkg_region_destroy(c, reg, m, nf * sizeof(float), &err), 0);
+	vkg_close(c);
+	return behind;
+}
+
+static void test_chain_of_full_jobs_in_one_batch(void **state)
+{
+	(void)state;
+	bool proved = false;
+	for (uint64_t bdim = 256; bdim <= 1024 && !proved; bdim *= 2)
+		proved = chain_try(bdim);
+	if (!proved)
+		fail_msg("every blocker up to 1024^3 finished before the chain was queued");
+}
+
 /* ---- fairness ---------------------------------------------------------------- */
 
 /* FLOOD jobs of batch x 128 x 32 on one region of one connection, each
@@ -631,6 +742,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrent_small_jobs_share_batches),
 		cmocka_unit_test(test_dependent_jobs_in_one_batch_stay_ordered),
+		cmocka_unit_test(test_chain_of_full_jobs_in_one_batch),
 		cmocka_unit_test(test_single_job_is_not_held_back_by_a_flood),
 		cmocka_unit_test(test_tiny_job_waits_about_one_batch_of_large_jobs),
 		cmocka_unit_test(test_cache_bad_files_are_ignored),
