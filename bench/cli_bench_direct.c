@@ -114,7 +114,7 @@ static int dclient_submit(dclient *c)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		regs[t] = c->reg;
 	/* received at t0: its DECODE stage is the checks above, as for a frame */
-	job *j = job_new(c, &q, bytes, regs, t0);
+	job *j = engine_job_new(&b->eng, c, &q, bytes, regs, t0);
 	if (!j) {
 		fail_run(b, "out of memory");
 		return -1;

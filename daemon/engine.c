@@ -149,6 +149,47 @@ void engine_job_trace(job *j, uint64_t t_encoded, proto_trace *out)
 	}
 }
 
+/* ---- spare jobs -------------------------------------------------------------- */
+
+#define ENGINE_SPARE_JOBS 1024
+
+/* A job the engine is done with: its region references dropped, kept
+ * for engine_job_new while there are fewer than ENGINE_SPARE_JOBS. */
+static void job_release(engine *e, job *j)
+{
+	if (e->nspare >= ENGINE_SPARE_JOBS) {
+		job_free(j);
+		return;
+	}
+	job_drop_refs(j);
+	j->next_spare = e->spare;
+	e->spare = j;
+	e->nspare++;
+}
+
+job *engine_job_new(engine *e, void *owner, const proto_request *q,
+		    const uint64_t bytes[PROTO_T_COUNT], region *const reg[PROTO_T_COUNT],
+		    uint64_t t_recv_ns)
+{
+	job *j = e->spare;
+	if (!j)
+		return job_new(owner, q, bytes, reg, t_recv_ns);
+	e->spare = j->next_spare;
+	e->nspare--;
+	memset(j, 0, sizeof(*j));
+	job_init(j, owner, q, bytes, reg, t_recv_ns);
+	return j;
+}
+
+static void spare_free(engine *e)
+{
+	for (job *j; (j = e->spare);) {
+		e->spare = j->next_spare;
+		free(j);
+	}
+	e->nspare = 0;
+}
+
 /* ---- completion thread, and the loop's polling ---------------------------- */
 
 /* Batch s (the oldest not yet seen) is done, or failed with r: mark it
@@ -381,7 +422,7 @@ static void finish_slot(engine *e, engine_slot *s)
 			answer(e, j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
 				(j->t_submit_ns - j->t_queued_ns) / 1000, 0, s->njobs);
 		}
-		job_free(j);
+		job_release(e, j);
 	}
 	e->running -= s->njobs;
 	s->njobs = 0;
@@ -507,7 +548,7 @@ static void stage_in(engine *e, engine_slot *s)
 		e->jobs_failed++;
 		lane_release(j);
 		answer(e, j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
-		job_free(j);
+		job_release(e, j);
 	}
 	s->njobs = kept;
 }
@@ -729,7 +770,7 @@ void engine_lane_close(engine *e, engine_lane *l)
 		job *j = lane_pop(e, l);
 		e->jobs_failed++;
 		answer(e, j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
-		job_free(j);
+		job_release(e, j);
 	}
 	if (l->running) /* finish_slot frees it after the last one */
 		l->closed = true;
@@ -763,7 +804,7 @@ void engine_fail_queued(engine *e, const char *why)
 			lane_deactivate(e, l);
 		e->jobs_failed++;
 		answer(e, j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
-		job_free(j);
+		job_release(e, j);
 	}
 }
 
@@ -1047,7 +1088,7 @@ void engine_destroy(engine *e)
 			lane_deactivate(e, l);
 		e->jobs_failed++;
 		answer(e, j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
-		job_free(j);
+		job_release(e, j);
 	}
 	gpu_release(e);
 	for (uint32_t i = 0; e->slots && i < e->nslots; i++)
@@ -1056,6 +1097,7 @@ void engine_destroy(engine *e)
 	e->slots = NULL;
 	record_free(e->rec);
 	e->rec = NULL;
+	spare_free(e);
 }
 
 void engine_stats(const engine *e, proto_stats *st)

@@ -151,6 +151,10 @@ typedef struct engine {
 	uint64_t stream_jobs, stream_chunks, stream_dw_blocks;
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
 	metrics metrics;           /* latency histograms, stage windows (metrics.h) */
+	/* finished jobs kept for the next ones (engine_job_new), at most
+	 * ENGINE_SPARE_JOBS: no malloc/free per job in steady state */
+	job *spare;
+	uint32_t nspare;
 	/* GPU clock -> CLOCK_MONOTONIC (device->calibrated): a pair of
 	 * simultaneous readings, refreshed at a submission once a second */
 	uint64_t cal_host_ns, cal_dev, cal_at_ns;
@@ -172,6 +176,12 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
  * every job still queued is answered with `internal` first. The caller
  * closes e->async's handle by running the loop afterwards. */
 void engine_destroy(engine *e);
+
+/* job_new, reusing one of e's finished jobs when it has one. The engine
+ * frees or keeps every job it was given (engine_enqueue). */
+job *engine_job_new(engine *e, void *owner, const proto_request *q,
+		    const uint64_t bytes[PROTO_T_COUNT], region *const reg[PROTO_T_COUNT],
+		    uint64_t t_recv_ns);
 
 engine_lane *engine_lane_open(engine *e);
 /* Answers every job still queued on the lane (`internal`, the connection is

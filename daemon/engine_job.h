@@ -44,6 +44,7 @@ struct job {
 	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
 	bool has_kernel_us;
 	proto_stream_tl *stream_tl; /* streamed: its GPU timeline (stream_timeline), or NULL */
+	job *next_spare;        /* on its engine's list of spare jobs (engine_job_new) */
 };
 
 /* A job for request q (checked by proto_job_check, which gave bytes), owned
@@ -54,6 +55,12 @@ job *job_new(void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_C
 	     region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns);
 /* Drops its region references and frees it (its stream_tl too). NULL is fine. */
 void job_free(job *j);
+/* job_new's work on j, all zero: the engine's spare jobs (engine_job_new). */
+void job_init(job *j, void *owner, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
+	      region *const reg[PROTO_T_COUNT], uint64_t t_recv_ns);
+/* Drops its region references and frees its stream_tl (job_free without
+ * the free of j). */
+void job_drop_refs(job *j);
 
 /* Tensor bytes of a job, all slots together. */
 static inline uint64_t job_bytes(const job *j)

@@ -296,7 +296,7 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (q->t[t].present)
 			regs[t] = find_region(c, q->t[t].region, NULL);
-	job *j = job_new(c, q, bytes, regs, c->rx_ns);
+	job *j = engine_job_new(&s->eng, c, q, bytes, regs, c->rx_ns);
 	if (!j) {
 		proto_fail(&err, PROTO_INTERNAL, "linear_backward: out of memory");
 		goto fail;
