@@ -22,10 +22,13 @@ typedef struct record_touch {
 } record_touch;
 
 /* A region the batch uses: its ranges of this epoch, newest first from
- * `last` (valid while epoch is the recorder's). */
+ * `last` (valid while epoch is the recorder's). An entry of an earlier
+ * batch (batch != the recorder's) is a free one: the table is not
+ * cleared between batches. */
 typedef struct record_region {
 	const region *key; /* NULL: a free entry */
 	uint64_t epoch;
+	uint64_t batch;
 	uint32_t last;
 } record_region;
 
@@ -45,10 +48,12 @@ struct recorder {
 	uint32_t ntouch, touch_cap;
 	/* the batch's regions: open addressing keyed by region pointer over
 	 * the first mask + 1 entries, sized per batch to at least twice the
-	 * regions its jobs can name and cleared at its start; allocated once
-	 * for a full batch (max_batch_jobs · PROTO_T_COUNT regions) */
+	 * regions its jobs can name, entries of earlier batches free (not
+	 * cleared: a new batch only counts up `batch`); allocated once for a
+	 * full batch (max_batch_jobs · PROTO_T_COUNT regions) */
 	record_region *tab;
 	uint32_t mask, used, tab_len;
+	uint64_t batch; /* the batch being recorded, counted from 1 */
 	record_counts counts; /* the batch being recorded */
 	/* what the command buffer has bound now (forgotten at each recording's
 	 * start), so a bind or push that changes nothing is not recorded: the
@@ -520,12 +525,13 @@ static record_region *track_find(recorder *rc, const region *g, bool add)
 	uint64_t h = (uint64_t)(uintptr_t)g * 0x9e3779b97f4a7c15ull;
 	for (uint32_t i = (uint32_t)(h >> 32) & rc->mask;; i = (i + 1) & rc->mask) {
 		record_region *k = &rc->tab[i];
-		if (!k->key) {
+		if (!k->key || k->batch != rc->batch) {
 			if (!add)
 				return NULL;
 			assert(rc->used < (rc->mask + 1) / 2);
 			rc->used++;
-			*k = (record_region){.key = g, .epoch = rc->epoch - 1, .last = TOUCH_NONE};
+			*k = (record_region){.key = g, .epoch = rc->epoch - 1, .batch = rc->batch,
+					     .last = TOUCH_NONE};
 			return k;
 		}
 		if (k->key == g)
@@ -541,10 +547,15 @@ static bool needs_barrier(recorder *rc, const job *j, unsigned mask)
 {
 	if (rc->untracked)
 		return true;
+	const region *key = NULL; /* a job's tensors often share a region: one lookup */
+	const record_region *g = NULL;
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		if (!j->reg[t] || !(mask & (1u << t)))
 			continue;
-		const record_region *g = track_find(rc, j->reg[t], false);
+		if (j->reg[t] != key) {
+			key = j->reg[t];
+			g = track_find(rc, key, false);
+		}
 		if (!g || g->epoch != rc->epoch)
 			continue;
 		uint64_t lo, hi;
@@ -561,10 +572,15 @@ static bool needs_barrier(recorder *rc, const job *j, unsigned mask)
 /* Remember the dispatch's bound ranges. */
 static void mark_touched(recorder *rc, const job *j, unsigned mask)
 {
+	const region *key = NULL; /* as in needs_barrier */
+	record_region *g = NULL;
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		if (!j->reg[t] || !(mask & (1u << t)))
 			continue;
-		record_region *g = track_find(rc, j->reg[t], true);
+		if (j->reg[t] != key) {
+			key = j->reg[t];
+			g = track_find(rc, key, true);
+		}
 		if (g->epoch != rc->epoch) {
 			g->epoch = rc->epoch;
 			g->last = TOUCH_NONE;
@@ -818,7 +834,7 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 	assert(n <= rc->tab_len);
 	rc->mask = (uint32_t)(n - 1);
 	rc->used = 0;
-	memset(rc->tab, 0, n * sizeof(*rc->tab));
+	rc->batch++; /* every entry is now an earlier batch's: free */
 	new_epoch(rc);
 	for (uint32_t i = 0; i < tg->njobs; i++) {
 		rec r = {.rc = rc, .tg = tg, .cb = cb, .j = tg->jobs[i], .piece = tg->first_piece + i};
