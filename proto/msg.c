@@ -354,7 +354,10 @@ static int key_id(const msgpack_object *k)
 }
 
 /* Decode the op-specific keys; the map has already yielded op and id. */
-static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_err *err)
+/* ids: key_id of the first KEY_IDS keys (decode_map found them). */
+#define KEY_IDS 32
+static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS],
+			 proto_request *req, proto_err *err)
 {
 	bool have_version = false, have_size = false, have_region = false;
 	bool have_batch = false, have_in = false, have_out = false;
@@ -362,7 +365,7 @@ static int decode_fields(const msgpack_object_map *m, proto_request *req, proto_
 	int rc = 0;
 	for (uint32_t i = 0; i < m->size; i++) {
 		const msgpack_object *v = &m->ptr[i].val;
-		const int k = key_id(&m->ptr[i].key);
+		const int k = i < KEY_IDS ? ids[i] : key_id(&m->ptr[i].key);
 		if (k == K_OP || k == K_ID)
 			continue;
 		switch (req->op) {
@@ -483,8 +486,11 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
 		      proto_err *err)
 {
 	const msgpack_object *op = NULL, *id = NULL;
+	uint8_t ids[KEY_IDS];
 	for (uint32_t i = 0; i < m->size; i++) {
 		const int k = key_id(&m->ptr[i].key);
+		if (i < KEY_IDS)
+			ids[i] = (uint8_t)k;
 		if (k == K_OP)
 			op = &m->ptr[i].val;
 		else if (k == K_ID)
@@ -507,7 +513,7 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
 				  echo(op, name, sizeof(name), PROTO_TEXT_ECHO_OP));
 	}
 	req->op = (proto_op)found;
-	return decode_fields(m, req, err);
+	return decode_fields(m, ids, req, err);
 }
 
 /* ---- the direct way: a map of scalars and short arrays ---------------------
@@ -555,44 +561,24 @@ static void fast_int(msgpack_object *o, int64_t v)
 	}
 }
 
-static bool fast_obj(fast_frame *f, msgpack_object *o, bool array_ok);
-
-static bool fast_array(fast_frame *f, msgpack_object *o, uint64_t n)
+/* One scalar into o: t is its first byte, already read. false: not a
+ * scalar the direct way reads (an array is fast_value's). */
+static inline bool fast_scalar(fast_frame *f, uint8_t t, msgpack_object *o)
 {
-	if (n > FAST_ELEMS - f->nel)
-		return false;
-	o->type = MSGPACK_OBJECT_ARRAY;
-	o->via.array.size = (uint32_t)n;
-	o->via.array.ptr = n ? &f->el[f->nel] : NULL;
-	f->nel += (uint32_t)n;
-	for (uint64_t i = 0; i < n; i++)
-		if (!fast_obj(f, &o->via.array.ptr[i], false))
-			return false;
-	return true;
-}
-
-/* One scalar, or (array_ok) an array of scalars, into o. */
-static bool fast_obj(fast_frame *f, msgpack_object *o, bool array_ok)
-{
-	if (f->p >= f->end)
-		return false;
-	const uint8_t t = *f->p++;
 	uint64_t v;
 	if (t <= 0x7f) {
 		o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
 		o->via.u64 = t;
 		return true;
 	}
-	if (t >= 0xe0) {
-		fast_int(o, (int8_t)t);
-		return true;
-	}
 	if (t >= 0xa0 && t <= 0xbf) {
 		v = t & 0x1f;
 		goto str;
 	}
-	if (t >= 0x90 && t <= 0x9f)
-		return array_ok && fast_array(f, o, t & 0x0f);
+	if (t >= 0xe0) {
+		fast_int(o, (int8_t)t);
+		return true;
+	}
 	switch (t) {
 	case 0xc0: o->type = MSGPACK_OBJECT_NIL; return true;
 	case 0xc2:
@@ -619,10 +605,7 @@ static bool fast_obj(fast_frame *f, msgpack_object *o, bool array_ok)
 		if (!fast_be(f, 1u << (t - 0xd9), &v))
 			return false;
 		goto str;
-	case 0xdc:
-	case 0xdd:
-		return array_ok && fast_be(f, t == 0xdc ? 2 : 4, &v) && fast_array(f, o, v);
-	default: return false; /* float, bin, ext, map, 0xc1: the general way */
+	default: return false; /* array, map, float, bin, ext, 0xc1 */
 	}
 str:
 	if (v > (uint64_t)(f->end - f->p))
@@ -631,6 +614,38 @@ str:
 	o->via.str.size = (uint32_t)v;
 	o->via.str.ptr = (const char *)f->p;
 	f->p += v;
+	return true;
+}
+
+/* The next scalar (a key, an array's element) into o. */
+static inline bool fast_next_scalar(fast_frame *f, msgpack_object *o)
+{
+	return f->p < f->end && fast_scalar(f, *f->p++, o);
+}
+
+/* A value: a scalar, or an array of scalars. */
+static bool fast_value(fast_frame *f, msgpack_object *o)
+{
+	if (f->p >= f->end)
+		return false;
+	const uint8_t t = *f->p++;
+	uint64_t n;
+	if (t >= 0x90 && t <= 0x9f)
+		n = t & 0x0f;
+	else if (t == 0xdc || t == 0xdd) {
+		if (!fast_be(f, t == 0xdc ? 2 : 4, &n))
+			return false;
+	} else
+		return fast_scalar(f, t, o);
+	if (n > FAST_ELEMS - f->nel)
+		return false;
+	o->type = MSGPACK_OBJECT_ARRAY;
+	o->via.array.size = (uint32_t)n;
+	o->via.array.ptr = n ? &f->el[f->nel] : NULL;
+	f->nel += (uint32_t)n;
+	for (uint64_t i = 0; i < n; i++)
+		if (!fast_next_scalar(f, &o->via.array.ptr[i]))
+			return false;
 	return true;
 }
 
@@ -654,7 +669,7 @@ static bool fast_unpack(fast_frame *f, const uint8_t *body, size_t len, msgpack_
 	if (n > FAST_KEYS)
 		return false;
 	for (uint64_t i = 0; i < n; i++)
-		if (!fast_obj(f, &f->kv[i].key, false) || !fast_obj(f, &f->kv[i].val, true))
+		if (!fast_next_scalar(f, &f->kv[i].key) || !fast_value(f, &f->kv[i].val))
 			return false;
 	if (f->p != f->end)
 		return false;

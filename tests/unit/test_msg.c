@@ -1906,6 +1906,31 @@ static void test_decode_ways(void **state)
 	assert_int_equal(decode_buf(&sb, &req, &id, &err), -(int)PROTO_BAD_FRAME);
 	assert_non_null(strstr(err.message, "trailing bytes"));
 	msgpack_sbuffer_destroy(&sb);
+	/* 40 unknown keys before the request's: the general way (more keys
+	 * than the direct way holds), the keys past the 32nd found too */
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	fs = lb_base();
+	msgpack_pack_map(&pk, 40 + (size_t)fs.n);
+	for (int i = 0; i < 40; i++) {
+		char k[8];
+		snprintf(k, sizeof(k), "pad%02d", i);
+		pk_s(&pk, k);
+		msgpack_pack_uint64(&pk, (uint64_t)i);
+	}
+	for (int i = 0; i < fs.n; i++) {
+		pk_s(&pk, fs.f[i].key);
+		fs.f[i].val(&pk);
+	}
+	const uint64_t before = decoded_general;
+	assert_int_equal(decode_buf(&sb, &req, &id, &err), 0);
+	assert_int_equal(decoded_general - before, 1);
+	assert_int_equal(id, 7);
+	assert_true(req.t[PROTO_T_DX].present);
+	assert_int_equal(req.t[PROTO_T_DX].offset, 512);
+	assert_int_equal(req.out, 4);
+	msgpack_sbuffer_destroy(&sb);
 }
 
 /* A job reply as msgpack-c's packer writes it, key by key (how
