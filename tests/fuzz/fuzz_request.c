@@ -9,6 +9,9 @@
  * - daemon side: fuzz_common.h's request checks (decode contract, re-encode
  *   round trip, proto_job_check against its oracle) over a fixed region
  *   table: 1 MiB, 128 MiB, 2^64 - 1 bytes and 64 bytes;
+ * - the direct way (proto_decoder without general_only) and the general
+ *   way (proto_mpcheck, msgpack_unpack) give the same outcome: code, id,
+ *   request bytes, error code and message;
  * - client side: proto_reply_decode on the same bytes returns 0 or -EBADMSG
  *   and leaves its strings terminated and its counts in range (stats
  *   histograms: at most PROTO_MAX_HIST, bounds within their array, rising;
@@ -104,9 +107,32 @@ static void check_reply(const uint8_t *p, size_t n)
 	}
 }
 
+static void check_ways(const uint8_t *p, size_t n)
+{
+	static proto_request a, b;
+	proto_err ea, eb;
+	uint64_t ia, ib;
+	proto_decoder d;
+	proto_decoder_init(&d);
+	memset(&ea, 0, sizeof(ea));
+	memset(&eb, 0, sizeof(eb));
+	const int ra = proto_request_decode_with(&d, p, n, &a, &ia, &ea);
+	d.general_only = true;
+	const int rb = proto_request_decode_with(&d, p, n, &b, &ib, &eb);
+	proto_decoder_free(&d);
+	FUZZ_ASSERT(ra == rb);
+	FUZZ_ASSERT(ia == ib);
+	FUZZ_ASSERT(memcmp(&a, &b, sizeof(a)) == 0);
+	if (ra != 0) {
+		FUZZ_ASSERT(ea.code == eb.code);
+		FUZZ_ASSERT(strcmp(ea.message, eb.message) == 0);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	check_mpcheck(data, size);
+	check_ways(data, size);
 	fuzz_request(data, size, &regions);
 	check_reply(data, size);
 	return 0;
