@@ -16,12 +16,15 @@
 # other threads (the completion thread, lavapipe's queue and llvmpipe worker
 # threads that execute the shaders). Prints the loop thread's total Ir / 1600
 # and the top functions (inclusive) per job. Files: $OUTDIR (default
-# /tmp/loop_instr.$$).
+# /tmp/loop_instr.$$). LOOP_CLIENTS, LOOP_JOBS (per client), LOOP_INFLIGHT
+# change the bench (LOOP_CLIENTS=1 LOOP_INFLIGHT=1: the synchronous client,
+# a batch per job).
 set -eu
 B=${1:-build}
 OUT=${OUTDIR:-/tmp/loop_instr.$$}
 JOBS=${LOOP_JOBS:-100}
 CLIENTS=${LOOP_CLIENTS:-16}
+INFL=${LOOP_INFLIGHT:+--inflight $LOOP_INFLIGHT}  # default: the scenario's 32
 mkdir -p "$OUT"
 SOCK=$OUT/sock
 rm -f "$SOCK" "$OUT"/callgrind.out*
@@ -36,10 +39,10 @@ while [ ! -S "$SOCK" ]; do
     [ $i -lt 300 ] || { echo "daemon did not start" >&2; kill $VPID; exit 1; }
 done
 "$B/vkgrad" --socket "$SOCK" bench --scenario tiny_throughput --clients "$CLIENTS" \
-    --jobs 20 --warmup 5 --json >"$OUT/warm.json"
+    --jobs 20 --warmup 5 $INFL --json >"$OUT/warm.json"
 callgrind_control -z $VPID >/dev/null
 "$B/vkgrad" --socket "$SOCK" bench --scenario tiny_throughput --clients "$CLIENTS" \
-    --jobs "$JOBS" --warmup 0 --json >"$OUT/bench.json"
+    --jobs "$JOBS" --warmup 0 $INFL --json >"$OUT/bench.json"
 callgrind_control -d $VPID >/dev/null
 kill -TERM $VPID
 wait $VPID || true
