@@ -16,6 +16,8 @@
 #  3. device_datapath.sh BEFORE AFTER with DATAPATH_KNOBS=0 (bench
 #     --compare --json, 1 and 16 synchronous clients, torch_multiproc.py 1
 #     16 with and without MPS);
+#  3b. with ILV=bundle set: tiny_throughput 16 x 32 on AFTER and on ILV
+#     (h19-interleave: a batch recorded interleaved by connection), twice;
 #  4. device_stream2.sh AFTER (streamed large jobs: the timeline);
 #  5. `vkgrad bench --peak --json` (the ceilings).
 #
@@ -55,6 +57,20 @@ pack
 say "3. data path"
 DATAPATH_KNOBS=0 OUT="$W/datapath" timeout 200 scripts/device_datapath.sh "$BEFORE" "$AFTER" 2>&1 | tail -30 | tee -a "$S"
 pack
+if [ -n "${ILV:-}" ]; then
+	say "3b. tiny_throughput 16 x 32: AFTER against ILV (batches recorded interleaved by connection), twice each"
+	for r in 1 2; do for b in "$AFTER" "$ILV"; do
+		echo "{\"run\":\"$b#$r\"}" >>"$W/datapath/interleave.jsonl"
+		(. "$b/env.sh" && timeout 60 "$b/bin/vkgrad" bench --compare --json --scenario tiny_throughput --clients 16) \
+			>>"$W/datapath/interleave.jsonl" 2>>"$W/datapath/interleave.err"
+		python3 -c 'import json,sys
+for l in open(sys.argv[1]).read().splitlines()[-3:]:
+    try: j=json.loads(l)
+    except Exception: continue
+    print(sys.argv[2], j.get("mode"), "jobs/s", j.get("jobs_per_s", j.get("jobs_per_s_ratio")), "p50", j.get("p50_us"), "p99", j.get("p99_us"), "gpu", (j.get("stages_us") or {}).get("gpu"))' "$W/datapath/interleave.jsonl" "$b#$r" | tee -a "$S"
+	done; done
+	pack
+fi
 say "4. streamed jobs (device_stream2.sh)"
 OUT="$W/stream" timeout 150 sh scripts/device_stream2.sh "$AFTER" 2>&1 | tail -40 | tee -a "$S"
 pack
