@@ -117,12 +117,13 @@ int stream_create(engine *e)
 	if (!st->cmds || !st->marks)
 		return -1;
 	const char *sched = getenv("VKGRAD_STREAM_SCHEDULE");
-	st->v1 = sched && strcmp(sched, "1") == 0;
+	st->v1 = !(sched && strcmp(sched, "2") == 0); /* schedule 1 unless VKGRAD_STREAM_SCHEDULE=2 */
 	const char *tts = getenv("VKGRAD_STREAM_TIMESTAMPS");
 	st->timed = stream_queries(e) > 0 && !(tts && strcmp(tts, "0") == 0);
 	log_info("streamed jobs' schedule: %s; per-step GPU timestamps %s",
-		 st->v1 ? "1 (VKGRAD_STREAM_SCHEDULE=1: equal chunks, dW in one step)"
-			: "2 (a small first chunk, dW in row blocks each downloaded while the next computes)",
+		 st->v1 ? "1 (equal chunks, dW in one step)"
+			: "2 (VKGRAD_STREAM_SCHEDULE=2: a small first chunk, dW in row blocks each downloaded "
+			  "while the next computes)",
 		 !st->timed ? "off (no timestamps, no host query reset, or VKGRAD_STREAM_TIMESTAMPS=0)"
 		 : d->xfer_queues && !d->xfer_timestamps ? "on the compute queue only (the transfer family has none)"
 							  : "on");

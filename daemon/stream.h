@@ -4,8 +4,8 @@
  * A job on the device-local path (engine.h job.devlocal) with at least
  * stream_min tensor bytes runs alone in its batch, cut along the batch into
  * n chunks of `rows` rows (about stream_chunk bytes of dY each), on three
- * roles, each a queue with its own timeline semaphore. Schedule 2 (the
- * default):
+ * roles, each a queue with its own timeline semaphore. Schedule 2 (opt-in,
+ * see below):
  *
  *   upload:   W (acc.: dW, db) | dY_0 (+dX_0) | ... | dY_n-1 (+dX_n-1) | X
  *   compute:  head | dX_0 = dY_0·W | ... | dX_n-1 | dW rows block 0 | ... | block m-1 (+db) | tail
@@ -20,8 +20,12 @@
  * about half a chunk's bytes each, at most STREAM_MAX_DW_BLOCKS; one block
  * for split-K and the narrow kernel), each block going back while the next
  * computes, so what follows the last kernel is one block's download, not
- * all of dW's. Schedule 1 (VKGRAD_STREAM_SCHEDULE=1, to compare): equal
- * chunks, dW in one step, then all of it back. Upload and download are the
+ * all of dW's. That is schedule 2 (VKGRAD_STREAM_SCHEDULE=2). The default
+ * is schedule 1: equal chunks, dW in one step, then all of it back: on the
+ * H200 it was the faster (8192x4096x4096 end to end, same run: bf16 6,757
+ * µs against 7,039, f32 19,242 against 21,068; schedule 2's dW row blocks
+ * are too few workgroups each to fill the GPU: measurements/h200-2026-12-03/
+ * closing3). Upload and download are the
  * device's transfer-only queues (device.h xfer_up, xfer_down) where it has
  * them, else the compute queue (the same schedule, nothing overlapped: what
  * CI runs on lavapipe).

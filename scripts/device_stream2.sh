@@ -1,7 +1,7 @@
 #!/bin/sh
 # Issue 15 part 3, second round, on the GPU machine: 8192x4096x4096 end to
 # end from client memory with streaming off, on the first schedule
-# (VKGRAD_STREAM_SCHEDULE=1: equal chunks, dW in one step after all of X)
+# (the default since closing3: equal chunks, dW in one step after all of X)
 # and on schedule 2 (a first chunk a quarter of the others, dW in row
 # blocks each downloaded while the next computes; daemon/stream.h), with
 # each streamed job's GPU timeline (the reply's stream_us, medians over the
@@ -23,7 +23,7 @@
 # `vkgrad bench --kernels --json` (variant auto, outputs checked against the
 # float64 reference, sampled) then `vkgrad stats`:
 #   off         --stream-chunk-bytes off                 bf16, f16, f32
-#   schedule1   auto chunks, VKGRAD_STREAM_SCHEDULE=1    bf16, f16, f32
+#   schedule1   auto chunks, schedule 1 (the default)     bf16, f16, f32
 #   schedule2   auto chunks (16 MiB), --log-level debug  bf16, f16, f32
 #               (every step's timestamps on log.txt)
 #   s2_untimed  auto chunks, VKGRAD_STREAM_TIMESTAMPS=0  bf16, f32
@@ -99,10 +99,11 @@ run() {
 }
 run off bf16,f16,f32 --stream-chunk-bytes off
 RUN_ENV=VKGRAD_STREAM_SCHEDULE=1 run schedule1 bf16,f16,f32 --stream-chunk-bytes auto
-run schedule2 bf16,f16,f32 --stream-chunk-bytes auto --log-level debug
-RUN_ENV=VKGRAD_STREAM_TIMESTAMPS=0 run s2_untimed bf16,f32 --stream-chunk-bytes auto
-run s2_chunk32 bf16,f32 --stream-chunk-bytes 33554432
-run s2_chunk8 bf16 --stream-chunk-bytes 8388608
+RUN_ENV=VKGRAD_STREAM_SCHEDULE=2 run schedule2 bf16,f16,f32 --stream-chunk-bytes auto --log-level debug
+RUN_ENV="VKGRAD_STREAM_SCHEDULE=2 VKGRAD_STREAM_TIMESTAMPS=0" run s2_untimed bf16,f32 --stream-chunk-bytes auto
+RUN_ENV=VKGRAD_STREAM_SCHEDULE=2 run s2_chunk32 bf16,f32 --stream-chunk-bytes 33554432
+RUN_ENV=VKGRAD_STREAM_SCHEDULE=2 run s2_chunk8 bf16 --stream-chunk-bytes 8388608
+run s1_chunk32 bf16,f32 --stream-chunk-bytes 33554432
 rm -rf "$d"
 say "done"
 echo "--- per run and dtype: end_to_end_us (the client's round trip), gpu_us (kernels' span), the timeline (µs)"

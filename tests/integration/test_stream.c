@@ -554,10 +554,11 @@ static int group_setup(void **state)
 					   "--stream-min-bytes", "1", NULL};
 	static const char *const rows[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "600",
 					   "--stream-min-bytes", "1", NULL};
-	static const char *const v1_env[] = {"VKGRAD_STREAM_SCHEDULE=1", NULL};
+	/* D_V1 runs the default (schedule 1), the others schedule 2 */
+	static const char *const v2_env[] = {"VKGRAD_STREAM_SCHEDULE=2", NULL};
 	const char *const *args[ND] = {plain, row1, rows, row1};
 	for (int d = 0; d < ND; d++) {
-		if (daemon_proc_start(&g_d[d], args[d], d == D_V1 ? v1_env : NULL) != 0)
+		if (daemon_proc_start(&g_d[d], args[d], d == D_V1 ? NULL : v2_env) != 0)
 			return -1;
 		g_queues[d] = stats_of(d).stream_queues;
 	}
