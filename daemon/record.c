@@ -32,6 +32,15 @@ typedef struct record_region {
 	uint32_t last;
 } record_region;
 
+/* A lane (a connection's queue) with jobs in the batch being recorded:
+ * how many of them the batch has so far (valid while batch is the
+ * recorder's). */
+typedef struct record_lane {
+	const void *key;
+	uint64_t batch;
+	uint32_t count;
+} record_lane;
+
 struct recorder {
 	const device *dev;
 	const pipelines *pl;
@@ -54,6 +63,13 @@ struct recorder {
 	record_region *tab;
 	uint32_t mask, used, tab_len;
 	uint64_t batch; /* the batch being recorded, counted from 1 */
+	/* the order jobs are recorded in (interleave_owners): per lane (a
+	 * connection), how many of its jobs came before, over an open
+	 * addressing table like tab's; then a counting sort by that rank */
+	record_lane *lanes;
+	uint32_t lane_mask;
+	uint32_t *rank, *order, *start; /* max_batch_jobs (+ 1 for start) */
+	uint32_t max_jobs;
 	record_counts counts; /* the batch being recorded */
 	/* what the command buffer has bound now (forgotten at each recording's
 	 * start), so a bind or push that changes nothing is not recorded: the
@@ -732,6 +748,42 @@ void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffe
 	counts->dispatches += rc->counts.dispatches;
 }
 
+/* The order to record tg's jobs in: each lane's jobs in their order, the
+ * lanes interleaved — every lane's first job, then every lane's second, ...
+ * Jobs of different connections never share a region, so they never
+ * conflict; a connection's consecutive jobs often do (the same outputs
+ * again), and recorded back to back each would need a barrier before it.
+ * Interleaved, the jobs between two barriers are one per connection: the
+ * GPU runs them together, and the batch records fewer barriers. Which
+ * jobs ride the batch, and the order they are answered in, are the
+ * engine's as before. Fills rc->order[0..njobs). */
+static void interleave_owners(recorder *rc, const record_target *tg)
+{
+	const uint32_t n = tg->njobs;
+	uint32_t maxrank = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const void *key = tg->jobs[i]->lane;
+		uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
+		uint32_t k = (uint32_t)(h >> 32) & rc->lane_mask;
+		while (rc->lanes[k].batch == rc->batch && rc->lanes[k].key != key)
+			k = (k + 1) & rc->lane_mask;
+		record_lane *l = &rc->lanes[k];
+		if (l->batch != rc->batch)
+			*l = (record_lane){.key = key, .batch = rc->batch, .count = 0};
+		rc->rank[i] = l->count++;
+		if (rc->rank[i] > maxrank)
+			maxrank = rc->rank[i];
+	}
+	/* counting sort by rank, stable: a lane's jobs keep their order */
+	memset(rc->start, 0, (maxrank + 2) * sizeof(*rc->start));
+	for (uint32_t i = 0; i < n; i++)
+		rc->start[rc->rank[i] + 1]++;
+	for (uint32_t r = 0; r <= maxrank; r++)
+		rc->start[r + 1] += rc->start[r];
+	for (uint32_t i = 0; i < n; i++)
+		rc->order[rc->start[rc->rank[i]]++] = i;
+}
+
 recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
 		     uint32_t max_batch_jobs)
 {
@@ -746,11 +798,21 @@ recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max
 	while (n < 2ull * max_batch_jobs * PROTO_T_COUNT)
 		n *= 2;
 	rc->tab = n <= UINT32_MAX ? calloc(n, sizeof(*rc->tab)) : NULL;
-	if (!rc->tab) {
+	/* lanes: at least twice a full batch's */
+	uint64_t nl = 16;
+	while (nl < 2ull * max_batch_jobs)
+		nl *= 2;
+	rc->lanes = nl <= UINT32_MAX ? calloc(nl, sizeof(*rc->lanes)) : NULL;
+	rc->rank = calloc(max_batch_jobs + 1u, sizeof(*rc->rank));
+	rc->order = calloc(max_batch_jobs + 1u, sizeof(*rc->order));
+	rc->start = calloc(max_batch_jobs + 2u, sizeof(*rc->start));
+	if (!rc->tab || !rc->lanes || !rc->rank || !rc->order || !rc->start) {
 		record_free(rc);
 		return NULL;
 	}
 	rc->tab_len = (uint32_t)n;
+	rc->lane_mask = (uint32_t)(nl - 1);
+	rc->max_jobs = max_batch_jobs;
 	return rc;
 }
 
@@ -760,6 +822,10 @@ void record_free(recorder *rc)
 		return;
 	free(rc->touch);
 	free(rc->tab);
+	free(rc->lanes);
+	free(rc->rank);
+	free(rc->order);
+	free(rc->start);
 	free(rc);
 }
 
@@ -836,7 +902,10 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 	rc->used = 0;
 	rc->batch++; /* every entry is now an earlier batch's: free */
 	new_epoch(rc);
-	for (uint32_t i = 0; i < tg->njobs; i++) {
+	assert(tg->njobs <= rc->max_jobs);
+	interleave_owners(rc, tg);
+	for (uint32_t o = 0; o < tg->njobs; o++) {
+		const uint32_t i = rc->order[o];
 		rec r = {.rc = rc, .tg = tg, .cb = cb, .j = tg->jobs[i], .piece = tg->first_piece + i};
 		const proto_tensor *t = r.j->req.t;
 		if (r.j->devlocal) {
