@@ -258,36 +258,56 @@ static float *to_float(const double *a, const double *b, uint64_t n)
  * E: dW += f(xE, dyE)           (accumulates again)
  * F: dxF (accumulate) += dyF · dW   (reads A + C + E into a pre-filled dx)
  * all submitted back to back, then awaited. */
-static void run_pipeline(const daemon_proc *d)
-{
-	enum { IN = 65, OUT = 31, BA = 40, BB = 23, BC = 57, BD = 9, BE = 33, BF = 17 };
-	playout l = {{0, 0}};
-	pslot xA = place(&l, 0, BA * IN), dyA = place(&l, 0, BA * OUT);
-	pslot xB = place(&l, 0, BB * IN), dyB = place(&l, 0, BB * OUT), dxB = place(&l, 0, BB * IN);
-	pslot xC = place(&l, 0, BC * IN), dyC = place(&l, 0, BC * OUT);
-	pslot xD = place(&l, 0, BD * IN), dyD = place(&l, 0, BD * OUT), dxD = place(&l, 0, BD * IN);
-	pslot xE = place(&l, 0, BE * IN), dyE = place(&l, 0, BE * OUT);
-	pslot xF = place(&l, 0, BF * IN), dyF = place(&l, 0, BF * OUT), dxF = place(&l, 0, BF * IN);
-	pslot dW = place(&l, 1, OUT * IN), db = place(&l, 1, OUT);
-	size_t size[2] = {l.cursor[0] + 64, l.cursor[1] + 64};
+enum { IN = 65, OUT = 31, BA = 40, BB = 23, BC = 57, BD = 9, BE = 33, BF = 17 };
 
-	vkg_error err;
-	vkg_client *c = vkg_connect(d->sock, &err);
-	assert_non_null(c);
-	uint64_t region[2];
+/* One connection's pipeline, submitted (pipe_start) and then awaited and
+ * checked (pipe_finish): several connections' pipelines can be in the
+ * daemon at once, so that one batch holds the jobs of all of them. */
+typedef struct pipe_run {
+	pslot xA, dyA, xB, dyB, dxB, xC, dyC, xD, dyD, dxD, xE, dyE, xF, dyF, dxF, dW, db;
+	size_t size[2];
+	vkg_client *c;
+	uint64_t region[2], h[6];
 	void *map[2];
+	uint8_t *before[2];
+} pipe_run;
+
+/* the slots under their short names */
+#define PIPE_NAMES(p)                                                                            \
+	const pslot xA = (p)->xA, dyA = (p)->dyA, xB = (p)->xB, dyB = (p)->dyB, dxB = (p)->dxB;  \
+	const pslot xC = (p)->xC, dyC = (p)->dyC, xD = (p)->xD, dyD = (p)->dyD, dxD = (p)->dxD;  \
+	const pslot xE = (p)->xE, dyE = (p)->dyE, xF = (p)->xF, dyF = (p)->dyF, dxF = (p)->dxF;  \
+	const pslot dW = (p)->dW, db = (p)->db
+
+static void pipe_start(const daemon_proc *d, pipe_run *p, uint64_t seed)
+{
+	playout l = {{0, 0}};
+	p->xA = place(&l, 0, BA * IN), p->dyA = place(&l, 0, BA * OUT);
+	p->xB = place(&l, 0, BB * IN), p->dyB = place(&l, 0, BB * OUT), p->dxB = place(&l, 0, BB * IN);
+	p->xC = place(&l, 0, BC * IN), p->dyC = place(&l, 0, BC * OUT);
+	p->xD = place(&l, 0, BD * IN), p->dyD = place(&l, 0, BD * OUT), p->dxD = place(&l, 0, BD * IN);
+	p->xE = place(&l, 0, BE * IN), p->dyE = place(&l, 0, BE * OUT);
+	p->xF = place(&l, 0, BF * IN), p->dyF = place(&l, 0, BF * OUT), p->dxF = place(&l, 0, BF * IN);
+	p->dW = place(&l, 1, OUT * IN), p->db = place(&l, 1, OUT);
+	p->size[0] = l.cursor[0] + 64, p->size[1] = l.cursor[1] + 64;
+	PIPE_NAMES(p);
+	size_t *size = p->size;
+	void **map = p->map;
+	uint64_t *region = p->region;
+	uint8_t **before = p->before;
+	vkg_error err;
+	vkg_client *c = p->c = vkg_connect(d->sock, &err);
+	assert_non_null(c);
 	for (int r = 0; r < 2; r++) {
 		map[r] = vkg_region_create(c, size[r], &region[r], &err);
 		if (!map[r])
 			fail_msg("region: %s: %s", err.code, err.message);
 		memset(map[r], 0x5a, size[r]);
 	}
-	uint64_t seed = 99;
 	pslot ins[] = {xA, dyA, xB, dyB, xC, dyC, xD, dyD, xE, dyE, xF, dyF, dxF};
 	for (size_t i = 0; i < sizeof(ins) / sizeof(ins[0]); i++)
 		fill_rand(at(map, ins[i]), ins[i].n, &seed);
 	/* dW and db start as garbage A overwrites; dxB, dxD too */
-	uint8_t *before[2];
 	for (int r = 0; r < 2; r++) {
 		before[r] = malloc(size[r]);
 		assert_non_null(before[r]);
@@ -312,10 +332,20 @@ static void run_pipeline(const daemon_proc *d)
 	j[4].dw = tens(region, dW), j[4].accumulate = true;
 	j[5].batch = BF, j[5].x = tens(region, xF), j[5].dy = tens(region, dyF);
 	j[5].w = tens(region, dW), j[5].dx = tens(region, dxF), j[5].accumulate = true;
-	uint64_t h[6];
 	for (int i = 0; i < 6; i++)
-		if (vkg_submit(c, &j[i], &h[i], &err) != 0)
+		if (vkg_submit(c, &j[i], &p->h[i], &err) != 0)
 			fail_msg("submit %c: %s: %s", 'A' + i, err.code, err.message);
+}
+
+static void pipe_finish(pipe_run *p)
+{
+	PIPE_NAMES(p);
+	size_t *size = p->size;
+	void **map = p->map;
+	uint64_t *region = p->region, *h = p->h;
+	uint8_t **before = p->before;
+	vkg_client *c = p->c;
+	vkg_error err;
 	for (int i = 5; i >= 0; i--) /* any order: replies are matched by id */
 		if (vkg_wait(c, h[i], 120000, NULL, &err) != 0)
 			fail_msg("job %c: %s: %s", 'A' + i, err.code, err.message);
@@ -366,6 +396,36 @@ static void run_pipeline(const daemon_proc *d)
 		assert_int_equal(vkg_region_destroy(c, region[r], map[r], size[r], &err), 0);
 	}
 	vkg_close(c);
+}
+
+static void run_pipeline(const daemon_proc *d)
+{
+	pipe_run p;
+	pipe_start(d, &p, 99);
+	pipe_finish(&p);
+}
+
+/* Four connections' pipelines in the daemon at once (each submitted
+ * without waiting, then all awaited): one batch holds jobs of several
+ * connections, whose recording interleaves them (record.c); each
+ * connection's chain must still see its own order. */
+static void run_pipelines_together(const daemon_proc *d)
+{
+	enum { NP = 4 };
+	pipe_run p[NP];
+	for (int i = 0; i < NP; i++)
+		pipe_start(d, &p[i], 99 + (uint64_t)i);
+	for (int i = 0; i < NP; i++)
+		pipe_finish(&p[i]);
+}
+
+static void test_pipelines_of_four_connections_together(void **state)
+{
+	(void)state;
+	uint64_t v0 = 0;
+	assert_int_equal(daemon_proc_validation_count(&g_import, &v0), 0);
+	run_pipelines_together(&g_import);
+	expect_validation_clean(&g_import, v0, "four connections' pipelines together");
 }
 
 static void test_pipelined_dependent_jobs(void **state)
@@ -694,6 +754,7 @@ int main(void)
 		cmocka_unit_test(test_pipelined_dependent_jobs_staged),
 		cmocka_unit_test(test_packed_independent_jobs_one_region),
 		cmocka_unit_test(test_packed_independent_jobs_one_region_staged),
+		cmocka_unit_test(test_pipelines_of_four_connections_together),
 		cmocka_unit_test(test_unregister_replies_after_inflight_jobs),
 		cmocka_unit_test(test_unregister_replies_after_inflight_jobs_staged),
 		cmocka_unit_test(test_concurrent_client_processes_polling),
