@@ -1,5 +1,6 @@
 /* bench/peak_vk.c — see peak_vk.h. */
 #include "peak_vk.h"
+#include "vkext.h"
 
 #include "log.h"
 #include "spirv.h"
@@ -10,29 +11,13 @@
 
 #define FENCE_TIMEOUT_NS (600ull * 1000000000ull) /* a lavapipe dispatch can take long */
 
-static bool has_ext(VkPhysicalDevice p, const char *name)
-{
-	uint32_t n = 0;
-	if (vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL) != VK_SUCCESS)
-		return false;
-	VkExtensionProperties *e = calloc(n ? n : 1, sizeof(*e));
-	if (!e)
-		return false;
-	vkEnumerateDeviceExtensionProperties(p, NULL, &n, e);
-	bool found = false;
-	for (uint32_t i = 0; i < n && !found; i++)
-		found = strcmp(e[i].extensionName, name) == 0;
-	free(e);
-	return found;
-}
-
 /* The SM count (where the driver tells) and the subgroup size. */
 static void query_shape(peak_vk *v)
 {
 	VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
 	VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
-						 .pNext = has_ext(v->dev.phys, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)
+						 .pNext = vkext_has(v->dev.phys, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)
 								  ? &sm
 								  : NULL};
 	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};

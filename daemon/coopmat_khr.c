@@ -1,5 +1,6 @@
 /* daemon/coopmat_khr.c — see coopmat_khr.h. */
 #include "coopmat_khr.h"
+#include "vkext.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,22 +8,6 @@
 
 #define WARP_BLOCK 64 /* C rows and columns per subgroup (shaders/linear_coopmat_khr_gemm.comp) */
 #define STEP_K 32     /* the kernel's reduction step */
-
-static bool has_ext(VkPhysicalDevice p, const char *name)
-{
-	uint32_t n = 0;
-	if (vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL) != VK_SUCCESS)
-		return false;
-	VkExtensionProperties *e = calloc(n ? n : 1, sizeof(*e));
-	if (!e)
-		return false;
-	vkEnumerateDeviceExtensionProperties(p, NULL, &n, e);
-	bool found = false;
-	for (uint32_t i = 0; i < n && !found; i++)
-		found = strcmp(e[i].extensionName, name) == 0;
-	free(e);
-	return found;
-}
 
 bool cmk_shape_fits(cmk_shape s)
 {
@@ -161,7 +146,7 @@ static void nv2_collect(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
  * linear_coopmat_khr_gemm needs. */
 static void nv2_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, uint32_t api_version)
 {
-	const bool ext = has_ext(p, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+	const bool ext = vkext_has(p, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
 	VkPhysicalDeviceCooperativeMatrix2FeaturesNV f = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
 	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
@@ -206,8 +191,8 @@ void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16,
 		}
 		return;
 	}
-	const bool ext_cm = has_ext(p, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-	const bool ext_bf = has_ext(p, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
+	const bool ext_cm = vkext_has(p, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+	const bool ext_bf = vkext_has(p, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
 	VkPhysicalDeviceShaderBfloat16FeaturesKHR fbf = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
 	VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm = {

@@ -1,5 +1,6 @@
 /* daemon/device.c — see device.h. */
 #include "device.h"
+#include "vkext.h"
 
 #include "log.h"
 
@@ -25,25 +26,10 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBi
 	return VK_FALSE;
 }
 
-static bool has_ext(VkPhysicalDevice p, const char *name)
-{
-	uint32_t n = 0;
-	vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL);
-	VkExtensionProperties *e = calloc(n ? n : 1, sizeof(*e));
-	if (!e)
-		return false;
-	vkEnumerateDeviceExtensionProperties(p, NULL, &n, e);
-	bool found = false;
-	for (uint32_t i = 0; i < n && !found; i++)
-		found = strcmp(e[i].extensionName, name) == 0;
-	free(e);
-	return found;
-}
-
 /* Both the device's time domain and CLOCK_MONOTONIC calibrateable? */
 static bool calibrateable(VkInstance inst, VkPhysicalDevice p)
 {
-	if (!has_ext(p, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME))
+	if (!vkext_has(p, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME))
 		return false;
 	PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT f =
 		(PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)vkGetInstanceProcAddr(
@@ -171,7 +157,7 @@ static bool usable(VkPhysicalDevice p, uint32_t *qfam)
 {
 	VkPhysicalDeviceProperties pr;
 	vkGetPhysicalDeviceProperties(p, &pr);
-	if (pr.apiVersion < VK_API_VERSION_1_2 || !has_ext(p, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+	if (pr.apiVersion < VK_API_VERSION_1_2 || !vkext_has(p, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
 		return false;
 	VkQueueFamilyProperties q[16];
 	const uint32_t n = queue_families(p, q);
@@ -354,7 +340,7 @@ static bool device_properties(device *d, uint32_t api, VkPhysicalDeviceDriverPro
 	};
 	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
 					  .pNext = &hostp};
-	d->host_import = has_ext(d->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	d->host_import = vkext_has(d->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 	/* A CPU device reads imported client memory from the driver's own
 	 * threads, where no SIGBUS guard reaches (memguard.h): one page lost
 	 * from a client's file would kill the daemon. There the staging copies
@@ -444,7 +430,7 @@ static int device_create(device *d, char *err, size_t errlen)
 	VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
 	};
-	const bool has_cm = has_ext(d->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+	const bool has_cm = vkext_has(d->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
 	if (has_cm)
 		f12.pNext = &fcm;
 	/* the compiler's statistics per pipeline, only wanted at debug level */
@@ -453,7 +439,7 @@ static int device_create(device *d, char *err, size_t errlen)
 		.pNext = f12.pNext,
 	};
 	const bool has_ex = log_level() >= LOG_LEVEL_DEBUG &&
-			    has_ext(d->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+			    vkext_has(d->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
 	if (has_ex)
 		f12.pNext = &fex;
 	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
@@ -572,11 +558,11 @@ static void device_describe(device *d, int pick, const VkPhysicalDeviceDriverPro
 	log_info("matrix extensions: VK_KHR_cooperative_matrix %s (used: %s, %s), VK_NV_cooperative_matrix %s "
 		 "(used: %s), VK_NV_cooperative_matrix2 %s (used: f16 %s, bf16 %s; %u workgroup-scope shapes), "
 		 "VK_KHR_shader_bfloat16 %s",
-		 has_ext(d->phys, "VK_KHR_cooperative_matrix") ? "yes" : "no", used[0], used[1],
-		 has_ext(d->phys, "VK_NV_cooperative_matrix") ? "yes" : "no", d->coopmat ? "yes" : "no",
-		 has_ext(d->phys, "VK_NV_cooperative_matrix2") ? "yes" : "no",
+		 vkext_has(d->phys, "VK_KHR_cooperative_matrix") ? "yes" : "no", used[0], used[1],
+		 vkext_has(d->phys, "VK_NV_cooperative_matrix") ? "yes" : "no", d->coopmat ? "yes" : "no",
+		 vkext_has(d->phys, "VK_NV_cooperative_matrix2") ? "yes" : "no",
 		 d->cmk.nv2_ok[PROTO_F16] ? "yes" : "no", d->cmk.nv2_ok[PROTO_BF16] ? "yes" : "no",
-		 d->cmk.nv2[PROTO_F16].n, has_ext(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
+		 d->cmk.nv2[PROTO_F16].n, vkext_has(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
 	log_notice("using device %d: %s (%s, %s, Vulkan %s), host-memory import %s", pick, in->name,
 		   in->type, in->driver, in->api,
 		   d->host_import ? "available"
@@ -654,7 +640,7 @@ static void list_one(FILE *out, VkPhysicalDevice p, uint32_t i, bool is_default)
 	VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
 	VkPhysicalDevicePCIBusInfoPropertiesEXT pci = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT, .pNext = &drv};
-	const bool has_pci = has_ext(p, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+	const bool has_pci = vkext_has(p, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
 	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
 					  .pNext = has_pci ? (void *)&pci : (void *)&drv};
 	vkGetPhysicalDeviceProperties2(p, &p2);

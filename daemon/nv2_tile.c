@@ -1,7 +1,7 @@
 /* daemon/nv2_tile.c — see nv2_tile.h. */
 #include "nv2_tile.h"
+#include "tilespec.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,33 +28,11 @@ int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
 	uint32_t v[7] = {0, 0, 0, 0, 0, 1, 0};
-	unsigned n = 0;
-	const char *p = s ? s : "";
+	char why[64];
 	const char *fault = NULL;
-	while (!fault) {
-		char *end = NULL;
-		if (*p < '0' || *p > '9') {
-			fault = "not a list of numbers joined by 'x'";
-			break;
-		}
-		errno = 0;
-		unsigned long x = strtoul(p, &end, 10);
-		if (errno || x > 4096 || n >= 7) {
-			fault = n >= 7 ? "more than 7 numbers" : "a number above 4096";
-			break;
-		}
-		v[n++] = (uint32_t)x;
-		if (*end == 0)
-			break;
-		if (*end != 'x') {
-			fault = "not a list of numbers joined by 'x'";
-			break;
-		}
-		p = end + 1;
-	}
-	if (!fault && n < 4)
-		fault = "fewer than 4 numbers";
-	if (!fault) {
+	if (tilespec_numbers(s, v, 4, 7, why, sizeof(why)) == 0) {
+		fault = why;
+	} else {
 		*t = (nv2_tile){v[0], v[1], v[2], v[3], v[4], v[5], v[6], 0};
 		fault = nv2_tile_fault(t);
 	}

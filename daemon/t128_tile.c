@@ -1,7 +1,7 @@
 /* daemon/t128_tile.c — see t128_tile.h. */
 #include "t128_tile.h"
+#include "tilespec.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,33 +57,11 @@ int t128_tile_parse(const char *s, t128_tile *t, char *err, size_t errlen)
 	if (!s)
 		return 0;
 	uint32_t v[8] = {0, 0, 0, 0, 0, 1, 0, 0};
-	unsigned n = 0;
-	const char *p = s;
+	char why[64];
 	const char *fault = NULL;
-	while (!fault) {
-		char *end = NULL;
-		errno = 0;
-		if (*p < '0' || *p > '9') {
-			fault = "not a list of numbers joined by 'x'";
-			break;
-		}
-		unsigned long x = strtoul(p, &end, 10);
-		if (errno || x > 4096 || n >= 8) {
-			fault = n >= 8 ? "more than 8 numbers" : "a number above 4096";
-			break;
-		}
-		v[n++] = (uint32_t)x;
-		if (*end == 0)
-			break;
-		if (*end != 'x') {
-			fault = "not a list of numbers joined by 'x'";
-			break;
-		}
-		p = end + 1;
-	}
-	if (!fault && n < 5)
-		fault = "fewer than 5 numbers";
-	if (!fault) {
+	if (tilespec_numbers(s, v, 5, 8, why, sizeof(why)) == 0) {
+		fault = why;
+	} else {
 		*t = (t128_tile){true, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
 		fault = t128_tile_fault(t);
 	}
