@@ -60,6 +60,8 @@ typedef enum proto_op {
 } proto_op;
 
 const char *proto_op_name(proto_op op);
+/* The op named by the n bytes at s, or -1. */
+int proto_op_parse(const char *s, size_t n);
 
 typedef enum proto_dtype { PROTO_F32, PROTO_F16, PROTO_BF16, PROTO_DTYPE_COUNT } proto_dtype;
 const char *proto_dtype_name(proto_dtype d);
