@@ -390,6 +390,11 @@ void daemon_proc_print_log_tail(const daemon_proc *d, unsigned lines)
 
 int daemon_proc_run(const char *const *args, const char *log, int timeout_ms)
 {
+	return daemon_proc_run_env(args, NULL, log, timeout_ms);
+}
+
+int daemon_proc_run_env(const char *const *args, const char *const *env, const char *log, int timeout_ms)
+{
 	const char *argv[MAX_ARGS];
 	unsigned n = 0;
 	argv[n++] = daemon_proc_binary();
@@ -401,12 +406,29 @@ int daemon_proc_run(const char *const *args, const char *log, int timeout_ms)
 	if (pid < 0)
 		return -1;
 	if (pid == 0)
-		exec_daemon(argv, log, NULL);
+		exec_daemon(argv, log, env);
 	daemon_proc d = {.pid = pid};
 	int st = daemon_proc_wait(&d, timeout_ms);
 	if (st == -1)
 		daemon_proc_kill(&d);
 	return st;
+}
+
+int daemon_proc_refusal(const daemon_proc *d, const char *const *env, char *text, size_t cap)
+{
+	char log[160];
+	snprintf(log, sizeof(log), "%s/refusal.log", d->dir);
+	const char *args[] = {"--socket", d->sock, "--cache-dir", d->cache, NULL};
+	const int ws = daemon_proc_run_env(args, env, log, 60000);
+	text[0] = 0;
+	FILE *f = fopen(log, "r");
+	if (f) {
+		const size_t len = fread(text, 1, cap - 1, f);
+		text[len] = 0;
+		fclose(f);
+	}
+	unlink(log);
+	return ws;
 }
 
 /* ---- /proc/PID --------------------------------------------------------------- */

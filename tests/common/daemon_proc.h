@@ -88,5 +88,12 @@ const char *daemon_proc_binary(void);
  * `log` (NULL: /dev/null), and wait up to timeout_ms for it to exit.
  * Returns the wait status, or -1 (it was killed after the timeout). */
 int daemon_proc_run(const char *const *args, const char *log, int timeout_ms);
+/* The same with env (NAME=value strings, NULL-terminated; NULL: none) set
+ * in the daemon's environment. */
+int daemon_proc_run_env(const char *const *args, const char *const *env, const char *log, int timeout_ms);
+/* Run a daemon on d's socket and cache with env, expected to refuse to
+ * start: its wait status (-1: killed after 60 s), its log in text (at most
+ * cap - 1 bytes, NUL-terminated). */
+int daemon_proc_refusal(const daemon_proc *d, const char *const *env, char *text, size_t cap);
 
 #endif
