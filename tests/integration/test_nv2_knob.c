@@ -34,20 +34,7 @@ static void serves_a_job(const daemon_proc *d)
 	assert_non_null(c);
 	jobcase jc;
 	jobcase_init(&jc, 33, 65, 17, JC_ALL, true);
-	jobcase_layout(&jc);
-	uint64_t reg;
-	void *map = vkg_region_create(c, jc.size[0], &reg, &err);
-	assert_non_null(map);
-	assert_int_equal(jobcase_fill(&jc, &map, 77), 0);
-	vkg_job j = jobcase_job(&jc, &reg);
-	vkg_result r;
-	char why[320];
-	if (vkg_linear_backward(c, &j, &r, &err) != 0)
-		fail_msg("job: %s: %s", err.code, err.message);
-	if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)) != 0)
-		fail_msg("job: %s", why);
-	assert_int_equal(vkg_region_destroy(c, reg, map, jc.size[0], &err), 0);
-	jobcase_free(&jc);
+	assert_int_equal(jobcase_run(c, &jc, 1, 1, 77, NULL), 0); /* fills, runs, checks, frees */
 	vkg_close(c);
 }
 
