@@ -701,6 +701,8 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 			}
 			uint64_t sb = placement_place(&e->place, j, used);
 			j->streamed = sb != UINT64_MAX && stream_wants(e, j);
+			if (j->streamed)
+				sb += stream_place(e, j, used + sb);
 			if (sb == UINT64_MAX || (s->njobs > 0 && j->streamed)) {
 				full = true; /* (a streamed job runs alone) */
 				break;

@@ -40,6 +40,8 @@ struct job {
 	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
 	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
 	bool streamed;          /* devlocal, alone in its batch, copies overlapped (stream.h) */
+	bool sums;              /* streamed, dW resumed chunk by chunk from f32 sums at sums_off */
+	uint64_t sums_off;      /* in the slot's scratch (stream_place) */
 	uint32_t ts_index;      /* its two timestamp queries, when devlocal (set by record_batch) */
 	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
 	bool has_kernel_us;

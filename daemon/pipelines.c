@@ -28,10 +28,11 @@ static const struct {
 	uint32_t push_bytes;
 } kern_desc[KERN_COUNT] = {
 #define GEMM(name, variant) {name, variant, VKG_BINDINGS_GEMM, sizeof(kiface_gemm)}
+#define GEMM_SUMS(name, variant) {name, variant, VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)}
 	[KERN_PARAM] = {"linear_parameter_backward", "generic", VKG_BINDINGS_PARAM, sizeof(kiface_param)},
 	[KERN_INPUT] = {"linear_input_backward", "generic", VKG_BINDINGS_INPUT, sizeof(kiface_input)},
-	[KERN_TILED] = GEMM("linear_tiled_gemm", "tiled"),
-	[KERN_SPLITK] = GEMM("linear_splitk_gemm", "splitk"),
+	[KERN_TILED] = GEMM_SUMS("linear_tiled_gemm", "tiled"),
+	[KERN_SPLITK] = GEMM_SUMS("linear_splitk_gemm", "splitk"),
 	[KERN_REDUCE] = {"linear_splitk_reduce", "splitk", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
 	[KERN_COOPMAT] = GEMM("linear_coopmat_gemm", "coopmat"),
 	[KERN_TILED128] = GEMM("linear_tiled128_gemm", "tiled128"),
@@ -39,10 +40,16 @@ static const struct {
 	[KERN_CMK_DX] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
 	[KERN_CMK_DW_S] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
 	[KERN_CMK_DX_S] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
-	[KERN_NV2_DW] = GEMM("linear_coopmat_nv2_gemm", "coopmat_nv2"),
-	[KERN_NV2_DX] = GEMM("linear_coopmat_nv2_gemm", "coopmat_nv2"),
+	[KERN_NV2_DW] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
+	[KERN_NV2_DX] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
 #undef GEMM
+#undef GEMM_SUMS
 };
+
+uint32_t pipelines_bindings(int k)
+{
+	return kern_desc[k].bindings;
+}
 
 uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor)
 {

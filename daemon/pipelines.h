@@ -77,6 +77,10 @@ typedef struct pipelines {
 	double build_ms;
 } pipelines;
 
+/* Storage buffers kernel k's layout binds (shaders/iface/kernels.h:
+ * VKG_BINDINGS_*). */
+uint32_t pipelines_bindings(int k);
+
 /* The tiling pipeline k (one of KERN_CMK_*) runs with for dtype t. */
 static inline pipelines_cmk_tile pipelines_cmk_tile_for(const pipelines *p, int k, proto_dtype t)
 {

@@ -78,7 +78,7 @@ struct recorder {
 	VkPipeline bound_pipe;
 	VkPipelineLayout set_layout;
 	uint32_t set_n;
-	VkDescriptorBufferInfo set_info[VKG_BINDINGS_GEMM];
+	VkDescriptorBufferInfo set_info[VKG_BINDINGS_GEMM_SUMS];
 };
 
 /* Nothing bound: a command buffer's start. */
@@ -104,6 +104,9 @@ typedef struct rec {
 	/* workgroup rows [gy0, gy1) of the grid alone (gy1 0: all); set for a
 	 * row block of dW's GEMM (record_job_param_rows) */
 	uint64_t gy0, gy1;
+	/* VKG_FLAG_SUMS_IN / _OUT for dW's GEMM: a batch chunk of a reduction
+	 * resumed in the job's running sums (record_job_param_chunk) */
+	uint32_t sums;
 } rec;
 
 /* Bind a tensor: its device-local copy in the slot's scratch, or the
@@ -156,6 +159,19 @@ static binding bind_partials(const rec *r, bool for_dx)
 	return b;
 }
 
+/* The GEMM's fifth binding: the job's running sums of dW and db in the
+ * slot's scratch (j->sums_off) for a resumed chunk, else a dummy piece
+ * (the kernel's flags leave it untouched). */
+static binding bind_sums(const rec *r)
+{
+	const job *j = r->j;
+	if (!r->sums)
+		return bind_dummy(r, 2);
+	binding b = {.info = {.buffer = r->tg->scratch, .offset = j->sums_off,
+			      .range = (j->req.out * j->req.in + j->req.out) * 4}};
+	return b;
+}
+
 /* Kernel k's pipeline for the job's dtype, unless it is bound already
  * (binding a pipeline leaves descriptors and push constants as they are). */
 static void bind_pipe(const rec *r, int k)
@@ -174,7 +190,7 @@ static void bind_pipe(const rec *r, int k)
 static void push_set(const rec *r, int k, const binding *b, uint32_t n)
 {
 	recorder *rc = r->rc;
-	assert(n <= VKG_BINDINGS_GEMM);
+	assert(n <= VKG_BINDINGS_GEMM_SUMS);
 	bool same = rc->set_layout == rc->pl->layout[k] && rc->set_n == n;
 	for (uint32_t i = 0; same && i < n; i++)
 		same = memcmp(&rc->set_info[i], &b[i].info, sizeof(b[i].info)) == 0;
@@ -184,7 +200,7 @@ static void push_set(const rec *r, int k, const binding *b, uint32_t n)
 	rc->set_n = n;
 	for (uint32_t i = 0; i < n; i++)
 		rc->set_info[i] = b[i].info;
-	VkWriteDescriptorSet w[VKG_BINDINGS_GEMM];
+	VkWriteDescriptorSet w[VKG_BINDINGS_GEMM_SUMS];
 	for (uint32_t i = 0; i < n; i++)
 		w[i] = (VkWriteDescriptorSet){
 			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
@@ -329,15 +345,15 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 /* The longest reduction GEMM kernel k walks in one dispatch: variant_max_k,
  * for linear_coopmat_khr_gemm with its pipelines' own BK (two k steps per
  * loop iteration). */
-static uint64_t gemm_max_k(const rec *r, int k)
+static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 {
 	if (pipelines_is_cmk(k))
-		return 2ull * pipelines_cmk_tile_for(r->rc->pl, k, r->j->req.dtype).bk * VARIANT_MAX_LOOP_TRIPS;
-	if (k == KERN_TILED128 && r->j->req.dtype == PROTO_F32 && r->rc->pl->t128.on)
-		return (uint64_t)r->rc->pl->t128.bk * VARIANT_MAX_LOOP_TRIPS;
+		return 2ull * pipelines_cmk_tile_for(rc->pl, k, dt).bk * VARIANT_MAX_LOOP_TRIPS;
+	if (k == KERN_TILED128 && dt == PROTO_F32 && rc->pl->t128.on)
+		return (uint64_t)rc->pl->t128.bk * VARIANT_MAX_LOOP_TRIPS;
 	if (pipelines_is_nv2(k))
-		return (uint64_t)r->rc->pl->nv2[r->j->req.dtype].bk * VARIANT_MAX_LOOP_TRIPS;
-	return variant_max_k(k, r->j->req.dtype);
+		return (uint64_t)rc->pl->nv2[dt].bk * VARIANT_MAX_LOOP_TRIPS;
+	return variant_max_k(k, dt);
 }
 
 /* Dispatch GEMM kernel k (push constants in pc) over a gx × gy grid of
@@ -349,7 +365,7 @@ static uint64_t gemm_max_k(const rec *r, int k)
 static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uint64_t gy,
 			  uint64_t tile_macs)
 {
-	const uint64_t K = pc->K, step = gemm_max_k(r, k);
+	const uint64_t K = pc->K, step = gemm_max_k(r->rc, k, r->j->req.dtype);
 	const uint32_t a_off = pc->a_off, b_off = pc->b_off, flags = pc->flags;
 	for (uint64_t k0 = 0; k0 < K; k0 += step) {
 		const uint64_t len = piece_len(K, k0, step);
@@ -392,7 +408,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 {
 	const proto_request *q = &r->j->req;
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
-	binding b[VKG_BINDINGS_GEMM];
+	binding b[VKG_BINDINGS_GEMM_SUMS]; /* (e: only the kernels that resume, pipelines_bindings) */
 	kiface_gemm pc;
 	uint64_t m, n;
 	if (!for_dx) {
@@ -402,18 +418,19 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 		b[1] = bind_tensor(r, PROTO_T_X);
 		b[2] = dw ? bind_tensor(r, PROTO_T_DW) : bind_dummy(r, 0);
 		b[3] = db ? bind_tensor(r, PROTO_T_DB) : bind_dummy(r, 1);
+		b[4] = bind_sums(r);
 		m = q->out, n = dw ? q->in : 1;
 		pc = (kiface_gemm){
 			.M = (uint32_t)q->out, .N = (uint32_t)q->in, .K = (uint32_t)q->batch,
 			.a_off = b[0].elem_off, .b_off = b[1].elem_off, .c_off = b[2].elem_off,
 			.d_off = b[3].elem_off, .sam = 1, .sak = (uint32_t)q->out,
-			.flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u) | acc,
+			.flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u) | acc | r->sums,
 		};
 	} else {
 		b[0] = bind_tensor(r, PROTO_T_DY);
 		b[1] = bind_tensor(r, PROTO_T_W);
 		b[2] = bind_tensor(r, PROTO_T_DX);
-		b[3] = bind_dummy(r, 2);
+		b[3] = b[4] = bind_dummy(r, 2);
 		m = q->batch, n = q->in;
 		pc = (kiface_gemm){
 			.M = (uint32_t)q->batch, .N = (uint32_t)q->in, .K = (uint32_t)q->out,
@@ -423,7 +440,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	}
 	pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);
 	bind_pipe(r, k);
-	push_set(r, k, b, VKG_BINDINGS_GEMM);
+	push_set(r, k, b, pipelines_bindings(k));
 	uint64_t tm, tn;
 	gemm_tile(r->rc, k, q->dtype, &tm, &tn);
 	/* coopmat_nv2 with DBAPART: db by a column of workgroups past C's tiles */
@@ -450,11 +467,12 @@ static void record_splitk(const rec *r, bool for_dx)
 	const uint64_t n = for_dx || dw ? q->in : 1, mn = m * q->in;
 	const uint64_t L = (K + S - 1) / S; /* per slice; S·L covers K */
 	const uint32_t sam = for_dx ? (uint32_t)q->out : 1, sak = for_dx ? 1 : (uint32_t)q->out;
-	binding b[VKG_BINDINGS_GEMM] = {bind_tensor(r, PROTO_T_DY),
+	binding b[VKG_BINDINGS_GEMM_SUMS] = {bind_tensor(r, PROTO_T_DY),
 					bind_tensor(r, for_dx ? PROTO_T_W : PROTO_T_X),
-					bind_partials(r, for_dx), bind_partials(r, for_dx)};
+					bind_partials(r, for_dx), bind_partials(r, for_dx),
+					bind_dummy(r, 2)};
 	bind_pipe(r, KERN_SPLITK);
-	push_set(r, KERN_SPLITK, b, VKG_BINDINGS_GEMM);
+	push_set(r, KERN_SPLITK, b, VKG_BINDINGS_GEMM_SUMS);
 	const uint64_t tile = VKG_TILE_TILED;
 	for (uint32_t s = 0; s < S; s++) {
 		const uint64_t k0 = s * L, len = piece_len(K, k0, L);
@@ -742,6 +760,33 @@ void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffe
 	assert(j->devlocal && tm && row0 % tm == 0 && rows > 0);
 	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece,
 		 .gy0 = row0 / tm, .gy1 = (row0 + rows + tm - 1) / tm};
+	rc->counts = (record_counts){0};
+	forget_bound(rc); /* the caller's command buffer, with what it recorded */
+	record_kernels(&r, UNIT_PARAM);
+	counts->dispatches += rc->counts.dispatches;
+}
+
+uint64_t record_param_resume_granule(const recorder *rc, const job *j)
+{
+	const proto_request *q = &j->req;
+	const int k = j->plan.param;
+	if (!q->t[PROTO_T_DW].present || (k != KERN_TILED && k != KERN_NV2_DW))
+		return 0;
+	/* unchunked, a reduction past the loop bound runs in pieces that
+	 * accumulate in the output (dispatch_gemm): not what the sums give */
+	if (q->batch > gemm_max_k(rc, k, q->dtype))
+		return 0;
+	/* the tiled kernel adds one k at a time (a chunk's padding adds
+	 * zeros: no change to any sum); coopmat_nv2 multiplies BK at a time */
+	return k == KERN_NV2_DW ? rc->pl->nv2[q->dtype].bk : 1;
+}
+
+void record_job_param_chunk(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *c,
+			    uint32_t sums, record_counts *counts)
+{
+	assert(c->devlocal && record_param_resume_granule(rc, c));
+	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = c, .piece = tg->first_piece,
+		 .sums = sums & (VKG_FLAG_SUMS_IN | VKG_FLAG_SUMS_OUT)};
 	rc->counts = (record_counts){0};
 	forget_bound(rc); /* the caller's command buffer, with what it recorded */
 	record_kernels(&r, UNIT_PARAM);

@@ -83,4 +83,22 @@ uint64_t record_param_block_rows(const recorder *rc, const job *j);
 void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
 			   uint64_t row0, uint64_t rows, record_counts *counts);
 
+/* Rows a batch chunk of job j's dW/db must be a multiple of (all but the
+ * last) for record_job_param_chunk, or 0 where its dW kernel cannot resume
+ * a reduction: dW asked for, on linear_tiled_gemm (1) or
+ * linear_coopmat_nv2_gemm (its BK), the batch within one dispatch's loop
+ * bound. */
+uint64_t record_param_resume_granule(const recorder *rc, const job *j);
+
+/* dW's (and fused db's) kernels over one batch chunk c of a job (c: the
+ * job with batch = the chunk's rows, dY's and X's offsets at its first
+ * row, sums_off the job's running sums, f32 (out·in + out) in scratch):
+ * with VKG_FLAG_SUMS_IN in `sums` the sums start from what the chunk before
+ * left, with VKG_FLAG_SUMS_OUT they are left for the next chunk instead of
+ * written to dW and db. Chunks in order on granule multiples give the
+ * unchunked bits (shaders/iface/kernels.h). Into cb, as
+ * record_job_kernels. */
+void record_job_param_chunk(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *c,
+			    uint32_t sums, record_counts *counts);
+
 #endif

@@ -29,9 +29,10 @@ typedef struct stream_cmds {
 } stream_cmds;
 
 /* What a step does, for its two timestamps (the job's timeline). */
-enum { MARK_HEAD, MARK_UP_W, MARK_UP_CHUNK, MARK_UP_X, MARK_DX, MARK_DW, MARK_DOWN_DX, MARK_DOWN_DW };
-static const char *const mark_name[] = {"head", "upload W", "upload dY chunk", "upload X", "dX chunk",
-					"dW block", "download dX chunk", "download dW block"};
+enum { MARK_HEAD, MARK_UP_W, MARK_UP_CHUNK, MARK_UP_X, MARK_DX, MARK_DW, MARK_DW_CHUNK, MARK_DOWN_DX,
+       MARK_DOWN_DW };
+static const char *const mark_name[] = {"head", "upload W", "upload chunk", "upload X", "dX chunk",
+					"dW block", "dW chunk", "download dX chunk", "download dW block"};
 
 /* One timed step: its role, what it does (MARK_*), which chunk or block,
  * and its timestamps' queries (q: begin, q + 1: end) in the slot's pool. */
@@ -55,6 +56,7 @@ struct stream {
 	stream_marks *marks;   /* [slot] */
 	uint32_t nslots;
 	bool v1;               /* VKGRAD_STREAM_SCHEDULE=1: the first schedule (stream.h) */
+	bool no_sums;          /* VKGRAD_STREAM_SUMS=0: dW never chunked (stream_place) */
 	bool timed;            /* each step timed (stream_queries) */
 	/* one vkQueueSubmit's batches, reused */
 	VkSubmitInfo *si;
@@ -89,6 +91,39 @@ bool stream_wants(const engine *e, const job *j)
 	       job_bytes(j) >= e->stream_min;
 }
 
+/* Rows per chunk of a job whose dW resumes (j->sums): about stream_chunk
+ * bytes of dY, at most STREAM_MAX_CHUNKS chunks, a multiple of its dW
+ * kernel's granule (record_param_resume_granule); the whole batch where
+ * that is one chunk. */
+static uint64_t sums_rows(const engine *e, const job *j, uint64_t granule)
+{
+	const proto_request *q = &j->req;
+	uint64_t rows = e->stream_chunk / (q->out * proto_dtype_size(q->dtype));
+	const uint64_t least = (q->batch + STREAM_MAX_CHUNKS - 1) / STREAM_MAX_CHUNKS;
+	if (rows < least)
+		rows = least;
+	if (rows == 0)
+		rows = 1;
+	rows = (rows + granule - 1) / granule * granule;
+	return rows < q->batch ? rows : q->batch;
+}
+
+uint64_t stream_place(engine *e, job *j, uint64_t used)
+{
+	const proto_request *q = &j->req;
+	j->sums = false;
+	if (!j->streamed || e->stream->no_sums)
+		return 0;
+	const uint64_t g = record_param_resume_granule(e->rec, j);
+	const uint64_t bytes = (q->out * q->in + q->out) * 4;
+	if (g == 0 || sums_rows(e, j, g) >= q->batch || bytes > e->dev->props.limits.maxStorageBufferRange ||
+	    used + scratch_round(bytes) > e->place.scratch_cap)
+		return 0;
+	j->sums = true;
+	j->sums_off = used;
+	return scratch_round(bytes);
+}
+
 uint32_t stream_queries(const engine *e)
 {
 	const device *d = e->dev;
@@ -118,6 +153,8 @@ int stream_create(engine *e)
 		return -1;
 	const char *sched = getenv("VKGRAD_STREAM_SCHEDULE");
 	st->v1 = !(sched && strcmp(sched, "2") == 0); /* schedule 1 unless VKGRAD_STREAM_SCHEDULE=2 */
+	const char *sums = getenv("VKGRAD_STREAM_SUMS");
+	st->no_sums = sums && strcmp(sums, "0") == 0;
 	const char *tts = getenv("VKGRAD_STREAM_TIMESTAMPS");
 	st->timed = stream_queries(e) > 0 && !(tts && strcmp(tts, "0") == 0);
 	log_info("streamed jobs' schedule: %s; per-step GPU timestamps %s",
@@ -483,6 +520,89 @@ static void record_param(srec *r, uint64_t up_x, bool first)
 	}
 }
 
+/* The job's rows [r0, r0+rows) for dW/db: dY's and X's rows alone, its
+ * running sums the whole job's. */
+static void chunk_param_job(const job *j, job *c, uint64_t es, uint64_t r0, uint64_t rows)
+{
+	*c = *j;
+	c->req.batch = rows;
+	c->req.t[PROTO_T_DX].present = false;
+	c->soff[PROTO_T_DY] += r0 * j->req.out * es;
+	c->bytes[PROTO_T_DY] = rows * j->req.out * es;
+	c->soff[PROTO_T_X] += r0 * j->req.in * es;
+	c->bytes[PROTO_T_X] = rows * j->req.in * es;
+}
+
+/* The dW/db step of chunk n, rows [r0, r0+rows), after its upload `up`:
+ * the running sums resumed (all but the first chunk) and left for the next
+ * (all but the last, which writes dW and db as the unchunked kernels do).
+ * `first`: the kernel span's first timestamp is this step's. */
+static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, uint64_t rows, bool first,
+				bool last)
+{
+	job c;
+	chunk_param_job(r->j, &c, r->es, r0, rows);
+	step_begin(r, ROLE_COMP, ROLE_UP, up, MARK_DW_CHUNK, n);
+	r->e->stream_dw_blocks++;
+	if (!r->cb)
+		return 0;
+	/* after the chunk before it: it wrote the sums this one reads */
+	record_barrier_all(r->cb);
+	kernel_ts_first(r, first);
+	const uint32_t sums = (r0 ? VKG_FLAG_SUMS_IN : 0u) | (last ? 0u : VKG_FLAG_SUMS_OUT);
+	record_job_param_chunk(r->e->rec, r->tg, r->cb, &c, sums, r->counts);
+	if (last && r->e->dev->timestamps)
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, r->j->ts_index + 1);
+	return step_end(r);
+}
+
+/* The steps of a job whose dW resumes (j->sums, stream.h): W in first, then
+ * per chunk dY's and X's rows in, its dX kernels and download, its dW/db
+ * kernels; dW and db back after the last chunk. */
+static void record_steps_sums(srec *r, int up_wait, uint64_t head)
+{
+	const proto_request *q = &r->j->req;
+	const bool dx = q->t[PROTO_T_DX].present;
+	const uint64_t rows = sums_rows(r->e, r->j, record_param_resume_granule(r->e->rec, r->j));
+	step_begin(r, ROLE_UP, up_wait, head, MARK_UP_W, 0);
+	if (dx)
+		copy_whole(r, PROTO_T_W, true);
+	if (q->accumulate) {
+		copy_whole(r, PROTO_T_DW, true);
+		copy_whole(r, PROTO_T_DB, true);
+	}
+	step_end(r);
+	uint32_t n = 0;
+	uint64_t comp = 0;
+	for (uint64_t r0 = 0; r0 < q->batch; n++) {
+		const uint64_t len = q->batch - r0 < rows ? q->batch - r0 : rows;
+		const bool last = r0 + len >= q->batch;
+		step_begin(r, ROLE_UP, up_wait, head, MARK_UP_CHUNK, n);
+		copy_rows(r, PROTO_T_DY, q->out, r0, len, true);
+		copy_rows(r, PROTO_T_X, q->in, r0, len, true);
+		if (q->accumulate)
+			copy_rows(r, PROTO_T_DX, q->in, r0, len, true);
+		const uint64_t up = step_end(r);
+		if (dx) {
+			const uint64_t cx = record_dx_chunk(r, up, n, r0, len, r0 == 0, false);
+			step_begin(r, ROLE_DOWN, ROLE_COMP, cx, MARK_DOWN_DX, n);
+			copy_rows(r, PROTO_T_DX, q->in, r0, len, false);
+			if (r->cb)
+				barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
+			step_end(r);
+		}
+		comp = record_dw_chunk(r, up, n, r0, len, !dx && r0 == 0, last);
+		r0 += len;
+	}
+	r->e->stream_chunks += n;
+	step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DW, 0);
+	copy_whole(r, PROTO_T_DW, false);
+	copy_whole(r, PROTO_T_DB, false);
+	if (r->cb)
+		barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
+	step_end(r);
+}
+
 /* The three roles' steps (stream.h's table), in an order where every wait
  * is on a step recorded before it. */
 static void record_steps(srec *r)
@@ -501,6 +621,10 @@ static void record_steps(srec *r)
 		after |= r->j->reg[t] && r->j->reg[t]->inflight;
 	const uint64_t head = record_head(r);
 	const int up_wait = after ? ROLE_COMP : -1;
+	if (r->j->sums) {
+		record_steps_sums(r, up_wait, head);
+		return;
+	}
 	step_begin(r, ROLE_UP, up_wait, head, MARK_UP_W, 0);
 	if (dx) /* (W named without dX, or X without dW/db, is not read: not copied) */
 		copy_whole(r, PROTO_T_W, true);
@@ -722,7 +846,8 @@ void stream_timeline(engine *e, uint32_t si, job *j)
 		case MARK_UP_W: w_up = en - b; /* fall through */
 		case MARK_UP_CHUNK:
 		case MARK_UP_X: tl_add(&up, b, en); last_up_end = en; break;
-		case MARK_DW: tl_add(&dw, b, en); /* fall through */
+		case MARK_DW:
+		case MARK_DW_CHUNK: tl_add(&dw, b, en); /* fall through */
 		case MARK_DX:
 			tl_add(&comp, b, en);
 			/* a kernel step begins after its upload ends: if not, the

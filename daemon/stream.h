@@ -30,6 +30,22 @@
  * them, else the compute queue (the same schedule, nothing overlapped: what
  * CI runs on lavapipe).
  *
+ * Resumed dW (the default where it applies, stream_place; VKGRAD_STREAM_SUMS=0
+ * turns it off): where dW's kernel can resume a reduction from f32 running
+ * sums (linear_tiled_gemm, linear_coopmat_nv2_gemm: VKG_FLAG_SUMS_IN/OUT),
+ * X comes in chunk by chunk with dY and dW/db are computed chunk by chunk:
+ *
+ *   upload:   W (acc.: dW, db) | dY_0, X_0 (+dX_0) | ...     | dY_n-1, X_n-1 (+dX_n-1)
+ *   compute:  head | dX_0 | dW/db sums over chunk 0 | ... | dX_n-1 | dW/db chunk n-1: written
+ *   download:        dX_0                           | ... | dX_n-1 | dW, db
+ *
+ * so what follows the last upload is one chunk's kernels and dW's
+ * download, not all of dW's GEMM. The sums (f32, out·in + out, in the
+ * slot's scratch) carry each accumulator from one chunk's dispatch to the
+ * next; the last chunk's epilogue is the unchunked one's. Chunks are whole
+ * k steps of the kernel (coopmat_nv2: BK rows), so every output is the same
+ * multiply-adds on the same f32 values in the same order: the same bits.
+ *
  * Same bits as unstreamed: every chunk's dX kernels are the whole job's plan
  * (not re-chosen for the chunk's shape) over the same rows of the same
  * device copies, and a GEMM's output element depends only on its row of dY
@@ -70,8 +86,9 @@
 /* row blocks of dW at most (schedule 2) */
 #define STREAM_MAX_DW_BLOCKS 8u
 /* steps of one job at most: the head; W, the chunks and X up; a kernel
- * step per chunk and per dW block; a download per chunk and per block */
-#define STREAM_MAX_STEPS (3u * (STREAM_MAX_CHUNKS + 1u) + 2u * STREAM_MAX_DW_BLOCKS + 3u)
+ * step per chunk and per dW block; a download per chunk and per block;
+ * with resumed dW (stream_place) a dW step per chunk instead of the blocks */
+#define STREAM_MAX_STEPS (4u * (STREAM_MAX_CHUNKS + 1u) + 2u * STREAM_MAX_DW_BLOCKS + 3u)
 /* the slot's queries the steps' timestamps start at (after the batch's
  * two and the job's two) */
 #define STREAM_TS_FIRST 4u
@@ -90,6 +107,13 @@ void stream_release(engine *e);
 uint32_t stream_queries(const engine *e);
 /* Does j, placed on the device-local path, stream? (placement.c) */
 bool stream_wants(const engine *e, const job *j);
+/* For j, placed (taking scratch up to `used`) and streamed: room for its
+ * dW's running sums, so that dW and db are computed chunk by chunk as X
+ * and dY come in (j->sums, the schedule above), where its dW kernel can
+ * resume (record_param_resume_granule), the job has more than one chunk
+ * and the sums fit the slot's scratch and one binding. Returns the scratch
+ * bytes that takes (0: none, j->sums false). VKGRAD_STREAM_SUMS=0: never. */
+uint64_t stream_place(engine *e, job *j, uint64_t used);
 /* Record slot si's batch, one streamed job (tg: the slot's objects, as
  * record_batch takes them), into the slot's stream command buffers and
  * tg->cb (the tail); fills *counts as record_batch does. VK_SUCCESS, or

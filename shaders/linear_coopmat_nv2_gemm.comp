@@ -36,6 +36,9 @@
 // sums, stored through a one-column layout of d; by C's first column of
 // tiles, or with DB_APART by workgroups of their own, one column past C's
 // tiles (the only column when C is not written: record.c dispatches it).
+// SUMS_IN / SUMS_OUT (a reduction resumed across dispatches, kernels.h):
+// acc and the row sums start from / end in e (f32, C's M×N then d's M)
+// through clamped layouts like C's and d's, instead of zero / the epilogue.
 // Sizes are specialization constants: the daemon checks them against the
 // device's vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
 // (daemon/nv2_tile.h; VKGRAD_NV2_TILE chooses them).
@@ -54,6 +57,7 @@ layout(std430, set = 0, binding = 0) readonly buffer BufA { ETYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ETYPE b[]; };
 layout(std430, set = 0, binding = 2) buffer BufC { ETYPE c[]; };
 layout(std430, set = 0, binding = 3) buffer BufD { ETYPE d[]; };
+layout(std430, set = 0, binding = 4) buffer BufE { float e[]; }; // running sums (SUMS_IN/OUT)
 
 // push constants, flags, bindings: shaders/iface/kernels.h
 layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
@@ -116,22 +120,36 @@ void main()
 	lc = setTensorLayoutStrideNV(lc, pc.N, 1);
 	ld = setTensorLayoutDimensionNV(ld, pc.M, 1);
 	ld = setTensorLayoutStrideNV(ld, 1, 1);
+	// e: C's running sums (as C), then d's (as d) from element M·N
+	tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> le = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+	le = setTensorLayoutDimensionNV(le, pc.M, pc.N);
+	le = setTensorLayoutStrideNV(le, pc.N, 1);
+	const uint e_d = pc.M * pc.N;
+	const bool sums_in = (pc.flags & VKG_FLAG_SUMS_IN) != 0u;
+	const bool sums_out = (pc.flags & VKG_FLAG_SUMS_OUT) != 0u;
 
 	coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> bias =
 		coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(0.0);
 	const coopmat<ETYPE, gl_ScopeWorkgroup, BK, DBN, gl_MatrixUseB> ones =
 		coopmat<ETYPE, gl_ScopeWorkgroup, BK, DBN, gl_MatrixUseB>(ETYPE(1.0));
+	if (sums_in && (want_d || db_only)) // (only column 0 is ever stored: the rest stay zero)
+		coopMatLoadTensorNV(bias, e, e_d, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
 	if (db_only) { // DB_APART: this workgroup sums A's rows m0.. and nothing else
 		for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
 			coopmat<ETYPE, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
 			coopMatLoadTensorNV(ma, a, pc.a_off, sliceTensorLayoutNV(la, k0, BK, m0, BM), transposed);
 			bias = coopMatMulAdd(ma, ones, bias);
 		}
-		NV2_STORE_D(bias)
+		if (sums_out)
+			coopMatStoreTensorNV(bias, e, e_d, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
+		else
+			NV2_STORE_D(bias)
 		return;
 	}
 	coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
 		coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+	if (sums_in && (pc.flags & VKG_FLAG_WRITE_C) != 0u)
+		coopMatLoadTensorNV(acc, e, 0, sliceTensorLayoutNV(le, m0, BM, n0, BN));
 	uint k0 = 0u;
 	if (UNCLAMP != 0u && (pc.flags & VKG_FLAG_VEC_LOADS) != 0u && m0 + BM <= pc.M && n0 + BN <= pc.N) {
 		// the tile lies inside C, rows start on 16 bytes (multiples of 8)
@@ -155,6 +173,13 @@ void main()
 	// edge tiles, UNCLAMP 0, and the last partial k step: clamped
 	for (; k0 < pc.K; k0 += BK)
 		NV2_STEP(la, lb, pc.a_off, pc.b_off)
+	if (sums_out) { // a later piece resumes from e
+		if (want_d)
+			coopMatStoreTensorNV(bias, e, e_d, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
+		if ((pc.flags & VKG_FLAG_WRITE_C) != 0u)
+			coopMatStoreTensorNV(acc, e, 0, sliceTensorLayoutNV(le, m0, BM, n0, BN));
+		return;
+	}
 	if (want_d)
 		NV2_STORE_D(bias)
 	if ((pc.flags & VKG_FLAG_WRITE_C) == 0u)

@@ -31,6 +31,7 @@ layout(std430, set = 0, binding = 0) readonly buffer BufA { STYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { STYPE b[]; };
 layout(std430, set = 0, binding = 2) buffer BufC { CTYPE c[]; };
 layout(std430, set = 0, binding = 3) buffer BufD { CTYPE d[]; };
+layout(std430, set = 0, binding = 4) buffer BufE { float e[]; }; // running sums (SUMS_IN/OUT)
 #if !defined(VKG_DTYPE_F16) && !defined(VKG_DTYPE_BF16)
 // f32: the same A and B four elements at a time (flag 8: every vector the
 // loads touch is aligned and wholly inside or outside its tensor)
@@ -70,6 +71,22 @@ void store_row(uint m, uint n0, uint lx, float rr[R], float bias, bool want_c, b
 	}
 }
 
+// Row m's running sums into e, as store_row stores them into C and d.
+void save_row(uint m, uint n0, uint lx, float rr[R], float bias, bool want_c, bool want_d)
+{
+	if (m >= pc.M)
+		return;
+	if (want_c) {
+		[[unroll]] for (int j = 0; j < R; j++) {
+			const uint n = n0 + lx + 16u * uint(j);
+			if (n < pc.N)
+				e[m * pc.N + n] = rr[j];
+		}
+	}
+	if (want_d && lx == 0u)
+		e[pc.M * pc.N + m] = bias;
+}
+
 void main()
 {
 	const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
@@ -80,12 +97,19 @@ void main()
 	const bool want_d = (pc.flags & VKG_FLAG_WRITE_D) != 0u && n0 == 0u;
 	const bool acc = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
 
+	// the accumulators: zero, or (SUMS_IN) the running sums an earlier
+	// piece of the reduction left in e (only rows and columns inside C
+	// are ever stored or read; the others stay zero, as unresumed)
+	const bool sums_in = (pc.flags & VKG_FLAG_SUMS_IN) != 0u;
 	float r[R][R];
 	float bias[R];
 	[[unroll]] for (int i = 0; i < R; i++) {
-		bias[i] = 0.0;
-		[[unroll]] for (int j = 0; j < R; j++)
-			r[i][j] = 0.0;
+		const uint m = m0 + ly + 16u * uint(i);
+		bias[i] = sums_in && want_d && m < pc.M ? e[pc.M * pc.N + m] : 0.0;
+		[[unroll]] for (int j = 0; j < R; j++) {
+			const uint n = n0 + lx + 16u * uint(j);
+			r[i][j] = sums_in && want_c && m < pc.M && n < pc.N ? e[m * pc.N + n] : 0.0;
+		}
 	}
 	for (uint k0 = 0u; k0 < pc.K; k0 += 16u) {
 #ifdef VEC_LOADS
@@ -155,6 +179,13 @@ void main()
 			}
 		}
 		barrier();
+	}
+	if ((pc.flags & VKG_FLAG_SUMS_OUT) != 0u) { // a later piece resumes from e, not C and d
+		save_row(m0 + ly, n0, lx, r[0], bias[0], want_c, want_d);
+		save_row(m0 + ly + 16u, n0, lx, r[1], bias[1], want_c, want_d);
+		save_row(m0 + ly + 32u, n0, lx, r[2], bias[2], want_c, want_d);
+		save_row(m0 + ly + 48u, n0, lx, r[3], bias[3], want_c, want_d);
+		return;
 	}
 	// Row by row with constant indices (spirv-opt leaves a loop over the
 	// rows rolled, and r indexed by a loop counter would live in local

@@ -66,6 +66,12 @@
 	u m_base; /* first row tile of this dispatch (chunking) */             \
 	u n_base; /* first column tile of this dispatch (chunking) */
 #define VKG_BINDINGS_GEMM 4 /* A, B, C, d */
+/* linear_tiled_gemm, linear_splitk_gemm (the same body) and
+ * linear_coopmat_nv2_gemm bind a fifth buffer, e: the f32 running sums of a
+ * reduction resumed across dispatches (VKG_FLAG_SUMS_IN / _OUT: stream.c's
+ * batch chunks of dW), C's M×N (row-major, stride N) then d's M, bound at
+ * its first element. */
+#define VKG_BINDINGS_GEMM_SUMS 5 /* A, B, C, d, e */
 #define VKG_TILE_TILED 64    /* C tile of linear_tiled_gemm and linear_splitk_gemm */
 #define VKG_TILE_TILED128 128
 #define VKG_TILE_COOPMAT 128
@@ -90,6 +96,15 @@
 #define VKG_FLAG_WRITE_D 2u    /* GEMM: write d, the row sums (param: db) */
 #define VKG_FLAG_ACCUMULATE 4u /* add to what the outputs hold */
 #define VKG_FLAG_VEC_LOADS 8u  /* GEMM: vector loads of A and B (record.c vec_flag) */
+/* GEMM (linear_tiled_gemm, linear_coopmat_nv2_gemm): the f32 accumulators
+ * (and db's) start from e instead of zero / end in e instead of being
+ * stored to C and d. A reduction cut into pieces along k, each piece after
+ * the first with SUMS_IN and each before the last with SUMS_OUT, gives the
+ * bits of one dispatch over all of k: the same multiply-adds on the same
+ * f32 values in the same order (pieces on whole k steps of the kernel:
+ * record_param_resume_granule). */
+#define VKG_FLAG_SUMS_IN 16u
+#define VKG_FLAG_SUMS_OUT 32u
 
 /* ---- bench_peak_fma, bench_peak_mma: `vkgrad bench --peak` only ------------
  * Microkernels that measure ceilings (bench/cli_bench_peak.c): FP32 FMA

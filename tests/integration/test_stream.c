@@ -45,7 +45,7 @@
 enum { D_PLAIN, D_ROW1, D_ROWS, D_V1, ND };
 static daemon_proc g_d[ND];
 static const char *const g_name[ND] = {"unstreamed", "1-row chunks", "600-byte chunks",
-				       "1-row chunks, schedule 1"};
+				       "1-row chunks, schedule 1, dW unresumed"};
 static uint64_t g_queues[ND]; /* each daemon's stream_queues (0: one queue) */
 
 enum { X, DY, W, DW, DB, DX, NT };
@@ -409,6 +409,72 @@ static void test_same_bits_dw_blocks(void **state)
 	}
 }
 
+/* Does daemon d serve kernels of `variant` for dtype dt? (hello's list) */
+static bool has_variant(int d, const char *variant, const char *dt)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d[d].sock, &err);
+	assert_non_null(c);
+	vkg_info info;
+	assert_int_equal(vkg_hello(c, "test_stream", &info, &err), 0);
+	vkg_close(c);
+	for (unsigned i = 0; i < info.n_kernels && i < 32; i++)
+		if (strcmp(info.kernels[i].variant, variant) == 0 && strstr(info.kernels[i].dtype, dt))
+			return true;
+	return false;
+}
+
+/* dW resumed chunk by chunk (stream.h): on the kernels that resume (tiled;
+ * coopmat_nv2 where the device has it), X comes in with dY and dW/db are
+ * summed chunk by chunk in f32, the last chunk writing them: the unstreamed
+ * bits for every dtype, with and without dX and db, overwrite and
+ * accumulate, batches of one row, of an odd count, and past one tile and
+ * the nv2 tile's BK. The 1-row daemon ran exactly one dW step per batch row
+ * of every job (one chunk each), the schedule-1 one (VKGRAD_STREAM_SUMS=0)
+ * one step per job. */
+static void test_same_bits_dw_sums(void **state)
+{
+	(void)state;
+	static const char *const fam[] = {"tiled", "coopmat_nv2"};
+	static const char *const dts[] = {"f32", "f16", "bf16"};
+	static const unsigned outs[] = {O_DW, O_DW | O_DB, O_DW | O_DB | O_DX, O_DW | O_DX};
+	static const uint64_t shp[][3] = {{2, 24, 40}, {67, 70, 33}, {150, 64, 130}};
+	unsigned bad = 0, n = 0;
+	for (int f = 0; f < 2; f++) {
+		uint64_t before[ND], rows = 0;
+		unsigned jobs = 0;
+		for (int d = 0; d < ND; d++)
+			before[d] = stats_of(d).stream_dw_blocks;
+		for (int t = 0; t < 3; t++) {
+			if (f == 1 && !has_variant(D_PLAIN, fam[f], dts[t])) {
+				printf("%s %s: not on this device, skipped\n", fam[f], dts[t]);
+				continue;
+			}
+			for (int s = 0; s < 3; s++)
+				for (int o = 0; o < 4; o++) {
+					const bool acc = (o + s) % 2 == 1;
+					scase k = {dts[t], shp[s][0], shp[s][1], shp[s][2], outs[o], acc, fam[f],
+						   (unsigned)(900 + f * 40 + t * 12 + s * 4 + o)};
+					bad += run_everywhere(&k);
+					jobs++;
+					rows += k.B;
+				}
+		}
+		n += jobs;
+		const uint64_t row1 = stats_of(D_ROW1).stream_dw_blocks - before[D_ROW1];
+		const uint64_t v1 = stats_of(D_V1).stream_dw_blocks - before[D_V1];
+		printf("%s: %s: %llu dW steps for %llu batch rows; %s: %llu for %u jobs\n", fam[f],
+		       g_name[D_ROW1], (unsigned long long)row1, (unsigned long long)rows, g_name[D_V1],
+		       (unsigned long long)v1, jobs);
+		assert_int_equal(stats_of(D_PLAIN).stream_dw_blocks - before[D_PLAIN], 0);
+		assert_int_equal(v1, jobs);
+		if (f == 0) /* (coopmat_nv2's chunks are whole BK steps: fewer) */
+			assert_int_equal(row1, rows);
+	}
+	printf("resumed dW: %u cases, %u failed\n", n, bad);
+	assert_int_equal(bad, 0);
+}
+
 /* Case k twice at once on daemon d, both accumulating into the same outputs
  * of one region (the second's copies in must wait for the first's copies
  * out): the region's bytes afterwards. */
@@ -554,11 +620,14 @@ static int group_setup(void **state)
 					   "--stream-min-bytes", "1", NULL};
 	static const char *const rows[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "600",
 					   "--stream-min-bytes", "1", NULL};
-	/* D_V1 runs the default (schedule 1), the others schedule 2 */
+	/* D_V1 runs schedule 1 (the default) without resumed dW, the others
+	 * schedule 2 with it (the default), which takes over dW where its
+	 * kernel resumes */
 	static const char *const v2_env[] = {"VKGRAD_STREAM_SCHEDULE=2", NULL};
+	static const char *const v1_env[] = {"VKGRAD_STREAM_SUMS=0", NULL};
 	const char *const *args[ND] = {plain, row1, rows, row1};
 	for (int d = 0; d < ND; d++) {
-		if (daemon_proc_start(&g_d[d], args[d], d == D_V1 ? NULL : v2_env) != 0)
+		if (daemon_proc_start(&g_d[d], args[d], d == D_V1 ? v1_env : v2_env) != 0)
 			return -1;
 		g_queues[d] = stats_of(d).stream_queues;
 	}
@@ -582,6 +651,7 @@ int main(void)
 		cmocka_unit_test(test_same_bits_bf16),
 		cmocka_unit_test(test_same_bits_every_family),
 		cmocka_unit_test(test_same_bits_dw_blocks),
+		cmocka_unit_test(test_same_bits_dw_sums),
 		cmocka_unit_test(test_two_in_flight_same_outputs),
 		cmocka_unit_test(test_stats_say_which_path),
 		cmocka_unit_test(test_bad_values_refused),

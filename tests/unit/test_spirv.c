@@ -26,12 +26,12 @@ static const struct {
 	{"linear_parameter_backward", VKG_BINDINGS_PARAM, sizeof(kiface_param)},
 	{"linear_input_backward", VKG_BINDINGS_INPUT, sizeof(kiface_input)},
 	{"linear_splitk_reduce", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
-	{"linear_tiled_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
-	{"linear_splitk_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
+	{"linear_tiled_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
+	{"linear_splitk_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
 	{"linear_tiled128_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
-	{"linear_coopmat_nv2_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
+	{"linear_coopmat_nv2_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_f32x3_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	/* `vkgrad bench --peak` only (bench/peak_vk.c checks them the same way) */
 	{"bench_peak_fma", VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma)},
@@ -87,12 +87,12 @@ static void test_push_size_mismatch_refused(void **state)
 	(void)state;
 	const kreg_entry *e = gemm();
 	char err[256] = "";
-	assert_int_equal(spirv_iface_check(e->spirv, e->spirv_size / 4, VKG_BINDINGS_GEMM,
+	assert_int_equal(spirv_iface_check(e->spirv, e->spirv_size / 4, VKG_BINDINGS_GEMM_SUMS,
 					   sizeof(kiface_gemm) - 4, "linear_tiled_gemm", err,
 					   sizeof(err)),
 			 -1);
 	assert_non_null(strstr(err, "linear_tiled_gemm has 48 bytes of push constants, the daemon pushes 44"));
-	assert_int_equal(spirv_iface_check(e->spirv, e->spirv_size / 4, VKG_BINDINGS_GEMM,
+	assert_int_equal(spirv_iface_check(e->spirv, e->spirv_size / 4, VKG_BINDINGS_GEMM_SUMS,
 					   sizeof(kiface_param), "x", err, sizeof(err)),
 			 -1);
 }
@@ -102,10 +102,10 @@ static void test_binding_beyond_layout_refused(void **state)
 	(void)state;
 	const kreg_entry *e = gemm();
 	char err[256] = "";
-	assert_int_equal(spirv_iface_check(e->spirv, e->spirv_size / 4, VKG_BINDINGS_GEMM - 1,
+	assert_int_equal(spirv_iface_check(e->spirv, e->spirv_size / 4, VKG_BINDINGS_GEMM_SUMS - 1,
 					   sizeof(kiface_gemm), "linear_tiled_gemm", err, sizeof(err)),
 			 -1);
-	assert_non_null(strstr(err, "binds storage buffers 0xf, its layout has 3"));
+	assert_non_null(strstr(err, "binds storage buffers 0x1f, its layout has 4"));
 }
 
 static void test_not_spirv_refused(void **state)
