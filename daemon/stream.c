@@ -91,6 +91,30 @@ bool stream_wants(const engine *e, const job *j)
 	       job_bytes(j) >= e->stream_min;
 }
 
+/* The rows every chunk boundary falls on a multiple of: a chunk's rows of
+ * dY, X and dX then start on 4 bytes, so no 32-bit word holds the rows of
+ * two chunks. The steps of two chunks run at once (one chunk's upload
+ * beside the other's kernels, two chunks' kernels on schedule 2), and a
+ * copy or a store that writes a word of another chunk's rows (16-bit
+ * elements, an odd row length) could race with them: on the H200 two
+ * accumulating f16 jobs of 45x19x12 in 1-row chunks once gave other bits
+ * than unstreamed (test_stream). */
+static uint64_t row_align(const job *j)
+{
+	const proto_request *q = &j->req;
+	const uint64_t es = proto_dtype_size(q->dtype);
+	uint64_t r = 1;
+	while ((r * q->in * es) % 4 || (r * q->out * es) % 4)
+		r++; /* (at most 4) */
+	return r;
+}
+
+/* rows rounded up to a multiple of m (m >= 1) */
+static uint64_t round_up(uint64_t rows, uint64_t m)
+{
+	return (rows + m - 1) / m * m;
+}
+
 /* Rows per chunk of a job whose dW resumes (j->sums): about stream_chunk
  * bytes of dY, at most STREAM_MAX_CHUNKS chunks, a multiple of its dW
  * kernel's granule (record_param_resume_granule); the whole batch where
@@ -104,7 +128,7 @@ static uint64_t sums_rows(const engine *e, const job *j, uint64_t granule)
 		rows = least;
 	if (rows == 0)
 		rows = 1;
-	rows = (rows + granule - 1) / granule * granule;
+	rows = round_up(round_up(rows, granule), row_align(j));
 	return rows < q->batch ? rows : q->batch;
 }
 
@@ -458,7 +482,7 @@ static uint64_t chunk_rows(const engine *e, const job *j, uint64_t es)
 	if (rows == 0)
 		rows = 1;
 	const uint64_t least = (q->batch + STREAM_MAX_CHUNKS - 1) / STREAM_MAX_CHUNKS;
-	return rows < least ? least : rows;
+	return round_up(rows < least ? least : rows, row_align(j));
 }
 
 /* Rows of dW per row block (schedule 2): about half a chunk's bytes, whole
@@ -635,7 +659,8 @@ static void record_steps(srec *r)
 	step_end(r);
 	/* schedule 2: the first chunk a quarter of the others, so the first
 	 * kernels start soon after W is in */
-	const uint64_t first_rows = !r->st->v1 && dx && rows > 1 && rows < q->batch ? rows / 4 + (rows < 4) : rows;
+	const uint64_t first_rows = !r->st->v1 && dx && rows > 1 && rows < q->batch
+					    ? round_up(rows / 4 + (rows < 4), row_align(r->j)) : rows;
 	uint32_t n = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; n++) {
 		const uint64_t want = n == 0 ? first_rows : rows;

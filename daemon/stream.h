@@ -46,6 +46,10 @@
  * k steps of the kernel (coopmat_nv2: BK rows), so every output is the same
  * multiply-adds on the same f32 values in the same order: the same bits.
  *
+ * Chunk boundaries fall on rows whose bytes start on 4 bytes in dY, X and
+ * dX (16-bit rows of odd length: every second row), so no 32-bit word is
+ * written by the steps of two chunks that run at once.
+ *
  * Same bits as unstreamed: every chunk's dX kernels are the whole job's plan
  * (not re-chosen for the chunk's shape) over the same rows of the same
  * device copies, and a GEMM's output element depends only on its row of dY

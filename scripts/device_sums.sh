@@ -1,0 +1,92 @@
+#!/bin/sh
+# Issue 15, resumed dW (daemon/stream.h): on the GPU machine, end to end
+# from client memory for 8192x4096x4096 (STREAM_SHAPE) with the session
+# start's build against this one, alternated twice, and this one with
+# VKGRAD_STREAM_SUMS=0 (the same build, dW after all of X) and two other
+# chunk sizes; first test_stream on the GPU (coopmat_nv2's resumed chunks
+# must give the unstreamed bits there).
+#
+#   scripts/device_sums.sh BEFORE AFTER
+#
+# BEFORE and AFTER are bundles (../shared/device/bundle.sh) with bin/vkgradd
+# and bin/vkgrad; AFTER's bin/test_stream, when there, runs first
+# (VKGRAD_TEST_VALIDATION=0: Debian 12's layer predates the H200's feature
+# structs). Each run: a daemon of its own, `vkgrad bench --kernels --json`
+# (variant auto, outputs checked against float64, sampled), its stats.
+# Files in $OUT: test_stream.txt, sums.jsonl, stats.txt, log.txt; the
+# summary (per run and dtype: end_to_end_us, gpu_us, ok, the timeline)
+# at the end. About 150 s on the H200.
+set -u
+BEF=${1:-} AFT=${2:-}
+SHAPE=${STREAM_SHAPE:-8192,4096,4096}
+O=${OUT:-/tmp/vkgrad-sums}
+for b in "$BEF" "$AFT"; do
+	[ -n "$b" ] && [ -x "$b/bin/vkgradd" ] && [ -x "$b/bin/vkgrad" ] || {
+		echo "usage: $0 BEFORE AFTER (bundles with bin/vkgradd, bin/vkgrad, env.sh)" >&2
+		exit 2
+	}
+done
+case $BEF in /*) ;; *) BEF=$PWD/$BEF ;; esac
+case $AFT in /*) ;; *) AFT=$PWD/$AFT ;; esac
+mkdir -p "$O"
+LOG="$O/log.txt" J="$O/sums.jsonl"
+: >"$LOG"
+: >"$J"
+: >"$O/stats.txt"
+T0=$(date +%s)
+say() { echo "=== $* (t+$(($(date +%s) - T0)) s)" | tee -a "$LOG"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >>"$LOG" 2>&1
+
+if [ -x "$AFT/bin/test_stream" ] && [ "${SUMS_TEST:-1}" != 0 ]; then
+	say "test_stream on the GPU"
+	(. "$AFT/env.sh" && BUILD="$AFT/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$AFT/bin/test_stream") \
+		>"$O/test_stream.txt" 2>&1
+	echo "test_stream: exit status $?" | tee -a "$LOG"
+	grep -E "cases|dW steps|skipped|PASSED|FAILED|differs|over tol" "$O/test_stream.txt" | head -30
+fi
+
+d=$(mktemp -d)
+# run LABEL BUNDLE DTYPES DAEMON_ARGS...: a daemon of BUNDLE with those
+# arguments (RUN_ENV in its environment), the bench, its stats
+run() {
+	label=$1 b=$2 dtypes=$3
+	shift 3
+	(. "$b/env.sh" && exec env ${RUN_ENV:-} timeout 150 "$b/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" \
+		--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
+		--max-region-bytes-per-uid 17179869184 "$@") 2>>"$LOG" &
+	pid=$!
+	i=0
+	until (. "$b/env.sh" && "$b/bin/vkgrad" --socket "$d/s" ping) >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -gt 600 ] && { say "daemon ($label) did not start"; kill $pid; return; }
+		sleep 0.1
+	done
+	say "$label: bench --kernels $SHAPE $dtypes (daemon $*, env ${RUN_ENV:-})"
+	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\",\"env\":\"${RUN_ENV:-}\"}" >>"$J"
+	(. "$b/env.sh" && timeout 120 "$b/bin/vkgrad" --socket "$d/s" bench --kernels --json --shapes "$SHAPE" \
+		--dtypes "$dtypes" --variants auto) >>"$J" 2>>"$LOG"
+	echo "--- $label ($*, env ${RUN_ENV:-})" >>"$O/stats.txt"
+	(. "$b/env.sh" && "$b/bin/vkgrad" --socket "$d/s" stats) >>"$O/stats.txt" 2>&1
+	kill -TERM $pid
+	wait $pid
+}
+run before1 "$BEF" bf16,f16,f32
+run after1 "$AFT" bf16,f16,f32
+run before2 "$BEF" bf16,f16,f32
+run after2 "$AFT" bf16,f16,f32
+RUN_ENV=VKGRAD_STREAM_SUMS=0 run after_nosums "$AFT" bf16,f32
+run after_chunk32 "$AFT" bf16,f32 --stream-chunk-bytes 33554432
+run after_chunk8 "$AFT" bf16 --stream-chunk-bytes 8388608
+run after_off "$AFT" bf16 --stream-chunk-bytes off
+rm -rf "$d"
+say "done"
+echo "--- per run and dtype: end_to_end_us (the client's round trip), gpu_us (kernels' span), the timeline (µs)"
+awk '/"run"/{r=$0; sub(/.*"run":"/,"",r); sub(/".*/,"",r)}
+     /"end_to_end_us"/{dt=$0; sub(/.*"dtype":"/,"",dt); sub(/".*/,"",dt);
+		e=$0; sub(/.*"end_to_end_us":/,"",e); sub(/[,}].*/,"",e);
+		k=$0; sub(/.*"gpu_us":/,"",k); sub(/[,}].*/,"",k);
+		ok=$0; sub(/.*"ok":/,"",ok); sub(/[,}].*/,"",ok);
+		t=""; if ($0 ~ /"stream_us"/) { t=$0; sub(/.*"stream_us":\{/,"",t); sub(/\}.*/,"",t);
+			gsub(/"/,"",t); gsub(/_us:/,"=",t); gsub(/,/," ",t) }
+		printf "%-13s %-5s e2e %8s gpu %8s ok %s %s\n", r, dt, e, k, ok, t}' "$J"
+grep -E "stream_(chunks|jobs|dw_blocks)|^---" "$O/stats.txt" | head -40
