@@ -77,6 +77,7 @@ run after2 "$AFT" bf16,f16,f32
 RUN_ENV=VKGRAD_STREAM_SUMS=0 run after_nosums "$AFT" bf16,f32
 run after_chunk32 "$AFT" bf16,f32 --stream-chunk-bytes 33554432
 run after_chunk8 "$AFT" bf16 --stream-chunk-bytes 8388608
+run after_chunk4 "$AFT" bf16 --stream-chunk-bytes 4194304
 run after_off "$AFT" bf16 --stream-chunk-bytes off
 rm -rf "$d"
 say "done"
