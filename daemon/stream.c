@@ -583,7 +583,9 @@ static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 /* Chunk n's rows from r0 of a job whose dW resumes: a quarter chunk first
  * (the first kernels start soon), then whole chunks, the last a quarter
  * chunk too (what follows the last upload is short), each boundary on a
- * multiple of g (the dW kernel's granule and row_align). */
+ * multiple of g (the dW kernel's granule and row_align). On the H200 a
+ * chunk's kernels take longer than its upload's share when the sums' load
+ * and store cost more than the GEMM (measurements/h200-2026-12-03-s4/). */
 static uint64_t sums_chunk_len(const proto_request *q, uint64_t rows, uint64_t g, uint64_t r0, uint32_t n)
 {
 	const uint64_t quarter = round_up(rows / 4 ? rows / 4 : 1, g);
@@ -596,12 +598,11 @@ static uint64_t sums_chunk_len(const proto_request *q, uint64_t rows, uint64_t g
 	return r0 + want < last0 ? want : last0 > r0 ? last0 - r0 : left;
 }
 
-/* The steps of a job whose dW resumes (j->sums, stream.h): chunk 0's dY and
- * X in first, then W, then the other chunks'; per chunk its dW/db kernels
- * (after the chunk before, whose sums they resume) and its dX kernels
- * beside them (no barrier: they share nothing), dX going back at once; the
- * last chunk's dX first, so its download does not wait for dW; dW and db
- * back after the last chunk. */
+/* The steps of a job whose dW resumes (j->sums, stream.h): W in first,
+ * then per chunk dY's and X's rows; its dX kernels (no barrier: they share
+ * nothing with the chunk before) and download, then its dW/db kernels
+ * (after everything before: they resume the sums the chunk before left);
+ * dW and db back after the last chunk. */
 static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 {
 	const proto_request *q = &r->j->req;
@@ -609,8 +610,16 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 	const uint64_t gr = record_param_resume_granule(r->e->rec, r->j), al = row_align(r->j);
 	const uint64_t g = gr % al ? gr * al : gr; /* (al is 1, 2 or 4) */
 	const uint64_t rows = sums_rows(r->e, r->j, g);
+	step_begin(r, ROLE_UP, up_wait, head, MARK_UP_W, 0);
+	if (dx)
+		copy_whole(r, PROTO_T_W, true);
+	if (q->accumulate) {
+		copy_whole(r, PROTO_T_DW, true);
+		copy_whole(r, PROTO_T_DB, true);
+	}
+	step_end(r);
 	uint32_t n = 0;
-	uint64_t w_up = 0;
+	uint64_t comp = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; n++) {
 		const uint64_t len = sums_chunk_len(q, rows, g, r0, n);
 		const bool last = r0 + len >= q->batch;
@@ -620,24 +629,8 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 		if (q->accumulate)
 			copy_rows(r, PROTO_T_DX, q->in, r0, len, true);
 		const uint64_t up = step_end(r);
-		if (n == 0) { /* W (and, accumulating, dW and db) after chunk 0 */
-			step_begin(r, ROLE_UP, up_wait, head, MARK_UP_W, 0);
-			if (dx)
-				copy_whole(r, PROTO_T_W, true);
-			if (q->accumulate) {
-				copy_whole(r, PROTO_T_DW, true);
-				copy_whole(r, PROTO_T_DB, true);
-			}
-			w_up = step_end(r);
-		}
-		/* (dW's kernels wait for their chunk's upload alone: only the last
-		 * chunk reads the old dW and db, accumulating, and its upload
-		 * comes after W's step on the same queue) */
-		const uint64_t dw_up = up;
-		if (!last)
-			record_dw_chunk(r, dw_up, n, r0, len, n == 0, false);
 		if (dx) {
-			const uint64_t cx = record_dx_chunk(r, up > w_up ? up : w_up, n, r0, len, false, false,
+			const uint64_t cx = record_dx_chunk(r, up, n, r0, len, r0 == 0, false,
 							    r->j->plan.input == KERN_SPLITK);
 			step_begin(r, ROLE_DOWN, ROLE_COMP, cx, MARK_DOWN_DX, n);
 			copy_rows(r, PROTO_T_DX, q->in, r0, len, false);
@@ -645,18 +638,16 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 				barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
 			step_end(r);
 		}
-		if (last) {
-			const uint64_t comp = record_dw_chunk(r, dw_up, n, r0, len, n == 0, true);
-			step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DW, 0);
-			copy_whole(r, PROTO_T_DW, false);
-			copy_whole(r, PROTO_T_DB, false);
-			if (r->cb)
-				barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
-			step_end(r);
-		}
+		comp = record_dw_chunk(r, up, n, r0, len, !dx && r0 == 0, last);
 		r0 += len;
 	}
 	r->e->stream_chunks += n;
+	step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DW, 0);
+	copy_whole(r, PROTO_T_DW, false);
+	copy_whole(r, PROTO_T_DB, false);
+	if (r->cb)
+		barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
+	step_end(r);
 }
 
 /* The three roles' steps (stream.h's table), in an order where every wait

@@ -35,19 +35,17 @@
  * sums (linear_tiled_gemm, linear_coopmat_nv2_gemm: VKG_FLAG_SUMS_IN/OUT),
  * X comes in chunk by chunk with dY and dW/db are computed chunk by chunk:
  *
- *   upload:   dY_0, X_0 (+dX_0) | W (acc.: dW, db) | dY_1, X_1 (+dX_1) | ... | dY_n-1, X_n-1
- *   compute:  head | dW/db sums over 0, dX_0 | dW/db sums over 1, dX_1 | ... | dX_n-1, dW/db n-1: written
- *   download:        dX_0                    | dX_1                    | ... | dX_n-1, dW, db
+ *   upload:   W (acc.: dW, db) | dY_0, X_0 (+dX_0) | ... | dY_n-1, X_n-1 (+dX_n-1)
+ *   compute:  head | dX_0, dW/db sums over chunk 0 | ... | dX_n-1, dW/db chunk n-1: written
+ *   download:        dX_0                           | ... | dX_n-1, dW, db
  *
  * The first and the last chunk are a quarter of the others (the first
- * kernels start soon; little is left after the last upload). Each chunk's
- * dW/db step comes after everything before it (a barrier: it resumes the
- * sums the chunk before left), its dX step runs beside it (no barrier:
- * they share nothing), except on the last chunk, where dX comes first so
- * that its download does not wait for dW's kernels. dW's first chunk needs
- * no W: it starts before W is in. What follows the last upload is one
- * small chunk's kernels and dW's download, not all of dW's GEMM. The sums (f32, out·in + out, in the
- * slot's scratch) carry each accumulator from one chunk's dispatch to the
+ * kernels start soon; little is left after the last upload). A chunk's
+ * dX kernels need no barrier (they share nothing with the chunk before);
+ * its dW/db step comes after everything before it (a barrier: it resumes
+ * the sums the chunk before left). What follows the last upload is one
+ * small chunk's kernels and dW's download, not all of dW's GEMM. The sums
+ * (f32, out·in + out, in the slot's scratch) carry each accumulator from one chunk's dispatch to the
  * next; the last chunk's epilogue is the unchunked one's. Chunks are whole
  * k steps of the kernel (coopmat_nv2: BK rows), so every output is the same
  * multiply-adds on the same f32 values in the same order: the same bits.

@@ -127,6 +127,12 @@ void main()
 	const uint e_d = pc.M * pc.N;
 	const bool sums_in = (pc.flags & VKG_FLAG_SUMS_IN) != 0u;
 	const bool sums_out = (pc.flags & VKG_FLAG_SUMS_OUT) != 0u;
+	// a tile inside C, rows on 32 bytes (N a multiple of 8: VEC_LOADS):
+	// its sums through a plain layout, no clamping
+	const bool e_plain = (pc.flags & VKG_FLAG_VEC_LOADS) != 0u && m0 + BM <= pc.M && n0 + BN <= pc.N;
+	tensorLayoutNV<2> ue = createTensorLayoutNV(2);
+	ue = setTensorLayoutDimensionNV(ue, pc.M, pc.N);
+	ue = setTensorLayoutStrideNV(ue, pc.N & ~7u, 1);
 
 	coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator> bias =
 		coopmat<float, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(0.0);
@@ -148,8 +154,12 @@ void main()
 	}
 	coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
 		coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
-	if (sums_in && (pc.flags & VKG_FLAG_WRITE_C) != 0u)
-		coopMatLoadTensorNV(acc, e, 0, sliceTensorLayoutNV(le, m0, BM, n0, BN));
+	if (sums_in && (pc.flags & VKG_FLAG_WRITE_C) != 0u) {
+		if (e_plain)
+			coopMatLoadTensorNV(acc, e, 0, sliceTensorLayoutNV(ue, m0, BM, n0, BN));
+		else
+			coopMatLoadTensorNV(acc, e, 0, sliceTensorLayoutNV(le, m0, BM, n0, BN));
+	}
 	uint k0 = 0u;
 	if (UNCLAMP != 0u && (pc.flags & VKG_FLAG_VEC_LOADS) != 0u && m0 + BM <= pc.M && n0 + BN <= pc.N) {
 		// the tile lies inside C, rows start on 16 bytes (multiples of 8)
@@ -176,7 +186,9 @@ void main()
 	if (sums_out) { // a later piece resumes from e
 		if (want_d)
 			coopMatStoreTensorNV(bias, e, e_d, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));
-		if ((pc.flags & VKG_FLAG_WRITE_C) != 0u)
+		if ((pc.flags & VKG_FLAG_WRITE_C) != 0u && e_plain)
+			coopMatStoreTensorNV(acc, e, 0, sliceTensorLayoutNV(ue, m0, BM, n0, BN));
+		else if ((pc.flags & VKG_FLAG_WRITE_C) != 0u)
 			coopMatStoreTensorNV(acc, e, 0, sliceTensorLayoutNV(le, m0, BM, n0, BN));
 		return;
 	}
