@@ -116,9 +116,10 @@ enum {
 	PK_NV2_SMEM,
 	PK_NKERN
 };
-static const char *const pk_kernel_name[PK_NKERN] = {"mma_regs", "mma_smem",	 "mma_smem_dw",
-						     "fma_f32",	 "fma_outer", "nv2_regs",
-						     "nv2_load", "nv2_load_dw", "nv2_smem"};
+static const char *const pk_kernel_name[PK_NKERN] = {
+	"mma_regs", "mma_smem", "mma_smem_dw", "fma_f32", "fma_outer",
+	"nv2_regs", "nv2_load", "nv2_load_dw", "nv2_smem",
+};
 
 typedef struct pk_opts {
 	bool kern[PK_NKERN];
