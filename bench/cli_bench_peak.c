@@ -74,7 +74,7 @@ static const char pk_usage[] =
 	"            BMxBK A and a BKxBN B loaded once, coopMatMulAdd into a BMxBN\n"
 	"            f32 accumulator in a loop: the multiply-adds alone\n"
 	"  nv2_load  the same, each step's A and B loaded with coopMatLoadTensorNV\n"
-	"            through unclamped tensor layouts, cycling over 4 k-slices of\n"
+	"            through unclamped tensor layouts, cycling over 8 k-slices of\n"
 	"            8 small copies (they stay in L2), as the GEMM's inner loop;\n"
 	"            A as [m][k], as its dX pass\n"
 	"  nv2_load_dw  the same with A stored [k][m], read through a transposed\n"

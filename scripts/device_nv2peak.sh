@@ -17,7 +17,7 @@
 #   3. bf16 nv2_regs and nv2_load on the second-best measured tiling
 #      (VKGRAD_NV2_TILE=128x128x32x128): nv2peak_tile128.jsonl
 # 8 workgroups per SM (1,056 on an H200: whole waves at 1, 2, 4 or 8
-# resident per SM; each line reads back 128 MiB), 10 ms per dispatch, 3 reps;
+# resident per SM; each line reads back 132 MiB), 10 ms per dispatch, 3 reps;
 # every line's whole output checked exactly against float64. About 15 s.
 # stderr in nv2peak_stderr.log. Exit status: 1 when any line failed its
 # check or a run failed.

@@ -31,8 +31,8 @@
 //     coopMatLoadTensorNV through plain (unclamped) tensor layouts, strides
 //     multiples of 8 and offsets masked to them, as the GEMM's unclamped
 //     inner loop does. a and b are small (VKG_PEAK_NV2_COPIES copies of
-//     VKG_PEAK_NV2_SLICES slices: 1.5 MiB at the default tiling), so they
-//     stay in L2: the loads' cost without DRAM's bandwidth. A_KMAJOR = 1
+//     VKG_PEAK_NV2_SLICES slices: 3 MiB at the default tiling), so they
+//     stay in L2 (a workgroup's copy, 384 KiB, is more than an SM's L1): the loads' cost without DRAM's bandwidth. A_KMAJOR = 1
 //     (nv2_load_dw): A stored [k][m] and read through a transposed view,
 //     as the GEMM's dW pass reads dYᵀ; 0: [m][k], as its dX pass.
 //   LOAD = 2 (nv2_smem): the workgroup first copies VKG_PEAK_NV2_SMEM_SLICES

@@ -152,7 +152,7 @@
 	u iters; /* loop trips */                                              \
 	u zero;  /* 0, unknown to the compiler */
 #define VKG_BINDINGS_PEAK_NV2 4 /* a, b (ETYPE), init (f32 BM×BN), out (f32 BM×BN per workgroup) */
-#define VKG_PEAK_NV2_SLICES 4
+#define VKG_PEAK_NV2_SLICES 8 /* as many k steps as the GEMM's default UNROLL runs per trip */
 #define VKG_PEAK_NV2_COPIES 8
 #define VKG_PEAK_NV2_SMEM_SLICES 1
 

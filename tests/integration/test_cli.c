@@ -600,7 +600,7 @@ static void test_bench_peak_nv2(void **state)
 		assert_string_equal(json_get(lines[i], "check", v, sizeof(v)), "\"exact\"");
 		assert_string_equal(json_get(lines[i], "shape", v, sizeof(v)), "[128,256,64]");
 		assert_true(strtod(json_get(lines[i], "tflops", v, sizeof(v)), NULL) > 0);
-		assert_string_equal(json_get(lines[i], "slices", v, sizeof(v)), i / 2 == 1 || i / 2 == 2 ? "4" : "1");
+		assert_string_equal(json_get(lines[i], "slices", v, sizeof(v)), i / 2 == 1 || i / 2 == 2 ? "8" : "1");
 		assert_string_equal(json_get(lines[i], "a_kmajor", v, sizeof(v)), i / 2 == 2 ? "true" : "false");
 	}
 	snprintf(cmd, sizeof(cmd), "VKGRAD_NV2_TILE=128x256 %s/vkgrad bench --peak --only nv2_regs 2>&1",

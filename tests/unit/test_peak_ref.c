@@ -203,11 +203,11 @@ static double nv2_slice(uint32_t k, uint32_t s, uint32_t row, uint32_t col)
 static void test_nv2_slices_are_told_apart(void **state)
 {
 	(void)state;
-	const uint32_t m = 128, n = 256, k = 64, slices = 4, total = m * n;
-	uint32_t zero[4] = {0}, same[4][4] = {{0}};
+	const uint32_t m = 128, n = 256, k = 64, slices = 8, total = m * n;
+	uint32_t zero[8] = {0}, same[8][8] = {{0}};
 	for (uint32_t r = 0; r < m; r++)
 		for (uint32_t c = 0; c < n; c++) {
-			double p[4];
+			double p[8];
 			for (uint32_t s = 0; s < slices; s++) {
 				p[s] = nv2_slice(k, s, r, c);
 				zero[s] += p[s] == 0;
@@ -223,7 +223,7 @@ static void test_nv2_slices_are_told_apart(void **state)
 			if (same[s][t] > total / 4)
 				fail_msg("slices %u and %u agree at %u of %u elements", s, t, same[s][t], total);
 	}
-	const peak_nv2_geom regs = {m, n, k, 1, 4}, load = {m, n, k, 4, 4};
+	const peak_nv2_geom regs = {m, n, k, 1, 8}, load = {m, n, k, 8, 8};
 	double *a = malloc(total * sizeof(*a)), *b = malloc(total * sizeof(*b));
 	assert_non_null(a);
 	assert_non_null(b);
@@ -240,12 +240,12 @@ static void test_nv2_slices_are_told_apart(void **state)
 static void test_nv2_bound_keeps_it_exact(void **state)
 {
 	(void)state;
-	static const peak_nv2_geom geoms[] = {{128, 256, 64, 4, 4}, {128, 256, 64, 1, 4}, {128, 128, 32, 4, 4}};
+	static const peak_nv2_geom geoms[] = {{128, 256, 64, 8, 8}, {128, 256, 64, 1, 8}, {128, 128, 32, 8, 8}};
 	for (size_t q = 0; q < sizeof(geoms) / sizeof(geoms[0]); q++) {
 		const peak_nv2_geom *g = &geoms[q];
 		const uint32_t it = peak_nv2_max_iters(g);
-		/* room for ~20 ms of an H200's multiply-adds: ~1,000 trips of
-		 * 4 steps per workgroup at one workgroup per SM */
+		/* room for ~20 ms of an H200's multiply-adds: ~500 trips of
+		 * 8 steps per workgroup at one workgroup per SM */
 		if (it < 20000)
 			fail_msg("geometry %zu: only %u trips", q, it);
 		double *want = malloc(g->m * g->n * sizeof(*want));
