@@ -9,8 +9,17 @@
  *             [m][k], as its dX pass; mma_smem_dw: [k][m], as its dW pass)
  *   fma_f32   FP32 FMA throughput (vec4 FMAs, independent chains)
  *   fma_outer the same as the outer product of a GEMM's thread tile
+ *   nv2_regs  workgroup-scope multiply-adds (VK_NV_cooperative_matrix2)
+ *             on linear_coopmat_nv2_gemm's tiling (VKGRAD_NV2_TILE or its
+ *             default, fitted by daemon/nv2_tile.c), A and B loaded once
+ *   nv2_load  the same with each step's A and B loaded through tensor
+ *             layouts from small buffers that stay in L2, as that GEMM's
+ *             inner loop loads them (nv2_load_dw: A read transposed, as its
+ *             dW pass; nv2_smem: from shared memory instead)
  *
- * (shaders/bench_peak_mma.comp, shaders/bench_peak_fma.comp). Each line
+ * (shaders/bench_peak_mma.comp, shaders/bench_peak_fma.comp,
+ * shaders/bench_peak_nv2.comp). The nv2_* lines run only where --only
+ * names them (they take seconds each). Each line
  * calibrates its loop count to about --ms of GPU time per dispatch, then
  * times --reps dispatches with GPU timestamps; TFLOP/s from the median and
  * the best. Every result is read back and compared with the float64
@@ -24,6 +33,7 @@
 #include "ref.h"
 
 #include "kiface.h"
+#include "nv2_tile.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -35,6 +45,7 @@
 #define PK_MAX_LIST 8
 #define PK_STAGE_BYTES (16u << 20)
 #define PK_DEFAULT_SMS 132 /* a GPU that does not say how many SMs it has: as many as an H200's */
+_Static_assert(VKG_PEAK_NV2_SLICES % VKG_PEAK_NV2_SMEM_SLICES == 0, "nv2_smem: whole trips of its slices");
 
 static const char pk_usage[] =
 	"usage: vkgrad bench --peak [--only LIST] [--dtypes f16,bf16] [--accs 4,8,16]\n"
@@ -56,14 +67,31 @@ static const char pk_usage[] =
 	"            invocation, the same a and b for all\n"
 	"  fma_outer the same FMAs as an outer product (CHAINS/2 rows of 8: a GEMM's\n"
 	"            thread tile, e.g. 8x8 for 16), three source registers per FMA\n"
-	"Fields: kernel, dtype, shape [M,N,K], accs (frags [A,B]) or chains,\n"
+	"  nv2_regs  per dtype: workgroup-scope matrices (VK_NV_cooperative_matrix2)\n"
+	"            on linear_coopmat_nv2_gemm's tiling (VKGRAD_NV2_TILE's BMxBNxBKx\n"
+	"            THREADS as the daemon takes it, else its default 128x256x64, 256\n"
+	"            threads; checked against the device's flexible dimensions): a\n"
+	"            BMxBK A and a BKxBN B loaded once, coopMatMulAdd into a BMxBN\n"
+	"            f32 accumulator in a loop: the multiply-adds alone\n"
+	"  nv2_load  the same, each step's A and B loaded with coopMatLoadTensorNV\n"
+	"            through unclamped tensor layouts, cycling over 8 k-slices of\n"
+	"            8 small copies (they stay in L2), as the GEMM's inner loop;\n"
+	"            A as [m][k], as its dX pass\n"
+	"  nv2_load_dw  the same with A stored [k][m], read through a transposed\n"
+	"            view, as its dW pass (A = dY transposed)\n"
+	"  nv2_smem  the same loads from a copy of one k-slice in shared memory\n"
+	"  (the nv2_* lines only where --only names them)\n"
+	"Fields: kernel, dtype, shape [M,N,K] (nv2: [BM,BN,BK]), accs (frags [A,B]),\n"
+	"  chains, or (nv2) slices (k-slices the steps cycle through), steps (per\n"
+	"  loop trip), copies, a_kmajor,\n"
 	"  workgroups, threads (per workgroup), iters (loop trips, calibrated to about\n"
 	"  --ms per dispatch), reps, gpu_us (median), tflops (FLOPs / median),\n"
 	"  tflops_best (FLOPs / fastest), registers (the driver's statistic, null\n"
 	"  where it gives none), max_rel_err, mismatches, ok: every value read back\n"
 	"  equals the float64 reference exactly (the inputs are small integers).\n"
 	"  A line the device cannot run says \"unsupported\" with what it lacks.\n"
-	"  --only LIST      mma_regs,mma_smem,mma_smem_dw,fma_f32,fma_outer (default all)\n"
+	"  --only LIST      mma_regs,mma_smem,mma_smem_dw,fma_f32,fma_outer,nv2_regs,\n"
+	"                   nv2_load,nv2_load_dw,nv2_smem (default all but nv2_*)\n"
 	"  --dtypes LIST    f16,bf16 (default both)\n"
 	"  --accs LIST      accumulators per subgroup, of 1,2,4,8,16 (default 4,8,16:\n"
 	"                   2x2, 2x4, 4x4 fragments)\n"
@@ -76,9 +104,22 @@ static const char pk_usage[] =
 	"                   2 SMs on a CPU device); default 16\n"
 	"exit status: 1 when a check failed, 2 bad usage, 3 when the device failed.\n";
 
-enum { PK_MMA_REGS, PK_MMA_SMEM, PK_MMA_SMEM_DW, PK_FMA, PK_FMA_OUTER, PK_NKERN };
-static const char *const pk_kernel_name[PK_NKERN] = {"mma_regs", "mma_smem", "mma_smem_dw", "fma_f32",
-						     "fma_outer"};
+enum {
+	PK_MMA_REGS,
+	PK_MMA_SMEM,
+	PK_MMA_SMEM_DW,
+	PK_FMA,
+	PK_FMA_OUTER,
+	PK_NV2_REGS,
+	PK_NV2_LOAD,
+	PK_NV2_LOAD_DW,
+	PK_NV2_SMEM,
+	PK_NKERN
+};
+static const char *const pk_kernel_name[PK_NKERN] = {
+	"mma_regs", "mma_smem", "mma_smem_dw", "fma_f32", "fma_outer",
+	"nv2_regs", "nv2_load", "nv2_load_dw", "nv2_smem",
+};
 
 typedef struct pk_opts {
 	bool kern[PK_NKERN];
@@ -193,8 +234,16 @@ static int pk_parse(int argc, char **argv, pk_opts *o)
 	for (unsigned i = 0; i < o->naccs; i++)
 		if (o->accs[i] & (o->accs[i] - 1))
 			return cli_usage_fail("bench --peak: --accs takes 1, 2, 4, 8 or 16, not %u", o->accs[i]);
-	for (int k = 0; !kern_set && k < PK_NKERN; k++)
+	for (int k = 0; !kern_set && k < PK_NV2_REGS; k++)
 		o->kern[k] = true;
+	/* a malformed tiling is a usage error before any device work */
+	const char *tile = getenv(NV2_TILE_ENV);
+	char terr[512];
+	nv2_tile t;
+	const bool any_nv2 = o->kern[PK_NV2_REGS] || o->kern[PK_NV2_LOAD] || o->kern[PK_NV2_LOAD_DW] ||
+			     o->kern[PK_NV2_SMEM];
+	if (any_nv2 && tile && nv2_tile_parse(tile, &t, terr, sizeof(terr)) != 0)
+		return cli_usage_fail("bench --peak: %s", terr);
 	/* (without --only, fma_outer skips the odd counts fma_f32 runs) */
 	for (unsigned i = 0; kern_set && o->kern[PK_FMA_OUTER] && i < o->nchains; i++)
 		if (o->chains[i] % 2)
@@ -234,7 +283,7 @@ static void print_line(const pk_run *r, const pk_line *l, const char *shape_json
 
 static void print_unsupported(const pk_run *r, const char *kernel, const char *dtype, const char *why)
 {
-	char w[512];
+	char w[1024];
 	cli_json_escape(w, sizeof(w), why);
 	if (r->o->json)
 		cli_out("{\"bench\":\"peak\",\"kernel\":\"%s\",\"dtype\":\"%s\",\"unsupported\":\"%s\","
@@ -509,6 +558,153 @@ static int run_mma(pk_run *r, proto_dtype t, uint32_t accs, int kern, char *err,
 	return rc;
 }
 
+/* The f16/bf16 encoding of an exactly representable small integer. */
+static uint16_t half_of(proto_dtype t, double v)
+{
+	return t == PROTO_BF16 ? vkg_ref_bf16_from_float((float)v) : vkg_ref_f16_from_float((float)v);
+}
+
+/* a (VKG_PEAK_NV2_COPIES copies of A over all VKG_PEAK_NV2_SLICES slices,
+ * as [m][k] or, a_kmajor, [k][m]), b (as many of B, [k][n]) and init (f32
+ * m×n), as shaders/bench_peak_nv2.comp reads them. */
+static int nv2_inputs(pk_run *r, const peak_nv2_geom *g, proto_dtype t, bool a_kmajor, peak_buf *a, peak_buf *b,
+		      peak_buf *init, char *err, size_t errlen)
+{
+	const uint64_t C = VKG_PEAK_NV2_COPIES, K = (uint64_t)VKG_PEAK_NV2_SLICES * g->k;
+	const size_t na = C * g->m * K, nb = K * C * g->n, ni = (size_t)g->m * g->n;
+	uint16_t *ha = malloc(na * sizeof(*ha)), *hb = malloc(nb * sizeof(*hb));
+	float *f = malloc(ni * sizeof(*f));
+	int rc = -1;
+	if (!ha || !hb || !f) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (uint64_t c = 0; c < C; c++)
+		for (uint64_t m = 0; m < g->m; m++)
+			for (uint64_t k = 0; k < K; k++)
+				ha[a_kmajor ? k * C * g->m + c * g->m + m : (c * g->m + m) * K + k] =
+					half_of(t, peak_nv2_a((uint32_t)m, (uint32_t)k));
+	for (uint64_t k = 0; k < K; k++)
+		for (uint64_t c = 0; c < C; c++)
+			for (uint64_t n = 0; n < g->n; n++)
+				hb[(k * C + c) * g->n + n] = half_of(t, peak_nv2_b((uint32_t)k, (uint32_t)n));
+	for (size_t e = 0; e < ni; e++)
+		f[e] = (float)peak_nv2_init((uint32_t)(e / g->n), (uint32_t)(e % g->n));
+	rc = peak_buf_create(&r->v, a, na * sizeof(*ha), err, errlen);
+	if (rc == 0)
+		rc = peak_buf_create(&r->v, b, nb * sizeof(*hb), err, errlen);
+	if (rc == 0)
+		rc = peak_buf_create(&r->v, init, ni * sizeof(*f), err, errlen);
+	if (rc == 0)
+		rc = peak_buf_upload(&r->v, a, ha, na * sizeof(*ha), err, errlen);
+	if (rc == 0)
+		rc = peak_buf_upload(&r->v, b, hb, nb * sizeof(*hb), err, errlen);
+	if (rc == 0)
+		rc = peak_buf_upload(&r->v, init, f, ni * sizeof(*f), err, errlen);
+out:
+	free(ha);
+	free(hb);
+	free(f);
+	return rc;
+}
+
+/* Why nv2_* cannot run for dtype t here ("" when it can); else its tiling:
+ * VKGRAD_NV2_TILE (as the daemon takes it for linear_coopmat_nv2_gemm) or
+ * NV2_TILE_DEFAULT, fitted to the device's workgroup-scope shapes by
+ * daemon/nv2_tile.c, into *tile. */
+static void nv2_why(const pk_run *r, proto_dtype t, int kern, nv2_tile *tile, char *why, size_t n)
+{
+	const char *dn = proto_dtype_name(t);
+	why[0] = 0;
+	if (!r->v.dev.cmk.nv2_ok[t]) {
+		snprintf(why, n, "%s", r->v.dev.cmk.nv2_why[t]);
+		return;
+	}
+	if (!kreg_find("bench_peak_nv2", dn, "nv2")) {
+		snprintf(why, n, "bench_peak_nv2 (%s), which this build left out (no shader compiler here had "
+			 "GL_NV_cooperative_matrix2%s)", dn, t == PROTO_BF16 ? " and GL_EXT_bfloat16" : "");
+		return;
+	}
+	const char *env = getenv(NV2_TILE_ENV);
+	const char *name = env ? NV2_TILE_ENV : "the default tiling", *val = env ? env : NV2_TILE_DEFAULT;
+	char err[640];
+	if (nv2_tile_parse(val, tile, err, sizeof(err)) != 0 ||
+	    nv2_tile_fit(tile, &r->v.dev.cmk.nv2[t], name, val, dn, err, sizeof(err)) != 0) {
+		snprintf(why, n, "a workgroup-scope shape for %s", err);
+		return;
+	}
+	/* shaders/bench_peak_nv2.comp's shared copies (one of A, one of B) */
+	const uint64_t sh = (uint64_t)VKG_PEAK_NV2_SMEM_SLICES * tile->bk * (tile->bm + tile->bn) * 2;
+	if (kern == PK_NV2_SMEM && sh > r->v.dev.props.limits.maxComputeSharedMemorySize)
+		snprintf(why, n, "%llu bytes of shared memory (the device offers %u)", (unsigned long long)sh,
+			 r->v.dev.props.limits.maxComputeSharedMemorySize);
+}
+
+static int run_nv2(pk_run *r, proto_dtype t, int kern, char *err, size_t errlen)
+{
+	const char *kname = pk_kernel_name[kern];
+	nv2_tile tile;
+	char why[768];
+	nv2_why(r, t, kern, &tile, why, sizeof(why));
+	if (why[0]) {
+		print_unsupported(r, kname, proto_dtype_name(t), why);
+		return 0;
+	}
+	/* constant_id 4, LOAD: 0 regs, 1 tensor loads from a and b, 2 from shared memory */
+	const uint32_t load = kern == PK_NV2_REGS ? 0 : kern == PK_NV2_SMEM ? 2 : 1;
+	const bool a_kmajor = kern == PK_NV2_LOAD_DW;
+	/* the k-slices the steps cycle through: regs slice 0 only, smem those in shared memory */
+	const uint32_t slices = load == 1 ? VKG_PEAK_NV2_SLICES : load == 2 ? VKG_PEAK_NV2_SMEM_SLICES : 1;
+	const peak_nv2_geom g = {.m = tile.bm, .n = tile.bn, .k = tile.bk, .slices = slices,
+				 .steps = VKG_PEAK_NV2_SLICES};
+	pk_line l = {.kernel = kname, .dtype = proto_dtype_name(t), .groups = groups_for(r), .threads = tile.threads};
+	snprintf(l.config, sizeof(l.config), "%ux%ux%u", tile.bm, tile.bn, tile.bk);
+	const uint64_t per_wg = (uint64_t)tile.bm * tile.bn;
+	l.flops_per_iter = (double)l.groups * g.steps * 2.0 * tile.bm * tile.bn * tile.bk;
+	/* constant_id 0..5: THREADS, BM, BN, BK, LOAD, A_KMAJOR */
+	const uint32_t spec[6] = {tile.threads, tile.bm, tile.bn, tile.bk, load, a_kmajor};
+	VkSpecializationMapEntry me[6];
+	for (uint32_t i = 0; i < 6; i++)
+		me[i] = (VkSpecializationMapEntry){i, i * sizeof(uint32_t), sizeof(uint32_t)};
+	const VkSpecializationInfo si = {6, me, sizeof(spec), spec};
+	const kreg_entry *e = kreg_find("bench_peak_nv2", proto_dtype_name(t), "nv2");
+	peak_pipe p = {0};
+	peak_buf a = {0}, b = {0}, init = {0}, out = {0};
+	double *want = NULL;
+	int rc = peak_pipe_create(&r->v, &p, e, VKG_BINDINGS_PEAK_NV2, sizeof(kiface_peak_nv2), &si, err, errlen);
+	if (rc == 0)
+		rc = nv2_inputs(r, &g, t, a_kmajor, &a, &b, &init, err, errlen);
+	if (rc == 0)
+		rc = peak_buf_create(&r->v, &out, l.groups * per_wg * sizeof(float), err, errlen);
+	if (rc == 0) {
+		pk_job j = {.pipe = &p, .bufs = {&a, &b, &init, &out}, .push = {0, 0 /* zero */},
+			    .max_iters = peak_nv2_max_iters(&g)};
+		rc = time_job(r, &j, &l, err, errlen);
+	}
+	if (rc == 0 && !(want = malloc(per_wg * sizeof(*want)))) {
+		snprintf(err, errlen, "out of memory");
+		rc = -1;
+	}
+	if (rc == 0) {
+		peak_nv2_expect(&g, l.iters, want);
+		rc = check_output(r, &out, l.groups * per_wg, want, per_wg, &l, err, errlen);
+	}
+	if (rc == 0) {
+		char shape[64], extra[96];
+		snprintf(shape, sizeof(shape), ",\"shape\":[%u,%u,%u]", tile.bm, tile.bn, tile.bk);
+		snprintf(extra, sizeof(extra), ",\"slices\":%u,\"steps\":%u,\"copies\":%u,\"a_kmajor\":%s",
+			 g.slices, g.steps, VKG_PEAK_NV2_COPIES, a_kmajor ? "true" : "false");
+		print_line(r, &l, shape, extra);
+	}
+	free(want);
+	peak_buf_destroy(&r->v, &out);
+	peak_buf_destroy(&r->v, &init);
+	peak_buf_destroy(&r->v, &b);
+	peak_buf_destroy(&r->v, &a);
+	peak_pipe_destroy(&r->v, &p);
+	return rc;
+}
+
 /* ---- the command ---- */
 
 static int run_all(pk_run *r)
@@ -532,6 +728,13 @@ static int run_all(pk_run *r)
 			if ((k == PK_FMA || r->o->chains[c] % 2 == 0) && run_fma(r, r->o->chains[c], k == PK_FMA_OUTER, err, sizeof(err)) != 0) {
 				cli_errf("vkgrad: bench --peak: %s chains %u: %s\n", pk_kernel_name[k],
 					 r->o->chains[c], err);
+				return CLI_EXIT_DAEMON;
+			}
+	for (int k = PK_NV2_REGS; k <= PK_NV2_SMEM; k++)
+		for (int d = 0; d < 2 && r->o->kern[k]; d++)
+			if (r->o->dtype[dts[d]] && run_nv2(r, dts[d], k, err, sizeof(err)) != 0) {
+				cli_errf("vkgrad: bench --peak: %s %s: %s\n", pk_kernel_name[k],
+					 proto_dtype_name(dts[d]), err);
 				return CLI_EXIT_DAEMON;
 			}
 	return 0;

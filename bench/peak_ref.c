@@ -89,6 +89,69 @@ void peak_mma_expect(const peak_mma_geom *g, uint32_t i, uint32_t iters, double 
 					    (double)iters * g->steps * product(g, fa, fb, r, c);
 }
 
+double peak_nv2_a(uint32_t row, uint32_t col)
+{
+	return (double)((row * 3u + col * 2u) % 5u) - 2.0;
+}
+
+double peak_nv2_b(uint32_t row, uint32_t col)
+{
+	return (double)((row * 4u + col * 3u + 1u) % 7u) - 3.0;
+}
+
+double peak_nv2_init(uint32_t row, uint32_t col)
+{
+	return (double)((row * 5u + col * 3u) % 9u) - 4.0;
+}
+
+/* Over one trip at (row, col): *p = the sum of its products (steps/slices
+ * times Σ_s A_s·B_s), *q = the sum of their magnitudes. */
+static void nv2_trip(const peak_nv2_geom *g, uint32_t row, uint32_t col, double *p, double *q)
+{
+	double s = 0, a = 0;
+	for (uint32_t k = 0; k < g->slices * g->k; k++) {
+		const double x = peak_nv2_a(row, k) * peak_nv2_b(k, col);
+		s += x;
+		a += fabs(x);
+	}
+	*p = s * (g->steps / g->slices);
+	*q = a * (g->steps / g->slices);
+}
+
+uint32_t peak_nv2_max_iters(const peak_nv2_geom *g)
+{
+	if (!g->m || !g->n || !g->k || !g->slices || !g->steps || g->steps % g->slices)
+		return 0;
+	double worst_trip = 0, worst_abs = 0, worst_init = 0;
+	for (uint32_t r = 0; r < g->m; r++)
+		for (uint32_t c = 0; c < g->n; c++) {
+			double p, q;
+			nv2_trip(g, r, c, &p, &q);
+			worst_trip = fmax(worst_trip, fabs(p));
+			worst_abs = fmax(worst_abs, q);
+			worst_init = fmax(worst_init, fabs(peak_nv2_init(r, c)));
+		}
+	/* a partial sum inside trip t+1 is at most |init| + t·|trip| plus the
+	 * magnitudes of one trip's products: below 2^24 for t < iters */
+	const double room = PEAK_EXACT_LIMIT - 1.0 - worst_init - worst_abs;
+	if (room < 0)
+		return 0;
+	if (worst_trip == 0)
+		return UINT32_MAX;
+	const double it = floor(room / worst_trip) + 1.0;
+	return it > UINT32_MAX ? UINT32_MAX : (uint32_t)it;
+}
+
+void peak_nv2_expect(const peak_nv2_geom *g, uint32_t iters, double *out)
+{
+	for (uint32_t r = 0; r < g->m; r++)
+		for (uint32_t c = 0; c < g->n; c++) {
+			double p, q;
+			nv2_trip(g, r, c, &p, &q);
+			out[(uint64_t)r * g->n + c] = peak_nv2_init(r, c) + (double)iters * p;
+		}
+}
+
 void peak_check_run(peak_check *c, const float *got, uint64_t n, const double *want, uint64_t period,
 		    double max_want)
 {

@@ -1,6 +1,7 @@
 /* bench/peak_ref.h — the inputs and float64 reference of `vkgrad bench
  * --peak`'s microkernels (shaders/bench_peak_fma.comp,
- * shaders/bench_peak_mma.comp), and the check of what they wrote. No
+ * shaders/bench_peak_mma.comp, shaders/bench_peak_nv2.comp), and the check
+ * of what they wrote. No
  * Vulkan: tests/unit/test_peak_ref.c runs it on its own.
  *
  * Every value a microkernel computes is a small integer, exact in f16, bf16
@@ -42,6 +43,31 @@ uint32_t peak_mma_max_iters(const peak_mma_geom *g);
 /* Accumulator (i = a·fb + b) of any subgroup after iters trips, m·n values
  * row-major into out. */
 void peak_mma_expect(const peak_mma_geom *g, uint32_t i, uint32_t iters, double *out);
+
+/* ---- bench_peak_nv2 ---- */
+
+/* One workgroup's multiply: a BM×BN accumulator (m×n) += A_s (m×k) · B_s
+ * (k×n), where A_s and B_s are k-slice s of an m × (slices·k) A and a
+ * (slices·k) × n B; a loop trip runs `steps` multiply-adds (a multiple of
+ * slices), step j on slice j mod slices. */
+typedef struct peak_nv2_geom {
+	uint32_t m, n, k;
+	uint32_t slices; /* 1: slice 0 only (nv2_regs, nv2_smem) */
+	uint32_t steps;
+} peak_nv2_geom;
+
+/* A at (row m, column k) and B at (row k, column n) over all slices, and
+ * the accumulator's start (m×n): small integers that change along k with
+ * periods (5 and 7) that no power-of-two slice width is a multiple of, so
+ * that every slice is a different product. */
+double peak_nv2_a(uint32_t row, uint32_t col);
+double peak_nv2_b(uint32_t row, uint32_t col);
+double peak_nv2_init(uint32_t row, uint32_t col);
+/* The most loop trips for which every partial sum stays an integer below
+ * 2^24 (0 when even one trip does not fit, or g is empty). */
+uint32_t peak_nv2_max_iters(const peak_nv2_geom *g);
+/* The accumulator after iters trips: m·n values row-major into out. */
+void peak_nv2_expect(const peak_nv2_geom *g, uint32_t iters, double *out);
 
 /* ---- the check ---- */
 

@@ -17,6 +17,7 @@ typedef struct kiface_reduce { VKG_PC_REDUCE(uint32_t) } kiface_reduce;
 /* `vkgrad bench --peak`'s microkernels (bench/cli_bench_peak.c) */
 typedef struct kiface_peak_fma { VKG_PC_PEAK_FMA(uint32_t) } kiface_peak_fma;
 typedef struct kiface_peak_mma { VKG_PC_PEAK_MMA(uint32_t) } kiface_peak_mma;
+typedef struct kiface_peak_nv2 { VKG_PC_PEAK_NV2(uint32_t) } kiface_peak_nv2;
 
 /* 32-bit words, no padding, within the 128 bytes every Vulkan device
  * offers (maxPushConstantsSize); the counts pin the layouts the shaders
@@ -27,6 +28,7 @@ _Static_assert(sizeof(kiface_gemm) == 12 * sizeof(uint32_t), "GEMM kernels' push
 _Static_assert(sizeof(kiface_reduce) == 7 * sizeof(uint32_t), "linear_splitk_reduce push constants");
 _Static_assert(sizeof(kiface_peak_fma) == 4 * sizeof(uint32_t), "bench_peak_fma push constants");
 _Static_assert(sizeof(kiface_peak_mma) == 1 * sizeof(uint32_t), "bench_peak_mma push constants");
+_Static_assert(sizeof(kiface_peak_nv2) == 2 * sizeof(uint32_t), "bench_peak_nv2 push constants");
 _Static_assert(sizeof(kiface_gemm) <= 128 && sizeof(kiface_param) <= 128 &&
 		       sizeof(kiface_input) <= 128 && sizeof(kiface_reduce) <= 128,
 	       "push constants beyond the guaranteed maxPushConstantsSize");

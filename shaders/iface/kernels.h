@@ -106,10 +106,10 @@
 #define VKG_FLAG_SUMS_IN 16u
 #define VKG_FLAG_SUMS_OUT 32u
 
-/* ---- bench_peak_fma, bench_peak_mma: `vkgrad bench --peak` only ------------
+/* ---- bench_peak_fma, bench_peak_mma, bench_peak_nv2: `vkgrad bench --peak` only
  * Microkernels that measure ceilings (bench/cli_bench_peak.c): FP32 FMA
- * throughput, and subgroup-scope cooperative-matrix multiply-adds with the
- * operands in registers or loaded from shared memory. Domain bench_peak: the
+ * throughput, and subgroup- and workgroup-scope cooperative-matrix
+ * multiply-adds with the operands in registers or loaded from memory. Domain bench_peak: the
  * daemon builds no pipeline for them, so hello, info and `auto` never see
  * them (only `vkgradd --list-kernels`, the build's listing, does).
  *
@@ -137,5 +137,23 @@
 #define VKG_BINDINGS_PEAK_MMA 3 /* ab (FA A then FB B fragments), init (f32 accumulators), out */
 #define VKG_PEAK_MMA_SUBGROUPS 4
 #define VKG_PEAK_SLICE_K 32
+/* bench_peak_nv2: workgroup-scope matrices (VK_NV_cooperative_matrix2), one
+ * BM×BN f32 accumulator per workgroup (the tiling of linear_coopmat_nv2_gemm,
+ * specialization constants 0..3: THREADS, BM, BN, BK). a holds
+ * VKG_PEAK_NV2_COPIES equal copies of a BM × (VKG_PEAK_NV2_SLICES·BK) block
+ * of A, b as many of a (SLICES·BK) × BN block of B; workgroup w works on copy
+ * w mod COPIES. One loop trip is VKG_PEAK_NV2_SLICES multiply-adds: LOAD = 0
+ * (nv2_regs) with k-slice 0 of A and B loaded once, LOAD = 1 (nv2_load)
+ * slice s of both loaded through tensor layouts from a and b at step s,
+ * LOAD = 2 (nv2_smem) from shared copies of VKG_PEAK_NV2_SMEM_SLICES slices,
+ * step s on slice s mod SMEM_SLICES. `zero` is 0: added to every load's
+ * offset, it keeps the compiler from taking loads out of the loop. */
+#define VKG_PC_PEAK_NV2(u)                                                     \
+	u iters; /* loop trips */                                              \
+	u zero;  /* 0, unknown to the compiler */
+#define VKG_BINDINGS_PEAK_NV2 4 /* a, b (ETYPE), init (f32 BM×BN), out (f32 BM×BN per workgroup) */
+#define VKG_PEAK_NV2_SLICES 8 /* as many k steps as the GEMM's default UNROLL runs per trip */
+#define VKG_PEAK_NV2_COPIES 8
+#define VKG_PEAK_NV2_SMEM_SLICES 1
 
 #endif

@@ -565,6 +565,54 @@ static void test_bench_peak_json(void **state)
 	}
 }
 
+/* The workgroup-scope lines (VK_NV_cooperative_matrix2), only where --only
+ * names them: on lavapipe each says unsupported, naming what it lacks
+ * (VK_NV_cooperative_matrix2 rests on VK_KHR_cooperative_matrix, the first
+ * thing missing there), once per kernel and dtype, and the run succeeds;
+ * on a device with them every line is measured, on the GEMM's default
+ * tiling, and exact. A malformed VKGRAD_NV2_TILE is a usage error where an
+ * nv2 line would read it, and ignored where none does. */
+static void test_bench_peak_nv2(void **state)
+{
+	(void)state;
+	char cmd[1024], out[16384], v[512], *lines[32];
+	snprintf(cmd, sizeof(cmd), "VKGRAD_VALIDATION=1 %s/vkgrad bench --peak --json --only "
+		 "nv2_regs,nv2_load,nv2_load_dw,nv2_smem --ms 2 --reps 2", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	unsigned n = json_lines(out, lines, 32);
+	assert_int_equal(n, 8);
+	static const char *const kernel[] = {"\"nv2_regs\"", "\"nv2_load\"", "\"nv2_load_dw\"", "\"nv2_smem\""};
+	const bool lavapipe = strstr(json_get(lines[0], "device", v, sizeof(v)), "llvmpipe") != NULL;
+	for (unsigned i = 0; i < n; i++) {
+		assert_string_equal(json_get(lines[i], "bench", v, sizeof(v)), "\"peak\"");
+		assert_string_equal(json_get(lines[i], "kernel", v, sizeof(v)), kernel[i / 2]);
+		assert_string_equal(json_get(lines[i], "dtype", v, sizeof(v)), i % 2 ? "\"bf16\"" : "\"f16\"");
+		if (lavapipe) {
+			assert_string_equal(json_get(lines[i], "unsupported", v, sizeof(v)),
+					    "\"VK_KHR_cooperative_matrix\"");
+			assert_null(json_get(lines[i], "tflops", v, sizeof(v)));
+			continue;
+		}
+		if (json_get(lines[i], "unsupported", v, sizeof(v)))
+			continue; /* a device without them: the line says why */
+		assert_string_equal(json_get(lines[i], "ok", v, sizeof(v)), "true");
+		assert_string_equal(json_get(lines[i], "mismatches", v, sizeof(v)), "0");
+		assert_string_equal(json_get(lines[i], "check", v, sizeof(v)), "\"exact\"");
+		assert_string_equal(json_get(lines[i], "shape", v, sizeof(v)), "[128,256,64]");
+		assert_true(strtod(json_get(lines[i], "tflops", v, sizeof(v)), NULL) > 0);
+		assert_string_equal(json_get(lines[i], "slices", v, sizeof(v)), i / 2 == 1 || i / 2 == 2 ? "8" : "1");
+		assert_string_equal(json_get(lines[i], "a_kmajor", v, sizeof(v)), i / 2 == 2 ? "true" : "false");
+	}
+	snprintf(cmd, sizeof(cmd), "VKGRAD_NV2_TILE=128x256 %s/vkgrad bench --peak --only nv2_regs 2>&1",
+		 build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "VKGRAD_NV2_TILE='128x256'"));
+	snprintf(cmd, sizeof(cmd), "VKGRAD_NV2_TILE=128x256 %s/vkgrad bench --peak --json --only fma_f32 "
+		 "--chains 1 --ms 1 --reps 1 2>/dev/null", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 32), 1);
+}
+
 static void test_bench_peak_usage(void **state)
 {
 	(void)state;
@@ -589,10 +637,12 @@ static void test_bench_peak_usage(void **state)
 	snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak --help", build_dir());
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "mma_smem"));
+	assert_non_null(strstr(out, "nv2_load_dw"));
 	assert_non_null(strstr(out, "tflops_best"));
 	static const char *const bad[] = {"--accs 3",  "--accs 32",	 "--chains 0", "--chains 33",
 					  "--only mma", "--dtypes f32", "--ms 0",     "--reps 0",
-					  "--accs ,",   "extra",	 "--only fma_outer --chains 3"};
+					  "--accs ,",   "extra",	 "--only fma_outer --chains 3",
+					  "--only nv2"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak %s 2>/dev/null", build_dir(), bad[i]);
 		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
@@ -612,6 +662,7 @@ int main(void)
 		cmocka_unit_test(test_bench_kernels_refused),
 		cmocka_unit_test(test_bench_kernels_usage),
 		cmocka_unit_test(test_bench_peak_json),
+		cmocka_unit_test(test_bench_peak_nv2),
 		cmocka_unit_test(test_bench_peak_usage),
 	};
 	return group_run_plain("cli", tests, &g_d);

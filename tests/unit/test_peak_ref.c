@@ -1,7 +1,7 @@
 /* tests/unit/test_peak_ref.c — bench/peak_ref.h: the references of `vkgrad
  * bench --peak`'s microkernels and the check of what they wrote.
  *
- * The closed forms (peak_fma_expect, peak_mma_expect) are compared with the
+ * The closed forms (peak_fma_expect, peak_mma_expect, peak_nv2_expect) are compared with the
  * microkernels' loops run step by step here in float32, as the GPU runs them
  * (fmaf; an f32 accumulator += a k-long dot product of f16/bf16 integers),
  * and the loop bounds are checked to keep every partial sum exact. The
@@ -143,6 +143,125 @@ static void test_mma_bound_keeps_it_exact(void **state)
 	assert_int_equal(peak_mma_max_iters(&none), 0);
 }
 
+/* ---- bench_peak_nv2 ---- */
+
+/* One workgroup of bench_peak_nv2 in float32: per trip, `steps`
+ * multiply-adds, step j adding k-slice (j mod slices) of A times that of B. */
+static void nv2_workgroup(const peak_nv2_geom *g, uint32_t iters, float *out)
+{
+	for (uint32_t e = 0; e < g->m * g->n; e++)
+		out[e] = (float)peak_nv2_init(e / g->n, e % g->n);
+	for (uint32_t it = 0; it < iters; it++)
+		for (uint32_t j = 0; j < g->steps; j++)
+			for (uint32_t e = 0; e < g->m * g->n; e++) {
+				const uint32_t k0 = (j % g->slices) * g->k;
+				float dot = 0;
+				for (uint32_t k = k0; k < k0 + g->k; k++)
+					dot += (float)peak_nv2_a(e / g->n, k) * (float)peak_nv2_b(k, e % g->n);
+				out[e] += dot;
+			}
+}
+
+static void test_nv2_expect_matches_the_loop(void **state)
+{
+	(void)state;
+	static const peak_nv2_geom geoms[] = {
+		{16, 16, 16, 4, 4}, {16, 32, 16, 1, 4}, {32, 16, 32, 2, 4}, {16, 16, 64, 4, 8},
+	};
+	for (size_t q = 0; q < sizeof(geoms) / sizeof(geoms[0]); q++) {
+		const peak_nv2_geom *g = &geoms[q];
+		float *got = malloc(g->m * g->n * sizeof(*got));
+		double *want = malloc(g->m * g->n * sizeof(*want));
+		assert_non_null(got);
+		assert_non_null(want);
+		for (uint32_t it = 0; it < 9; it += 4) {
+			nv2_workgroup(g, it, got);
+			peak_nv2_expect(g, it, want);
+			for (uint32_t e = 0; e < g->m * g->n; e++)
+				if ((double)got[e] != want[e])
+					fail_msg("geometry %zu, %u trips, value %u: %g, want %g", q, it, e,
+						 (double)got[e], want[e]);
+		}
+		free(got);
+		free(want);
+	}
+}
+
+/* k-slice s of A times that of B at (row, col). */
+static double nv2_slice(uint32_t k, uint32_t s, uint32_t row, uint32_t col)
+{
+	double p = 0;
+	for (uint32_t i = s * k; i < (s + 1) * k; i++)
+		p += peak_nv2_a(row, i) * peak_nv2_b(i, col);
+	return p;
+}
+
+/* At the default tiling (128x256x64) every slice's product differs from
+ * every other's at most elements, and is not zero at most: a kernel that
+ * read one slice for another, dropped a step, or never advanced past slice
+ * 0 fails the check (nv2_load's result differs from nv2_regs'). */
+static void test_nv2_slices_are_told_apart(void **state)
+{
+	(void)state;
+	const uint32_t m = 128, n = 256, k = 64, slices = 8, total = m * n;
+	uint32_t zero[8] = {0}, same[8][8] = {{0}};
+	for (uint32_t r = 0; r < m; r++)
+		for (uint32_t c = 0; c < n; c++) {
+			double p[8];
+			for (uint32_t s = 0; s < slices; s++) {
+				p[s] = nv2_slice(k, s, r, c);
+				zero[s] += p[s] == 0;
+			}
+			for (uint32_t s = 0; s < slices; s++)
+				for (uint32_t t = s + 1; t < slices; t++)
+					same[s][t] += p[s] == p[t];
+		}
+	for (uint32_t s = 0; s < slices; s++) {
+		if (zero[s] > total / 4)
+			fail_msg("slice %u's product is 0 at %u of %u elements", s, zero[s], total);
+		for (uint32_t t = s + 1; t < slices; t++)
+			if (same[s][t] > total / 4)
+				fail_msg("slices %u and %u agree at %u of %u elements", s, t, same[s][t], total);
+	}
+	const peak_nv2_geom regs = {m, n, k, 1, 8}, load = {m, n, k, 8, 8};
+	double *a = malloc(total * sizeof(*a)), *b = malloc(total * sizeof(*b));
+	assert_non_null(a);
+	assert_non_null(b);
+	peak_nv2_expect(&regs, 10, a);
+	peak_nv2_expect(&load, 10, b);
+	uint32_t equal = 0;
+	for (uint32_t e = 0; e < total; e++)
+		equal += a[e] == b[e];
+	assert_true(equal < total / 4);
+	free(a);
+	free(b);
+}
+
+static void test_nv2_bound_keeps_it_exact(void **state)
+{
+	(void)state;
+	static const peak_nv2_geom geoms[] = {{128, 256, 64, 8, 8}, {128, 256, 64, 1, 8}, {128, 128, 32, 8, 8}};
+	for (size_t q = 0; q < sizeof(geoms) / sizeof(geoms[0]); q++) {
+		const peak_nv2_geom *g = &geoms[q];
+		const uint32_t it = peak_nv2_max_iters(g);
+		/* room for ~20 ms of an H200's multiply-adds: ~500 trips of
+		 * 8 steps per workgroup at one workgroup per SM */
+		if (it < 20000)
+			fail_msg("geometry %zu: only %u trips", q, it);
+		double *want = malloc(g->m * g->n * sizeof(*want));
+		assert_non_null(want);
+		peak_nv2_expect(g, it, want);
+		double worst = 0;
+		for (uint32_t e = 0; e < g->m * g->n; e++)
+			worst = fmax(worst, fabs(want[e]));
+		assert_true(worst < PEAK_EXACT_LIMIT);
+		free(want);
+	}
+	const peak_nv2_geom none = {128, 256, 64, 0, 4}, uneven = {128, 256, 64, 3, 4};
+	assert_int_equal(peak_nv2_max_iters(&none), 0);
+	assert_int_equal(peak_nv2_max_iters(&uneven), 0);
+}
+
 /* ---- the check ---- */
 
 static void test_check_passes_equal_values(void **state)
@@ -231,6 +350,9 @@ int main(void)
 		cmocka_unit_test(test_fma_bound_keeps_it_exact),
 		cmocka_unit_test(test_mma_expect_matches_the_loop),
 		cmocka_unit_test(test_mma_bound_keeps_it_exact),
+		cmocka_unit_test(test_nv2_expect_matches_the_loop),
+		cmocka_unit_test(test_nv2_slices_are_told_apart),
+		cmocka_unit_test(test_nv2_bound_keeps_it_exact),
 		cmocka_unit_test(test_check_passes_equal_values),
 		cmocka_unit_test(test_check_fails_a_corrupted_value),
 		cmocka_unit_test(test_check_fails_a_missing_step_and_zeros),

@@ -36,6 +36,7 @@ static const struct {
 	/* `vkgrad bench --peak` only (bench/peak_vk.c checks them the same way) */
 	{"bench_peak_fma", VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma)},
 	{"bench_peak_mma", VKG_BINDINGS_PEAK_MMA, sizeof(kiface_peak_mma)},
+	{"bench_peak_nv2", VKG_BINDINGS_PEAK_NV2, sizeof(kiface_peak_nv2)},
 };
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
