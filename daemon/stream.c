@@ -413,20 +413,23 @@ static void kernel_ts_first(srec *r, bool first)
 
 /* The compute step of dX's chunk n, rows [r0, r0+rows), after its upload `up`. */
 static uint64_t record_dx_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, uint64_t rows, bool first,
-				bool last, bool barrier)
+				bool last)
 {
 	job c;
 	chunk_job(r->j, &c, r->es, r0, rows);
 	step_begin(r, ROLE_COMP, ROLE_UP, up, MARK_DX, n);
 	if (!r->cb)
 		return 0;
-	/* after everything before it where `barrier` (chunks sharing split-K
-	 * partials; schedule 1); else none: chunks write their own rows of dX
-	 * (an output overlaps nothing: proto/job.c), read only dY and W, and
-	 * the semaphore wait orders their upload, so one chunk's last
-	 * workgroups may run beside the next one's first */
-	if (barrier)
-		record_barrier_all(r->cb);
+	/* after everything before it, every schedule. Chunks write their own
+	 * rows of dX and share no bytes, but a kernel step still running
+	 * beside the next one may read a cache line that holds the next
+	 * chunk's first rows of dY (or dX, accumulating) from before that
+	 * chunk's upload, and leave it where the next step's reads find it:
+	 * without this barrier (schedule 2 had none) two accumulating jobs in
+	 * flight gave other dX bits than unstreamed in four of four H200 runs
+	 * of test_stream (1-row chunks; rows 23-24 of 45 in one, row 42 in
+	 * another), on the session's start build too. */
+	record_barrier_all(r->cb);
 	kernel_ts_first(r, first);
 	record_job_kernels(r->e->rec, r->tg, r->cb, &c, false, true, r->counts);
 	if (last && r->e->dev->timestamps)
@@ -580,29 +583,10 @@ static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 	return step_end(r);
 }
 
-/* Chunk n's rows from r0 of a job whose dW resumes: a quarter chunk first
- * (the first kernels start soon), then whole chunks, the last a quarter
- * chunk too (what follows the last upload is short), each boundary on a
- * multiple of g (the dW kernel's granule and row_align). On the H200 a
- * chunk's kernels take longer than its upload's share when the sums' load
- * and store cost more than the GEMM (measurements/h200-2026-12-03-s4/). */
-static uint64_t sums_chunk_len(const proto_request *q, uint64_t rows, uint64_t g, uint64_t r0, uint32_t n)
-{
-	const uint64_t quarter = round_up(rows / 4 ? rows / 4 : 1, g);
-	const uint64_t left = q->batch - r0;
-	if (left <= quarter)
-		return left;
-	/* the last chunk starts on g at least a quarter from the end */
-	const uint64_t last0 = (q->batch - quarter) / g * g;
-	const uint64_t want = n == 0 ? quarter : rows;
-	return r0 + want < last0 ? want : last0 > r0 ? last0 - r0 : left;
-}
-
 /* The steps of a job whose dW resumes (j->sums, stream.h): W in first,
- * then per chunk dY's and X's rows; its dX kernels (no barrier: they share
- * nothing with the chunk before) and download, then its dW/db kernels
- * (after everything before: they resume the sums the chunk before left);
- * dW and db back after the last chunk. */
+ * then per chunk dY's and X's rows; its dX kernels and download, then its
+ * dW/db kernels (they resume the sums the chunk before left); dW and db
+ * back after the last chunk. */
 static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 {
 	const proto_request *q = &r->j->req;
@@ -621,7 +605,7 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 	uint32_t n = 0;
 	uint64_t comp = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; n++) {
-		const uint64_t len = sums_chunk_len(q, rows, g, r0, n);
+		const uint64_t len = q->batch - r0 < rows ? q->batch - r0 : rows;
 		const bool last = r0 + len >= q->batch;
 		step_begin(r, ROLE_UP, up_wait, head, MARK_UP_CHUNK, n);
 		copy_rows(r, PROTO_T_DY, q->out, r0, len, true);
@@ -630,8 +614,7 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 			copy_rows(r, PROTO_T_DX, q->in, r0, len, true);
 		const uint64_t up = step_end(r);
 		if (dx) {
-			const uint64_t cx = record_dx_chunk(r, up, n, r0, len, r0 == 0, false,
-							    r->j->plan.input == KERN_SPLITK);
+			const uint64_t cx = record_dx_chunk(r, up, n, r0, len, r0 == 0, false);
 			step_begin(r, ROLE_DOWN, ROLE_COMP, cx, MARK_DOWN_DX, n);
 			copy_rows(r, PROTO_T_DX, q->in, r0, len, false);
 			if (r->cb)
@@ -694,8 +677,7 @@ static void record_steps(srec *r)
 			copy_rows(r, PROTO_T_DX, q->in, r0, len, true);
 		const uint64_t up = step_end(r);
 		if (dx) {
-			const uint64_t comp = record_dx_chunk(r, up, n, r0, len, r0 == 0, !param && r0 + len >= q->batch,
-							      r->st->v1 || r->j->plan.input == KERN_SPLITK);
+			const uint64_t comp = record_dx_chunk(r, up, n, r0, len, r0 == 0, !param && r0 + len >= q->batch);
 			step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DX, n);
 			copy_rows(r, PROTO_T_DX, q->in, r0, len, false);
 			if (r->cb)

@@ -11,9 +11,8 @@
  *   compute:  head | dX_0 = dY_0·W | ... | dX_n-1 | dW rows block 0 | ... | block m-1 (+db) | tail
  *   download:        dX_0         | ... | dX_n-1 | dW block 0       | ... | block m-1, db
  *
- * Each dX chunk runs as soon as its dY chunk is in and goes back at once
- * (no barrier between the kernel steps on schedule 2 unless they share
- * split-K partials: one step's last workgroups run beside the next one's);
+ * Each dX chunk runs as soon as its dY chunk is in (after the kernel step
+ * before it: a barrier, see record_dx_chunk) and goes back at once;
  * the first chunk is a quarter of the others, so the first kernels start
  * soon after W is in; X comes in while they run; dW/db wait for all of X
  * and dY and run in row blocks of dW (whole workgroup rows of its GEMM,
@@ -39,14 +38,13 @@
  *   compute:  head | dX_0, dW/db sums over chunk 0 | ... | dX_n-1, dW/db chunk n-1: written
  *   download:        dX_0                           | ... | dX_n-1, dW, db
  *
- * The first and the last chunk are a quarter of the others (the first
- * kernels start soon; little is left after the last upload). A chunk's
- * dX kernels need no barrier (they share nothing with the chunk before);
- * its dW/db step comes after everything before it (a barrier: it resumes
- * the sums the chunk before left). What follows the last upload is one
- * small chunk's kernels and dW's download, not all of dW's GEMM. The sums
- * (f32, out·in + out, in the slot's scratch) carry each accumulator from one chunk's dispatch to the
- * next; the last chunk's epilogue is the unchunked one's. Chunks are whole
+ * Chunks of equal rows (on the H200 a first and a last chunk a quarter of
+ * the others, or chunk 0's dW before W, ran longer end to end); each
+ * kernel step after everything before it (a barrier: a dW step resumes the
+ * sums the chunk before left; for a dX step see record_dx_chunk). What
+ * follows the last upload is one chunk's kernels and dW's download, not
+ * all of dW's GEMM. The sums (f32, out·in + out, in the slot's scratch)
+ * carry each accumulator from one chunk's dispatch to the next; the last chunk's epilogue is the unchunked one's. Chunks are whole
  * k steps of the kernel (coopmat_nv2: BK rows), so every output is the same
  * multiply-adds on the same f32 values in the same order: the same bits.
  *
