@@ -782,11 +782,16 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 }
 
 void record_job_param_chunk(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *c,
-			    uint32_t sums, record_counts *counts)
+			    uint32_t sums, uint64_t row0, uint64_t rows, record_counts *counts)
 {
-	assert(c->devlocal && record_param_resume_granule(rc, c));
+	const uint64_t tm = record_param_block_rows(rc, c);
+	assert(c->devlocal && record_param_resume_granule(rc, c) && tm && row0 % tm == 0);
 	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = c, .piece = tg->first_piece,
 		 .sums = sums & (VKG_FLAG_SUMS_IN | VKG_FLAG_SUMS_OUT)};
+	if (rows) {
+		r.gy0 = row0 / tm;
+		r.gy1 = (row0 + rows + tm - 1) / tm;
+	}
 	rc->counts = (record_counts){0};
 	forget_bound(rc); /* the caller's command buffer, with what it recorded */
 	record_kernels(&r, UNIT_PARAM);

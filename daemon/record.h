@@ -96,9 +96,10 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j);
  * with VKG_FLAG_SUMS_IN in `sums` the sums start from what the chunk before
  * left, with VKG_FLAG_SUMS_OUT they are left for the next chunk instead of
  * written to dW and db. Chunks in order on granule multiples give the
- * unchunked bits (shaders/iface/kernels.h). Into cb, as
- * record_job_kernels. */
+ * unchunked bits (shaders/iface/kernels.h). rows > 0: dW's rows [row0,
+ * row0 + rows) alone, as record_job_param_rows (row0 a multiple of
+ * record_param_block_rows). Into cb, as record_job_kernels. */
 void record_job_param_chunk(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *c,
-			    uint32_t sums, record_counts *counts);
+			    uint32_t sums, uint64_t row0, uint64_t rows, record_counts *counts);
 
 #endif

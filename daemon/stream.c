@@ -563,9 +563,11 @@ static void chunk_param_job(const job *j, job *c, uint64_t es, uint64_t r0, uint
 /* The dW/db step of chunk n, rows [r0, r0+rows), after its upload `up`:
  * the running sums resumed (all but the first chunk) and left for the next
  * (all but the last, which writes dW and db as the unchunked kernels do).
- * `first`: the kernel span's first timestamp is this step's. */
+ * `first`: the kernel span's first timestamp is this step's. The last
+ * chunk's step covers dW's rows [d0, d0+dn) alone (dn 0: all): its row
+ * blocks go back one by one (record_steps_sums). */
 static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, uint64_t rows, bool first,
-				bool last)
+				bool last, uint64_t d0, uint64_t dn, bool end)
 {
 	job c;
 	chunk_param_job(r->j, &c, r->es, r0, rows);
@@ -573,14 +575,49 @@ static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 	r->e->stream_dw_blocks++;
 	if (!r->cb)
 		return 0;
-	/* after the chunk before it: it wrote the sums this one reads */
-	record_barrier_all(r->cb);
-	kernel_ts_first(r, first);
+	/* after the chunk before it, which wrote the sums this one reads
+	 * (a row block after the one before: no bytes shared, none needed) */
+	if (d0 == 0)
+		record_barrier_all(r->cb);
+	kernel_ts_first(r, first && d0 == 0);
 	const uint32_t sums = (r0 ? VKG_FLAG_SUMS_IN : 0u) | (last ? 0u : VKG_FLAG_SUMS_OUT);
-	record_job_param_chunk(r->e->rec, r->tg, r->cb, &c, sums, r->counts);
-	if (last && r->e->dev->timestamps)
+	record_job_param_chunk(r->e->rec, r->tg, r->cb, &c, sums, d0, dn, r->counts);
+	if (end && r->e->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, r->j->ts_index + 1);
 	return step_end(r);
+}
+
+/* Rows of dW per block of the last chunk's dW/db step (each downloaded
+ * while the next computes): about a quarter of dW, whole workgroup rows of
+ * its kernel. With one workgroup per SM a quarter of 8192x4096x4096's dW
+ * (1,024 rows of 128x256 tiles: 128 workgroups) is one wave of the H200's
+ * 132 SMs, as a quarter of the unblocked step's four. */
+static uint64_t last_block_rows(const srec *r)
+{
+	const uint64_t out = r->j->req.out, tm = record_param_block_rows(r->e->rec, r->j);
+	const uint64_t rows = round_up((out + 3) / 4, tm);
+	return rows < out ? rows : out;
+}
+
+/* The last chunk's dW/db steps, rows [r0, r0+len) of the batch: dW's row
+ * blocks (last_block_rows), each downloaded after its own kernels, db with
+ * the last. */
+static void record_last_dw(srec *r, uint64_t up, uint32_t n, uint64_t r0, uint64_t len, bool first)
+{
+	const uint64_t out = r->j->req.out, block = last_block_rows(r);
+	uint32_t b = 0;
+	for (uint64_t d0 = 0; d0 < out; d0 += block, b++) {
+		const uint64_t dn = out - d0 < block ? out - d0 : block;
+		const bool end = d0 + dn >= out;
+		const uint64_t comp = record_dw_chunk(r, up, n, r0, len, first, true, d0, block == out ? 0 : dn, end);
+		step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DW, b);
+		copy_rows(r, PROTO_T_DW, r->j->req.in, d0, dn, false);
+		if (end)
+			copy_whole(r, PROTO_T_DB, false);
+		if (r->cb)
+			barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
+		step_end(r);
+	}
 }
 
 /* The steps of a job whose dW resumes (j->sums, stream.h): W in first,
@@ -603,7 +640,6 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 	}
 	step_end(r);
 	uint32_t n = 0;
-	uint64_t comp = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; n++) {
 		const uint64_t len = q->batch - r0 < rows ? q->batch - r0 : rows;
 		const bool last = r0 + len >= q->batch;
@@ -621,16 +657,13 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 				barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
 			step_end(r);
 		}
-		comp = record_dw_chunk(r, up, n, r0, len, !dx && r0 == 0, last);
+		if (!last)
+			record_dw_chunk(r, up, n, r0, len, !dx && r0 == 0, false, 0, 0, false);
+		else /* in row blocks, each going back while the next computes */
+			record_last_dw(r, up, n, r0, len, !dx && r0 == 0);
 		r0 += len;
 	}
 	r->e->stream_chunks += n;
-	step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DW, 0);
-	copy_whole(r, PROTO_T_DW, false);
-	copy_whole(r, PROTO_T_DB, false);
-	if (r->cb)
-		barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
-	step_end(r);
 }
 
 /* The three roles' steps (stream.h's table), in an order where every wait

@@ -36,14 +36,15 @@
  *
  *   upload:   W (acc.: dW, db) | dY_0, X_0 (+dX_0) | ... | dY_n-1, X_n-1 (+dX_n-1)
  *   compute:  head | dX_0, dW/db sums over chunk 0 | ... | dX_n-1, dW/db chunk n-1: written
- *   download:        dX_0                           | ... | dX_n-1, dW, db
+ *   download:        dX_0                           | ... | dX_n-1, dW (row blocks), db
  *
  * Chunks of equal rows (on the H200 a first and a last chunk a quarter of
  * the others, or chunk 0's dW before W, ran longer end to end); each
  * kernel step after everything before it (a barrier: a dW step resumes the
- * sums the chunk before left; for a dX step see record_dx_chunk). What
- * follows the last upload is one chunk's kernels and dW's download, not
- * all of dW's GEMM. The sums (f32, out·in + out, in the slot's scratch)
+ * sums the chunk before left; for a dX step see record_dx_chunk). The
+ * last chunk's dW/db runs in row blocks of about a quarter of dW, each
+ * downloaded while the next computes. What follows the last upload is one
+ * chunk's kernels and part of dW's download, not all of dW's GEMM. The sums (f32, out·in + out, in the slot's scratch)
  * carry each accumulator from one chunk's dispatch to the next; the last chunk's epilogue is the unchunked one's. Chunks are whole
  * k steps of the kernel (coopmat_nv2: BK rows), so every output is the same
  * multiply-adds on the same f32 values in the same order: the same bits.
