@@ -777,8 +777,16 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 	if (q->batch > gemm_max_k(rc, k, q->dtype))
 		return 0;
 	/* the tiled kernel adds one k at a time (a chunk's padding adds
-	 * zeros: no change to any sum); coopmat_nv2 multiplies BK at a time */
-	return k == KERN_NV2_DW ? rc->pl->nv2[q->dtype].bk : 1;
+	 * zeros: no change to any sum); coopmat_nv2 multiplies BK at a time,
+	 * UNROLL steps per trip of its unclamped loop: chunks of whole trips
+	 * run each k step at the same place in the same loop as unchunked (not
+	 * only the same BK steps: the driver may split a step differently in
+	 * another loop) */
+	if (k == KERN_NV2_DW) {
+		const nv2_tile *t = &rc->pl->nv2[q->dtype];
+		return (uint64_t)t->bk * (t->unclamp && t->unroll ? t->unroll : 1);
+	}
+	return 1;
 }
 
 void record_job_param_chunk(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *c,

@@ -86,8 +86,8 @@ void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffe
 /* Rows a batch chunk of job j's dW/db must be a multiple of (all but the
  * last) for record_job_param_chunk, or 0 where its dW kernel cannot resume
  * a reduction: dW asked for, on linear_tiled_gemm (1) or
- * linear_coopmat_nv2_gemm (its BK), the batch within one dispatch's loop
- * bound. */
+ * linear_coopmat_nv2_gemm (its BK times its UNROLL), the batch within one
+ * dispatch's loop bound. */
 uint64_t record_param_resume_granule(const recorder *rc, const job *j);
 
 /* dW's (and fused db's) kernels over one batch chunk c of a job (c: the

@@ -126,7 +126,8 @@ int stream_create(engine *e)
 	st->no_sums = sums && strcmp(sums, "0") == 0;
 	const char *tts = getenv("VKGRAD_STREAM_TIMESTAMPS");
 	st->timed = stream_queries(e) > 0 && !(tts && strcmp(tts, "0") == 0);
-	log_info("streamed jobs' schedule: %s; per-step GPU timestamps %s",
+	log_info("streamed jobs: dW resumed chunk by chunk %s; otherwise schedule %s; per-step GPU timestamps %s",
+		 st->no_sums ? "never (VKGRAD_STREAM_SUMS=0)" : "where its kernel can (tiled, coopmat_nv2)",
 		 st->v1 ? "1 (equal chunks, dW in one step)"
 			: "2 (VKGRAD_STREAM_SCHEDULE=2: a small first chunk, dW in row blocks each downloaded "
 			  "while the next computes)",
