@@ -4,10 +4,11 @@
  *
  * Four daemons, every job on the device-local path (--devlocal-min-bytes
  * 1): one unstreamed (--stream-chunk-bytes off), one streaming 1-row chunks
- * (--stream-chunk-bytes 1), the same on the first schedule
- * (VKGRAD_STREAM_SCHEDULE=1: equal chunks, dW in one step; the others run
- * schedule 2: a small first chunk, dW in row blocks of whole workgroup
- * rows, each downloaded while the next computes), one streaming chunks of a few rows
+ * (--stream-chunk-bytes 1), the same on the first schedule without resumed
+ * dW (VKGRAD_STREAM_SUMS=0: equal chunks, dW in one step; the others run
+ * schedule 2 where dW does not resume: a small first chunk, dW in row
+ * blocks of whole workgroup rows, each downloaded while the next computes;
+ * resumed dW where it does, stream.h), one streaming chunks of a few rows
  * (--stream-chunk-bytes 600: 600 / (out · element size) rows, e.g. 33 rows
  * of 6 f32 as 25 + 8, 70 rows of 16 f16 as 3 x 18 + 16, 7 rows as one
  * chunk). The same job (same seed) runs on each; the
