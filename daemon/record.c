@@ -102,10 +102,10 @@ typedef struct rec {
 	job *j;
 	uint64_t piece; /* the job's position among all slots' jobs (dummy pieces) */
 	/* workgroup rows [gy0, gy1) of the grid alone (gy1 0: all); set for a
-	 * row block of dW's GEMM (record_job_param_rows) */
+	 * row block of dW's GEMM (record_job_param_part) */
 	uint64_t gy0, gy1;
 	/* VKG_FLAG_SUMS_IN / _OUT for dW's GEMM: a batch chunk of a reduction
-	 * resumed in the job's running sums (record_job_param_chunk) */
+	 * resumed in the job's running sums (record_job_param_part) */
 	uint32_t sums;
 } rec;
 
@@ -730,18 +730,25 @@ static void record_devlocal(const rec *r, uint32_t ts)
 	mark_touched(rc, r->j, MASK_OUTPUTS);
 }
 
+/* Record r's dW/db kernels (param) and dX kernels (input) into r->cb, the
+ * caller's command buffer, adding their dispatches to counts. */
+static void record_units_into(const rec *r, bool param, bool input, record_counts *counts)
+{
+	assert(r->j->devlocal);
+	r->rc->counts = (record_counts){0};
+	forget_bound(r->rc); /* the caller's command buffer, with what it recorded */
+	if (param)
+		record_kernels(r, UNIT_PARAM);
+	if (input)
+		record_kernels(r, UNIT_INPUT);
+	counts->dispatches += r->rc->counts.dispatches;
+}
+
 void record_job_kernels(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
 			bool param, bool input, record_counts *counts)
 {
-	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece};
-	assert(j->devlocal);
-	rc->counts = (record_counts){0};
-	forget_bound(rc); /* the caller's command buffer, with what it recorded */
-	if (param)
-		record_kernels(&r, UNIT_PARAM);
-	if (input)
-		record_kernels(&r, UNIT_INPUT);
-	counts->dispatches += rc->counts.dispatches;
+	const rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece};
+	record_units_into(&r, param, input, counts);
 }
 
 uint64_t record_param_block_rows(const recorder *rc, const job *j)
@@ -751,19 +758,6 @@ uint64_t record_param_block_rows(const recorder *rc, const job *j)
 	uint64_t tm, tn;
 	gemm_tile(rc, j->plan.param, j->req.dtype, &tm, &tn);
 	return tm;
-}
-
-void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
-			   uint64_t row0, uint64_t rows, record_counts *counts)
-{
-	const uint64_t tm = record_param_block_rows(rc, j);
-	assert(j->devlocal && tm && row0 % tm == 0 && rows > 0);
-	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece,
-		 .gy0 = row0 / tm, .gy1 = (row0 + rows + tm - 1) / tm};
-	rc->counts = (record_counts){0};
-	forget_bound(rc); /* the caller's command buffer, with what it recorded */
-	record_kernels(&r, UNIT_PARAM);
-	counts->dispatches += rc->counts.dispatches;
 }
 
 uint64_t record_param_resume_granule(const recorder *rc, const job *j)
@@ -789,21 +783,18 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 	return 1;
 }
 
-void record_job_param_chunk(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *c,
-			    uint32_t sums, uint64_t row0, uint64_t rows, record_counts *counts)
+void record_job_param_part(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
+			   uint32_t sums, uint64_t row0, uint64_t rows, record_counts *counts)
 {
-	const uint64_t tm = record_param_block_rows(rc, c);
-	assert(c->devlocal && record_param_resume_granule(rc, c) && tm && row0 % tm == 0);
-	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = c, .piece = tg->first_piece,
+	const uint64_t tm = record_param_block_rows(rc, j);
+	assert((!sums || record_param_resume_granule(rc, j)) && (!rows || (tm && row0 % tm == 0)));
+	rec r = {.rc = rc, .tg = tg, .cb = cb, .j = j, .piece = tg->first_piece,
 		 .sums = sums & (VKG_FLAG_SUMS_IN | VKG_FLAG_SUMS_OUT)};
 	if (rows) {
 		r.gy0 = row0 / tm;
 		r.gy1 = (row0 + rows + tm - 1) / tm;
 	}
-	rc->counts = (record_counts){0};
-	forget_bound(rc); /* the caller's command buffer, with what it recorded */
-	record_kernels(&r, UNIT_PARAM);
-	counts->dispatches += rc->counts.dispatches;
+	record_units_into(&r, true, false, counts);
 }
 
 /* The order to record tg's jobs in: each lane's jobs in their order, the

@@ -70,36 +70,32 @@ void record_job_kernels(recorder *rc, const record_target *tg, VkCommandBuffer c
 
 /* Rows of dW one workgroup row of job j's dW/db kernel covers, where that
  * kernel is a GEMM that can be recorded in row blocks
- * (record_job_param_rows): linear_tiled_gemm, tiled128, coopmat,
+ * (record_job_param_part): linear_tiled_gemm, tiled128, coopmat,
  * coopmat_khr, coopmat_nv2. 0 for split-K and the narrow kernel. */
 uint64_t record_param_block_rows(const recorder *rc, const job *j);
 
-/* dW's (and fused db's) kernels for dW's rows [row0, row0 + rows) alone,
- * into cb, as record_job_kernels with `param`: row0 a multiple of
- * record_param_block_rows(rc, j) (not 0), the block rounded up to whole
- * workgroup rows. Each element is computed as by the whole dispatch (a
- * workgroup's tile does not depend on which dispatch carries it), so the
- * blocks together give the unblocked bits. */
-void record_job_param_rows(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
-			   uint64_t row0, uint64_t rows, record_counts *counts);
-
 /* Rows a batch chunk of job j's dW/db must be a multiple of (all but the
- * last) for record_job_param_chunk, or 0 where its dW kernel cannot resume
+ * last) for record_job_param_part's sums, or 0 where its dW kernel cannot resume
  * a reduction: dW asked for, on linear_tiled_gemm (1) or
  * linear_coopmat_nv2_gemm (its BK times its UNROLL), the batch within one
  * dispatch's loop bound. */
 uint64_t record_param_resume_granule(const recorder *rc, const job *j);
 
-/* dW's (and fused db's) kernels over one batch chunk c of a job (c: the
- * job with batch = the chunk's rows, dY's and X's offsets at its first
- * row, sums_off the job's running sums, f32 (out·in + out) in scratch):
- * with VKG_FLAG_SUMS_IN in `sums` the sums start from what the chunk before
- * left, with VKG_FLAG_SUMS_OUT they are left for the next chunk instead of
- * written to dW and db. Chunks in order on granule multiples give the
- * unchunked bits (shaders/iface/kernels.h). rows > 0: dW's rows [row0,
- * row0 + rows) alone, as record_job_param_rows (row0 a multiple of
- * record_param_block_rows). Into cb, as record_job_kernels. */
-void record_job_param_chunk(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *c,
-			    uint32_t sums, uint64_t row0, uint64_t rows, record_counts *counts);
+/* dW's (and fused db's) kernels of job j into cb, as record_job_kernels
+ * with `param`, and:
+ *  - rows > 0: for dW's rows [row0, row0 + rows) alone (row0 a multiple of
+ *    record_param_block_rows, the block rounded up to whole workgroup
+ *    rows). Each element is computed as by the whole dispatch (a
+ *    workgroup's tile does not depend on which dispatch carries it), so
+ *    the blocks together give the unblocked bits.
+ *  - sums: j is one batch chunk of a job (batch = the chunk's rows, dY's
+ *    and X's offsets at its first row, sums_off the job's running sums,
+ *    f32 (out·in + out) in scratch); with VKG_FLAG_SUMS_IN the sums start
+ *    from what the chunk before left, with VKG_FLAG_SUMS_OUT they are left
+ *    for the next chunk instead of written to dW and db. Chunks in order on
+ *    granule multiples (record_param_resume_granule) give the unchunked
+ *    bits (shaders/iface/kernels.h). */
+void record_job_param_part(recorder *rc, const record_target *tg, VkCommandBuffer cb, job *j,
+			   uint32_t sums, uint64_t row0, uint64_t rows, record_counts *counts);
 
 #endif

@@ -60,21 +60,33 @@ static uint64_t round_up(uint64_t rows, uint64_t m)
 	return (rows + m - 1) / m * m;
 }
 
-/* Rows per chunk of a job whose dW resumes (j->sums): about stream_chunk
- * bytes of dY, at most STREAM_MAX_CHUNKS chunks, a multiple of its dW
- * kernel's granule (record_param_resume_granule); the whole batch where
- * that is one chunk. */
-static uint64_t sums_rows(const engine *e, const job *j, uint64_t granule)
+/* Rows per chunk: about stream_chunk bytes of dY, at most STREAM_MAX_CHUNKS
+ * chunks, a multiple of row_align. */
+static uint64_t base_rows(const engine *e, const job *j)
 {
 	const proto_request *q = &j->req;
 	uint64_t rows = e->stream_chunk / (q->out * proto_dtype_size(q->dtype));
 	const uint64_t least = (q->batch + STREAM_MAX_CHUNKS - 1) / STREAM_MAX_CHUNKS;
 	if (rows < least)
 		rows = least;
-	if (rows == 0)
-		rows = 1;
-	rows = round_up(round_up(rows, granule), row_align(j));
-	return rows < q->batch ? rows : q->batch;
+	return round_up(rows ? rows : 1, row_align(j));
+}
+
+/* Rows a resumed chunk of j is a multiple of: its dW kernel's granule
+ * (record_param_resume_granule) and row_align, or 0 where dW cannot resume. */
+static uint64_t sums_granule(const engine *e, const job *j)
+{
+	const uint64_t g = record_param_resume_granule(e->rec, j), al = row_align(j);
+	return g % al ? g * al : g; /* (al is 1, 2 or 4) */
+}
+
+/* Rows per chunk of a job whose dW resumes (j->sums): chunk_rows' rows
+ * rounded up to its granule g (sums_granule); the whole batch where that
+ * is one chunk. */
+static uint64_t sums_rows(const engine *e, const job *j, uint64_t g)
+{
+	const uint64_t rows = round_up(base_rows(e, j), g);
+	return rows < j->req.batch ? rows : j->req.batch;
 }
 
 uint64_t stream_place(engine *e, job *j, uint64_t used)
@@ -83,7 +95,7 @@ uint64_t stream_place(engine *e, job *j, uint64_t used)
 	j->sums = false;
 	if (!j->streamed || e->stream->no_sums)
 		return 0;
-	const uint64_t g = record_param_resume_granule(e->rec, j);
+	const uint64_t g = sums_granule(e, j);
 	const uint64_t bytes = (q->out * q->in + q->out) * 4;
 	if (g == 0 || sums_rows(e, j, g) >= q->batch || bytes > e->dev->props.limits.maxStorageBufferRange ||
 	    used + scratch_round(bytes) > e->place.scratch_cap)
@@ -337,6 +349,37 @@ static void copy_whole(srec *r, int t, bool in)
 	copy_rows(r, t, r->j->bytes[t] / r->es, 0, 1, in);
 }
 
+/* The first upload step: W (W named without dX is not read: not copied)
+ * and, accumulating, the old dW and db. */
+static void record_up_w(srec *r, int up_wait, uint64_t head)
+{
+	const proto_request *q = &r->j->req;
+	step_begin(r, ROLE_UP, up_wait, head, MARK_UP_W, 0);
+	if (q->t[PROTO_T_DX].present)
+		copy_whole(r, PROTO_T_W, true);
+	if (q->accumulate) {
+		copy_whole(r, PROTO_T_DW, true);
+		copy_whole(r, PROTO_T_DB, true);
+	}
+	step_end(r);
+}
+
+/* A download step after value comp of the compute role, timed as `what`
+ * number `index`: rows [r0, r0+len) of dX or dW (t; rows of `in`
+ * elements either way), and db where `db`, visible to the host after. */
+static void record_down(srec *r, uint64_t comp, int what, uint32_t index, int t, uint64_t r0, uint64_t len,
+			bool db)
+{
+	assert(t == PROTO_T_DX || t == PROTO_T_DW);
+	step_begin(r, ROLE_DOWN, ROLE_COMP, comp, what, index);
+	copy_rows(r, t, r->j->req.in, r0, len, false);
+	if (db)
+		copy_whole(r, PROTO_T_DB, false);
+	if (r->cb)
+		barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
+	step_end(r);
+}
+
 /* The job as its rows [r0, r0+rows) for dX: dY's and dX's rows alone. */
 static void chunk_job(const job *j, job *c, uint64_t es, uint64_t r0, uint64_t rows)
 {
@@ -420,18 +463,11 @@ static void record_tail(srec *r)
 	r->err = vkEndCommandBuffer(r->tg->cb);
 }
 
-/* Rows per chunk: about stream_chunk bytes of dY, at most STREAM_MAX_CHUNKS
- * chunks; the whole batch when dX is not asked for (nothing to overlap). */
-static uint64_t chunk_rows(const engine *e, const job *j, uint64_t es)
+/* Rows per chunk: base_rows; the whole batch when dX is not asked for
+ * (nothing to overlap). */
+static uint64_t chunk_rows(const engine *e, const job *j)
 {
-	const proto_request *q = &j->req;
-	if (!q->t[PROTO_T_DX].present)
-		return q->batch;
-	uint64_t rows = e->stream_chunk / (q->out * es);
-	if (rows == 0)
-		rows = 1;
-	const uint64_t least = (q->batch + STREAM_MAX_CHUNKS - 1) / STREAM_MAX_CHUNKS;
-	return round_up(rows < least ? least : rows, row_align(j));
+	return j->req.t[PROTO_T_DX].present ? base_rows(e, j) : j->req.batch;
 }
 
 /* Rows of dW per row block (schedule 2): about half a chunk's bytes, whole
@@ -477,19 +513,12 @@ static void record_param(srec *r, uint64_t up_x, bool first)
 			if (block == q->out)
 				record_job_kernels(r->e->rec, r->tg, r->cb, r->j, true, false, r->counts);
 			else
-				record_job_param_rows(r->e->rec, r->tg, r->cb, r->j, r0, len, r->counts);
+				record_job_param_part(r->e->rec, r->tg, r->cb, r->j, 0, r0, len, r->counts);
 			if (last && r->e->dev->timestamps)
 				vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries,
 						    r->j->ts_index + 1);
 		}
-		const uint64_t comp = step_end(r);
-		step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DW, b);
-		copy_rows(r, PROTO_T_DW, q->in, r0, len, false);
-		if (last)
-			copy_whole(r, PROTO_T_DB, false);
-		if (r->cb)
-			barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
-		step_end(r);
+		record_down(r, step_end(r), MARK_DOWN_DW, b, PROTO_T_DW, r0, len, last);
 	}
 }
 
@@ -527,7 +556,7 @@ static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 		record_barrier_all(r->cb);
 	kernel_ts_first(r, first && d0 == 0);
 	const uint32_t sums = (r0 ? VKG_FLAG_SUMS_IN : 0u) | (last ? 0u : VKG_FLAG_SUMS_OUT);
-	record_job_param_chunk(r->e->rec, r->tg, r->cb, &c, sums, d0, dn, r->counts);
+	record_job_param_part(r->e->rec, r->tg, r->cb, &c, sums, d0, dn, r->counts);
 	if (end && r->e->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, r->j->ts_index + 1);
 	return step_end(r);
@@ -556,13 +585,7 @@ static void record_last_dw(srec *r, uint64_t up, uint32_t n, uint64_t r0, uint64
 		const uint64_t dn = out - d0 < block ? out - d0 : block;
 		const bool end = d0 + dn >= out;
 		const uint64_t comp = record_dw_chunk(r, up, n, r0, len, first, true, d0, block == out ? 0 : dn, end);
-		step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DW, b);
-		copy_rows(r, PROTO_T_DW, r->j->req.in, d0, dn, false);
-		if (end)
-			copy_whole(r, PROTO_T_DB, false);
-		if (r->cb)
-			barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
-		step_end(r);
+		record_down(r, comp, MARK_DOWN_DW, b, PROTO_T_DW, d0, dn, end);
 	}
 }
 
@@ -574,17 +597,8 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 {
 	const proto_request *q = &r->j->req;
 	const bool dx = q->t[PROTO_T_DX].present;
-	const uint64_t gr = record_param_resume_granule(r->e->rec, r->j), al = row_align(r->j);
-	const uint64_t g = gr % al ? gr * al : gr; /* (al is 1, 2 or 4) */
-	const uint64_t rows = sums_rows(r->e, r->j, g);
-	step_begin(r, ROLE_UP, up_wait, head, MARK_UP_W, 0);
-	if (dx)
-		copy_whole(r, PROTO_T_W, true);
-	if (q->accumulate) {
-		copy_whole(r, PROTO_T_DW, true);
-		copy_whole(r, PROTO_T_DB, true);
-	}
-	step_end(r);
+	const uint64_t rows = sums_rows(r->e, r->j, sums_granule(r->e, r->j));
+	record_up_w(r, up_wait, head);
 	uint32_t n = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; n++) {
 		const uint64_t len = q->batch - r0 < rows ? q->batch - r0 : rows;
@@ -597,11 +611,7 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 		const uint64_t up = step_end(r);
 		if (dx) {
 			const uint64_t cx = record_dx_chunk(r, up, n, r0, len, r0 == 0, false);
-			step_begin(r, ROLE_DOWN, ROLE_COMP, cx, MARK_DOWN_DX, n);
-			copy_rows(r, PROTO_T_DX, q->in, r0, len, false);
-			if (r->cb)
-				barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
-			step_end(r);
+			record_down(r, cx, MARK_DOWN_DX, n, PROTO_T_DX, r0, len, false);
 		}
 		if (!last)
 			record_dw_chunk(r, up, n, r0, len, !dx && r0 == 0, false, 0, 0, false);
@@ -619,7 +629,7 @@ static void record_steps(srec *r)
 	const proto_request *q = &r->j->req;
 	const bool dx = q->t[PROTO_T_DX].present;
 	const bool param = q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present;
-	const uint64_t rows = chunk_rows(r->e, r->j, r->es);
+	const uint64_t rows = chunk_rows(r->e, r->j);
 	/* the uploads wait for the head, which comes after every earlier
 	 * batch on the compute queue, when one of those still running touches
 	 * this job's regions (it may write what is read here, or read what is
@@ -634,14 +644,7 @@ static void record_steps(srec *r)
 		record_steps_sums(r, up_wait, head);
 		return;
 	}
-	step_begin(r, ROLE_UP, up_wait, head, MARK_UP_W, 0);
-	if (dx) /* (W named without dX, or X without dW/db, is not read: not copied) */
-		copy_whole(r, PROTO_T_W, true);
-	if (q->accumulate) {
-		copy_whole(r, PROTO_T_DW, true);
-		copy_whole(r, PROTO_T_DB, true);
-	}
-	step_end(r);
+	record_up_w(r, up_wait, head);
 	/* schedule 2: the first chunk a quarter of the others, so the first
 	 * kernels start soon after W is in */
 	const uint64_t first_rows = !r->st->v1 && dx && rows > 1 && rows < q->batch
@@ -657,11 +660,7 @@ static void record_steps(srec *r)
 		const uint64_t up = step_end(r);
 		if (dx) {
 			const uint64_t comp = record_dx_chunk(r, up, n, r0, len, r0 == 0, !param && r0 + len >= q->batch);
-			step_begin(r, ROLE_DOWN, ROLE_COMP, comp, MARK_DOWN_DX, n);
-			copy_rows(r, PROTO_T_DX, q->in, r0, len, false);
-			if (r->cb)
-				barrier_host(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT);
-			step_end(r);
+			record_down(r, comp, MARK_DOWN_DX, n, PROTO_T_DX, r0, len, false);
 		}
 		r0 += len;
 	}

@@ -59,7 +59,7 @@
  * and on W, summed over `out` in the same order whatever rows the dispatch
  * covers; dW/db are the unstreamed job's kernels over the whole batch, a
  * row block being those kernels' own workgroups for its rows
- * (record_job_param_rows). Accumulating, outputs are copied in first and
+ * (record_job_param_part). Accumulating, outputs are copied in first and
  * the kernels add to them, as unstreamed.
  *
  * Timeline: where the device has timestamps (on the transfer family too,
