@@ -431,6 +431,17 @@ int daemon_proc_refusal(const daemon_proc *d, const char *const *env, char *text
 	return ws;
 }
 
+bool daemon_proc_knob_refused(const daemon_proc *d, const char *knob, const char *value, int *ws, char *text,
+			      size_t cap)
+{
+	char env[160], want[160];
+	snprintf(env, sizeof(env), "%s=%s", knob, value);
+	const char *const envs[] = {env, NULL};
+	*ws = daemon_proc_refusal(d, envs, text, cap);
+	snprintf(want, sizeof(want), "%s='%s'", knob, value);
+	return *ws != -1 && WIFEXITED(*ws) && WEXITSTATUS(*ws) != 0 && strstr(text, want);
+}
+
 /* ---- /proc/PID --------------------------------------------------------------- */
 
 int daemon_proc_fd_count(const daemon_proc *d)

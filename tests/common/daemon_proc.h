@@ -95,5 +95,10 @@ int daemon_proc_run_env(const char *const *args, const char *const *env, const c
  * start: its wait status (-1: killed after 60 s), its log in text (at most
  * cap - 1 bytes, NUL-terminated). */
 int daemon_proc_refusal(const daemon_proc *d, const char *const *env, char *text, size_t cap);
+/* daemon_proc_refusal with the environment variable knob=value alone: true
+ * when the daemon exited with a non-zero status and its log (text) names
+ * knob='value'; the wait status in *ws either way. */
+bool daemon_proc_knob_refused(const daemon_proc *d, const char *knob, const char *value, int *ws, char *text,
+			      size_t cap);
 
 #endif

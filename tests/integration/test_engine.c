@@ -239,14 +239,22 @@ static bool ordered_try(uint64_t bdim)
 	return behind;
 }
 
+/* attempt(bdim) with blockers of 256^3, 512^3, 1024^3 until one is still
+ * running when the jobs it stands before are queued (it returns true once
+ * it has proved its point behind one); `what` names those jobs. */
+static void behind_a_blocker(bool (*attempt)(uint64_t bdim), const char *what)
+{
+	bool proved = false;
+	for (uint64_t bdim = 256; bdim <= 1024 && !proved; bdim *= 2)
+		proved = attempt(bdim);
+	if (!proved)
+		fail_msg("every blocker up to 1024^3 finished before %s queued", what);
+}
+
 static void test_dependent_jobs_in_one_batch_stay_ordered(void **state)
 {
 	(void)state;
-	bool proved = false;
-	for (uint64_t bdim = 256; bdim <= 1024 && !proved; bdim *= 2)
-		proved = ordered_try(bdim);
-	if (!proved)
-		fail_msg("every blocker up to 1024^3 finished before A, B, C were queued");
+	behind_a_blocker(ordered_try, "A, B, C were");
 }
 
 /* ---- a chain of full jobs inside one batch ------------------------------------- */
@@ -353,11 +361,7 @@ static bool chain_try(uint64_t bdim)
 static void test_chain_of_full_jobs_in_one_batch(void **state)
 {
 	(void)state;
-	bool proved = false;
-	for (uint64_t bdim = 256; bdim <= 1024 && !proved; bdim *= 2)
-		proved = chain_try(bdim);
-	if (!proved)
-		fail_msg("every blocker up to 1024^3 finished before the chain was queued");
+	behind_a_blocker(chain_try, "the chain was");
 }
 
 /* ---- fairness ---------------------------------------------------------------- */

@@ -572,12 +572,7 @@ static void test_two_in_flight_same_outputs(void **state)
 
 static void expect_stats(int d, bool streams)
 {
-	vkg_error err;
-	vkg_client *c = vkg_connect(g_d[d].sock, &err);
-	assert_non_null(c);
-	vkg_stats st;
-	assert_int_equal(vkg_stats_get(c, &st, &err), 0);
-	vkg_close(c);
+	const vkg_stats st = stats_of(d);
 	printf("%s: jobs_done %llu, devlocal_jobs %llu, stream_jobs %llu, stream_chunks %llu, "
 	       "stream_chunk_bytes %llu, stream_queues %llu\n", g_name[d],
 	       (unsigned long long)st.jobs_done, (unsigned long long)st.devlocal_jobs,
