@@ -55,20 +55,12 @@ python3 scripts/closing_table.py "$W/kernels/bench.jsonl" "$W/kernels/torch.json
 pack
 say "3. end to end, before/after (device_sums.sh)"
 SUMS_TEST=0 OUT="$W/sums" timeout 150 sh scripts/device_sums.sh "$BEFORE" "$AFTER" 2>&1 | tail -40 | tee -a "$S"
-d=$(mktemp -d)
-(. "$AFTER/env.sh" && exec timeout 60 "$AFTER/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" \
-	--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
-	--max-region-bytes-per-uid 17179869184 --log-level debug) 2>"$W/sums/steps_daemon.txt" &
-pid=$!
-i=0
-until (. "$AFTER/env.sh" && "$AFTER/bin/vkgrad" --socket "$d/s" ping) >/dev/null 2>&1; do
-	i=$((i + 1)); [ $i -gt 600 ] && break; sleep 0.1
-done
-(. "$AFTER/env.sh" && timeout 60 "$AFTER/bin/vkgrad" --socket "$d/s" bench --kernels --json \
-	--shapes 8192,4096,4096 --dtypes bf16 --variants auto --reps 3) >"$W/sums/steps_bench.jsonl" 2>&1
-kill -TERM $pid; wait $pid; rm -rf "$d"
-id=$(grep -E "stream job [0-9]+: .*steps; span" "$W/sums/steps_daemon.txt" | tail -1 | sed 's/.*stream job \([0-9]*\):.*/\1/')
-grep -E "stream job $id:" "$W/sums/steps_daemon.txt" | sed 's/^vkgradd: debug: //' | cut -c1-120 | tee -a "$S"
+D=$(mktemp -d) J="$W/sums/steps_bench.jsonl" LOG="$W/sums/steps_bench.err"
+. scripts/device_lib.sh
+BENCH_ARGS="--reps 3" NO_STATS=1 DAEMON_LOG="$W/sums/steps_daemon.txt" \
+	dev_run steps "$AFTER" bf16 8192,4096,4096 --log-level debug
+rm -rf "$D"
+dev_last_steps "$W/sums/steps_daemon.txt" | sed 's/^vkgradd: debug: //' | cut -c1-120 | tee -a "$S"
 pack
 say "4. tiny jobs, before/after alternated twice"
 for r in 1 2; do for b in "$BEFORE" "$AFTER"; do

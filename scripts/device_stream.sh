@@ -44,7 +44,6 @@ J="$O/stream.jsonl"
 : >"$O/stats.txt"
 T0=$(date +%s)
 say() { echo "=== $* (t+$(($(date +%s) - T0)) s)" | tee -a "$LOG"; }
-vk() { (. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" "$@") 2>>"$LOG"; }
 {
 	echo "host: $(uname -a)"
 	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
@@ -65,30 +64,14 @@ if [ -x "$B/bin/test_stream" ]; then
 	grep -E "cases|stream_queues|PASSED|FAILED|differs" "$O/test_stream.txt" | head -20
 fi
 
-d=$(mktemp -d)
-# run LABEL DTYPES DAEMON_ARGS...: a daemon with those arguments, the bench,
-# its stats
+D=$(mktemp -d)
+. "$(dirname "$0")/device_lib.sh"
+# run LABEL DTYPES DAEMON_ARGS...: a daemon with those arguments (and
+# RUN_ENV in its environment), the bench, its stats
 run() {
 	label=$1 dtypes=$2
 	shift 2
-	(. "$B/env.sh" && exec env ${RUN_ENV:-} timeout 150 "$B/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" \
-		--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
-		--max-region-bytes-per-uid 17179869184 "$@") 2>>"$LOG" &
-	pid=$!
-	i=0
-	until vk --socket "$d/s" ping >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -gt 600 ] && { say "daemon ($label) did not start"; kill $pid; return; }
-		sleep 0.1
-	done
-	say "$label: bench --kernels $SHAPE $dtypes (daemon $*)"
-	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\",\"env\":\"${RUN_ENV:-}\"}" >>"$J"
-	vk --socket "$d/s" bench --kernels --json --shapes "$SHAPE" --dtypes "$dtypes" \
-		--variants auto >>"$J"
-	echo "--- $label ($*)" >>"$O/stats.txt"
-	vk --socket "$d/s" stats >>"$O/stats.txt"
-	kill -TERM $pid
-	wait $pid
+	dev_run "$label" "$B" "$dtypes" "$SHAPE" "$@"
 }
 run off bf16,f16,f32 --stream-chunk-bytes off
 run auto bf16,f16,f32 --stream-chunk-bytes auto
@@ -97,12 +80,8 @@ run chunk_8MiB bf16 --stream-chunk-bytes 8388608
 run chunk_32MiB bf16 --stream-chunk-bytes 33554432
 # the same schedule on the compute queue alone: what the transfer queues buy
 RUN_ENV=VKGRAD_NO_TRANSFER_QUEUE=1 run compute_queue_only bf16,f32 --stream-chunk-bytes 16777216
-rm -rf "$d"
+rm -rf "$D"
 say "done"
 echo "--- end_to_end_us (the client's round trip) per run and dtype"
-awk '/"run"/{r=$0; sub(/.*"run":"/,"",r); sub(/".*/,"",r)}
-     /"end_to_end_us"/{dt=$0; sub(/.*"dtype":"/,"",dt); sub(/".*/,"",dt);
-		e=$0; sub(/.*"end_to_end_us":/,"",e); sub(/[,}].*/,"",e);
-		k=$0; sub(/.*"gpu_us":/,"",k); sub(/[,}].*/,"",k);
-		printf "%-12s %-5s end_to_end_us %s gpu_us %s\n", r, dt, e, k}' "$J"
+STAGES=1 dev_summary "$J"
 grep -E "stream_(chunk_bytes|jobs)|^---" "$O/stats.txt"

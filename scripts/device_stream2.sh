@@ -55,7 +55,6 @@ J="$O/stream.jsonl"
 : >"$O/stats.txt"
 T0=$(date +%s)
 say() { echo "=== $* (t+$(($(date +%s) - T0)) s)" | tee -a "$LOG"; }
-vk() { (. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" "$@") 2>>"$LOG"; }
 {
 	echo "host: $(uname -a)"
 	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
@@ -72,30 +71,14 @@ if [ -x "$B/bin/test_stream" ] && [ "${STREAM2_TEST:-1}" != 0 ]; then
 	grep -E "cases|dW steps|stream_queues|PASSED|FAILED|differs|timeline" "$O/test_stream.txt" | head -24
 fi
 
-d=$(mktemp -d)
+D=$(mktemp -d)
+. "$(dirname "$0")/device_lib.sh"
 # run LABEL DTYPES DAEMON_ARGS...: a daemon with those arguments (and
 # RUN_ENV in its environment), the bench, its stats
 run() {
 	label=$1 dtypes=$2
 	shift 2
-	(. "$B/env.sh" && exec env ${RUN_ENV:-} timeout 150 "$B/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" \
-		--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
-		--max-region-bytes-per-uid 17179869184 "$@") 2>>"$LOG" &
-	pid=$!
-	i=0
-	until vk --socket "$d/s" ping >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -gt 600 ] && { say "daemon ($label) did not start"; kill $pid; return; }
-		sleep 0.1
-	done
-	say "$label: bench --kernels $SHAPE $dtypes (daemon $*, env ${RUN_ENV:-})"
-	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\",\"env\":\"${RUN_ENV:-}\"}" >>"$J"
-	vk --socket "$d/s" bench --kernels --json --shapes "$SHAPE" --dtypes "$dtypes" \
-		--variants auto >>"$J"
-	echo "--- $label ($*, env ${RUN_ENV:-})" >>"$O/stats.txt"
-	vk --socket "$d/s" stats >>"$O/stats.txt"
-	kill -TERM $pid
-	wait $pid
+	dev_run "$label" "$B" "$dtypes" "$SHAPE" "$@"
 }
 run off bf16,f16,f32 --stream-chunk-bytes off
 RUN_ENV=VKGRAD_STREAM_SCHEDULE=1 run schedule1 bf16,f16,f32 --stream-chunk-bytes auto
@@ -104,19 +87,9 @@ RUN_ENV="VKGRAD_STREAM_SCHEDULE=2 VKGRAD_STREAM_TIMESTAMPS=0" run s2_untimed bf1
 RUN_ENV=VKGRAD_STREAM_SCHEDULE=2 run s2_chunk32 bf16,f32 --stream-chunk-bytes 33554432
 RUN_ENV=VKGRAD_STREAM_SCHEDULE=2 run s2_chunk8 bf16 --stream-chunk-bytes 8388608
 run s1_chunk32 bf16,f32 --stream-chunk-bytes 33554432
-rm -rf "$d"
+rm -rf "$D"
 say "done"
 echo "--- per run and dtype: end_to_end_us (the client's round trip), gpu_us (kernels' span), the timeline (µs)"
-awk '/"run"/{r=$0; sub(/.*"run":"/,"",r); sub(/".*/,"",r)}
-     /"end_to_end_us"/{dt=$0; sub(/.*"dtype":"/,"",dt); sub(/".*/,"",dt);
-		e=$0; sub(/.*"end_to_end_us":/,"",e); sub(/[,}].*/,"",e);
-		k=$0; sub(/.*"gpu_us":/,"",k); sub(/[,}].*/,"",k);
-		ok=$0; sub(/.*"ok":/,"",ok); sub(/[,}].*/,"",ok);
-		t=""; if ($0 ~ /"stream_us"/) { t=$0; sub(/.*"stream_us":\{/,"",t); sub(/\}.*/,"",t);
-			gsub(/"/,"",t); gsub(/_us:/,"=",t); gsub(/,/," ",t) }
-		s=""; if ($0 ~ /"stages_us"/) { s=$0; sub(/.*"stages_us":\{/,"",s); sub(/\}.*/,"",s);
-			gsub(/"/,"",s); gsub(/:/,"=",s); gsub(/,/," ",s) }
-		printf "%-10s %-5s e2e %8s gpu %8s ok %s %s\n", r, dt, e, k, ok, t;
-		if (s != "") printf "%-16s stages_us %s\n", "", s}' "$J"
+STAGES=1 dev_summary "$J"
 grep -E "stream_(chunk_bytes|jobs)|^---" "$O/stats.txt"
 grep -E "steps; span" "$LOG" | tail -3

@@ -45,30 +45,14 @@ if [ -x "$AFT/bin/test_stream" ] && [ "${SUMS_TEST:-1}" != 0 ]; then
 	grep -E "cases|dW steps|skipped|PASSED|FAILED|differs|over tol" "$O/test_stream.txt" | head -30
 fi
 
-d=$(mktemp -d)
+D=$(mktemp -d)
+. "$(dirname "$0")/device_lib.sh"
 # run LABEL BUNDLE DTYPES DAEMON_ARGS...: a daemon of BUNDLE with those
 # arguments (RUN_ENV in its environment), the bench, its stats
 run() {
 	label=$1 b=$2 dtypes=$3
 	shift 3
-	(. "$b/env.sh" && exec env ${RUN_ENV:-} timeout 150 "$b/bin/vkgradd" --socket "$d/s" --cache-dir "$d/c" \
-		--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
-		--max-region-bytes-per-uid 17179869184 "$@") 2>>"$LOG" &
-	pid=$!
-	i=0
-	until (. "$b/env.sh" && "$b/bin/vkgrad" --socket "$d/s" ping) >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -gt 600 ] && { say "daemon ($label) did not start"; kill $pid; return; }
-		sleep 0.1
-	done
-	say "$label: bench --kernels $SHAPE $dtypes (daemon $*, env ${RUN_ENV:-})"
-	echo "{\"run\":\"$label\",\"daemon_args\":\"$*\",\"env\":\"${RUN_ENV:-}\"}" >>"$J"
-	(. "$b/env.sh" && timeout 120 "$b/bin/vkgrad" --socket "$d/s" bench --kernels --json --shapes "$SHAPE" \
-		--dtypes "$dtypes" --variants auto) >>"$J" 2>>"$LOG"
-	echo "--- $label ($*, env ${RUN_ENV:-})" >>"$O/stats.txt"
-	(. "$b/env.sh" && "$b/bin/vkgrad" --socket "$d/s" stats) >>"$O/stats.txt" 2>&1
-	kill -TERM $pid
-	wait $pid
+	dev_run "$label" "$b" "$dtypes" "$SHAPE" "$@"
 }
 run before1 "$BEF" bf16,f16,f32
 run after1 "$AFT" bf16,f16,f32
@@ -79,15 +63,8 @@ run after_chunk32 "$AFT" bf16,f32 --stream-chunk-bytes 33554432
 run after_chunk8 "$AFT" bf16 --stream-chunk-bytes 8388608
 run after_chunk4 "$AFT" bf16 --stream-chunk-bytes 4194304
 run after_off "$AFT" bf16 --stream-chunk-bytes off
-rm -rf "$d"
+rm -rf "$D"
 say "done"
 echo "--- per run and dtype: end_to_end_us (the client's round trip), gpu_us (kernels' span), the timeline (µs)"
-awk '/"run"/{r=$0; sub(/.*"run":"/,"",r); sub(/".*/,"",r)}
-     /"end_to_end_us"/{dt=$0; sub(/.*"dtype":"/,"",dt); sub(/".*/,"",dt);
-		e=$0; sub(/.*"end_to_end_us":/,"",e); sub(/[,}].*/,"",e);
-		k=$0; sub(/.*"gpu_us":/,"",k); sub(/[,}].*/,"",k);
-		ok=$0; sub(/.*"ok":/,"",ok); sub(/[,}].*/,"",ok);
-		t=""; if ($0 ~ /"stream_us"/) { t=$0; sub(/.*"stream_us":\{/,"",t); sub(/\}.*/,"",t);
-			gsub(/"/,"",t); gsub(/_us:/,"=",t); gsub(/,/," ",t) }
-		printf "%-13s %-5s e2e %8s gpu %8s ok %s %s\n", r, dt, e, k, ok, t}' "$J"
+dev_summary "$J"
 grep -E "stream_(chunks|jobs|dw_blocks)|^---" "$O/stats.txt" | head -40

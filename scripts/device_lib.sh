@@ -1,0 +1,78 @@
+# scripts/device_lib.sh — sourced by the GPU-machine scripts (device_stream.sh,
+# device_stream2.sh, device_sums.sh, device_sums2.sh, device_final4.sh): one
+# daemon per measured configuration, its `bench --kernels` lines, their summary.
+#
+# The caller sets O (output folder), J (the JSON lines file), LOG (stderr of
+# the tools), D (a scratch folder: the daemon's socket D/s and cache D/c) and
+# has a say() that prints a progress line.
+
+# dev_daemon_start BUNDLE DAEMON_LOG [vkgradd args...]: a daemon of BUNDLE
+# (BUNDLE/bin/vkgradd, BUNDLE/env.sh) on D/s, regions raised to fit large
+# jobs, RUN_ENV in its environment, stderr appended to DAEMON_LOG; returns
+# once it answers a ping (dev_pid set), 1 when it did not within 60 s.
+dev_daemon_start() {
+	dev_b=$1 dev_dlog=$2
+	shift 2
+	(. "$dev_b/env.sh" && exec env ${RUN_ENV:-} timeout 150 "$dev_b/bin/vkgradd" --socket "$D/s" \
+		--cache-dir "$D/c" --max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
+		--max-region-bytes-per-uid 17179869184 "$@") 2>>"$dev_dlog" &
+	dev_pid=$!
+	dev_i=0
+	until (. "$dev_b/env.sh" && "$dev_b/bin/vkgrad" --socket "$D/s" ping) >/dev/null 2>&1; do
+		dev_i=$((dev_i + 1))
+		[ $dev_i -gt 600 ] && { kill $dev_pid; return 1; }
+		sleep 0.1
+	done
+}
+
+dev_daemon_stop() {
+	kill -TERM $dev_pid
+	wait $dev_pid
+}
+
+# dev_run LABEL BUNDLE DTYPES SHAPES [vkgradd args...]: a daemon
+# (dev_daemon_start; stderr to DAEMON_LOG, default LOG), a {"run": LABEL}
+# line then `vkgrad bench --kernels --json` (auto variants, BENCH_ARGS added)
+# into J, and, unless NO_STATS is set, `vkgrad stats` into O/stats.txt.
+dev_run() {
+	dev_label=$1 dev_rb=$2 dev_dtypes=$3 dev_shapes=$4
+	shift 4
+	if ! dev_daemon_start "$dev_rb" "${DAEMON_LOG:-$LOG}" "$@"; then
+		say "daemon ($dev_label) did not start"
+		return
+	fi
+	say "$dev_label: bench --kernels $dev_shapes $dev_dtypes (daemon $*, env ${RUN_ENV:-})"
+	echo "{\"run\":\"$dev_label\",\"daemon_args\":\"$*\",\"env\":\"${RUN_ENV:-}\"}" >>"$J"
+	(. "$dev_rb/env.sh" && timeout 120 "$dev_rb/bin/vkgrad" --socket "$D/s" bench --kernels --json \
+		--shapes "$dev_shapes" --dtypes "$dev_dtypes" --variants auto ${BENCH_ARGS:-}) >>"$J" 2>>"$LOG"
+	if [ -z "${NO_STATS:-}" ]; then
+		echo "--- $dev_label ($*, env ${RUN_ENV:-})" >>"$O/stats.txt"
+		(. "$dev_rb/env.sh" && "$dev_rb/bin/vkgrad" --socket "$D/s" stats) >>"$O/stats.txt" 2>&1
+	fi
+	dev_daemon_stop
+}
+
+# dev_summary FILE: per run, dtype and shape of FILE's bench lines:
+# end_to_end_us, gpu_us, ok, the stream timeline (stream_us); with
+# STAGES=1 also the traces' stages_us.
+dev_summary() {
+	awk -v stages="${STAGES:-0}" '/"run"/{r=$0; sub(/.*"run":"/,"",r); sub(/".*/,"",r)}
+     /"end_to_end_us"/{dt=$0; sub(/.*"dtype":"/,"",dt); sub(/".*/,"",dt);
+		sh=$0; sub(/.*"shape":\[/,"",sh); sub(/\].*/,"",sh);
+		e=$0; sub(/.*"end_to_end_us":/,"",e); sub(/[,}].*/,"",e);
+		k=$0; sub(/.*"gpu_us":/,"",k); sub(/[,}].*/,"",k);
+		ok=$0; sub(/.*"ok":/,"",ok); sub(/[,}].*/,"",ok);
+		t=""; if ($0 ~ /"stream_us"/) { t=$0; sub(/.*"stream_us":\{/,"",t); sub(/\}.*/,"",t);
+			gsub(/"/,"",t); gsub(/_us:/,"=",t); gsub(/,/," ",t) }
+		s=""; if (stages && $0 ~ /"stages_us"/) { s=$0; sub(/.*"stages_us":\{/,"",s); sub(/\}.*/,"",s);
+			gsub(/"/,"",s); gsub(/:/,"=",s); gsub(/,/," ",s) }
+		printf "%-13s %-5s %s e2e %8s gpu %8s ok %s %s\n", r, dt, sh, e, k, ok, t;
+		if (s != "") printf "%-16s stages_us %s\n", "", s}' "$1"
+}
+
+# dev_last_steps DAEMON_LOG: the step lines (debug level) of the last
+# streamed job in a daemon's log.
+dev_last_steps() {
+	dev_id=$(grep -E "stream job [0-9]+: .*steps; span" "$1" | tail -1 | sed 's/.*stream job \([0-9]*\):.*/\1/')
+	[ -n "$dev_id" ] && grep -E "stream job $dev_id:" "$1"
+}
