@@ -461,13 +461,9 @@ static int mma_inputs(pk_run *r, const peak_mma_geom *g, proto_dtype t, peak_buf
 	for (uint32_t i = 0; i < g->fa * g->fb; i++)
 		for (uint32_t e = 0; e < g->m * g->n; e++)
 			f[i * g->m * g->n + e] = (float)peak_mma_init(g, i, e / g->n, e % g->n);
-	rc = peak_buf_create(&r->v, ab, na * sizeof(*h), err, errlen);
+	rc = peak_buf_from(&r->v, ab, h, na * sizeof(*h), err, errlen);
 	if (rc == 0)
-		rc = peak_buf_create(&r->v, init, ni * sizeof(*f), err, errlen);
-	if (rc == 0)
-		rc = peak_buf_upload(&r->v, ab, h, na * sizeof(*h), err, errlen);
-	if (rc == 0)
-		rc = peak_buf_upload(&r->v, init, f, ni * sizeof(*f), err, errlen);
+		rc = peak_buf_from(&r->v, init, f, ni * sizeof(*f), err, errlen);
 out:
 	free(h);
 	free(f);
@@ -590,17 +586,11 @@ static int nv2_inputs(pk_run *r, const peak_nv2_geom *g, proto_dtype t, bool a_k
 				hb[(k * C + c) * g->n + n] = half_of(t, peak_nv2_b((uint32_t)k, (uint32_t)n));
 	for (size_t e = 0; e < ni; e++)
 		f[e] = (float)peak_nv2_init((uint32_t)(e / g->n), (uint32_t)(e % g->n));
-	rc = peak_buf_create(&r->v, a, na * sizeof(*ha), err, errlen);
+	rc = peak_buf_from(&r->v, a, ha, na * sizeof(*ha), err, errlen);
 	if (rc == 0)
-		rc = peak_buf_create(&r->v, b, nb * sizeof(*hb), err, errlen);
+		rc = peak_buf_from(&r->v, b, hb, nb * sizeof(*hb), err, errlen);
 	if (rc == 0)
-		rc = peak_buf_create(&r->v, init, ni * sizeof(*f), err, errlen);
-	if (rc == 0)
-		rc = peak_buf_upload(&r->v, a, ha, na * sizeof(*ha), err, errlen);
-	if (rc == 0)
-		rc = peak_buf_upload(&r->v, b, hb, nb * sizeof(*hb), err, errlen);
-	if (rc == 0)
-		rc = peak_buf_upload(&r->v, init, f, ni * sizeof(*f), err, errlen);
+		rc = peak_buf_from(&r->v, init, f, ni * sizeof(*f), err, errlen);
 out:
 	free(ha);
 	free(hb);

@@ -186,6 +186,13 @@ static void barrier(peak_vk *v, VkPipelineStageFlags src, VkAccessFlags sa, VkPi
 	vkCmdPipelineBarrier(v->cb, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
+int peak_buf_from(peak_vk *v, peak_buf *b, const void *p, size_t len, char *err, size_t errlen)
+{
+	if (peak_buf_create(v, b, len, err, errlen) != 0)
+		return -1;
+	return peak_buf_upload(v, b, p, len, err, errlen);
+}
+
 int peak_buf_upload(peak_vk *v, peak_buf *b, const void *p, size_t len, char *err, size_t errlen)
 {
 	if (len > v->stage_size || len > b->size) {

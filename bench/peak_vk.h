@@ -60,6 +60,8 @@ void peak_buf_destroy(peak_vk *v, peak_buf *b);
 int peak_buf_upload(peak_vk *v, peak_buf *b, const void *p, size_t len, char *err, size_t errlen);
 int peak_buf_download(peak_vk *v, peak_buf *b, VkDeviceSize off, void *p, size_t len, char *err,
 		      size_t errlen);
+/* peak_buf_create of len bytes, then peak_buf_upload of p into it. */
+int peak_buf_from(peak_vk *v, peak_buf *b, const void *p, size_t len, char *err, size_t errlen);
 
 /* A compute pipeline of registry entry e with `bindings` storage buffers and
  * push_bytes of push constants (checked against e's SPIR-V). 0, or -1. */
