@@ -125,7 +125,6 @@ static void nv2_collect(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
 		o->max_dim = cp.cooperativeMatrixFlexibleDimensionsMaxDimension;
 		o->wg_max = l->maxComputeWorkGroupInvocations < l->maxComputeWorkGroupSize[0]
 				    ? l->maxComputeWorkGroupInvocations : l->maxComputeWorkGroupSize[0];
-		o->shared_max = l->maxComputeSharedMemorySize;
 		for (uint32_t i = 0; i < n && o->n < NV2_FLEX_MAX; i++) {
 			const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *f = &fp[i];
 			if (f->AType != ty || f->BType != ty || f->CType != VK_COMPONENT_TYPE_FLOAT32_KHR ||

@@ -21,23 +21,19 @@ static const char *nv2_tile_fault(const nv2_tile *t)
 		return "UNROLL must be 1, 2, 4 or 8";
 	if (t->db_apart > 1)
 		return "DBAPART must be 0 or 1";
-	if (t->stage > 1)
-		return "STAGE must be 0 or 1";
-	if (t->stage && !t->unclamp)
-		return "STAGE 1 needs UNCLAMP 1 (it stages the unclamped k steps)";
 	return NULL;
 }
 
 int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	uint32_t v[8] = {0, 0, 0, 0, 0, 1, 0, 0};
+	uint32_t v[7] = {0, 0, 0, 0, 0, 1, 0};
 	char why[64];
 	const char *fault = NULL;
-	if (tilespec_numbers(s, v, 4, 8, why, sizeof(why)) == 0) {
+	if (tilespec_numbers(s, v, 4, 7, why, sizeof(why)) == 0) {
 		fault = why;
 	} else {
-		*t = (nv2_tile){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], 0};
+		*t = (nv2_tile){v[0], v[1], v[2], v[3], v[4], v[5], v[6], 0};
 		fault = nv2_tile_fault(t);
 	}
 	if (fault) {
@@ -47,16 +43,6 @@ int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
-}
-
-uint32_t nv2_tile_shared_bytes(const nv2_tile *t)
-{
-	if (!t->stage)
-		return 0;
-	/* A's tile (BM×BK, stored either way round: rows padded) and B's (BK×BN) */
-	const uint32_t a_kmajor = t->bk * (t->bm + 8), a_mmajor = t->bm * (t->bk + 8);
-	const uint32_t a = a_kmajor > a_mmajor ? a_kmajor : a_mmajor;
-	return 2u * 2u * (a + t->bk * (t->bn + 8));
 }
 
 void nv2_offer_text(const nv2_offer *o, char *out, size_t len)
@@ -118,8 +104,6 @@ int nv2_tile_fit(nv2_tile *t, const nv2_offer *o, const char *name, const char *
 		why = "its workgroup is larger than the device allows";
 	else if (e >= 0 && o->max_dim && dim > o->max_dim)
 		why = "BM, BN or BK is above the device's largest flexible dimension";
-	else if (e >= 0 && t->stage && nv2_tile_shared_bytes(t) > o->shared_max)
-		why = "STAGE's shared buffers are larger than the device's maxComputeSharedMemorySize";
 	if (why) {
 		char list[NV2_OFFER_TEXT];
 		nv2_offer_text(o, list, sizeof(list));
@@ -135,7 +119,7 @@ int nv2_tile_fit(nv2_tile *t, const nv2_offer *o, const char *name, const char *
 void nv2_spec_fill(nv2_spec *c, const nv2_tile *t, bool a_kmajor)
 {
 	const uint32_t v[NV2_SPECS] = {t->threads, t->bm,     t->bn,     t->bk,      a_kmajor ? 1u : 0u,
-				       t->dbn,     t->unclamp, t->unroll, t->db_apart, t->stage};
+				       t->dbn,     t->unclamp, t->unroll, t->db_apart};
 	for (uint32_t i = 0; i < NV2_SPECS; i++) {
 		c->v[i] = v[i];
 		c->map[i] = (VkSpecializationMapEntry){i, i * 4, 4};

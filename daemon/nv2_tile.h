@@ -4,7 +4,7 @@
  * vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV, and
  * turned into the pipeline's specialization constants.
  *
- * VKGRAD_NV2_TILE="BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART[xSTAGE]]]]": a BM×BN tile of C
+ * VKGRAD_NV2_TILE="BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]]": a BM×BN tile of C
  * per workgroup of THREADS invocations (0: the device's choice, 256 where it
  * lists that for granularities dividing the tile, else the most), k steps of BK; UNCLAMP 1: workgroups whose tile lies wholly
  * inside C read A and B through plain (unclamped) tensor layouts with
@@ -13,12 +13,9 @@
  * unclamped loop; DBAPART 1: db (dW's row sums) in workgroups of its own,
  * one column past C's tiles, instead of in C's first column of tiles
  * (whose workgroups then carry no row-sum accumulator: fewer registers for
- * all of them, as every workgroup is compiled for the fused case); STAGE
- * 1 (needs UNCLAMP 1): those workgroups' whole k steps go through two
- * shared buffers of A's and B's tiles, the next step read into registers
- * while the current one multiplies (nv2_tile_shared_bytes; UNROLL then
- * plays no part). Unset: NV2_TILE_DEFAULT. Beyond STAGE's buffers the
- * driver reserves what its workgroup-scope matrices need. */
+ * all of them, as every workgroup is compiled for the fused case). Unset:
+ * NV2_TILE_DEFAULT. The shader declares no shared memory of
+ * its own; the driver reserves what its workgroup-scope matrices need. */
 #ifndef VKG_DAEMON_NV2_TILE_H
 #define VKG_DAEMON_NV2_TILE_H
 
@@ -35,7 +32,7 @@
  * (128x128x32x256, clamped) 5,468, coopmat_khr 2,611 */
 #define NV2_TILE_DEFAULT "128x256x64x0x1x8x1"
 #define NV2_TILE_FORM                                                                          \
-	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART[xSTAGE]]]], e.g. 128x128x32x256 or 128x256x64x256x1x8x1x1 " \
+	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]], e.g. 128x128x32x256 or 128x256x64x256x1x8x1 " \
 	"(see daemon/nv2_tile.h)"
 /* the smallest k step it takes (variant_max_k's bound holds for any) */
 #define NV2_TILE_MIN_BK 16u
@@ -56,18 +53,12 @@ typedef struct nv2_offer {
 	uint32_t max_threads; /* cooperativeMatrixWorkgroupScopeMaxWorkgroupSize (0: not given) */
 	uint32_t max_dim;     /* cooperativeMatrixFlexibleDimensionsMaxDimension (0: not given) */
 	uint32_t wg_max;      /* maxComputeWorkGroupInvocations and maxComputeWorkGroupSize[0] */
-	uint32_t shared_max;  /* maxComputeSharedMemorySize (STAGE's buffers must fit) */
 } nv2_offer;
 
 typedef struct nv2_tile {
-	uint32_t bm, bn, bk, threads, unclamp, unroll, db_apart, stage;
+	uint32_t bm, bn, bk, threads, unclamp, unroll, db_apart;
 	uint32_t dbn; /* columns of the row-sum product (db): 16 rounded up to the N granularity */
 } nv2_tile;
-
-/* The shared memory STAGE's buffers take (0 without STAGE): two of A's
- * tile and two of B's, rows padded by 8 elements of 2 bytes, as the shader
- * declares them. */
-uint32_t nv2_tile_shared_bytes(const nv2_tile *t);
 
 /* What o lists, as text (for the log and for refusals). */
 #define NV2_OFFER_TEXT (40 + NV2_FLEX_MAX * 24 + 64)
@@ -86,9 +77,9 @@ int nv2_tile_parse(const char *s, nv2_tile *t, char *err, size_t errlen);
 int nv2_tile_fit(nv2_tile *t, const nv2_offer *o, const char *name, const char *value, const char *dtype,
 		 char *err, size_t errlen);
 
-/* linear_coopmat_nv2_gemm's specialization constants (constant_id 0..9:
- * THREADS, BM, BN, BK, A_KMAJOR, DBN, UNCLAMP, UNROLL, DB_APART, STAGE). */
-#define NV2_SPECS 10
+/* linear_coopmat_nv2_gemm's specialization constants (constant_id 0..8:
+ * THREADS, BM, BN, BK, A_KMAJOR, DBN, UNCLAMP, UNROLL, DB_APART). */
+#define NV2_SPECS 9
 typedef struct nv2_spec {
 	uint32_t v[NV2_SPECS];
 	VkSpecializationMapEntry map[NV2_SPECS];

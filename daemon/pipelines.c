@@ -191,10 +191,9 @@ static int nv2_choice(pipelines *p, const device *d, bool *nv2_ok, char *err, si
 		const nv2_tile *x = &p->nv2[dt];
 		log_msg(dflt ? LOG_LEVEL_INFO : LOG_LEVEL_WARN,
 			"%s: linear_coopmat_nv2_gemm (%s) with %ux%u tiles, k steps of %u, %u threads, "
-			"%s, %u k step(s) per trip%s; db through %u columns %s",
-			dflt ? "default tiling" : NV2_TILE_ENV, dn, x->bm, x->bn, x->bk, x->threads,
-			x->unclamp ? "unclamped loads inside C" : "clamped loads everywhere", x->unroll,
-			x->stage ? ", staged through shared memory" : "", x->dbn,
+			"%s, %u k step(s) per trip; db through %u columns %s", dflt ? "default tiling" : NV2_TILE_ENV,
+			dn, x->bm, x->bn, x->bk, x->threads,
+			x->unclamp ? "unclamped loads inside C" : "clamped loads everywhere", x->unroll, x->dbn,
 			x->db_apart ? "in workgroups of its own" : "by C's first column of tiles");
 	}
 	if (!dflt && !any)

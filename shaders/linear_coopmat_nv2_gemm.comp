@@ -6,15 +6,12 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #if defined(VKG_DTYPE_BF16)
 #extension GL_EXT_bfloat16 : require
 #define ETYPE bfloat16_t
-#define ETYPE2_OF_BITS(u) uintBitsToBFloat16EXT(unpack16(u))
 #else
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #define ETYPE float16_t
-#define ETYPE2_OF_BITS(u) uint16BitsToHalf(unpack16(u))
 #endif
 // @kernel kernel_name=linear_coopmat_nv2_gemm domain=linear_backward variant=coopmat_nv2 dtype=f16,bf16 status=experimental
 // @build needs_f16=coopmat_nv2 needs_bf16=coopmat_nv2,bfloat16 spirv_opt=off target=vulkan1.3
@@ -31,14 +28,6 @@
 // masked to multiples of 8 so the compiler may see the alignment), UNROLL
 // steps per trip, and only the last partial step through the clamped ones
 // (as llama.cpp's mul_mm_cm2.comp does); UNCLAMP 0 clamps every load.
-// STAGE 1 (with UNCLAMP): those whole k steps go through shared memory
-// instead: every invocation reads its share of the next step's A and B
-// tiles as 16-byte vectors into registers while the tensor cores multiply
-// the current step's tiles from one of two shared buffers, then writes them
-// to the other buffer; one barrier per step. A's tile is staged as stored
-// ([m][k] for dX, [k][m] for dW, read through the transposed view), rows
-// padded by 8 elements. The multiply-adds and their order are those of
-// the direct loads: the same bits.
 // f16 or bf16 operands, f32 accumulators, one conversion to the storage
 // type at the end (accumulate: the old C converted to f32 and added first).
 // A(m, k) = a[a_off + m·sam + k·sak] as in linear_tiled_gemm: A_KMAJOR = 1
@@ -63,29 +52,12 @@ layout(constant_id = 5) const uint DBN = 16;    // columns of the row-sum produc
 layout(constant_id = 6) const uint UNCLAMP = 0; // plain layouts inside C
 layout(constant_id = 7) const uint UNROLL = 1;  // k steps per trip of the unclamped loop
 layout(constant_id = 8) const uint DB_APART = 0; // db in workgroups of its own
-layout(constant_id = 9) const uint STAGE = 0;    // whole k steps inside C through shared memory
-
-// STAGE: the shared buffers (two of each; one element when STAGE is 0)
-const uint S_PAD = 8u;
-const uint SA_ROWS = A_KMAJOR != 0u ? BK : BM, SA_COLS = A_KMAJOR != 0u ? BM : BK;
-const uint SA_STRIDE = SA_COLS + S_PAD, SB_STRIDE = BN + S_PAD;
-const uint SA_SIZE = STAGE != 0u ? SA_ROWS * SA_STRIDE : 1u;
-const uint SB_SIZE = STAGE != 0u ? BK * SB_STRIDE : 1u;
-// 16-byte vectors of one step's tiles, and per invocation
-const uint SA_VECS = SA_ROWS * SA_COLS / 8u, SB_VECS = BK * BN / 8u;
-const uint SA_PER = STAGE != 0u ? (SA_VECS + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x : 1u;
-const uint SB_PER = STAGE != 0u ? (SB_VECS + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x : 1u;
-shared ETYPE sa[2u * SA_SIZE];
-shared ETYPE sb[2u * SB_SIZE];
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { ETYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { ETYPE b[]; };
 layout(std430, set = 0, binding = 2) buffer BufC { ETYPE c[]; };
 layout(std430, set = 0, binding = 3) buffer BufD { ETYPE d[]; };
 layout(std430, set = 0, binding = 4) buffer BufE { float e[]; }; // running sums (SUMS_IN/OUT)
-// A and B as 16-byte vectors (STAGE's loads; offsets and strides multiples of 8 there)
-layout(std430, set = 0, binding = 0) readonly buffer BufA4 { uvec4 a4[]; };
-layout(std430, set = 0, binding = 1) readonly buffer BufB4 { uvec4 b4[]; };
 
 // push constants, flags, bindings: shaders/iface/kernels.h
 layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
@@ -120,56 +92,6 @@ layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 			coopmat<ETYPE, gl_ScopeWorkgroup, BM, DBN, gl_MatrixUseAccumulator>(SUMS);    \
 		coopMatStoreTensorNV(out_d, d, pc.d_off, sliceTensorLayoutNV(ld, m0, BM, 0, DBN));    \
 	}
-
-// STAGE: the next step's tiles, read ahead into registers
-uvec4 pre_a[SA_PER];
-uvec4 pre_b[SB_PER];
-
-// Read the step's A tile (rows ar0.., columns ac0.. of A as stored, row
-// stride as) and B tile (rows k0.., columns n0.., stride N) into pre_a and
-// pre_b: element offsets a_off and b_off, everything a multiple of 8.
-void stage_read(uint a_off, uint ar0, uint ac0, uint as, uint b_off, uint k0, uint n0)
-{
-	const uint t = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x;
-	[[unroll]] for (uint i = 0u; i < SA_PER; i++) {
-		const uint v = t + i * nt, r = v / (SA_COLS / 8u), c = v % (SA_COLS / 8u);
-		if (v < SA_VECS)
-			pre_a[i] = a4[(a_off + (ar0 + r) * as + ac0) / 8u + c];
-	}
-	[[unroll]] for (uint i = 0u; i < SB_PER; i++) {
-		const uint v = t + i * nt, r = v / (BN / 8u), c = v % (BN / 8u);
-		if (v < SB_VECS)
-			pre_b[i] = b4[(b_off + (k0 + r) * pc.N + n0) / 8u + c];
-	}
-}
-
-// Write pre_a and pre_b into shared buffer `buf`.
-void stage_write(uint buf)
-{
-	const uint t = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x;
-	[[unroll]] for (uint i = 0u; i < SA_PER; i++) {
-		const uint v = t + i * nt, r = v / (SA_COLS / 8u), c = v % (SA_COLS / 8u);
-		if (v < SA_VECS) {
-			const uint at = buf * SA_SIZE + r * SA_STRIDE + c * 8u;
-			[[unroll]] for (uint j = 0u; j < 4u; j++) {
-				const uint w = pre_a[i][j];
-				sa[at + 2u * j] = ETYPE2_OF_BITS(w).x;
-				sa[at + 2u * j + 1u] = ETYPE2_OF_BITS(w).y;
-			}
-		}
-	}
-	[[unroll]] for (uint i = 0u; i < SB_PER; i++) {
-		const uint v = t + i * nt, r = v / (BN / 8u), c = v % (BN / 8u);
-		if (v < SB_VECS) {
-			const uint at = buf * SB_SIZE + r * SB_STRIDE + c * 8u;
-			[[unroll]] for (uint j = 0u; j < 4u; j++) {
-				const uint w = pre_b[i][j];
-				sb[at + 2u * j] = ETYPE2_OF_BITS(w).x;
-				sb[at + 2u * j + 1u] = ETYPE2_OF_BITS(w).y;
-			}
-		}
-	}
-}
 
 void main()
 {
@@ -248,42 +170,7 @@ void main()
 		ua = setTensorLayoutStrideNV(ua, a_stride & ~7u, 1);
 		ub = setTensorLayoutDimensionNV(ub, pc.K, pc.N);
 		ub = setTensorLayoutStrideNV(ub, pc.N & ~7u, 1);
-		if (STAGE != 0u && pc.K >= BK) {
-			// whole k steps through the shared buffers, one step read ahead
-			tensorLayoutNV<2> lsa = createTensorLayoutNV(2);
-			tensorLayoutNV<2> lsb = createTensorLayoutNV(2);
-			lsa = setTensorLayoutDimensionNV(lsa, SA_ROWS, SA_COLS);
-			lsa = setTensorLayoutStrideNV(lsa, SA_STRIDE, 1);
-			lsb = setTensorLayoutDimensionNV(lsb, BK, BN);
-			lsb = setTensorLayoutStrideNV(lsb, SB_STRIDE, 1);
-			const uint steps = pc.K / BK, as8 = a_stride & ~7u;
-			// A as stored: (k, m) for dW, (m, k) for dX
-			stage_read(a_off8, A_KMAJOR != 0u ? 0u : m0, A_KMAJOR != 0u ? m0 : 0u, as8, b_off8, 0u, n0);
-			stage_write(0u);
-			barrier();
-			for (uint s = 0u; s < steps; s++) {
-				const uint cur = s & 1u, kn = (s + 1u) * BK;
-				if (s + 1u < steps)
-					stage_read(a_off8, A_KMAJOR != 0u ? kn : m0, A_KMAJOR != 0u ? m0 : kn, as8,
-						   b_off8, kn, n0);
-				coopmat<ETYPE, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
-				coopmat<ETYPE, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
-				if (A_KMAJOR != 0u)
-					coopMatLoadTensorNV(ma, sa, cur * SA_SIZE,
-							    sliceTensorLayoutNV(lsa, 0, BK, 0, BM), transposed);
-				else
-					coopMatLoadTensorNV(ma, sa, cur * SA_SIZE, sliceTensorLayoutNV(lsa, 0, BM, 0, BK));
-				coopMatLoadTensorNV(mb, sb, cur * SB_SIZE, sliceTensorLayoutNV(lsb, 0, BK, 0, BN));
-				acc = coopMatMulAdd(ma, mb, acc);
-				if (want_d)
-					bias = coopMatMulAdd(ma, ones, bias);
-				if (s + 1u < steps)
-					stage_write(cur ^ 1u);
-				barrier();
-			}
-			k0 = steps * BK;
-		}
-		const uint k_trips = STAGE != 0u ? 0u : pc.K / (BK * UNROLL);
+		const uint k_trips = pc.K / (BK * UNROLL);
 		for (uint i = 0u; i < k_trips; i++) {
 			[[unroll]] for (uint u = 0u; u < UNROLL; u++) {
 				NV2_STEP(ua, ub, a_off8, b_off8)

@@ -30,7 +30,6 @@ static void expect_tile(const char *s, uint32_t bm, uint32_t bn, uint32_t bk, ui
 	assert_int_equal(t.unclamp, unclamp);
 	assert_int_equal(t.unroll, unroll);
 	assert_int_equal(t.db_apart, db_apart);
-	assert_int_equal(t.stage, 0);
 }
 
 static void test_parse_good(void **state)
@@ -44,33 +43,6 @@ static void test_parse_good(void **state)
 	expect_tile("64x64x128x0x1x4", 64, 64, 128, 0, 1, 4, 0);
 	expect_tile("128x256x64x256x1x8x1", 128, 256, 64, 256, 1, 8, 1);
 	expect_tile("128x128x32x0x0x1x1", 128, 128, 32, 0, 0, 1, 1);
-	/* STAGE: the eighth number */
-	nv2_tile t;
-	char err[512] = "";
-	assert_int_equal(nv2_tile_parse("128x256x64x0x1x8x1x1", &t, err, sizeof(err)), 0);
-	assert_int_equal(t.stage, 1);
-	assert_int_equal(t.db_apart, 1);
-	assert_int_equal(t.unroll, 8);
-	assert_int_equal(nv2_tile_parse("128x256x64x0x1x8x1x0", &t, err, sizeof(err)), 0);
-	assert_int_equal(t.stage, 0);
-}
-
-/* STAGE's shared buffers: two of A's tile and two of B's, rows padded by 8
- * elements of 2 bytes; A's tile counted the larger way round */
-static void test_shared_bytes(void **state)
-{
-	(void)state;
-	nv2_tile t;
-	char err[512];
-	assert_int_equal(nv2_tile_parse("128x256x64x0x1x8x1x1", &t, err, sizeof(err)), 0);
-	/* A: max(64·136, 128·72) = 9216, B: 64·264 = 16896 elements */
-	assert_int_equal(nv2_tile_shared_bytes(&t), 4 * (9216 + 16896));
-	assert_int_equal(nv2_tile_parse("256x128x32x0x1x4x0x1", &t, err, sizeof(err)), 0);
-	/* A: max(32·264, 256·40) = 10240, B: 32·136 = 4352 */
-	assert_int_equal(nv2_tile_shared_bytes(&t), 4 * (10240 + 4352));
-	assert_int_equal(nv2_tile_parse(NV2_TILE_DEFAULT, &t, err, sizeof(err)), 0);
-	t.stage = 0;
-	assert_int_equal(nv2_tile_shared_bytes(&t), 0);
 }
 
 static void expect_refused(const char *s, const char *fault)
@@ -82,7 +54,7 @@ static void expect_refused(const char *s, const char *fault)
 		fail_msg("'%s' accepted", s ? s : "(null)");
 	snprintf(want, sizeof(want), "VKGRAD_NV2_TILE='%s'", s ? s : "");
 	if (!strstr(err, want) || !strstr(err, fault) ||
-	    !strstr(err, "the accepted form is BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART[xSTAGE]]]]"))
+	    !strstr(err, "the accepted form is BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]]"))
 		fail_msg("'%s': wanted '%s' and '%s' in: %s", s ? s : "(null)", want, fault, err);
 	assert_int_equal(t.bm, 0); /* nothing half-filled */
 	assert_int_equal(t.unroll, 0);
@@ -95,7 +67,7 @@ static void test_parse_malformed(void **state)
 	expect_refused("", "not a list of numbers");
 	expect_refused("big", "not a list of numbers");
 	expect_refused("128x128x32", "fewer than 4 numbers");
-	expect_refused("128x128x32x256x1x2x1x0x1", "more than 8 numbers");
+	expect_refused("128x128x32x256x1x2x1x0", "more than 7 numbers");
 	expect_refused("128x128x32x256 ", "not a list of numbers");
 	expect_refused("128x128x32x256x", "not a list of numbers");
 	expect_refused("128x128x-32x256", "not a list of numbers");
@@ -119,8 +91,6 @@ static void test_parse_out_of_range(void **state)
 	expect_refused("128x128x32x256x1x0", "UNROLL must be");
 	expect_refused("128x128x32x256x1x16", "UNROLL must be");
 	expect_refused("128x128x32x256x1x2x2", "DBAPART must be 0 or 1");
-	expect_refused("128x128x32x256x1x2x0x2", "STAGE must be 0 or 1");
-	expect_refused("128x128x32x256x0x1x0x1", "STAGE 1 needs UNCLAMP 1");
 }
 
 /* a device that lists 16x16x16 at 128 and 256 invocations and 32x32x32 at
@@ -131,8 +101,7 @@ static nv2_offer offer(void)
 		       .n = 3,
 		       .max_threads = 0,
 		       .max_dim = 0,
-		       .wg_max = 1024,
-		       .shared_max = 49152};
+		       .wg_max = 1024};
 	return o;
 }
 
@@ -221,11 +190,6 @@ static void test_fit_limits(void **state)
 	assert_int_not_equal(fit("256x128x32x256", o, &t, err, sizeof(err)), 0);
 	assert_non_null(strstr(err, "16x16x16@128, 16x16x16@256, 32x32x32@512"));
 	assert_non_null(strstr(err, "workgroups up to 1024, dimensions up to 128"));
-	o = offer(); /* maxComputeSharedMemorySize 48 KiB: STAGE's buffers must fit */
-	expect_fit("128x128x32x0x1x1x0x1", o, 256, 16); /* 37,888 bytes */
-	expect_misfit("128x256x64x0x1x8x1x1", o, "STAGE's shared buffers are larger than the device's "
-						 "maxComputeSharedMemorySize");
-	expect_fit("128x256x64x0x1x8x1x0", o, 256, 16); /* no STAGE: no buffers */
 }
 
 /* The H200's list for f16 and for bf16 (driver 580.159.04, read on the
@@ -240,8 +204,7 @@ static void test_fit_h200(void **state)
 			     .n = 4,
 			     .max_threads = 256,
 			     .max_dim = 1024,
-			     .wg_max = 1024,
-			     .shared_max = 232448};
+			     .wg_max = 1024};
 	/* the default: 256 threads, db through 32 columns */
 	expect_fit(NV2_TILE_DEFAULT, o, 256, 32);
 	expect_fit("128x256x64x256x1x8", o, 256, 32); /* llama.cpp's large coopmat2 tile */
@@ -260,12 +223,10 @@ static void test_spec(void **state)
 	(void)state;
 	nv2_tile t;
 	char err[512];
-	nv2_offer big = offer();
-	big.shared_max = 232448;
-	assert_int_equal(fit("128x256x64x0x1x4x1x1", big, &t, err, sizeof(err)), 0);
+	assert_int_equal(fit("128x256x64x0x1x4x1", offer(), &t, err, sizeof(err)), 0);
 	nv2_spec c;
 	nv2_spec_fill(&c, &t, true);
-	const uint32_t want[NV2_SPECS] = {256, 128, 256, 64, 1, 16, 1, 4, 1, 1};
+	const uint32_t want[NV2_SPECS] = {256, 128, 256, 64, 1, 16, 1, 4, 1};
 	for (uint32_t i = 0; i < NV2_SPECS; i++) {
 		assert_int_equal(c.v[i], want[i]);
 		assert_int_equal(c.map[i].constantID, i);
@@ -285,7 +246,6 @@ int main(void)
 		cmocka_unit_test(test_parse_good),
 		cmocka_unit_test(test_parse_malformed),
 		cmocka_unit_test(test_parse_out_of_range),
-		cmocka_unit_test(test_shared_bytes),
 		cmocka_unit_test(test_fit_granularity_and_threads),
 		cmocka_unit_test(test_fit_limits),
 		cmocka_unit_test(test_fit_h200),
