@@ -35,7 +35,7 @@ static const struct {
 	[KERN_SPLITK] = GEMM_SUMS("linear_splitk_gemm", "splitk"),
 	[KERN_REDUCE] = {"linear_splitk_reduce", "splitk", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
 	[KERN_COOPMAT] = GEMM("linear_coopmat_gemm", "coopmat"),
-	[KERN_TILED128] = GEMM_SUMS("linear_tiled128_gemm", "tiled128"),
+	[KERN_TILED128] = GEMM("linear_tiled128_gemm", "tiled128"),
 	[KERN_CMK_DW] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
 	[KERN_CMK_DX] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
 	[KERN_CMK_DW_S] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),

@@ -764,10 +764,7 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 {
 	const proto_request *q = &j->req;
 	const int k = j->plan.param;
-	/* tiled128 resumes on its tunable f32 path alone (the fixed kernel
-	 * and the 16-bit ones keep no sums) */
-	const bool t128 = k == KERN_TILED128 && q->dtype == PROTO_F32 && rc->pl->t128.on;
-	if (!q->t[PROTO_T_DW].present || (k != KERN_TILED && k != KERN_NV2_DW && !t128))
+	if (!q->t[PROTO_T_DW].present || (k != KERN_TILED && k != KERN_NV2_DW))
 		return 0;
 	/* unchunked, a reduction past the loop bound runs in pieces that
 	 * accumulate in the output (dispatch_gemm): not what the sums give */
@@ -783,9 +780,6 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 		const nv2_tile *t = &rc->pl->nv2[q->dtype];
 		return (uint64_t)t->bk * (t->unclamp && t->unroll ? t->unroll : 1);
 	}
-	/* tiled128's tunable path walks k T_BK at a time in T_SPLIT phases */
-	if (t128)
-		return rc->pl->t128.bk;
 	return 1;
 }
 

@@ -31,8 +31,7 @@
  *
  * Resumed dW (the default where it applies, stream_place; VKGRAD_STREAM_SUMS=0
  * turns it off): where dW's kernel can resume a reduction from f32 running
- * sums (linear_tiled_gemm, linear_coopmat_nv2_gemm, linear_tiled128_gemm's
- * tunable f32 path: VKG_FLAG_SUMS_IN/OUT),
+ * sums (linear_tiled_gemm, linear_coopmat_nv2_gemm: VKG_FLAG_SUMS_IN/OUT),
  * X comes in chunk by chunk with dY and dW/db are computed chunk by chunk:
  *
  *   upload:   W (acc.: dW, db) | dY_0, X_0 (+dX_0) | ... | dY_n-1, X_n-1 (+dX_n-1)

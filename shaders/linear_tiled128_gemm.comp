@@ -52,7 +52,6 @@ layout(std430, set = 0, binding = 0) readonly buffer BufA { STYPE a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { STYPE b[]; };
 layout(std430, set = 0, binding = 2) buffer BufC { STYPE c[]; };
 layout(std430, set = 0, binding = 3) buffer BufD { STYPE d[]; };
-layout(std430, set = 0, binding = 4) buffer BufE { float e[]; }; // running sums (SUMS_IN/OUT: the f32 tuned path)
 // the same A and B four elements at a time (flag 8: every vector the loads
 // touch is aligned and wholly inside or outside its tensor)
 #if defined(VKG_DTYPE_F16) || defined(VKG_DTYPE_BF16)

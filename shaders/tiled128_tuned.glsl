@@ -20,11 +20,6 @@
 //    T_TX threads), for fewer distinct shared addresses per load;
 //  - T_PAD vec4 of padding per shared row (spreads dX's transposed stores);
 //  - vector stores of C where its row stride and offset allow.
-// SUMS_IN / SUMS_OUT (a reduction resumed across dispatches, kernels.h):
-// the accumulators and the bias start from / end in e (f32, C's M×N then
-// d's M, only what lies inside C) instead of zero / the epilogue; the
-// multiply-adds of each k are the same in the same order, so a reduction
-// cut at multiples of T_BK gives the unresumed bits.
 // The accumulators and the a / b fragments are plain variables, not arrays:
 // rI_J for row I (0 .. 15), column group J (0 .. 3), aG, bJ, each used under
 // a specialisation-constant test (T_TM > I, T_GN > J: constants once the
@@ -137,38 +132,6 @@ void t_store_c(uint m, uint n, vec4 v, bool acc, bool vc)
 		if (T_GN > 2u) t_store_c(m, n0 + (2u * T_TX + tx) * 4u, r##I##_2, acc, vc); \
 		if (T_GN > 3u) t_store_c(m, n0 + (3u * T_TX + tx) * 4u, r##I##_3, acc, vc); \
 	} }
-// Columns n..n+3 of row m of the running sums e (m < M): in, out.
-vec4 t_sums_in(uint m, uint n)
-{
-	vec4 v = vec4(0.0);
-	[[unroll]] for (uint c = 0u; c < 4u; c++)
-		if (n + c < pc.N)
-			v[c] = e[m * pc.N + n + c];
-	return v;
-}
-void t_sums_out(uint m, uint n, vec4 v)
-{
-	[[unroll]] for (uint c = 0u; c < 4u; c++)
-		if (n + c < pc.N)
-			e[m * pc.N + n + c] = v[c];
-}
-// Row I = 4·G + Q of the accumulators from e (SUMS_IN) and back (SUMS_OUT).
-#define T_SUMS_ROW(I, G, Q, OP) if (T_TM > uint(I)) { \
-	const uint m = m0 + (uint(G) * T_TY + ty) * 4u + uint(Q); \
-	if (m < pc.M) { \
-		OP(r##I##_0, m, n0 + tx * 4u); \
-		if (T_GN > 1u) OP(r##I##_1, m, n0 + (T_TX + tx) * 4u); \
-		if (T_GN > 2u) OP(r##I##_2, m, n0 + (2u * T_TX + tx) * 4u); \
-		if (T_GN > 3u) OP(r##I##_3, m, n0 + (3u * T_TX + tx) * 4u); \
-	} }
-#define T_SUMS_LOAD(R, M, N) R = t_sums_in(M, N)
-#define T_SUMS_SAVE(R, M, N) t_sums_out(M, N, R)
-#define T_SUMS_ROWS(OP) \
-	T_SUMS_ROW(0, 0, 0, OP) T_SUMS_ROW(1, 0, 1, OP) T_SUMS_ROW(2, 0, 2, OP) T_SUMS_ROW(3, 0, 3, OP) \
-	T_SUMS_ROW(4, 1, 0, OP) T_SUMS_ROW(5, 1, 1, OP) T_SUMS_ROW(6, 1, 2, OP) T_SUMS_ROW(7, 1, 3, OP) \
-	T_SUMS_ROW(8, 2, 0, OP) T_SUMS_ROW(9, 2, 1, OP) T_SUMS_ROW(10, 2, 2, OP) T_SUMS_ROW(11, 2, 3, OP) \
-	T_SUMS_ROW(12, 3, 0, OP) T_SUMS_ROW(13, 3, 1, OP) T_SUMS_ROW(14, 3, 2, OP) T_SUMS_ROW(15, 3, 3, OP)
-
 // Fragment G of A (rows 4·G .. 4·G + 3), J of B, at step k, where they exist.
 #define T_LOAD_A(G) if (T_GM > uint(G)) a##G = As[abase + k * T_AR + uint(G) * T_TY + ty];
 #define T_LOAD_B(J) if (T_GN > uint(J)) b##J = Bs[bbase + k * T_BR + uint(J) * T_TX + tx];
@@ -196,12 +159,6 @@ void tuned_main()
 	T_DECL_ROW(8) T_DECL_ROW(9) T_DECL_ROW(10) T_DECL_ROW(11)
 	T_DECL_ROW(12) T_DECL_ROW(13) T_DECL_ROW(14) T_DECL_ROW(15)
 	float bias = 0.0;
-	if ((pc.flags & VKG_FLAG_SUMS_IN) != 0u) { // resume where an earlier piece stopped
-		if (want_c)
-			T_SUMS_ROWS(T_SUMS_LOAD)
-		if (sum_d && m0 + tid < pc.M)
-			bias = e[pc.M * pc.N + m0 + tid];
-	}
 
 	// the first tile into buffer 0
 	[[unroll]] for (uint s = 0u; s < T_LA + T_LB; s++)
@@ -248,13 +205,6 @@ void tuned_main()
 		buf ^= 1u;
 	}
 
-	if ((pc.flags & VKG_FLAG_SUMS_OUT) != 0u) { // a later piece resumes from e, not C and d
-		if (want_c)
-			T_SUMS_ROWS(T_SUMS_SAVE)
-		if (sum_d && m0 + tid < pc.M)
-			e[pc.M * pc.N + m0 + tid] = bias;
-		return;
-	}
 	const bool vc = pc.N % 4u == 0u && pc.c_off % 4u == 0u;
 	if (want_c) {
 		T_STORE_ROW(0, 0, 0) T_STORE_ROW(1, 0, 1) T_STORE_ROW(2, 0, 2) T_STORE_ROW(3, 0, 3)

@@ -22,23 +22,21 @@
 static const struct {
 	const char *name;
 	uint32_t bindings, push_bytes;
-	uint32_t bindings16; /* the f16 and bf16 modules' where they use fewer (0: the same) */
 } want[] = {
-	{"linear_parameter_backward", VKG_BINDINGS_PARAM, sizeof(kiface_param), 0},
-	{"linear_input_backward", VKG_BINDINGS_INPUT, sizeof(kiface_input), 0},
-	{"linear_splitk_reduce", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce), 0},
-	{"linear_tiled_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm), 0},
-	{"linear_splitk_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm), 0},
-	/* (its running sums only on the tunable f32 path) */
-	{"linear_tiled128_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm), VKG_BINDINGS_GEMM},
-	{"linear_coopmat_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm), 0},
-	{"linear_coopmat_khr_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm), 0},
-	{"linear_coopmat_nv2_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm), 0},
-	{"linear_coopmat_khr_f32x3_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm), 0},
+	{"linear_parameter_backward", VKG_BINDINGS_PARAM, sizeof(kiface_param)},
+	{"linear_input_backward", VKG_BINDINGS_INPUT, sizeof(kiface_input)},
+	{"linear_splitk_reduce", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
+	{"linear_tiled_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
+	{"linear_splitk_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
+	{"linear_tiled128_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
+	{"linear_coopmat_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
+	{"linear_coopmat_khr_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
+	{"linear_coopmat_nv2_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
+	{"linear_coopmat_khr_f32x3_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	/* `vkgrad bench --peak` only (bench/peak_vk.c checks them the same way) */
-	{"bench_peak_fma", VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma), 0},
-	{"bench_peak_mma", VKG_BINDINGS_PEAK_MMA, sizeof(kiface_peak_mma), 0},
-	{"bench_peak_nv2", VKG_BINDINGS_PEAK_NV2, sizeof(kiface_peak_nv2), 0},
+	{"bench_peak_fma", VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma)},
+	{"bench_peak_mma", VKG_BINDINGS_PEAK_MMA, sizeof(kiface_peak_mma)},
+	{"bench_peak_nv2", VKG_BINDINGS_PEAK_NV2, sizeof(kiface_peak_nv2)},
 };
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
@@ -64,10 +62,9 @@ static void test_every_kernel_matches_its_interface(void **state)
 		if (spirv_iface_read(e->spirv, e->spirv_size / 4, &f, err, sizeof(err)) != 0)
 			fail_msg("%s (%s): %s", e->name, e->dtype, err);
 		/* every binding of the layout used, none beyond it */
-		const uint32_t nb = want[w].bindings16 && strcmp(e->dtype, "f32") != 0 ? want[w].bindings16
-										       : want[w].bindings;
-		if (f.binding_mask != (1u << nb) - 1)
-			fail_msg("%s (%s): bindings 0x%x, want %u", e->name, e->dtype, f.binding_mask, nb);
+		if (f.binding_mask != (1u << want[w].bindings) - 1)
+			fail_msg("%s (%s): bindings 0x%x, want %u", e->name, e->dtype, f.binding_mask,
+				 want[w].bindings);
 		if (f.push_bytes != want[w].push_bytes)
 			fail_msg("%s (%s): %u push-constant bytes, want %u", e->name, e->dtype,
 				 f.push_bytes, want[w].push_bytes);
