@@ -470,16 +470,22 @@ static uint64_t chunk_rows(const engine *e, const job *j)
 	return j->req.t[PROTO_T_DX].present ? base_rows(e, j) : j->req.batch;
 }
 
-/* Rows of dW per row block (schedule 2): about half a chunk's bytes, whole
+static uint64_t last_block_rows(const srec *r);
+
+/* Rows of dW per row block: schedule 2, about half a chunk's bytes, whole
  * workgroup rows of its kernel (tm), at most STREAM_MAX_DW_BLOCKS blocks;
- * all of them (one block) where dW is not asked for, or its kernel cannot
- * be cut (record_param_block_rows 0), or schedule 1. */
+ * schedule 1, a quarter of dW (last_block_rows: each block a wave or more
+ * of whole-batch workgroups, three of the four downloads beside kernels);
+ * all of them (one block) where dW is not asked for or its kernel cannot
+ * be cut (record_param_block_rows 0). */
 static uint64_t dw_block_rows(const srec *r)
 {
 	const proto_request *q = &r->j->req;
 	const uint64_t tm = record_param_block_rows(r->e->rec, r->j);
-	if (r->st->v1 || !q->t[PROTO_T_DW].present || tm == 0)
+	if (!q->t[PROTO_T_DW].present || tm == 0)
 		return q->out;
+	if (r->st->v1)
+		return last_block_rows(r);
 	uint64_t rows = r->e->stream_chunk / 2 / (q->in * r->es);
 	const uint64_t least = (q->out + STREAM_MAX_DW_BLOCKS - 1) / STREAM_MAX_DW_BLOCKS;
 	if (rows < least)
