@@ -474,8 +474,9 @@ static uint64_t last_block_rows(const srec *r);
 
 /* Rows of dW per row block: schedule 2, about half a chunk's bytes, whole
  * workgroup rows of its kernel (tm), at most STREAM_MAX_DW_BLOCKS blocks;
- * schedule 1, a quarter of dW (last_block_rows: each block a wave or more
- * of whole-batch workgroups, three of the four downloads beside kernels);
+ * schedule 1, f32: a quarter of dW (last_block_rows: each block a wave or
+ * more of whole-batch workgroups, three of the four downloads beside
+ * kernels), 16-bit: all of it;
  * all of them (one block) where dW is not asked for or its kernel cannot
  * be cut (record_param_block_rows 0). */
 static uint64_t dw_block_rows(const srec *r)
@@ -484,8 +485,13 @@ static uint64_t dw_block_rows(const srec *r)
 	const uint64_t tm = record_param_block_rows(r->e->rec, r->j);
 	if (!q->t[PROTO_T_DW].present || tm == 0)
 		return q->out;
+	/* schedule 1: quarters for f32 alone (its 64 MiB of 8192x4096x4096 went
+	 * back in 1.3 ms after the last kernel; the quarters gave 18,688 /
+	 * 18,888 µs end to end against 19,331 / 19,234; bf16 on coopmat_nv2,
+	 * resumed dW off, took 6,892 in quarters against 6,563 in one step:
+	 * measurements/h200-2026-12-03-s5) */
 	if (r->st->v1)
-		return last_block_rows(r);
+		return r->es == 4 ? last_block_rows(r) : q->out;
 	uint64_t rows = r->e->stream_chunk / 2 / (q->in * r->es);
 	const uint64_t least = (q->out + STREAM_MAX_DW_BLOCKS - 1) / STREAM_MAX_DW_BLOCKS;
 	if (rows < least)

@@ -20,15 +20,17 @@
  * for split-K and the narrow kernel), each block going back while the next
  * computes, so what follows the last kernel is one block's download, not
  * all of dW's. That is schedule 2 (VKGRAD_STREAM_SCHEDULE=2). The default
- * is schedule 1: equal chunks, dW after all of X in four row blocks of a
- * quarter of dW each (whole-batch workgroups: a wave or more each), each
- * going back while the next computes: on the H200 it was the faster
+ * is schedule 1: equal chunks, dW after all of X (f32: in four row blocks
+ * of a quarter of dW each, whole-batch workgroups, a wave or more each,
+ * each going back while the next computes; 16-bit: in one step, then all
+ * of it back; stream.c dw_block_rows): on the H200 it was the faster
  * (8192x4096x4096 end to end, same run: bf16 6,757 µs against 7,039, f32
  * 19,242 against 21,068, both with dW in one step; schedule 2's dW row
  * blocks are too few workgroups each to fill the GPU: measurements/
- * h200-2026-12-03/closing3). The quarters replaced schedule 1's single dW
- * step (its whole download after the last kernel: 1.3 ms for f32's 64 MiB,
- * measurements/h200-2026-12-03-s5/f32sums). Upload and download are the
+ * h200-2026-12-03/closing3). f32's quarters replaced its single dW step
+ * (its whole download after the last kernel: 1.3 ms of 64 MiB,
+ * measurements/h200-2026-12-03-s5/f32sums); 16-bit dW on coopmat_nv2 was
+ * slower in quarters (6,892 µs against 6,563, resumed dW off). Upload and download are the
  * device's transfer-only queues (device.h xfer_up, xfer_down) where it has
  * them, else the compute queue (the same schedule, nothing overlapped: what
  * CI runs on lavapipe).
