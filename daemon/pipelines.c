@@ -42,6 +42,8 @@ static const struct {
 	[KERN_CMK_DX_S] = GEMM("linear_coopmat_khr_gemm", "coopmat_khr"),
 	[KERN_NV2_DW] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
 	[KERN_NV2_DX] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
+	[KERN_NV2_DW_S] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
+	[KERN_NV2_DX_S] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -160,6 +162,7 @@ static int t128_choice(pipelines *p, const device *d, char *err, size_t errlen)
  * one the device cannot run for a dtype it otherwise serves, stops the
  * daemon: -1 with err. Where the default does not fit, that dtype is not
  * served (nv2_ok false, p->nv2_why says why). */
+static void nv2_small_choice(pipelines *p, const device *d, int dt);
 static int nv2_choice(pipelines *p, const device *d, bool *nv2_ok, char *err, size_t errlen)
 {
 	const char *v = getenv(NV2_TILE_ENV);
@@ -195,11 +198,31 @@ static int nv2_choice(pipelines *p, const device *d, bool *nv2_ok, char *err, si
 			dn, x->bm, x->bn, x->bk, x->threads,
 			x->unclamp ? "unclamped loads inside C" : "clamped loads everywhere", x->unroll, x->dbn,
 			x->db_apart ? "in workgroups of its own" : "by C's first column of tiles");
+		nv2_small_choice(p, d, dt);
 	}
 	if (!dflt && !any)
 		log_warn("%s='%.40s': this device serves linear_coopmat_nv2_gemm for no dtype; ignored",
 			 NV2_TILE_ENV, v);
 	return 0;
+}
+
+/* The small layers' tiling for dtype dt (NV2_TILE_SMALL_DEFAULT) where
+ * it fits the device (p->nv2_small_ok[dt]); where it does not, small
+ * layers keep coopmat_khr (variant_nv2_small). */
+static void nv2_small_choice(pipelines *p, const device *d, int dt)
+{
+	char why[640];
+	const char *dn = proto_dtype_name((proto_dtype)dt);
+	p->nv2_small_ok[dt] = nv2_tile_parse(NV2_TILE_SMALL_DEFAULT, &p->nv2_small[dt], why, sizeof(why)) == 0 &&
+			      nv2_tile_fit(&p->nv2_small[dt], &d->cmk.nv2[dt], "the small layers' tiling",
+					   NV2_TILE_SMALL_DEFAULT, dn, why, sizeof(why)) == 0;
+	if (!p->nv2_small_ok[dt]) {
+		log_info("linear_coopmat_nv2_gemm (%s) small layers' tiling not served: %s", dn, why);
+		return;
+	}
+	const nv2_tile *x = &p->nv2_small[dt];
+	log_info("small layers' tiling: linear_coopmat_nv2_gemm (%s) with %ux%u tiles, k steps of %u, %u threads",
+		 dn, x->bm, x->bn, x->bk, x->threads);
 }
 
 /* Specialization constants of linear_coopmat_khr_gemm (its constant_id 0..10). */
@@ -237,10 +260,12 @@ static const char *kern_variant(int k, int t)
  * linear_coopmat_khr_gemm which of its four. */
 static const char *kern_label(int k)
 {
-	static const char *const cmk[6] = {"linear_coopmat_khr_gemm (dW)", "linear_coopmat_khr_gemm (dX)",
+	static const char *const cmk[8] = {"linear_coopmat_khr_gemm (dW)", "linear_coopmat_khr_gemm (dX)",
 					   "linear_coopmat_khr_gemm (dW, small)",
 					   "linear_coopmat_khr_gemm (dX, small)",
-					   "linear_coopmat_nv2_gemm (dW)", "linear_coopmat_nv2_gemm (dX)"};
+					   "linear_coopmat_nv2_gemm (dW)", "linear_coopmat_nv2_gemm (dX)",
+					   "linear_coopmat_nv2_gemm (dW, small)",
+					   "linear_coopmat_nv2_gemm (dX, small)"};
 	return pipelines_is_cmk(k) || pipelines_is_nv2(k) ? cmk[k - KERN_CMK_DW] : kern_desc[k].name;
 }
 
@@ -507,13 +532,15 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]))
 				continue;
+			if (k >= KERN_NV2_DW_S && !p->nv2_small_ok[t])
+				continue;
 			/* f32 (coopmat_khr_f32x3): the large tiling only */
 			if (pipelines_is_cmk(k) && t == PROTO_F32 && pipelines_cmk_tiling(k) != 0)
 				continue;
 			build_job *bj = &jobs[k * PROTO_DTYPE_COUNT + t];
 			if (pipelines_is_nv2(k)) {
 				nv2_spec *ns = &nv2s[(k - KERN_NV2_DW) * PROTO_DTYPE_COUNT + t];
-				nv2_spec_fill(ns, &p->nv2[t], k == KERN_NV2_DW);
+				nv2_spec_fill(ns, pipelines_nv2_tile(p, k, (proto_dtype)t), pipelines_nv2_dw(k));
 				bj->spec = &ns->info;
 			}
 			if (k == KERN_TILED128 && t == PROTO_F32 && p->t128.on) {
@@ -620,7 +647,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 				 proto_dtype_name((proto_dtype)t), p->nv2_why[t]);
 	}
 	t128_spec t128s;
-	nv2_spec nv2s[2 * PROTO_DTYPE_COUNT];
+	nv2_spec nv2s[4 * PROTO_DTYPE_COUNT];
 	int rc = t128_choice(p, d, err, errlen);
 	if (rc == 0)
 		rc = nv2_choice(p, d, nv2_ok, err, errlen);
@@ -645,9 +672,11 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 			log_warn("linear_coopmat_nv2_gemm (%s): creating its pipeline failed (VkResult %d); not served",
 				 proto_dtype_name((proto_dtype)t), jobs[i].result);
 			*jobs[i].out = VK_NULL_HANDLE;
-			if (i / PROTO_DTYPE_COUNT == KERN_NV2_DX && p->pipe[KERN_NV2_DW][t]) {
-				vkDestroyPipeline(d->dev, p->pipe[KERN_NV2_DW][t], NULL);
-				p->pipe[KERN_NV2_DW][t] = VK_NULL_HANDLE;
+			/* dW and dX of a tiling go together (dW's job comes first) */
+			const int k = i / PROTO_DTYPE_COUNT, dwk = k - 1;
+			if (!pipelines_nv2_dw(k) && p->pipe[dwk][t]) {
+				vkDestroyPipeline(d->dev, p->pipe[dwk][t], NULL);
+				p->pipe[dwk][t] = VK_NULL_HANDLE;
 			}
 			continue;
 		}

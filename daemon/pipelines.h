@@ -22,13 +22,21 @@
  * the tiling for large layers and the one for small ones (_S); and
  * linear_coopmat_nv2_gemm (coopmat_nv2: f16 and bf16 on
  * VK_NV_cooperative_matrix2's workgroup-scope matrices, where device.cmk
- * says so), for dW and for dX. Their interfaces: shaders/iface/kernels.h. */
+ * says so), for dW and for dX, each with the tiling for large layers
+ * (VKGRAD_NV2_TILE or NV2_TILE_DEFAULT) and the one for small ones (_S:
+ * NV2_TILE_SMALL_DEFAULT). Their interfaces: shaders/iface/kernels.h. */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
-       KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_COUNT };
+       KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_NV2_DW_S,
+       KERN_NV2_DX_S, KERN_COUNT };
 
+/* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
 static inline bool pipelines_is_nv2(int k)
 {
-	return k == KERN_NV2_DW || k == KERN_NV2_DX;
+	return k >= KERN_NV2_DW && k <= KERN_NV2_DX_S;
+}
+static inline bool pipelines_nv2_dw(int k)
+{
+	return k == KERN_NV2_DW || k == KERN_NV2_DW_S;
 }
 
 /* Is k one of linear_coopmat_khr_gemm's pipelines; which tiling (0 large,
@@ -69,7 +77,9 @@ typedef struct pipelines {
 	uint32_t cmk_bm[2], cmk_bn[2];    /* their C tile (bm × bn) per workgroup */
 	uint64_t cmk_small_below;         /* a GEMM with fewer large tiles takes the small tiling */
 	t128_tile t128; /* KERN_TILED128 for f32: VKGRAD_T128_TILE's tiling, or off (the fixed kernel) */
-	nv2_tile nv2[PROTO_DTYPE_COUNT]; /* KERN_NV2_* per dtype: VKGRAD_NV2_TILE's tiling, or the default */
+	nv2_tile nv2[PROTO_DTYPE_COUNT]; /* KERN_NV2_DW/DX per dtype: VKGRAD_NV2_TILE's tiling, or the default */
+	nv2_tile nv2_small[PROTO_DTYPE_COUNT]; /* KERN_NV2_*_S per dtype: NV2_TILE_SMALL_DEFAULT */
+	bool nv2_small_ok[PROTO_DTYPE_COUNT];  /* ... where it fits the device */
 	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
 	char nv2_why[PROTO_DTYPE_COUNT][256]; /* no KERN_NV2_* pipeline for a dtype: why */
 	unsigned built;       /* pipelines created */
@@ -88,6 +98,12 @@ static inline pipelines_cmk_tile pipelines_cmk_tile_for(const pipelines *p, int 
 	if (t == PROTO_F32)
 		x.bk = PIPELINES_F32X3_BK, x.depth = 1;
 	return x;
+}
+
+/* The tiling nv2 pipeline k (one of KERN_NV2_*) runs with for dtype t. */
+static inline const nv2_tile *pipelines_nv2_tile(const pipelines *p, int k, proto_dtype t)
+{
+	return k >= KERN_NV2_DW_S ? &p->nv2_small[t] : &p->nv2[t];
 }
 
 /* KERN_TILED128's C tile (rows, columns) and k step for dtype t. */

@@ -108,6 +108,9 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 							   ? VARIANT_HAS_NV2 : 0u));
 	if (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t])
 		variant_nv2_large(&j->plan, &j->req, p->pl->nv2[t].bm, p->pl->nv2[t].bn, VARIANT_NV2_MIN_TILES);
+	if (p->pl->pipe[KERN_NV2_DW_S][t] && p->pl->pipe[KERN_NV2_DX_S][t])
+		variant_nv2_small(&j->plan, &j->req, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
+				  VARIANT_NV2_SMALL_MIN_TILES);
 	variant_cmk_tiling(&j->plan, &j->req, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */

@@ -352,7 +352,7 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 	if (k == KERN_TILED128 && dt == PROTO_F32 && rc->pl->t128.on)
 		return (uint64_t)rc->pl->t128.bk * VARIANT_MAX_LOOP_TRIPS;
 	if (pipelines_is_nv2(k))
-		return (uint64_t)rc->pl->nv2[dt].bk * VARIANT_MAX_LOOP_TRIPS;
+		return (uint64_t)pipelines_nv2_tile(rc->pl, k, dt)->bk * VARIANT_MAX_LOOP_TRIPS;
 	return variant_max_k(k, dt);
 }
 
@@ -387,8 +387,8 @@ static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, u
 	*tm = *tn = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
 	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
 		*tm = pipelines_t128_bm(rc->pl, dt), *tn = pipelines_t128_bn(rc->pl, dt);
-	if (pipelines_is_nv2(k)) /* VKGRAD_NV2_TILE's */
-		*tm = rc->pl->nv2[dt].bm, *tn = rc->pl->nv2[dt].bn;
+	if (pipelines_is_nv2(k)) /* VKGRAD_NV2_TILE's, or the small layers' */
+		*tm = pipelines_nv2_tile(rc->pl, k, dt)->bm, *tn = pipelines_nv2_tile(rc->pl, k, dt)->bn;
 	if (pipelines_is_cmk(k))
 		*tm = rc->pl->cmk_bm[pipelines_cmk_tiling(k)], *tn = rc->pl->cmk_bn[pipelines_cmk_tiling(k)];
 }
@@ -446,7 +446,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	/* coopmat_nv2 with DBAPART: db by a column of workgroups past C's tiles */
 	uint64_t db_col = 0;
 	if (pipelines_is_nv2(k)) {
-		const nv2_tile *t = &r->rc->pl->nv2[q->dtype];
+		const nv2_tile *t = pipelines_nv2_tile(r->rc->pl, k, q->dtype);
 		db_col = t->db_apart && !for_dx && q->t[PROTO_T_DW].present && q->t[PROTO_T_DB].present;
 	}
 	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn + db_col, (m + tm - 1) / tm, tm * tn);
@@ -764,7 +764,7 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 {
 	const proto_request *q = &j->req;
 	const int k = j->plan.param;
-	if (!q->t[PROTO_T_DW].present || (k != KERN_TILED && k != KERN_NV2_DW))
+	if (!q->t[PROTO_T_DW].present || (k != KERN_TILED && k != KERN_NV2_DW && k != KERN_NV2_DW_S))
 		return 0;
 	/* unchunked, a reduction past the loop bound runs in pieces that
 	 * accumulate in the output (dispatch_gemm): not what the sums give */
@@ -776,8 +776,8 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 	 * run each k step at the same place in the same loop as unchunked (not
 	 * only the same BK steps: the driver may split a step differently in
 	 * another loop) */
-	if (k == KERN_NV2_DW) {
-		const nv2_tile *t = &rc->pl->nv2[q->dtype];
+	if (k == KERN_NV2_DW || k == KERN_NV2_DW_S) {
+		const nv2_tile *t = pipelines_nv2_tile(rc->pl, k, q->dtype);
 		return (uint64_t)t->bk * (t->unclamp && t->unroll ? t->unroll : 1);
 	}
 	return 1;

@@ -90,7 +90,9 @@ uint64_t variant_max_k(int kern, proto_dtype dt)
 	case KERN_TILED128: per = dt == PROTO_F32 ? 16 : 8; break;
 	case KERN_COOPMAT: per = 32; break;
 	case KERN_NV2_DW:
-	case KERN_NV2_DX: per = NV2_TILE_MIN_BK; break; /* its tiling's BK is at least this */
+	case KERN_NV2_DX:
+	case KERN_NV2_DW_S:
+	case KERN_NV2_DX_S: per = NV2_TILE_MIN_BK; break; /* its tiling's BK is at least this */
 	case KERN_CMK_DW:
 	case KERN_CMK_DX:
 	case KERN_CMK_DW_S:
@@ -209,6 +211,17 @@ void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uin
 		p->param = KERN_NV2_DW;
 	if (p->input == KERN_CMK_DX && q->out <= kmax && ceil_div(q->batch, bm) * ceil_div(q->in, bn) >= min_tiles)
 		p->input = KERN_NV2_DX;
+}
+
+void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
+{
+	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 || !bm || !bn)
+		return;
+	const uint64_t kmax = variant_max_k(KERN_NV2_DW_S, q->dtype);
+	if (p->param == KERN_CMK_DW && q->batch <= kmax && ceil_div(q->out, bm) * ceil_div(q->in, bn) >= min_tiles)
+		p->param = KERN_NV2_DW_S;
+	if (p->input == KERN_CMK_DX && q->out <= kmax && ceil_div(q->batch, bm) * ceil_div(q->in, bn) >= min_tiles)
+		p->input = KERN_NV2_DX_S;
 }
 
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,

@@ -32,7 +32,9 @@
  *
  * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2): `auto` takes it,
  * where the device has it, for a GEMM of at least VARIANT_NV2_MIN_TILES of
- * its tiles (variant_nv2_large()); smaller GEMMs keep coopmat_khr. On the
+ * its tiles (variant_nv2_large()), then with its small layers' tiling for
+ * one of at least VARIANT_NV2_SMALL_MIN_TILES of those tiles
+ * (variant_nv2_small()); smaller GEMMs keep coopmat_khr. On the
  * H200 with its default tiling (nv2_tile.h), 8192x4096x4096 bf16 ran 2,014
  * µs against coopmat_khr's 2,611, 2048x1024x1024 68 against 61
  * (measurements/h200-2026-12-03/nv2-sweep). Between the two coopmat_khr
@@ -148,6 +150,14 @@ variant_plan variant_choose(const proto_request *q, unsigned caps);
  * dispatch. bm = 0: the device has none. */
 #define VARIANT_NV2_MIN_TILES 256 /* about two waves: one 256-thread workgroup per SM, 132 SMs */
 void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
+
+/* Then, for each GEMM still on coopmat_khr: coopmat_nv2 with the small
+ * layers' tiling (tiles of bm × bn: NV2_TILE_SMALL_DEFAULT; bm = 0: the
+ * device has none) where that gives at least min_tiles tiles. On the H200,
+ * 2048x1024x1024 (dW 64 tiles of 128x128, dX 128) ran 47 µs with it
+ * against coopmat_khr's 61-62 (f16 and bf16, nv2_tile.h). */
+#define VARIANT_NV2_SMALL_MIN_TILES 64
+void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
 
 /* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
 /* linear_coopmat_khr_gemm's tiling for q's GEMMs (dW: m = out, n = in; dX:

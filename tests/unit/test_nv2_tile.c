@@ -37,6 +37,7 @@ static void test_parse_good(void **state)
 	(void)state;
 	expect_tile("128x128x32x256", 128, 128, 32, 256, 0, 1, 0);
 	expect_tile(NV2_TILE_DEFAULT, 128, 256, 64, 0, 1, 8, 1);
+	expect_tile(NV2_TILE_SMALL_DEFAULT, 128, 128, 64, 0, 1, 8, 0);
 	expect_tile("128x256x64x256x1", 128, 256, 64, 256, 1, 1, 0);
 	expect_tile("256x128x32x512x1x8", 256, 128, 32, 512, 1, 8, 0);
 	expect_tile("16x16x16x32x0x2", 16, 16, 16, 32, 0, 2, 0);
@@ -207,6 +208,7 @@ static void test_fit_h200(void **state)
 			     .wg_max = 1024};
 	/* the default: 256 threads, db through 32 columns */
 	expect_fit(NV2_TILE_DEFAULT, o, 256, 32);
+	expect_fit(NV2_TILE_SMALL_DEFAULT, o, 256, 32); /* the small layers' */
 	expect_fit("128x256x64x256x1x8", o, 256, 32); /* llama.cpp's large coopmat2 tile */
 	expect_fit("128x128x32x128x1x4", o, 128, 16);
 	expect_fit("64x64x64x128x1x8", o, 128, 16);
