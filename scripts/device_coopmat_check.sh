@@ -9,7 +9,7 @@
 # reference (`vkgrad run --check`: f16 2e-3, bf16 1e-2, normwise).
 #   scripts/device_coopmat_check.sh BIN_DIR [VARIANT [DTYPES]]
 # DTYPES: space-separated, default "f16 bf16" ("f32" for coopmat_khr_f32x3,
-# checked at f32's 1e-4).
+# checked at f32's 1e-4). COOPMAT_CHECK_SHAPES: other BxIxO shapes.
 # Prints one line per failure and a summary; exits 1 on any failure, 2 when
 # the daemon does not serve VARIANT for a dtype (hello lacks the kernel).
 set -u
@@ -25,10 +25,10 @@ until "$bin/vkgrad" --socket "$sock" ping >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 600 ] && { cat "$dir/daemon.log"; exit 1; }; sleep 0.1
 done
 # B x I x O: dW is (O x I) over K = B, dX is (B x I) over K = O
-shapes="1x1x1 1x129x127 1x128x128 128x1x128 127x128x1 2x1x1 17x8x8
+shapes=${COOPMAT_CHECK_SHAPES:-"1x1x1 1x129x127 1x128x128 128x1x128 127x128x1 2x1x1 17x8x8
 127x127x127 128x128x128 129x129x129 129x127x128 128x129x127 127x129x129
 33x64x64 255x257x33 256x256x256 257x255x31 264x200x136 300x520x1032
-200x999x301 2048x136x72 640x384x128"
+200x999x301 2048x136x72 640x384x128"}
 fail=0 runs=0
 for dt in $dtypes; do
 	for shape in $shapes; do
