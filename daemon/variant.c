@@ -202,26 +202,29 @@ void variant_widen(variant_plan *p, const proto_request *q)
 		p->input = KERN_TILED128;
 }
 
-void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
+/* Each of q's GEMMs still on coopmat_khr to coopmat_nv2's pipeline kdw
+ * (dW) or kdx (dX), tiles of bm × bn, where it has at least min_tiles of
+ * them and a reduction the loop bound takes in one dispatch. */
+static void nv2_take(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles,
+		     int kdw, int kdx)
 {
 	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 || !bm || !bn)
 		return;
-	const uint64_t kmax = variant_max_k(KERN_NV2_DW, q->dtype);
+	const uint64_t kmax = variant_max_k(kdw, q->dtype);
 	if (p->param == KERN_CMK_DW && q->batch <= kmax && ceil_div(q->out, bm) * ceil_div(q->in, bn) >= min_tiles)
-		p->param = KERN_NV2_DW;
+		p->param = kdw;
 	if (p->input == KERN_CMK_DX && q->out <= kmax && ceil_div(q->batch, bm) * ceil_div(q->in, bn) >= min_tiles)
-		p->input = KERN_NV2_DX;
+		p->input = kdx;
+}
+
+void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
+{
+	nv2_take(p, q, bm, bn, min_tiles, KERN_NV2_DW, KERN_NV2_DX);
 }
 
 void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
 {
-	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 || !bm || !bn)
-		return;
-	const uint64_t kmax = variant_max_k(KERN_NV2_DW_S, q->dtype);
-	if (p->param == KERN_CMK_DW && q->batch <= kmax && ceil_div(q->out, bm) * ceil_div(q->in, bn) >= min_tiles)
-		p->param = KERN_NV2_DW_S;
-	if (p->input == KERN_CMK_DX && q->out <= kmax && ceil_div(q->batch, bm) * ceil_div(q->in, bn) >= min_tiles)
-		p->input = KERN_NV2_DX_S;
+	nv2_take(p, q, bm, bn, min_tiles, KERN_NV2_DW_S, KERN_NV2_DX_S);
 }
 
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,

@@ -16,8 +16,5 @@ say() { echo "=== $* ($(date -u +%T))" | tee -a "$S"; }
 say "5. one f32 job's steps (AFTER)"
 D=$(mktemp -d) J="$O/steps_f32.jsonl" LOG="$O/steps_f32.err"
 . scripts/device_lib.sh
-BENCH_ARGS="--reps 3" NO_STATS=1 DAEMON_LOG="$D/daemon.txt" \
-	dev_run steps "$AFTER" f32 8192,4096,4096 --log-level debug
-dev_last_steps "$D/daemon.txt" | sed 's/^vkgradd: debug: //' | cut -c1-120 >"$O/steps_f32.txt"
-tail -12 "$O/steps_f32.txt" | tee -a "$S"
+dev_steps "$AFTER" f32 8192,4096,4096 "$O/steps_f32.txt" | tee -a "$S"
 say done

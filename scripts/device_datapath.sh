@@ -57,6 +57,7 @@ for f in "$AFTER/torch_multiproc.py" "$BEFORE/torch_multiproc.py" scripts/torch_
 done
 T0=$(date +%s)
 say() { echo "=== $* (t+$(($(date +%s) - T0)) s)" | tee -a "$LOG"; }
+. "$(dirname "$0")/device_lib.sh"
 
 # Run the vkgrad of bundle $1 with its environment (a subshell: each
 # bundle's env.sh points LD_LIBRARY_PATH at its own libraries).
@@ -146,27 +147,7 @@ rm -rf "$d"
 if [ -z "$TORCH_MP" ]; then
 	say "torch_multiproc.py not found (copy it into the AFTER bundle); skipped"
 else
-	say "torch_multiproc.py 1 16, no MPS"
-	(cd "$(dirname "$TORCH_MP")" && timeout 100 python3 "$TORCH_MP" 1 16) \
-		>>"$O/torch.jsonl" 2>>"$LOG"
-	MPSCTL=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)
-	if [ -z "$MPSCTL" ]; then
-		say "nvidia-cuda-mps-control not found: no MPS run"
-	else
-		m=$(mktemp -d)
-		export CUDA_MPS_PIPE_DIRECTORY="$m/pipe" CUDA_MPS_LOG_DIRECTORY="$m/log"
-		mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-		say "torch_multiproc.py 1 16 under MPS ($MPSCTL -d)"
-		"$MPSCTL" -d >>"$LOG" 2>&1
-		sleep 1
-		(cd "$(dirname "$TORCH_MP")" && MPS=1 timeout 100 python3 "$TORCH_MP" 1 16) \
-			>>"$O/torch.jsonl" 2>>"$LOG"
-		echo quit | "$MPSCTL" >>"$LOG" 2>&1
-		sleep 1
-		cat "$CUDA_MPS_LOG_DIRECTORY"/control.log >>"$LOG" 2>/dev/null
-		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-		rm -rf "$m"
-	fi
+	dev_torch_mp "$TORCH_MP" "$O/torch.jsonl"
 fi
 
 say "summary"

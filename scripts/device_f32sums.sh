@@ -22,10 +22,7 @@ OUT="$O/sums" timeout 330 sh scripts/device_sums.sh "$BEFORE" "$AFTER" 2>&1 | ta
 say "2. one f32 job's steps (AFTER)"
 D=$(mktemp -d) J="$O/steps_bench.jsonl" LOG="$O/steps_bench.err"
 . scripts/device_lib.sh
-BENCH_ARGS="--reps 3" NO_STATS=1 DAEMON_LOG="$D/daemon.txt" \
-	dev_run steps "$AFTER" f32 8192,4096,4096 --log-level debug
-dev_last_steps "$D/daemon.txt" | sed 's/^vkgradd: debug: //' | cut -c1-120 >"$O/steps_f32.txt"
-tail -12 "$O/steps_f32.txt" | tee -a "$S"
+dev_steps "$AFTER" f32 8192,4096,4096 "$O/steps_f32.txt" | tee -a "$S"
 say "3. torch_linear_backward.py"
 (cd "$AFTER" && timeout 150 python3 torch_linear_backward.py) >"$O/torch.jsonl" 2>"$O/torch.err"
 echo "rc=$?" | tee -a "$S"

@@ -1,5 +1,6 @@
 # scripts/device_lib.sh — sourced by the GPU-machine scripts (device_stream.sh,
-# device_stream2.sh, device_sums.sh, device_sums2.sh, device_final4.sh): one
+# device_stream2.sh, device_sums.sh, device_sums2.sh, device_final4.sh,
+# device_closing5.sh, device_f32sums.sh, device_datapath.sh, device_sync16.sh): one
 # daemon per measured configuration, its `bench --kernels` lines, their summary.
 #
 # The caller sets O (output folder), J (the JSON lines file), LOG (stderr of
@@ -75,4 +76,44 @@ dev_summary() {
 dev_last_steps() {
 	dev_id=$(grep -E "stream job [0-9]+: .*steps; span" "$1" | tail -1 | sed 's/.*stream job \([0-9]*\):.*/\1/')
 	[ -n "$dev_id" ] && grep -E "stream job $dev_id:" "$1"
+}
+
+# dev_steps BUNDLE DTYPE SHAPE OUTFILE: one streamed job of SHAPE (DTYPE)
+# on a daemon of BUNDLE at debug level (dev_run, J and LOG as the caller
+# set them), its step lines into OUTFILE, the last 12 on stdout.
+dev_steps() {
+	dev_sd=$(mktemp -d)
+	BENCH_ARGS="--reps 3" NO_STATS=1 DAEMON_LOG="$dev_sd/daemon.txt" \
+		dev_run steps "$1" "$2" "$3" --log-level debug
+	dev_last_steps "$dev_sd/daemon.txt" | sed 's/^vkgradd: debug: //' | cut -c1-120 >"$4"
+	tail -12 "$4"
+	rm -rf "$dev_sd"
+}
+
+# dev_torch_mp TORCH_MP OUTFILE: torch_multiproc.py 1 16 (the script at
+# TORCH_MP) without NVIDIA MPS, then under MPS (nvidia-cuda-mps-control -d
+# with private pipe and log folders, MPS=1 in the environment, which the
+# script only prints; stopped with `quit`); its JSON lines appended to
+# OUTFILE, the tools' output to LOG.
+dev_torch_mp() {
+	say "torch_multiproc.py 1 16, no MPS"
+	(cd "$(dirname "$1")" && timeout 100 python3 "$1" 1 16) >>"$2" 2>>"$LOG"
+	dev_mpsctl=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)
+	if [ -z "$dev_mpsctl" ]; then
+		say "nvidia-cuda-mps-control not found: no MPS run"
+		return
+	fi
+	dev_m=$(mktemp -d)
+	say "torch_multiproc.py 1 16 under MPS ($dev_mpsctl -d)"
+	(
+		export CUDA_MPS_PIPE_DIRECTORY="$dev_m/pipe" CUDA_MPS_LOG_DIRECTORY="$dev_m/log"
+		mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+		"$dev_mpsctl" -d >>"$LOG" 2>&1
+		sleep 1
+		(cd "$(dirname "$1")" && MPS=1 timeout 100 python3 "$1" 1 16) >>"$2" 2>>"$LOG"
+		echo quit | "$dev_mpsctl" >>"$LOG" 2>&1
+		sleep 1
+		cat "$CUDA_MPS_LOG_DIRECTORY"/control.log >>"$LOG" 2>/dev/null
+	)
+	rm -rf "$dev_m"
 }

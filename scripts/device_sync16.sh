@@ -25,6 +25,7 @@ mkdir -p "$O"
 LOG="$O/log.txt"
 : >"$LOG"; : >"$O/sync16.jsonl"
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$LOG"; }
+. "$(dirname "$0")/device_lib.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv >>"$LOG" 2>&1
 nproc >>"$LOG"
 d=$(mktemp -d)
@@ -72,23 +73,7 @@ fi
 kill $dp; wait $dp 2>/dev/null
 TORCH_MP=$B/torch_multiproc.py
 : >"$O/torch.jsonl"
-if [ -f "$TORCH_MP" ]; then
-	say "torch_multiproc.py 1 16, no MPS"
-	(cd "$B" && timeout 100 python3 torch_multiproc.py 1 16) >>"$O/torch.jsonl" 2>>"$LOG"
-	MPSCTL=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)
-	if [ -n "$MPSCTL" ]; then
-		m=$(mktemp -d)
-		export CUDA_MPS_PIPE_DIRECTORY="$m/pipe" CUDA_MPS_LOG_DIRECTORY="$m/log"
-		mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-		say "torch_multiproc.py 1 16 under MPS"
-		"$MPSCTL" -d >>"$LOG" 2>&1
-		sleep 1
-		(cd "$B" && MPS=1 timeout 100 python3 torch_multiproc.py 1 16) >>"$O/torch.jsonl" 2>>"$LOG"
-		echo quit | "$MPSCTL" >>"$LOG" 2>&1
-		sleep 1
-		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-	fi
-fi
+[ -f "$TORCH_MP" ] && dev_torch_mp "$TORCH_MP" "$O/torch.jsonl"
 say "summary"
 python3 - "$O" <<'PY' | tee -a "$LOG"
 import json, os, sys

@@ -365,6 +365,23 @@ static void test_nv2_large(void **state)
 	assert_int_equal(p.param, KERN_NV2_DW);
 }
 
+/* auto's plan for q (dtype dt) with coopmat_khr and coopmat_nv2: the
+ * large tiling (128x256) then the small layers' (sbm x sbm; 0: none). */
+static variant_plan nv2_plan(proto_request q, proto_dtype dt, unsigned caps, uint32_t sbm)
+{
+	q.dtype = dt;
+	variant_plan p = variant_choose(&q, caps);
+	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	variant_nv2_small(&p, &q, sbm, sbm, VARIANT_NV2_SMALL_MIN_TILES);
+	return p;
+}
+
+static void expect_kernels(variant_plan p, int param, int input)
+{
+	assert_int_equal(p.param, param);
+	assert_int_equal(p.input, input);
+}
+
 /* Then coopmat_nv2's small layers' tiling for each GEMM still on
  * coopmat_khr with at least VARIANT_NV2_SMALL_MIN_TILES of its tiles:
  * 2048x1024x1024 (dW 8x8 = 64 tiles of 128x128, dX 16x8), each GEMM apart;
@@ -374,61 +391,33 @@ static void test_nv2_small(void **state)
 {
 	(void)state;
 	const unsigned caps = VARIANT_HAS_CMK | VARIANT_HAS_NV2;
-	proto_request q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
-	q.dtype = PROTO_BF16;
-	variant_plan p = variant_choose(&q, caps);
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
-	assert_int_equal(p.param, KERN_CMK_DW); /* 32 and 64 large tiles */
-	variant_nv2_small(&p, &q, 128, 128, VARIANT_NV2_SMALL_MIN_TILES);
-	assert_int_equal(p.param, KERN_NV2_DW_S);
-	assert_int_equal(p.input, KERN_NV2_DX_S);
+	const proto_request q2048 = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
+	/* 32 and 64 large tiles: without the small tiling, coopmat_khr */
+	expect_kernels(nv2_plan(q2048, PROTO_BF16, caps, 0), KERN_CMK_DW, KERN_CMK_DX);
+	expect_kernels(nv2_plan(q2048, PROTO_BF16, caps, 128), KERN_NV2_DW_S, KERN_NV2_DX_S);
 	/* one row of tiles less in dW: 7x8 = 56, coopmat_khr; dX still 128 */
+	proto_request q = q2048;
 	q.out = 1024 - 128;
-	p = variant_choose(&q, caps);
-	variant_nv2_small(&p, &q, 128, 128, VARIANT_NV2_SMALL_MIN_TILES);
-	assert_int_equal(p.param, KERN_CMK_DW);
-	assert_int_equal(p.input, KERN_NV2_DX_S);
+	expect_kernels(nv2_plan(q, PROTO_BF16, caps, 128), KERN_CMK_DW, KERN_NV2_DX_S);
 	/* a batch of 512: dX 4x8 = 32 tiles, coopmat_khr */
 	q = job(512, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
-	q.dtype = PROTO_F16;
-	p = variant_choose(&q, caps);
-	variant_nv2_small(&p, &q, 128, 128, VARIANT_NV2_SMALL_MIN_TILES);
-	assert_int_equal(p.param, KERN_NV2_DW_S);
-	assert_int_equal(p.input, KERN_CMK_DX);
+	expect_kernels(nv2_plan(q, PROTO_F16, caps, 128), KERN_NV2_DW_S, KERN_CMK_DX);
 	/* the large tiling keeps what it took */
 	q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
-	q.dtype = PROTO_BF16;
-	p = variant_choose(&q, caps);
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
-	variant_nv2_small(&p, &q, 128, 128, VARIANT_NV2_SMALL_MIN_TILES);
-	assert_int_equal(p.param, KERN_NV2_DW);
-	assert_int_equal(p.input, KERN_NV2_DX);
-	/* forced coopmat_khr, bm 0 and f32 are left alone */
-	q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_COOPMAT_KHR);
-	q.dtype = PROTO_BF16;
-	p = variant_choose(&q, caps);
-	variant_nv2_small(&p, &q, 128, 128, VARIANT_NV2_SMALL_MIN_TILES);
-	assert_int_equal(p.param, KERN_CMK_DW);
-	assert_int_equal(p.input, KERN_CMK_DX);
+	expect_kernels(nv2_plan(q, PROTO_BF16, caps, 128), KERN_NV2_DW, KERN_NV2_DX);
+	/* forced coopmat_khr, and f32, are left alone */
+	q = q2048;
+	q.variant = PROTO_VARIANT_COOPMAT_KHR;
+	expect_kernels(nv2_plan(q, PROTO_BF16, caps, 128), KERN_CMK_DW, KERN_CMK_DX);
 	q.variant = PROTO_VARIANT_AUTO;
-	p = variant_choose(&q, caps);
-	variant_nv2_small(&p, &q, 0, 0, VARIANT_NV2_SMALL_MIN_TILES);
-	assert_int_equal(p.param, KERN_CMK_DW);
 	q.dtype = PROTO_F32;
-	p = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_NV2);
-	const variant_plan before = p;
-	variant_nv2_small(&p, &q, 128, 128, VARIANT_NV2_SMALL_MIN_TILES);
-	assert_int_equal(p.param, before.param);
-	assert_int_equal(p.input, before.input);
+	const variant_plan f32 = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_NV2);
+	expect_kernels(nv2_plan(q, PROTO_F32, VARIANT_HAS_F32X3 | VARIANT_HAS_NV2, 128), f32.param, f32.input);
 	/* a reduction past the loop bound keeps coopmat_khr */
-	const uint64_t kmax = variant_max_k(KERN_NV2_DW_S, PROTO_BF16);
-	q = job(kmax + 16, 1024, 1024, true, false, false, PROTO_VARIANT_AUTO);
+	q = job(variant_max_k(KERN_NV2_DW_S, PROTO_BF16) + 16, 1024, 1024, true, false, false, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
-	p = variant_choose(&q, caps);
-	if (p.param == KERN_CMK_DW) {
-		variant_nv2_small(&p, &q, 128, 128, VARIANT_NV2_SMALL_MIN_TILES);
-		assert_int_equal(p.param, KERN_CMK_DW);
-	}
+	if (variant_choose(&q, caps).param == KERN_CMK_DW)
+		assert_int_equal(nv2_plan(q, PROTO_BF16, caps, 128).param, KERN_CMK_DW);
 }
 
 /* The small tiling where a GEMM has fewer than small_below large tiles:
