@@ -40,7 +40,8 @@
 /* the tiling for GEMMs too small for the default's tiles to fill the GPU
  * (variant_nv2_small): the same sweep's best at 2048x1024x1024 (dW 64
  * tiles of 128x128, dX 128), f16 and bf16 alike: 128x128x64x256x1x8 47 µs,
- * 64x128x64x128x1x8 49, coopmat_khr 61-62, the default 68 */
+ * 64x128x64x128x1x8 49, coopmat_khr 61-62, the default 68; as this
+ * default again 47 in measurements/h200-2026-12-03-s5/small */
 #define NV2_TILE_SMALL_DEFAULT "128x128x64x0x1x8x0"
 #define NV2_TILE_FORM                                                                          \
 	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]], e.g. 128x128x32x256 or 128x256x64x256x1x8x1 " \

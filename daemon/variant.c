@@ -202,29 +202,36 @@ void variant_widen(variant_plan *p, const proto_request *q)
 		p->input = KERN_TILED128;
 }
 
+/* Does an m × n GEMM take coopmat_nv2 with tiles of bm × bn: at least
+ * min_tiles of them, all whole where `whole` says so? */
+static bool nv2_fits(uint64_t m, uint64_t n, uint32_t bm, uint32_t bn, uint64_t min_tiles, bool whole)
+{
+	return ceil_div(m, bm) * ceil_div(n, bn) >= min_tiles && (!whole || (m % bm == 0 && n % bn == 0));
+}
+
 /* Each of q's GEMMs still on coopmat_khr to coopmat_nv2's pipeline kdw
- * (dW) or kdx (dX), tiles of bm × bn, where it has at least min_tiles of
- * them and a reduction the loop bound takes in one dispatch. */
+ * (dW) or kdx (dX), tiles of bm × bn, where they fit (nv2_fits) and its
+ * reduction is one the loop bound takes in one dispatch. */
 static void nv2_take(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles,
-		     int kdw, int kdx)
+		     bool whole, int kdw, int kdx)
 {
 	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 || !bm || !bn)
 		return;
 	const uint64_t kmax = variant_max_k(kdw, q->dtype);
-	if (p->param == KERN_CMK_DW && q->batch <= kmax && ceil_div(q->out, bm) * ceil_div(q->in, bn) >= min_tiles)
+	if (p->param == KERN_CMK_DW && q->batch <= kmax && nv2_fits(q->out, q->in, bm, bn, min_tiles, whole))
 		p->param = kdw;
-	if (p->input == KERN_CMK_DX && q->out <= kmax && ceil_div(q->batch, bm) * ceil_div(q->in, bn) >= min_tiles)
+	if (p->input == KERN_CMK_DX && q->out <= kmax && nv2_fits(q->batch, q->in, bm, bn, min_tiles, whole))
 		p->input = kdx;
 }
 
 void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
 {
-	nv2_take(p, q, bm, bn, min_tiles, KERN_NV2_DW, KERN_NV2_DX);
+	nv2_take(p, q, bm, bn, min_tiles, false, KERN_NV2_DW, KERN_NV2_DX);
 }
 
 void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
 {
-	nv2_take(p, q, bm, bn, min_tiles, KERN_NV2_DW_S, KERN_NV2_DX_S);
+	nv2_take(p, q, bm, bn, min_tiles, true, KERN_NV2_DW_S, KERN_NV2_DX_S);
 }
 
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,

@@ -153,9 +153,13 @@ void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uin
 
 /* Then, for each GEMM still on coopmat_khr: coopmat_nv2 with the small
  * layers' tiling (tiles of bm × bn: NV2_TILE_SMALL_DEFAULT; bm = 0: the
- * device has none) where that gives at least min_tiles tiles. On the H200,
- * 2048x1024x1024 (dW 64 tiles of 128x128, dX 128) ran 47 µs with it
- * against coopmat_khr's 61-62 (f16 and bf16, nv2_tile.h). */
+ * device has none) where that gives at least min_tiles tiles, all whole
+ * (m and n multiples of bm and bn). On the H200, same run
+ * (measurements/h200-2026-12-03-s5/small): 2048x1024x1024 (dW 64 tiles of
+ * 128x128, dX 128) 47 µs with it against coopmat_khr's 61 / 62 (f16 /
+ * bf16), 4096x1024x1024 90 / 88 against 107 / 106; with edge tiles, whose
+ * workgroups clamp every load, 1536x1000x1040 72.5 / 70 against 63 / 64:
+ * hence whole tiles only. */
 #define VARIANT_NV2_SMALL_MIN_TILES 64
 void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
 

@@ -385,8 +385,9 @@ static void expect_kernels(variant_plan p, int param, int input)
 /* Then coopmat_nv2's small layers' tiling for each GEMM still on
  * coopmat_khr with at least VARIANT_NV2_SMALL_MIN_TILES of its tiles:
  * 2048x1024x1024 (dW 8x8 = 64 tiles of 128x128, dX 16x8), each GEMM apart;
- * never forced, never f32, never without the pipelines (bm 0), never in
- * place of the large tiling, never a reduction past the loop bound. */
+ * whole tiles only; never forced, never f32, never without the pipelines
+ * (bm 0), never in place of the large tiling, never a reduction past the
+ * loop bound. */
 static void test_nv2_small(void **state)
 {
 	(void)state;
@@ -402,6 +403,12 @@ static void test_nv2_small(void **state)
 	/* a batch of 512: dX 4x8 = 32 tiles, coopmat_khr */
 	q = job(512, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
 	expect_kernels(nv2_plan(q, PROTO_F16, caps, 128), KERN_NV2_DW_S, KERN_CMK_DX);
+	/* edge tiles: 1536x1000x1040 (dW 1040x1000, dX 1536x1000) keeps
+	 * coopmat_khr; 2048x1024x1040: dW's 1040 rows have an edge, dX none */
+	q = job(1536, 1000, 1040, true, true, true, PROTO_VARIANT_AUTO);
+	expect_kernels(nv2_plan(q, PROTO_BF16, caps, 128), KERN_CMK_DW, KERN_CMK_DX);
+	q = job(2048, 1024, 1040, true, true, true, PROTO_VARIANT_AUTO);
+	expect_kernels(nv2_plan(q, PROTO_F16, caps, 128), KERN_CMK_DW, KERN_NV2_DX_S);
 	/* the large tiling keeps what it took */
 	q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
 	expect_kernels(nv2_plan(q, PROTO_BF16, caps, 128), KERN_NV2_DW, KERN_NV2_DX);
