@@ -31,6 +31,7 @@ W=$(mktemp -d)
 S="$O/summary_$PART.txt"
 : >"$S"
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$S"; }
+. scripts/device_lib.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 | tee -a "$S"
 if [ "$PART" = a ]; then
 	mkdir -p "$W/check" "$W/datapath" "$W/kernels"
@@ -43,15 +44,7 @@ if [ "$PART" = a ]; then
 	echo "rc=$?" | tee -a "$S"; tail -1 "$W/check/check.log" | tee -a "$S"
 	say "2. data path"
 	OUT="$W/datapath" timeout 250 scripts/device_datapath.sh "$BEFORE" "$AFTER" 2>&1 | tail -45 | tee -a "$S"
-	say "3. bench --kernels (auto)"
-	(. "$AFTER/env.sh" && timeout 110 "$AFTER/bin/vkgrad" bench --kernels --json \
-		--shapes "8192,4096,4096;16384,8192,8192;2048,1024,1024" --dtypes bf16,f16,f32 --variants auto) \
-		>"$W/kernels/bench.jsonl" 2>"$W/kernels/bench.err"
-	echo "rc=$?" | tee -a "$S"
-	say "3. torch_linear_backward.py"
-	(cd "$AFTER" && timeout 110 python3 torch_linear_backward.py) >"$W/kernels/torch.jsonl" 2>"$W/kernels/torch.err"
-	echo "rc=$?" | tee -a "$S"
-	python3 scripts/closing_table.py "$W/kernels/bench.jsonl" "$W/kernels/torch.jsonl" 2>&1 | tee -a "$S"
+	dev_kernels_table "$AFTER" "$W/kernels" "3."
 else
 	mkdir -p "$W/stream" "$W/f32" "$W/check"
 	say "4. streamed jobs"

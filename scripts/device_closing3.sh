@@ -32,6 +32,7 @@ W=$(mktemp -d)
 S="$O/summary.txt"
 : >"$S"
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$S"; }
+. scripts/device_lib.sh
 pack() { tar -C "$W" -czf "$O/closing3.tar.gz" .; }
 mkdir -p "$W/check" "$W/kernels" "$W/datapath" "$W/stream" "$W/peak"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 | tee -a "$S"
@@ -44,15 +45,7 @@ say "1. plain kernels (device_check.sh)"
 (. "$AFTER/env.sh" && timeout 120 scripts/device_check.sh "$AFTER/bin") >"$W/check/check.log" 2>&1
 echo "rc=$?" | tee -a "$S"; tail -1 "$W/check/check.log" | tee -a "$S"
 pack
-say "2. bench --kernels (auto)"
-(. "$AFTER/env.sh" && timeout 110 "$AFTER/bin/vkgrad" bench --kernels --json \
-	--shapes "8192,4096,4096;16384,8192,8192;2048,1024,1024" --dtypes bf16,f16,f32 --variants auto) \
-	>"$W/kernels/bench.jsonl" 2>"$W/kernels/bench.err"
-echo "rc=$?" | tee -a "$S"
-say "2. torch_linear_backward.py"
-(cd "$AFTER" && timeout 110 python3 torch_linear_backward.py) >"$W/kernels/torch.jsonl" 2>"$W/kernels/torch.err"
-echo "rc=$?" | tee -a "$S"
-python3 scripts/closing_table.py "$W/kernels/bench.jsonl" "$W/kernels/torch.jsonl" 2>&1 | tee -a "$S"
+dev_kernels_table "$AFTER" "$W/kernels" "2."
 pack
 say "3. data path"
 DATAPATH_KNOBS=0 OUT="$W/datapath" timeout 200 scripts/device_datapath.sh "$BEFORE" "$AFTER" 2>&1 | tail -30 | tee -a "$S"

@@ -29,6 +29,7 @@ W=$(mktemp -d)
 S="$O/summary.txt"
 : >"$S"
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$S"; }
+. scripts/device_lib.sh
 pack() { tar -C "$W" -czf "$O/final4.tar.gz" .; }
 mkdir -p "$W/check" "$W/kernels" "$W/sums" "$W/tiny" "$W/datapath"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 | tee -a "$S"
@@ -43,20 +44,11 @@ say "1. coopmat_nv2 tile-edge check"
 (. "$AFTER/env.sh" && timeout 100 scripts/device_coopmat_check.sh "$AFTER/bin" coopmat_nv2) >"$W/check/nv2.log" 2>&1
 echo "rc=$?" | tee -a "$S"; tail -1 "$W/check/nv2.log" | tee -a "$S"
 pack
-say "2. bench --kernels (auto)"
-(. "$AFTER/env.sh" && timeout 110 "$AFTER/bin/vkgrad" bench --kernels --json \
-	--shapes "8192,4096,4096;16384,8192,8192;2048,1024,1024" --dtypes bf16,f16,f32 --variants auto) \
-	>"$W/kernels/bench.jsonl" 2>"$W/kernels/bench.err"
-echo "rc=$?" | tee -a "$S"
-say "2. torch_linear_backward.py"
-(cd "$AFTER" && timeout 110 python3 torch_linear_backward.py) >"$W/kernels/torch.jsonl" 2>"$W/kernels/torch.err"
-echo "rc=$?" | tee -a "$S"
-python3 scripts/closing_table.py "$W/kernels/bench.jsonl" "$W/kernels/torch.jsonl" 2>&1 | tee -a "$S"
+dev_kernels_table "$AFTER" "$W/kernels" "2."
 pack
 say "3. end to end, before/after (device_sums.sh)"
 SUMS_TEST=0 OUT="$W/sums" timeout 150 sh scripts/device_sums.sh "$BEFORE" "$AFTER" 2>&1 | tail -40 | tee -a "$S"
 D=$(mktemp -d) J="$W/sums/steps_bench.jsonl" LOG="$W/sums/steps_bench.err"
-. scripts/device_lib.sh
 BENCH_ARGS="--reps 3" NO_STATS=1 DAEMON_LOG="$W/sums/steps_daemon.txt" \
 	dev_run steps "$AFTER" bf16 8192,4096,4096 --log-level debug
 rm -rf "$D"

@@ -14,24 +14,16 @@ mkdir -p "$O"
 S="$O/summary.txt"
 : >"$S"
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$S"; }
+. scripts/device_lib.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 | tee -a "$S"
 say "1. test_stream on the GPU"
 (. "$AFTER/env.sh" && BUILD="$AFTER/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$AFTER/bin/test_stream") \
 	>"$O/test_stream.txt" 2>&1
 echo "rc=$?" | tee -a "$S"
 grep -E "resumed dW|dW steps|PASSED|FAILED" "$O/test_stream.txt" | tee -a "$S"
-say "2. bench --kernels (auto)"
-(. "$AFTER/env.sh" && timeout 110 "$AFTER/bin/vkgrad" bench --kernels --json \
-	--shapes "8192,4096,4096;16384,8192,8192;2048,1024,1024" --dtypes bf16,f16,f32 --variants auto) \
-	>"$O/bench.jsonl" 2>"$O/bench.err"
-echo "rc=$?" | tee -a "$S"
-say "2. torch_linear_backward.py"
-(cd "$AFTER" && timeout 110 python3 torch_linear_backward.py) >"$O/torch.jsonl" 2>"$O/torch.err"
-echo "rc=$?" | tee -a "$S"
-python3 scripts/closing_table.py "$O/bench.jsonl" "$O/torch.jsonl" 2>&1 | tee -a "$S"
+dev_kernels_table "$AFTER" "$O" "2."
 say "3. 8192x4096x4096, streaming off"
 D=$(mktemp -d) J="$O/off.jsonl" LOG="$O/off.err"
-. scripts/device_lib.sh
 : >"$J"
 NO_STATS=1 dev_run off "$AFTER" bf16,f16,f32 8192,4096,4096 --stream-chunk-bytes off
 dev_summary "$J" | tee -a "$S"

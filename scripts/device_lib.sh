@@ -117,3 +117,21 @@ dev_torch_mp() {
 	)
 	rm -rf "$dev_m"
 }
+
+# dev_kernels_table BUNDLE DIR STEP: the closing runs' kernels beside
+# PyTorch: `vkgrad bench --kernels` (8192x4096x4096, 16384x8192x8192,
+# 2048x1024x1024; bf16, f16, f32; auto) into DIR/bench.jsonl, then
+# torch_linear_backward.py (in BUNDLE) into DIR/torch.jsonl, and
+# closing_table.py of the two; progress lines through say (STEP their
+# prefix), the exit codes and the table also appended to S.
+dev_kernels_table() {
+	say "$3 bench --kernels (auto)"
+	(. "$1/env.sh" && timeout 110 "$1/bin/vkgrad" bench --kernels --json \
+		--shapes "8192,4096,4096;16384,8192,8192;2048,1024,1024" --dtypes bf16,f16,f32 --variants auto) \
+		>"$2/bench.jsonl" 2>"$2/bench.err"
+	echo "rc=$?" | tee -a "$S"
+	say "$3 torch_linear_backward.py"
+	(cd "$1" && timeout 110 python3 torch_linear_backward.py) >"$2/torch.jsonl" 2>"$2/torch.err"
+	echo "rc=$?" | tee -a "$S"
+	python3 scripts/closing_table.py "$2/bench.jsonl" "$2/torch.jsonl" 2>&1 | tee -a "$S"
+}
