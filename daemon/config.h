@@ -22,8 +22,15 @@
 /* what --stream-chunk-bytes and --stream-min-bytes auto mean (stream.c
  * resolves them): on a device with a transfer-only queue, jobs on the
  * device-local path with at least 64 MiB of tensors stream in chunks of
- * about 16 MiB of dY; without one (nothing to overlap with) streaming is off */
-#define CONFIG_STREAM_AUTO_CHUNK (16ull << 20)
+ * about 4 Mi elements of dY (16 MiB of f32, 8 MiB of f16/bf16); without
+ * one (nothing to overlap with) streaming is off. Measured on the H200,
+ * 8192x4096x4096 end to end alternated three times
+ * (measurements/h200-2026-12-03-s5/chunk8): 8 MiB chunks against 16 for
+ * bf16 6,007 / 5,947 / 5,939 µs against 6,118 / 6,221 / 6,259, f16 6,174 /
+ * 6,107 / 5,969 against 10,035 / 6,244 / 6,153; f32 20,709 / 21,762 /
+ * 20,809 against 18,967 / 18,718 / 18,996: about 1,024 rows either way */
+#define CONFIG_STREAM_AUTO_CHUNK (16ull << 20) /* bytes of f32 dY */
+#define CONFIG_STREAM_AUTO_CHUNK_ELEMS (4ull << 20)
 #define CONFIG_STREAM_AUTO_MIN (64ull << 20)
 
 /* what --client-batch-macs auto means: about 5 ms of f32 GEMM on the H200

@@ -144,6 +144,7 @@ typedef struct engine {
 	 * (CONFIG_OFF: none stream), tensor bytes from which a job streams;
 	 * their Vulkan objects (NULL while off) */
 	uint64_t stream_chunk, stream_min;
+	bool stream_chunk_auto; /* chunks of CONFIG_STREAM_AUTO_CHUNK_ELEMS elements of dY, any dtype */
 	stream *stream;
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;

@@ -16,6 +16,7 @@ void stream_init(engine *e)
 	const config *cfg = e->cfg;
 	const device *d = e->dev;
 	e->stream_chunk = cfg->stream_chunk_bytes;
+	e->stream_chunk_auto = e->stream_chunk == CONFIG_AUTO && d->xfer_queues;
 	if (e->stream_chunk == CONFIG_AUTO)
 		e->stream_chunk = d->xfer_queues ? CONFIG_STREAM_AUTO_CHUNK : CONFIG_OFF;
 	e->stream_min = cfg->stream_min_bytes == CONFIG_AUTO ? CONFIG_STREAM_AUTO_MIN : cfg->stream_min_bytes;
@@ -24,8 +25,9 @@ void stream_init(engine *e)
 							  ? " (no transfer-only queue to overlap copies on)" : "");
 	else
 		log_info("streamed jobs: device-local jobs of >= %llu tensor bytes in chunks of ~%llu "
-			 "bytes of dY, copies on %s",
+			 "bytes of dY%s, copies on %s",
 			 (unsigned long long)e->stream_min, (unsigned long long)e->stream_chunk,
+			 e->stream_chunk_auto ? " (f32; f16/bf16 half of it: the same rows)" : "",
 			 d->xfer_queues == 2 ? "two transfer queues (in and out at once)"
 			 : d->xfer_queues ? "one transfer queue" : "the compute queue (no overlap)");
 }
@@ -60,12 +62,20 @@ static uint64_t round_up(uint64_t rows, uint64_t m)
 	return (rows + m - 1) / m * m;
 }
 
-/* Rows per chunk: about stream_chunk bytes of dY, at most STREAM_MAX_CHUNKS
+/* Bytes of dY per chunk of j: --stream-chunk-bytes, or under auto
+ * CONFIG_STREAM_AUTO_CHUNK_ELEMS elements (16 MiB of f32, 8 MiB of 16-bit). */
+static uint64_t chunk_bytes(const engine *e, const job *j)
+{
+	return e->stream_chunk_auto ? CONFIG_STREAM_AUTO_CHUNK_ELEMS * proto_dtype_size(j->req.dtype)
+				    : e->stream_chunk;
+}
+
+/* Rows per chunk: about chunk_bytes of dY, at most STREAM_MAX_CHUNKS
  * chunks, a multiple of row_align. */
 static uint64_t base_rows(const engine *e, const job *j)
 {
 	const proto_request *q = &j->req;
-	uint64_t rows = e->stream_chunk / (q->out * proto_dtype_size(q->dtype));
+	uint64_t rows = chunk_bytes(e, j) / (q->out * proto_dtype_size(q->dtype));
 	const uint64_t least = (q->batch + STREAM_MAX_CHUNKS - 1) / STREAM_MAX_CHUNKS;
 	if (rows < least)
 		rows = least;
@@ -492,7 +502,7 @@ static uint64_t dw_block_rows(const srec *r)
 	 * measurements/h200-2026-12-03-s5) */
 	if (r->st->v1)
 		return r->es == 4 ? last_block_rows(r) : q->out;
-	uint64_t rows = r->e->stream_chunk / 2 / (q->in * r->es);
+	uint64_t rows = chunk_bytes(r->e, r->j) / 2 / (q->in * r->es);
 	const uint64_t least = (q->out + STREAM_MAX_DW_BLOCKS - 1) / STREAM_MAX_DW_BLOCKS;
 	if (rows < least)
 		rows = least;
