@@ -70,9 +70,7 @@ static uint64_t chunk_bytes(const engine *e, const job *j)
 				    : e->stream_chunk;
 }
 
-/* Rows per chunk: about chunk_bytes of dY, at most STREAM_MAX_CHUNKS
- * chunks, a multiple of row_align. */
-static uint64_t base_rows(const engine *e, const job *j)
+uint64_t stream_chunk_rows(const engine *e, const job *j)
 {
 	const proto_request *q = &j->req;
 	uint64_t rows = chunk_bytes(e, j) / (q->out * proto_dtype_size(q->dtype));
@@ -95,7 +93,7 @@ static uint64_t sums_granule(const engine *e, const job *j)
  * is one chunk. */
 static uint64_t sums_rows(const engine *e, const job *j, uint64_t g)
 {
-	const uint64_t rows = round_up(base_rows(e, j), g);
+	const uint64_t rows = round_up(stream_chunk_rows(e, j), g);
 	return rows < j->req.batch ? rows : j->req.batch;
 }
 
@@ -473,11 +471,11 @@ static void record_tail(srec *r)
 	r->err = vkEndCommandBuffer(r->tg->cb);
 }
 
-/* Rows per chunk: base_rows; the whole batch when dX is not asked for
+/* Rows per chunk: stream_chunk_rows; the whole batch when dX is not asked for
  * (nothing to overlap). */
 static uint64_t chunk_rows(const engine *e, const job *j)
 {
-	return j->req.t[PROTO_T_DX].present ? base_rows(e, j) : j->req.batch;
+	return j->req.t[PROTO_T_DX].present ? stream_chunk_rows(e, j) : j->req.batch;
 }
 
 static uint64_t last_block_rows(const srec *r);

@@ -118,6 +118,11 @@ void stream_release(engine *e);
  * step timed: STREAM_TS_FIRST + two per step; 0 where streaming is off or
  * the steps cannot be timed (no timestamps, no hostQueryReset). */
 uint32_t stream_queries(const engine *e);
+/* Rows of j's batch per chunk: about a chunk of dY (--stream-chunk-bytes;
+ * auto: CONFIG_STREAM_AUTO_CHUNK_ELEMS elements, so the same rows for every
+ * dtype), at most STREAM_MAX_CHUNKS chunks, whole rows on 4 bytes in
+ * every tensor. */
+uint64_t stream_chunk_rows(const engine *e, const job *j);
 /* Does j, placed on the device-local path, stream? (placement.c) */
 bool stream_wants(const engine *e, const job *j);
 /* For j, placed (taking scratch up to `used`) and streamed: room for its
