@@ -156,13 +156,31 @@ static int t128_choice(pipelines *p, const device *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* The small layers' tiling for dtype dt (NV2_TILE_SMALL_DEFAULT) where
+ * it fits the device (p->nv2_small_ok[dt]); where it does not, small
+ * layers keep coopmat_khr (variant_nv2_small). */
+static void nv2_small_choice(pipelines *p, const device *d, int dt)
+{
+	char why[640];
+	const char *dn = proto_dtype_name((proto_dtype)dt);
+	p->nv2_small_ok[dt] = nv2_tile_parse(NV2_TILE_SMALL_DEFAULT, &p->nv2_small[dt], why, sizeof(why)) == 0 &&
+			      nv2_tile_fit(&p->nv2_small[dt], &d->cmk.nv2[dt], "the small layers' tiling",
+					   NV2_TILE_SMALL_DEFAULT, dn, why, sizeof(why)) == 0;
+	if (!p->nv2_small_ok[dt]) {
+		log_info("linear_coopmat_nv2_gemm (%s) small layers' tiling not served: %s", dn, why);
+		return;
+	}
+	const nv2_tile *x = &p->nv2_small[dt];
+	log_info("small layers' tiling: linear_coopmat_nv2_gemm (%s) with %ux%u tiles, k steps of %u, %u threads",
+		 dn, x->bm, x->bn, x->bk, x->threads);
+}
+
 /* linear_coopmat_nv2_gemm's tiling per dtype that nv2_ok says can run:
  * VKGRAD_NV2_TILE (nv2_tile.h), else NV2_TILE_DEFAULT, fitted to the
  * device's workgroup-scope shapes for that dtype. A malformed value, or
  * one the device cannot run for a dtype it otherwise serves, stops the
  * daemon: -1 with err. Where the default does not fit, that dtype is not
  * served (nv2_ok false, p->nv2_why says why). */
-static void nv2_small_choice(pipelines *p, const device *d, int dt);
 static int nv2_choice(pipelines *p, const device *d, bool *nv2_ok, char *err, size_t errlen)
 {
 	const char *v = getenv(NV2_TILE_ENV);
@@ -204,25 +222,6 @@ static int nv2_choice(pipelines *p, const device *d, bool *nv2_ok, char *err, si
 		log_warn("%s='%.40s': this device serves linear_coopmat_nv2_gemm for no dtype; ignored",
 			 NV2_TILE_ENV, v);
 	return 0;
-}
-
-/* The small layers' tiling for dtype dt (NV2_TILE_SMALL_DEFAULT) where
- * it fits the device (p->nv2_small_ok[dt]); where it does not, small
- * layers keep coopmat_khr (variant_nv2_small). */
-static void nv2_small_choice(pipelines *p, const device *d, int dt)
-{
-	char why[640];
-	const char *dn = proto_dtype_name((proto_dtype)dt);
-	p->nv2_small_ok[dt] = nv2_tile_parse(NV2_TILE_SMALL_DEFAULT, &p->nv2_small[dt], why, sizeof(why)) == 0 &&
-			      nv2_tile_fit(&p->nv2_small[dt], &d->cmk.nv2[dt], "the small layers' tiling",
-					   NV2_TILE_SMALL_DEFAULT, dn, why, sizeof(why)) == 0;
-	if (!p->nv2_small_ok[dt]) {
-		log_info("linear_coopmat_nv2_gemm (%s) small layers' tiling not served: %s", dn, why);
-		return;
-	}
-	const nv2_tile *x = &p->nv2_small[dt];
-	log_info("small layers' tiling: linear_coopmat_nv2_gemm (%s) with %ux%u tiles, k steps of %u, %u threads",
-		 dn, x->bm, x->bn, x->bk, x->threads);
 }
 
 /* Specialization constants of linear_coopmat_khr_gemm (its constant_id 0..10). */

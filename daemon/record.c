@@ -387,8 +387,10 @@ static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, u
 	*tm = *tn = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
 	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
 		*tm = pipelines_t128_bm(rc->pl, dt), *tn = pipelines_t128_bn(rc->pl, dt);
-	if (pipelines_is_nv2(k)) /* VKGRAD_NV2_TILE's, or the small layers' */
-		*tm = pipelines_nv2_tile(rc->pl, k, dt)->bm, *tn = pipelines_nv2_tile(rc->pl, k, dt)->bn;
+	if (pipelines_is_nv2(k)) { /* VKGRAD_NV2_TILE's, or the small layers' */
+		const nv2_tile *t = pipelines_nv2_tile(rc->pl, k, dt);
+		*tm = t->bm, *tn = t->bn;
+	}
 	if (pipelines_is_cmk(k))
 		*tm = rc->pl->cmk_bm[pipelines_cmk_tiling(k)], *tn = rc->pl->cmk_bn[pipelines_cmk_tiling(k)];
 }
@@ -764,7 +766,7 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 {
 	const proto_request *q = &j->req;
 	const int k = j->plan.param;
-	if (!q->t[PROTO_T_DW].present || (k != KERN_TILED && k != KERN_NV2_DW && k != KERN_NV2_DW_S))
+	if (!q->t[PROTO_T_DW].present || (k != KERN_TILED && !pipelines_nv2_dw(k)))
 		return 0;
 	/* unchunked, a reduction past the loop bound runs in pieces that
 	 * accumulate in the output (dispatch_gemm): not what the sums give */
@@ -776,7 +778,7 @@ uint64_t record_param_resume_granule(const recorder *rc, const job *j)
 	 * run each k step at the same place in the same loop as unchunked (not
 	 * only the same BK steps: the driver may split a step differently in
 	 * another loop) */
-	if (k == KERN_NV2_DW || k == KERN_NV2_DW_S) {
+	if (pipelines_nv2_dw(k)) {
 		const nv2_tile *t = pipelines_nv2_tile(rc->pl, k, q->dtype);
 		return (uint64_t)t->bk * (t->unclamp && t->unroll ? t->unroll : 1);
 	}

@@ -478,7 +478,17 @@ static uint64_t chunk_rows(const engine *e, const job *j)
 	return j->req.t[PROTO_T_DX].present ? stream_chunk_rows(e, j) : j->req.batch;
 }
 
-static uint64_t last_block_rows(const srec *r);
+/* Rows of dW per block of the last resumed chunk's dW/db step, and of
+ * schedule 1's f32 dW (each block downloaded while the next computes):
+ * about a quarter of dW, whole workgroup rows of its kernel. With one workgroup per SM a quarter of 8192x4096x4096's dW
+ * (1,024 rows of 128x256 tiles: 128 workgroups) is one wave of the H200's
+ * 132 SMs, as a quarter of the unblocked step's four. */
+static uint64_t last_block_rows(const srec *r)
+{
+	const uint64_t out = r->j->req.out, tm = record_param_block_rows(r->e->rec, r->j);
+	const uint64_t rows = round_up((out + 3) / 4, tm);
+	return rows < out ? rows : out;
+}
 
 /* Rows of dW per row block: schedule 2, about half a chunk's bytes, whole
  * workgroup rows of its kernel (tm), at most STREAM_MAX_DW_BLOCKS blocks;
@@ -580,18 +590,6 @@ static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 	if (end && r->e->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, r->j->ts_index + 1);
 	return step_end(r);
-}
-
-/* Rows of dW per block of the last chunk's dW/db step (each downloaded
- * while the next computes): about a quarter of dW, whole workgroup rows of
- * its kernel. With one workgroup per SM a quarter of 8192x4096x4096's dW
- * (1,024 rows of 128x256 tiles: 128 workgroups) is one wave of the H200's
- * 132 SMs, as a quarter of the unblocked step's four. */
-static uint64_t last_block_rows(const srec *r)
-{
-	const uint64_t out = r->j->req.out, tm = record_param_block_rows(r->e->rec, r->j);
-	const uint64_t rows = round_up((out + 3) / 4, tm);
-	return rows < out ? rows : out;
 }
 
 /* The last chunk's dW/db steps, rows [r0, r0+len) of the batch: dW's row

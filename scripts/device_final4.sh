@@ -35,8 +35,7 @@ mkdir -p "$W/check" "$W/kernels" "$W/sums" "$W/tiny" "$W/datapath"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 | tee -a "$S"
 for i in 1 2; do
 	say "1. test_stream on the GPU ($i)"
-	(. "$AFTER/env.sh" && BUILD="$AFTER/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$AFTER/bin/test_stream") \
-		>"$W/check/test_stream_$i.txt" 2>&1
+	dev_test_stream "$AFTER" "$W/check/test_stream_$i.txt"
 	echo "rc=$?" | tee -a "$S"
 	grep -E "resumed dW|dW steps|two accumulating|PASSED|FAILED" "$W/check/test_stream_$i.txt" | tee -a "$S"
 done

@@ -17,8 +17,7 @@ say() { echo "=== $* ($(date -u +%T))" | tee -a "$S"; }
 . scripts/device_lib.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 | tee -a "$S"
 say "1. test_stream on the GPU"
-(. "$AFTER/env.sh" && BUILD="$AFTER/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$AFTER/bin/test_stream") \
-	>"$O/test_stream.txt" 2>&1
+dev_test_stream "$AFTER" "$O/test_stream.txt"
 echo "rc=$?" | tee -a "$S"
 grep -E "resumed dW|dW steps|PASSED|FAILED" "$O/test_stream.txt" | tee -a "$S"
 dev_kernels_table "$AFTER" "$O" "2."

@@ -135,3 +135,13 @@ dev_kernels_table() {
 	echo "rc=$?" | tee -a "$S"
 	python3 scripts/closing_table.py "$2/bench.jsonl" "$2/torch.jsonl" 2>&1 | tee -a "$S"
 }
+
+# dev_test_stream BUNDLE OUTFILE [VALIDATION]: tests/integration's
+# test_stream (BUNDLE/bin/test_stream) on this GPU against BUNDLE's
+# daemon, its output into OUTFILE; VALIDATION (default 0: Debian 12's
+# layer predates the H200's feature structs) as VKGRAD_TEST_VALIDATION.
+# Returns the test's exit status.
+dev_test_stream() {
+	(. "$1/env.sh" && BUILD="$1/bin" VKGRAD_TEST_VALIDATION=${3:-0} timeout 200 "$1/bin/test_stream") \
+		>"$2" 2>&1
+}

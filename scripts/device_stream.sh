@@ -50,6 +50,7 @@ say() { echo "=== $* (t+$(($(date +%s) - T0)) s)" | tee -a "$LOG"; }
 	(. "$B/env.sh" && timeout 60 "$B/bin/vkgradd" --list-devices)
 } >>"$LOG" 2>&1
 
+. "$(dirname "$0")/device_lib.sh"
 # the bit-for-bit check on this GPU, when the bundle carries it: streamed
 # (transfer queues) vs unstreamed, every dtype, output subset, accumulate
 if [ -x "$B/bin/test_stream" ]; then
@@ -58,14 +59,12 @@ if [ -x "$B/bin/test_stream" ]; then
 	val=1
 	[ -d "$B/layers" ] || val=0
 	say "test_stream (validation layer: $val)"
-	(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=$val timeout 150 "$B/bin/test_stream") \
-		>"$O/test_stream.txt" 2>&1
+	dev_test_stream "$B" "$O/test_stream.txt" $val
 	echo "test_stream: exit status $?" | tee -a "$LOG"
 	grep -E "cases|stream_queues|PASSED|FAILED|differs" "$O/test_stream.txt" | head -20
 fi
 
 D=$(mktemp -d)
-. "$(dirname "$0")/device_lib.sh"
 # run LABEL DTYPES DAEMON_ARGS...: a daemon with those arguments (and
 # RUN_ENV in its environment), the bench, its stats
 run() {

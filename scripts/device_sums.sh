@@ -37,16 +37,15 @@ T0=$(date +%s)
 say() { echo "=== $* (t+$(($(date +%s) - T0)) s)" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >>"$LOG" 2>&1
 
+. "$(dirname "$0")/device_lib.sh"
 if [ -x "$AFT/bin/test_stream" ] && [ "${SUMS_TEST:-1}" != 0 ]; then
 	say "test_stream on the GPU"
-	(. "$AFT/env.sh" && BUILD="$AFT/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$AFT/bin/test_stream") \
-		>"$O/test_stream.txt" 2>&1
+	dev_test_stream "$AFT" "$O/test_stream.txt"
 	echo "test_stream: exit status $?" | tee -a "$LOG"
 	grep -E "cases|dW steps|skipped|PASSED|FAILED|differs|over tol" "$O/test_stream.txt" | head -30
 fi
 
 D=$(mktemp -d)
-. "$(dirname "$0")/device_lib.sh"
 # run LABEL BUNDLE DTYPES DAEMON_ARGS...: a daemon of BUNDLE with those
 # arguments (RUN_ENV in its environment), the bench, its stats
 run() {
