@@ -227,8 +227,8 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 		printf("  %-20s %10.1f / %10.1f  (%" PRIu64 ")\n", s.stages[i].name, s.stages[i].p50_us,
 		       s.stages[i].p99_us, s.stages[i].count);
 	printf("completion wait: spin budget %" PRIu64 " µs, %" PRIu64 " µs spun, %" PRIu64
-	       " waits ended spinning, %" PRIu64 " blocked\n",
-	       s.spin_budget_us, s.spin_us, s.spin_hits, s.blocking_waits);
+	       " waits ended spinning, %" PRIu64 " blocked, %" PRIu64 " with an expected end\n",
+	       s.spin_budget_us, s.spin_us, s.spin_hits, s.blocking_waits, s.spin_expected);
 	rc = CLI_EXIT_OK;
 out:
 	vkg_close(c);

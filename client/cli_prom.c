@@ -214,6 +214,8 @@ static const prom_family families[] = {
 	  "Batches the polling loop found done."),
 	U("vkgrad_batches_seen_blocking_total", "counter", blocking_waits,
 	  "Batches the completion thread's blocking wait reported."),
+	U("vkgrad_batches_expected_total", "counter", spin_expected,
+	  "Single-job batches of a kind seen before, given an expected end (the loop polls near it)."),
 	{"vkgrad_devlocal_min_bytes", "gauge",
 	 "Tensor bytes from which a job runs on device-local copies (0: never), per dtype.",
 	 devlocal_samples, 0, false, false},

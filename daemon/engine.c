@@ -192,6 +192,29 @@ static void spare_free(engine *e)
 
 /* ---- completion thread, and the loop's polling ---------------------------- */
 
+/* The kind of job j for the expected ends of single-job batches (spin.h):
+ * what makes its batch take the time it does (shape, dtype, outputs,
+ * accumulate, its kernels and path), hashed (FNV-1a), never 0. */
+static uint64_t job_kind(const job *j)
+{
+	const proto_request *q = &j->req;
+	uint64_t outputs = 0;
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		outputs |= (uint64_t)q->t[t].present << t;
+	const uint64_t v[] = {
+		q->batch, q->in, q->out, (uint64_t)q->dtype, outputs, q->accumulate,
+		(uint64_t)(int64_t)j->plan.param, (uint64_t)(int64_t)j->plan.input,
+		j->plan.slices, j->plan.dx_slices, j->devlocal, j->streamed, j->sums,
+	};
+	uint64_t h = 14695981039346656037ull;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		for (int b = 0; b < 64; b += 8) {
+			h ^= (v[i] >> b) & 0xff;
+			h *= 1099511628211ull;
+		}
+	return h ? h : 1;
+}
+
 /* Batch s (the oldest not yet seen) is done, or failed with r: mark it
  * seen, for the loop to finish. Under e->mu, by whichever noticed first:
  * the completion thread's blocking wait or the polling loop (by_loop). */
@@ -226,6 +249,9 @@ static void *completion_main(void *arg)
 		}
 		uint32_t si = e->ring[(e->ring_head + e->ring_done) % ENGINE_RING];
 		uint64_t value = e->slots[si].value;
+		/* an expected end (spin.h): wait until the loop should poll, once */
+		const uint64_t poll_at = e->slots[si].poll_at_ns, poll_to = e->slots[si].poll_to_ns;
+		e->slots[si].poll_at_ns = 0;
 		pthread_mutex_unlock(&e->mu);
 		VkSemaphoreWaitInfo wi = {
 			.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
@@ -233,16 +259,28 @@ static void *completion_main(void *arg)
 			.pSemaphores = &e->timeline,
 			.pValues = &value,
 		};
-		VkResult r = vkWaitSemaphores(e->dev->dev, &wi, ENGINE_WAIT_NS);
+		uint64_t timeout = ENGINE_WAIT_NS;
+		if (poll_at) {
+			const uint64_t t = engine_now_ns();
+			timeout = poll_at > t ? poll_at - t : 0;
+		}
+		VkResult r = vkWaitSemaphores(e->dev->dev, &wi, timeout);
 		if (r == VK_SUCCESS && e->fault_late_us)
 			usleep(e->fault_late_us); /* tests: let the polling loop see it first */
 		const uint64_t now = engine_now_ns();
 		pthread_mutex_lock(&e->mu);
-		if (r == VK_TIMEOUT)
-			continue;
 		/* the loop may have seen it done meanwhile (and even reused the
 		 * slot for a later batch: compare the value) */
 		engine_slot *s = &e->slots[si];
+		if (r == VK_TIMEOUT) {
+			if (poll_at && !s->seen && s->value == value && s->busy) {
+				/* near its expected end: the loop polls for it */
+				e->poll_ask_value = value;
+				e->poll_ask_to_ns = poll_to;
+				uv_async_send(&e->async);
+			}
+			continue;
+		}
 		if (s->seen || s->value != value || !s->busy)
 			continue;
 		mark_seen(e, s, r, now, false);
@@ -345,7 +383,11 @@ static void finish_slot(engine *e, engine_slot *s)
 		uint64_t to_gpu_end = 0;
 		slot_stages(e, s, st, &st_mask, &to_gpu_end);
 		spin_note(&e->spin, to_gpu_end); /* what the batch took, as well as is known */
+		if (s->njobs == 1)
+			spin_learn(&e->spin, job_kind(s->jobs[0]), to_gpu_end);
 	}
+	if (e->poll_for_to_ns && s->value >= e->poll_for_value)
+		e->poll_for_to_ns = 0; /* the batch polled for is done */
 	if (s->failed && !e->lost) {
 		/* no more submissions until the device is recreated (recovery.c);
 		 * queued jobs wait for it, batches in flight finish first */
@@ -466,10 +508,31 @@ static void reap(engine *e)
 	engine_pump(e);
 }
 
+/* The completion thread asked the loop to poll for a batch near its
+ * expected end (spin.h): from now until the lead past it, unless that
+ * batch is finished already. */
+static void poll_expected(engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	const uint64_t value = e->poll_ask_value, to = e->poll_ask_to_ns;
+	e->poll_ask_value = 0;
+	bool pending = false;
+	for (uint32_t i = e->ring_done; value && i < e->ring_count; i++)
+		pending |= e->slots[e->ring[(e->ring_head + i) % ENGINE_RING]].value == value;
+	pthread_mutex_unlock(&e->mu);
+	const uint64_t now = engine_now_ns();
+	if (!pending || now >= to)
+		return;
+	e->poll_for_value = value;
+	e->poll_for_to_ns = to;
+	poll_start(e, now);
+}
+
 static void async_cb(uv_async_t *h)
 {
 	reap(h->data);
 	engine_activity(h->data); /* replies went out: the next requests come soon */
+	poll_expected(h->data);
 }
 
 /* uv_idle: while it runs the loop polls instead of sleeping (spin.h). Each
@@ -483,7 +546,7 @@ static void poll_cb(uv_idle_t *h)
 		engine_activity(e); /* replies went out: the next requests come soon */
 	}
 	const uint64_t now = engine_now_ns();
-	bool keep = now < e->poll_until_ns;
+	bool keep = now < e->poll_until_ns || now < e->poll_for_to_ns;
 	pthread_mutex_lock(&e->mu);
 	if (e->ring_done < e->ring_count) {
 		const engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % ENGINE_RING]];
@@ -641,8 +704,15 @@ static void submit_slot(engine *e, uint32_t si)
 		uv_async_send(&e->async); /* async_cb starts the recovery */
 		return;
 	}
+	/* a kind seen before, longer than the budget: the loop polls around
+	 * its expected end (spin.h) */
+	const uint64_t expect = s->njobs == 1 ? spin_expect(&e->spin, job_kind(s->jobs[0])) : 0;
+	const uint64_t lead = spin_lead(expect);
+	e->spin_expected += expect != 0;
 	pthread_mutex_lock(&e->mu);
 	assert(e->ring_count < e->nslots && e->nslots <= ENGINE_RING); /* one entry per slot */
+	s->poll_at_ns = expect ? s->t_submitted_ns + (expect > lead ? expect - lead : 0) : 0;
+	s->poll_to_ns = expect ? s->t_submitted_ns + expect + lead : 0;
 	s->seen = false;
 	e->ring[(e->ring_head + e->ring_count) % ENGINE_RING] = si;
 	e->ring_count++;
@@ -1130,5 +1200,6 @@ void engine_stats(const engine *e, proto_stats *st)
 	st->spin_budget_us = e->spin.budget_ns / 1000;
 	st->spin_us = atomic_load(&e->spin_ns) / 1000;
 	st->spin_hits = atomic_load(&e->spin_hits);
+	st->spin_expected = e->spin_expected;
 	st->blocking_waits = atomic_load(&e->blocking_waits);
 }

@@ -94,6 +94,10 @@ typedef struct engine_slot {
 	uint64_t t_take_ns, t_recorded_ns, t_submitted_ns, t_seen_ns, t_answer_ns;
 	uint64_t cal_host_ns, cal_dev;
 	bool cal_ok;
+	/* single-job batch of a kind seen before (spin_expect): the completion
+	 * thread wakes the loop to poll at poll_at_ns (0: blocks as usual),
+	 * the loop polls until seen or poll_to_ns (under mu) */
+	uint64_t poll_at_ns, poll_to_ns;
 	uint64_t value;     /* timeline value signalled when done */
 	bool seen;          /* found done (under mu): by the completion thread or the polling loop */
 	bool busy;
@@ -165,10 +169,16 @@ typedef struct engine {
 	uv_idle_t poll;
 	bool poll_init, polling, stop_polling;
 	uint64_t poll_since_ns, poll_until_ns;
+	/* polling for an expected end: the batch (its value) and until when;
+	 * asked by the completion thread (poll_ask_*, under mu), taken by
+	 * the loop (poll_for_*), cleared once that batch is finished */
+	uint64_t poll_ask_value, poll_ask_to_ns, poll_for_value, poll_for_to_ns;
 	spin spin;
 	/* stats: the loop's time polling; batches it saw done while polling,
 	 * batches the completion thread's blocking wait reported */
 	atomic_uint_fast64_t spin_ns, spin_hits, blocking_waits;
+	/* batches given an expected end (spin.h), at submission */
+	uint64_t spin_expected;
 } engine;
 
 int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,

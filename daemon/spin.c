@@ -49,3 +49,38 @@ void spin_note(spin *s, uint64_t ns)
 		update(s);
 	}
 }
+
+static spin_kind *kind_find(const spin *s, uint64_t key)
+{
+	for (uint32_t i = 0; i < SPIN_KINDS; i++)
+		if (s->kinds[i].key == key)
+			return (spin_kind *)&s->kinds[i];
+	return NULL;
+}
+
+void spin_learn(spin *s, uint64_t key, uint64_t ns)
+{
+	if (s->max_ns == 0 || key == 0)
+		return;
+	spin_kind *k = kind_find(s, key);
+	if (!k) {
+		k = &s->kinds[s->kinds_next];
+		s->kinds_next = (s->kinds_next + 1) % SPIN_KINDS;
+		k->key = key;
+	}
+	k->ns = ns;
+}
+
+uint64_t spin_expect(const spin *s, uint64_t key)
+{
+	if (s->max_ns == 0 || key == 0)
+		return 0;
+	const spin_kind *k = kind_find(s, key);
+	return k && k->ns > s->budget_ns ? k->ns : 0;
+}
+
+uint64_t spin_lead(uint64_t expect_ns)
+{
+	const uint64_t lead = SPIN_LEAD_MIN_NS + expect_ns / 32;
+	return lead < SPIN_LEAD_MAX_NS ? lead : SPIN_LEAD_MAX_NS;
+}

@@ -314,6 +314,7 @@ typedef struct proto_stats {
 	/* the completion wait (daemon/engine.h): its current spin budget,
 	 * CPU time spent spinning, waits a spin ended, waits that blocked */
 	uint64_t spin_budget_us, spin_us, spin_hits, blocking_waits;
+	uint64_t spin_expected; /* batches given an expected end (daemon/spin.h) */
 } proto_stats;
 
 typedef enum proto_reply_kind {

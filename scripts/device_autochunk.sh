@@ -12,7 +12,7 @@ d=$(mktemp -d)
 p=$!
 for i in $(seq 1 600); do "$B/bin/vkgrad" --socket "$d/s" ping >/dev/null 2>&1 && break; sleep 0.1; done
 grep "streamed jobs" "$d/log"
-for dt in bf16 f32; do
+for dt in ${AUTOCHUNK_DTYPES:-bf16 f32}; do
 	timeout 60 "$B/bin/vkgrad" --socket "$d/s" bench --kernels --json --shapes 8192,4096,4096 --dtypes $dt \
 		--variants auto --reps 3 2>&1 | grep -o '"dtype":"[a-z0-9]*"\|"end_to_end_us":[0-9.]*\|"ok":[a-z]*' | tr '\n' ' '
 	echo

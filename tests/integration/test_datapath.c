@@ -54,15 +54,20 @@ typedef struct small_job {
 	vkg_job job;
 } small_job;
 
-static void small_job_make(vkg_client *c, small_job *s, uint64_t seed)
+static void small_job_batch(vkg_client *c, small_job *s, uint64_t seed, uint64_t batch)
 {
 	vkg_error err;
-	jobcase_init(&s->jc, 32, 64, 8, JC_ALL, false);
+	jobcase_init(&s->jc, batch, 64, 8, JC_ALL, false);
 	s->map[0] = vkg_region_create(c, s->jc.size[0], &s->region[0], &err);
 	if (!s->map[0])
 		fail_msg("region: %s: %s", err.code, err.message);
 	assert_int_equal(jobcase_fill(&s->jc, s->map, seed), 0);
 	s->job = jobcase_job(&s->jc, s->region);
+}
+
+static void small_job_make(vkg_client *c, small_job *s, uint64_t seed)
+{
+	small_job_batch(c, s, seed, 32);
 }
 
 static void small_job_free(vkg_client *c, small_job *s)
@@ -206,6 +211,66 @@ static void test_loop_sees_batches_done(void **state)
 	assert_true(r.stats.spin_hits + r.stats.blocking_waits >= r.stats.batches);
 	vkg_close(c);
 	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+/* stats of the daemon c is connected to, decoded into *r. */
+static void stats_get(vkg_client *c, proto_reply *r)
+{
+	void *body = NULL;
+	size_t len = 0;
+	vkg_error err;
+	assert_int_equal(vkg_call_raw(c, "stats", NULL, 0, &body, &len, &err), 0);
+	proto_err perr;
+	assert_int_equal(proto_reply_decode(body, len, r, &perr), 0);
+	free(body);
+}
+
+/* jobs single-job batches of s's kind, synchronous; stats' spin_expected
+ * afterwards */
+static uint64_t expected_after(vkg_client *c, small_job *s, int jobs)
+{
+	vkg_error err;
+	for (int i = 0; i < jobs; i++)
+		if (vkg_linear_backward(c, &s->job, NULL, &err) != 0)
+			fail_msg("job: %s: %s", err.code, err.message);
+	static proto_reply r;
+	stats_get(c, &r);
+	return r.stats.spin_expected;
+}
+
+/* Expected ends (daemon/spin.h): a single-job batch of a kind seen before
+ * gets one (on lavapipe every batch is past the polling budget), a new
+ * kind does not; the results stay right. With --spin-us 0, none. */
+static void test_expected_ends(void **state)
+{
+	(void)state;
+	for (int run = 0; run < 2; run++) {
+		daemon_proc d = {0};
+		const char *const off[] = {"--spin-us", "0", NULL};
+		assert_int_equal(daemon_proc_start(&d, run ? off : NULL, NULL), 0);
+		vkg_client *c = connect_to(&d);
+		small_job a, b;
+		small_job_make(c, &a, 11);
+		small_job_batch(c, &b, 12, 48); /* another kind */
+		/* the first of a kind is learned, each later one expected */
+		const uint64_t e1 = expected_after(c, &a, 4);
+		const uint64_t e2 = expected_after(c, &b, 1);
+		const uint64_t e3 = expected_after(c, &a, 2);
+		printf("spin_expected after 4 jobs of a kind: %llu, one of another: %llu, two more "
+		       "of the first: %llu (--spin-us %s)\n", (unsigned long long)e1,
+		       (unsigned long long)e2, (unsigned long long)e3, run ? "0" : "default");
+		assert_int_equal(e1, run ? 0 : 3);
+		assert_int_equal(e2, e1);
+		assert_int_equal(e3, run ? 0 : 5);
+		char why[256];
+		if (jobcase_check(&a.jc, a.map, JC_TOL_F32, why, sizeof(why)) != 0 ||
+		    jobcase_check(&b.jc, b.map, JC_TOL_F32, why, sizeof(why)) != 0)
+			fail_msg("result: %s", why);
+		small_job_free(c, &a);
+		small_job_free(c, &b);
+		vkg_close(c);
+		assert_int_equal(daemon_proc_stop(&d), 0);
+	}
 }
 
 /* stats: every daemon stage of the jobs above, with a median and p99 in
@@ -399,6 +464,7 @@ int main(void)
 		cmocka_unit_test(test_trace_adds_up_uncalibrated),
 		cmocka_unit_test(test_loop_sees_batches_done),
 		cmocka_unit_test(test_stats_stage_medians),
+		cmocka_unit_test(test_expected_ends),
 		cmocka_unit_test(test_idle_cpu_default),
 		cmocka_unit_test(test_idle_cpu_polling),
 		cmocka_unit_test(test_client_wait_spin),

@@ -488,6 +488,7 @@ static void test_reply_stats_stages(void **state)
 	in.stats.spin_budget_us = 37;
 	in.stats.spin_us = 1ull << 35;
 	in.stats.spin_hits = 12;
+	in.stats.spin_expected = 7;
 	in.stats.blocking_waits = 13;
 	in.stats.n_stages = 2;
 	snprintf(in.stats.stages[0].name, 16, "queue");
@@ -502,6 +503,7 @@ static void test_reply_stats_stages(void **state)
 	assert_int_equal(out.stats.spin_budget_us, 37);
 	assert_int_equal(out.stats.spin_us, 1ull << 35);
 	assert_int_equal(out.stats.spin_hits, 12);
+	assert_int_equal(out.stats.spin_expected, 7);
 	assert_int_equal(out.stats.blocking_waits, 13);
 	assert_int_equal(out.stats.n_stages, 2);
 	assert_string_equal(out.stats.stages[0].name, "queue");

@@ -3,7 +3,10 @@
  * 1.5 x their 75th percentile plus 5 µs, at most the maximum, while that
  * percentile is within it; 0 (no polling for the GPU) once most batches
  * take longer; back again when they are short again; never with a
- * maximum of 0. */
+ * maximum of 0. Expected ends: a kind's last time, only past the budget,
+ * none for an unknown kind, key 0 or a maximum of 0; the oldest kind
+ * gives way after SPIN_KINDS others; the lead is 100 µs plus 1/32,
+ * at most 1 ms. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,6 +73,44 @@ static void test_zero_maximum_never_polls(void **state)
 	assert_int_equal(s.budget_ns, 0);
 }
 
+static void test_expected_ends(void **state)
+{
+	(void)state;
+	spin s;
+	spin_init(&s, 50 * US, 0);
+	assert_int_equal(spin_expect(&s, 7), 0); /* unknown */
+	spin_learn(&s, 7, 5000 * US);
+	assert_int_equal(spin_expect(&s, 7), 5000 * US);
+	assert_int_equal(spin_expect(&s, 8), 0);
+	spin_learn(&s, 7, 4000 * US); /* the last time counts */
+	assert_int_equal(spin_expect(&s, 7), 4000 * US);
+	/* within the budget (50 µs until batches say otherwise): none */
+	spin_learn(&s, 9, 40 * US);
+	assert_int_equal(spin_expect(&s, 9), 0);
+	/* key 0 is no kind */
+	spin_learn(&s, 0, 5000 * US);
+	assert_int_equal(spin_expect(&s, 0), 0);
+	/* SPIN_KINDS new kinds later the oldest is gone, the newest kept */
+	for (uint64_t k = 100; k < 100 + SPIN_KINDS; k++)
+		spin_learn(&s, k, 1000 * US + k);
+	assert_int_equal(spin_expect(&s, 7), 0);
+	assert_int_equal(spin_expect(&s, 100 + SPIN_KINDS - 1), 1000 * US + 100 + SPIN_KINDS - 1);
+	/* a maximum of 0: no polling, no expected ends */
+	spin z;
+	spin_init(&z, 0, 0);
+	spin_learn(&z, 7, 5000 * US);
+	assert_int_equal(spin_expect(&z, 7), 0);
+}
+
+static void test_lead(void **state)
+{
+	(void)state;
+	assert_int_equal(spin_lead(0), 100 * US);
+	assert_int_equal(spin_lead(3200 * US), 200 * US);
+	assert_int_equal(spin_lead(28800 * US), 1000 * US);
+	assert_int_equal(spin_lead(1000000 * US), 1000 * US);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -77,6 +118,8 @@ int main(void)
 		cmocka_unit_test(test_short_batches_set_the_budget),
 		cmocka_unit_test(test_long_batches_stop_the_polling),
 		cmocka_unit_test(test_zero_maximum_never_polls),
+		cmocka_unit_test(test_expected_ends),
+		cmocka_unit_test(test_lead),
 	};
 	return cmocka_run_group_tests_name("spin", tests, NULL, NULL);
 }

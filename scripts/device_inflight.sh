@@ -1,0 +1,61 @@
+#!/bin/sh
+# Submissions in flight (--inflight-batches, default 2) against the small-job
+# path, on the GPU machine, from a bundle B (bin/vkgradd, bin/vkgrad):
+#   [OUT=DIR] [NS="1 2 3 4 6"] [REPS=2] [JOBS=2000] scripts/device_inflight.sh B
+# For each rep and each N in turn: a daemon with --inflight-batches N, then
+# `vkgrad bench --socket` against it: tiny_latency with 1 and with 16
+# synchronous clients (JOBS each), tiny_throughput with 16 clients x 32 in
+# flight (JOBS/4 each); its stats' completion-wait line.
+# Files in $OUT: inflight.jsonl (bench lines tagged "n" and "rep"), log.txt;
+# the summary (jobs/s, p50, p99, stages) on stdout.
+set -u
+B=${1:?usage: device_inflight.sh BUNDLE}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+O=${OUT:-/tmp/inflight}
+NS=${NS:-1 2 3 4 6}
+REPS=${REPS:-2}
+JOBS=${JOBS:-2000}
+mkdir -p "$O"
+J="$O/inflight.jsonl" LOG="$O/log.txt" D=$(mktemp -d)
+: >"$J"; : >"$LOG"
+say() { echo "=== $* ($(date -u +%T))" | tee -a "$LOG"; }
+. "$(dirname "$0")/device_lib.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv >>"$LOG" 2>&1
+tag() {
+	python3 -c '
+import json,sys
+for l in sys.stdin:
+    try: j=json.loads(l)
+    except ValueError: continue
+    j["n"]=int(sys.argv[1]); j["rep"]=int(sys.argv[2]); print(json.dumps(j))
+' "$1" "$2"
+}
+for r in $(seq 1 "$REPS"); do
+	for n in $NS; do
+		dev_daemon_start "$B" "$LOG" --inflight-batches "$n" || { say "daemon n=$n did not start"; continue; }
+		say "n=$n rep $r"
+		for c in 1 16; do
+			(. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" bench --socket "$D/s" --json \
+				--scenario tiny_latency --clients $c --jobs "$JOBS") 2>>"$LOG" | tag "$n" "$r" >>"$J"
+		done
+		(. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" bench --socket "$D/s" --json \
+			--scenario tiny_throughput --clients 16 --jobs $((JOBS / 4))) 2>>"$LOG" | tag "$n" "$r" >>"$J"
+		(. "$B/env.sh" && "$B/bin/vkgrad" --socket "$D/s" stats) 2>&1 | grep -E "completion wait|jobs_per_batch" >>"$LOG"
+		dev_daemon_stop
+	done
+done
+say summary
+python3 - "$J" <<'PY' | tee -a "$LOG"
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if j.get("mode") != "daemon":
+        continue
+    st = j.get("stages_us", {})
+    print("n=%d rep %d %-15s c=%-2d inflight=%-2d %9.0f jobs/s p50 %7.1f p99 %7.1f  %s" % (
+        j["n"], j["rep"], j["scenario"], j["clients"], j["inflight"], j.get("jobs_per_s", 0),
+        j.get("p50_us", 0), j.get("p99_us", 0),
+        " ".join("%s=%s" % (k, v) for k, v in st.items())))
+PY
+say done
+[ -f "$B/torch_multiproc.py" ] && [ -z "${NO_TORCH:-}" ] && { : >"$O/torch.jsonl"; dev_torch_mp "$B/torch_multiproc.py" "$O/torch.jsonl"; cat "$O/torch.jsonl"; }
