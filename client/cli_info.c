@@ -200,7 +200,7 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 	printf("  %-20s %" PRIu64 " (%" PRIu64 " bytes copied to and from device memory)\n",
 	       "devlocal_jobs", s.devlocal_jobs, s.devlocal_copy_bytes);
 	if (s.stream_chunk_bytes)
-		printf("  %-20s %" PRIu64 " bytes of dY per chunk (f16/bf16: half, at least 1,024 rows, under the daemon's auto), "
+		printf("  %-20s %" PRIu64 " bytes of dY per chunk (f16/bf16: half, at least 1,024 rows and an eighth of the batch, under the daemon's auto), "
 		       "jobs of >= %" PRIu64
 		       " tensor bytes, copies on %s\n", "stream_chunk_bytes", s.stream_chunk_bytes,
 		       s.stream_min_bytes,

@@ -29,13 +29,18 @@
  * bf16 6,007 / 5,947 / 5,939 µs against 6,118 / 6,221 / 6,259, f16 6,174 /
  * 6,107 / 5,969 against 10,035 / 6,244 / 6,153; f32 20,709 / 21,762 /
  * 20,809 against 18,967 / 18,718 / 18,996: about 1,024 rows either way.
- * f16/bf16 chunks are at least 1,024 rows (at out = 8192, 4 Mi elements are
- * 512): 16384x8192x8192 bf16 took 31,646 µs end to end in 512-row chunks
- * (measurements/h200-2026-12-03-s6/final6) against 28,644 in 1,024-row
- * ones (measurements/h200-2026-12-03-s5/closing5) */
+ * f16/bf16 chunks are at least 1,024 rows and an eighth of the batch (at
+ * out = 8192, 4 Mi elements are 512 rows). 16384x8192x8192 end to end,
+ * alternated twice in one run each (measurements/h200-2026-12-03-s6/rows16,
+ * chunk16k): bf16 512 rows 32,306 / 31,949 µs against 1,024 rows 27,902 /
+ * 27,995 (f16 32,201 / 32,502 against 28,036 / 28,112); bf16 1,024 rows
+ * 27,976 / 27,997, 2,048 rows 26,376 / 26,488, 4,096 rows 27,459 / 29,514.
+ * At 8192x4096x4096 an eighth is the 1,024 rows measured above. f32 keeps
+ * 4 Mi elements (16384x8192x8192: 512 rows, not measured otherwise) */
 #define CONFIG_STREAM_AUTO_CHUNK (16ull << 20) /* bytes of f32 dY */
 #define CONFIG_STREAM_AUTO_CHUNK_ELEMS (4ull << 20)
 #define CONFIG_STREAM_AUTO_MIN_ROWS_16BIT 1024ull
+#define CONFIG_STREAM_AUTO_CHUNKS_16BIT 8ull /* at most this many chunks of 16-bit dY */
 #define CONFIG_STREAM_AUTO_MIN (64ull << 20)
 
 /* what --client-batch-macs auto means: about 5 ms of f32 GEMM on the H200

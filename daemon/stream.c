@@ -27,7 +27,7 @@ void stream_init(engine *e)
 		log_info("streamed jobs: device-local jobs of >= %llu tensor bytes in chunks of ~%llu "
 			 "bytes of dY%s, copies on %s",
 			 (unsigned long long)e->stream_min, (unsigned long long)e->stream_chunk,
-			 e->stream_chunk_auto ? " (f32; f16/bf16 half of it: the same rows, at least 1,024)" : "",
+			 e->stream_chunk_auto ? " (f32; f16/bf16 half of it: the same rows, at least 1,024 and an eighth of the batch)" : "",
 			 d->xfer_queues == 2 ? "two transfer queues (in and out at once)"
 			 : d->xfer_queues ? "one transfer queue" : "the compute queue (no overlap)");
 }
@@ -74,8 +74,14 @@ uint64_t stream_chunk_rows(const engine *e, const job *j)
 {
 	const proto_request *q = &j->req;
 	uint64_t rows = chunk_bytes(e, j) / (q->out * proto_dtype_size(q->dtype));
-	if (e->stream_chunk_auto && proto_dtype_size(q->dtype) < 4 && rows < CONFIG_STREAM_AUTO_MIN_ROWS_16BIT)
-		rows = CONFIG_STREAM_AUTO_MIN_ROWS_16BIT;
+	if (e->stream_chunk_auto && proto_dtype_size(q->dtype) < 4) {
+		const uint64_t eighth = (q->batch + CONFIG_STREAM_AUTO_CHUNKS_16BIT - 1) /
+					CONFIG_STREAM_AUTO_CHUNKS_16BIT;
+		if (rows < CONFIG_STREAM_AUTO_MIN_ROWS_16BIT)
+			rows = CONFIG_STREAM_AUTO_MIN_ROWS_16BIT;
+		if (rows < eighth)
+			rows = eighth;
+	}
 	const uint64_t least = (q->batch + STREAM_MAX_CHUNKS - 1) / STREAM_MAX_CHUNKS;
 	if (rows < least)
 		rows = least;

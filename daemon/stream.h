@@ -120,7 +120,8 @@ void stream_release(engine *e);
 uint32_t stream_queries(const engine *e);
 /* Rows of j's batch per chunk: about a chunk of dY (--stream-chunk-bytes;
  * auto: CONFIG_STREAM_AUTO_CHUNK_ELEMS elements, so the same rows for every
- * dtype, f16/bf16 at least CONFIG_STREAM_AUTO_MIN_ROWS_16BIT), at most STREAM_MAX_CHUNKS chunks, whole rows on 4 bytes in
+ * dtype, f16/bf16 at least CONFIG_STREAM_AUTO_MIN_ROWS_16BIT rows and an
+ * eighth of the batch: config.h), at most STREAM_MAX_CHUNKS chunks, whole rows on 4 bytes in
  * every tensor. */
 uint64_t stream_chunk_rows(const engine *e, const job *j);
 /* Does j, placed on the device-local path, stream? (placement.c) */

@@ -2,7 +2,7 @@
  * of a streamed job per chunk. Under --stream-chunk-bytes auto a chunk is
  * CONFIG_STREAM_AUTO_CHUNK_ELEMS elements of dY whatever the dtype (16 MiB
  * of f32, 8 MiB of f16/bf16: measured the faster for each on the H200,
- * config.h), f16/bf16 at least 1,024 rows; an explicit size is bytes for every dtype; at most
+ * config.h), f16/bf16 at least 1,024 rows and an eighth of the batch; an explicit size is bytes for every dtype; at most
  * STREAM_MAX_CHUNKS chunks; rows whose bytes start on 4 in every tensor.
  * (lavapipe has no transfer-only queue, so no daemon there streams under
  * auto: this is where auto's rows are checked.) */
@@ -41,10 +41,13 @@ static void test_auto_same_rows_every_dtype(void **state)
 	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_F32, 8192, 4096, 4096), 1024);
 	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_BF16, 8192, 4096, 4096), 1024);
 	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_F16, 8192, 4096, 4096), 1024);
-	/* out = 8192: 512 rows of f32; f16/bf16 at least 1,024 */
+	/* out = 8192: 512 rows of f32; f16/bf16 at least 1,024 rows and an
+	 * eighth of the batch */
 	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_F32, 16384, 8192, 8192), 512);
-	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_BF16, 16384, 8192, 8192), 1024);
-	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_F16, 16384, 8192, 8192), 1024);
+	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_BF16, 8192, 8192, 8192), 1024);
+	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_BF16, 16384, 8192, 8192), 2048);
+	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_F16, 16384, 8192, 8192), 2048);
+	assert_int_equal(rows_of(true, CONFIG_STREAM_AUTO_CHUNK, PROTO_F16, 9000, 4096, 4096), 1125);
 	/* an explicit size has no floor */
 	assert_int_equal(rows_of(false, 8ull << 20, PROTO_BF16, 16384, 8192, 8192), 512);
 }
