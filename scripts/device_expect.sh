@@ -45,16 +45,6 @@ for r in $(seq 1 "$REPS"); do
 done
 say summary
 STAGES=1 dev_summary "$J" | tee -a "$LOG"
-python3 - "$T" <<'PY' | tee -a "$LOG"
-import json, sys
-for l in open(sys.argv[1]):
-    j = json.loads(l)
-    if j.get("mode") != "daemon":
-        continue
-    st = j.get("stages_us", {})
-    print("%-9s %-15s c=%-2d %9.0f jobs/s p50 %7.1f p99 %7.1f  %s" % (
-        j["run"], j["scenario"], j["clients"], j.get("jobs_per_s", 0), j.get("p50_us", 0),
-        j.get("p99_us", 0), " ".join("%s=%s" % (k, v) for k, v in st.items())))
-PY
+dev_tiny_summary "$T" | tee -a "$LOG"
 grep -E "^---|completion" "$O/stats.txt"
 say done

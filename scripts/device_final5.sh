@@ -15,15 +15,5 @@ S="$O/summary.txt"
 : >"$S"
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$S"; }
 . scripts/device_lib.sh
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 | tee -a "$S"
-say "1. test_stream on the GPU"
-dev_test_stream "$AFTER" "$O/test_stream.txt"
-echo "rc=$?" | tee -a "$S"
-grep -E "resumed dW|dW steps|PASSED|FAILED" "$O/test_stream.txt" | tee -a "$S"
-dev_kernels_table "$AFTER" "$O" "2."
-say "3. 8192x4096x4096, streaming off"
-D=$(mktemp -d) J="$O/off.jsonl" LOG="$O/off.err"
-: >"$J"
-NO_STATS=1 dev_run off "$AFTER" bf16,f16,f32 8192,4096,4096 --stream-chunk-bytes off
-dev_summary "$J" | tee -a "$S"
+dev_closing_kernels "$AFTER" "$O"
 say done

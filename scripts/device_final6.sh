@@ -9,8 +9,9 @@
 # 2. `vkgrad bench --kernels` 8192x4096x4096, 16384x8192x8192,
 #    2048x1024x1024 x bf16/f16/f32 (auto) beside torch_linear_backward.py,
 #    the table with GPU and end-to-end ratios (closing_table.py);
-# 3. 8192x4096x4096 with streaming off (the kernels alone), and f32 forced
-#    to coopmat_khr_f32x3 (f32 on tensor cores), AFTER;
+# 3. 8192x4096x4096 with streaming off (the kernels alone; steps 1-3 are
+#    device_lib.sh's dev_closing_kernels), and f32 forced to
+#    coopmat_khr_f32x3 (f32 on tensor cores), AFTER;
 # 4. the pipelines' driver statistics (registers, shared memory) at debug;
 # 5. `vkgrad bench --compare --json` BEFORE15, AFTER, BEFORE15, AFTER;
 # 6. 16 synchronous clients (tiny_latency --clients 16 --jobs 2000,
@@ -32,16 +33,10 @@ S="$O/summary.txt"
 : >"$S"
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$S"; }
 . scripts/device_lib.sh
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 | tee -a "$S"
-say "1. test_stream on the GPU"
-dev_test_stream "$AFTER" "$R/test_stream.txt"
-echo "rc=$?" | tee -a "$S"
-grep -E "resumed dW|dW steps|PASSED|FAILED" "$R/test_stream.txt" | tee -a "$S"
-dev_kernels_table "$AFTER" "$R" "2."
-say "3. 8192x4096x4096, streaming off; f32 on tensor cores (coopmat_khr_f32x3)"
-D=$(mktemp -d) J="$R/off.jsonl" LOG="$R/off.err"
+dev_closing_kernels "$AFTER" "$R"
+say "3. f32 on tensor cores (coopmat_khr_f32x3)"
+J="$R/f32x3.jsonl"
 : >"$J"
-NO_STATS=1 dev_run off "$AFTER" bf16,f16,f32 8192,4096,4096 --stream-chunk-bytes off
 NO_STATS=1 BENCH_ARGS="--variants coopmat_khr_f32x3" dev_run f32x3 "$AFTER" f32 \
 	"8192,4096,4096;2048,1024,1024" --stream-chunk-bytes off
 dev_summary "$J" | tee -a "$S"

@@ -6,7 +6,7 @@
 # `vkgrad bench --socket` against it: tiny_latency with 1 and with 16
 # synchronous clients (JOBS each), tiny_throughput with 16 clients x 32 in
 # flight (JOBS/4 each); its stats' completion-wait line.
-# Files in $OUT: inflight.jsonl (bench lines tagged "n" and "rep"), log.txt;
+# Files in $OUT: inflight.jsonl (bench lines tagged "run": "n=N#REP"), log.txt;
 # the summary (jobs/s, p50, p99, stages) on stdout.
 set -u
 B=${1:?usage: device_inflight.sh BUNDLE}
@@ -21,14 +21,8 @@ J="$O/inflight.jsonl" LOG="$O/log.txt" D=$(mktemp -d)
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$LOG"; }
 . "$(dirname "$0")/device_lib.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv >>"$LOG" 2>&1
-tag() {
-	python3 -c '
-import json,sys
-for l in sys.stdin:
-    try: j=json.loads(l)
-    except ValueError: continue
-    j["n"]=int(sys.argv[1]); j["rep"]=int(sys.argv[2]); print(json.dumps(j))
-' "$1" "$2"
+tag() { # N REP: each JSON line tagged "run": "n=N#REP"
+	sed "s/^{/{\"run\":\"n=$1#$2\",/"
 }
 for r in $(seq 1 "$REPS"); do
 	for n in $NS; do
@@ -45,17 +39,6 @@ for r in $(seq 1 "$REPS"); do
 	done
 done
 say summary
-python3 - "$J" <<'PY' | tee -a "$LOG"
-import json, sys
-for l in open(sys.argv[1]):
-    j = json.loads(l)
-    if j.get("mode") != "daemon":
-        continue
-    st = j.get("stages_us", {})
-    print("n=%d rep %d %-15s c=%-2d inflight=%-2d %9.0f jobs/s p50 %7.1f p99 %7.1f  %s" % (
-        j["n"], j["rep"], j["scenario"], j["clients"], j["inflight"], j.get("jobs_per_s", 0),
-        j.get("p50_us", 0), j.get("p99_us", 0),
-        " ".join("%s=%s" % (k, v) for k, v in st.items())))
-PY
+dev_tiny_summary "$J" | tee -a "$LOG"
 say done
 [ -f "$B/torch_multiproc.py" ] && [ -z "${NO_TORCH:-}" ] && { : >"$O/torch.jsonl"; dev_torch_mp "$B/torch_multiproc.py" "$O/torch.jsonl"; cat "$O/torch.jsonl"; }

@@ -145,3 +145,39 @@ dev_test_stream() {
 	(. "$1/env.sh" && BUILD="$1/bin" VKGRAD_TEST_VALIDATION=${3:-0} timeout 200 "$1/bin/test_stream") \
 		>"$2" 2>&1
 }
+
+# dev_closing_kernels BUNDLE DIR: the closing runs' first steps (S, say as
+# the caller set them): nvidia-smi; 1. test_stream on the GPU
+# (DIR/test_stream.txt); 2. dev_kernels_table into DIR; 3. 8192x4096x4096
+# with streaming off, bf16/f16/f32 (DIR/off.jsonl, DIR/off.err; sets D, J
+# and LOG), its dev_summary.
+dev_closing_kernels() {
+	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv 2>&1 |
+		tee -a "$S"
+	say "1. test_stream on the GPU"
+	dev_test_stream "$1" "$2/test_stream.txt"
+	echo "rc=$?" | tee -a "$S"
+	grep -E "resumed dW|dW steps|PASSED|FAILED" "$2/test_stream.txt" | tee -a "$S"
+	dev_kernels_table "$1" "$2" "2."
+	say "3. 8192x4096x4096, streaming off"
+	D=$(mktemp -d) J="$2/off.jsonl" LOG="$2/off.err"
+	: >"$J"
+	NO_STATS=1 dev_run off "$1" bf16,f16,f32 8192,4096,4096 --stream-chunk-bytes off
+	dev_summary "$J" | tee -a "$S"
+}
+
+# dev_tiny_summary FILE: one line per daemon-mode line of `vkgrad bench
+# --json` in FILE, each tagged with a "run" key: jobs/s, p50, p99, stages.
+dev_tiny_summary() {
+	python3 - "$1" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if j.get("mode") != "daemon":
+        continue
+    st = j.get("stages_us", {})
+    print("%-9s %-15s c=%-2d x%-2d %9.0f jobs/s p50 %7.1f p99 %7.1f  %s" % (
+        j["run"], j["scenario"], j["clients"], j["inflight"], j.get("jobs_per_s", 0),
+        j.get("p50_us", 0), j.get("p99_us", 0), " ".join("%s=%s" % (k, v) for k, v in st.items())))
+PY
+}
