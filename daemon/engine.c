@@ -383,8 +383,7 @@ static void finish_slot(engine *e, engine_slot *s)
 		uint64_t to_gpu_end = 0;
 		slot_stages(e, s, st, &st_mask, &to_gpu_end);
 		spin_note(&e->spin, to_gpu_end); /* what the batch took, as well as is known */
-		if (s->njobs == 1)
-			spin_learn(&e->spin, job_kind(s->jobs[0]), to_gpu_end);
+		spin_learn(&e->spin, s->kind, to_gpu_end); /* (kind 0: nothing) */
 	}
 	if (e->poll_for_to_ns && s->value >= e->poll_for_value)
 		e->poll_for_to_ns = 0; /* the batch polled for is done */
@@ -639,6 +638,7 @@ static void submit_slot(engine *e, uint32_t si)
 	}
 	/* (a failed scratch reservation above may have dropped its streaming) */
 	const bool streamed = s->njobs == 1 && s->jobs[0]->streamed;
+	s->kind = s->njobs == 1 ? job_kind(s->jobs[0]) : 0; /* its placement final */
 	record_counts counts;
 	const record_target tg = {
 		.pool = s->pool, .cb = s->cb, .queries = s->queries, .ts_buf = s->ts_buf,
@@ -706,13 +706,16 @@ static void submit_slot(engine *e, uint32_t si)
 	}
 	/* a kind seen before, longer than the budget: the loop polls around
 	 * its expected end (spin.h) */
-	const uint64_t expect = s->njobs == 1 ? spin_expect(&e->spin, job_kind(s->jobs[0])) : 0;
-	const uint64_t lead = spin_lead(expect);
+	const uint64_t expect = spin_expect(&e->spin, s->kind);
 	e->spin_expected += expect != 0;
 	pthread_mutex_lock(&e->mu);
 	assert(e->ring_count < e->nslots && e->nslots <= ENGINE_RING); /* one entry per slot */
-	s->poll_at_ns = expect ? s->t_submitted_ns + (expect > lead ? expect - lead : 0) : 0;
-	s->poll_to_ns = expect ? s->t_submitted_ns + expect + lead : 0;
+	s->poll_at_ns = s->poll_to_ns = 0;
+	if (expect) {
+		const uint64_t lead = spin_lead(expect);
+		s->poll_at_ns = s->t_submitted_ns + (expect > lead ? expect - lead : 0);
+		s->poll_to_ns = s->t_submitted_ns + expect + lead;
+	}
 	s->seen = false;
 	e->ring[(e->ring_head + e->ring_count) % ENGINE_RING] = si;
 	e->ring_count++;

@@ -98,6 +98,7 @@ typedef struct engine_slot {
 	 * thread wakes the loop to poll at poll_at_ns (0: blocks as usual),
 	 * the loop polls until seen or poll_to_ns (under mu) */
 	uint64_t poll_at_ns, poll_to_ns;
+	uint64_t kind;      /* its one job's job_kind (engine.c); 0 for several jobs */
 	uint64_t value;     /* timeline value signalled when done */
 	bool seen;          /* found done (under mu): by the completion thread or the polling loop */
 	bool busy;

@@ -21,23 +21,7 @@ J="$O/inflight.jsonl" LOG="$O/log.txt" D=$(mktemp -d)
 say() { echo "=== $* ($(date -u +%T))" | tee -a "$LOG"; }
 . "$(dirname "$0")/device_lib.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv >>"$LOG" 2>&1
-tag() { # N REP: each JSON line tagged "run": "n=N#REP"
-	sed "s/^{/{\"run\":\"n=$1#$2\",/"
-}
-for r in $(seq 1 "$REPS"); do
-	for n in $NS; do
-		dev_daemon_start "$B" "$LOG" --inflight-batches "$n" || { say "daemon n=$n did not start"; continue; }
-		say "n=$n rep $r"
-		for c in 1 16; do
-			(. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" bench --socket "$D/s" --json \
-				--scenario tiny_latency --clients $c --jobs "$JOBS") 2>>"$LOG" | tag "$n" "$r" >>"$J"
-		done
-		(. "$B/env.sh" && timeout 100 "$B/bin/vkgrad" bench --socket "$D/s" --json \
-			--scenario tiny_throughput --clients 16 --jobs $((JOBS / 4))) 2>>"$LOG" | tag "$n" "$r" >>"$J"
-		(. "$B/env.sh" && "$B/bin/vkgrad" --socket "$D/s" stats) 2>&1 | grep -E "completion wait|jobs_per_batch" >>"$LOG"
-		dev_daemon_stop
-	done
-done
+dev_flag_sweep "$B" --inflight-batches "$NS" "$REPS" "$JOBS" "1 16"
 say summary
 dev_tiny_summary "$J" | tee -a "$LOG"
 say done

@@ -181,3 +181,29 @@ for l in open(sys.argv[1]):
         j.get("p50_us", 0), j.get("p99_us", 0), " ".join("%s=%s" % (k, v) for k, v in st.items())))
 PY
 }
+
+# dev_flag_sweep BUNDLE FLAG "NS" REPS JOBS "SYNC_CLIENTS": for each rep and
+# each N of NS in turn, a daemon of BUNDLE with FLAG N (dev_daemon_start),
+# then `vkgrad bench --socket` against it: tiny_latency with each count of
+# SYNC_CLIENTS synchronous clients (JOBS each) and tiny_throughput 16 x 32
+# in flight (JOBS/4 each), its lines tagged "run": "n=N#REP" into J; the
+# daemon's completion-wait and batch lines of `stats` into LOG.
+dev_flag_sweep() {
+	for dev_r in $(seq 1 "$4"); do
+		for dev_n in $3; do
+			dev_daemon_start "$1" "$LOG" "$2" "$dev_n" || { say "daemon n=$dev_n did not start"; continue; }
+			say "n=$dev_n rep $dev_r"
+			for dev_c in $6; do
+				(. "$1/env.sh" && timeout 100 "$1/bin/vkgrad" bench --socket "$D/s" --json \
+					--scenario tiny_latency --clients "$dev_c" --jobs "$5") 2>>"$LOG" |
+					sed "s/^{/{\"run\":\"n=$dev_n#$dev_r\",/" >>"$J"
+			done
+			(. "$1/env.sh" && timeout 100 "$1/bin/vkgrad" bench --socket "$D/s" --json \
+				--scenario tiny_throughput --clients 16 --jobs $(($5 / 4))) 2>>"$LOG" |
+				sed "s/^{/{\"run\":\"n=$dev_n#$dev_r\",/" >>"$J"
+			(. "$1/env.sh" && "$1/bin/vkgrad" --socket "$D/s" stats) 2>&1 |
+				grep -E "completion wait|jobs_per_batch" >>"$LOG"
+			dev_daemon_stop
+		done
+	done
+}

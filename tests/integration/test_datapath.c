@@ -180,6 +180,18 @@ static void test_trace_adds_up_uncalibrated(void **state)
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
+/* stats of the daemon c is connected to, decoded into *r. */
+static void stats_get(vkg_client *c, proto_reply *r)
+{
+	void *body = NULL;
+	size_t len = 0;
+	vkg_error err;
+	assert_int_equal(vkg_call_raw(c, "stats", NULL, 0, &body, &len, &err), 0);
+	proto_err perr;
+	assert_int_equal(proto_reply_decode(body, len, r, &perr), 0);
+	free(body);
+}
+
 /* A daemon whose loop polls past every batch, its completion thread made
  * 50 ms late (VKGRAD_FAULT_INJECT=late_wait:50): the loop sees the
  * batches done itself and answers them; results right, traces complete. */
@@ -192,14 +204,8 @@ static void test_loop_sees_batches_done(void **state)
 	assert_int_equal(daemon_proc_start(&d, args, env), 0);
 	traces_of(&d, true);
 	vkg_client *c = connect_to(&d);
-	void *body = NULL;
-	size_t len = 0;
-	vkg_error err;
-	assert_int_equal(vkg_call_raw(c, "stats", NULL, 0, &body, &len, &err), 0);
 	static proto_reply r;
-	proto_err perr;
-	assert_int_equal(proto_reply_decode(body, len, &r, &perr), 0);
-	free(body);
+	stats_get(c, &r);
 	printf("budget %llu µs, %llu µs polled; batches seen by the loop %llu, by the completion "
 	       "thread %llu, of %llu\n",
 	       (unsigned long long)r.stats.spin_budget_us, (unsigned long long)r.stats.spin_us,
@@ -211,18 +217,6 @@ static void test_loop_sees_batches_done(void **state)
 	assert_true(r.stats.spin_hits + r.stats.blocking_waits >= r.stats.batches);
 	vkg_close(c);
 	assert_int_equal(daemon_proc_stop(&d), 0);
-}
-
-/* stats of the daemon c is connected to, decoded into *r. */
-static void stats_get(vkg_client *c, proto_reply *r)
-{
-	void *body = NULL;
-	size_t len = 0;
-	vkg_error err;
-	assert_int_equal(vkg_call_raw(c, "stats", NULL, 0, &body, &len, &err), 0);
-	proto_err perr;
-	assert_int_equal(proto_reply_decode(body, len, r, &perr), 0);
-	free(body);
 }
 
 /* jobs single-job batches of s's kind, synchronous; stats' spin_expected
@@ -284,13 +278,8 @@ static void test_stats_stage_medians(void **state)
 	vkg_error err;
 	for (int i = 0; i < 10; i++)
 		assert_int_equal(vkg_linear_backward(c, &s.job, NULL, &err), 0);
-	void *body = NULL;
-	size_t len = 0;
-	assert_int_equal(vkg_call_raw(c, "stats", NULL, 0, &body, &len, &err), 0);
 	static proto_reply r;
-	proto_err perr;
-	assert_int_equal(proto_reply_decode(body, len, &r, &perr), 0);
-	free(body);
+	stats_get(c, &r);
 	static const char *const want[] = {"decode", "queue", "record", "submit", "launch", "gpu",
 					   "complete", "handoff", "answer", "write"};
 	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
