@@ -36,16 +36,20 @@ admission_verdict admission_check(admission *a, int fd, const struct ucred *cred
 	if (!peer_allowed(a->cfg, fd, cred, why, sizeof(why))) {
 		log_warn("refusing client pid %d uid %u gid %u: %s", (int)cred->pid,
 			 (unsigned)cred->uid, (unsigned)cred->gid, why);
+		a->refused[PROTO_REFUSED_ALLOW_LIST]++;
 		return ADMISSION_DENY;
 	}
 	*err = (proto_err){0};
-	if (open >= a->limits->max_connections)
+	if (open >= a->limits->max_connections) {
 		proto_fail(err, PROTO_LIMIT, "connection refused: max_connections = %u reached",
 			   a->limits->max_connections);
-	else if (open_of_uid >= a->limits->max_connections_per_uid)
+		a->refused[PROTO_REFUSED_MAX_CONNECTIONS]++;
+	} else if (open_of_uid >= a->limits->max_connections_per_uid) {
 		proto_fail(err, PROTO_LIMIT,
 			   "connection refused: uid %u has max_connections_per_uid = %u open",
 			   (unsigned)cred->uid, a->limits->max_connections_per_uid);
+		a->refused[PROTO_REFUSED_MAX_CONNECTIONS_PER_UID]++;
+	}
 	if (err->code == PROTO_OK)
 		return ADMISSION_TAKE;
 	log_refusal(a, cred, err->message, now_ns);

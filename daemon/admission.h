@@ -22,6 +22,7 @@ typedef struct admission {
 	const proto_limits *limits;  /* max_connections, max_connections_per_uid */
 	uint64_t warned_ns;          /* when the last refusal warning was written */
 	uint64_t quiet;              /* refusals logged at debug level since */
+	uint64_t refused[PROTO_REFUSED_COUNT]; /* every refusal, by reason (stats) */
 } admission;
 
 typedef enum admission_verdict {

@@ -58,8 +58,10 @@ void conn_close(conn *c, const char *why)
 		return;
 	c->open = false;
 	server *s = c->srv;
-	log_info("client pid %d uid %u: connection closed (%s)", (int)c->cred.pid,
-		 (unsigned)c->cred.uid, why);
+	/* at info level only for a connection announced there (ops.c) */
+	log_msg(c->announced ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
+		"client pid %d uid %u: connection closed (%s)", (int)c->cred.pid,
+		(unsigned)c->cred.uid, why);
 	queue_remove(&c->node);
 	s->nconns--;
 	service_clients(&s->svc, s->nconns);
@@ -148,7 +150,9 @@ int conn_open(server *s, int fd, const conn_handler *h)
 	queue_insert_head(&s->conns, &c->node);
 	s->nconns++;
 	service_clients(&s->svc, s->nconns);
-	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
+	/* info level once it asks for something (ops.c), so that a
+	 * connection that only looks (a metrics scrape) stays at debug */
+	log_debug("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
 		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, s->nconns);
 	return 0;
 }
@@ -278,6 +282,7 @@ void conn_reply_ok(conn *c, uint64_t id)
 void conn_reply_err(conn *c, uint64_t id, const proto_err *err)
 {
 	proto_reply r = {.id = id, .ok = false, .err = *err};
+	usage_error(&c->srv->usage, err->code);
 	log_debug("client pid %d: request %llu failed: %s: %s", (int)c->cred.pid,
 		  (unsigned long long)id, proto_code_name(err->code), err->message);
 	conn_reply(c, PROTO_R_ERROR, &r);

@@ -79,6 +79,10 @@ struct conn {
 	uint32_t inflight;     /* queued + running jobs */
 	uint32_t unreg_pending; /* unregister replies not sent yet */
 	engine_lane *lane;     /* this connection's queue in the engine */
+	bool announced;        /* logged at info level (ops.c), so its close is too */
+	char name[64];         /* its hello's `client`, raw (the `clients` op) */
+	uint64_t connected_ns;
+	uint64_t jobs_done, jobs_failed, gpu_us; /* its accepted jobs (usage.h) */
 };
 
 /* Take an accepted socket, served by h. A peer the allow lists refuse is

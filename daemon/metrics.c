@@ -46,6 +46,7 @@ void metrics_stages(metrics *m, const uint64_t ns[PROTO_STAGE_COUNT], uint32_t m
 		if (w->n < METRICS_WINDOW)
 			w->n++;
 		w->total++;
+		w->sum_ns += ns[s];
 	}
 }
 
@@ -92,5 +93,8 @@ void metrics_export(const metrics *m, proto_stats *s)
 		o->p50_us = rank_us(v, n, 0.5);
 		o->p99_us = rank_us(v, n, 0.99);
 		o->count = n;
+		o->total = m->stage[st].total;
+		o->sum_us = (double)m->stage[st].sum_ns / 1000.0;
+		o->has_total = true;
 	}
 }

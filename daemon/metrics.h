@@ -32,6 +32,7 @@ typedef struct metrics_window {
 	uint64_t ns[METRICS_WINDOW]; /* a ring: the last `n` observations */
 	uint32_t next, n;
 	uint64_t total;              /* observations ever */
+	uint64_t sum_ns;             /* ... and their sum */
 } metrics_window;
 
 typedef struct metrics {

@@ -1,6 +1,7 @@
 /* daemon/ops.c — see ops.h. */
 #include "ops.h"
 
+#include "clients.h"
 #include "job.h"
 #include "kernel_registry.h"
 #include "log.h"
@@ -18,6 +19,7 @@
 static int ops_open(conn *c)
 {
 	c->lane = engine_lane_open(&c->srv->eng);
+	c->connected_ns = engine_now_ns();
 	return c->lane ? 0 : -1;
 }
 
@@ -87,12 +89,14 @@ static void op_hello(conn *c, const proto_request *q)
 		snprintf(k->status, sizeof(k->status), "%s", kreg_entries[i].status);
 	}
 	if (q->client[0]) {
+		snprintf(c->name, sizeof(c->name), "%s", q->client);
 		/* the client's own words: escaped (no line breaks, terminal
 		 * escapes or invalid UTF-8 in the log) and bounded */
 		char name[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_LOG_CHARS)];
 		proto_text_escape(name, sizeof(name), q->client, strlen(q->client),
 				  PROTO_TEXT_LOG_CHARS, 0);
-		log_info("client pid %d says hello as '%s'", (int)c->cred.pid, name);
+		log_msg(c->announced ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
+			"client pid %d says hello as '%s'", (int)c->cred.pid, name);
 	}
 	conn_reply(c, PROTO_R_HELLO, r);
 	free(r);
@@ -115,7 +119,64 @@ static void op_stats(conn *c, const proto_request *q)
 	engine_stats(&s->eng, st);
 	pipelines_stats(s->pl, st);
 	device_stats(s->dev, st);
+	usage_stats(&s->usage, st);
+	memcpy(st->connections_refused, s->admission.refused, sizeof(st->connections_refused));
+	st->device_losses = s->rec.losses;
+	st->device_recoveries = s->rec.recovered;
+	st->device_recovery_failures = s->rec.attempts_failed;
 	conn_reply(c, PROTO_R_STATS, &r);
+}
+
+/* Every open connection, this one included (proto/clients.h). */
+static void op_clients(conn *c, const proto_request *q)
+{
+	server *s = c->srv;
+	proto_client_info *v = calloc(s->nconns ? s->nconns : 1, sizeof(*v));
+	if (!v) {
+		proto_err err;
+		proto_fail(&err, PROTO_INTERNAL, "clients: out of memory for %u entries", s->nconns);
+		conn_reply_err(c, q->id, &err);
+		return;
+	}
+	const uint64_t now = engine_now_ns();
+	unsigned n = 0;
+	const queue_node *qn;
+	queue_foreach(qn, &s->conns) {
+		const conn *o = queue_data(qn, conn, node);
+		if (n == s->nconns)
+			break;
+		proto_client_info *e = &v[n++];
+		e->pid = (int32_t)o->cred.pid;
+		e->uid = (uint32_t)o->cred.uid;
+		e->gid = (uint32_t)o->cred.gid;
+		snprintf(e->name, sizeof(e->name), "%s", o->name);
+		e->connected_s = (double)(now - o->connected_ns) / 1e9;
+		e->jobs_done = o->jobs_done;
+		e->jobs_failed = o->jobs_failed;
+		e->inflight = o->inflight;
+		e->gpu_us = o->gpu_us;
+		e->regions = o->nregs;
+		e->region_bytes = o->region_bytes;
+	}
+	/* a buffer of its own: rare, and up to max_connections entries */
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	if (proto_clients_encode(&sb, q->id, v, n) == 0)
+		conn_send_frame(c, &sb, false, 0);
+	msgpack_sbuffer_destroy(&sb);
+	free(v);
+}
+
+/* The first request of a connection says what it is: anything but a
+ * monitor's hello (a metrics scrape) is logged at info level from then
+ * on, its connection line first (conn.c logged it at debug). */
+static void announce(conn *c, const proto_request *q)
+{
+	if (c->announced || (q->op == PROTO_OP_HELLO && q->monitor))
+		return;
+	c->announced = true;
+	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
+		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, c->srv->nconns);
 }
 
 /* Bytes registered now by the open connections of uid: a walk over at
@@ -316,6 +377,15 @@ void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t 
 	(void)ctx;
 	conn *c = j->owner;
 	c->inflight--; /* before the reply: its flush may finish a half-closed c */
+	const uint64_t charged = code == PROTO_OK ? usage_job_gpu_us(j->kernel_us, j->has_kernel_us,
+								       gpu_us, batch_jobs)
+						  : 0;
+	usage_job(&c->srv->usage, c->cred.uid, code, charged);
+	c->gpu_us += charged;
+	if (code == PROTO_OK)
+		c->jobs_done++;
+	else
+		c->jobs_failed++;
 	if (code == PROTO_OK) {
 		/* the server's, zero but for what a job reply encodes, all of
 		 * which is set here: a proto_reply is 8 KiB (hello, stats) */
@@ -394,6 +464,8 @@ static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsi
 					"%s: %u descriptor(s) came with a frame that takes none; closed",
 					proto_op_name(q.op), nfd);
 	}
+	if (rc == 0)
+		announce(c, &q);
 	if (rc != 0) {
 		if (q.variant_unknown)
 			explain_variants(c, &q, &err);
@@ -407,6 +479,7 @@ static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsi
 	case PROTO_OP_LINEAR_BACKWARD: op_linear_backward(c, &q); break;
 	case PROTO_OP_STATS: op_stats(c, &q); break;
 	case PROTO_OP_PING: op_ping(c, &q); break;
+	case PROTO_OP_CLIENTS: op_clients(c, &q); break;
 	default: break;
 	}
 	return true;

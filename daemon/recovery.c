@@ -100,6 +100,7 @@ static void try_recover(server *s)
 		return;
 	}
 	rc->failed++;
+	rc->attempts_failed++;
 	log_err("recreating the device failed (attempt %u of %d): %s", rc->failed, RECOVERY_ATTEMPTS,
 		err);
 	if (rc->failed < RECOVERY_ATTEMPTS) {
@@ -125,6 +126,7 @@ static void retry_cb(uv_timer_t *t)
 void recovery_lost(void *ctx)
 {
 	server *s = ctx;
+	s->rec.losses++;
 	if (s->draining) {
 		s->eng.down = true;
 		engine_fail_queued(&s->eng, "the GPU was lost while the daemon shuts down");

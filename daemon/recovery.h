@@ -47,6 +47,8 @@ typedef struct recovery {
 	bool timer_open;
 	unsigned failed;          /* attempts failed in a row */
 	uint64_t recovered;       /* successful recoveries */
+	uint64_t losses;          /* device losses reported by the engine (stats) */
+	uint64_t attempts_failed; /* recovery attempts that failed, ever (stats) */
 	bool validation;          /* how the device was first opened */
 	/* the device that must come back, and what hello says meanwhile */
 	uint32_t vendor_id, device_id, driver_version;

@@ -170,6 +170,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->handler = handler;
 	s->listen_fd = -1;
 	s->started_ns = engine_now_ns();
+	usage_init(&s->usage);
 	/* the configured limits, lowered to what the device can run */
 	s->limits = cfg->limits;
 	config_region_budget(cfg, host_ram_bytes(), staging_heap_bytes(dev),

@@ -16,6 +16,7 @@
 #include "queue.h"
 #include "recovery.h"
 #include "service.h"
+#include "usage.h"
 
 typedef struct conn conn;
 typedef struct conn_handler conn_handler;
@@ -50,6 +51,7 @@ typedef struct server {
 	int exit_code;             /* of the process, once the loop ended */
 	recovery rec;              /* after a device loss */
 	service svc;               /* the service manager's readiness, STATUS=, watchdog */
+	usage usage;               /* error replies by code, per-uid jobs (stats) */
 } server;
 
 /* Bind the socket and start serving on loop: every connection's frames go

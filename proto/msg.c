@@ -4,6 +4,7 @@
 
 #include "frame.h"
 #include "mpcheck.h"
+#include "opstats.h"
 #include "text.h"
 
 #include <errno.h>
@@ -33,6 +34,7 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_LINEAR_BACKWARD] = "linear_backward",
 	[PROTO_OP_STATS] = "stats",
 	[PROTO_OP_PING] = "ping",
+	[PROTO_OP_CLIENTS] = "clients",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
@@ -287,7 +289,7 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 	size_t at = frame_begin(sb);
 	unsigned n = 2;
 	switch (req->op) {
-	case PROTO_OP_HELLO: n += 1 + (req->client[0] != 0); break;
+	case PROTO_OP_HELLO: n += 1 + (req->client[0] != 0) + req->monitor; break;
 	case PROTO_OP_REGISTER: n += 1; break;
 	case PROTO_OP_UNREGISTER: n += 1; break;
 	case PROTO_OP_LINEAR_BACKWARD:
@@ -305,6 +307,10 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 		pk_kv_u(&pk, "version", req->version);
 		if (req->client[0])
 			pk_kv_s(&pk, "client", req->client);
+		if (req->monitor) {
+			pk_str(&pk, "monitor");
+			msgpack_pack_true(&pk);
+		}
 		break;
 	case PROTO_OP_REGISTER:
 		pk_kv_u(&pk, "size", req->size);
@@ -415,16 +421,21 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "spin_hits", s->spin_hits);
 	pk_kv_u(pk, "blocking_waits", s->blocking_waits);
 	pk_kv_u(pk, "spin_expected", s->spin_expected);
+	proto_opstats_pack(pk, s);
 	if (s->n_stages) {
 		pk_str(pk, "stages");
 		msgpack_pack_map(pk, s->n_stages);
 		for (unsigned i = 0; i < s->n_stages; i++) {
 			const proto_stage_stat *st = &s->stages[i];
 			pk_str(pk, st->name);
-			msgpack_pack_map(pk, 3);
+			msgpack_pack_map(pk, st->has_total ? 5 : 3);
 			pk_kv_d(pk, "p50_us", st->p50_us);
 			pk_kv_d(pk, "p99_us", st->p99_us);
 			pk_kv_u(pk, "count", st->count);
+			if (st->has_total) {
+				pk_kv_u(pk, "total", st->total);
+				pk_kv_d(pk, "sum_us", st->sum_us);
+			}
 		}
 	}
 	if (s->n_hist == 0)
@@ -613,7 +624,10 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_HELLO: extra = 5; break;
 	case PROTO_R_REGISTER: extra = 1; break;
 	case PROTO_R_JOB: break; /* encode_job */
-	case PROTO_R_STATS: extra = 34 + (r->stats.n_stages > 0) + (r->stats.n_hist > 0); break;
+	case PROTO_R_STATS:
+		extra = 34 + proto_opstats_keys(&r->stats) + (r->stats.n_stages > 0) +
+			(r->stats.n_hist > 0);
+		break;
 	case PROTO_R_ERROR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);

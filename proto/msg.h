@@ -56,6 +56,7 @@ typedef enum proto_op {
 	PROTO_OP_LINEAR_BACKWARD,
 	PROTO_OP_STATS,
 	PROTO_OP_PING,
+	PROTO_OP_CLIENTS, /* addition: the connections open now (proto/clients.h) */
 	PROTO_OP_COUNT
 } proto_op;
 
@@ -104,6 +105,9 @@ typedef struct proto_request {
 	/* hello */
 	uint64_t version;
 	char client[64];
+	/* addition: a monitor (a metrics scrape) only looks: the daemon logs
+	 * its connection at debug level */
+	bool monitor;
 	/* register */
 	uint64_t size;
 	/* unregister */
@@ -281,7 +285,34 @@ typedef struct proto_stage_stat {
 	char name[16];
 	double p50_us, p99_us;
 	uint64_t count;       /* jobs in the window */
+	/* addition: jobs ever measured and the sum of their times (a
+	 * Prometheus summary's _count and _sum); has_total when sent */
+	uint64_t total;
+	double sum_us;
+	bool has_total;
 } proto_stage_stat;
+
+/* Why a connection was refused (stats `connections_refused`, addition):
+ * the allow lists (--allow-uid/--allow-gid), max_connections,
+ * max_connections_per_uid. */
+typedef enum proto_refusal {
+	PROTO_REFUSED_ALLOW_LIST,
+	PROTO_REFUSED_MAX_CONNECTIONS,
+	PROTO_REFUSED_MAX_CONNECTIONS_PER_UID,
+	PROTO_REFUSED_COUNT
+} proto_refusal;
+const char *proto_refusal_name(proto_refusal r);
+
+/* One uid's totals since the daemon started (stats `uids`, addition):
+ * jobs finished and failed, GPU µs charged to them (proto/README.md). The
+ * daemon keeps PROTO_MAX_UIDS uids; later ones add to the entry with uid
+ * PROTO_UID_OTHER. */
+#define PROTO_MAX_UIDS 64
+#define PROTO_UID_OTHER UINT32_MAX
+typedef struct proto_uid_stat {
+	uint32_t uid;
+	uint64_t jobs_done, jobs_failed, gpu_us;
+} proto_uid_stat;
 
 typedef struct proto_stats {
 	double uptime_s;
@@ -315,6 +346,16 @@ typedef struct proto_stats {
 	 * CPU time spent spinning, waits a spin ended, waits that blocked */
 	uint64_t spin_budget_us, spin_us, spin_hits, blocking_waits;
 	uint64_t spin_expected; /* batches given an expected end (daemon/spin.h) */
+	/* additions for operators (proto/README.md, "stats"); has_counters
+	 * when the daemon sent them (an older one does not) */
+	bool has_counters;
+	uint64_t jobs_failed_by_code[PROTO_CODE_COUNT];       /* accepted, then failed */
+	uint64_t requests_rejected_by_code[PROTO_CODE_COUNT]; /* answered with an error at once */
+	uint64_t connections_refused[PROTO_REFUSED_COUNT];
+	uint64_t device_losses, device_recoveries, device_recovery_failures;
+	double started_unix_s; /* when the daemon started, seconds since the epoch */
+	unsigned n_uids;
+	proto_uid_stat uids[PROTO_MAX_UIDS];
 } proto_stats;
 
 typedef enum proto_reply_kind {

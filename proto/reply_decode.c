@@ -5,6 +5,7 @@
 #include "frame.h"
 #include "mpcheck.h"
 #include "mpobj.h"
+#include "opstats.h"
 #include "text.h"
 
 #include <errno.h>
@@ -151,6 +152,8 @@ static void unpack_stage_stat(const msgpack_object *name, const msgpack_object *
 		if (mpobj_key_is(k, "p50_us")) st->p50_us = as_f64(v);
 		else if (mpobj_key_is(k, "p99_us")) st->p99_us = as_f64(v);
 		else if (mpobj_key_is(k, "count")) st->count = as_u64(v);
+		else if (mpobj_key_is(k, "total")) st->total = as_u64(v), st->has_total = true;
+		else if (mpobj_key_is(k, "sum_us")) st->sum_us = as_f64(v);
 	}
 }
 
@@ -227,6 +230,8 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 		const msgpack_object *k2, *v2;
 		FOR_KV(v, k2, v2)
 			unpack_histogram(k2, v2, s);
+	} else {
+		proto_opstats_unpack_kv(k, v, s);
 	}
 }
 

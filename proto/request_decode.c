@@ -133,7 +133,7 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 /* The request keys decode knows, found with one comparison each. */
 typedef enum req_key {
 	K_OTHER, K_OP, K_ID, K_VERSION, K_CLIENT, K_SIZE, K_REGION, K_DTYPE, K_BATCH, K_IN,
-	K_OUT, K_VARIANT, K_ACCUMULATE, K_TENSOR /* + PROTO_T_* */
+	K_OUT, K_VARIANT, K_ACCUMULATE, K_MONITOR, K_TENSOR /* + PROTO_T_* */
 } req_key;
 
 #define KEY_EQ(c, lit) (memcmp((c), (lit), sizeof(lit) - 1) == 0)
@@ -157,7 +157,11 @@ static int key_id(const msgpack_object *k)
 	case 4: return KEY_EQ(c, "size") ? K_SIZE : K_OTHER;
 	case 5: return KEY_EQ(c, "dtype") ? K_DTYPE : KEY_EQ(c, "batch") ? K_BATCH : K_OTHER;
 	case 6: return KEY_EQ(c, "client") ? K_CLIENT : KEY_EQ(c, "region") ? K_REGION : K_OTHER;
-	case 7: return KEY_EQ(c, "version") ? K_VERSION : KEY_EQ(c, "variant") ? K_VARIANT : K_OTHER;
+	case 7:
+		return KEY_EQ(c, "version")   ? K_VERSION
+		       : KEY_EQ(c, "variant") ? K_VARIANT
+		       : KEY_EQ(c, "monitor") ? K_MONITOR
+					      : K_OTHER;
 	case 10: return KEY_EQ(c, "accumulate") ? K_ACCUMULATE : K_OTHER;
 	default: return K_OTHER;
 	}
@@ -184,6 +188,10 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 				rc = get_uint(v, "version", &req->version, err), have_version = true;
 			else if (k == K_CLIENT)
 				rc = get_str(v, "client", req->client, sizeof(req->client), err);
+			else if (k == K_MONITOR && v->type == MSGPACK_OBJECT_BOOLEAN)
+				req->monitor = v->via.boolean;
+			else if (k == K_MONITOR && v->type != MSGPACK_OBJECT_NIL)
+				rc = proto_fail(err, PROTO_BAD_REQUEST, "hello: key 'monitor' must be a boolean");
 			break;
 		case PROTO_OP_REGISTER:
 			if (k == K_SIZE)
