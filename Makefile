@@ -125,7 +125,7 @@ $(BUILD)/libvkgradd-core.a: $(CORE_OBJ)
 
 $(BUILD)/vkgrad: $(call obj,$(CLI_SRC) $(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a
 	$(CC) -o $@ $(call obj,$(CLI_SRC) $(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a \
-		$(shell pkg-config --libs vulkan libuv msgpack) -lpthread -lm $(SAN)
+		$(shell pkg-config --libs vulkan libuv msgpack libsystemd) -lpthread -lm $(SAN)
 
 # ---- tests ----------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)

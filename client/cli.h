@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <msgpack.h>
+
 #include "msg.h" /* proto_dtype, proto_variant */
 #include "vkgrad.h"
 
@@ -45,6 +47,8 @@ int cli_usage_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* The socket path in use, for messages. */
 const char *cli_socket_path(const cli_ctx *ctx);
+/* vkg_connect to --socket, or the library's choice. */
+vkg_client *cli_connect(const cli_ctx *ctx, vkg_error *err);
 /* Monotonic microseconds. */
 uint64_t cli_now_us(void);
 
@@ -57,11 +61,23 @@ int cli_demo(const cli_ctx *ctx, int argc, char **argv);
 int cli_bench(const cli_ctx *ctx, int argc, char **argv); /* bench/cli_bench.c */
 /* `stats --prometheus` (cli_prom.c): the daemons on `sockets` (none: the
  * context's) and/or every *.sock socket in scan, to stdout or atomically
- * into output. */
+ * into output. A socket whose systemd socket unit listens with its daemon
+ * not started is left alone (vkgrad_idle 1) unless start_idle. */
 int cli_stats_prometheus(const cli_ctx *ctx, const char *output, const char *scan,
-			 char **sockets, int nsockets);
+			 char **sockets, int nsockets, bool start_idle);
+/* Is the socket at path a systemd socket unit's that is listening with
+ * its service not started (socket_state.c)? 1 (why says which unit), 0
+ * (running, or no unit of systemd's: connect), -1 when systemd cannot be
+ * asked (no bus: connect). */
+int cli_socket_idle(const char *path, char *why, size_t why_len);
 /* The whole `stats` reply, histograms included (cli_prom.c). */
 int cli_stats_fetch(vkg_client *c, proto_stats *out, vkg_error *err);
+
+/* A reply body as one line of JSON on stdout, `socket` first (cli_json.c).
+ * CLI_EXIT_OK, or CLI_EXIT_DAEMON when it is not a msgpack map. */
+int cli_print_json(const void *body, size_t len, const char *socket);
+/* `vkgrad clients` (cli_clients.c). */
+int cli_clients(const cli_ctx *ctx, int argc, char **argv);
 
 /* ---- one linear_backward job with its own region (cli_task.c) ---- */
 

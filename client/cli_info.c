@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Subcommands without options accept only --help. Returns true when the
@@ -15,7 +16,7 @@ static bool no_options(int argc, char **argv, int *rc)
 	if (argc < 2)
 		return false;
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		printf("usage: vkgrad [--socket PATH] %s\n", argv[0]);
+		printf("usage: vkgrad %s [--socket PATH]\n", argv[0]);
 		*rc = CLI_EXIT_OK;
 	} else {
 		*rc = cli_usage_fail("%s: unexpected argument '%s'", argv[0], argv[1]);
@@ -42,9 +43,56 @@ static void print_bytes(const char *label, uint64_t b)
 		printf("  %-18s %" PRIu64 "\n", label, b);
 }
 
+/* op's whole reply as JSON (cli_json.c); args: a msgpack map's bytes */
+static int reply_json(const cli_ctx *ctx, const char *op, const void *args, size_t args_len)
+{
+	int rc;
+	vkg_client *c = connect_or_fail(ctx, &rc);
+	if (!c)
+		return rc;
+	vkg_error err;
+	void *body = NULL;
+	size_t len = 0;
+	if (vkg_call_raw(c, op, args, args_len, &body, &len, &err) != 0)
+		rc = cli_fail(&err);
+	else
+		rc = cli_print_json(body, len, cli_socket_path(ctx));
+	free(body);
+	vkg_close(c);
+	return rc;
+}
+
+/* `info --json`: the hello reply */
+static int info_json(const cli_ctx *ctx)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	static const char name[] = "vkgrad-cli info";
+	msgpack_pack_map(&pk, 2);
+	msgpack_pack_str(&pk, 7);
+	msgpack_pack_str_body(&pk, "version", 7);
+	msgpack_pack_uint64(&pk, PROTO_VERSION);
+	msgpack_pack_str(&pk, 6);
+	msgpack_pack_str_body(&pk, "client", 6);
+	msgpack_pack_str(&pk, sizeof(name) - 1);
+	msgpack_pack_str_body(&pk, name, sizeof(name) - 1);
+	int rc = reply_json(ctx, "hello", sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	return rc;
+}
+
 int cli_info(const cli_ctx *ctx, int argc, char **argv)
 {
 	int rc;
+	if (argc == 2 && strcmp(argv[1], "--json") == 0)
+		return info_json(ctx);
+	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		printf("usage: vkgrad info [--json] [--socket PATH]\n"
+		       "  --json   the daemon's hello reply as one JSON object\n");
+		return CLI_EXIT_OK;
+	}
 	if (no_options(argc, argv, &rc))
 		return rc;
 	vkg_client *c = connect_or_fail(ctx, &rc);
@@ -99,15 +147,21 @@ out:
 }
 
 static const char stats_usage[] =
-	"usage: vkgrad [--socket PATH] stats\n"
-	"       vkgrad [--socket PATH] stats --prometheus [--output FILE] [--scan DIR] [SOCKET...]\n"
-	"  --prometheus  Prometheus text exposition: counters (_total), gauges and the\n"
-	"                latency histograms (_bucket/_sum/_count), label socket=\"PATH\"\n"
+	"usage: vkgrad stats [--json] [--socket PATH]\n"
+	"       vkgrad stats --prometheus [--output FILE] [--scan DIR] [--start-idle] [SOCKET...]\n"
+	"  --json        the whole stats reply as one JSON object\n"
+	"  --prometheus  Prometheus text exposition (docs/metrics.md): counters (_total),\n"
+	"                gauges, the stage summary and the latency histograms, all times\n"
+	"                in seconds, label socket=\"PATH\"\n"
 	"  --output FILE write it to FILE atomically (temporary file, fsync, rename),\n"
 	"                e.g. for node_exporter's textfile collector\n"
 	"  --scan DIR    every *.sock socket in DIR (one daemon per GPU: /run/vkgrad)\n"
+	"  --start-idle  scrape a socket-activated daemon that is not running too (the\n"
+	"                connection starts it); by default systemd is asked and such a\n"
+	"                socket reports vkgrad_idle 1 instead\n"
 	"  SOCKET...     these daemons (default: --socket's)\n"
-	"A daemon that does not answer reports vkgrad_up 0 (exit status 3).\n";
+	"A daemon that does not answer reports vkgrad_up 0 and a line on stderr; the exit\n"
+	"status is 0 once the exposition is written (3 on stdout when none answered).\n";
 
 /* "count 12, mean 0.41 ms, p50 <= 0.5 ms, p99 <= 2.5 ms": quantiles as the
  * upper bound of the bucket that holds them. */
@@ -139,10 +193,12 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 		{"prometheus", no_argument, NULL, 'p'},
 		{"output", required_argument, NULL, 'o'},
 		{"scan", required_argument, NULL, 's'},
+		{"start-idle", no_argument, NULL, 'i'},
+		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	bool prom = false;
+	bool prom = false, start_idle = false, json = false;
 	const char *output = NULL, *scan = NULL;
 	optind = 0;
 	opterr = 0;
@@ -151,16 +207,23 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 		case 'p': prom = true; break;
 		case 'o': output = optarg; break;
 		case 's': scan = optarg; break;
+		case 'i': start_idle = true; break;
+		case 'j': json = true; break;
 		case 'h': printf("%s", stats_usage); return CLI_EXIT_OK;
 		default: return cli_usage_fail("stats: bad option '%s'", argv[optind - 1]);
 		}
 	}
+	if (prom && json)
+		return cli_usage_fail("stats: --json and --prometheus exclude each other");
 	if (prom)
-		return cli_stats_prometheus(ctx, output, scan, argv + optind, argc - optind);
-	if (output || scan)
-		return cli_usage_fail("stats: --output and --scan go with --prometheus");
+		return cli_stats_prometheus(ctx, output, scan, argv + optind, argc - optind,
+					    start_idle);
+	if (output || scan || start_idle)
+		return cli_usage_fail("stats: --output, --scan and --start-idle go with --prometheus");
 	if (optind < argc)
 		return cli_usage_fail("stats: unexpected argument '%s'", argv[optind]);
+	if (json)
+		return reply_json(ctx, "stats", NULL, 0);
 	int rc;
 	vkg_client *c = connect_or_fail(ctx, &rc);
 	if (!c)

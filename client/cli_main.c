@@ -12,17 +12,19 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-	"usage: vkgrad [--socket PATH] COMMAND [OPTIONS]\n"
+	"usage: vkgrad [--socket PATH] COMMAND [OPTIONS]   (--socket may follow COMMAND too)\n"
 	"\n"
 	"Talk to vkgradd, the GPU daemon that computes linear-layer backward passes\n"
 	"(dW = dYᵀ·X, db = Σ dY, dX = dY·W) for client processes.\n"
 	"\n"
 	"commands:\n"
-	"  info                 server, device, limits and kernels of the daemon\n"
-	"  stats [--prometheus [--output FILE] [--scan DIR] [SOCKET...]]\n"
-	"                       the daemon's counters and latency histograms; with\n"
-	"                       --prometheus in Prometheus' text format, of one or more\n"
-	"                       daemons, optionally into FILE atomically\n"
+	"  info [--json]        server, device, limits and kernels of the daemon\n"
+	"  stats [--json]       the daemon's counters and latency histograms\n"
+	"  stats --prometheus [--output FILE] [--scan DIR] [--start-idle] [SOCKET...]\n"
+	"                       the same in Prometheus' text format (docs/metrics.md), of\n"
+	"                       one or more daemons, optionally into FILE atomically\n"
+	"  clients [--json]     the daemon's connections: pid, uid, name, jobs, GPU time,\n"
+	"                       bytes registered\n"
 	"  ping [--count N]     round-trip time of a ping request\n"
 	"  run --batch B --in I --out O [--outputs dw,db,dx] [--dtype f32|f16|bf16]\n"
 	"      [--variant V] [--accumulate] [--repeat N] [--check] [--seed S] [--quiet]\n"
@@ -42,9 +44,15 @@ static const char usage_text[] =
 	"                       kernel time, TFLOP/s, GB/s and max error of the full\n"
 	"                       backward per shape, dtype and variant, one job in flight\n"
 	"                       (see 'vkgrad bench --kernels --help')\n"
+	"  bench --peak [--only LIST] [--dtypes L] [--accs L] [--chains L] [--ms X]\n"
+	"        [--reps N] [--wgs-per-sm N] [--json]\n"
+	"                       the MMA and FMA ceilings this device reaches through\n"
+	"                       Vulkan, by microkernels run in this process\n"
+	"                       (see 'vkgrad bench --peak --help')\n"
 	"\n"
-	"--socket PATH defaults to $VKGRAD_SOCKET, else $XDG_RUNTIME_DIR/vkgrad.sock,\n"
-	"else /run/vkgrad/vkgrad.sock.\n"
+	"The socket: --socket PATH; else $VKGRAD_SOCKET; else $XDG_RUNTIME_DIR/vkgrad.sock\n"
+	"when it exists (your own daemon: systemctl --user start vkgradd.socket); else the\n"
+	"system daemon's /run/vkgrad/vkgrad.sock (docs/operations.md).\n"
 	"\n"
 	"exit status: 0 ok, 1 a check failed, 2 usage error, 3 daemon or connection error\n";
 
@@ -128,6 +136,39 @@ const char *cli_socket_path(const cli_ctx *ctx)
 	return ctx->socket ? ctx->socket : vkg_default_socket();
 }
 
+vkg_client *cli_connect(const cli_ctx *ctx, vkg_error *err)
+{
+	return vkg_connect(ctx->socket, err);
+}
+
+/* The global --socket, given after the command: taken out of argv (up to
+ * a "--"), so the command's own parser never sees it. Not for bench,
+ * whose --socket is its own (without it bench starts a private daemon).
+ * Returns the new argc, or -1 (usage printed). */
+static int lift_global_options(cli_ctx *ctx, int argc, char **argv)
+{
+	int o = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0) {
+			while (i < argc)
+				argv[o++] = argv[i++];
+			break;
+		}
+		if (strcmp(a, "--socket") == 0) {
+			if (i + 1 >= argc)
+				return cli_usage_fail("%s needs a path", a), -1;
+			ctx->socket = argv[++i];
+		} else if (strncmp(a, "--socket=", 9) == 0) {
+			ctx->socket = a + 9;
+		} else {
+			argv[o++] = argv[i];
+		}
+	}
+	argv[o] = NULL;
+	return o;
+}
+
 uint64_t cli_now_us(void)
 {
 	struct timespec ts;
@@ -141,6 +182,7 @@ static const struct {
 } commands[] = {
 	{"info", cli_info}, {"stats", cli_stats}, {"ping", cli_ping},
 	{"run", cli_run},   {"demo", cli_demo}, {"bench", cli_bench},
+	{"clients", cli_clients},
 };
 
 int main(int argc, char **argv)
@@ -173,8 +215,13 @@ int main(int argc, char **argv)
 		fputs(usage_text, stdout);
 		return CLI_EXIT_OK;
 	}
-	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
-		if (strcmp(argv[i], commands[k].name) == 0)
-			return commands[k].fn(&ctx, argc - i, argv + i);
+	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++) {
+		if (strcmp(argv[i], commands[k].name) != 0)
+			continue;
+		int n = argc - i;
+		if (commands[k].fn != cli_bench && (n = lift_global_options(&ctx, n, argv + i)) < 0)
+			return CLI_EXIT_USAGE;
+		return commands[k].fn(&ctx, n, argv + i);
+	}
 	return cli_usage_fail("unknown command '%s'", argv[i]);
 }

@@ -5,9 +5,15 @@
  *
  * Every sample carries the label socket="<path>", so the daemons of a
  * several-GPU host (vkgradd@.service) share one file; each family's
- * # HELP / # TYPE lines come once, before its samples. A daemon that does
- * not answer reports vkgrad_up 0 and nothing else. */
+ * # HELP / # TYPE lines come once, before its samples. Every time is in
+ * seconds, every counter ends in _total, the stage times are a summary:
+ * `promtool check metrics` accepts the output without a warning
+ * (tests/python/test_metrics.py). A daemon that does not answer reports
+ * vkgrad_up 0 and nothing else; one left idle (socket_state.c) reports
+ * vkgrad_up 0 and vkgrad_idle 1. docs/metrics.md lists every family. */
 #include "cli.h"
+
+#include "clients.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROM_MAX_TARGETS 64
@@ -24,8 +31,9 @@
 typedef struct prom_target {
 	char socket[256];
 	bool up;
+	bool idle;     /* a socket-activated daemon not running: left alone */
 	char why[300]; /* when down */
-	vkg_info info;
+	proto_hello info;
 	proto_stats st;
 } prom_target;
 
@@ -56,12 +64,64 @@ int cli_stats_fetch(vkg_client *c, proto_stats *out, vkg_error *err)
 	return rc;
 }
 
-static void scrape(prom_target *t)
+/* hello as a monitor (the daemon logs this connection at debug level),
+ * decoded into *out */
+static int hello_monitor(vkg_client *c, proto_hello *out, vkg_error *err)
 {
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	static const char *const k[3] = {"version", "client", "monitor"};
+	msgpack_pack_map(&pk, 3);
+	for (int i = 0; i < 3; i++) {
+		msgpack_pack_str(&pk, strlen(k[i]));
+		msgpack_pack_str_body(&pk, k[i], strlen(k[i]));
+		if (i == 0) {
+			msgpack_pack_uint64(&pk, PROTO_VERSION);
+		} else if (i == 1) {
+			static const char name[] = "vkgrad-cli stats --prometheus";
+			msgpack_pack_str(&pk, sizeof(name) - 1);
+			msgpack_pack_str_body(&pk, name, sizeof(name) - 1);
+		} else {
+			msgpack_pack_true(&pk);
+		}
+	}
+	void *body = NULL;
+	size_t len = 0;
+	int rc = vkg_call_raw(c, "hello", sb.data, sb.size, &body, &len, err);
+	msgpack_sbuffer_destroy(&sb);
+	if (rc)
+		return rc;
+	proto_reply *r = malloc(sizeof(*r));
+	proto_err perr;
+	if (!r) {
+		free(body);
+		snprintf(err->code, sizeof(err->code), "io");
+		snprintf(err->message, sizeof(err->message), "out of memory");
+		return -ENOMEM;
+	}
+	rc = proto_reply_decode(body, len, r, &perr);
+	if (rc == 0) {
+		*out = r->hello;
+	} else {
+		snprintf(err->code, sizeof(err->code), "bad_frame");
+		snprintf(err->message, sizeof(err->message), "hello reply: %.200s", perr.message);
+	}
+	free(r);
+	free(body);
+	return rc;
+}
+
+static void scrape(prom_target *t, bool skip_idle)
+{
+	if (skip_idle && cli_socket_idle(t->socket, t->why, sizeof(t->why)) == 1) {
+		t->idle = true;
+		return;
+	}
 	vkg_error err;
 	vkg_client *c = vkg_connect(t->socket, &err);
-	if (c && vkg_hello(c, "vkgrad-cli stats --prometheus", &t->info, &err) == 0 &&
-	    cli_stats_fetch(c, &t->st, &err) == 0)
+	if (c && hello_monitor(c, &t->info, &err) == 0 && cli_stats_fetch(c, &t->st, &err) == 0)
 		t->up = true;
 	else
 		snprintf(t->why, sizeof(t->why), "%s: %s", err.code, err.message);
@@ -103,6 +163,7 @@ struct prom_family {
 	size_t off;       /* stat_samples: the value's offset in proto_stats */
 	bool is_double;   /* stat_samples: a double there, else a uint64_t */
 	bool all_targets; /* samples() for daemons that did not answer too */
+	double scale;     /* stat_samples, uid_samples: to base units (µs -> s) */
 };
 
 /* vkgrad_up: 1 or 0, for every daemon. */
@@ -112,13 +173,20 @@ static void up_samples(FILE *f, const prom_family *m, const prom_target *t)
 	fprintf(f, "} %d\n", t->up ? 1 : 0);
 }
 
+/* vkgrad_idle: 1 for a daemon left idle, else 0, for every daemon. */
+static void idle_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	sample_start(f, m->name, "", t);
+	fprintf(f, "} %d\n", t->idle ? 1 : 0);
+}
+
 /* vkgrad_info: the version and device as labels, value 1. */
 static void info_samples(FILE *f, const prom_family *m, const prom_target *t)
 {
-	const vkg_info *in = &t->info;
+	const proto_hello *in = &t->info;
 	sample_start(f, m->name, "", t);
 	const char *k[4] = {"server", "device", "type", "driver"};
-	const char *v[4] = {in->server, in->device_name, in->device_type, in->driver};
+	const char *v[4] = {in->server, in->device.name, in->device.type, in->device.driver};
 	for (int j = 0; j < 4; j++) {
 		fprintf(f, ",%s=\"", k[j]);
 		put_label(f, v[j]);
@@ -127,15 +195,31 @@ static void info_samples(FILE *f, const prom_family *m, const prom_target *t)
 	fputs("} 1\n", f);
 }
 
-/* One value of proto_stats, at m->off. */
+/* One value of proto_stats, at m->off, times m->scale. */
 static void stat_samples(FILE *f, const prom_family *m, const prom_target *t)
 {
 	const char *p = (const char *)&t->st + m->off;
 	sample_start(f, m->name, "", t);
 	if (m->is_double)
-		fprintf(f, "} %.9g\n", *(const double *)p);
+		fprintf(f, "} %.9g\n", *(const double *)p * m->scale);
+	else if (m->scale != 1.0)
+		fprintf(f, "} %.9g\n", (double)*(const uint64_t *)p * m->scale);
 	else
 		fprintf(f, "} %" PRIu64 "\n", *(const uint64_t *)p);
+}
+
+/* vkgrad_start_time_seconds: from the daemon, else (an older one) now
+ * less its uptime */
+static void start_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	double v = t->st.started_unix_s;
+	if (!t->st.has_counters) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = (double)ts.tv_sec + ts.tv_nsec / 1e9 - t->st.uptime_s;
+	}
+	sample_start(f, m->name, "", t);
+	fprintf(f, "} %.3f\n", v);
 }
 
 /* vkgrad_devlocal_min_bytes: one sample per dtype class. */
@@ -147,7 +231,57 @@ static void devlocal_samples(FILE *f, const prom_family *m, const prom_target *t
 	fprintf(f, ",dtype=\"f16_bf16\"} %" PRIu64 "\n", t->st.devlocal_min_bytes_16bit);
 }
 
-/* vkgrad_stage_seconds: each stage's median and 99th percentile. */
+/* One sample per error code (ok left out) of the array at m->off; an
+ * older daemon, without them, gives the total as code="unknown" (jobs
+ * failed) or nothing (rejections). */
+static void by_code_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	const uint64_t *v = (const uint64_t *)((const char *)&t->st + m->off);
+	if (!t->st.has_counters) {
+		if (m->off == offsetof(proto_stats, jobs_failed_by_code)) {
+			sample_start(f, m->name, "", t);
+			fprintf(f, ",code=\"unknown\"} %" PRIu64 "\n", t->st.jobs_failed);
+		}
+		return;
+	}
+	for (int c = 1; c < PROTO_CODE_COUNT; c++) {
+		sample_start(f, m->name, "", t);
+		fprintf(f, ",code=\"%s\"} %" PRIu64 "\n", proto_code_name((proto_code)c), v[c]);
+	}
+}
+
+static void refused_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	if (!t->st.has_counters)
+		return;
+	for (int r = 0; r < PROTO_REFUSED_COUNT; r++) {
+		sample_start(f, m->name, "", t);
+		fprintf(f, ",reason=\"%s\"} %" PRIu64 "\n", proto_refusal_name((proto_refusal)r),
+			t->st.connections_refused[r]);
+	}
+}
+
+/* Per uid: m->off is the offset of the value in proto_uid_stat, scale
+ * turns µs into seconds. */
+static void uid_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	for (unsigned i = 0; i < t->st.n_uids; i++) {
+		const proto_uid_stat *u = &t->st.uids[i];
+		const uint64_t v = *(const uint64_t *)((const char *)u + m->off);
+		sample_start(f, m->name, "", t);
+		if (u->uid == PROTO_UID_OTHER)
+			fputs(",uid=\"other\"", f);
+		else
+			fprintf(f, ",uid=\"%u\"", u->uid);
+		if (m->scale != 1.0)
+			fprintf(f, "} %.6f\n", (double)v * m->scale);
+		else
+			fprintf(f, "} %" PRIu64 "\n", v);
+	}
+}
+
+/* vkgrad_stage_seconds, a summary: each stage's median and 99th
+ * percentile over its last 1024 jobs, and its count and sum since start. */
 static void stage_samples(FILE *f, const prom_family *m, const prom_target *t)
 {
 	for (unsigned k = 0; k < t->st.n_stages; k++) {
@@ -159,17 +293,38 @@ static void stage_samples(FILE *f, const prom_family *m, const prom_target *t)
 			fprintf(f, "\",quantile=\"%s\"} %.9g\n", q ? "0.99" : "0.5",
 				(q ? st->p99_us : st->p50_us) / 1e6);
 		}
+		if (!st->has_total)
+			continue;
+		sample_start(f, m->name, "_sum", t);
+		fputs(",stage=\"", f);
+		put_label(f, st->name);
+		fprintf(f, "\"} %.9g\n", st->sum_us / 1e6);
+		sample_start(f, m->name, "_count", t);
+		fputs(",stage=\"", f);
+		put_label(f, st->name);
+		fprintf(f, "\"} %" PRIu64 "\n", st->total);
 	}
 }
 
-#define U(n, t, field, h) {n, t, h, stat_samples, offsetof(proto_stats, field), false, false}
-#define D(n, t, field, h) {n, t, h, stat_samples, offsetof(proto_stats, field), true, false}
-/* Every family but the histograms, in the order they are written. */
+#define U(n, t, field, h) {n, t, h, stat_samples, offsetof(proto_stats, field), false, false, 1.0}
+#define D(n, t, field, h) {n, t, h, stat_samples, offsetof(proto_stats, field), true, false, 1.0}
+/* a value in µs, exported in seconds */
+#define US(n, t, field, h) {n, t, h, stat_samples, offsetof(proto_stats, field), false, false, 1e-6}
+#define UID(n, field, scale, h) {n, "counter", h, uid_samples, offsetof(proto_uid_stat, field), false, false, scale}
+/* Every family but the histograms, in the order they are written
+ * (docs/metrics.md lists them). */
 static const prom_family families[] = {
 	{"vkgrad_up", "gauge", "Whether the daemon on this socket answered (1) or not (0).",
-	 up_samples, 0, false, true},
+	 up_samples, 0, false, true, 1.0},
+	{"vkgrad_idle", "gauge",
+	 "1 when the daemon's socket unit is listening with the daemon not started: not scraped, "
+	 "so as not to start it.",
+	 idle_samples, 0, false, true, 1.0},
 	{"vkgrad_info", "gauge", "The daemon's version and device (value 1).", info_samples, 0,
-	 false, false},
+	 false, false, 1.0},
+	{"vkgrad_start_time_seconds", "gauge",
+	 "When the daemon started, seconds since the epoch (its restarts: changes() of this).",
+	 start_samples, 0, false, false, 1.0},
 	D("vkgrad_uptime_seconds", "gauge", uptime_s, "Seconds since the daemon started."),
 	U("vkgrad_clients", "gauge", clients, "Connections open now."),
 	U("vkgrad_regions", "gauge", regions, "Shared-memory regions registered now, all clients."),
@@ -183,12 +338,29 @@ static const prom_family families[] = {
 	U("vkgrad_pipelines", "gauge", pipelines, "Compute pipelines built."),
 	U("vkgrad_scratch_bytes", "gauge", scratch_bytes,
 	  "Device memory held for device-local copies and split-K partial sums."),
-	D("vkgrad_jobs_per_batch_avg", "gauge", jobs_per_batch_avg,
-	  "Average jobs per GPU submission since start."),
 	U("vkgrad_jobs_done_total", "counter", jobs_done, "Accepted jobs that finished."),
-	U("vkgrad_jobs_failed_total", "counter", jobs_failed,
-	  "Accepted jobs that failed afterwards (device loss, shutdown, client gone)."),
-	U("vkgrad_batches_total", "counter", batches, "GPU submissions (command buffers)."),
+	{"vkgrad_jobs_failed_total", "counter",
+	 "Accepted jobs that failed afterwards, by error code (device_lost, internal, ...).",
+	 by_code_samples, offsetof(proto_stats, jobs_failed_by_code), false, false, 1.0},
+	{"vkgrad_requests_rejected_total", "counter",
+	 "Requests answered with an error at once, by error code (bad_request, limit, ...).",
+	 by_code_samples, offsetof(proto_stats, requests_rejected_by_code), false, false, 1.0},
+	{"vkgrad_connections_refused_total", "counter",
+	 "Connections refused, by reason (allow_list, max_connections, max_connections_per_uid).",
+	 refused_samples, 0, false, false, 1.0},
+	U("vkgrad_device_losses_total", "counter", device_losses,
+	  "Times the GPU was lost (VK_ERROR_DEVICE_LOST)."),
+	U("vkgrad_device_recoveries_total", "counter", device_recoveries,
+	  "Times the daemon recreated the device after a loss."),
+	U("vkgrad_device_recovery_failures_total", "counter", device_recovery_failures,
+	  "Attempts to recreate the device that failed (two in a row: the daemon exits)."),
+	UID("vkgrad_uid_jobs_done_total", jobs_done, 1.0, "Accepted jobs that finished, per client uid."),
+	UID("vkgrad_uid_jobs_failed_total", jobs_failed, 1.0,
+	    "Accepted jobs that failed afterwards, per client uid."),
+	UID("vkgrad_uid_gpu_seconds_total", gpu_us, 1e-6,
+	    "GPU time charged to a uid's jobs: their own dispatches, else their share of the batch."),
+	U("vkgrad_batches_total", "counter", batches,
+	  "GPU submissions (command buffers); jobs per batch = rate(jobs_done) / rate(batches)."),
 	U("vkgrad_dispatches_total", "counter", dispatches, "Kernel dispatches recorded."),
 	U("vkgrad_pipeline_cache_hits_total", "counter", pipeline_cache_hits,
 	  "Pipelines built from the pipeline cache."),
@@ -206,10 +378,10 @@ static const prom_family families[] = {
 	  "Batches run without scratch because allocating it failed."),
 	U("vkgrad_validation_errors_total", "counter", validation_errors,
 	  "Khronos validation layer errors (0 unless VKGRAD_VALIDATION=1)."),
-	U("vkgrad_spin_budget_microseconds", "gauge", spin_budget_us,
-	  "How long past a submission the loop polls the GPU now (adapted to the device)."),
-	U("vkgrad_poll_microseconds_total", "counter", spin_us,
-	  "Time the loop spent polling rather than sleeping."),
+	US("vkgrad_spin_budget_seconds", "gauge", spin_budget_us,
+	   "How long past a submission the loop polls the GPU now (adapted to the device)."),
+	US("vkgrad_poll_seconds_total", "counter", spin_us,
+	   "Time the loop spent polling rather than sleeping."),
 	U("vkgrad_batches_seen_polling_total", "counter", spin_hits,
 	  "Batches the polling loop found done."),
 	U("vkgrad_batches_seen_blocking_total", "counter", blocking_waits,
@@ -218,13 +390,16 @@ static const prom_family families[] = {
 	  "Single-job batches of a kind seen before, given an expected end (the loop polls near it)."),
 	{"vkgrad_devlocal_min_bytes", "gauge",
 	 "Tensor bytes from which a job runs on device-local copies (0: never), per dtype.",
-	 devlocal_samples, 0, false, false},
-	{"vkgrad_stage_seconds", "gauge",
-	 "A stage of recent jobs (the last 1024 of each), its median and 99th percentile.",
-	 stage_samples, 0, false, false},
+	 devlocal_samples, 0, false, false, 1.0},
+	{"vkgrad_stage_seconds", "summary",
+	 "A stage of a job's round trip: median and 99th percentile of the last 1024 jobs, count "
+	 "and sum since start.",
+	 stage_samples, 0, false, false, 1.0},
 };
 #undef U
 #undef D
+#undef US
+#undef UID
 
 /* daemon histogram name -> help; others get a generic one */
 static const char *hist_help(const char *name)
@@ -370,7 +545,7 @@ static int scan_dir(const char *dir, prom_target *ts, unsigned *n)
 }
 
 int cli_stats_prometheus(const cli_ctx *ctx, const char *output, const char *scan,
-			 char **sockets, int nsockets)
+			 char **sockets, int nsockets, bool start_idle)
 {
 	prom_target *ts = calloc(PROM_MAX_TARGETS, sizeof(*ts));
 	if (!ts) {
@@ -387,13 +562,21 @@ int cli_stats_prometheus(const cli_ctx *ctx, const char *output, const char *sca
 	}
 	if (!nsockets && !scan)
 		snprintf(ts[n++].socket, sizeof(ts[0].socket), "%s", cli_socket_path(ctx));
+	/* A daemon down is a fact to report (vkgrad_up 0), not a failure of
+	 * the scrape: the exit status is 0 once the exposition is written,
+	 * except on stdout when no daemon answered at all. */
+	unsigned answered = 0;
 	for (unsigned i = 0; i < n; i++) {
-		scrape(&ts[i]);
-		if (!ts[i].up) {
-			cli_errf("vkgrad: stats: %s: %s\n", ts[i].socket, ts[i].why);
-			rc = CLI_EXIT_DAEMON;
-		}
+		scrape(&ts[i], !start_idle);
+		if (ts[i].idle)
+			cli_errf("vkgrad: stats: %s: %s; left idle (vkgrad_idle 1)\n", ts[i].socket,
+				 ts[i].why);
+		else if (!ts[i].up)
+			cli_errf("vkgrad: stats: %s: %s (vkgrad_up 0)\n", ts[i].socket, ts[i].why);
+		answered += ts[i].up || ts[i].idle;
 	}
+	if (!output && n > 0 && answered == 0)
+		rc = CLI_EXIT_DAEMON;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);

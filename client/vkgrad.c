@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -18,12 +19,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 /* Replies such as hello can be larger than any request the daemon accepts. */
 #define VKG_CLIENT_MAX_FRAME (16u << 20)
+#define VKG_SYSTEM_SOCKET "/run/vkgrad/vkgrad.sock"
 
 /* One request whose reply has not been claimed yet. */
 typedef struct vkg_entry {
@@ -541,17 +544,59 @@ static int conn_call(vkg_client *c, proto_request *req, int fd, proto_reply *ful
 
 /* ---- connection --------------------------------------------------------- */
 
+/* The one place the socket is chosen (docs/operations.md, "Which socket"):
+ * $VKGRAD_SOCKET when set; else the user's $XDG_RUNTIME_DIR/vkgrad.sock
+ * when that exists (a user daemon, systemctl --user); else the system
+ * daemon's /run/vkgrad/vkgrad.sock. */
 const char *vkg_default_socket(void)
 {
 	static _Thread_local char buf[PATH_MAX];
 	const char *s = getenv("VKGRAD_SOCKET");
-	if (s && *s)
+	struct stat st;
+	if (s && *s) {
 		snprintf(buf, sizeof(buf), "%s", s);
-	else if ((s = getenv("XDG_RUNTIME_DIR")) && *s)
-		snprintf(buf, sizeof(buf), "%s/vkgrad.sock", s);
-	else
-		snprintf(buf, sizeof(buf), "/run/vkgrad/vkgrad.sock");
+		return buf;
+	}
+	if ((s = getenv("XDG_RUNTIME_DIR")) && *s &&
+	    snprintf(buf, sizeof(buf), "%s/vkgrad.sock", s) < (int)sizeof(buf) &&
+	    stat(buf, &st) == 0 && S_ISSOCK(st.st_mode))
+		return buf;
+	snprintf(buf, sizeof(buf), VKG_SYSTEM_SOCKET);
 	return buf;
+}
+
+/* What to do about a failed connect(2) to path, after the error itself:
+ * the daemon to start, the group to join, the variable to set. */
+static void connect_hint(char *out, size_t n, const char *path, int e)
+{
+	out[0] = 0;
+	const bool system = strcmp(path, VKG_SYSTEM_SOCKET) == 0;
+	if (e == ENOENT || e == ECONNREFUSED) {
+		if (system)
+			snprintf(out, n, "; no daemon: systemctl start vkgradd.socket, or your own: "
+					 "systemctl --user start vkgradd.socket (other sockets: "
+					 "$VKGRAD_SOCKET, --socket)");
+		else
+			snprintf(out, n, "; no daemon there: start one (vkgradd --socket PATH; "
+					 "for $XDG_RUNTIME_DIR/vkgrad.sock systemctl --user start "
+					 "vkgradd.socket)");
+		return;
+	}
+	if (e != EACCES && e != EPERM)
+		return;
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return;
+	char gname[64];
+	struct group gr, *g = NULL;
+	char gbuf[4096];
+	if (getgrgid_r(st.st_gid, &gr, gbuf, sizeof(gbuf), &g) == 0 && g)
+		snprintf(gname, sizeof(gname), "%s", g->gr_name);
+	else
+		snprintf(gname, sizeof(gname), "%u", (unsigned)st.st_gid);
+	snprintf(out, n, "; the socket is group '%s', mode %04o: join it (sudo usermod -aG %s $USER, "
+			 "log in again)",
+		 gname, (unsigned)(st.st_mode & 07777), gname);
 }
 
 /* $VKGRAD_WAIT_SPIN_US, when set: 0, or EINVAL with err naming it. */
@@ -617,7 +662,9 @@ vkg_client *vkg_connect(const char *path, vkg_error *err)
 		if (errno == EINTR)
 			continue;
 		e = errno;
-		set_err(err, -e, "io", "connect to %s: %s", path, strerror(e));
+		char hint[384];
+		connect_hint(hint, sizeof(hint), path, e);
+		set_err(err, -e, "io", "connect to %s: %s%s", path, strerror(e), hint);
 		goto error_close;
 	}
 	if ((e = pthread_mutex_init(&c->lock, NULL)) != 0) {

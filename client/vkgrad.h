@@ -44,8 +44,11 @@ typedef struct vkg_error {
 
 typedef struct vkg_client vkg_client;
 
-/* Connect to the daemon. path NULL means $VKGRAD_SOCKET, else
- * $XDG_RUNTIME_DIR/vkgrad.sock, else /run/vkgrad/vkgrad.sock. */
+/* Connect to the daemon. path NULL means vkg_default_socket(): the
+ * environment's $VKGRAD_SOCKET when set; else $XDG_RUNTIME_DIR/vkgrad.sock
+ * when that socket exists (a daemon of the user's own: systemctl --user);
+ * else the system daemon's /run/vkgrad/vkgrad.sock. A failure's message
+ * says what to do: the unit to start, the socket's group to join. */
 vkg_client *vkg_connect(const char *path, vkg_error *err);
 /* Close the connection; the daemon releases its regions, and every mapping
  * vkg_region_create returned that was not destroyed is unmapped. NULL is

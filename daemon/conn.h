@@ -80,6 +80,7 @@ struct conn {
 	uint32_t unreg_pending; /* unregister replies not sent yet */
 	engine_lane *lane;     /* this connection's queue in the engine */
 	bool announced;        /* logged at info level (ops.c), so its close is too */
+	bool monitor;          /* said hello as a monitor: stays at debug level */
 	char name[64];         /* its hello's `client`, raw (the `clients` op) */
 	uint64_t connected_ns;
 	uint64_t jobs_done, jobs_failed, gpu_us; /* its accepted jobs (usage.h) */

@@ -167,12 +167,15 @@ static void op_clients(conn *c, const proto_request *q)
 	free(v);
 }
 
-/* The first request of a connection says what it is: anything but a
- * monitor's hello (a metrics scrape) is logged at info level from then
- * on, its connection line first (conn.c logged it at debug). */
+/* The first request of a connection says what it is: one that said hello
+ * as a monitor (a metrics scrape) stays at debug level; any other is
+ * logged at info level from then on, its connection line first (conn.c
+ * logged it at debug). */
 static void announce(conn *c, const proto_request *q)
 {
-	if (c->announced || (q->op == PROTO_OP_HELLO && q->monitor))
+	if (q->op == PROTO_OP_HELLO && q->monitor)
+		c->monitor = true;
+	if (c->announced || c->monitor)
 		return;
 	c->announced = true;
 	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,

@@ -28,7 +28,10 @@
 set -eu
 PKGS="make gcc pkg-config libvulkan-dev glslc libshaderc-dev libuv1-dev libmsgpack-dev
 libcmocka-dev mesa-vulkan-drivers libsystemd-dev vulkan-validationlayers
-systemd util-linux python3-numpy python3-torch"
+systemd util-linux python3-numpy python3-torch prometheus"
+# prometheus: its promtool checks `vkgrad stats --prometheus`
+# (tests/python/test_operations.py); the package's own service is not
+# started by the tests (and policy-rc.d stops it in containers).
 # extra packages a target needs beyond `make test` (test-valgrind: valgrind)
 PKGS="$PKGS $*"
 
