@@ -228,6 +228,8 @@ clean:
 
 # ---- install ----------------------------------------------------------------
 #   make install [PREFIX=/usr/local] [DESTDIR=/staging]    make uninstall
+# (also the user units of systemd/user/ into USERUNITDIR: systemctl --user
+# enable --now vkgradd.socket gives a user a daemon of their own)
 # Daemon and CLI in bin, libvkgrad.so.$(VERSION) with its soname and dev
 # symlinks, libvkgrad.a, vkgrad.h, vkgrad.pc, the systemd units (vkgradd,
 # the per-GPU templates vkgradd@, the metrics timer and service), the
@@ -244,6 +246,7 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 MANDIR      ?= $(PREFIX)/share/man
 SYSCONFDIR  ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 PYTHON      ?= /usr/bin/python3
 PYVER        = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
@@ -257,7 +260,8 @@ SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
 install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
-		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(SYSCONFDIR)/vkgrad
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/vkgrad $(DESTDIR)$(MANDIR)/man3
 	install -m 0755 $(BUILD)/vkgradd $(BUILD)/vkgrad $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(BUILD)/libvkgrad.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libvkgrad.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libvkgrad.so.$(SOMAJOR)
@@ -271,12 +275,16 @@ install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgr
 	$(SUBST) systemd/vkgradd@.socket.in >$(DESTDIR)$(UNITDIR)/vkgradd@.socket
 	$(SUBST) systemd/vkgrad-metrics.service.in >$(DESTDIR)$(UNITDIR)/vkgrad-metrics.service
 	install -m 0644 systemd/vkgrad-metrics.timer $(DESTDIR)$(UNITDIR)/
+	install -m 0644 systemd/user/vkgradd.socket $(DESTDIR)$(USERUNITDIR)/
+	$(SUBST) systemd/user/vkgradd.service.in >$(DESTDIR)$(USERUNITDIR)/vkgradd.service
+	chmod 0644 $(DESTDIR)$(USERUNITDIR)/vkgradd.service
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/vkgrad.pc $(DESTDIR)$(UNITDIR)/vkgradd.service \
 		$(DESTDIR)$(UNITDIR)/vkgradd.socket $(DESTDIR)$(UNITDIR)/vkgradd@.service \
 		$(DESTDIR)$(UNITDIR)/vkgradd@.socket $(DESTDIR)$(UNITDIR)/vkgrad-metrics.service
 	install -m 0644 systemd/vkgrad.sysusers $(DESTDIR)$(SYSUSERSDIR)/vkgrad.conf
 	install -m 0644 man/vkgradd.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 man/vkgrad.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 man/vkgrad.3 $(DESTDIR)$(MANDIR)/man3/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf ] || \
 		install -m 0644 systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf
 	install -d $(DESTDIR)$(PYTHONDIR)/vkgrad
@@ -293,6 +301,8 @@ uninstall:
 		$(DESTDIR)$(UNITDIR)/vkgradd.service $(DESTDIR)$(UNITDIR)/vkgradd.socket \
 		$(DESTDIR)$(UNITDIR)/vkgradd@.service $(DESTDIR)$(UNITDIR)/vkgradd@.socket \
 		$(DESTDIR)$(UNITDIR)/vkgrad-metrics.service $(DESTDIR)$(UNITDIR)/vkgrad-metrics.timer \
+		$(DESTDIR)$(USERUNITDIR)/vkgradd.socket $(DESTDIR)$(USERUNITDIR)/vkgradd.service \
+		$(DESTDIR)$(MANDIR)/man3/vkgrad.3 \
 		$(DESTDIR)$(SYSUSERSDIR)/vkgrad.conf \
 		$(DESTDIR)$(MANDIR)/man8/vkgradd.8 $(DESTDIR)$(MANDIR)/man1/vkgrad.1
 	! cmp -s systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf || \

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int g_level = LOG_LEVEL_INFO;
@@ -56,8 +57,25 @@ void log_msg(int level, const char *fmt, ...)
 	int m = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	size_t len = m < 0 ? 0 : (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
-	int n = g_journal ? snprintf(line, sizeof(line), "<%d>", level)
-			  : snprintf(line, sizeof(line), "vkgradd: %s: ", words[level]);
+	/* journald stamps each line itself; anywhere else (a terminal, a
+	 * file, another supervisor) the line carries its local time, ISO 8601
+	 * with milliseconds and the UTC offset */
+	int n;
+	if (g_journal) {
+		n = snprintf(line, sizeof(line), "<%d>", level);
+	} else {
+		struct timespec ts;
+		struct tm tm;
+		char when[40] = "";
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (localtime_r(&ts.tv_sec, &tm)) {
+			char zone[8];
+			size_t w = strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+			strftime(zone, sizeof(zone), "%z", &tm);
+			snprintf(when + w, sizeof(when) - w, ".%03ld%s ", ts.tv_nsec / 1000000L, zone);
+		}
+		n = snprintf(line, sizeof(line), "%svkgradd: %s: ", when, words[level]);
+	}
 	size_t o = (size_t)n;
 	/* One event, one line, valid UTF-8, whatever the message holds: a
 	 * line break in it would start a line of its own (under journald one

@@ -124,7 +124,13 @@ static int bind_socket(server *s)
 	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
 	if (rc != 0 || listen(fd, 128) != 0) {
-		log_err("bind/listen %s: %s", path, strerror(errno));
+		const int e = errno;
+		log_err("bind/listen %s: %s%s", path, strerror(e),
+			e == ENOENT || e == EACCES || e == EPERM
+				? "; as a user, name a socket of your own (--socket "
+				  "$XDG_RUNTIME_DIR/vkgrad.sock) or run systemctl --user start "
+				  "vkgradd.socket; the system daemon is systemctl start vkgradd.socket"
+				: "");
 		close(fd);
 		return -1;
 	}

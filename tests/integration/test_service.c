@@ -930,6 +930,8 @@ static void test_make_install_layout(void **state)
 		"lib/systemd/system/vkgradd@.socket", "lib/systemd/system/vkgrad-metrics.service",
 		"lib/systemd/system/vkgrad-metrics.timer", "lib/sysusers.d/vkgrad.conf",
 		"share/man/man8/vkgradd.8", "share/man/man1/vkgrad.1", "etc/vkgrad/vkgradd.conf",
+		"share/man/man3/vkgrad.3", "lib/systemd/user/vkgradd.socket",
+		"lib/systemd/user/vkgradd.service",
 	};
 	char p[PATH_MAX], link[PATH_MAX];
 	struct stat st;
@@ -956,8 +958,9 @@ static void test_make_install_layout(void **state)
 	if (run_cmd(cmd, out, sizeof(out)) != 0)
 		fail_msg("the Python package is not installed as expected:\n%s", out);
 	/* the templates were filled */
-	snprintf(cmd, sizeof(cmd), "grep -h '@[A-Z]*@' %s/usr/local/lib/systemd/system/* %s/usr/local/lib/pkgconfig/vkgrad.pc",
-		 dir, dir);
+	snprintf(cmd, sizeof(cmd), "grep -h '@[A-Z]*@' %s/usr/local/lib/systemd/system/* "
+		 "%s/usr/local/lib/systemd/user/* %s/usr/local/lib/pkgconfig/vkgrad.pc",
+		 dir, dir, dir);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 1);
 	/* uninstall into a second stage removes everything it installed */
 	char tmp[64] = "/tmp/vkgrad-uninst.XXXXXX";
