@@ -11,7 +11,7 @@
 
 CC      ?= cc
 BUILD   ?= build
-VERSION := 0.1.0
+VERSION := 0.2.0
 SOMAJOR := 0
 PKGS    := vulkan libuv msgpack libsystemd
 SAN     ?=
@@ -25,7 +25,7 @@ LDLIBS_ALL  = $(LIBS_PKG) -lpthread -lm $(SAN)
 
 PROTO_SRC  := $(wildcard proto/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
-CLIENT_LIB_SRC := client/vkgrad.c client/ref.c
+CLIENT_LIB_SRC := client/vkgrad.c client/abi.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 # `vkgrad bench`: linked into the CLI, but apart from client/ since its
 # direct mode runs the daemon's core in-process
@@ -138,7 +138,7 @@ TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 PY_TESTS  := tests/python/test_python tests/python/test_pytorch
 # what libvkgrad.so exports; the build's shader toolchain, both ways (fetched
 # or system tools, and an offline build without them into $(BUILD)/offline)
-BUILD_TESTS := tests/build/test_exports.sh tests/build/test_shader_tools.sh
+BUILD_TESTS := tests/build/test_exports.sh tests/build/test_shader_tools.sh tests/build/test_abi.sh
 
 # Unit tests link the daemon's objects and, of tests/common, only what does
 # no I/O (growth.c); they learn the shader sources and dtypes the registry is

@@ -2,6 +2,7 @@
  * msgpack frames from proto/msg.h, replies are matched to requests by id
  * through a table, because the daemon may answer out of order. */
 #include "vkgrad.h"
+#include "vkgrad_full.h"
 
 #include "frame.h"
 #include "mpcheck.h"
@@ -71,7 +72,18 @@ struct vkg_client {
 	char fatal[200]; /* the daemon's id-0 error, sent just before it closes */
 	proto_code fatal_code;
 	unsigned spin_us;  /* vkg_set_wait_spin */
+	/* the last hello's kernels, all of them (vkg_info_kernel) */
+	unsigned n_kernels;
+	vkg_kernel_info kernels[VKG_FULL_MAX_KERNELS];
 };
+
+int vkg_info_kernel(const vkg_client *c, unsigned i, vkg_kernel_info *out)
+{
+	if (i >= c->n_kernels)
+		return -ENOENT;
+	*out = c->kernels[i];
+	return 0;
+}
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -711,7 +723,7 @@ int vkg_fd(const vkg_client *c)
 
 /* ---- hello, stats, ping ------------------------------------------------- */
 
-int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err)
+int vkg_full_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err)
 {
 	clear_err(err);
 	proto_reply *full = malloc(sizeof(*full));
@@ -740,6 +752,22 @@ int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *
 		out->max_dim = h->limits.max_dim;
 		out->max_tensor_bytes = h->limits.max_tensor_bytes;
 		out->n_kernels = h->n_kernels;
+		out->protocol_version = h->version;
+		out->max_total_region_bytes = h->limits.max_total_region_bytes;
+		out->max_region_bytes_per_uid = h->limits.max_region_bytes_per_uid;
+		out->max_connections = h->limits.max_connections;
+		out->max_connections_per_uid = h->limits.max_connections_per_uid;
+		/* every kernel, for vkg_info_kernel (the struct holds 32) */
+		c->n_kernels = 0;
+		for (unsigned i = 0; i < h->n_kernels && i < VKG_FULL_MAX_KERNELS; i++) {
+			const proto_kernel_info *k = &h->kernels[i];
+			vkg_kernel_info *o = &c->kernels[c->n_kernels++];
+			snprintf(o->name, sizeof(o->name), "%s", k->name);
+			snprintf(o->domain, sizeof(o->domain), "%s", k->domain);
+			snprintf(o->variant, sizeof(o->variant), "%s", k->variant);
+			snprintf(o->dtype, sizeof(o->dtype), "%s", k->dtype);
+			snprintf(o->status, sizeof(o->status), "%s", k->status);
+		}
 		for (unsigned i = 0; i < h->n_kernels && i < 32; i++) {
 			const proto_kernel_info *k = &h->kernels[i];
 			vkg_kernel_info *o = &out->kernels[i];
@@ -754,7 +782,7 @@ int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *
 	return rc;
 }
 
-int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err)
+int vkg_full_stats(vkg_client *c, vkg_stats *out, vkg_error *err)
 {
 	clear_err(err);
 	proto_reply *full = malloc(sizeof(*full));
@@ -796,7 +824,14 @@ int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err)
 			.stream_jobs = s->stream_jobs,
 			.stream_chunks = s->stream_chunks,
 			.stream_dw_blocks = s->stream_dw_blocks,
+			.started_unix_s = s->started_unix_s,
+			.device_losses = s->device_losses,
+			.device_recoveries = s->device_recoveries,
 		};
+		for (int k = 0; k < PROTO_CODE_COUNT; k++)
+			out->requests_rejected += s->requests_rejected_by_code[k];
+		for (int k = 0; k < PROTO_REFUSED_COUNT; k++)
+			out->connections_refused += s->connections_refused[k];
 	}
 	free(full);
 	return rc;

@@ -15,6 +15,17 @@
  *    with that code instead of "io".
  *  - Constructors return NULL on failure and fill err.
  *
+ * A growing ABI (man vkgrad(3))
+ *  vkg_info, vkg_stats and vkg_job only ever grow at their end. The calls
+ *  of 0.1 (vkg_hello, vkg_stats_get, vkg_job_init, vkg_submit,
+ *  vkg_linear_backward) read and write the 0.1 part of them only
+ *  (VKG_*_SIZE_0_1 bytes), so a program built against an older header
+ *  keeps working with a newer library. The _sized forms take the size of
+ *  the caller's struct (sizeof, as VKG_HELLO, VKG_STATS_GET and
+ *  VKG_JOB_INIT pass it): the library fills or reads that much of what it
+ *  knows and zeroes the rest, so they serve an older and a newer caller
+ *  alike. vkg_version() says which library runs.
+ *
  * Thread-safety
  *  A vkg_client may be shared between threads: every call takes the client's
  *  internal mutex, so calls are serialised. A blocking call (the synchronous
@@ -33,6 +44,19 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The header's version; vkg_version() gives the library's. */
+#define VKGRAD_VERSION_MAJOR 0
+#define VKGRAD_VERSION_MINOR 2
+#define VKGRAD_VERSION_PATCH 0
+#define VKGRAD_VERSION_NUMBER(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define VKGRAD_VERSION \
+	VKGRAD_VERSION_NUMBER(VKGRAD_VERSION_MAJOR, VKGRAD_VERSION_MINOR, VKGRAD_VERSION_PATCH)
+
+/* The library's VKGRAD_VERSION_NUMBER (a program built against an older
+ * header may run on a newer library; check with it before using a call
+ * the library may not have). */
+unsigned vkg_version(void);
 
 #define VKG_EREMOTE (-10000) /* the daemon answered with an error */
 #define VKG_NONE UINT64_MAX  /* "no tensor" in vkg_tensor.region */
@@ -79,9 +103,14 @@ typedef struct vkg_info {
 	uint32_t vendor_id, device_id;
 	uint32_t max_frame, max_regions, max_inflight;
 	uint64_t max_region_bytes, max_dim, max_tensor_bytes;
-	unsigned n_kernels;
-	vkg_kernel_info kernels[32];
+	unsigned n_kernels;         /* all of them; kernels[] holds the first 32 */
+	vkg_kernel_info kernels[32]; /* every one: vkg_info_kernel */
+	/* 0.2 (vkg_hello_sized / VKG_HELLO only) */
+	uint64_t max_total_region_bytes, max_region_bytes_per_uid;
+	uint32_t max_connections, max_connections_per_uid;
+	uint32_t protocol_version;
 } vkg_info;
+#define VKG_INFO_SIZE_0_1 offsetof(vkg_info, max_total_region_bytes)
 
 typedef struct vkg_stats {
 	double uptime_s, jobs_per_batch_avg;
@@ -103,10 +132,30 @@ typedef struct vkg_stats {
 	uint64_t stream_chunk_bytes, stream_min_bytes, stream_queues;
 	uint64_t stream_jobs, stream_chunks;
 	uint64_t stream_dw_blocks;
+	/* 0.2 (vkg_stats_get_sized / VKG_STATS_GET only): requests answered
+	 * with an error at once and connections refused, all codes and
+	 * reasons (stats --prometheus splits them), device losses and
+	 * recoveries, when the daemon started (seconds since the epoch; 0
+	 * from a daemon before 0.2) */
+	uint64_t requests_rejected, connections_refused;
+	uint64_t device_losses, device_recoveries;
+	double started_unix_s;
 } vkg_stats;
+#define VKG_STATS_SIZE_0_1 offsetof(vkg_stats, requests_rejected)
 
+/* Fill the 0.1 part of *out (VKG_INFO_SIZE_0_1 / VKG_STATS_SIZE_0_1
+ * bytes; the rest is left alone). */
 int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err);
 int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err);
+/* Fill `size` bytes of *out: what this library knows, zero past it. */
+int vkg_hello_sized(vkg_client *c, const char *client_name, vkg_info *out, size_t size,
+		    vkg_error *err);
+int vkg_stats_get_sized(vkg_client *c, vkg_stats *out, size_t size, vkg_error *err);
+#define VKG_HELLO(c, name, out, err) vkg_hello_sized((c), (name), (out), sizeof(*(out)), (err))
+#define VKG_STATS_GET(c, out, err) vkg_stats_get_sized((c), (out), sizeof(*(out)), (err))
+/* Kernel i (0 .. n_kernels - 1) of the last hello on c, past the 32 that
+ * vkg_info holds too. 0, or -ENOENT. */
+int vkg_info_kernel(const vkg_client *c, unsigned i, vkg_kernel_info *out);
 int vkg_ping(vkg_client *c, vkg_error *err);
 
 /* ---- shared memory regions ----
@@ -147,8 +196,15 @@ typedef struct vkg_job {
 			      * (hello lists what this daemon has) */
 } vkg_job;
 
-/* A vkg_job with every tensor set to VKG_NONE. */
+#define VKG_JOB_SIZE_0_1 sizeof(vkg_job) /* vkg_job has not grown since 0.1 */
+
+/* A vkg_job with every tensor set to VKG_NONE (the 0.1 layout: returned
+ * by value, so it never grows; use VKG_JOB_INIT for fields added later). */
 vkg_job vkg_job_init(void);
+/* The same into the caller's `size` bytes (fields this library does not
+ * know are zeroed). */
+void vkg_job_init_sized(vkg_job *job, size_t size);
+#define VKG_JOB_INIT(job) vkg_job_init_sized((job), sizeof(*(job)))
 
 /* What the daemon reports about a finished job (proto/README.md):
  *   queued_us   from the request's arrival to its submission
@@ -228,6 +284,13 @@ int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_
  * returns -ETIMEDOUT when the time ran out. Each handle is consumed by the
  * vkg_poll/vkg_wait call that reports its completion. */
 int vkg_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *err);
+/* vkg_linear_backward / vkg_submit for a job of `size` bytes (sizeof the
+ * caller's vkg_job): fields past what this library knows must be zero
+ * (VKG_JOB_INIT), else -EINVAL names the first one set. */
+int vkg_linear_backward_sized(vkg_client *c, const vkg_job *job, size_t size, vkg_result *res,
+			      vkg_error *err);
+int vkg_submit_sized(vkg_client *c, const vkg_job *job, size_t size, uint64_t *handle,
+		     vkg_error *err);
 int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err);
 int vkg_wait(vkg_client *c, uint64_t handle, int timeout_ms, vkg_result *res, vkg_error *err);
 /* A descriptor that becomes readable when replies arrive: put it in your own

@@ -178,7 +178,7 @@ typedef struct proto_limits {
 	uint64_t max_outbound_bytes;      /* unread reply bytes before a drop */
 } proto_limits;
 
-#define PROTO_MAX_KERNELS 32
+#define PROTO_MAX_KERNELS 128
 
 typedef struct proto_kernel_info {
 	char name[48], domain[24], variant[24], dtype[8], status[16];

@@ -924,7 +924,7 @@ static void test_make_install_layout(void **state)
 	const char *dir = stage();
 	assert_non_null(dir);
 	static const char *const files[] = {
-		"bin/vkgradd", "bin/vkgrad", "lib/libvkgrad.so.0.1.0", "lib/libvkgrad.a",
+		"bin/vkgradd", "bin/vkgrad", "lib/libvkgrad.so.0.2.0", "lib/libvkgrad.a",
 		"include/vkgrad.h", "lib/pkgconfig/vkgrad.pc", "lib/systemd/system/vkgradd.service",
 		"lib/systemd/system/vkgradd.socket", "lib/systemd/system/vkgradd@.service",
 		"lib/systemd/system/vkgradd@.socket", "lib/systemd/system/vkgrad-metrics.service",
@@ -944,7 +944,7 @@ static void test_make_install_layout(void **state)
 	ssize_t n = readlink(p, link, sizeof(link) - 1);
 	assert_true(n > 0);
 	link[n] = 0;
-	assert_string_equal(link, "libvkgrad.so.0.1.0");
+	assert_string_equal(link, "libvkgrad.so.0.2.0");
 	snprintf(p, sizeof(p), "%s/usr/local/lib/libvkgrad.so", dir);
 	n = readlink(p, link, sizeof(link) - 1);
 	assert_true(n > 0);
@@ -1097,7 +1097,7 @@ static void test_python_package_installed(void **state)
 	snprintf(want, sizeof(want), "%s/usr/local/lib/python3", dir);
 	if (!strstr(out, want))
 		fail_msg("vkgrad was not imported from the staged tree");
-	snprintf(want, sizeof(want), "%s/usr/local/lib/libvkgrad.so.0.1.0", dir);
+	snprintf(want, sizeof(want), "%s/usr/local/lib/libvkgrad.so.0.2.0", dir);
 	if (!strstr(out, want))
 		fail_msg("the staged libvkgrad.so.0 was not the one loaded");
 	assert_int_equal(daemon_proc_stop(&d), 0);

@@ -1,0 +1,263 @@
+/* vkgrad.h — client library for vkgradd, the shared GPU daemon computing
+ * linear-layer backward passes (dW = dYᵀ·X, db = Σ dY, dX = dY·W).
+ *
+ * Wire protocol: proto/README.md (v1). Link with -lvkgrad.
+ *
+ * Conventions
+ *  - Functions returning int return 0 on success and a negative value on
+ *    failure: -errno for local failures (socket, memfd, mmap), or
+ *    VKG_EREMOTE when the daemon answered with an error. In both cases the
+ *    optional vkg_error *err is filled: code is the protocol's error code
+ *    ("bad_request", "limit", ...) or "io" for local failures, and message
+ *    says what went wrong (for remote errors, the daemon's own message).
+ *    A connection the daemon closed after saying why (an id-0 error frame:
+ *    `bad_frame`, or `limit` for a refused connection) reports -ECONNRESET
+ *    with that code instead of "io".
+ *  - Constructors return NULL on failure and fill err.
+ *
+ * Thread-safety
+ *  A vkg_client may be shared between threads: every call takes the client's
+ *  internal mutex, so calls are serialised. A blocking call (the synchronous
+ *  ops, vkg_wait) holds the mutex while it waits, so for concurrency from
+ *  many threads use one vkg_client per thread, or the asynchronous form.
+ *  Region pointers are plain shared memory: the caller orders its own writes
+ *  before submitting and reads outputs only after the job completed.
+ */
+#ifndef VKGRAD_H
+#define VKGRAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VKG_EREMOTE (-10000) /* the daemon answered with an error */
+#define VKG_NONE UINT64_MAX  /* "no tensor" in vkg_tensor.region */
+
+typedef struct vkg_error {
+	char code[24];     /* protocol code, or "io" */
+	char message[256];
+} vkg_error;
+
+typedef struct vkg_client vkg_client;
+
+/* Connect to the daemon. path NULL means $VKGRAD_SOCKET, else
+ * $XDG_RUNTIME_DIR/vkgrad.sock, else /run/vkgrad/vkgrad.sock. */
+vkg_client *vkg_connect(const char *path, vkg_error *err);
+/* Close the connection; the daemon releases its regions, and every mapping
+ * vkg_region_create returned that was not destroyed is unmapped. NULL is
+ * allowed. */
+void vkg_close(vkg_client *c);
+/* The socket path the library would use for path == NULL (static buffer). */
+const char *vkg_default_socket(void);
+
+/* How long a wait for a reply (vkg_linear_backward, vkg_wait and the other
+ * synchronous calls) polls the socket before it sleeps in the kernel: a
+ * synchronous client whose jobs take tens of µs then sees its reply a
+ * scheduler wake-up (about 10 µs) sooner, for up to `us` µs of its own CPU
+ * per wait. 0 (the default) never polls. vkg_connect takes the initial
+ * value from $VKGRAD_WAIT_SPIN_US (it fails, naming the variable, when that
+ * is not a number up to the limit). Returns 0, or -EINVAL when `us` is over
+ * VKG_MAX_WAIT_SPIN_US. */
+#define VKG_MAX_WAIT_SPIN_US 1000000u
+int vkg_set_wait_spin(vkg_client *c, unsigned us, vkg_error *err);
+
+/* ---- server information ---- */
+typedef struct vkg_kernel_info {
+	char name[48], domain[24], variant[24], dtype[8], status[16];
+} vkg_kernel_info;
+
+typedef struct vkg_info {
+	char server[48];
+	char device_name[128], driver[128], api[16], device_type[16];
+	uint32_t vendor_id, device_id;
+	uint32_t max_frame, max_regions, max_inflight;
+	uint64_t max_region_bytes, max_dim, max_tensor_bytes;
+	unsigned n_kernels;
+	vkg_kernel_info kernels[32];
+} vkg_info;
+
+typedef struct vkg_stats {
+	double uptime_s, jobs_per_batch_avg;
+	uint64_t clients, regions, region_bytes, jobs_done, jobs_failed, batches;
+	uint64_t pipelines, pipeline_cache_hits, jobs_queued, jobs_running;
+	uint64_t host_imports, staged_regions;
+	uint64_t validation_errors;
+	/* kernels and memory path: device-local threshold (0: off), jobs run
+	 * on device-local copies and the bytes copied, split-K jobs,
+	 * dispatches recorded, scratch held now, batches run without scratch */
+	uint64_t devlocal_min_bytes, devlocal_min_bytes_16bit; /* f32 jobs, f16/bf16 jobs */
+	uint64_t devlocal_jobs, devlocal_copy_bytes, splitk_jobs;
+	uint64_t dispatches, scratch_bytes, scratch_failures;
+	/* streamed jobs (copies overlapped with kernels): dY bytes per chunk
+	 * (0: off), tensor bytes from which a device-local job streams,
+	 * transfer queues used (0: the compute queue), jobs and chunks run,
+	 * the steps their dW ran in (row blocks, each downloaded while the
+	 * next computes; 1 per job whose dW was not cut) */
+	uint64_t stream_chunk_bytes, stream_min_bytes, stream_queues;
+	uint64_t stream_jobs, stream_chunks;
+	uint64_t stream_dw_blocks;
+} vkg_stats;
+
+int vkg_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_error *err);
+int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err);
+int vkg_ping(vkg_client *c, vkg_error *err);
+
+/* ---- shared memory regions ----
+ * vkg_region_create makes a memfd of `size` bytes sealed against shrinking
+ * (F_SEAL_SHRINK), maps it read-write, registers it with the daemon and
+ * returns the mapping; *region receives the daemon's region number. */
+void *vkg_region_create(vkg_client *c, size_t size, uint64_t *region, vkg_error *err);
+/* Unregister (the daemon answers once no job uses the region) and unmap.
+ * ptr/size are what vkg_region_create returned/was given; ptr NULL only
+ * unregisters (a region from vkg_region_register_fd). */
+int vkg_region_destroy(vkg_client *c, uint64_t region, void *ptr, size_t size, vkg_error *err);
+/* Register memory the caller owns and maps itself: fd is a memfd of at
+ * least `size` bytes carrying F_SEAL_SHRINK (the daemon's checks as for
+ * vkg_region_create). A copy of the descriptor travels to the daemon; fd
+ * stays the caller's (close it when you like), and so does every mapping of
+ * it: neither vkg_region_destroy(c, region, NULL, 0, err) nor vkg_close
+ * unmaps anything. For bindings whose arrays must keep their memory alive
+ * on their own terms (python/vkgrad maps it with Python's mmap). */
+int vkg_region_register_fd(vkg_client *c, int fd, size_t size, uint64_t *region, vkg_error *err);
+
+/* ---- jobs ---- */
+typedef struct vkg_tensor {
+	uint64_t region; /* VKG_NONE: not given */
+	uint64_t offset; /* bytes from the start of the region */
+} vkg_tensor;
+
+typedef struct vkg_job {
+	const char *dtype; /* storage type of every tensor: "f32", "f16" or
+			    * "bf16" (NULL means f32) */
+	uint64_t batch, in, out;
+	vkg_tensor x, dy, w; /* inputs; w only needed for dx */
+	vkg_tensor dw, db, dx; /* outputs; at least one */
+	bool accumulate;
+	const char *variant; /* NULL or "auto": the daemon picks kernels by
+			      * shape; "generic", "tiled", "tiled128",
+			      * "splitk", "coopmat" (f16), "coopmat_khr" or
+			      * "coopmat_nv2" (f16, bf16) forces a family
+			      * (hello lists what this daemon has) */
+} vkg_job;
+
+/* A vkg_job with every tensor set to VKG_NONE. */
+vkg_job vkg_job_init(void);
+
+/* What the daemon reports about a finished job (proto/README.md):
+ *   queued_us   from the request's arrival to its submission
+ *   gpu_us      GPU time of the whole batch (command buffer) that carried it
+ *   batch_jobs  jobs in that batch
+ *   kernel_us   GPU time of this job's own dispatches alone (timestamps
+ *               around them); 0 when the daemon did not measure it — an
+ *               older daemon, or a job it does not time that way — so read
+ *               gpu_us then. */
+typedef struct vkg_result {
+	uint64_t queued_us, gpu_us, batch_jobs;
+	uint64_t kernel_us;
+} vkg_result;
+
+/* Where a job's time went. A daemon that traces (proto/README.md, the
+ * reply keys t_recv_ns, stages_ns, t_reply_ns) says when the request
+ * arrived, how long each of its stages took and when it wrote the reply;
+ * the library adds its own ends. On one host both processes read the same
+ * CLOCK_MONOTONIC, so the stages, in order, cover the whole round trip:
+ *   request      this process about to send the request -> the daemon has it
+ *   decode ... answer   the daemon's (proto/README.md says what each covers;
+ *                a daemon without calibrated GPU timestamps sends gpu_wait
+ *                instead of launch and complete)
+ *   write        the daemon encoded the reply -> wrote it to the socket
+ *   client_wake  written -> this process has read and decoded it
+ * and add up to t_seen_ns - t_submit_ns. */
+#define VKG_TRACE_MAX_STAGES 16
+typedef struct vkg_trace_stage {
+	char name[16];
+	uint64_t ns;
+} vkg_trace_stage;
+
+typedef struct vkg_trace {
+	/* true: every stage above is here and they add up to the round trip;
+	 * false: the clocks disagree (the daemon in another time namespace),
+	 * only the daemon's own stages are here */
+	bool complete;
+	uint64_t t_submit_ns, t_seen_ns;  /* this process's CLOCK_MONOTONIC */
+	uint64_t t_recv_ns, t_reply_ns;   /* the daemon's */
+	unsigned n_stages;
+	vkg_trace_stage stages[VKG_TRACE_MAX_STAGES];
+} vkg_trace;
+
+/* The trace of the job whose completion the calling thread was last told of
+ * (vkg_linear_backward, vkg_poll, vkg_poll_any or vkg_wait returning 0).
+ * Returns 0, or -ENOENT when that job's reply carried none (an older
+ * daemon) or none was reported to this thread yet. Thread-local, like
+ * errno: cheap enough to ask after every job. */
+int vkg_trace_last(vkg_trace *out);
+
+/* A streamed job's GPU timeline (proto/README.md, reply key stream_us):
+ * name -> µs from the job's first GPU timestamp, e.g. upload_busy_us,
+ * first_compute_start_us, compute_end_us, tail_us, span_us. Only a large
+ * job the daemon streamed (copies overlapped with kernels) has one. */
+#define VKG_STREAM_MAX_FIELDS 16
+typedef struct vkg_stream_field {
+	char name[32];
+	uint64_t us;
+} vkg_stream_field;
+
+typedef struct vkg_stream_timeline {
+	unsigned n;
+	vkg_stream_field f[VKG_STREAM_MAX_FIELDS];
+} vkg_stream_timeline;
+
+/* The timeline of the job whose completion the calling thread was last
+ * told of, as vkg_trace_last. 0, or -ENOENT when that job's reply carried
+ * none (not streamed, an older daemon, no timestamps). Thread-local. */
+int vkg_stream_last(vkg_stream_timeline *out);
+
+/* Synchronous: returns once the outputs are in the region. */
+int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err);
+
+/* Asynchronous: vkg_submit sends the job and returns a handle at once.
+ * vkg_poll returns 0 when the job finished (res filled), -EAGAIN while it
+ * runs, or an error. vkg_wait blocks up to timeout_ms (-1: forever); it
+ * returns -ETIMEDOUT when the time ran out. Each handle is consumed by the
+ * vkg_poll/vkg_wait call that reports its completion. */
+int vkg_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *err);
+int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err);
+int vkg_wait(vkg_client *c, uint64_t handle, int timeout_ms, vkg_result *res, vkg_error *err);
+/* A descriptor that becomes readable when replies arrive: put it in your own
+ * poll/epoll loop and call vkg_poll when it fires. Note that vkg_poll and
+ * vkg_wait read every reply that has arrived, not only their handle's, so a
+ * finished job may sit in the library while the descriptor is quiet: with
+ * several jobs in flight, call vkg_poll_any until it returns -EAGAIN before
+ * blocking on the descriptor. */
+int vkg_fd(const vkg_client *c);
+/* Report any one finished job: 0 with *handle and res set (the handle is
+ * consumed), VKG_EREMOTE with *handle set when that job failed, -EAGAIN when
+ * none has finished yet, -ENOENT when no job is outstanding, or another
+ * negative value when the connection failed (*handle then names one of the
+ * jobs lost with it). */
+int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *err);
+/* vkg_poll_any that waits up to timeout_ms (-1: forever) for a job to
+ * finish, polling first for the wait spin (vkg_set_wait_spin); -ETIMEDOUT
+ * when none finished in time. */
+int vkg_wait_any(vkg_client *c, uint64_t *handle, int timeout_ms, vkg_result *res,
+		 vkg_error *err);
+
+/* ---- any request ----
+ * Send op with the keys of `args` (the bytes of one msgpack map, without
+ * `op` and `id`; NULL/0 for none) and wait for the reply. The reply's whole
+ * msgpack body is returned in *reply (malloc'd, free() it) and *reply_len,
+ * failed or not. Returns 0 when the reply says ok, VKG_EREMOTE with err
+ * filled when it does not, or a local error (then *reply is NULL). For ops
+ * and reply keys this header does not wrap (a newer daemon's additions,
+ * `stats` histograms) and for bindings that decode msgpack themselves. */
+int vkg_call_raw(vkg_client *c, const char *op, const void *args, size_t args_len, void **reply,
+		 size_t *reply_len, vkg_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
