@@ -24,7 +24,7 @@ ALL_CFLAGS  = $(CFLAGS_BASE) $(CFLAGS_PKG) $(CFLAGS)
 LDLIBS_ALL  = $(LIBS_PKG) -lpthread -lm $(SAN)
 
 PROTO_SRC  := $(wildcard proto/*.c)
-DAEMON_SRC := $(wildcard daemon/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c daemon/sched/*.c)
 CLIENT_LIB_SRC := client/vkgrad.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 # `vkgrad bench`: linked into the CLI, but apart from client/ since its
@@ -77,7 +77,7 @@ $(BUILD)/gen/kernel_registry_gen.c: $(SHADERS) $(SPV_INC) shaders/gen_registry.s
 # Layers: proto/, client/ and the tests' helpers compile without daemon/ on
 # the include path, so none of them can include a daemon header; the daemon
 # and the benchmark (which embeds the daemon's core) see it.
-HDRS := $(wildcard proto/*.h daemon/*.h client/*.h bench/*.h shaders/iface/*.h)
+HDRS := $(wildcard proto/*.h daemon/*.h daemon/sched/*.h client/*.h bench/*.h shaders/iface/*.h)
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@

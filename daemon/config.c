@@ -54,6 +54,8 @@ void config_defaults(config *c)
 	c->stream_min_bytes = CONFIG_AUTO;
 	c->dispatch_max_macs = 1ull << 36;
 	c->client_batch_macs = CONFIG_AUTO;
+	c->small_job_us = CONFIG_AUTO;
+	c->slice_us = CONFIG_AUTO;
 }
 
 void config_region_budget(const config *c, uint64_t host_ram, uint64_t heap, uint64_t *total,
@@ -133,6 +135,13 @@ static void usage(const config *d)
 	       "                         batch (its next job always runs once nothing of it\n"
 	       "                         is in flight; default auto: %llu on a GPU,\n"
 	       "                         %llu on a CPU device)\n"
+	       "  --small-job-us N|auto  jobs estimated (from measured rates) to take at most\n"
+	       "                         N µs of GPU time are small: their own queue and\n"
+	       "                         submission slots (default auto: %d on a GPU, %d on\n"
+	       "                         a CPU device)\n"
+	       "  --slice-us N|auto      where small and large jobs share one queue, large\n"
+	       "                         work is submitted in slices of about N µs (default\n"
+	       "                         auto: %d on a GPU, %d on a CPU device)\n"
 	       "  --help, --version\n"
 	       "  --list-kernels         the kernels built into this daemon (name, variant,\n"
 	       "                         dtype, status), whether or not a device runs them\n"
@@ -155,7 +164,8 @@ static void usage(const config *d)
 	       CONFIG_LOOP_SPIN_AUTO_CPU, d->inflight_batches, d->max_outbound_bytes,
 	       CONFIG_DEVLOCAL_AUTO_DOC, CONFIG_STREAM_AUTO_CHUNK, CONFIG_STREAM_AUTO_MIN,
 	       d->dispatch_max_macs, CONFIG_CLIENT_MACS_AUTO_GPU,
-	       CONFIG_CLIENT_MACS_AUTO_CPU);
+	       CONFIG_CLIENT_MACS_AUTO_CPU, CONFIG_SMALL_JOB_AUTO_GPU_US, CONFIG_SMALL_JOB_AUTO_CPU_US,
+	       CONFIG_SLICE_AUTO_GPU_US, CONFIG_SLICE_AUTO_CPU_US);
 }
 
 /* where: the setting's origin, "" for the command line, else "FILE:LINE: "
@@ -251,7 +261,7 @@ static int parse_ids(const char *where, const char *opt, const char *s, bool use
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_CLIENT_MACS, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -281,6 +291,8 @@ static const struct option opts[] = {
 	{"dispatch-max-macs", required_argument, 0, O_DISPATCH},
 	{"max-region-bytes-per-uid", required_argument, 0, O_RBYTES_UID},
 	{"client-batch-macs", required_argument, 0, O_CLIENT_MACS},
+	{"small-job-us", required_argument, 0, O_SMALL_JOB},
+	{"slice-us", required_argument, 0, O_SLICE},
 	{"loop-spin-us", required_argument, 0, O_LOOPSPIN},
 	{"stream-chunk-bytes", required_argument, 0, O_STREAM_CHUNK},
 	{"stream-min-bytes", required_argument, 0, O_STREAM_MIN},
@@ -402,6 +414,16 @@ static int apply(config *c, source *src, int o, const char *arg)
 		}
 		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->client_batch_macs = v; break;
+	case O_SMALL_JOB:
+	case O_SLICE: {
+		uint64_t *dst = o == O_SMALL_JOB ? &c->small_job_us : &c->slice_us;
+		if (!strcmp(arg, "auto")) {
+			*dst = CONFIG_AUTO;
+			break;
+		}
+		if (parse_u64(src->where, name, arg, 1, 60000000, &v)) return -1;
+		*dst = v; break;
+	}
 	case O_ALLOW_UID:
 		if (!src->uid_seen)
 			c->n_allow_uid = 0;

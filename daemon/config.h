@@ -47,6 +47,14 @@
  * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */
 #define CONFIG_CLIENT_MACS_AUTO_GPU (1ull << 36)
 #define CONFIG_CLIENT_MACS_AUTO_CPU (1ull << 27)
+/* what --small-job-us and --slice-us auto mean: on a GPU a small job is
+ * one a tiny client's round trip can wait for; on a CPU device (lavapipe)
+ * its "GPU" is these cores, where a tiny job alone takes about a
+ * millisecond and a slice of 10 ms keeps its wait within tens of them */
+#define CONFIG_SMALL_JOB_AUTO_GPU_US 250
+#define CONFIG_SMALL_JOB_AUTO_CPU_US 5000
+#define CONFIG_SLICE_AUTO_GPU_US 2000
+#define CONFIG_SLICE_AUTO_CPU_US 10000
 /* what --loop-spin-us auto means: on a GPU, polling this long after a
  * request catches a synchronous client's next one (its round trip is tens
  * of µs); a CPU device's "GPU" is these cores, which polling would take */
@@ -89,6 +97,12 @@ typedef struct config {
 	/* fairness in time (engine.h): multiply-adds one connection may add to
 	 * a batch and have in flight; CONFIG_AUTO: by device type (below) */
 	uint64_t client_batch_macs;
+	/* job classes (engine.h): jobs estimated to take at most small_job_us
+	 * of GPU time are small, on their own queue and slots; on a device
+	 * whose small and large jobs share one queue, large work goes in
+	 * slices of about slice_us. CONFIG_AUTO: by device type (below) */
+	uint64_t small_job_us;
+	uint64_t slice_us;
 	/* peer checks (peer.h): both empty = everyone the socket lets in */
 	uint32_t allow_uid[CONFIG_MAX_ALLOW], allow_gid[CONFIG_MAX_ALLOW];
 	unsigned n_allow_uid, n_allow_gid;

@@ -218,7 +218,8 @@ static uint64_t job_kind(const job *j)
 /* Batch s (the oldest not yet seen) is done, or failed with r: mark it
  * seen, for the loop to finish. Under e->mu, by whichever noticed first:
  * the completion thread's blocking wait or the polling loop (by_loop). */
-static void mark_seen(engine *e, engine_slot *s, VkResult r, uint64_t now, bool by_loop)
+static void mark_seen(engine *e, engine_track *t, engine_slot *s, VkResult r, uint64_t now,
+		      bool by_loop)
 {
 	if (r == VK_SUCCESS && ++e->waits == e->fault_wait_at) {
 		log_warn("fault injection: wait %llu reports device loss", (unsigned long long)e->waits);
@@ -230,39 +231,50 @@ static void mark_seen(engine *e, engine_slot *s, VkResult r, uint64_t now, bool 
 	}
 	s->seen = true;
 	s->t_seen_ns = now;
-	e->ring_done++;
+	t->ring_done++;
 	atomic_fetch_add(by_loop ? &e->spin_hits : &e->blocking_waits, 1);
 }
 
-/* The completion thread blocks on each batch in turn (it never spins: the
- * loop polls while a batch may finish soon, spin.h) and wakes the loop for
- * a batch the loop has not seen done first. */
+/* The oldest slot of track t submitted and not yet seen, or NULL (under mu). */
+static engine_slot *track_oldest(engine_track *t)
+{
+	if (t->ring_done == t->ring_count)
+		return NULL;
+	return &t->e->slots[t->ring[(t->ring_head + t->ring_done) % ENGINE_RING]];
+}
+
+/* A track's completion thread blocks on each of its batches in turn (it
+ * never spins: the loop polls while a batch may finish soon, spin.h) and
+ * wakes the loop for a batch the loop has not seen done first. */
 static void *completion_main(void *arg)
 {
-	engine *e = arg;
+	engine_track *t = arg;
+	engine *e = t->e;
 	pthread_mutex_lock(&e->mu);
 	while (!e->stop) {
-		if (e->ring_done == e->ring_count) {
+		engine_slot *s0 = track_oldest(t);
+		if (!s0) {
 			/* nothing in flight: sleep */
-			pthread_cond_wait(&e->cv, &e->mu);
+			pthread_cond_wait(&t->cv, &e->mu);
 			continue;
 		}
-		uint32_t si = e->ring[(e->ring_head + e->ring_done) % ENGINE_RING];
-		uint64_t value = e->slots[si].value;
+		const uint32_t si = (uint32_t)(s0 - e->slots);
+		uint64_t value = s0->value;
 		/* an expected end (spin.h): wait until the loop should poll, once */
-		const uint64_t poll_at = e->slots[si].poll_at_ns, poll_to = e->slots[si].poll_to_ns;
-		e->slots[si].poll_at_ns = 0;
+		const uint64_t poll_at = s0->poll_at_ns, poll_to = s0->poll_to_ns;
+		s0->poll_at_ns = 0;
+		const VkSemaphore sem = t->timeline;
 		pthread_mutex_unlock(&e->mu);
 		VkSemaphoreWaitInfo wi = {
 			.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
 			.semaphoreCount = 1,
-			.pSemaphores = &e->timeline,
+			.pSemaphores = &sem,
 			.pValues = &value,
 		};
 		uint64_t timeout = ENGINE_WAIT_NS;
 		if (poll_at) {
-			const uint64_t t = engine_now_ns();
-			timeout = poll_at > t ? poll_at - t : 0;
+			const uint64_t now0 = engine_now_ns();
+			timeout = poll_at > now0 ? poll_at - now0 : 0;
 		}
 		VkResult r = vkWaitSemaphores(e->dev->dev, &wi, timeout);
 		if (r == VK_SUCCESS && e->fault_late_us)
@@ -275,51 +287,57 @@ static void *completion_main(void *arg)
 		if (r == VK_TIMEOUT) {
 			if (poll_at && !s->seen && s->value == value && s->busy) {
 				/* near its expected end: the loop polls for it */
-				e->poll_ask_value = value;
-				e->poll_ask_to_ns = poll_to;
+				t->poll_ask_value = value;
+				t->poll_ask_to_ns = poll_to;
 				uv_async_send(&e->async);
 			}
 			continue;
 		}
 		if (s->seen || s->value != value || !s->busy)
 			continue;
-		mark_seen(e, s, r, now, false);
+		mark_seen(e, t, s, r, now, false);
 		uv_async_send(&e->async);
 	}
 	pthread_mutex_unlock(&e->mu);
 	return NULL;
 }
 
-/* Loop thread: mark every batch whose value the semaphore has reached as
- * seen. Returns whether there was one. */
-static bool poll_gpu(engine *e)
+/* Loop thread: mark every batch of track t whose value its semaphore has
+ * reached as seen. Returns whether there was one. */
+static bool poll_track(engine *e, engine_track *t)
 {
 	uint64_t oldest = 0, cur = 0;
 	pthread_mutex_lock(&e->mu);
-	if (e->ring_done < e->ring_count)
-		oldest = e->slots[e->ring[(e->ring_head + e->ring_done) % ENGINE_RING]].value;
+	const engine_slot *s0 = track_oldest(t);
+	if (s0)
+		oldest = s0->value;
 	pthread_mutex_unlock(&e->mu);
-	if (!oldest || vkGetSemaphoreCounterValue(e->dev->dev, e->timeline, &cur) != VK_SUCCESS ||
+	if (!oldest || vkGetSemaphoreCounterValue(e->dev->dev, t->timeline, &cur) != VK_SUCCESS ||
 	    cur < oldest)
 		return false; /* a failure is the completion thread's to report */
 	/* a host wait on what the counter says is done: the synchronization
 	 * that makes the batch's writes (outputs, timestamps) visible here
 	 * (lavapipe's counter runs ahead of them) */
 	VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
-				  .semaphoreCount = 1, .pSemaphores = &e->timeline, .pValues = &cur};
+				  .semaphoreCount = 1, .pSemaphores = &t->timeline, .pValues = &cur};
 	if (vkWaitSemaphores(e->dev->dev, &wi, 0) != VK_SUCCESS)
 		return false;
 	const uint64_t now = engine_now_ns();
 	bool any = false;
 	pthread_mutex_lock(&e->mu);
-	while (e->ring_done < e->ring_count) {
-		engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % ENGINE_RING]];
-		if (cur < s->value)
-			break;
-		mark_seen(e, s, VK_SUCCESS, now, true);
+	for (engine_slot *s; (s = track_oldest(t)) && cur >= s->value;) {
+		mark_seen(e, t, s, VK_SUCCESS, now, true);
 		any = true;
 	}
 	pthread_mutex_unlock(&e->mu);
+	return any;
+}
+
+static bool poll_gpu(engine *e)
+{
+	bool any = false;
+	for (int c = 0; c < ENGINE_CLASSES; c++)
+		any |= poll_track(e, &e->track[c]);
 	return any;
 }
 
@@ -369,15 +387,59 @@ static void lane_release(job *j)
 	engine_lane *l = j->lane;
 	l->inflight_macs -= job_macs(j);
 	l->running--;
+	l->running_cls[j->cls]--;
 	j->lane = NULL;
 	if (l->closed && l->running == 0)
 		free(l);
 }
 
+static int launch_slot(engine *e, uint32_t si);
+
+/* What batch s's GPU time teaches: the rate of its jobs' kind when it ran
+ * one kind (sched/estimate.h), and each job's lane the difference between
+ * its estimate and its share of the batch's time (sched/fair.h). */
+static void learn_batch(engine *e, const engine_slot *s, uint64_t gpu_ns)
+{
+	uint64_t est = 0, macs = 0;
+	bool one_kind = true;
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		est += s->jobs[i]->est_ns;
+		macs += s->jobs[i]->est_macs;
+		one_kind &= s->jobs[i]->est_key == s->jobs[0]->est_key;
+	}
+	if (s->njobs && one_kind)
+		estimate_learn(&e->est, s->jobs[0]->est_key, macs, gpu_ns);
+	for (uint32_t i = 0; i < s->njobs && est; i++) {
+		job *j = s->jobs[i];
+		const double actual = (double)gpu_ns * (double)j->est_ns / (double)est;
+		fair_correct(&j->lane->fair[j->cls], (double)j->est_ns, actual);
+	}
+}
+
 static void finish_slot(engine *e, engine_slot *s)
 {
+	engine_track *tr = &e->track[s->cls];
 	uint64_t gpu_us = 0, st[PROTO_STAGE_COUNT] = {0};
 	uint32_t st_mask = 0;
+	if (!s->failed && e->dev->timestamps) {
+		/* copied by the command buffer itself: vkGetQueryPoolResults
+		 * would wait for the whole queue on some drivers (lavapipe) */
+		const volatile uint64_t *ts = s->ts_map;
+		if (ts[1] >= ts[0])
+			gpu_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
+	}
+	if (tr->poll_for_to_ns && s->value >= tr->poll_for_value)
+		tr->poll_for_to_ns = 0; /* the batch polled for is done */
+	if (!s->failed && s->slice_more) {
+		/* a slice of a large job is done: the next one goes in, behind
+		 * whatever small batches were submitted meanwhile */
+		s->slice_gpu_us += gpu_us;
+		s->slice_from = s->slice_next;
+		if (launch_slot(e, (uint32_t)(s - e->slots)) == 0)
+			return;
+		return; /* the failed launch finished the slot */
+	}
+	gpu_us += s->slice_gpu_us;
 	s->t_answer_ns = engine_now_ns();
 	if (!s->failed) {
 		uint64_t to_gpu_end = 0;
@@ -385,8 +447,6 @@ static void finish_slot(engine *e, engine_slot *s)
 		spin_note(&e->spin, to_gpu_end); /* what the batch took, as well as is known */
 		spin_learn(&e->spin, s->kind, to_gpu_end); /* (kind 0: nothing) */
 	}
-	if (e->poll_for_to_ns && s->value >= e->poll_for_value)
-		e->poll_for_to_ns = 0; /* the batch polled for is done */
 	if (s->failed && !e->lost) {
 		/* no more submissions until the device is recreated (recovery.c);
 		 * queued jobs wait for it, batches in flight finish first */
@@ -396,15 +456,10 @@ static void finish_slot(engine *e, engine_slot *s)
 			"%u queued job(s) wait for the device to be recreated",
 			(unsigned long long)e->losses, s->njobs, (unsigned long long)s->value, e->queued);
 	}
-	if (!s->failed && e->dev->timestamps) {
-		/* copied by the command buffer itself: vkGetQueryPoolResults
-		 * would wait for the whole queue on some drivers (lavapipe) */
-		const volatile uint64_t *ts = s->ts_map;
-		if (ts[1] >= ts[0])
-			gpu_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
-	}
-	if (!s->failed && e->dev->timestamps && s->njobs)
+	if (!s->failed && e->dev->timestamps && s->njobs) {
 		metrics_observe(&e->metrics, METRICS_BATCH_GPU, gpu_us);
+		learn_batch(e, s, gpu_us * 1000);
+	}
 	/* the jobs leave their lanes' in-flight work before any answer (an
 	 * answer may close a connection, and so its lane) */
 	for (uint32_t i = 0; i < s->njobs; i++)
@@ -413,9 +468,9 @@ static void finish_slot(engine *e, engine_slot *s)
 	for (uint32_t i = 0; i < s->njobs; i++)
 		for (int t = 0; t < PROTO_T_COUNT; t++) {
 			region *r = s->jobs[i]->reg[t];
-			if (r && r->finish_mark != s->value) {
+			if (r && r->finish_mark != s->seq) {
 				r->inflight--;
-				r->finish_mark = s->value;
+				r->finish_mark = s->seq;
 			}
 		}
 	for (uint32_t i = 0; i < s->njobs; i++) {
@@ -469,6 +524,8 @@ static void finish_slot(engine *e, engine_slot *s)
 	s->njobs = 0;
 	s->busy = false;
 	s->failed = false;
+	s->slice_more = false;
+	s->slice_len = s->slice_from = s->slice_gpu_us = s->slices = 0;
 }
 
 /* Finish every batch seen done, in submission order, then submit more. */
@@ -477,18 +534,21 @@ static void reap(engine *e)
 	/* many replies at once: let the owner write them in one go per client */
 	if (e->ev.replies)
 		e->ev.replies(e->ev.replies_ctx, true);
-	for (;;) {
-		pthread_mutex_lock(&e->mu);
-		if (e->ring_done == 0) {
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		for (;;) {
+			pthread_mutex_lock(&e->mu);
+			if (t->ring_done == 0) {
+				pthread_mutex_unlock(&e->mu);
+				break;
+			}
+			uint32_t si = t->ring[t->ring_head];
+			t->ring_head = (t->ring_head + 1) % ENGINE_RING;
+			t->ring_count--;
+			t->ring_done--;
 			pthread_mutex_unlock(&e->mu);
-			break;
+			finish_slot(e, &e->slots[si]);
 		}
-		uint32_t si = e->ring[e->ring_head];
-		e->ring_head = (e->ring_head + 1) % ENGINE_RING;
-		e->ring_count--;
-		e->ring_done--;
-		pthread_mutex_unlock(&e->mu);
-		finish_slot(e, &e->slots[si]);
 	}
 	if (e->ev.replies)
 		e->ev.replies(e->ev.replies_ctx, false);
@@ -512,19 +572,22 @@ static void reap(engine *e)
  * batch is finished already. */
 static void poll_expected(engine *e)
 {
-	pthread_mutex_lock(&e->mu);
-	const uint64_t value = e->poll_ask_value, to = e->poll_ask_to_ns;
-	e->poll_ask_value = 0;
-	bool pending = false;
-	for (uint32_t i = e->ring_done; value && i < e->ring_count; i++)
-		pending |= e->slots[e->ring[(e->ring_head + i) % ENGINE_RING]].value == value;
-	pthread_mutex_unlock(&e->mu);
-	const uint64_t now = engine_now_ns();
-	if (!pending || now >= to)
-		return;
-	e->poll_for_value = value;
-	e->poll_for_to_ns = to;
-	poll_start(e, now);
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		pthread_mutex_lock(&e->mu);
+		const uint64_t value = t->poll_ask_value, to = t->poll_ask_to_ns;
+		t->poll_ask_value = 0;
+		bool pending = false;
+		for (uint32_t i = t->ring_done; value && i < t->ring_count; i++)
+			pending |= e->slots[t->ring[(t->ring_head + i) % ENGINE_RING]].value == value;
+		pthread_mutex_unlock(&e->mu);
+		const uint64_t now = engine_now_ns();
+		if (!pending || now >= to)
+			continue;
+		t->poll_for_value = value;
+		t->poll_for_to_ns = to;
+		poll_start(e, now);
+	}
 }
 
 static void async_cb(uv_async_t *h)
@@ -545,11 +608,14 @@ static void poll_cb(uv_idle_t *h)
 		engine_activity(e); /* replies went out: the next requests come soon */
 	}
 	const uint64_t now = engine_now_ns();
-	bool keep = now < e->poll_until_ns || now < e->poll_for_to_ns;
+	bool keep = now < e->poll_until_ns;
 	pthread_mutex_lock(&e->mu);
-	if (e->ring_done < e->ring_count) {
-		const engine_slot *s = &e->slots[e->ring[(e->ring_head + e->ring_done) % ENGINE_RING]];
-		keep |= now < s->t_submitted_ns + e->spin.budget_ns;
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		keep |= now < t->poll_for_to_ns;
+		const engine_slot *s = track_oldest(t);
+		if (s)
+			keep |= now < s->t_submitted_ns + e->spin.budget_ns;
 	}
 	pthread_mutex_unlock(&e->mu);
 	if (!keep)
@@ -563,27 +629,40 @@ static job *lane_first(const engine_lane *l)
 	return n ? queue_data(n, job, node) : NULL;
 }
 
-/* The active lane whose turn is next, or NULL. */
-static engine_lane *active_first(const engine *e)
+static engine_lane *lane_of(fair_lane *f, uint32_t cls)
 {
-	queue_node *n = queue_first(&e->active);
-	return n ? queue_data(n, engine_lane, node) : NULL;
+	return queue_data(f, engine_lane, fair[cls]);
 }
 
 /* May lane l's next job join a batch now? A staged region mirrors the
  * client's memory for one batch at a time, so a job using one that is in
- * flight waits; and the lane's in-flight work stays within client_macs
- * unless nothing of it is in flight (engine_lane). */
+ * flight waits; a job of another class than the lane's jobs in flight
+ * waits for them (engine_lane); and the lane's in-flight work stays within
+ * client_macs unless nothing of it is in flight. */
 static bool can_take(const engine *e, const engine_lane *l)
 {
 	const job *j = lane_first(l);
+	if (!j)
+		return false;
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (j->reg[t] && j->reg[t]->staged && j->reg[t]->inflight)
 			return false;
+	if (l->running_cls[!j->cls])
+		return false;
 	return l->running == 0 || l->inflight_macs + job_macs(j) <= e->client_macs;
 }
 
-static uint64_t take_jobs(engine *e, engine_slot *s);
+/* fair_pick's test: can the lane of f (in class *cls of engine e) give a job? */
+typedef struct pick_ctx {
+	const engine *e;
+	uint32_t cls;
+} pick_ctx;
+
+static bool fair_ok(fair_lane *f, void *ctx)
+{
+	const pick_ctx *p = ctx;
+	return can_take(p->e, lane_of(f, p->cls));
+}
 
 /* Staged regions: the client's current bytes into the mirrors, in job
  * order, before anything is recorded. A job whose copy faults leaves the
@@ -615,6 +694,24 @@ static void stage_in(engine *e, engine_slot *s)
 	s->njobs = kept;
 }
 
+static uint64_t take_jobs(engine *e, engine_slot *s);
+
+/* Should slot s's batch go in slices? One large job alone, where both
+ * classes share a queue, estimated longer than a slice, on the direct
+ * path (device-local copies and streamed jobs are not sliced): then its
+ * slices' length in multiply-adds, from its estimate. 0: whole. */
+static uint64_t slice_len(const engine *e, const engine_slot *s)
+{
+	if (!e->shared_queue || s->cls != ENGINE_LARGE || s->njobs != 1)
+		return 0;
+	const job *j = s->jobs[0];
+	if (j->devlocal || j->streamed || j->est_ns <= e->slice_ns || !j->est_macs)
+		return 0;
+	const double len = (double)j->est_macs * (double)e->slice_ns / (double)j->est_ns;
+	return len >= 1 ? (uint64_t)len : 1;
+}
+
+/* Form a batch in free slot si from its class's lanes and launch it. */
 static void submit_slot(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
@@ -636,38 +733,61 @@ static void submit_slot(engine *e, uint32_t si)
 		e->devlocal_jobs += s->jobs[i]->devlocal;
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;
 	}
+	s->slice_len = slice_len(e, s);
+	s->slice_from = s->slice_gpu_us = s->slices = 0;
+	/* a sliced batch has no expected end: its slices' times vary */
+	s->kind = s->njobs == 1 && !s->slice_len ? job_kind(s->jobs[0]) : 0; /* its placement final */
+	s->seq = ++e->batch_seq;
+	e->running += s->njobs;
+	e->batches++;
+	e->jobs_in_batches += s->njobs;
+	e->track[s->cls].batches++;
+	e->track[s->cls].jobs += s->njobs;
+	for (uint32_t i = 0; i < s->njobs; i++)
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			region *r = s->jobs[i]->reg[t];
+			if (r && r->submit_mark != s->seq) {
+				r->inflight++;
+				r->submit_mark = s->seq;
+			}
+		}
+	s->busy = true;
+	launch_slot(e, si);
+}
+
+/* Record slot si's batch (its next slice, when sliced) and submit it on
+ * its track's queue. 0, or -1 when it failed (the slot is then finished:
+ * its jobs answered). */
+static int launch_slot(engine *e, uint32_t si)
+{
+	engine_slot *s = &e->slots[si];
+	engine_track *tr = &e->track[s->cls];
 	/* (a failed scratch reservation above may have dropped its streaming) */
 	const bool streamed = s->njobs == 1 && s->jobs[0]->streamed;
-	s->kind = s->njobs == 1 ? job_kind(s->jobs[0]) : 0; /* its placement final */
 	record_counts counts;
 	const record_target tg = {
 		.pool = s->pool, .cb = s->cb, .queries = s->queries, .ts_buf = s->ts_buf,
 		.scratch = s->scratch.buf, .dummy = e->dummy, .dummy_piece = e->dummy_piece,
 		.first_piece = (uint64_t)si * e->cfg->max_batch_jobs, .jobs = s->jobs, .njobs = s->njobs,
+		.slice_from = s->slice_from, .slice_len = s->slice_len,
 	};
 	const VkResult rec = streamed ? stream_record(e, si, &tg, &counts)
 				      : record_batch(e->rec, &tg, &counts);
 	e->dispatches += counts.dispatches;
 	e->devlocal_copy_bytes += counts.copy_bytes;
 	s->nqueries = counts.nqueries;
+	s->slice_more = s->slice_len && counts.slice_more;
+	s->slice_next = counts.slice_next;
+	if (s->slice_len) {
+		s->slices++;
+		tr->slices++;
+	}
 	s->t_recorded_ns = engine_now_ns();
 	calibrate(e, s->t_recorded_ns);
 	s->cal_ok = e->cal_ok;
 	s->cal_dev = e->cal_dev;
 	s->cal_host_ns = e->cal_host_ns;
-	s->value = ++e->next_value;
-	s->busy = true;
-	e->running += s->njobs;
-	e->batches++;
-	e->jobs_in_batches += s->njobs;
-	for (uint32_t i = 0; i < s->njobs; i++)
-		for (int t = 0; t < PROTO_T_COUNT; t++) {
-			region *r = s->jobs[i]->reg[t];
-			if (r && r->submit_mark != s->value) {
-				r->inflight++;
-				r->submit_mark = s->value;
-			}
-		}
+	s->value = ++tr->next_value;
 	VkTimelineSemaphoreSubmitInfo tsi = {
 		.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
 		.signalSemaphoreValueCount = 1,
@@ -679,7 +799,7 @@ static void submit_slot(engine *e, uint32_t si)
 		.commandBufferCount = 1,
 		.pCommandBuffers = &s->cb,
 		.signalSemaphoreCount = 1,
-		.pSignalSemaphores = &e->timeline,
+		.pSignalSemaphores = &tr->timeline,
 	};
 	VkResult r;
 	const char *what = "vkQueueSubmit";
@@ -691,7 +811,7 @@ static void submit_slot(engine *e, uint32_t si)
 			 (unsigned long long)e->submits);
 		r = VK_ERROR_DEVICE_LOST;
 	} else {
-		r = streamed ? stream_submit(e, si) : vkQueueSubmit(e->dev->queue, 1, &si_, VK_NULL_HANDLE);
+		r = streamed ? stream_submit(e, si) : vkQueueSubmit(tr->queue, 1, &si_, VK_NULL_HANDLE);
 	}
 	s->t_submitted_ns = engine_now_ns();
 	if (r != VK_SUCCESS) {
@@ -699,17 +819,17 @@ static void submit_slot(engine *e, uint32_t si)
 		s->failed = true;
 		/* nothing will signal s->value: give the value back and finish the
 		 * slot right here */
-		e->next_value--;
+		tr->next_value--;
 		finish_slot(e, s);
 		uv_async_send(&e->async); /* async_cb starts the recovery */
-		return;
+		return -1;
 	}
 	/* a kind seen before, longer than the budget: the loop polls around
 	 * its expected end (spin.h) */
 	const uint64_t expect = spin_expect(&e->spin, s->kind);
 	e->spin_expected += expect != 0;
 	pthread_mutex_lock(&e->mu);
-	assert(e->ring_count < e->nslots && e->nslots <= ENGINE_RING); /* one entry per slot */
+	assert(tr->ring_count < tr->nslots && tr->nslots <= ENGINE_RING); /* one entry per slot */
 	s->poll_at_ns = s->poll_to_ns = 0;
 	if (expect) {
 		const uint64_t lead = spin_lead(expect);
@@ -717,27 +837,29 @@ static void submit_slot(engine *e, uint32_t si)
 		s->poll_to_ns = s->t_submitted_ns + expect + lead;
 	}
 	s->seen = false;
-	e->ring[(e->ring_head + e->ring_count) % ENGINE_RING] = si;
-	e->ring_count++;
-	pthread_cond_signal(&e->cv);
+	tr->ring[(tr->ring_head + tr->ring_count) % ENGINE_RING] = si;
+	tr->ring_count++;
+	pthread_cond_signal(&tr->cv);
 	pthread_mutex_unlock(&e->mu);
 	if (e->spin.budget_ns)
 		poll_start(e, s->t_submitted_ns); /* it may be done within the budget */
+	return 0;
 }
 
 /* ---- lanes and batch formation ---------------------------------------------- */
 
+/* Lane l is active in the class of its first job, if it has one. */
 static void lane_activate(engine *e, engine_lane *l)
 {
-	queue_insert_tail(&e->active, &l->node);
-	e->nactive++;
+	const job *j = lane_first(l);
+	if (j)
+		fair_activate(&e->track[j->cls].fair, &l->fair[j->cls]);
 }
 
 static void lane_deactivate(engine *e, engine_lane *l)
 {
-	assert(e->nactive > 0);
-	queue_remove(&l->node);
-	e->nactive--;
+	for (int c = 0; c < ENGINE_CLASSES; c++)
+		fair_deactivate(&e->track[c].fair, &l->fair[c]);
 }
 
 static job *lane_pop(engine *e, engine_lane *l)
@@ -750,61 +872,84 @@ static job *lane_pop(engine *e, engine_lane *l)
 	return j;
 }
 
-/* Fill slot s from the active lanes, round-robin: each lane gives at most
- * batch_per_client jobs, in its own order, until the batch holds
- * max_batch_jobs jobs, max_batch_bytes of tensors or the slot's scratch cap
- * (the first job always fits). A lane that gave jobs moves to the back, so
- * the next batch starts with the lanes that waited; a flood of one client
- * is spread over many batches while everyone else's jobs ride the next one.
- * Returns the scratch bytes the batch needs. */
+/* The lane with queued jobs whose turn is next in any class, or NULL. */
+static engine_lane *active_first(const engine *e)
+{
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		queue_node *n = queue_first(&e->track[c].fair.active);
+		if (n)
+			return lane_of(queue_data(n, fair_lane, node), (uint32_t)c);
+	}
+	return NULL;
+}
+
+/* Fill slot s from the lanes of its class, each next job from the lane
+ * with the least GPU time charged (sched/fair.h) that can give one, each
+ * lane at most batch_per_client jobs, until the batch holds
+ * max_batch_jobs jobs, max_batch_bytes of tensors, the slot's scratch cap
+ * or, for the large class, a slice's worth of estimated time (the first
+ * job always fits). Returns the scratch bytes the batch needs. */
 static uint64_t take_jobs(engine *e, engine_slot *s)
 {
+	engine_track *tr = &e->track[s->cls];
 	const uint32_t max = e->cfg->max_batch_jobs, cap = e->cfg->batch_per_client;
-	uint64_t bytes = 0, used = 0;
-	bool full = false;
-	uint32_t lanes = e->nactive;
-	for (uint32_t k = 0; k < lanes && !full; k++) {
-		engine_lane *l = active_first(e);
-		uint32_t took = 0;
-		for (job *j; (j = lane_first(l)) && took < cap && can_take(e, l);) {
-			uint64_t jb = job_bytes(j);
-			if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes)) {
-				full = true;
-				break;
-			}
-			uint64_t sb = placement_place(&e->place, j, used);
-			j->streamed = sb != UINT64_MAX && stream_wants(e, j);
-			if (j->streamed)
-				sb += stream_place(e, j, used + sb);
-			if (sb == UINT64_MAX || (s->njobs > 0 && j->streamed)) {
-				full = true; /* (a streamed job runs alone) */
-				break;
-			}
-			used += sb;
-			bytes += jb;
-			l->inflight_macs += job_macs(j);
-			l->running++;
-			s->jobs[s->njobs++] = lane_pop(e, l);
-			took++;
-			if (s->jobs[s->njobs - 1]->streamed) {
-				full = true;
-				break;
-			}
-		}
+	uint64_t bytes = 0, used = 0, est = 0;
+	/* lanes that gave cap jobs sit out the rest of this batch */
+	engine_lane *out[64];
+	uint32_t nout = 0;
+	pick_ctx pc = {.e = e, .cls = s->cls};
+	for (;;) {
+		fair_lane *f = fair_pick(&tr->fair, fair_ok, &pc);
+		if (!f)
+			break;
+		engine_lane *l = lane_of(f, s->cls);
+		job *j = lane_first(l);
+		uint64_t jb = job_bytes(j);
+		if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes) ||
+		    (s->njobs > 0 && s->cls == ENGINE_LARGE && est + j->est_ns > e->slice_ns))
+			break;
+		uint64_t sb = placement_place(&e->place, j, used);
+		j->streamed = sb != UINT64_MAX && stream_wants(e, j);
+		if (j->streamed)
+			sb += stream_place(e, j, used + sb);
+		if (sb == UINT64_MAX || (s->njobs > 0 && j->streamed))
+			break; /* (a streamed job runs alone) */
+		used += sb;
+		bytes += jb;
+		est += j->est_ns;
+		l->inflight_macs += job_macs(j);
+		l->running++;
+		l->running_cls[j->cls]++;
+		fair_charge(&tr->fair, f, (double)j->est_ns);
+		s->jobs[s->njobs++] = lane_pop(e, l);
+		/* its next job may be of the other class */
 		lane_deactivate(e, l);
-		if (lane_first(l))
-			lane_activate(e, l);
+		lane_activate(e, l);
+		if (j->streamed)
+			break;
+		uint32_t took = 0;
+		for (uint32_t i = 0; i < s->njobs; i++)
+			took += s->jobs[i]->lane == l;
+		if (took >= cap && f->active) {
+			if (nout == sizeof(out) / sizeof(out[0]))
+				break;
+			fair_deactivate(&tr->fair, f);
+			out[nout++] = l;
+		}
 	}
+	for (uint32_t i = 0; i < nout; i++)
+		lane_activate(e, out[i]);
 	return used;
 }
 
-static bool has_takeable(const engine *e)
+/* A free slot of track c, or nslots. */
+static uint32_t free_slot(const engine *e, uint32_t c)
 {
-	const queue_node *n;
-	queue_foreach(n, &e->active)
-		if (can_take(e, queue_data(n, engine_lane, node)))
-			return true;
-	return false;
+	const engine_track *t = &e->track[c];
+	for (uint32_t i = t->first; i < t->first + t->nslots; i++)
+		if (!e->slots[i].busy)
+			return i;
+	return e->nslots;
 }
 
 void engine_pump(engine *e)
@@ -813,16 +958,16 @@ void engine_pump(engine *e)
 		engine_fail_queued(e, "there is no usable GPU (it was lost and not recreated)");
 		return;
 	}
-	while (!e->lost && e->nactive && has_takeable(e)) {
-		uint32_t si = e->nslots;
-		for (uint32_t i = 0; i < e->nslots; i++)
-			if (!e->slots[i].busy) {
-				si = i;
+	/* small jobs first: their batch goes in ahead of a large one's */
+	for (uint32_t c = 0; c < ENGINE_CLASSES && !e->lost; c++) {
+		engine_track *t = &e->track[c];
+		pick_ctx pc = {.e = e, .cls = c};
+		while (!e->lost && t->fair.n && fair_pick(&t->fair, fair_ok, &pc)) {
+			const uint32_t si = free_slot(e, c);
+			if (si == e->nslots)
 				break;
-			}
-		if (si == e->nslots)
-			return;
-		submit_slot(e, si);
+			submit_slot(e, si);
+		}
 	}
 }
 
@@ -830,8 +975,11 @@ engine_lane *engine_lane_open(engine *e)
 {
 	(void)e;
 	engine_lane *l = calloc(1, sizeof(*l));
-	if (l)
-		queue_init(&l->jobs);
+	if (!l)
+		return NULL;
+	queue_init(&l->jobs);
+	for (int c = 0; c < ENGINE_CLASSES; c++)
+		fair_lane_init(&l->fair[c]);
 	return l;
 }
 
@@ -839,8 +987,7 @@ void engine_lane_close(engine *e, engine_lane *l)
 {
 	if (!l)
 		return;
-	if (lane_first(l))
-		lane_deactivate(e, l);
+	lane_deactivate(e, l);
 	while (lane_first(l)) {
 		job *j = lane_pop(e, l);
 		e->jobs_failed++;
@@ -857,6 +1004,11 @@ void engine_enqueue(engine *e, engine_lane *l, job *j)
 {
 	j->lane = l;
 	j->t_queued_ns = engine_now_ns();
+	const uint64_t dmin = e->place.devlocal_min[j->req.dtype];
+	j->est_key = estimate_key(&j->req, dmin != CONFIG_OFF && job_bytes(j) >= dmin);
+	j->est_macs = job_macs(j);
+	j->est_ns = estimate_ns(&e->est, j->est_key, j->req.dtype, j->est_macs);
+	j->cls = j->est_ns <= e->small_ns ? ENGINE_SMALL : ENGINE_LARGE;
 	queue_insert_tail(&l->jobs, &j->node);
 	l->n++;
 	e->queued++;
@@ -875,8 +1027,8 @@ void engine_fail_queued(engine *e, const char *why)
 	 * close its connection, which closes (and frees) the lane */
 	for (engine_lane *l; (l = active_first(e));) {
 		job *j = lane_pop(e, l);
-		if (!lane_first(l))
-			lane_deactivate(e, l);
+		lane_deactivate(e, l);
+		lane_activate(e, l);
 		e->jobs_failed++;
 		answer(e, j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
 		job_release(e, j);
@@ -948,12 +1100,18 @@ static int gpu_create(engine *e)
 {
 	const device *d = e->dev;
 	const config *cfg = e->cfg;
-	VkSemaphoreTypeCreateInfo stci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-					  .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
-					  .initialValue = e->next_value};
-	VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &stci};
-	if (vkCreateSemaphore(d->dev, &sci, NULL, &e->timeline) != VK_SUCCESS)
-		return -1;
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		VkSemaphoreTypeCreateInfo stci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+						  .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+						  .initialValue = t->next_value};
+		VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+					     .pNext = &stci};
+		if (vkCreateSemaphore(d->dev, &sci, NULL, &t->timeline) != VK_SUCCESS)
+			return -1;
+		t->queue = c == ENGINE_SMALL ? d->small_queue : d->queue;
+	}
+	e->shared_queue = d->small_queue == d->queue;
 	/* a small device buffer bound in place of outputs a job does not ask for;
 	 * the kernels never write it (their flags say so) */
 	e->dummy_piece = d->props.limits.minStorageBufferOffsetAlignment;
@@ -1027,11 +1185,13 @@ static void gpu_release(engine *e)
 		vkDestroyBuffer(d->dev, e->dummy, NULL);
 	if (e->dummy_mem)
 		vkFreeMemory(d->dev, e->dummy_mem, NULL);
-	if (e->timeline)
-		vkDestroySemaphore(d->dev, e->timeline, NULL);
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		if (e->track[c].timeline)
+			vkDestroySemaphore(d->dev, e->track[c].timeline, NULL);
+		e->track[c].timeline = VK_NULL_HANDLE;
+	}
 	e->dummy = VK_NULL_HANDLE;
 	e->dummy_mem = VK_NULL_HANDLE;
-	e->timeline = VK_NULL_HANDLE;
 }
 
 void engine_gpu_release(engine *e)
@@ -1062,12 +1222,34 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 {
 	const char *why = "creating the engine's Vulkan objects failed";
 	memset(e, 0, sizeof(*e));
-	queue_init(&e->active);
 	e->dev = d;
 	e->pl = pl;
 	e->cfg = cfg;
 	e->ev = *ev;
-	e->nslots = cfg->inflight_batches;
+	/* small jobs' slots first, then the large ones': one where both
+	 * share a queue (a small batch then waits for one slice at most) */
+	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	for (uint32_t c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		t->e = e;
+		t->cls = c;
+		t->first = e->nslots;
+		t->nslots = c == ENGINE_LARGE && d->compute_queues < 2 ? 1 : cfg->inflight_batches;
+		e->nslots += t->nslots;
+		fair_init(&t->fair);
+		pthread_cond_init(&t->cv, NULL);
+	}
+	estimate_init(&e->est, cpu);
+	e->small_ns = (cfg->small_job_us != CONFIG_AUTO ? cfg->small_job_us
+			: cpu ? CONFIG_SMALL_JOB_AUTO_CPU_US : CONFIG_SMALL_JOB_AUTO_GPU_US) * 1000;
+	e->slice_ns = (cfg->slice_us != CONFIG_AUTO ? cfg->slice_us
+			: cpu ? CONFIG_SLICE_AUTO_CPU_US : CONFIG_SLICE_AUTO_GPU_US) * 1000;
+	log_info("job classes: small up to %llu µs of estimated GPU time, on %s (%u slot(s)); "
+		 "large on queue 0 (%u slot(s))%s",
+		 (unsigned long long)(e->small_ns / 1000),
+		 d->compute_queues > 1 ? "queue 1 of the compute family" : "the same queue",
+		 e->track[ENGINE_SMALL].nslots, e->track[ENGINE_LARGE].nslots,
+		 d->compute_queues > 1 ? "" : ", in slices of about --slice-us");
 	metrics_init(&e->metrics);
 	parse_faults(e);
 	placement_init(&e->place, d, pl, cfg, e->nslots);
@@ -1080,11 +1262,11 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		 "that much in flight (its next job always runs once none is)",
 		 (unsigned long long)e->client_macs);
 	pthread_mutex_init(&e->mu, NULL);
-	pthread_cond_init(&e->cv, NULL);
 	e->slots = calloc(e->nslots, sizeof(*e->slots));
 	if (!e->slots)
 		goto fail;
 	for (uint32_t i = 0; i < e->nslots; i++) {
+		e->slots[i].cls = i < e->track[ENGINE_LARGE].first ? ENGINE_SMALL : ENGINE_LARGE;
 		e->slots[i].jobs = calloc(cfg->max_batch_jobs, sizeof(*e->slots[i].jobs));
 		if (!e->slots[i].jobs)
 			goto fail;
@@ -1112,13 +1294,15 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	log_info("waiting for the GPU: the loop polls up to %u µs past a submission (less "
 		 "when batches take longer) and %llu µs after a request, then sleeps",
 		 cfg->spin_us, (unsigned long long)after);
-	if (pthread_create(&e->thread, NULL, completion_main, e) != 0) {
-		uv_close((uv_handle_t *)&e->async, NULL);
-		uv_close((uv_handle_t *)&e->poll, NULL);
-		e->poll_init = false;
-		goto fail;
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		if (pthread_create(&t->thread, NULL, completion_main, t) != 0) {
+			if (!uv_is_closing((uv_handle_t *)&e->async))
+				uv_close((uv_handle_t *)&e->async, NULL);
+			goto fail;
+		}
+		t->thread_started = true;
 	}
-	e->thread_started = true;
 	return 0;
 fail:
 	snprintf(err, errlen, "%s", why);
@@ -1136,21 +1320,37 @@ void engine_destroy(engine *e)
 	}
 	if (e->dev && e->dev->dev)
 		vkDeviceWaitIdle(e->dev->dev);
-	if (e->thread_started) {
+	bool threads = false;
+	for (int c = 0; c < ENGINE_CLASSES; c++)
+		threads |= e->track[c].thread_started;
+	if (threads) {
 		pthread_mutex_lock(&e->mu);
 		e->stop = true;
-		pthread_cond_signal(&e->cv);
+		for (int c = 0; c < ENGINE_CLASSES; c++)
+			pthread_cond_signal(&e->track[c].cv);
 		pthread_mutex_unlock(&e->mu);
-		pthread_join(e->thread, NULL);
-		e->thread_started = false;
-		/* the GPU is idle: finish whatever completed but was not yet handed over */
-		while (e->ring_count) {
-			uint32_t si = e->ring[e->ring_head];
-			e->ring_head = (e->ring_head + 1) % ENGINE_RING;
-			e->ring_count--;
-			finish_slot(e, &e->slots[si]);
+		for (int c = 0; c < ENGINE_CLASSES; c++)
+			if (e->track[c].thread_started) {
+				pthread_join(e->track[c].thread, NULL);
+				e->track[c].thread_started = false;
+			}
+		/* the GPU is idle: finish whatever completed but was not yet
+		 * handed over (a sliced job's next slices run to the end) */
+		for (int c = 0; c < ENGINE_CLASSES; c++) {
+			engine_track *t = &e->track[c];
+			while (t->ring_count) {
+				uint32_t si = t->ring[t->ring_head];
+				t->ring_head = (t->ring_head + 1) % ENGINE_RING;
+				t->ring_count--;
+				if (t->ring_done)
+					t->ring_done--;
+				vkDeviceWaitIdle(e->dev->dev);
+				finish_slot(e, &e->slots[si]);
+			}
+			t->ring_done = 0;
 		}
-		e->ring_done = 0;
+	}
+	if (e->poll_init || threads) {
 		if (!uv_is_closing((uv_handle_t *)&e->async))
 			uv_close((uv_handle_t *)&e->async, NULL);
 	}
@@ -1159,8 +1359,8 @@ void engine_destroy(engine *e)
 	 * may close its connection, and with it the lane) */
 	for (engine_lane *l; (l = active_first(e));) {
 		job *j = lane_pop(e, l);
-		if (!lane_first(l))
-			lane_deactivate(e, l);
+		lane_deactivate(e, l);
+		lane_activate(e, l);
 		e->jobs_failed++;
 		answer(e, j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
 		job_release(e, j);

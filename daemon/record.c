@@ -71,6 +71,11 @@ struct recorder {
 	uint32_t *rank, *order, *start; /* max_batch_jobs (+ 1 for start) */
 	uint32_t max_jobs;
 	record_counts counts; /* the batch being recorded */
+	/* a slice (record_target.slice_len): the dispatch pieces whose first
+	 * multiply-add, counted over the batch in recording order, falls in
+	 * [slice_from, slice_from + slice_len) are recorded, the others
+	 * skipped; slice_pos counts as the recording goes */
+	uint64_t slice_from, slice_len, slice_pos;
 	/* what the command buffer has bound now (forgotten at each recording's
 	 * start), so a bind or push that changes nothing is not recorded: the
 	 * compute pipeline, and set 0's push descriptors with the layout they
@@ -263,7 +268,11 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 			   uint64_t wg_macs)
 {
 	const uint32_t *lim = r->rc->dev->props.limits.maxComputeWorkGroupCount;
-	uint64_t per = r->rc->dispatch_max_macs / (wg_macs ? wg_macs : 1);
+	recorder *rc = r->rc;
+	uint64_t max_macs = rc->dispatch_max_macs;
+	if (rc->slice_len && rc->slice_len < max_macs)
+		max_macs = rc->slice_len; /* pieces no longer than a slice */
+	uint64_t per = max_macs / (wg_macs ? wg_macs : 1);
 	if (per == 0)
 		per = 1;
 	uint64_t cols = gx <= per ? gx : per;
@@ -279,14 +288,28 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 		gy = r->gy1;
 	for (uint64_t y = y0; y < gy; y += rows)
 		for (uint64_t x = 0; x < gx; x += cols) {
+			const uint32_t nx = (uint32_t)(gx - x < cols ? gx - x : cols);
+			const uint32_t ny = (uint32_t)(gy - y < rows ? gy - y : rows);
+			if (rc->slice_len) {
+				/* a slice: this piece only when it starts inside it */
+				const uint64_t at = rc->slice_pos;
+				rc->slice_pos += (uint64_t)nx * ny * (wg_macs ? wg_macs : 1);
+				if (at < rc->slice_from)
+					continue;
+				if (at >= rc->slice_from + rc->slice_len) {
+					if (!rc->counts.slice_more)
+						rc->counts.slice_next = at;
+					rc->counts.slice_more = true;
+					continue;
+				}
+			}
 			if (ybase)
 				*ybase = (uint32_t)(y * yscale);
 			*xbase = (uint32_t)(x * xscale);
-			vkCmdPushConstants(r->cb, r->rc->pl->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+			vkCmdPushConstants(r->cb, rc->pl->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0,
 					   pc_bytes, pc);
-			vkCmdDispatch(r->cb, (uint32_t)(gx - x < cols ? gx - x : cols),
-				      (uint32_t)(gy - y < rows ? gy - y : rows), 1);
-			r->rc->counts.dispatches++;
+			vkCmdDispatch(r->cb, nx, ny, 1);
+			rc->counts.dispatches++;
 		}
 }
 
@@ -927,13 +950,18 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 	VkCommandBuffer cb = tg->cb;
 	memset(counts, 0, sizeof(*counts));
 	rc->counts = (record_counts){0};
+	rc->slice_from = tg->slice_from;
+	rc->slice_len = tg->slice_len;
+	rc->slice_pos = 0;
 	forget_bound(rc);
 	vkResetCommandPool(rc->dev->dev, tg->pool, 0);
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	VkResult vr = vkBeginCommandBuffer(cb, &bi);
-	if (vr != VK_SUCCESS)
+	if (vr != VK_SUCCESS) {
+		rc->slice_len = 0;
 		return vr;
+	}
 	const uint32_t nq = assign_queries(tg);
 	rc->counts.nqueries = nq;
 	if (rc->dev->timestamps) {
@@ -982,6 +1010,7 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 			record_unit(&r, UNIT_INPUT);
 	}
 	record_end(rc, tg, nq);
+	rc->slice_len = 0; /* the other entry points record whole kernels */
 	*counts = rc->counts;
 	return vkEndCommandBuffer(cb);
 }
