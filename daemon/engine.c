@@ -778,10 +778,8 @@ static int launch_slot(engine *e, uint32_t si)
 	s->nqueries = counts.nqueries;
 	s->slice_more = s->slice_len && counts.slice_more;
 	s->slice_next = counts.slice_next;
-	if (s->slice_len) {
-		s->slices++;
-		tr->slices++;
-	}
+	s->slices += s->slice_len != 0;
+	tr->submissions++;
 	s->t_recorded_ns = engine_now_ns();
 	calibrate(e, s->t_recorded_ns);
 	s->cal_ok = e->cal_ok;
@@ -905,6 +903,8 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 		engine_lane *l = lane_of(f, s->cls);
 		job *j = lane_first(l);
 		uint64_t jb = job_bytes(j);
+		/* the rate measured since it was queued */
+		j->est_ns = estimate_ns(&e->est, j->est_key, j->req.dtype, j->est_macs);
 		if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes) ||
 		    (s->njobs > 0 && s->cls == ENGINE_LARGE && est + j->est_ns > e->slice_ns))
 			break;
@@ -1404,5 +1404,8 @@ void engine_stats(const engine *e, proto_stats *st)
 	st->spin_us = atomic_load(&e->spin_ns) / 1000;
 	st->spin_hits = atomic_load(&e->spin_hits);
 	st->spin_expected = e->spin_expected;
+	st->sched_small_jobs = e->track[ENGINE_SMALL].jobs;
+	st->sched_large_jobs = e->track[ENGINE_LARGE].jobs;
+	st->sched_slices = e->track[ENGINE_LARGE].submissions;
 	st->blocking_waits = atomic_load(&e->blocking_waits);
 }

@@ -146,7 +146,7 @@ typedef struct engine_track {
 	 * the loop (poll_for_*), cleared once that batch is finished */
 	uint64_t poll_ask_value, poll_ask_to_ns, poll_for_value, poll_for_to_ns;
 	fair_class fair;          /* lanes whose first job is of this class */
-	uint64_t batches, jobs, slices; /* stats */
+	uint64_t batches, jobs, submissions; /* stats: a sliced batch submits once a slice */
 } engine_track;
 
 typedef struct engine {

@@ -255,6 +255,23 @@ static uint64_t piece_len(uint64_t K, uint64_t k0, uint64_t step)
 	return K - k0 < step ? K - k0 : step;
 }
 
+/* The reduction step of a sliced f32 job (record_target.slice_len): short
+ * enough that one workgroup (macs_per_k multiply-adds per step of k) fits
+ * in a slice, since a slice cannot cut a workgroup; a multiple of 16 (vector
+ * loads stay aligned), at most `step`. The pieces accumulate in the f32
+ * output, one rounding each. 16-bit outputs keep `step`: accumulating
+ * there would round the running sum once per piece. */
+static uint64_t slice_step(const rec *r, uint64_t step, uint64_t macs_per_k)
+{
+	const recorder *rc = r->rc;
+	if (!rc->slice_len || r->j->req.dtype != PROTO_F32 || !macs_per_k)
+		return step;
+	uint64_t s = rc->slice_len / macs_per_k / 16 * 16;
+	if (s < 16)
+		s = 16;
+	return s < step ? s : step;
+}
+
 /* Dispatch a gx × gy grid of workgroups, each costing wg_macs
  * multiply-adds, in pieces of at most dispatch_max_macs (whole rows of the
  * grid, or part of one row when a row alone is more), so no single dispatch
@@ -336,7 +353,7 @@ static void record_param(const rec *r)
 	const uint64_t gx = dw ? (q->in + VKG_PARAM_COLS - 1) / VKG_PARAM_COLS : 1;
 	/* the batch in pieces within the loop bound: rows k0.. of X and dY,
 	 * the later pieces accumulating */
-	const uint64_t step = variant_max_k(KERN_PARAM, q->dtype);
+	const uint64_t step = slice_step(r, variant_max_k(KERN_PARAM, q->dtype), VKG_PARAM_COLS);
 	for (uint64_t k0 = 0; k0 < q->batch; k0 += step) {
 		const uint64_t len = piece_len(q->batch, k0, step);
 		if (k0)
@@ -388,7 +405,7 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uint64_t gy,
 			  uint64_t tile_macs)
 {
-	const uint64_t K = pc->K, step = gemm_max_k(r->rc, k, r->j->req.dtype);
+	const uint64_t K = pc->K, step = slice_step(r, gemm_max_k(r->rc, k, r->j->req.dtype), tile_macs);
 	const uint32_t a_off = pc->a_off, b_off = pc->b_off, flags = pc->flags;
 	for (uint64_t k0 = 0; k0 < K; k0 += step) {
 		const uint64_t len = piece_len(K, k0, step);
@@ -549,8 +566,8 @@ static void record_input(const rec *r)
 	};
 	/* the reduction over out in pieces within the loop bound: columns k0..
 	 * of dY, rows k0.. of W, the later pieces accumulating */
-	const uint64_t step = variant_max_k(KERN_INPUT, q->dtype);
 	const uint64_t tile = VKG_INPUT_TILE;
+	const uint64_t step = slice_step(r, variant_max_k(KERN_INPUT, q->dtype), tile * tile);
 	for (uint64_t k0 = 0; k0 < q->out; k0 += step) {
 		const uint64_t len = piece_len(q->out, k0, step);
 		if (k0)
