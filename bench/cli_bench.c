@@ -739,6 +739,11 @@ int cli_bench(const cli_ctx *ctx, int argc, char **argv)
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "--peak") == 0)
 			return cli_bench_peak(argc, argv);
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--scenario=mixed") == 0 ||
+		    (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc &&
+		     strcmp(argv[i + 1], "mixed") == 0))
+			return cli_bench_mixed(ctx, argc, argv);
 	bench_opts o = {0};
 	int rc = bench_parse(argc, argv, &o);
 	if (rc)
