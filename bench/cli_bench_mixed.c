@@ -358,11 +358,15 @@ static void print_table(const mx_run *r)
 		table_cell(c[3], sizeof(c[3]), h->have, "%.2f", h->jobs_per_s);
 		printf("%-12s %12s %12s %12s %13s\n", mx_phase_name[p], c[0], c[1], c[2], c[3]);
 	}
-	printf("ratio beside/alone: tiny p50 %.2fx, tiny p99 %.2fx, tiny jobs/s %.2fx, "
-	       "heavy jobs/s %.2fx\n",
-	       ratio(r->tiny[2].p50_us, r->tiny[0].p50_us), ratio(r->tiny[2].p99_us, r->tiny[0].p99_us),
-	       ratio(r->tiny[2].jobs_per_s, r->tiny[0].jobs_per_s),
-	       ratio(r->heavy_st[2].jobs_per_s, r->heavy_st[1].jobs_per_s));
+	const double rv[4] = {ratio(r->tiny[2].p50_us, r->tiny[0].p50_us),
+			      ratio(r->tiny[2].p99_us, r->tiny[0].p99_us),
+			      ratio(r->tiny[2].jobs_per_s, r->tiny[0].jobs_per_s),
+			      ratio(r->heavy_st[2].jobs_per_s, r->heavy_st[1].jobs_per_s)};
+	char rs[4][32];
+	for (int k = 0; k < 4; k++)
+		table_cell(rs[k], sizeof(rs[k]), isfinite(rv[k]), "%.2fx", rv[k]);
+	printf("ratio beside/alone: tiny p50 %s, tiny p99 %s, tiny jobs/s %s, heavy jobs/s %s\n",
+	       rs[0], rs[1], rs[2], rs[3]);
 	printf("tiny: %" PRIu64 " synchronous client%s, %dx%dx%d f32; heavy: %" PRIu64 "x%" PRIu64
 	       "x%" PRIu64 " %s, %" PRIu64 " in flight; %g s per phase; dW, db, dX\n",
 	       o->tiny_clients, o->tiny_clients == 1 ? "" : "s", MX_TINY_B, MX_TINY_I, MX_TINY_O,
