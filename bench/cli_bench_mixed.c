@@ -307,10 +307,10 @@ static void print_phase_json(const mx_run *r, int p)
 		num(b[0], sizeof(b[0]), t->have, "%.0f", (double)t->jobs),
 		num(b[1], sizeof(b[1]), t->have, "%.1f", t->p50_us),
 		num(b[2], sizeof(b[2]), t->have, "%.1f", t->p99_us),
-		num(b[3], sizeof(b[3]), t->have, "%.1f", t->jobs_per_s), t->have ? stages : "null",
+		num(b[3], sizeof(b[3]), t->have, "%.6g", t->jobs_per_s), t->have ? stages : "null",
 		r->heavy[0], r->heavy[1], r->heavy[2], proto_dtype_name(r->o->dtype), r->o->inflight,
 		num(b[4], sizeof(b[4]), h->have, "%.0f", (double)h->jobs),
-		num(b[5], sizeof(b[5]), h->have, "%.2f", h->jobs_per_s),
+		num(b[5], sizeof(b[5]), h->have, "%.6g", h->jobs_per_s),
 		num(b[6], sizeof(b[6]), h->have && h->jobs, "%.1f", h->p50_us), r->device);
 }
 
