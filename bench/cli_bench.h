@@ -46,6 +46,9 @@ typedef struct bench_result {
 /* `bench --kernels` (cli_bench_kernels.c); cli_bench hands over to it. */
 struct cli_ctx;
 int cli_bench_kernels(const struct cli_ctx *ctx, int argc, char **argv);
+/* `bench --scenario mixed` (cli_bench_mixed.c): tiny tenants beside a
+ * heavy one; cli_bench hands over to it. */
+int cli_bench_mixed(const struct cli_ctx *ctx, int argc, char **argv);
 /* `bench --peak` (cli_bench_peak.c): the device's ceilings by microkernels,
  * in this process (no daemon). */
 int cli_bench_peak(int argc, char **argv);
