@@ -4,7 +4,8 @@
  * through the daemon's own engine, no socket), cli_bench_kernels.c
  * (`bench --kernels`), cli_daemon.c (a private vkgradd for the run) and
  * cli_bench_io.c (what they share). The benchmark lives outside client/
- * because the direct mode links the daemon's core (libvkgradd-core.a);
+ * because the direct mode links the daemon's core (libvkgradd-core.a): it
+ * is its own program, vkgrad-bench (bench_main.c), which `vkgrad bench` runs;
  * client/ is the library and the CLI's other commands, which use only
  * proto/ and the library. */
 #ifndef VKGRAD_CLI_BENCH_H

@@ -12,8 +12,8 @@
 #define CONFIG_MAX_ALLOW 64 /* ids per --allow-uid / --allow-gid list */
 /* --inflight-batches at most: the engine's ring of submitted slots (engine.h) */
 #define CONFIG_MAX_INFLIGHT_BATCHES 16
-/* what --devlocal-min-bytes auto means (engine.c resolves it), measured on
- * the H200 (README, Memory path) */
+/* what --devlocal-min-bytes auto means (engine.c resolves it; why these:
+ * docs/architecture.md, memory path) */
 #define CONFIG_DEVLOCAL_AUTO_F32 (64ull << 20)
 #define CONFIG_DEVLOCAL_AUTO_16BIT (4ull << 20)
 #define CONFIG_DEVLOCAL_AUTO_DOC "on a GPU 64 MiB for f32 jobs, 4 MiB for f16/bf16;\n" \
@@ -23,20 +23,9 @@
  * resolves them): on a device with a transfer-only queue, jobs on the
  * device-local path with at least 64 MiB of tensors stream in chunks of
  * about 4 Mi elements of dY (16 MiB of f32, 8 MiB of f16/bf16); without
- * one (nothing to overlap with) streaming is off. Measured on the H200,
- * 8192x4096x4096 end to end alternated three times
- * (measurements/h200-2026-12-03-s5/chunk8): 8 MiB chunks against 16 for
- * bf16 6,007 / 5,947 / 5,939 µs against 6,118 / 6,221 / 6,259, f16 6,174 /
- * 6,107 / 5,969 against 10,035 / 6,244 / 6,153; f32 20,709 / 21,762 /
- * 20,809 against 18,967 / 18,718 / 18,996: about 1,024 rows either way.
- * f16/bf16 chunks are at least 1,024 rows and an eighth of the batch (at
- * out = 8192, 4 Mi elements are 512 rows). 16384x8192x8192 end to end,
- * alternated twice in one run each (measurements/h200-2026-12-03-s6/rows16,
- * chunk16k): bf16 512 rows 32,306 / 31,949 µs against 1,024 rows 27,902 /
- * 27,995 (f16 32,201 / 32,502 against 28,036 / 28,112); bf16 1,024 rows
- * 27,976 / 27,997, 2,048 rows 26,376 / 26,488, 4,096 rows 27,459 / 29,514.
- * At 8192x4096x4096 an eighth is the 1,024 rows measured above. f32 keeps
- * 4 Mi elements (16384x8192x8192: 512 rows, not measured otherwise) */
+ * one (nothing to overlap with) streaming is off. f16/bf16 chunks are at
+ * least 1,024 rows and an eighth of the batch. The measurements behind
+ * these sizes: docs/performance.md, end to end and streaming. */
 #define CONFIG_STREAM_AUTO_CHUNK (16ull << 20) /* bytes of f32 dY */
 #define CONFIG_STREAM_AUTO_CHUNK_ELEMS (4ull << 20)
 #define CONFIG_STREAM_AUTO_MIN_ROWS_16BIT 1024ull
