@@ -408,7 +408,7 @@ static void learn_batch(engine *e, const engine_slot *s, uint64_t gpu_ns)
 		one_kind &= s->jobs[i]->est_key == s->jobs[0]->est_key;
 	}
 	if (s->njobs && one_kind)
-		estimate_learn(&e->est, s->jobs[0]->est_key, macs, gpu_ns);
+		estimate_learn(&e->est, s->jobs[0]->est_key, s->jobs[0]->req.dtype, macs, gpu_ns);
 	for (uint32_t i = 0; i < s->njobs && est; i++) {
 		job *j = s->jobs[i];
 		const double actual = (double)gpu_ns * (double)j->est_ns / (double)est;
@@ -892,6 +892,7 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 	engine_track *tr = &e->track[s->cls];
 	const uint32_t max = e->cfg->max_batch_jobs, cap = e->cfg->batch_per_client;
 	uint64_t bytes = 0, used = 0, est = 0;
+	bool unknown = false;
 	/* lanes that gave cap jobs sit out the rest of this batch */
 	engine_lane *out[64];
 	uint32_t nout = 0;
@@ -908,6 +909,12 @@ static uint64_t take_jobs(engine *e, engine_slot *s)
 		if (s->njobs >= max || (s->njobs > 0 && bytes + jb > e->cfg->max_batch_bytes) ||
 		    (s->njobs > 0 && s->cls == ENGINE_LARGE && est + j->est_ns > e->slice_ns))
 			break;
+		/* a kind not yet measured shares its batch with its own kind only,
+		 * so the batch's time is its kind's (sched/estimate.h) */
+		if (s->njobs > 0 && j->est_key != s->jobs[0]->est_key &&
+		    (unknown || !estimate_known(&e->est, j->est_key)))
+			break;
+		unknown |= !estimate_known(&e->est, j->est_key);
 		uint64_t sb = placement_place(&e->place, j, used);
 		j->streamed = sb != UINT64_MAX && stream_wants(e, j);
 		if (j->streamed)
@@ -1008,7 +1015,10 @@ void engine_enqueue(engine *e, engine_lane *l, job *j)
 	j->est_key = estimate_key(&j->req, dmin != CONFIG_OFF && job_bytes(j) >= dmin);
 	j->est_macs = job_macs(j);
 	j->est_ns = estimate_ns(&e->est, j->est_key, j->req.dtype, j->est_macs);
-	j->cls = j->est_ns <= e->small_ns ? ENGINE_SMALL : ENGINE_LARGE;
+	/* a kind not measured yet is large until its first batch (of its kind
+	 * alone, take_jobs) is measured: a prior may be far off */
+	j->cls = j->est_ns <= e->small_ns && estimate_known(&e->est, j->est_key) ? ENGINE_SMALL
+										    : ENGINE_LARGE;
 	queue_insert_tail(&l->jobs, &j->node);
 	l->n++;
 	e->queued++;
