@@ -80,8 +80,14 @@ void estimate_learn(estimate *e, uint64_t key, proto_dtype dtype, uint64_t macs,
 	if (macs == 0)
 		return;
 	/* mostly overhead: the kind is known (its jobs are that short), its
-	 * rate stays what it was */
-	const bool teaches = (double)gpu_ns >= LEARN_MIN_OVERHEADS * e->overhead_ns;
+	 * rate stays what it was. Jobs whose multiply-adds the prior puts
+	 * below the overhead teach no rate even when they took long: their
+	 * time is a first dispatch's, or the device's fixed costs, not their
+	 * work's, and a rate learned from them would make every larger job
+	 * of the kind look hundreds of times longer than it is. */
+	const bool teaches = (double)gpu_ns >= LEARN_MIN_OVERHEADS * e->overhead_ns &&
+			     (double)macs * e->prior_ns_per_mac[dtype < PROTO_DTYPE_COUNT ? dtype : PROTO_F32] >=
+				     e->overhead_ns;
 	const double rate = teaches ? ((double)gpu_ns - e->overhead_ns) / (double)macs
 				    : estimate_rate(e, key, dtype);
 	e->tick++;

@@ -207,6 +207,10 @@ static void test_overhead_bound_measurements_teach_nothing(void **state)
 	/* ... but the kind is known now: its jobs are that short */
 	assert_true(estimate_known(&e, k));
 	assert_false(estimate_known(&e, k + 1));
+	/* a tiny job that took long (a first dispatch) teaches no rate either */
+	estimate_learn(&e, k, PROTO_F32, estimate_macs(&q), (uint64_t)(100 * e.overhead_ns));
+	assert_true(estimate_rate(&e, k, PROTO_F32) == prior);
+	assert_int_equal(e.learned, 0);
 	estimate_learn(&e, k, PROTO_F32, 0, 1000000000); /* no work: nothing to learn */
 	assert_int_equal(e.learned, 0);
 }
