@@ -70,13 +70,28 @@ uint64_t estimate_ns(const estimate *e, uint64_t key, proto_dtype dtype, uint64_
 	return ns < 1.8e19 ? (uint64_t)ns : UINT64_MAX / 2;
 }
 
-void estimate_learn(estimate *e, uint64_t key, uint64_t macs, uint64_t gpu_ns)
+bool estimate_known(const estimate *e, uint64_t key)
 {
-	if (macs == 0 || (double)gpu_ns < LEARN_MIN_OVERHEADS * e->overhead_ns)
+	return find(e, key) != NULL;
+}
+
+void estimate_learn(estimate *e, uint64_t key, proto_dtype dtype, uint64_t macs, uint64_t gpu_ns)
+{
+	if (macs == 0)
 		return;
-	const double rate = ((double)gpu_ns - e->overhead_ns) / (double)macs;
+	/* mostly overhead: the kind is known (its jobs are that short), its
+	 * rate stays what it was. Jobs whose multiply-adds the prior puts
+	 * below the overhead teach no rate even when they took long: their
+	 * time is a first dispatch's, or the device's fixed costs, not their
+	 * work's, and a rate learned from them would make every larger job
+	 * of the kind look hundreds of times longer than it is. */
+	const bool teaches = (double)gpu_ns >= LEARN_MIN_OVERHEADS * e->overhead_ns &&
+			     (double)macs * e->prior_ns_per_mac[dtype < PROTO_DTYPE_COUNT ? dtype : PROTO_F32] >=
+				     e->overhead_ns;
+	const double rate = teaches ? ((double)gpu_ns - e->overhead_ns) / (double)macs
+				    : estimate_rate(e, key, dtype);
 	e->tick++;
-	e->learned++;
+	e->learned += teaches;
 	estimate_kind *k = (estimate_kind *)find(e, key);
 	if (!k) {
 		/* a free entry of the key's four, else the least recently used */
@@ -92,7 +107,7 @@ void estimate_learn(estimate *e, uint64_t key, uint64_t macs, uint64_t gpu_ns)
 		}
 		*victim = (estimate_kind){.key = key, .ns_per_mac = rate, .samples = 0};
 		k = victim;
-	} else {
+	} else if (teaches) {
 		k->ns_per_mac += (rate - k->ns_per_mac) / 4.0;
 	}
 	k->samples++;

@@ -8,7 +8,9 @@
  * estimate is a fixed overhead plus multiply-adds times the rate. Only
  * jobs whose measured time is well above the overhead teach the rate, so
  * tiny jobs, whose time is all overhead, do not make large ones look
- * slower than they are. Loop thread only; no Vulkan here. */
+ * slower than they are; they make their kind known, though. Only batches
+ * of one kind are measured (a batch's time cannot be split among kinds).
+ * Loop thread only; no Vulkan here. */
 #ifndef VKG_DAEMON_SCHED_ESTIMATE_H
 #define VKG_DAEMON_SCHED_ESTIMATE_H
 
@@ -31,7 +33,7 @@ typedef struct estimate {
 	double overhead_ns;
 	estimate_kind kinds[ESTIMATE_KINDS];
 	uint64_t tick;
-	uint64_t learned; /* measurements taken */
+	uint64_t learned; /* measurements that moved a rate */
 } estimate;
 
 /* Priors for a GPU (cpu false) or a CPU device (lavapipe). */
@@ -49,8 +51,14 @@ uint64_t estimate_macs(const proto_request *q);
  * until the kind is measured). */
 uint64_t estimate_ns(const estimate *e, uint64_t key, proto_dtype dtype, uint64_t macs);
 
-/* A job of kind key and macs multiply-adds took gpu_ns on the GPU. */
-void estimate_learn(estimate *e, uint64_t key, uint64_t macs, uint64_t gpu_ns);
+/* Jobs of kind key (dtype), macs multiply-adds together, took gpu_ns on
+ * the GPU, alone in their batch. A measurement mostly overhead makes the
+ * kind known without changing its rate. */
+void estimate_learn(estimate *e, uint64_t key, proto_dtype dtype, uint64_t macs, uint64_t gpu_ns);
+
+/* Has a batch of kind key alone been measured? Until then a job's
+ * estimate is the prior's, which may be far off. */
+bool estimate_known(const estimate *e, uint64_t key);
 
 /* The rate in force for kind key (ns per multiply-add). */
 double estimate_rate(const estimate *e, uint64_t key, proto_dtype dtype);

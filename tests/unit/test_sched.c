@@ -181,14 +181,14 @@ static void test_measurements_teach_the_rate(void **state)
 	/* 10x slower than the prior: 2 ns per 1000 multiply-adds... measured */
 	const double truth = 10.0 * estimate_rate(&e, k, PROTO_F32);
 	const uint64_t ns = (uint64_t)(e.overhead_ns + truth * (double)macs);
-	estimate_learn(&e, k, macs, ns);
+	estimate_learn(&e, k, PROTO_F32, macs, ns);
 	assert_true(fabs(estimate_rate(&e, k, PROTO_F32) - truth) < 1e-3 * truth);
 	/* then twice as fast: moves a quarter of the way per measurement */
-	estimate_learn(&e, k, macs, (uint64_t)(e.overhead_ns + truth / 2 * (double)macs));
+	estimate_learn(&e, k, PROTO_F32, macs, (uint64_t)(e.overhead_ns + truth / 2 * (double)macs));
 	const double r1 = estimate_rate(&e, k, PROTO_F32);
 	assert_true(fabs(r1 - truth * (1 - 0.125)) < 1e-3 * truth);
 	for (int i = 0; i < 40; i++)
-		estimate_learn(&e, k, macs, (uint64_t)(e.overhead_ns + truth / 2 * (double)macs));
+		estimate_learn(&e, k, PROTO_F32, macs, (uint64_t)(e.overhead_ns + truth / 2 * (double)macs));
 	assert_true(fabs(estimate_rate(&e, k, PROTO_F32) - truth / 2) < 1e-2 * truth);
 	assert_int_equal(e.learned, 42);
 }
@@ -201,10 +201,17 @@ static void test_overhead_bound_measurements_teach_nothing(void **state)
 	const proto_request q = req(PROTO_F32, true, true, true, 32, 64, 8);
 	const uint64_t k = estimate_key(&q, false);
 	const double prior = estimate_rate(&e, k, PROTO_F32);
-	estimate_learn(&e, k, estimate_macs(&q), (uint64_t)(2 * e.overhead_ns));
+	estimate_learn(&e, k, PROTO_F32, estimate_macs(&q), (uint64_t)(2 * e.overhead_ns));
 	assert_true(estimate_rate(&e, k, PROTO_F32) == prior);
 	assert_int_equal(e.learned, 0);
-	estimate_learn(&e, k, 0, 1000000000); /* no work: nothing to learn */
+	/* ... but the kind is known now: its jobs are that short */
+	assert_true(estimate_known(&e, k));
+	assert_false(estimate_known(&e, k + 1));
+	/* a tiny job that took long (a first dispatch) teaches no rate either */
+	estimate_learn(&e, k, PROTO_F32, estimate_macs(&q), (uint64_t)(100 * e.overhead_ns));
+	assert_true(estimate_rate(&e, k, PROTO_F32) == prior);
+	assert_int_equal(e.learned, 0);
+	estimate_learn(&e, k, PROTO_F32, 0, 1000000000); /* no work: nothing to learn */
 	assert_int_equal(e.learned, 0);
 }
 
@@ -232,7 +239,7 @@ static void test_kinds_are_apart(void **state)
 	estimate est;
 	estimate_init(&est, false);
 	const double prior = estimate_rate(&est, estimate_key(&b, false), PROTO_BF16);
-	estimate_learn(&est, ka, 1ull << 30, 1000000000);
+	estimate_learn(&est, ka, PROTO_F32, 1ull << 30, 1000000000);
 	assert_true(estimate_rate(&est, estimate_key(&b, false), PROTO_BF16) == prior);
 }
 
@@ -249,7 +256,7 @@ static void test_many_kinds_keep_the_newest(void **state)
 		q.t[PROTO_T_DB].present = v / 24 % 2;
 		q.t[PROTO_T_DX].present = v / 48 % 2;
 		last = estimate_key(&q, v / 96 % 2);
-		estimate_learn(&e, last, 1000000, 1000000000 + (uint64_t)v);
+		estimate_learn(&e, last, q.dtype, 1000000, 1000000000 + (uint64_t)v);
 	}
 	const double want = (1000000000.0 + 3 * ESTIMATE_KINDS - 1 - e.overhead_ns) / 1000000.0;
 	assert_true(fabs(estimate_rate(&e, last, q.dtype) - want) < 1e-6 * want);
