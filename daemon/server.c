@@ -65,6 +65,7 @@ static void drain_check_cb(uv_timer_t *t)
 	for (queue_node *q; (q = queue_first(&s->conns));)
 		conn_close(queue_data(q, conn, node), "daemon shutting down");
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
+	conn_backlog_close(s);
 	uv_close((uv_handle_t *)&s->accept_timer, NULL);
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
 	uv_close((uv_handle_t *)&s->sig_int, NULL);
@@ -208,6 +209,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->accept_timer.data = s;
 	uv_timer_init(loop, &s->drain_timer);
 	s->drain_timer.data = s;
+	conn_backlog_init(s);
 	uv_signal_init(loop, &s->sig_term);
 	s->sig_term.data = s;
 	uv_signal_start(&s->sig_term, signal_cb, SIGTERM);

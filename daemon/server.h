@@ -39,6 +39,9 @@ typedef struct server {
 	bool cork;                 /* replies are queued, written at uncork */
 	queue_node dirty;          /* connections with replies queued while corked
 				    * (conn.dirty_node), latest first */
+	queue_node backlog;        /* connections whose frames wait for their next
+				    * turn (conn.backlog_node), oldest first */
+	uv_idle_t backlog_idle;    /* active while the backlog is not empty */
 	proto_decoder dec;         /* every request's decoding (ops_frame): memory kept */
 	msgpack_sbuffer reply_sb;  /* every reply's encoding (conn_reply_timed): memory kept */
 	proto_reply job_reply;     /* a job's reply (ops_job_done), not zeroed per job */
