@@ -50,9 +50,33 @@ static void listen_cb(uv_poll_t *h, int status, int events)
 	}
 }
 
+/* Past --drain-timeout-s: the connections still holding replies unread, or
+ * waiting for jobs, are closed (their queued jobs dropped; running ones
+ * finish unanswered), so that the stop ends, the cache is saved and the
+ * process exits 0 before the service manager's stop timeout. */
+static void drain_deadline(server *s)
+{
+	uint32_t n = 0;
+	uint64_t unread = 0;
+	const queue_node *q;
+	queue_foreach(q, &s->conns) {
+		n++;
+		unread += conn_out_pending(queue_data(q, conn, node));
+	}
+	log_warn("shutting down: --drain-timeout-s %u passed; closing %u connection(s) "
+		 "(%llu reply bytes unread, %u job(s) queued, %u running)",
+		 s->cfg->drain_timeout_s, n, (unsigned long long)unread, s->eng.queued, s->eng.running);
+	for (queue_node *c; (c = queue_first(&s->conns));)
+		conn_close(queue_data(c, conn, node), "shutdown: --drain-timeout-s passed");
+}
+
 static void drain_check_cb(uv_timer_t *t)
 {
 	server *s = t->data;
+	if (!s->drain_forced && engine_now_ns() >= s->drain_deadline_ns) {
+		s->drain_forced = true;
+		drain_deadline(s);
+	}
 	bool flushed = true;
 	const queue_node *q;
 	queue_foreach(q, &s->conns)
@@ -81,7 +105,10 @@ void server_stop(server *s)
 	if (s->draining)
 		return;
 	s->draining = true;
-	log_notice("shutting down: %u job(s) queued, %u running", s->eng.queued, s->eng.running);
+	s->drain_deadline_ns = engine_now_ns() + (uint64_t)s->cfg->drain_timeout_s * 1000000000ull;
+	log_notice("shutting down: %u job(s) queued, %u running; replies wait at most %u s "
+		   "(--drain-timeout-s) to be read", s->eng.queued, s->eng.running,
+		   s->cfg->drain_timeout_s);
 	service_stopping(&s->svc);
 	uv_poll_stop(&s->listen_poll);
 	uv_timer_stop(&s->accept_timer);

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -327,6 +329,99 @@ static void test_request_flood_does_not_starve_jobs(void **state)
 	expect_serves(g_d.sock);
 }
 
+/* ---- 3. SIGTERM while a client leaves its replies unread -------------------------- */
+
+/* Wait until the daemon read everything s sent (our send queue is empty). */
+static void wait_sent(rawsock *s)
+{
+	const int64_t until = deadline_now_ms() + deadline_scaled_ms(30000);
+	for (;;) {
+		int n = 0;
+		assert_int_equal(ioctl(s->fd, SIOCOUTQ, &n), 0);
+		if (n == 0)
+			return;
+		if (deadline_now_ms() > until)
+			fail_msg("the daemon left %d bytes of requests unread", n);
+		deadline_sleep_ms(5);
+	}
+}
+
+/* A client with a 4 KiB receive buffer sends 1000 stats and reads none of
+ * the replies (~3 MB, below max_outbound_bytes); another queues 3 jobs.
+ * On SIGTERM the jobs are answered, and once --drain-timeout-s (2 s)
+ * passed the lazy connection is closed: the cache is saved, exit 0. */
+static void test_sigterm_ends_despite_unread_replies(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	const char *const args[] = {"--drain-timeout-s", "2", NULL};
+	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
+	rawsock lazy, worker;
+	expect_open(&lazy, d.sock);
+	int small = 4096;
+	assert_int_equal(setsockopt(lazy.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	for (uint64_t i = 0; i < 1000; i++) {
+		proto_request q = {.op = PROTO_OP_STATS, .id = 1 + i};
+		encode(&sb, &q);
+	}
+	assert_int_equal(rawsock_send(&lazy, sb.data, sb.size, NULL, 0), 0);
+	wait_sent(&lazy);
+
+	expect_open(&worker, d.sock);
+	jobcase jc;
+	jobcase_init(&jc, 64, 64, 64, JC_ALL, false);
+	void *map;
+	int fd = shm_create(jc.size[0], true, jc.size[0], &map);
+	assert_true(fd >= 0);
+	assert_int_equal(jobcase_fill(&jc, &map, 3), 0);
+	uint64_t region;
+	proto_reply r;
+	assert_int_equal(rawsock_register(&worker, 1, fd, jc.size[0], &region, &r), 0);
+	close(fd);
+	msgpack_sbuffer_clear(&sb);
+	for (uint64_t i = 0; i < 3; i++) {
+		proto_request q = jobcase_request(&jc, &region, 10 + i);
+		encode(&sb, &q);
+	}
+	assert_int_equal(rawsock_send(&worker, sb.data, sb.size, NULL, 0), 0);
+	msgpack_sbuffer_destroy(&sb);
+	wait_sent(&worker);
+
+	const int64_t t0 = deadline_now_ms();
+	assert_int_equal(kill(d.pid, SIGTERM), 0);
+	for (int i = 0; i < 3; i++) {
+		int rc = rawsock_recv(&worker, &r, RAWSOCK_TIMEOUT_MS);
+		if (rc || !r.ok)
+			fail_msg("job reply %d during the drain: rc %d %s", i, rc, rc ? "" : r.err.message);
+	}
+	char why[320];
+	if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)))
+		fail_msg("%s", why);
+	munmap(map, jc.size[0]);
+	jobcase_free(&jc);
+	int ws = daemon_proc_wait(&d, deadline_scaled_ms(15000));
+	const int64_t took = deadline_now_ms() - t0;
+	rawsock_close(&lazy);
+	rawsock_close(&worker);
+	if (ws == -1) {
+		daemon_proc_kill(&d);
+		daemon_proc_print_log_tail(&d, 20);
+		fail_msg("still running 15 s after SIGTERM, with --drain-timeout-s 2 and a client that "
+			 "does not read");
+	}
+	printf("exit %lld ms after SIGTERM\n", (long long)took);
+	if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+		fail_msg("exit status 0x%x after the drain deadline (want exit 0)", ws);
+	assert_true(daemon_proc_log_contains(&d, "--drain-timeout-s 2 passed"));
+	assert_true(daemon_proc_log_contains(&d, "pipeline cache saved"));
+	assert_int_equal(daemon_proc_log_validation_errors(&d), 0);
+	if (took < 1500)
+		fail_msg("exited %lld ms after SIGTERM: before the 2 s drain deadline", (long long)took);
+	daemon_proc_cleanup(&d);
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
@@ -351,6 +446,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slow_reader_memory_stays_bounded),
 		cmocka_unit_test(test_request_flood_does_not_starve_jobs),
+		cmocka_unit_test(test_sigterm_ends_despite_unread_replies),
 	};
 	int rc = cmocka_run_group_tests_name("hostile3", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
