@@ -81,7 +81,6 @@ struct conn {
 	region **regs;         /* regions table, by insertion */
 	uint32_t nregs, regs_cap;
 	uint64_t next_region;
-	uint64_t region_bytes;
 	uint32_t inflight;     /* queued + running jobs */
 	uint32_t unreg_pending; /* unregister replies not sent yet */
 	engine_lane *lane;     /* this connection's queue in the engine */

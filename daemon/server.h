@@ -46,8 +46,8 @@ typedef struct server {
 	msgpack_sbuffer reply_sb;  /* every reply's encoding (conn_reply_timed): memory kept */
 	proto_reply job_reply;     /* a job's reply (ops_job_done), not zeroed per job */
 	uint32_t nconns;
-	region_set regions;        /* every live region (device recovery, stats) */
-	uint64_t total_region_bytes;
+	region_set regions;        /* every live region (device recovery, stats, the
+				    * registered-bytes limits) */
 	uint64_t started_ns;
 	bool draining;
 	uint64_t drain_deadline_ns; /* engine_now_ns: past it the drain closes connections */

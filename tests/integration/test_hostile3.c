@@ -422,6 +422,98 @@ static void test_sigterm_ends_despite_unread_replies(void **state)
 	daemon_proc_cleanup(&d);
 }
 
+/* ---- 4. unregister with jobs queued --------------------------------------------- */
+
+#define BIG_REGION (48u << 20)
+
+/* 6 slow 384x256x256 jobs keep the device busy; then a sparse sealed
+ * 48 MiB region is registered, a 1x1x1 job queued on it behind them, and
+ * it is unregistered: its bytes still count (its job holds it), so a
+ * second 48 MiB region passes max_region_bytes_per_uid (64 MiB) and is
+ * refused, naming the limit. Once the job and the unregister were
+ * answered the same registration is accepted. */
+static void test_unregister_with_queued_jobs_keeps_bytes_counted(void **state)
+{
+	(void)state;
+	rawsock s;
+	expect_open(&s, g_d.sock);
+	jobcase slow;
+	jobcase_init(&slow, 384, 256, 256, JC_ALL, false);
+	void *map;
+	int fd = shm_create(slow.size[0], true, slow.size[0], &map);
+	assert_true(fd >= 0);
+	assert_int_equal(jobcase_fill(&slow, &map, 11), 0);
+	uint64_t rslow, r1, r2;
+	proto_reply *r = malloc(sizeof(*r));
+	assert_non_null(r);
+	assert_int_equal(rawsock_register(&s, 1, fd, slow.size[0], &rslow, r), 0);
+	close(fd);
+	int big1 = shm_create(BIG_REGION, true, 0, NULL), big2 = shm_create(BIG_REGION, true, 0, NULL);
+	assert_true(big1 >= 0 && big2 >= 0);
+	assert_int_equal(rawsock_register(&s, 2, big1, BIG_REGION, &r1, r), 0);
+
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	for (uint64_t i = 0; i < 6; i++) {
+		proto_request q = jobcase_request(&slow, &rslow, 10 + i);
+		encode(&sb, &q);
+	}
+	jobcase tiny;
+	jobcase_init(&tiny, 1, 1, 1, JC_DW, false);
+	proto_request q = jobcase_request(&tiny, &r1, 20);
+	encode(&sb, &q);
+	q = (proto_request){.op = PROTO_OP_UNREGISTER, .id = 21, .region = r1};
+	encode(&sb, &q);
+	assert_int_equal(rawsock_send(&s, sb.data, sb.size, NULL, 0), 0);
+	q = (proto_request){.op = PROTO_OP_REGISTER, .id = 22, .size = BIG_REGION};
+	assert_int_equal(rawsock_send_request(&s, &q, &big2, 1), 0);
+	msgpack_sbuffer_destroy(&sb);
+	/* 6 + 1 job replies, the unregister's, the refusal: in any order */
+	bool refused = false, unregistered = false;
+	unsigned jobs = 0;
+	for (int i = 0; i < 9; i++) {
+		assert_int_equal(rawsock_recv(&s, r, RAWSOCK_TIMEOUT_MS), 0);
+		if (r->id == 22) {
+			if (r->ok)
+				fail_msg("a second %u-byte region was accepted while the first, unregistered, "
+					 "still had a job queued (max_region_bytes_per_uid %u)", BIG_REGION,
+					 REGION_PER_UID);
+			if (r->err.code != PROTO_LIMIT || !strstr(r->err.message, "max_region_bytes_per_uid"))
+				fail_msg("register: %s \"%s\" (want limit naming max_region_bytes_per_uid)",
+					 proto_code_name(r->err.code), r->err.message);
+			refused = true;
+		} else if (r->id == 21) {
+			assert_true(r->ok);
+			unregistered = true;
+		} else {
+			if (!r->ok)
+				fail_msg("job %llu: %s", (unsigned long long)r->id, r->err.message);
+			jobs++;
+		}
+	}
+	assert_true(refused && unregistered);
+	assert_int_equal(jobs, 7);
+	char why[320];
+	if (jobcase_check(&slow, &map, JC_TOL_F32, why, sizeof(why)))
+		fail_msg("%s", why);
+	/* the first is gone now: room for the second */
+	assert_int_equal(rawsock_register(&s, 23, big2, BIG_REGION, &r2, r), 0);
+	proto_stats st;
+	assert_int_equal(rawsock_call_stats(&s, &st), 0);
+	if (st.region_bytes > REGION_PER_UID)
+		fail_msg("stats.region_bytes %llu above the per-uid limit %u",
+			 (unsigned long long)st.region_bytes, REGION_PER_UID);
+	close(big1);
+	close(big2);
+	free(r);
+	munmap(map, slow.size[0]);
+	jobcase_free(&slow);
+	jobcase_free(&tiny);
+	expect_conn_serves(&s);
+	rawsock_close(&s);
+	expect_serves(g_d.sock);
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
@@ -447,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_slow_reader_memory_stays_bounded),
 		cmocka_unit_test(test_request_flood_does_not_starve_jobs),
 		cmocka_unit_test(test_sigterm_ends_despite_unread_replies),
+		cmocka_unit_test(test_unregister_with_queued_jobs_keeps_bytes_counted),
 	};
 	int rc = cmocka_run_group_tests_name("hostile3", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
