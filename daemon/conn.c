@@ -124,9 +124,6 @@ int conn_open(server *s, int fd, const conn_handler *h)
 	case ADMISSION_TAKE:
 		break;
 	case ADMISSION_DENY:
-		close(fd);
-		conn_free(c);
-		return -1;
 	case ADMISSION_LIMIT:
 		refuse(fd, &err);
 		conn_free(c);
@@ -527,6 +524,25 @@ static void conn_peer_eof(conn *c)
 	update_poll(c);
 }
 
+/* The socket polled readable, yet a read finds nothing: an urgent byte
+ * (send MSG_OOB) waits there, which a plain read never returns (and a
+ * peek never drops), so the socket would poll readable forever and spin
+ * the loop. No request is urgent: take the byte, answer bad_frame, and
+ * close, as for any other byte that is not part of a frame. */
+static void urgent_check(conn *c)
+{
+	char b;
+	if (recv(c->fd, &b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
+		return;
+	proto_err err;
+	proto_fail(&err, PROTO_BAD_FRAME,
+		   "urgent data (MSG_OOB) is not part of the protocol; closing");
+	log_info("client pid %d: protocol error: %s", (int)c->cred.pid, err.message);
+	drop_fds(c);
+	conn_reply_err(c, 0, &err);
+	conn_close_after_replies(c);
+}
+
 /* Descriptors ride with the last sendmsg() chunk of a read: Linux ends a
  * read with the first chunk that carries descriptors, but merges the chunks
  * before it. So a plain read cannot tell which frame a descriptor came with
@@ -547,7 +563,9 @@ static void conn_read(conn *c)
 		/* a consuming read gets the same trouble: take it from there */
 		n = sizeof(buf);
 	} else if (n < 0) {
-		if (n != -EAGAIN)
+		if (n == -EAGAIN)
+			urgent_check(c);
+		else
 			conn_close(c, strerror((int)-n));
 		return;
 	} else if (n == 0) {

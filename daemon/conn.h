@@ -86,9 +86,10 @@ struct conn {
 	engine_lane *lane;     /* this connection's queue in the engine */
 };
 
-/* Take an accepted socket, served by h. A peer the allow lists refuse is
- * closed; one past max_connections or max_connections_per_uid gets one
- * {id: 0, ok: false, error: {code: limit}} frame first (admission.h).
+/* Take an accepted socket, served by h. A peer the allow lists refuse, or
+ * one past max_connections or max_connections_per_uid, gets one {id: 0,
+ * ok: false, error: {code: limit, message: why}} frame and is closed
+ * (admission.h: the refusal is logged, at most one warning a second).
  * Returns 0, or -1 (fd closed). */
 int conn_open(server *s, int fd, const conn_handler *h);
 /* Start closing: stop I/O, let the handler release its state. */

@@ -54,7 +54,7 @@ static void encode(msgpack_sbuffer *sb, const proto_request *q)
 }
 
 /* CPU time (user + system) the process pid used so far, in ms; -1: gone. */
-__attribute__((unused)) static long cpu_ms(pid_t pid)
+static long cpu_ms(pid_t pid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -76,7 +76,7 @@ __attribute__((unused)) static long cpu_ms(pid_t pid)
 }
 
 /* Lines of d's log holding needle. */
-__attribute__((unused)) static unsigned log_lines_with(const daemon_proc *d, const char *needle)
+static unsigned log_lines_with(const daemon_proc *d, const char *needle)
 {
 	FILE *f = fopen(d->log, "r");
 	if (!f)
@@ -514,6 +514,116 @@ static void test_unregister_with_queued_jobs_keeps_bytes_counted(void **state)
 	expect_serves(g_d.sock);
 }
 
+/* ---- 5. an urgent byte --------------------------------------------------------- */
+
+/* send("!", MSG_OOB) on an idle connection: the socket polls readable
+ * while a read finds nothing. The daemon must not spin on it (CPU time
+ * over 2 s well below the wall time), and answers bad_frame naming
+ * MSG_OOB, then closes that connection; others are served. */
+static void test_oob_byte_does_not_spin(void **state)
+{
+	(void)state;
+	rawsock s;
+	expect_open(&s, g_d.sock);
+	expect_conn_serves(&s);
+	const long c0 = cpu_ms(g_d.pid);
+	const int64_t t0 = deadline_now_ms();
+	assert_int_equal(send(s.fd, "!", 1, MSG_OOB), 1);
+	deadline_sleep_ms(2000);
+	const long c1 = cpu_ms(g_d.pid);
+	const int64_t wall = deadline_now_ms() - t0;
+	assert_true(c0 >= 0 && c1 >= 0);
+	printf("daemon CPU %ld ms in %lld ms after an urgent byte\n", c1 - c0, (long long)wall);
+	if (c1 - c0 > wall / 4)
+		fail_msg("the daemon used %ld ms of CPU in %lld ms after one MSG_OOB byte (a spinning loop)",
+			 c1 - c0, (long long)wall);
+	proto_reply r;
+	int rc = rawsock_recv(&s, &r, 5000);
+	if (rc || r.ok || r.err.code != PROTO_BAD_FRAME || r.id != 0 || !strstr(r.err.message, "MSG_OOB"))
+		fail_msg("after an urgent byte: rc %d %s \"%s\" (want bad_frame naming MSG_OOB)", rc,
+			 rc || r.ok ? "-" : proto_code_name(r.err.code), rc || r.ok ? "" : r.err.message);
+	assert_int_equal(rawsock_expect_eof(&s, 10000), 0);
+	rawsock_close(&s);
+	expect_serves(g_d.sock);
+}
+
+/* ---- 6. refusals by the allow lists ------------------------------------------------ */
+
+/* Connect `n` times in a row to path, each refused: every one must get an
+ * error frame (limit, naming --allow-uid) before the close. Returns how
+ * many did not. */
+static int refused_connects(const char *path, int n)
+{
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		rawsock s;
+		if (rawsock_open(&s, path) != 0) {
+			bad++;
+			continue;
+		}
+		proto_reply r;
+		int rc = rawsock_recv(&s, &r, 10000);
+		if (rc || r.ok || r.err.code != PROTO_LIMIT || !strstr(r.err.message, "--allow-uid") ||
+		    rawsock_expect_eof(&s, 10000) != 0) {
+			if (!bad)
+				fprintf(stderr, "refused connect %d: rc %d %s\n", i, rc,
+					rc || r.ok ? "" : r.err.message);
+			bad++;
+		}
+		rawsock_close(&s);
+	}
+	return bad;
+}
+
+/* 2000 connects of a uid that --allow-uid leaves out, back to back: each
+ * gets a limit frame saying why, and the log holds a warning a second
+ * (the rest counted), not 2000 lines. Root runs the refused client as uid
+ * 65534 and checks that its own connections are still served; otherwise
+ * the refused client is this process, and the daemon must still refuse
+ * (answer) at once. */
+static void test_allow_list_refusals_are_answered_and_rate_limited(void **state)
+{
+	(void)state;
+	const bool root = geteuid() == 0;
+	char uid[16];
+	snprintf(uid, sizeof(uid), "%u", root ? 0u : (unsigned)getuid() + 1);
+	daemon_proc d = {0};
+	const char *const args[] = {"--allow-uid", uid, NULL};
+	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
+	enum { N = 2000 };
+	int bad;
+	if (root) {
+		assert_int_equal(chmod(d.dir, 0711), 0);
+		assert_int_equal(chmod(d.sock, 0666), 0);
+		fflush(NULL);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
+				_exit(255);
+			_exit(refused_connects(d.sock, N) ? 1 : 0);
+		}
+		int st;
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		bad = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+		expect_serves(d.sock);
+	} else {
+		bad = refused_connects(d.sock, N);
+	}
+	/* the daemon logs at debug level here: each refusal has its debug
+	 * line; the warnings are the ones rate-limited */
+	const unsigned warned = log_lines_with(&d, "warning: refusing client");
+	printf("%d refusals: %u warning line(s), %d without an error frame\n", N, warned, bad);
+	if (warned > 20)
+		fail_msg("%d refused connections wrote %u warning lines (want about one a second)", N,
+			 warned);
+	if (bad)
+		fail_msg("refused connections without an error frame saying why");
+	if (!root && refused_connects(d.sock, 1) != 0)
+		fail_msg("the daemon no longer answers after %d refusals", N);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
@@ -540,6 +650,8 @@ int main(void)
 		cmocka_unit_test(test_request_flood_does_not_starve_jobs),
 		cmocka_unit_test(test_sigterm_ends_despite_unread_replies),
 		cmocka_unit_test(test_unregister_with_queued_jobs_keeps_bytes_counted),
+		cmocka_unit_test(test_oob_byte_does_not_spin),
+		cmocka_unit_test(test_allow_list_refusals_are_answered_and_rate_limited),
 	};
 	int rc = cmocka_run_group_tests_name("hostile3", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
