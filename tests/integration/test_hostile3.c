@@ -624,6 +624,199 @@ static void test_allow_list_refusals_are_answered_and_rate_limited(void **state)
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
+/* ---- 7-9. the pipeline cache's directory and file -------------------------------- */
+
+/* The cache file ("pipelines-*.bin") in dir into name (its path), or
+ * false. Temporary files and anything else are skipped. */
+static bool find_cache_file(const char *dir, char *name, size_t n)
+{
+	DIR *dh = opendir(dir);
+	if (!dh)
+		return false;
+	bool found = false;
+	struct dirent *e;
+	while ((e = readdir(dh))) {
+		size_t l = strlen(e->d_name);
+		if (!strncmp(e->d_name, "pipelines-", 10) && l > 4 && !strcmp(e->d_name + l - 4, ".bin")) {
+			snprintf(name, n, "%s/%s", dir, e->d_name);
+			found = true;
+		}
+	}
+	closedir(dh);
+	return found;
+}
+
+/* Entries of dir whose name holds ".tmp." (temporary files left). */
+static unsigned tmp_entries(const char *dir)
+{
+	DIR *dh = opendir(dir);
+	unsigned n = 0;
+	struct dirent *e;
+	while (dh && (e = readdir(dh)))
+		n += strstr(e->d_name, ".tmp.") != NULL;
+	if (dh)
+		closedir(dh);
+	return n;
+}
+
+/* A daemon on cache directory dir, started (it must serve), stopped
+ * (cleanly); its directory is d's. */
+static void run_on_cache(daemon_proc *d, const char *dir)
+{
+	const char *const args[] = {"--cache-dir", dir, NULL};
+	assert_int_equal(daemon_proc_start(d, args, NULL), 0);
+	expect_serves(d->sock);
+}
+
+/* A fresh cache directory under a daemon's private directory, with the
+ * cache file a first daemon saved there: dir and that file's path. */
+static void primed_cache(daemon_proc *d, char *dir, size_t dn, char *file, size_t fn)
+{
+	assert_int_equal(daemon_proc_init(d), 0);
+	snprintf(dir, dn, "%s/c", d->dir);
+	run_on_cache(d, dir);
+	kill(d->pid, SIGTERM); /* not daemon_proc_stop: that removes d's directory */
+	int ws = daemon_proc_wait(d, 60000);
+	assert_true(ws != -1 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	if (!find_cache_file(dir, file, fn))
+		fail_msg("no cache file in %s after a clean stop", dir);
+}
+
+/* A FIFO where the cache file goes: start-up does not hang on it, the
+ * daemon serves, says why it ignored it, and its save replaces it. */
+static void test_cache_fifo_does_not_hang_start(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	char dir[256], file[512];
+	primed_cache(&d, dir, sizeof(dir), file, sizeof(file));
+	assert_int_equal(unlink(file), 0);
+	assert_int_equal(mkfifo(file, 0600), 0);
+	daemon_proc e = {0};
+	run_on_cache(&e, dir);
+	assert_true(daemon_proc_log_contains(&e, "not a regular file"));
+	assert_int_equal(daemon_proc_stop(&e), 0);
+	struct stat st;
+	assert_int_equal(lstat(file, &st), 0);
+	if (!S_ISREG(st.st_mode))
+		fail_msg("%s is still not a regular file after the save", file);
+	daemon_proc_cleanup(&d);
+}
+
+/* The save's temporary file cannot be a planted one: a symlink at the old
+ * predictable name (<cache>.tmp.<pid>) to a victim file, in a sticky
+ * directory of the daemon's own (which the daemon accepts), is left
+ * alone, victim untouched; the cache is saved, no temporary left. Then
+ * the same directory made 0777: the daemon refuses it, with a warning,
+ * and saves nothing there. */
+static void test_cache_save_ignores_planted_symlink(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	char dir[256], file[512];
+	primed_cache(&d, dir, sizeof(dir), file, sizeof(file));
+	assert_int_equal(chmod(dir, 01777), 0);
+	char victim[160];
+	snprintf(victim, sizeof(victim), "%s/victim", d.dir);
+	FILE *f = fopen(victim, "w");
+	assert_non_null(f);
+	fputs("precious\n", f);
+	fclose(f);
+
+	daemon_proc e = {0};
+	run_on_cache(&e, dir);
+	char planted[600];
+	snprintf(planted, sizeof(planted), "%s.tmp.%d", file, (int)e.pid);
+	assert_int_equal(symlink(victim, planted), 0);
+	assert_int_equal(daemon_proc_stop(&e), 0);
+	char text[64] = {0};
+	f = fopen(victim, "r");
+	assert_non_null(f);
+	(void)!fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	if (strcmp(text, "precious\n") != 0)
+		fail_msg("the cache save wrote through a symlink planted at %s", planted);
+	struct stat st;
+	assert_int_equal(lstat(file, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(lstat(planted, &st), 0);
+	assert_true(S_ISLNK(st.st_mode)); /* not ours: left where it was */
+	unlink(planted);
+	assert_int_equal(tmp_entries(dir), 0);
+
+	/* writable by everyone, not sticky: refused */
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_int_equal(unlink(file), 0);
+	daemon_proc g = {0};
+	run_on_cache(&g, dir);
+	assert_true(daemon_proc_log_contains(&g, "may be written by others"));
+	assert_int_equal(daemon_proc_stop(&g), 0);
+	char again[512];
+	if (find_cache_file(dir, again, sizeof(again)))
+		fail_msg("the cache was saved into %s, a directory of mode 0777", dir);
+	assert_int_equal(tmp_entries(dir), 0);
+	daemon_proc_cleanup(&d);
+}
+
+/* A cache directory of 470 bytes (components of 110) persists under its
+ * own name; one of 600 bytes, given or from $CACHE_DIRECTORY, is refused
+ * at start, naming the option (or variable) and the limit 511. */
+static void test_cache_dir_long_path(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	assert_int_equal(daemon_proc_init(&d), 0);
+	char dir[700];
+	int n = snprintf(dir, sizeof(dir), "%s", d.dir);
+	char comp[111];
+	memset(comp, 'd', 110);
+	comp[110] = 0;
+	while (n < 470 - 111)
+		n += snprintf(dir + n, sizeof(dir) - (size_t)n, "/%s", comp);
+	n += snprintf(dir + n, sizeof(dir) - (size_t)n, "/%.*s", 470 - n - 1, comp);
+	assert_int_equal(strlen(dir), 470);
+	run_on_cache(&d, dir);
+	kill(d.pid, SIGTERM);
+	int ws = daemon_proc_wait(&d, 60000);
+	assert_true(ws != -1 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	char file[800];
+	if (!find_cache_file(dir, file, sizeof(file))) {
+		daemon_proc_print_log_tail(&d, 10);
+		fail_msg("no cache file saved in a cache directory of %zu bytes", strlen(dir));
+	}
+	assert_true(daemon_proc_log_contains(&d, file)); /* logged under its whole name */
+
+	/* too long: 600 bytes */
+	char lng[620];
+	n = snprintf(lng, sizeof(lng), "%s", d.dir);
+	while (n < 600)
+		n += snprintf(lng + n, sizeof(lng) - (size_t)n, "/%.*s", 600 - n - 1 > 100 ? 100 : 600 - n - 1,
+			      comp);
+	assert_int_equal(strlen(lng), 600);
+	char log[sizeof(((daemon_proc *)0)->log)], sock[160];
+	snprintf(log, sizeof(log), "%s/refusal.log", d.dir);
+	snprintf(sock, sizeof(sock), "%s/refused.sock", d.dir);
+	const char *const args[] = {"--socket", sock, "--cache-dir", lng, NULL};
+	ws = daemon_proc_run(args, log, 20000);
+	if (ws == -1 || !WIFEXITED(ws) || WEXITSTATUS(ws) == 0)
+		fail_msg("a --cache-dir of 600 bytes was not refused (wait status 0x%x)", ws);
+	daemon_proc ld = {0};
+	snprintf(ld.log, sizeof(ld.log), "%s", log);
+	assert_true(daemon_proc_log_contains(&ld, "--cache-dir"));
+	assert_true(daemon_proc_log_contains(&ld, "511"));
+	char envv[700];
+	snprintf(envv, sizeof(envv), "CACHE_DIRECTORY=%s", lng);
+	const char *const env[] = {envv, NULL};
+	const char *const args2[] = {"--socket", sock, NULL};
+	ws = daemon_proc_run_env(args2, env, log, 20000);
+	if (ws == -1 || !WIFEXITED(ws) || WEXITSTATUS(ws) == 0)
+		fail_msg("a $CACHE_DIRECTORY of 600 bytes was not refused (wait status 0x%x)", ws);
+	assert_true(daemon_proc_log_contains(&ld, "CACHE_DIRECTORY"));
+	assert_true(daemon_proc_log_contains(&ld, "511"));
+	expect_serves(g_d.sock);
+	daemon_proc_cleanup(&d);
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
@@ -652,6 +845,9 @@ int main(void)
 		cmocka_unit_test(test_unregister_with_queued_jobs_keeps_bytes_counted),
 		cmocka_unit_test(test_oob_byte_does_not_spin),
 		cmocka_unit_test(test_allow_list_refusals_are_answered_and_rate_limited),
+		cmocka_unit_test(test_cache_fifo_does_not_hang_start),
+		cmocka_unit_test(test_cache_save_ignores_planted_symlink),
+		cmocka_unit_test(test_cache_dir_long_path),
 	};
 	int rc = cmocka_run_group_tests_name("hostile3", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
