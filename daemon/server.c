@@ -50,33 +50,38 @@ static void listen_cb(uv_poll_t *h, int status, int events)
 	}
 }
 
-/* Past --drain-timeout-s: the connections still holding replies unread, or
- * waiting for jobs, are closed (their queued jobs dropped; running ones
- * finish unanswered), so that the stop ends, the cache is saved and the
- * process exits 0 before the service manager's stop timeout. */
+/* Past --drain-timeout-s: the connections still holding replies unread
+ * are closed (their queued jobs dropped), at every check from then on (a
+ * job answered later to a peer that does not read would hold the stop
+ * again), so that the stop ends, the cache is saved and the process exits
+ * 0 before the service manager's stop timeout. Connections that read
+ * keep waiting for their jobs. */
 static void drain_deadline(server *s)
 {
 	uint32_t n = 0;
 	uint64_t unread = 0;
-	const queue_node *q;
-	queue_foreach(q, &s->conns) {
+	for (queue_node *q = s->conns.next, *next; q != &s->conns; q = next) {
+		next = q->next;
+		conn *c = queue_data(q, conn, node);
+		size_t pending = conn_out_pending(c);
+		if (!pending)
+			continue;
 		n++;
-		unread += conn_out_pending(queue_data(q, conn, node));
+		unread += pending;
+		conn_close(c, "shutdown: --drain-timeout-s passed with replies unread");
 	}
-	log_warn("shutting down: --drain-timeout-s %u passed; closing %u connection(s) "
-		 "(%llu reply bytes unread, %u job(s) queued, %u running)",
-		 s->cfg->drain_timeout_s, n, (unsigned long long)unread, s->eng.queued, s->eng.running);
-	for (queue_node *c; (c = queue_first(&s->conns));)
-		conn_close(queue_data(c, conn, node), "shutdown: --drain-timeout-s passed");
+	if (n)
+		log_warn("shutting down: --drain-timeout-s %u passed; closed %u connection(s) that left "
+			 "%llu reply bytes unread (%u job(s) queued, %u running)",
+			 s->cfg->drain_timeout_s, n, (unsigned long long)unread, s->eng.queued,
+			 s->eng.running);
 }
 
 static void drain_check_cb(uv_timer_t *t)
 {
 	server *s = t->data;
-	if (!s->drain_forced && engine_now_ns() >= s->drain_deadline_ns) {
-		s->drain_forced = true;
+	if (engine_now_ns() >= s->drain_deadline_ns)
 		drain_deadline(s);
-	}
 	bool flushed = true;
 	const queue_node *q;
 	queue_foreach(q, &s->conns)

@@ -50,8 +50,8 @@ typedef struct server {
 				    * registered-bytes limits) */
 	uint64_t started_ns;
 	bool draining;
-	uint64_t drain_deadline_ns; /* engine_now_ns: past it the drain closes connections */
-	bool drain_forced;         /* ... which it did */
+	uint64_t drain_deadline_ns; /* engine_now_ns: past it the drain closes the
+				     * connections that leave replies unread */
 	int exit_code;             /* of the process, once the loop ended */
 	recovery rec;              /* after a device loss */
 	service svc;               /* the service manager's readiness, STATUS=, watchdog */
@@ -64,7 +64,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		 const conn_handler *handler, engine_done_fn done);
 /* Begin graceful shutdown: stop accepting, finish jobs in flight, answer
  * them, then close every connection and let the loop end. Connections
- * that have not read every reply by --drain-timeout-s are closed then. */
+ * that leave replies unread past --drain-timeout-s are closed. */
 void server_stop(server *s);
 /* After the loop ended: free what is left. */
 void server_destroy(server *s);
