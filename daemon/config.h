@@ -50,9 +50,18 @@
 #define CONFIG_LOOP_SPIN_AUTO_GPU 50
 #define CONFIG_LOOP_SPIN_AUTO_CPU 0
 
+/* the longest --cache-dir: the cache's file name (pipelines.c) goes after it */
+#define CONFIG_CACHE_DIR_MAX 511
+/* --drain-timeout-s: the default, below systemd/vkgradd.service's
+ * TimeoutStopSec=30 (past which the service manager kills the daemon
+ * before it saved its cache), and the most */
+#define CONFIG_DRAIN_DEFAULT_S 10
+#define CONFIG_DRAIN_MAX_S 3600
+
 typedef struct config {
 	char socket_path[108];
-	char cache_dir[512];
+	char cache_dir[CONFIG_CACHE_DIR_MAX + 1];
+	const char *cache_dir_overlong; /* the variable whose default was too long, or NULL */
 	char device[128];      /* "" = automatic, else index or name substring */
 	int log_level;
 	proto_limits limits;    /* what hello reports; max_tensor_bytes is
@@ -70,6 +79,7 @@ typedef struct config {
 	uint64_t loop_spin_us;    /* ... and its sockets this long after activity; CONFIG_AUTO: by device type */
 	uint32_t inflight_batches;/* submissions in flight at once */
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
+	uint32_t drain_timeout_s; /* SIGTERM: how long replies may wait to be read */
 	bool no_host_import;     /* force the staging-copy path (testing) */
 	bool list_devices;       /* --list-devices: print them and exit */
 	/* the device-local path (engine.h): jobs with at least this many tensor

@@ -10,7 +10,8 @@
  *
  * Stage windows: each stage of a job's round trip (proto_stage_id) keeps
  * its last METRICS_WINDOW times, so `stats` reports recent medians, not an
- * average since the start: a few stores per job. Loop thread too. */
+ * average since the start: a few stores per job, and a bounded cost per
+ * `stats` (metrics_window). Loop thread too. */
 #ifndef VKG_DAEMON_METRICS_H
 #define VKG_DAEMON_METRICS_H
 
@@ -28,10 +29,23 @@ typedef struct metrics_hist {
 
 enum { METRICS_JOB_LATENCY, METRICS_JOB_QUEUED, METRICS_BATCH_GPU, METRICS_COUNT };
 
+/* A window's order statistics are kept up to date as times come and go:
+ * each time also counts in one of METRICS_WBUCKETS log-linear buckets
+ * (METRICS_WSUB per power of two) and in its power of two's group, so a
+ * quantile is found by walking the groups and one group's buckets, then
+ * picking the exact value among the window's times in that bucket: the
+ * cost of `stats` is bounded, whatever the window holds. */
+#define METRICS_WSUB_BITS 5
+#define METRICS_WSUB (1u << METRICS_WSUB_BITS)
+#define METRICS_WGROUPS (64 - METRICS_WSUB_BITS + 1)
+#define METRICS_WBUCKETS (METRICS_WGROUPS * METRICS_WSUB)
+
 typedef struct metrics_window {
 	uint64_t ns[METRICS_WINDOW]; /* a ring: the last `n` observations */
 	uint32_t next, n;
 	uint64_t total;              /* observations ever */
+	uint16_t bucket[METRICS_WBUCKETS]; /* the ring's times per bucket */
+	uint16_t group[METRICS_WGROUPS];   /* ... per power of two */
 } metrics_window;
 
 typedef struct metrics {
