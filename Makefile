@@ -24,12 +24,12 @@ ALL_CFLAGS  = $(CFLAGS_BASE) $(CFLAGS_PKG) $(CFLAGS)
 LDLIBS_ALL  = $(LIBS_PKG) -lpthread -lm $(SAN)
 
 PROTO_SRC  := $(wildcard proto/*.c)
-DAEMON_SRC := $(wildcard daemon/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c daemon/sched/*.c)
 CLIENT_LIB_SRC := client/vkgrad.c client/abi.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
-# `vkgrad bench`: linked into the CLI, but apart from client/ since its
-# direct mode runs the daemon's core in-process
-BENCH_SRC  := $(wildcard bench/*.c)
+# vkgrad-bench (`vkgrad bench` runs it): its own program, since its direct
+# mode runs the daemon's core in-process; it shares the CLI's helpers
+BENCH_SRC  := $(wildcard bench/*.c) client/cli_util.c client/cli_task.c
 SHADERS    := $(wildcard shaders/*.comp)
 # every shader is built once per storage dtype (shaders/dtype.glsl)
 DTYPES     := f32 f16 bf16
@@ -39,8 +39,8 @@ SPV_INC    := $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(call spv_of,$(s),$(
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 .PHONY: all deps demo bench bench-kernels test test-unit test-integration test-asan test-valgrind soak clean
-all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a \
-	$(BUILD)/libvkgradd-core.a
+all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/vkgrad-bench $(BUILD)/libvkgrad.so \
+	$(BUILD)/libvkgrad.a $(BUILD)/libvkgradd-core.a
 
 deps:
 	@./scripts/deps.sh
@@ -77,7 +77,7 @@ $(BUILD)/gen/kernel_registry_gen.c: $(SHADERS) $(SPV_INC) shaders/gen_registry.s
 # Layers: proto/, client/ and the tests' helpers compile without daemon/ on
 # the include path, so none of them can include a daemon header; the daemon
 # and the benchmark (which embeds the daemon's core) see it.
-HDRS := $(wildcard proto/*.h daemon/*.h client/*.h bench/*.h shaders/iface/*.h)
+HDRS := $(wildcard proto/*.h daemon/*.h daemon/sched/*.h client/*.h bench/*.h shaders/iface/*.h)
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -117,15 +117,21 @@ $(BUILD)/libvkgrad.so: $(BUILD)/libvkgrad.so.$(VERSION)
 	ln -sf libvkgrad.so.$(VERSION) $(BUILD)/libvkgrad.so.$(SOMAJOR)
 	ln -sf libvkgrad.so.$(VERSION) $@
 
-# The daemon without its main(): what `vkgrad bench --direct` (bench/) runs in-process.
+# The daemon without its main(): what `vkgrad-bench --direct` (bench/) runs in-process.
 # It needs proto/ too, which libvkgrad.a carries, so link it before that.
 CORE_OBJ := $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o
 $(BUILD)/libvkgradd-core.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/vkgrad: $(call obj,$(CLI_SRC) $(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a
-	$(CC) -o $@ $(call obj,$(CLI_SRC) $(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a \
-		$(shell pkg-config --libs vulkan libuv msgpack libsystemd) -lpthread -lm $(SAN)
+# The user's CLI links libvkgrad and libsystemd (sd-bus, to see whether a
+# socket unit listens: client/socket_state.c); `vkgrad bench` execs vkgrad-bench.
+$(BUILD)/vkgrad: $(call obj,$(CLI_SRC)) $(BUILD)/libvkgrad.a
+	$(CC) -o $@ $(call obj,$(CLI_SRC)) $(BUILD)/libvkgrad.a \
+		$(shell pkg-config --libs msgpack libsystemd) -lpthread -lm $(SAN)
+
+$(BUILD)/vkgrad-bench: $(call obj,$(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a
+	$(CC) -o $@ $(call obj,$(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a \
+		$(shell pkg-config --libs vulkan libuv msgpack) -lpthread -lm $(SAN)
 
 # ---- tests ----------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -257,12 +263,12 @@ SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
 	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
 
 .PHONY: install uninstall
-install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a
+install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/vkgrad-bench $(BUILD)/libvkgrad.so $(BUILD)/libvkgrad.a
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
 		$(DESTDIR)$(SYSCONFDIR)/vkgrad $(DESTDIR)$(MANDIR)/man3
-	install -m 0755 $(BUILD)/vkgradd $(BUILD)/vkgrad $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/vkgrad-bench $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(BUILD)/libvkgrad.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libvkgrad.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libvkgrad.so.$(SOMAJOR)
 	ln -sf libvkgrad.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libvkgrad.so
@@ -294,7 +300,7 @@ install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/libvkgrad.so $(BUILD)/libvkgr
 	@[ -n "$(DESTDIR)" ] || echo "install: now run 'systemd-sysusers; systemctl daemon-reload; systemctl enable --now vkgradd.socket'"
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/vkgradd $(DESTDIR)$(BINDIR)/vkgrad \
+	rm -f $(DESTDIR)$(BINDIR)/vkgradd $(DESTDIR)$(BINDIR)/vkgrad $(DESTDIR)$(BINDIR)/vkgrad-bench \
 		$(DESTDIR)$(LIBDIR)/libvkgrad.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libvkgrad.so.$(SOMAJOR) \
 		$(DESTDIR)$(LIBDIR)/libvkgrad.so $(DESTDIR)$(LIBDIR)/libvkgrad.a \
 		$(DESTDIR)$(INCLUDEDIR)/vkgrad.h $(DESTDIR)$(PKGCONFIGDIR)/vkgrad.pc \

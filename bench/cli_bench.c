@@ -50,12 +50,16 @@ static const char bench_usage[] =
 	"usage: vkgrad [--socket PATH] bench [--socket PATH] [--scenario NAME] [--clients N]\n"
 	"                [--jobs M] [--inflight K] [--warmup W] [--json] [--direct | --compare]\n"
 	"                [--check] [--daemon PATH] [--client-spin-us N]\n"
+	"       vkgrad [--socket PATH] bench --scenario mixed [OPTIONS]\n"
 	"       vkgrad [--socket PATH] bench --kernels [OPTIONS]\n"
 	"       vkgrad bench --peak [OPTIONS]\n"
 	"  scenarios (default: all of them):\n"
 	"    tiny_latency     B×I×O=32×64×8, dw,db,dx; 1 client, 1 in flight\n"
 	"    tiny_throughput  the same shape; 1, 4 and 16 clients, 32 in flight each\n"
 	"    narrow           4096×1024×16, dw,db,dx; 1 and 4 clients, 4 in flight each\n"
+	"    mixed            (not in the default run; its own options) synchronous tiny\n"
+	"                     clients alone, a heavy client alone, then both at once\n"
+	"                     (see 'vkgrad bench --scenario mixed --help')\n"
 	"  --clients N   run each scenario with N client processes (one line)\n"
 	"  --jobs M      measured jobs per client (default: per scenario line)\n"
 	"  --inflight K  jobs each client keeps in flight (1..128)\n"
@@ -639,7 +643,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			known |= strcmp(o->scenario, bench_lines[i].scenario) == 0;
 		if (!known)
 			return cli_usage_fail("bench: unknown scenario '%s' (tiny_latency, "
-					      "tiny_throughput, narrow)",
+					      "tiny_throughput, narrow, mixed)",
 					      o->scenario);
 	}
 	return 0;
@@ -739,6 +743,11 @@ int cli_bench(const cli_ctx *ctx, int argc, char **argv)
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "--peak") == 0)
 			return cli_bench_peak(argc, argv);
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--scenario=mixed") == 0 ||
+		    (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc &&
+		     strcmp(argv[i + 1], "mixed") == 0))
+			return cli_bench_mixed(ctx, argc, argv);
 	bench_opts o = {0};
 	int rc = bench_parse(argc, argv, &o);
 	if (rc)

@@ -4,7 +4,8 @@
  * through the daemon's own engine, no socket), cli_bench_kernels.c
  * (`bench --kernels`), cli_daemon.c (a private vkgradd for the run) and
  * cli_bench_io.c (what they share). The benchmark lives outside client/
- * because the direct mode links the daemon's core (libvkgradd-core.a);
+ * because the direct mode links the daemon's core (libvkgradd-core.a): it
+ * is its own program, vkgrad-bench (bench_main.c), which `vkgrad bench` runs;
  * client/ is the library and the CLI's other commands, which use only
  * proto/ and the library. */
 #ifndef VKGRAD_CLI_BENCH_H
@@ -46,6 +47,9 @@ typedef struct bench_result {
 /* `bench --kernels` (cli_bench_kernels.c); cli_bench hands over to it. */
 struct cli_ctx;
 int cli_bench_kernels(const struct cli_ctx *ctx, int argc, char **argv);
+/* `bench --scenario mixed` (cli_bench_mixed.c): tiny tenants beside a
+ * heavy one; cli_bench hands over to it. */
+int cli_bench_mixed(const struct cli_ctx *ctx, int argc, char **argv);
 /* `bench --peak` (cli_bench_peak.c): the device's ceilings by microkernels,
  * in this process (no daemon). */
 int cli_bench_peak(int argc, char **argv);

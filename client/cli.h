@@ -1,8 +1,9 @@
 /* client/cli.h — internals of the vkgrad command-line tool, shared by its
  * subcommands (cli_main.c dispatches; cli_info.c, cli_run.c, cli_demo.c
- * implement, and bench/cli_bench.c `bench`; cli_task.c owns one job's
- * memory, inputs and reference check; bench/cli_bench.h has the benchmark's
- * own parts). */
+ * implement; cli_bench_front.c runs vkgrad-bench for `bench`, which
+ * bench/cli_bench.c implements; cli_util.c holds the helpers and cli_task.c
+ * one job's memory, inputs and reference check, both linked into
+ * vkgrad-bench too; bench/cli_bench.h has the benchmark's own parts). */
 #ifndef VKGRAD_CLI_H
 #define VKGRAD_CLI_H
 
@@ -33,7 +34,7 @@ typedef struct cli_ctx {
 	const char *socket; /* --socket, or NULL for the library default */
 } cli_ctx;
 
-/* ---- helpers (cli_main.c) ---- */
+/* ---- helpers (cli_util.c) ---- */
 
 /* printf into a buffer, then one write(2) to stdout / stderr, so lines from
  * several processes never interleave mid-line. */
@@ -58,7 +59,9 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv);
 int cli_ping(const cli_ctx *ctx, int argc, char **argv);
 int cli_run(const cli_ctx *ctx, int argc, char **argv);
 int cli_demo(const cli_ctx *ctx, int argc, char **argv);
-int cli_bench(const cli_ctx *ctx, int argc, char **argv); /* bench/cli_bench.c */
+/* `bench`: in vkgrad, cli_bench_front.c runs vkgrad-bench; in vkgrad-bench,
+ * bench/cli_bench.c is the benchmark itself */
+int cli_bench(const cli_ctx *ctx, int argc, char **argv);
 /* `stats --prometheus` (cli_prom.c): the daemons on `sockets` (none: the
  * context's) and/or every *.sock socket in scan, to stdout or atomically
  * into output. A socket whose systemd socket unit listens with its daemon

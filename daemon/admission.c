@@ -14,18 +14,19 @@ static void log_refusal(admission *a, const struct ucred *cred, const char *why,
 {
 	if (now_ns - a->warned_ns >= ADMISSION_WARN_NS) {
 		if (a->quiet)
-			log_warn("refusing client pid %d uid %u: %s (and %llu more since the "
+			log_warn("refusing client pid %d uid %u gid %u: %s (and %llu more since the "
 				 "last warning, logged at debug level)", (int)cred->pid,
-				 (unsigned)cred->uid, why, (unsigned long long)a->quiet);
+				 (unsigned)cred->uid, (unsigned)cred->gid, why,
+				 (unsigned long long)a->quiet);
 		else
-			log_warn("refusing client pid %d uid %u: %s", (int)cred->pid,
-				 (unsigned)cred->uid, why);
+			log_warn("refusing client pid %d uid %u gid %u: %s", (int)cred->pid,
+				 (unsigned)cred->uid, (unsigned)cred->gid, why);
 		a->warned_ns = now_ns;
 		a->quiet = 0;
 	} else {
 		a->quiet++;
-		log_debug("refusing client pid %d uid %u: %s", (int)cred->pid, (unsigned)cred->uid,
-			  why);
+		log_debug("refusing client pid %d uid %u gid %u: %s", (int)cred->pid,
+			  (unsigned)cred->uid, (unsigned)cred->gid, why);
 	}
 }
 
@@ -33,13 +34,13 @@ admission_verdict admission_check(admission *a, int fd, const struct ucred *cred
 				  uint32_t open_of_uid, uint64_t now_ns, proto_err *err)
 {
 	char why[160];
+	*err = (proto_err){0};
 	if (!peer_allowed(a->cfg, fd, cred, why, sizeof(why))) {
-		log_warn("refusing client pid %d uid %u gid %u: %s", (int)cred->pid,
-			 (unsigned)cred->uid, (unsigned)cred->gid, why);
+		proto_fail(err, PROTO_LIMIT, "connection refused: %s", why);
+		log_refusal(a, cred, why, now_ns);
 		a->refused[PROTO_REFUSED_ALLOW_LIST]++;
 		return ADMISSION_DENY;
 	}
-	*err = (proto_err){0};
 	if (open >= a->limits->max_connections) {
 		proto_fail(err, PROTO_LIMIT, "connection refused: max_connections = %u reached",
 			   a->limits->max_connections);

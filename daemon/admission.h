@@ -27,9 +27,10 @@ typedef struct admission {
 
 typedef enum admission_verdict {
 	ADMISSION_TAKE,    /* serve it */
-	ADMISSION_DENY,    /* the allow lists refuse it: close without a word */
-	ADMISSION_LIMIT,   /* a connection limit is reached: err says which, for
-			    * the one error frame the peer gets before the close */
+	ADMISSION_DENY,    /* the allow lists refuse it */
+	ADMISSION_LIMIT,   /* a connection limit is reached */
+	/* either way err (a PROTO_LIMIT) says why, for the one error frame
+	 * the peer gets before the close */
 } admission_verdict;
 
 /* cfg and limits must outlive a (the server's own). */
@@ -38,7 +39,8 @@ void admission_init(admission *a, const config *cfg, const proto_limits *limits)
 /* Decide on the peer on connected socket fd with credentials cred, at
  * now_ns (CLOCK_MONOTONIC), while `open` connections are open of which
  * `open_of_uid` are cred->uid's. Every refusal is logged (see above); on
- * ADMISSION_LIMIT err holds a PROTO_LIMIT naming the limit and its value. */
+ * a refusal err holds a PROTO_LIMIT naming the list, or the limit and its
+ * value. */
 admission_verdict admission_check(admission *a, int fd, const struct ucred *cred, uint32_t open,
 				  uint32_t open_of_uid, uint64_t now_ns, proto_err *err);
 

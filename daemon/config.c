@@ -24,12 +24,19 @@ void config_defaults(config *c)
 		snprintf(c->socket_path, sizeof(c->socket_path), "/run/vkgrad/vkgrad.sock");
 	const char *cd = getenv("CACHE_DIRECTORY"), *xc = getenv("XDG_CACHE_HOME"),
 		   *home = getenv("HOME");
+	/* one too long is refused by config_parse_args, unless --cache-dir
+	 * names another (never cut: a cut path is some other directory) */
+	int n = 0;
 	if (cd && *cd)
-		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", cd);
+		n = snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", cd);
 	else if (xc && *xc)
-		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/vkgrad", xc);
+		n = snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/vkgrad", xc);
 	else if (home && *home)
-		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache/vkgrad", home);
+		n = snprintf(c->cache_dir, sizeof(c->cache_dir), "%s/.cache/vkgrad", home);
+	if (n > CONFIG_CACHE_DIR_MAX) {
+		c->cache_dir[0] = 0;
+		c->cache_dir_overlong = cd && *cd ? "CACHE_DIRECTORY" : xc && *xc ? "XDG_CACHE_HOME" : "HOME";
+	}
 	c->log_level = LOG_LEVEL_INFO;
 	c->limits.max_frame = 65536;
 	c->limits.max_regions = 64;
@@ -54,6 +61,9 @@ void config_defaults(config *c)
 	c->stream_min_bytes = CONFIG_AUTO;
 	c->dispatch_max_macs = 1ull << 36;
 	c->client_batch_macs = CONFIG_AUTO;
+	c->small_job_us = CONFIG_AUTO;
+	c->slice_us = CONFIG_AUTO;
+	c->drain_timeout_s = CONFIG_DRAIN_DEFAULT_S;
 }
 
 void config_region_budget(const config *c, uint64_t host_ram, uint64_t heap, uint64_t *total,
@@ -128,11 +138,22 @@ static void usage(const config *d)
 	       "                         auto: %llu)\n"
 	       "  --dispatch-max-macs N  multiply-adds per dispatch; larger kernels are cut\n"
 	       "                         into several (default %" PRIu64 ")\n"
+	       "  --drain-timeout-s N    on SIGTERM, wait at most N seconds for replies to be\n"
+	       "                         read; then close the connections that did not read\n"
+	       "                         them, save the cache and exit (default %u; below\n"
+	       "                         the unit's TimeoutStopSec)\n"
 	       "  --client-batch-macs N|auto  multiply-adds one connection may add to a batch\n"
 	       "                         and have in flight, so others' jobs wait about one\n"
 	       "                         batch (its next job always runs once nothing of it\n"
 	       "                         is in flight; default auto: %llu on a GPU,\n"
 	       "                         %llu on a CPU device)\n"
+	       "  --small-job-us N|auto  jobs estimated (from measured rates) to take at most\n"
+	       "                         N µs of GPU time are small: their own queue and\n"
+	       "                         submission slots (default auto: %d on a GPU, %d on\n"
+	       "                         a CPU device)\n"
+	       "  --slice-us N|auto      where small and large jobs share one queue, large\n"
+	       "                         work is submitted in slices of about N µs (default\n"
+	       "                         auto: %d on a GPU, %d on a CPU device)\n"
 	       "  --help, --version\n"
 	       "  --list-kernels         the kernels built into this daemon (name, variant,\n"
 	       "                         dtype, status), whether or not a device runs them\n"
@@ -154,8 +175,9 @@ static void usage(const config *d)
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, CONFIG_LOOP_SPIN_AUTO_GPU,
 	       CONFIG_LOOP_SPIN_AUTO_CPU, d->inflight_batches, d->max_outbound_bytes,
 	       CONFIG_DEVLOCAL_AUTO_DOC, CONFIG_STREAM_AUTO_CHUNK, CONFIG_STREAM_AUTO_MIN,
-	       d->dispatch_max_macs, CONFIG_CLIENT_MACS_AUTO_GPU,
-	       CONFIG_CLIENT_MACS_AUTO_CPU);
+	       d->dispatch_max_macs, d->drain_timeout_s, CONFIG_CLIENT_MACS_AUTO_GPU,
+	       CONFIG_CLIENT_MACS_AUTO_CPU, CONFIG_SMALL_JOB_AUTO_GPU_US, CONFIG_SMALL_JOB_AUTO_CPU_US,
+	       CONFIG_SLICE_AUTO_GPU_US, CONFIG_SLICE_AUTO_CPU_US);
 }
 
 /* where: the setting's origin, "" for the command line, else "FILE:LINE: "
@@ -251,7 +273,8 @@ static int parse_ids(const char *where, const char *opt, const char *s, bool use
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_CLIENT_MACS, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN,
+       O_DRAIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -281,9 +304,12 @@ static const struct option opts[] = {
 	{"dispatch-max-macs", required_argument, 0, O_DISPATCH},
 	{"max-region-bytes-per-uid", required_argument, 0, O_RBYTES_UID},
 	{"client-batch-macs", required_argument, 0, O_CLIENT_MACS},
+	{"small-job-us", required_argument, 0, O_SMALL_JOB},
+	{"slice-us", required_argument, 0, O_SLICE},
 	{"loop-spin-us", required_argument, 0, O_LOOPSPIN},
 	{"stream-chunk-bytes", required_argument, 0, O_STREAM_CHUNK},
 	{"stream-min-bytes", required_argument, 0, O_STREAM_MIN},
+	{"drain-timeout-s", required_argument, 0, O_DRAIN},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
@@ -312,7 +338,16 @@ static int apply(config *c, source *src, int o, const char *arg)
 		}
 		snprintf(c->socket_path, sizeof(c->socket_path), "%s", arg);
 		break;
-	case O_CACHE: snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", arg); break;
+	case O_CACHE:
+		if (strlen(arg) > CONFIG_CACHE_DIR_MAX) {
+			fprintf(stderr, "vkgradd: %s--cache-dir: path of %zu bytes is longer than %d bytes "
+				"(the pipeline cache's file name goes after it)\n", src->where, strlen(arg),
+				CONFIG_CACHE_DIR_MAX);
+			return -1;
+		}
+		snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", arg);
+		c->cache_dir_overlong = NULL;
+		break;
 	case O_DEVICE: snprintf(c->device, sizeof(c->device), "%s", arg); break;
 	case O_LOG:
 		if ((c->log_level = log_parse_level(arg)) < 0) {
@@ -392,6 +427,9 @@ static int apply(config *c, source *src, int o, const char *arg)
 		}
 		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->scratch_max_bytes = v; break;
+	case O_DRAIN:
+		if (parse_u64(src->where, name, arg, 0, CONFIG_DRAIN_MAX_S, &v)) return -1;
+		c->drain_timeout_s = (uint32_t)v; break;
 	case O_DISPATCH:
 		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->dispatch_max_macs = v; break;
@@ -402,6 +440,16 @@ static int apply(config *c, source *src, int o, const char *arg)
 		}
 		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->client_batch_macs = v; break;
+	case O_SMALL_JOB:
+	case O_SLICE: {
+		uint64_t *dst = o == O_SMALL_JOB ? &c->small_job_us : &c->slice_us;
+		if (!strcmp(arg, "auto")) {
+			*dst = CONFIG_AUTO;
+			break;
+		}
+		if (parse_u64(src->where, name, arg, 1, 60000000, &v)) return -1;
+		*dst = v; break;
+	}
 	case O_ALLOW_UID:
 		if (!src->uid_seen)
 			c->n_allow_uid = 0;
@@ -541,6 +589,11 @@ int config_parse_args(config *c, int argc, char **argv)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "vkgradd: unexpected argument '%s' (try --help)\n", argv[optind]);
+		return -1;
+	}
+	if (c->cache_dir_overlong) {
+		fprintf(stderr, "vkgradd: the default cache directory (from $%s) is longer than %d bytes; "
+			"pass a shorter --cache-dir\n", c->cache_dir_overlong, CONFIG_CACHE_DIR_MAX);
 		return -1;
 	}
 	return 0;

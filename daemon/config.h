@@ -12,8 +12,8 @@
 #define CONFIG_MAX_ALLOW 64 /* ids per --allow-uid / --allow-gid list */
 /* --inflight-batches at most: the engine's ring of submitted slots (engine.h) */
 #define CONFIG_MAX_INFLIGHT_BATCHES 16
-/* what --devlocal-min-bytes auto means (engine.c resolves it), measured on
- * the H200 (README, Memory path) */
+/* what --devlocal-min-bytes auto means (engine.c resolves it; why these:
+ * docs/architecture.md, memory path) */
 #define CONFIG_DEVLOCAL_AUTO_F32 (64ull << 20)
 #define CONFIG_DEVLOCAL_AUTO_16BIT (4ull << 20)
 #define CONFIG_DEVLOCAL_AUTO_DOC "on a GPU 64 MiB for f32 jobs, 4 MiB for f16/bf16;\n" \
@@ -23,20 +23,9 @@
  * resolves them): on a device with a transfer-only queue, jobs on the
  * device-local path with at least 64 MiB of tensors stream in chunks of
  * about 4 Mi elements of dY (16 MiB of f32, 8 MiB of f16/bf16); without
- * one (nothing to overlap with) streaming is off. Measured on the H200,
- * 8192x4096x4096 end to end alternated three times
- * (measurements/h200-2026-12-03-s5/chunk8): 8 MiB chunks against 16 for
- * bf16 6,007 / 5,947 / 5,939 µs against 6,118 / 6,221 / 6,259, f16 6,174 /
- * 6,107 / 5,969 against 10,035 / 6,244 / 6,153; f32 20,709 / 21,762 /
- * 20,809 against 18,967 / 18,718 / 18,996: about 1,024 rows either way.
- * f16/bf16 chunks are at least 1,024 rows and an eighth of the batch (at
- * out = 8192, 4 Mi elements are 512 rows). 16384x8192x8192 end to end,
- * alternated twice in one run each (measurements/h200-2026-12-03-s6/rows16,
- * chunk16k): bf16 512 rows 32,306 / 31,949 µs against 1,024 rows 27,902 /
- * 27,995 (f16 32,201 / 32,502 against 28,036 / 28,112); bf16 1,024 rows
- * 27,976 / 27,997, 2,048 rows 26,376 / 26,488, 4,096 rows 27,459 / 29,514.
- * At 8192x4096x4096 an eighth is the 1,024 rows measured above. f32 keeps
- * 4 Mi elements (16384x8192x8192: 512 rows, not measured otherwise) */
+ * one (nothing to overlap with) streaming is off. f16/bf16 chunks are at
+ * least 1,024 rows and an eighth of the batch. The measurements behind
+ * these sizes: docs/performance.md, end to end and streaming. */
 #define CONFIG_STREAM_AUTO_CHUNK (16ull << 20) /* bytes of f32 dY */
 #define CONFIG_STREAM_AUTO_CHUNK_ELEMS (4ull << 20)
 #define CONFIG_STREAM_AUTO_MIN_ROWS_16BIT 1024ull
@@ -47,15 +36,32 @@
  * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */
 #define CONFIG_CLIENT_MACS_AUTO_GPU (1ull << 36)
 #define CONFIG_CLIENT_MACS_AUTO_CPU (1ull << 27)
+/* what --small-job-us and --slice-us auto mean: on a GPU a small job is
+ * one a tiny client's round trip can wait for; on a CPU device (lavapipe)
+ * its "GPU" is these cores, where a tiny job alone takes about a
+ * millisecond and a slice of 10 ms keeps its wait within tens of them */
+#define CONFIG_SMALL_JOB_AUTO_GPU_US 250
+#define CONFIG_SMALL_JOB_AUTO_CPU_US 5000
+#define CONFIG_SLICE_AUTO_GPU_US 2000
+#define CONFIG_SLICE_AUTO_CPU_US 10000
 /* what --loop-spin-us auto means: on a GPU, polling this long after a
  * request catches a synchronous client's next one (its round trip is tens
  * of µs); a CPU device's "GPU" is these cores, which polling would take */
 #define CONFIG_LOOP_SPIN_AUTO_GPU 50
 #define CONFIG_LOOP_SPIN_AUTO_CPU 0
 
+/* the longest --cache-dir: the cache's file name (pipelines.c) goes after it */
+#define CONFIG_CACHE_DIR_MAX 511
+/* --drain-timeout-s: the default, below systemd/vkgradd.service's
+ * TimeoutStopSec=30 (past which the service manager kills the daemon
+ * before it saved its cache), and the most */
+#define CONFIG_DRAIN_DEFAULT_S 10
+#define CONFIG_DRAIN_MAX_S 3600
+
 typedef struct config {
 	char socket_path[108];
-	char cache_dir[512];
+	char cache_dir[CONFIG_CACHE_DIR_MAX + 1];
+	const char *cache_dir_overlong; /* the variable whose default was too long, or NULL */
 	char device[128];      /* "" = automatic, else index or name substring */
 	int log_level;
 	proto_limits limits;    /* what hello reports; max_tensor_bytes is
@@ -73,6 +79,7 @@ typedef struct config {
 	uint64_t loop_spin_us;    /* ... and its sockets this long after activity; CONFIG_AUTO: by device type */
 	uint32_t inflight_batches;/* submissions in flight at once */
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
+	uint32_t drain_timeout_s; /* SIGTERM: how long replies may wait to be read */
 	bool no_host_import;     /* force the staging-copy path (testing) */
 	bool list_devices;       /* --list-devices: print them and exit */
 	/* the device-local path (engine.h): jobs with at least this many tensor
@@ -89,6 +96,12 @@ typedef struct config {
 	/* fairness in time (engine.h): multiply-adds one connection may add to
 	 * a batch and have in flight; CONFIG_AUTO: by device type (below) */
 	uint64_t client_batch_macs;
+	/* job classes (engine.h): jobs estimated to take at most small_job_us
+	 * of GPU time are small, on their own queue and slots; on a device
+	 * whose small and large jobs share one queue, large work goes in
+	 * slices of about slice_us. CONFIG_AUTO: by device type (below) */
+	uint64_t small_job_us;
+	uint64_t slice_us;
 	/* peer checks (peer.h): both empty = everyone the socket lets in */
 	uint32_t allow_uid[CONFIG_MAX_ALLOW], allow_gid[CONFIG_MAX_ALLOW];
 	unsigned n_allow_uid, n_allow_gid;

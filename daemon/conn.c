@@ -15,6 +15,7 @@
 #define CONN_READ_CHUNK 65536
 
 static void conn_poll_cb(uv_poll_t *h, int status, int events);
+static void backlog_remove(conn *c);
 
 /* ---- lifetime ------------------------------------------------------------- */
 
@@ -66,6 +67,7 @@ void conn_close(conn *c, const char *why)
 	s->nconns--;
 	service_clients(&s->svc, s->nconns);
 	drop_fds(c);
+	backlog_remove(c);
 	outq_shut(&c->out); /* nothing more is written: the socket may close */
 	c->h->close(c);
 	uv_poll_stop(&c->poll);
@@ -124,9 +126,6 @@ int conn_open(server *s, int fd, const conn_handler *h)
 	case ADMISSION_TAKE:
 		break;
 	case ADMISSION_DENY:
-		close(fd);
-		conn_free(c);
-		return -1;
 	case ADMISSION_LIMIT:
 		refuse(fd, &err);
 		conn_free(c);
@@ -163,7 +162,7 @@ static void update_poll(conn *c)
 {
 	if (!c->open)
 		return;
-	int ev = (c->close_after_flush || c->rd_eof ? 0 : UV_READABLE) |
+	int ev = (c->close_after_flush || c->rd_eof || c->backlogged ? 0 : UV_READABLE) |
 		 (c->want_write ? UV_WRITABLE : 0);
 	/* only on a change: libuv's uv_poll_start takes the descriptor out of
 	 * epoll and puts it back (two epoll_ctl calls) even for the same events */
@@ -373,34 +372,25 @@ static ssize_t recv_piece(conn *c, uint8_t *buf, size_t len, int flags, int *fds
 	return n;
 }
 
-/* Hand n received bytes (and the descriptors that came with them) to the
- * framer and dispatch every whole frame. Returns false when c stopped
- * reading or closed. The caller holds a reference. */
-static bool take_bytes(conn *c, const uint8_t *buf, size_t n, const int *fds, unsigned nfds)
+/* What dispatch() left. */
+typedef enum dispatch_rc {
+	DISPATCH_DONE,    /* no whole frame left in the framer */
+	DISPATCH_MORE,    /* the turn's budget is spent; whole frames wait */
+	DISPATCH_STOP,    /* c stopped reading or closed */
+} dispatch_rc;
+
+/* Dispatch the whole frames in c's framer, at most *budget of them
+ * (counted down). The caller holds a reference. */
+static dispatch_rc dispatch(conn *c, unsigned *budget)
 {
-	if (c->nfds + nfds > CONN_MAX_FDS) {
-		for (unsigned i = 0; i < nfds; i++)
-			close(fds[i]);
-		conn_close(c, "too many descriptors held");
-		return false;
-	}
-	/* the framer holds at most the current partial frame, which starts
-	 * at frame_pos: that is the frame these bytes' first byte belongs to */
-	for (unsigned i = 0; i < nfds; i++) {
-		c->fds[c->nfds] = fds[i];
-		c->fd_frame[c->nfds++] = c->frame_pos;
-	}
-	c->rx_pos += n;
-	if (proto_framer_push(&c->fr, buf, n) != 0) {
-		conn_close(c, "out of memory");
-		return false;
-	}
 	for (;;) {
+		if (*budget == 0)
+			return proto_framer_need(&c->fr) == 0 ? DISPATCH_MORE : DISPATCH_DONE;
 		const uint8_t *body;
 		uint32_t len;
 		int rc = proto_framer_next(&c->fr, &body, &len);
 		if (rc == 0)
-			return true;
+			return DISPATCH_DONE;
 		if (rc < 0) {
 			proto_err err;
 			proto_fail(&err, PROTO_BAD_FRAME,
@@ -409,14 +399,110 @@ static bool take_bytes(conn *c, const uint8_t *buf, size_t n, const int *fds, un
 			drop_fds(c);
 			conn_reply_err(c, 0, &err);
 			conn_close_after_replies(c);
-			return false;
+			return DISPATCH_STOP;
 		}
+		(*budget)--;
 		uint64_t fs = c->frame_pos;
 		c->frame_pos = fs + PROTO_FRAME_HDR + len;
 		int fds[CONN_FRAME_FDS];
 		unsigned nfd = take_fds(c, fs, fds, CONN_FRAME_FDS);
 		if (!c->h->frame(c, body, len, fds, nfd) || !c->open)
-			return false;
+			return DISPATCH_STOP;
+	}
+}
+
+/* Hand n received bytes (and the descriptors that came with them) to the
+ * framer and dispatch whole frames within the turn's budget. The caller
+ * holds a reference. Bytes are read only while the framer holds no whole
+ * frame (a backlogged connection is not read), so the frame these bytes'
+ * first byte belongs to is the one at frame_pos. */
+static dispatch_rc take_bytes(conn *c, const uint8_t *buf, size_t n, const int *fds, unsigned nfds,
+			      unsigned *budget)
+{
+	if (c->nfds + nfds > CONN_MAX_FDS) {
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
+		conn_close(c, "too many descriptors held");
+		return DISPATCH_STOP;
+	}
+	for (unsigned i = 0; i < nfds; i++) {
+		c->fds[c->nfds] = fds[i];
+		c->fd_frame[c->nfds++] = c->frame_pos;
+	}
+	c->rx_pos += n;
+	if (proto_framer_push(&c->fr, buf, n) != 0) {
+		conn_close(c, "out of memory");
+		return DISPATCH_STOP;
+	}
+	return dispatch(c, budget);
+}
+
+/* ---- the backlog: frames left over from a connection's turn --------------------- */
+
+static void backlog_cb(uv_idle_t *h);
+
+void conn_backlog_init(server *s)
+{
+	queue_init(&s->backlog);
+	uv_idle_init(s->loop, &s->backlog_idle);
+	s->backlog_idle.data = s;
+}
+
+void conn_backlog_close(server *s)
+{
+	uv_close((uv_handle_t *)&s->backlog_idle, NULL);
+}
+
+/* c has whole frames left after its turn: stop reading it (update_poll)
+ * and give it another turn on the next loop iteration, after everyone
+ * else (the loop does not sleep while the backlog's idle handle runs). */
+static void backlog_add(conn *c)
+{
+	if (c->backlogged || !c->open)
+		return;
+	server *s = c->srv;
+	c->backlogged = true;
+	conn_ref(c);
+	if (queue_empty(&s->backlog))
+		uv_idle_start(&s->backlog_idle, backlog_cb);
+	queue_insert_tail(&s->backlog, &c->backlog_node);
+}
+
+static void backlog_remove(conn *c)
+{
+	if (!c->backlogged)
+		return;
+	queue_remove(&c->backlog_node);
+	c->backlogged = false;
+	if (queue_empty(&c->srv->backlog))
+		uv_idle_stop(&c->srv->backlog_idle);
+	conn_unref(c); /* never the last: the server's list holds one until the poll closed */
+}
+
+/* One more turn for each connection on the backlog (those added meanwhile
+ * wait for the next one). While shutting down no new frame is handled. */
+static void backlog_cb(uv_idle_t *h)
+{
+	server *s = h->data;
+	queue_node turn;
+	queue_init(&turn);
+	while (!queue_empty(&s->backlog)) {
+		queue_node *q = queue_first(&s->backlog);
+		queue_remove(q);
+		queue_insert_tail(&turn, q);
+	}
+	uv_idle_stop(&s->backlog_idle);
+	for (queue_node *q; (q = queue_first(&turn));) {
+		conn *c = queue_data(q, conn, backlog_node);
+		queue_remove(q);
+		c->backlogged = false;
+		if (c->open && !c->close_after_flush && !s->draining) {
+			unsigned budget = CONN_TURN_FRAMES;
+			if (dispatch(c, &budget) == DISPATCH_MORE)
+				backlog_add(c);
+			update_poll(c);
+		}
+		conn_unref(c);
 	}
 }
 
@@ -443,6 +529,25 @@ static void conn_peer_eof(conn *c)
 	update_poll(c);
 }
 
+/* The socket polled readable, yet a read finds nothing: an urgent byte
+ * (send MSG_OOB) waits there, which a plain read never returns (and a
+ * peek never drops), so the socket would poll readable forever and spin
+ * the loop. No request is urgent: take the byte, answer bad_frame, and
+ * close, as for any other byte that is not part of a frame. */
+static void urgent_check(conn *c)
+{
+	char b;
+	if (recv(c->fd, &b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
+		return;
+	proto_err err;
+	proto_fail(&err, PROTO_BAD_FRAME,
+		   "urgent data (MSG_OOB) is not part of the protocol; closing");
+	log_info("client pid %d: protocol error: %s", (int)c->cred.pid, err.message);
+	drop_fds(c);
+	conn_reply_err(c, 0, &err);
+	conn_close_after_replies(c);
+}
+
 /* Descriptors ride with the last sendmsg() chunk of a read: Linux ends a
  * read with the first chunk that carries descriptors, but merges the chunks
  * before it. So a plain read cannot tell which frame a descriptor came with
@@ -463,7 +568,9 @@ static void conn_read(conn *c)
 		/* a consuming read gets the same trouble: take it from there */
 		n = sizeof(buf);
 	} else if (n < 0) {
-		if (n != -EAGAIN)
+		if (n == -EAGAIN)
+			urgent_check(c);
+		else
 			conn_close(c, strerror((int)-n));
 		return;
 	} else if (n == 0) {
@@ -473,6 +580,7 @@ static void conn_read(conn *c)
 	conn_ref(c); /* a dispatch may close c */
 	engine_activity(&c->srv->eng); /* its next request may come soon: poll a while */
 	size_t total = (size_t)n, done = 0;
+	unsigned budget = CONN_TURN_FRAMES;
 	while (done < total && c->open && !c->close_after_flush) {
 		size_t want = total - done;
 		if (with_fds) {
@@ -494,7 +602,10 @@ static void conn_read(conn *c)
 		}
 		done += (size_t)m;
 		c->rx_ns = engine_now_ns(); /* the frames this read completes arrived */
-		if (!take_bytes(c, buf, (size_t)m, fds, nfds))
+		dispatch_rc rc = take_bytes(c, buf, (size_t)m, fds, nfds, &budget);
+		if (rc == DISPATCH_MORE)
+			backlog_add(c); /* the rest of the peeked bytes stay in the socket */
+		if (rc != DISPATCH_DONE)
 			break;
 	}
 	if (c->open)
@@ -519,6 +630,6 @@ static void conn_poll_cb(uv_poll_t *h, int status, int events)
 	if (c->open && (events & UV_WRITABLE))
 		flush_out(c);
 	if (c->open && (events & UV_READABLE) && !c->close_after_flush && !c->rd_eof &&
-	    !c->srv->draining)
+	    !c->backlogged && !c->srv->draining)
 		conn_read(c);
 }

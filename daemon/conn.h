@@ -33,6 +33,10 @@ typedef struct conn conn;
 #define CONN_CMSG_FDS 8 /* descriptors accepted in one recvmsg */
 #define CONN_FRAME_FDS 2 /* descriptors a frame hands on (more are closed) */
 #define CONN_REPLY_BUF_KEEP 65536 /* reply buffer bytes kept between replies (conn_reply_timed) */
+/* Frames one connection has handled per loop turn at most: the rest of
+ * what it sent waits in its framer (and socket) for the next turn, after
+ * every other connection had its turn (conn.c: the backlog). */
+#define CONN_TURN_FRAMES 32
 
 /* What a connection does with what it receives (ops.c provides it). */
 typedef struct conn_handler {
@@ -71,11 +75,15 @@ struct conn {
 				* reading; closed once every reply is out */
 	queue_node dirty_node; /* on the server's corked list, while dirty */
 	bool dirty;
+	queue_node backlog_node; /* on the server's backlog, while backlogged */
+	bool backlogged;       /* whole frames wait in fr for the next turn */
 	/* the ops' (ops.c) */
 	region **regs;         /* regions table, by insertion */
 	uint32_t nregs, regs_cap;
 	uint64_t next_region;
-	uint64_t region_bytes;
+	uint64_t region_bytes; /* bytes of the regions in regs (the `clients` op;
+				* the limits count region_set's, which keep an
+				* unregistered region's bytes while jobs use it) */
 	uint32_t inflight;     /* queued + running jobs */
 	uint32_t unreg_pending; /* unregister replies not sent yet */
 	engine_lane *lane;     /* this connection's queue in the engine */
@@ -86,9 +94,10 @@ struct conn {
 	uint64_t jobs_done, jobs_failed, gpu_us; /* its accepted jobs (usage.h) */
 };
 
-/* Take an accepted socket, served by h. A peer the allow lists refuse is
- * closed; one past max_connections or max_connections_per_uid gets one
- * {id: 0, ok: false, error: {code: limit}} frame first (admission.h).
+/* Take an accepted socket, served by h. A peer the allow lists refuse, or
+ * one past max_connections or max_connections_per_uid, gets one {id: 0,
+ * ok: false, error: {code: limit, message: why}} frame and is closed
+ * (admission.h: the refusal is logged, at most one warning a second).
  * Returns 0, or -1 (fd closed). */
 int conn_open(server *s, int fd, const conn_handler *h);
 /* Start closing: stop I/O, let the handler release its state. */
@@ -114,6 +123,12 @@ void conn_reply_err(conn *c, uint64_t id, const proto_err *err);
 void conn_close_after_replies(conn *c);
 /* Reply bytes queued and not yet written. */
 size_t conn_out_pending(const conn *c);
+
+/* The server's backlog: its idle handle, started with the first
+ * connection that has frames left over from its turn (conn.c), and
+ * closed at shutdown. */
+void conn_backlog_init(server *s);
+void conn_backlog_close(server *s);
 
 /* engine_events.replies: cork (queue replies) or uncork (write every queued
  * reply, one send per connection). */

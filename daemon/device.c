@@ -372,6 +372,9 @@ static bool device_properties(device *d, uint32_t api, VkPhysicalDeviceDriverPro
 static int device_created(device *d, char *err, size_t errlen)
 {
 	vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+	d->small_queue = d->queue;
+	if (d->compute_queues > 1)
+		vkGetDeviceQueue(d->dev, d->queue_family, 1, &d->small_queue);
 	if (d->xfer_queues) {
 		vkGetDeviceQueue(d->dev, d->xfer_family, 0, &d->xfer_up);
 		vkGetDeviceQueue(d->dev, d->xfer_family, d->xfer_queues - 1, &d->xfer_down);
@@ -497,10 +500,15 @@ static int device_create(device *d, char *err, size_t errlen)
 	};
 	static const float prio[2] = {1.0f, 1.0f};
 	pick_transfer(d);
+	{
+		VkQueueFamilyProperties qf[16];
+		queue_families(d->phys, qf);
+		d->compute_queues = qf[d->queue_family].queueCount >= 2 ? 2 : 1;
+	}
 	VkDeviceQueueCreateInfo qci[2] = {{
 		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
 		.queueFamilyIndex = d->queue_family,
-		.queueCount = 1,
+		.queueCount = d->compute_queues,
 		.pQueuePriorities = prio,
 	}, {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,

@@ -19,6 +19,10 @@ typedef struct device {
 	VkDevice dev;
 	VkQueue queue;
 	uint32_t queue_family;
+	/* small jobs' queue (engine.h): the compute family's second queue where
+	 * it has one (compute_queues 2), else the same as queue */
+	VkQueue small_queue;
+	uint32_t compute_queues;
 	/* a transfer-only queue family, for copies overlapped with kernels
 	 * (stream.h): xfer_family is UINT32_MAX where there is none
 	 * (VKGRAD_NO_TRANSFER_QUEUE=1 too). xfer_up takes uploads, xfer_down

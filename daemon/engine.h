@@ -1,14 +1,22 @@
 /* daemon/engine.h — where jobs become GPU work.
  *
- * The loop thread enqueues validated jobs. Whenever a submission slot is
- * free, engine_pump() records every queued job it may take (up to
- * max_batch_jobs) into that slot's command buffer, with a barrier only before
- * a job whose regions an earlier job of the batch wrote (or reads what it
- * writes), and submits it signalling the next value of one timeline
- * semaphore. A completion thread waits for those values and wakes the loop
- * (uv_async_t); the loop copies staged outputs back, answers each job
- * through the done callback, drops region references and pumps again. GPU
- * waits therefore never block the loop. */
+ * The loop thread enqueues validated jobs. Each job gets an estimate of
+ * its GPU time (sched/estimate.h, from measured rates) and with it a
+ * class: small or large. Each class has its own track: its submission
+ * slots, its queue (the compute family's second queue where the device
+ * has one), its timeline semaphore and its completion thread, so a small
+ * job never waits for a slot or a queue position a large one holds, and
+ * nothing on the small queue waits on a large job's semaphore. Within a
+ * class, lanes (connections) share by GPU time (sched/fair.h). Whenever a
+ * slot of a class is free, engine_pump() records jobs of that class into
+ * it, with a barrier only before a job whose regions an earlier job of the
+ * batch wrote (or reads what it writes), and submits it signalling the
+ * next value of the track's timeline. Where both classes share one queue,
+ * large work goes in slices of bounded estimated time (one in flight), so
+ * small batches run in between. A completion thread per track waits for
+ * those values and wakes the loop (uv_async_t); the loop copies staged
+ * outputs back, answers each job through the done callback, drops region
+ * references and pumps again. GPU waits therefore never block the loop. */
 #ifndef VKG_DAEMON_ENGINE_H
 #define VKG_DAEMON_ENGINE_H
 
@@ -28,6 +36,8 @@
 #include "placement.h"
 #include "record.h"
 #include "region.h"
+#include "sched/estimate.h"
+#include "sched/fair.h"
 #include "scratch.h"
 #include "spin.h"
 #include "variant.h"
@@ -59,22 +69,25 @@ typedef struct engine_events {
 	void *lost_ctx;
 } engine_events;
 
-/* One connection's queue. Batches take jobs from the active lanes
- * round-robin, at most batch_per_client per lane per round, so a client
- * with thousands of queued jobs cannot hold back another client's one.
- * Fairness in time too: a lane's jobs in batches not yet finished (the one
- * being formed included) add up to at most client_macs multiply-adds
- * (job_macs), except that its next job always goes once none of its
- * jobs is in flight. A client queueing large jobs thus has about one
- * batch's worth on the GPU at a time and leaves the other submission slots
- * to everyone else: another client's small job waits for about one batch,
- * not for both slots full of large ones. */
+/* Job classes: each has its own track (slots, queue, timeline). */
+enum { ENGINE_SMALL, ENGINE_LARGE, ENGINE_CLASSES };
+
+/* One connection's queue, oldest first. Its first job's class says which
+ * class's fair share it is active in (fair[cls]); its jobs go in order,
+ * and one of another class than the lane's jobs in flight waits until
+ * those are done, so a connection's jobs never run on two queues at once
+ * (a job that reads what an earlier one wrote sees it; accumulations add
+ * up). At most batch_per_client of its jobs join one batch, and its jobs
+ * in batches not yet finished add up to at most client_macs multiply-adds,
+ * except that its next job always goes once none of its jobs is in
+ * flight. */
 struct engine_lane {
 	queue_node jobs;          /* queued, oldest first (job.node) */
 	uint32_t n;
-	queue_node node;          /* on the engine's active list while jobs is non-empty */
+	fair_lane fair[ENGINE_CLASSES];
 	uint64_t inflight_macs;   /* of its jobs taken into batches not yet finished */
 	uint32_t running;         /* those jobs */
+	uint32_t running_cls[ENGINE_CLASSES];
 	bool closed;              /* its connection is gone: freed when running is 0 */
 };
 
@@ -99,6 +112,13 @@ typedef struct engine_slot {
 	 * the loop polls until seen or poll_to_ns (under mu) */
 	uint64_t poll_at_ns, poll_to_ns;
 	uint64_t kind;      /* its one job's job_kind (engine.c); 0 for several jobs */
+	uint32_t cls;       /* its track (ENGINE_SMALL, ENGINE_LARGE) */
+	uint64_t seq;       /* the batch, counted over all tracks (regions' marks) */
+	/* a sliced batch (one large job, shared queue): the slice recorded
+	 * last starts at slice_from multiply-adds of slice_len; more follow
+	 * while slice_more; the GPU µs of the slices so far */
+	uint64_t slice_from, slice_len, slice_gpu_us, slices, slice_next;
+	bool slice_more;
 	uint64_t value;     /* timeline value signalled when done */
 	bool seen;          /* found done (under mu): by the completion thread or the polling loop */
 	bool busy;
@@ -106,30 +126,48 @@ typedef struct engine_slot {
 	scratch scratch;    /* device-local: devlocal tensors, split-K partials */
 } engine_slot;
 
+/* One class's submission path. Its slots are e->slots[first, first +
+ * nslots); its ring holds those submitted, in submission order, shared
+ * with its completion thread (under the engine's mu). */
+typedef struct engine_track {
+	struct engine *e;
+	uint32_t cls;
+	VkQueue queue;
+	VkSemaphore timeline;
+	uint64_t next_value;
+	uint32_t first, nslots;
+	uint32_t ring[ENGINE_RING];
+	uint32_t ring_head, ring_count, ring_done;
+	pthread_cond_t cv;
+	pthread_t thread;
+	bool thread_started;
+	/* polling for an expected end: the batch (its value) and until when;
+	 * asked by the completion thread (poll_ask_*, under mu), taken by
+	 * the loop (poll_for_*), cleared once that batch is finished */
+	uint64_t poll_ask_value, poll_ask_to_ns, poll_for_value, poll_for_to_ns;
+	fair_class fair;          /* lanes whose first job is of this class */
+	uint64_t batches, jobs, submissions; /* stats: a sliced batch submits once a slice */
+} engine_track;
+
 typedef struct engine {
 	const device *dev;
 	const pipelines *pl;
 	const config *cfg;
 	engine_events ev;
-	VkSemaphore timeline;
-	uint64_t next_value;
+	engine_track track[ENGINE_CLASSES];
+	bool shared_queue;        /* both tracks submit to one queue: large work is sliced */
+	uint64_t small_ns, slice_ns; /* resolved --small-job-us, --slice-us */
+	uint64_t batch_seq;
+	estimate est;             /* measured rates (sched/estimate.h) */
 	VkBuffer dummy;           /* bound where a kernel's output is not asked for */
 	VkDeviceMemory dummy_mem;
 	VkDeviceSize dummy_piece; /* bytes of dummy per unasked-for output */
 	engine_slot *slots;
 	uint32_t nslots;
-	queue_node active;        /* lanes with queued jobs, whose turn is next first */
-	uint32_t nactive;
 	uint32_t queued, running;
 	recorder *rec;            /* records each batch (record.h) */
-	/* submitted slots in submission order; shared with the completion thread */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	uint32_t ring[ENGINE_RING];
-	uint32_t ring_head, ring_count, ring_done;
+	pthread_mutex_t mu;       /* the tracks' rings, shared with their completion threads */
 	bool stop;
-	pthread_t thread;
-	bool thread_started;
 	uv_async_t async;
 	/* fault injection for tests (VKGRAD_FAULT_INJECT=submit:N,wait:N,
 	 * recreate:N): the Nth submission or wait reports VK_ERROR_DEVICE_LOST;
@@ -170,10 +208,6 @@ typedef struct engine {
 	uv_idle_t poll;
 	bool poll_init, polling, stop_polling;
 	uint64_t poll_since_ns, poll_until_ns;
-	/* polling for an expected end: the batch (its value) and until when;
-	 * asked by the completion thread (poll_ask_*, under mu), taken by
-	 * the loop (poll_for_*), cleared once that batch is finished */
-	uint64_t poll_ask_value, poll_ask_to_ns, poll_for_value, poll_for_to_ns;
 	spin spin;
 	/* stats: the loop's time polling; batches it saw done while polling,
 	 * batches the completion thread's blocking wait reported */

@@ -46,6 +46,9 @@ struct job {
 	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
 	bool has_kernel_us;
 	proto_stream_tl *stream_tl; /* streamed: its GPU timeline (stream_timeline), or NULL */
+	/* its class and estimate (sched/estimate.h), set when enqueued */
+	uint32_t cls;
+	uint64_t est_key, est_macs, est_ns;
 	job *next_spare;        /* on its engine's list of spare jobs (engine_job_new) */
 };
 

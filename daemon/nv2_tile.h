@@ -15,13 +15,9 @@
  * (whose workgroups then carry no row-sum accumulator: fewer registers for
  * all of them, as every workgroup is compiled for the fused case). Unset:
  * NV2_TILE_DEFAULT. The shader declares no shared memory of
- * its own; the driver reserves what its workgroup-scope matrices need:
- * 47,120 bytes for the default tiling on the H200, against the 49,152 its
- * Vulkan driver allows a workgroup (maxComputeSharedMemorySize). Staging
- * A's and B's tiles through shared buffers of the shader's own (tried
- * 2026-12-03, measurements/h200-2026-12-03-s5/stage1: two buffers, the
- * next step read into registers) fits that limit only at 128x128x32 and
- * took 3,084 µs for 8192x4096x4096 bf16 against the default's 1,979. */
+ * its own; the driver reserves what its workgroup-scope matrices need,
+ * within the device's maxComputeSharedMemorySize. How the defaults were
+ * chosen: docs/kernels.md. */
 #ifndef VKG_DAEMON_NV2_TILE_H
 #define VKG_DAEMON_NV2_TILE_H
 
@@ -32,16 +28,10 @@
 #include "vk_compat.h"
 
 #define NV2_TILE_ENV "VKGRAD_NV2_TILE"
-/* the default, measured on the H200 (measurements/h200-2026-12-03/nv2-sweep,
- * unstreamed, 8192x4096x4096 bf16): 128x256x64x256x1x8x1 2,014 µs,
- * 128x128x32x128x1x4 2,106, 128x128x64x256x1x8x1 2,143, the first kernel
- * (128x128x32x256, clamped) 5,468, coopmat_khr 2,611 */
+/* the default: the fastest of a sweep on the H200 (docs/kernels.md) */
 #define NV2_TILE_DEFAULT "128x256x64x0x1x8x1"
 /* the tiling for GEMMs too small for the default's tiles to fill the GPU
- * (variant_nv2_small): the same sweep's best at 2048x1024x1024 (dW 64
- * tiles of 128x128, dX 128), f16 and bf16 alike: 128x128x64x256x1x8 47 µs,
- * 64x128x64x128x1x8 49, coopmat_khr 61-62, the default 68; as this
- * default again 47 in measurements/h200-2026-12-03-s5/small */
+ * (variant_nv2_small): the same sweep's best at 2048x1024x1024 */
 #define NV2_TILE_SMALL_DEFAULT "128x128x64x0x1x8x0"
 #define NV2_TILE_FORM                                                                          \
 	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]], e.g. 128x128x32x256 or 128x256x64x256x1x8x1 " \

@@ -32,7 +32,6 @@ static void ops_close(conn *c)
 	/* the table's references go; regions used by queued or running jobs
 	 * live on until those jobs finish */
 	for (uint32_t i = 0; i < c->nregs; i++) {
-		s->total_region_bytes -= c->regs[i]->size;
 		c->regs[i]->owner = NULL; /* c's address may be reused */
 		region_unref(c->regs[i]);
 	}
@@ -182,20 +181,6 @@ static void announce(conn *c, const proto_request *q)
 		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, c->srv->nconns);
 }
 
-/* Bytes registered now by the open connections of uid: a walk over at
- * most max_connections of them, once per register. */
-static uint64_t uid_region_bytes(const server *s, uid_t uid)
-{
-	uint64_t n = 0;
-	const queue_node *q;
-	queue_foreach(q, &s->conns) {
-		const conn *c = queue_data(q, conn, node);
-		if (c->cred.uid == uid)
-			n += c->region_bytes;
-	}
-	return n;
-}
-
 static void op_register(conn *c, const proto_request *q, int fd)
 {
 	server *s = c->srv;
@@ -221,7 +206,9 @@ static void op_register(conn *c, const proto_request *q, int fd)
 			   (unsigned long long)q->size, (unsigned long long)s->limits.max_region_bytes);
 		goto fail;
 	}
-	uint64_t uid_bytes = uid_region_bytes(s, c->cred.uid);
+	/* bytes count until their region is really gone: registered, or
+	 * unregistered (or of a closed connection) while jobs still use it */
+	uint64_t uid_bytes = region_set_uid_bytes(&s->regions, c->cred.uid);
 	if (uid_bytes + q->size > s->limits.max_region_bytes_per_uid) {
 		close(fd);
 		proto_fail(&err, PROTO_LIMIT,
@@ -231,11 +218,13 @@ static void op_register(conn *c, const proto_request *q, int fd)
 			   (unsigned)c->cred.uid, (unsigned long long)uid_bytes);
 		goto fail;
 	}
-	if (s->total_region_bytes + q->size > s->limits.max_total_region_bytes) {
+	if (s->regions.bytes + q->size > s->limits.max_total_region_bytes) {
 		close(fd);
 		proto_fail(&err, PROTO_LIMIT,
-			   "register: key 'size' = %llu would pass the daemon's max_total_region_bytes %llu",
-			   (unsigned long long)q->size, (unsigned long long)s->limits.max_total_region_bytes);
+			   "register: key 'size' = %llu would pass the daemon's max_total_region_bytes %llu "
+			   "(%llu bytes are held)",
+			   (unsigned long long)q->size, (unsigned long long)s->limits.max_total_region_bytes,
+			   (unsigned long long)s->regions.bytes);
 		goto fail;
 	}
 	if (c->nregs == c->regs_cap) {
@@ -252,9 +241,9 @@ static void op_register(conn *c, const proto_request *q, int fd)
 	if (region_create(&r, &s->regions, s->dev, fd, q->size, !s->cfg->no_host_import, c, &err) != 0)
 		goto fail;
 	r->id = ++c->next_region;
+	r->uid = c->cred.uid;
 	c->regs[c->nregs++] = r;
 	c->region_bytes += r->size;
-	s->total_region_bytes += r->size;
 	log_debug("client pid %d: region %llu, %llu bytes, %s", (int)c->cred.pid,
 		  (unsigned long long)r->id, (unsigned long long)r->size,
 		  r->staged ? "staged" : "imported");
@@ -287,7 +276,8 @@ static void op_unregister(conn *c, const proto_request *q)
 	}
 	c->regs[i] = c->regs[--c->nregs];
 	c->region_bytes -= r->size;
-	c->srv->total_region_bytes -= r->size;
+	/* its bytes still count (max_total_region_bytes, the per-uid limit)
+	 * until the last job using it ends and the region is gone */
 	conn_ref(c);
 	c->unreg_pending++;
 	r->on_release = unregister_done;

@@ -54,6 +54,41 @@ static int grow(outq *q, size_t n, bool timed)
 	return 0;
 }
 
+/* Reclaim the bytes already written: move what is pending to the front
+ * (and the timed replies' offsets with it) once the written part is at
+ * least as large as the pending part, or when the append would otherwise
+ * grow the buffer. Each byte is moved at most about once per byte written
+ * before it, so a slow reader's buffer stays about max_pending large,
+ * whatever its reading pattern. */
+static void compact(outq *q, size_t n)
+{
+	if (q->off == 0)
+		return;
+	size_t pending = q->len - q->off;
+	if (pending && q->off < pending && q->len + n <= q->cap)
+		return;
+	if (pending)
+		memmove(q->buf, q->buf + q->off, pending);
+	for (uint32_t i = 0; i < q->npatch; i++)
+		q->patch[i].at -= q->off;
+	q->off = 0;
+	q->len = pending;
+}
+
+/* An empty queue gives back a buffer grown past OUTQ_KEEP_BYTES (a burst's,
+ * or a slow reader's that caught up). */
+static void trim(outq *q)
+{
+	if (q->off != q->len)
+		return;
+	q->off = q->len = 0;
+	if (q->cap > OUTQ_KEEP_BYTES) {
+		free(q->buf);
+		q->buf = NULL;
+		q->cap = 0;
+	}
+}
+
 int outq_append(outq *q, const void *p, size_t n, bool timed, uint64_t t_encoded,
 		uint64_t max_pending)
 {
@@ -61,8 +96,7 @@ int outq_append(outq *q, const void *p, size_t n, bool timed, uint64_t t_encoded
 		return -EPIPE;
 	if (q->len - q->off + n > max_pending)
 		return -ENOBUFS;
-	if (q->off > 0 && q->off == q->len)
-		q->off = q->len = 0;
+	compact(q, n);
 	timed = timed && n >= 8;
 	int rc = grow(q, n, timed);
 	if (rc != 0)
@@ -128,8 +162,7 @@ int outq_flush(outq *q)
 		q->off += (size_t)n;
 	}
 	unlist_written(q, now);
-	if (q->off == q->len)
-		q->off = q->len = 0;
+	trim(q);
 	return rc;
 }
 

@@ -10,6 +10,11 @@
  * the WRITE stage (encoded -> written) of that reply in the metrics. So
  * each reply carries one reading: that of the send that began writing it.
  *
+ * Written bytes are reclaimed (outq.c: compact): the buffer holds what is
+ * pending and about as much again at most, so a reader that keeps a
+ * backlog below max_pending costs about 2 x max_pending, however long it
+ * reads; an emptied buffer above OUTQ_KEEP_BYTES is freed.
+ *
  * Loop thread only. Once shut (the connection is closing), appends and
  * flushes do nothing and the socket is not touched again, so its owner
  * may close it. */
@@ -21,6 +26,8 @@
 #include <stdint.h>
 
 #include "metrics.h"
+
+#define OUTQ_KEEP_BYTES (256u << 10) /* buffer kept while empty */
 
 typedef struct outq_patch {
 	size_t at;           /* offset of the reply's last 8 bytes in buf */

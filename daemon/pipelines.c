@@ -320,8 +320,11 @@ static bool cmk_usable(pipelines *p, const device *d, int t)
 
 static int mkdir_p(const char *path)
 {
-	char tmp[640];
-	snprintf(tmp, sizeof(tmp), "%s", path);
+	char tmp[sizeof(((pipelines *)0)->cache_path)];
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	for (char *s = tmp + 1; *s; s++) {
 		if (*s != '/')
 			continue;
@@ -333,26 +336,63 @@ static int mkdir_p(const char *path)
 	return mkdir(tmp, 0700) && errno != EEXIST ? -1 : 0;
 }
 
-/* Read the cache file if its header names this device and driver. */
+/* May the cache live in dir? Not where another user could plant or swap
+ * files: a directory writable by others (or by a group that is not the
+ * daemon's) unless it is sticky and the daemon's own (then only we may
+ * remove or rename what is ours in it), nor one owned by another user
+ * (root aside). A refusal is logged. */
+static bool cache_dir_safe(const char *dir)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		log_warn("cache directory %s: %s; the pipeline cache will not persist", dir,
+			 errno ? strerror(errno) : "not a directory");
+		return false;
+	}
+	const uid_t me = geteuid();
+	const bool others = (st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != getegid());
+	const bool sticky_mine = (st.st_mode & S_ISVTX) && st.st_uid == me;
+	if ((st.st_uid != me && st.st_uid != 0) || (others && !sticky_mine)) {
+		log_warn("cache directory %s (mode %04o, owner uid %u, group %u) may be written by "
+			 "others; the pipeline cache is neither read nor saved there (make it 0700, "
+			 "or sticky and owned by uid %u)", dir, (unsigned)(st.st_mode & 07777),
+			 (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)me);
+		return false;
+	}
+	return true;
+}
+
+/* Read the cache file if its header names this device and driver. It is
+ * opened without blocking (a FIFO there would block the open until a
+ * writer came) and read only when it is a regular file. */
 static void *load_cache(const char *path, const device *d, size_t *len)
 {
 	*len = 0;
-	FILE *f = fopen(path, "rb");
-	if (!f) {
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
 		if (errno != ENOENT)
 			log_warn("pipeline cache %s: %s; starting cold", path, strerror(errno));
 		return NULL;
 	}
 	uint8_t *buf = NULL;
 	struct stat st;
-	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
 	    (uint64_t)st.st_size > CACHE_MAX_BYTES) {
 		log_warn("pipeline cache %s: not a regular file of 1..%u bytes; ignored", path,
 			 CACHE_MAX_BYTES);
 		goto out;
 	}
 	buf = malloc((size_t)st.st_size);
-	if (!buf || fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+	size_t got = 0;
+	while (buf && got < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	if (!buf || got != (size_t)st.st_size) {
 		log_warn("pipeline cache %s: short read; ignored", path);
 		goto bad;
 	}
@@ -375,7 +415,7 @@ bad:
 	free(buf);
 	buf = NULL;
 out:
-	fclose(f);
+	close(fd);
 	return buf;
 }
 
@@ -590,11 +630,20 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 		char uuid[2 * VK_UUID_SIZE + 1];
 		for (int i = 0; i < (int)VK_UUID_SIZE; i++)
 			sprintf(uuid + 2 * i, "%02x", d->props.pipelineCacheUUID[i]);
-		snprintf(p->cache_path, sizeof(p->cache_path), "%.400s/pipelines-%04x-%04x-%08x-%s.bin",
-			 cache_dir, d->props.vendorID, d->props.deviceID, d->props.driverVersion, uuid);
-		if (mkdir_p(cache_dir) != 0) {
+		/* never cut: a cut path names some other file */
+		int n = snprintf(p->cache_path, sizeof(p->cache_path),
+				 "%s/pipelines-%04x-%04x-%08x-%s.bin", cache_dir, d->props.vendorID,
+				 d->props.deviceID, d->props.driverVersion, uuid);
+		if (n < 0 || (size_t)n + sizeof(".tmp.XXXXXX") > sizeof(p->cache_path)) {
+			log_warn("cache directory %s: the cache file's path would be %d bytes, more than "
+				 "%zu; the pipeline cache will not persist", cache_dir, n,
+				 sizeof(p->cache_path) - sizeof(".tmp.XXXXXX"));
+			p->cache_path[0] = 0;
+		} else if (mkdir_p(cache_dir) != 0) {
 			log_warn("cache directory %s: %s; the pipeline cache will not persist",
 				 cache_dir, strerror(errno));
+			p->cache_path[0] = 0;
+		} else if (!cache_dir_safe(cache_dir)) {
 			p->cache_path[0] = 0;
 		} else {
 			data = load_cache(p->cache_path, d, &len);
@@ -721,14 +770,18 @@ void pipelines_save(const pipelines *p, const device *d)
 	void *data = malloc(len);
 	if (!data)
 		return;
-	char tmp[700];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", p->cache_path, (int)getpid());
+	/* a new file of its own (mkostemp: O_CREAT|O_EXCL, which follows no
+	 * symlink and takes nothing that exists), renamed over the cache */
+	char tmp[sizeof(p->cache_path) + sizeof(".tmp.XXXXXX")];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", p->cache_path);
 	int fd = -1;
+	bool made = false;
 	if (vkGetPipelineCacheData(d->dev, p->cache, &len, data) != VK_SUCCESS)
 		goto out;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		goto fail;
+	made = true;
 	for (size_t off = 0; off < len;) {
 		ssize_t w = write(fd, (char *)data + off, len - off);
 		if (w < 0) {
@@ -751,7 +804,8 @@ fail:
 	log_warn("pipeline cache %s not saved: %s", p->cache_path, strerror(errno));
 	if (fd >= 0)
 		close(fd);
-	unlink(tmp);
+	if (made)
+		unlink(tmp);
 out:
 	free(data);
 }

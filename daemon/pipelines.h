@@ -68,7 +68,8 @@ typedef struct pipelines_cmk_tile {
 
 typedef struct pipelines {
 	VkPipelineCache cache;
-	char cache_path[640]; /* "" when no cache directory is usable */
+	char cache_path[640]; /* "" when no cache directory is usable; holds a
+			       * directory of CONFIG_CACHE_DIR_MAX bytes */
 	VkDescriptorSetLayout dsl[KERN_COUNT];
 	VkPipelineLayout layout[KERN_COUNT];
 	VkPipeline pipe[KERN_COUNT][PROTO_DTYPE_COUNT]; /* per storage dtype */

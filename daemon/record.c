@@ -71,6 +71,11 @@ struct recorder {
 	uint32_t *rank, *order, *start; /* max_batch_jobs (+ 1 for start) */
 	uint32_t max_jobs;
 	record_counts counts; /* the batch being recorded */
+	/* a slice (record_target.slice_len): the dispatch pieces whose first
+	 * multiply-add, counted over the batch in recording order, falls in
+	 * [slice_from, slice_from + slice_len) are recorded, the others
+	 * skipped; slice_pos counts as the recording goes */
+	uint64_t slice_from, slice_len, slice_pos;
 	/* what the command buffer has bound now (forgotten at each recording's
 	 * start), so a bind or push that changes nothing is not recorded: the
 	 * compute pipeline, and set 0's push descriptors with the layout they
@@ -250,6 +255,23 @@ static uint64_t piece_len(uint64_t K, uint64_t k0, uint64_t step)
 	return K - k0 < step ? K - k0 : step;
 }
 
+/* The reduction step of a sliced f32 job (record_target.slice_len): short
+ * enough that one workgroup (macs_per_k multiply-adds per step of k) fits
+ * in a slice, since a slice cannot cut a workgroup; a multiple of 16 (vector
+ * loads stay aligned), at most `step`. The pieces accumulate in the f32
+ * output, one rounding each. 16-bit outputs keep `step`: accumulating
+ * there would round the running sum once per piece. */
+static uint64_t slice_step(const rec *r, uint64_t step, uint64_t macs_per_k)
+{
+	const recorder *rc = r->rc;
+	if (!rc->slice_len || r->j->req.dtype != PROTO_F32 || !macs_per_k)
+		return step;
+	uint64_t s = rc->slice_len / macs_per_k / 16 * 16;
+	if (s < 16)
+		s = 16;
+	return s < step ? s : step;
+}
+
 /* Dispatch a gx × gy grid of workgroups, each costing wg_macs
  * multiply-adds, in pieces of at most dispatch_max_macs (whole rows of the
  * grid, or part of one row when a row alone is more), so no single dispatch
@@ -263,7 +285,11 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 			   uint64_t wg_macs)
 {
 	const uint32_t *lim = r->rc->dev->props.limits.maxComputeWorkGroupCount;
-	uint64_t per = r->rc->dispatch_max_macs / (wg_macs ? wg_macs : 1);
+	recorder *rc = r->rc;
+	uint64_t max_macs = rc->dispatch_max_macs;
+	if (rc->slice_len && rc->slice_len < max_macs)
+		max_macs = rc->slice_len; /* pieces no longer than a slice */
+	uint64_t per = max_macs / (wg_macs ? wg_macs : 1);
 	if (per == 0)
 		per = 1;
 	uint64_t cols = gx <= per ? gx : per;
@@ -279,14 +305,28 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 		gy = r->gy1;
 	for (uint64_t y = y0; y < gy; y += rows)
 		for (uint64_t x = 0; x < gx; x += cols) {
+			const uint32_t nx = (uint32_t)(gx - x < cols ? gx - x : cols);
+			const uint32_t ny = (uint32_t)(gy - y < rows ? gy - y : rows);
+			if (rc->slice_len) {
+				/* a slice: this piece only when it starts inside it */
+				const uint64_t at = rc->slice_pos;
+				rc->slice_pos += (uint64_t)nx * ny * (wg_macs ? wg_macs : 1);
+				if (at < rc->slice_from)
+					continue;
+				if (at >= rc->slice_from + rc->slice_len) {
+					if (!rc->counts.slice_more)
+						rc->counts.slice_next = at;
+					rc->counts.slice_more = true;
+					continue;
+				}
+			}
 			if (ybase)
 				*ybase = (uint32_t)(y * yscale);
 			*xbase = (uint32_t)(x * xscale);
-			vkCmdPushConstants(r->cb, r->rc->pl->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+			vkCmdPushConstants(r->cb, rc->pl->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0,
 					   pc_bytes, pc);
-			vkCmdDispatch(r->cb, (uint32_t)(gx - x < cols ? gx - x : cols),
-				      (uint32_t)(gy - y < rows ? gy - y : rows), 1);
-			r->rc->counts.dispatches++;
+			vkCmdDispatch(r->cb, nx, ny, 1);
+			rc->counts.dispatches++;
 		}
 }
 
@@ -313,7 +353,7 @@ static void record_param(const rec *r)
 	const uint64_t gx = dw ? (q->in + VKG_PARAM_COLS - 1) / VKG_PARAM_COLS : 1;
 	/* the batch in pieces within the loop bound: rows k0.. of X and dY,
 	 * the later pieces accumulating */
-	const uint64_t step = variant_max_k(KERN_PARAM, q->dtype);
+	const uint64_t step = slice_step(r, variant_max_k(KERN_PARAM, q->dtype), VKG_PARAM_COLS);
 	for (uint64_t k0 = 0; k0 < q->batch; k0 += step) {
 		const uint64_t len = piece_len(q->batch, k0, step);
 		if (k0)
@@ -365,7 +405,7 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uint64_t gy,
 			  uint64_t tile_macs)
 {
-	const uint64_t K = pc->K, step = gemm_max_k(r->rc, k, r->j->req.dtype);
+	const uint64_t K = pc->K, step = slice_step(r, gemm_max_k(r->rc, k, r->j->req.dtype), tile_macs);
 	const uint32_t a_off = pc->a_off, b_off = pc->b_off, flags = pc->flags;
 	for (uint64_t k0 = 0; k0 < K; k0 += step) {
 		const uint64_t len = piece_len(K, k0, step);
@@ -526,8 +566,8 @@ static void record_input(const rec *r)
 	};
 	/* the reduction over out in pieces within the loop bound: columns k0..
 	 * of dY, rows k0.. of W, the later pieces accumulating */
-	const uint64_t step = variant_max_k(KERN_INPUT, q->dtype);
 	const uint64_t tile = VKG_INPUT_TILE;
+	const uint64_t step = slice_step(r, variant_max_k(KERN_INPUT, q->dtype), tile * tile);
 	for (uint64_t k0 = 0; k0 < q->out; k0 += step) {
 		const uint64_t len = piece_len(q->out, k0, step);
 		if (k0)
@@ -927,13 +967,18 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 	VkCommandBuffer cb = tg->cb;
 	memset(counts, 0, sizeof(*counts));
 	rc->counts = (record_counts){0};
+	rc->slice_from = tg->slice_from;
+	rc->slice_len = tg->slice_len;
+	rc->slice_pos = 0;
 	forget_bound(rc);
 	vkResetCommandPool(rc->dev->dev, tg->pool, 0);
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	VkResult vr = vkBeginCommandBuffer(cb, &bi);
-	if (vr != VK_SUCCESS)
+	if (vr != VK_SUCCESS) {
+		rc->slice_len = 0;
 		return vr;
+	}
 	const uint32_t nq = assign_queries(tg);
 	rc->counts.nqueries = nq;
 	if (rc->dev->timestamps) {
@@ -982,6 +1027,7 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 			record_unit(&r, UNIT_INPUT);
 	}
 	record_end(rc, tg, nq);
+	rc->slice_len = 0; /* the other entry points record whole kernels */
 	*counts = rc->counts;
 	return vkEndCommandBuffer(cb);
 }

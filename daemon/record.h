@@ -29,6 +29,14 @@ typedef struct record_target {
 	uint64_t first_piece;    /* the slot's first job position (3 dummy pieces each) */
 	job *const *jobs;        /* placed; each devlocal job's ts_index is set */
 	uint32_t njobs;
+	/* 0: the whole batch. Else one slice of it: only the dispatch pieces
+	 * whose first multiply-add (counted over the batch's dispatches in
+	 * recording order) lies in [slice_from, slice_from + slice_len), the
+	 * pieces cut no longer than slice_len. The same batch recorded again
+	 * with the next slice_from (record_counts.slice_next) continues it:
+	 * its pieces and their order do not depend on slice_from. Only for
+	 * batches without device-local jobs (their copies are not sliced). */
+	uint64_t slice_from, slice_len;
 } record_target;
 
 /* What one batch recorded. */
@@ -36,6 +44,8 @@ typedef struct record_counts {
 	uint64_t dispatches;     /* vkCmdDispatch calls */
 	uint64_t copy_bytes;     /* device-local copies in and out */
 	uint32_t nqueries;       /* timestamp queries used */
+	bool slice_more;         /* a slice: pieces are left after it ... */
+	uint64_t slice_next;     /* ... the first starting here (the next slice_from) */
 } record_counts;
 
 /* A recorder for batches of at most max_batch_jobs jobs on d with pl,

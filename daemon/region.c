@@ -236,6 +236,7 @@ int region_create(region **out, region_set *set, const device *d, int fd, uint64
 	r->file_dev = st.st_dev;
 	r->file_ino = st.st_ino;
 	r->owner = owner;
+	r->uid = (uid_t)-1; /* the caller says whose (ops.c) */
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t align = d->host_import && d->import_align > page ? d->import_align : page;
 	r->map_len = round_up(size, align);
@@ -375,6 +376,18 @@ void region_unref(region *r)
 	if (r->on_release)
 		r->on_release(r->release_ctx, r->release_arg);
 	free(r);
+}
+
+uint64_t region_set_uid_bytes(region_set *set, uid_t uid)
+{
+	uint64_t n = 0;
+	const queue_node *q;
+	queue_foreach(q, set_live(set)) {
+		const region *r = queue_data(q, region, live);
+		if (r->uid == uid)
+			n += r->size;
+	}
+	return n;
 }
 
 void region_stats(const region_set *set, proto_stats *st)

@@ -53,6 +53,7 @@ struct region {
 	dev_t file_dev;
 	ino_t file_ino;
 	const void *owner;
+	uid_t uid;         /* the registering peer's (region_set_uid_bytes) */
 	region_set *set;   /* the set it is live on */
 	queue_node live;   /* on set's list, for device recovery */
 	region_release_fn on_release;
@@ -102,6 +103,12 @@ int region_gpu_restore_all(region_set *set, const device *d, char *err, size_t e
  * a file of another file system, or a page the kernel refuses to a
  * sparse memfd, would raise. */
 extern bool region_fault_unsealed;
+
+/* Bytes of the live regions of set that peer uid registered: those in a
+ * connection's table, and those unregistered or left by a closed
+ * connection while jobs still use them. A walk of the live regions, once
+ * per register (region_create walks them too). */
+uint64_t region_set_uid_bytes(region_set *set, uid_t uid);
 
 /* set's part of stats: regions, region_bytes, host_imports,
  * staged_regions. */

@@ -50,9 +50,38 @@ static void listen_cb(uv_poll_t *h, int status, int events)
 	}
 }
 
+/* Past --drain-timeout-s: the connections still holding replies unread
+ * are closed (their queued jobs dropped), at every check from then on (a
+ * job answered later to a peer that does not read would hold the stop
+ * again), so that the stop ends, the cache is saved and the process exits
+ * 0 before the service manager's stop timeout. Connections that read
+ * keep waiting for their jobs. */
+static void drain_deadline(server *s)
+{
+	uint32_t n = 0;
+	uint64_t unread = 0;
+	for (queue_node *q = s->conns.next, *next; q != &s->conns; q = next) {
+		next = q->next;
+		conn *c = queue_data(q, conn, node);
+		size_t pending = conn_out_pending(c);
+		if (!pending)
+			continue;
+		n++;
+		unread += pending;
+		conn_close(c, "shutdown: --drain-timeout-s passed with replies unread");
+	}
+	if (n)
+		log_warn("shutting down: --drain-timeout-s %u passed; closed %u connection(s) that left "
+			 "%llu reply bytes unread (%u job(s) queued, %u running)",
+			 s->cfg->drain_timeout_s, n, (unsigned long long)unread, s->eng.queued,
+			 s->eng.running);
+}
+
 static void drain_check_cb(uv_timer_t *t)
 {
 	server *s = t->data;
+	if (engine_now_ns() >= s->drain_deadline_ns)
+		drain_deadline(s);
 	bool flushed = true;
 	const queue_node *q;
 	queue_foreach(q, &s->conns)
@@ -65,6 +94,7 @@ static void drain_check_cb(uv_timer_t *t)
 	for (queue_node *q; (q = queue_first(&s->conns));)
 		conn_close(queue_data(q, conn, node), "daemon shutting down");
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
+	conn_backlog_close(s);
 	uv_close((uv_handle_t *)&s->accept_timer, NULL);
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
 	uv_close((uv_handle_t *)&s->sig_int, NULL);
@@ -80,7 +110,10 @@ void server_stop(server *s)
 	if (s->draining)
 		return;
 	s->draining = true;
-	log_notice("shutting down: %u job(s) queued, %u running", s->eng.queued, s->eng.running);
+	s->drain_deadline_ns = engine_now_ns() + (uint64_t)s->cfg->drain_timeout_s * 1000000000ull;
+	log_notice("shutting down: %u job(s) queued, %u running; replies wait at most %u s "
+		   "(--drain-timeout-s) to be read", s->eng.queued, s->eng.running,
+		   s->cfg->drain_timeout_s);
 	service_stopping(&s->svc);
 	uv_poll_stop(&s->listen_poll);
 	uv_timer_stop(&s->accept_timer);
@@ -215,6 +248,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->accept_timer.data = s;
 	uv_timer_init(loop, &s->drain_timer);
 	s->drain_timer.data = s;
+	conn_backlog_init(s);
 	uv_signal_init(loop, &s->sig_term);
 	s->sig_term.data = s;
 	uv_signal_start(&s->sig_term, signal_cb, SIGTERM);

@@ -40,14 +40,19 @@ typedef struct server {
 	bool cork;                 /* replies are queued, written at uncork */
 	queue_node dirty;          /* connections with replies queued while corked
 				    * (conn.dirty_node), latest first */
+	queue_node backlog;        /* connections whose frames wait for their next
+				    * turn (conn.backlog_node), oldest first */
+	uv_idle_t backlog_idle;    /* active while the backlog is not empty */
 	proto_decoder dec;         /* every request's decoding (ops_frame): memory kept */
 	msgpack_sbuffer reply_sb;  /* every reply's encoding (conn_reply_timed): memory kept */
 	proto_reply job_reply;     /* a job's reply (ops_job_done), not zeroed per job */
 	uint32_t nconns;
-	region_set regions;        /* every live region (device recovery, stats) */
-	uint64_t total_region_bytes;
+	region_set regions;        /* every live region (device recovery, stats, the
+				    * registered-bytes limits) */
 	uint64_t started_ns;
 	bool draining;
+	uint64_t drain_deadline_ns; /* engine_now_ns: past it the drain closes the
+				     * connections that leave replies unread */
 	int exit_code;             /* of the process, once the loop ended */
 	recovery rec;              /* after a device loss */
 	service svc;               /* the service manager's readiness, STATUS=, watchdog */
@@ -60,7 +65,8 @@ typedef struct server {
 int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl,
 		 const conn_handler *handler, engine_done_fn done);
 /* Begin graceful shutdown: stop accepting, finish jobs in flight, answer
- * them, then close every connection and let the loop end. */
+ * them, then close every connection and let the loop end. Connections
+ * that leave replies unread past --drain-timeout-s are closed. */
 void server_stop(server *s);
 /* After the loop ended: free what is left. */
 void server_destroy(server *s);

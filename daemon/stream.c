@@ -799,6 +799,6 @@ VkResult stream_submit(engine *e, uint32_t si)
 		.waitSemaphoreCount = 1, .pWaitSemaphores = &st->sem[ROLE_DOWN],
 		.pWaitDstStageMask = &wait_stage,
 		.commandBufferCount = 1, .pCommandBuffers = &s->cb,
-		.signalSemaphoreCount = 1, .pSignalSemaphores = &e->timeline};
-	return vkQueueSubmit(e->dev->queue, 1, &sub, VK_NULL_HANDLE);
+		.signalSemaphoreCount = 1, .pSignalSemaphores = &e->track[s->cls].timeline};
+	return vkQueueSubmit(e->track[s->cls].queue, 1, &sub, VK_NULL_HANDLE);
 }

@@ -23,14 +23,8 @@
  * is schedule 1: equal chunks, dW after all of X (f32: in four row blocks
  * of a quarter of dW each, whole-batch workgroups, a wave or more each,
  * each going back while the next computes; 16-bit: in one step, then all
- * of it back; stream.c dw_block_rows): on the H200 it was the faster
- * (8192x4096x4096 end to end, same run: bf16 6,757 µs against 7,039, f32
- * 19,242 against 21,068, both with dW in one step; schedule 2's dW row
- * blocks are too few workgroups each to fill the GPU: measurements/
- * h200-2026-12-03/closing3). f32's quarters replaced its single dW step
- * (its whole download after the last kernel: 1.3 ms of 64 MiB,
- * measurements/h200-2026-12-03-s5/f32sums); 16-bit dW on coopmat_nv2 was
- * slower in quarters (6,892 µs against 6,563, resumed dW off). Upload and download are the
+ * of it back; stream.c dw_block_rows), which measured the faster on the
+ * H200 (docs/performance.md). Upload and download are the
  * device's transfer-only queues (device.h xfer_up, xfer_down) where it has
  * them, else the compute queue (the same schedule, nothing overlapped: what
  * CI runs on lavapipe).
@@ -44,8 +38,7 @@
  *   compute:  head | dX_0, dW/db sums over chunk 0 | ... | dX_n-1, dW/db chunk n-1: written
  *   download:        dX_0                           | ... | dX_n-1, dW (row blocks), db
  *
- * Chunks of equal rows (on the H200 a first and a last chunk a quarter of
- * the others, or chunk 0's dW before W, ran longer end to end); each
+ * Chunks of equal rows; each
  * kernel step after everything before it (a barrier: a dW step resumes the
  * sums the chunk before left; for a dX step see record_dx_chunk). The
  * last chunk's dW/db runs in row blocks of about a quarter of dW, each

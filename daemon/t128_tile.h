@@ -7,7 +7,7 @@
  * steps of BK, the next tile's global loads in SPLIT phases of a step, PAD
  * vec4 of padding per shared row, warps of WX×(32/WX) threads (0: rows of
  * BN/TN threads). Unset: T128_TILE_DEFAULT; "fixed": the fixed 128×128
- * kernel (8×8 per thread, 152 registers on the H200). Only f32 takes it;
+ * kernel (8×8 per thread). Only f32 takes it;
  * f16 and bf16 keep the fixed kernel. */
 #ifndef VKG_DAEMON_T128_TILE_H
 #define VKG_DAEMON_T128_TILE_H
@@ -19,10 +19,7 @@
 #include "vk_compat.h"
 
 #define T128_TILE_ENV "VKGRAD_T128_TILE"
-/* the f32 default, measured on the H200 (measurements/h200-2026-12-03/
- * closing: 8192x4096x4096 full backward, two runs): 128x128x8x8x16x2x0x8
- * (127 registers) 15,434 / 15,416 µs, 128x128x8x8x16 15,970 / 15,978,
- * 128x64x8x4x16 16,525 / 16,546, the fixed kernel 19,532 / 19,520 */
+/* the f32 default: the fastest of a sweep on the H200 (docs/kernels.md) */
 #define T128_TILE_DEFAULT "128x128x8x8x16x2x0x8"
 /* the accepted form, as the daemon's refusal gives it (each limit is in
  * the message's first part: t128_tile.c) */

@@ -421,6 +421,9 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "spin_hits", s->spin_hits);
 	pk_kv_u(pk, "blocking_waits", s->blocking_waits);
 	pk_kv_u(pk, "spin_expected", s->spin_expected);
+	pk_kv_u(pk, "sched_small_jobs", s->sched_small_jobs);
+	pk_kv_u(pk, "sched_large_jobs", s->sched_large_jobs);
+	pk_kv_u(pk, "sched_slices", s->sched_slices);
 	proto_opstats_pack(pk, s);
 	if (s->n_stages) {
 		pk_str(pk, "stages");
@@ -625,7 +628,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_REGISTER: extra = 1; break;
 	case PROTO_R_JOB: break; /* encode_job */
 	case PROTO_R_STATS:
-		extra = 34 + proto_opstats_keys(&r->stats) + (r->stats.n_stages > 0) +
+		extra = 37 + proto_opstats_keys(&r->stats) + (r->stats.n_stages > 0) +
 			(r->stats.n_hist > 0);
 		break;
 	case PROTO_R_ERROR: extra = 1; break;

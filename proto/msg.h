@@ -346,6 +346,9 @@ typedef struct proto_stats {
 	 * CPU time spent spinning, waits a spin ended, waits that blocked */
 	uint64_t spin_budget_us, spin_us, spin_hits, blocking_waits;
 	uint64_t spin_expected; /* batches given an expected end (daemon/spin.h) */
+	/* job classes (daemon/engine.h): jobs run as small and as large, and
+	 * the submissions (slices) the large ones took */
+	uint64_t sched_small_jobs, sched_large_jobs, sched_slices;
 	/* additions for operators (proto/README.md, "stats"); has_counters
 	 * when the daemon sent them (an older one does not) */
 	bool has_counters;

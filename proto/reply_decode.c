@@ -221,6 +221,9 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (mpobj_key_is(k, "spin_hits")) s->spin_hits = as_u64(v);
 	else if (mpobj_key_is(k, "blocking_waits")) s->blocking_waits = as_u64(v);
 	else if (mpobj_key_is(k, "spin_expected")) s->spin_expected = as_u64(v);
+	else if (mpobj_key_is(k, "sched_small_jobs")) s->sched_small_jobs = as_u64(v);
+	else if (mpobj_key_is(k, "sched_large_jobs")) s->sched_large_jobs = as_u64(v);
+	else if (mpobj_key_is(k, "sched_slices")) s->sched_slices = as_u64(v);
 	else if (mpobj_key_is(k, "stages")) {
 		const msgpack_object *k2, *v2;
 		s->n_stages = 0;

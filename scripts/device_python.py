@@ -1,7 +1,7 @@
 """A small MLP trained with vkgrad.torch's backward (on vkgradd) next to
 plain torch: losses, gradient differences and time per step, as a table.
 
-Run by scripts/device_python.sh (which starts the daemon); on its own:
+Run by `scripts/device-run.sh python` (which starts the daemon); on its own:
     VKGRAD_SOCKET=... PYTHONPATH=python python3 scripts/device_python.py
 
 Every run starts from the same weights and data. Per dtype (f32, bf16):

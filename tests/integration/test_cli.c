@@ -4,7 +4,8 @@
  * must parse and carry every field with ok:true; kernel_us from a daemon
  * that runs every job on the device-local path; lines skipped for
  * --max-gflop and for max_tensor_bytes; an error line (and exit 0) for a
- * dtype the daemon refuses; the private daemon the bench starts itself.
+ * dtype the daemon refuses; the private daemon the bench starts itself;
+ * `vkgrad bench` handing over to vkgrad-bench.
  *
  * The JSON lines are checked by a small strict parser below (objects,
  * arrays, strings, numbers, true/false/null), not by string matching, so a
@@ -649,6 +650,39 @@ static void test_bench_peak_usage(void **state)
 	}
 }
 
+/* ---- vkgrad bench runs vkgrad-bench ------------------------------------------ */
+
+/* The user's CLI links only libvkgrad: neither Vulkan nor libuv is among
+ * vkgrad's needed libraries (vkgrad-bench, which links the daemon's core,
+ * has them). A vkgrad with no vkgrad-bench beside it or on PATH says so and
+ * exits 2. */
+static void test_bench_front(void **state)
+{
+	(void)state;
+	char cmd[1024], out[8192];
+	snprintf(cmd, sizeof(cmd), "readelf -d %s/vkgrad | grep NEEDED", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "libmsgpackc"));
+	assert_null(strstr(out, "libvulkan"));
+	assert_null(strstr(out, "libuv"));
+	snprintf(cmd, sizeof(cmd), "readelf -d %s/vkgrad-bench | grep NEEDED", build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "libvulkan"));
+	char dir[] = "/tmp/vkgrad-front.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "cp %s/vkgrad %s/ && PATH=/nonexistent %s/vkgrad bench --json 2>&1",
+		 build_dir(), dir, dir);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "cannot run vkgrad-bench"));
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	/* beside it, the same command line reaches the benchmark's own parser */
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket /nonexistent bench --no-such-option 2>&1",
+		 build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "bench"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -664,6 +698,7 @@ int main(void)
 		cmocka_unit_test(test_bench_peak_json),
 		cmocka_unit_test(test_bench_peak_nv2),
 		cmocka_unit_test(test_bench_peak_usage),
+		cmocka_unit_test(test_bench_front),
 	};
 	return group_run_plain("cli", tests, &g_d);
 }

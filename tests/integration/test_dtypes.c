@@ -293,7 +293,7 @@ static void test_coopmat_khr_f32x3_unsupported_where_absent(void **state)
 	expect_refused_untouched(c, "f16", var, "unsupported", var, "needs dtype f32");
 	expect_refused_untouched(c, "bf16", var, "unsupported", var, "needs dtype f32");
 	if (g_f32x3) {
-		printf("%s f32 is served here: its numbers are checked by scripts/device_f32x3.sh\n", var);
+		printf("%s f32 is served here: its numbers are checked by scripts/device-run.sh kernels\n", var);
 	} else {
 		const bool lvp = strstr(g_device, "llvmpipe") != NULL;
 		expect_refused_untouched(c, "f32", var, "unsupported", var,

@@ -576,6 +576,12 @@ static void test_peer_uid_not_allowed_is_refused(void **state)
 	assert_int_equal(rawsock_open(&r, s.d.sock), 0);
 	proto_request q = {.op = PROTO_OP_PING, .id = 1};
 	rawsock_send_request(&r, &q, NULL, 0); /* may fail: already closed */
+	/* one error frame saying why (issue 25), then the close */
+	proto_reply rep;
+	assert_int_equal(rawsock_recv(&r, &rep, 10000), 0);
+	assert_false(rep.ok);
+	assert_int_equal(rep.err.code, PROTO_LIMIT);
+	assert_non_null(strstr(rep.err.message, "--allow-uid"));
 	assert_int_equal(rawsock_expect_eof(&r, 10000), 0);
 	rawsock_close(&r);
 	snprintf(want, sizeof(want), "refusing client pid %d uid %u", (int)getpid(), getuid());
@@ -924,8 +930,9 @@ static void test_make_install_layout(void **state)
 	const char *dir = stage();
 	assert_non_null(dir);
 	static const char *const files[] = {
-		"bin/vkgradd", "bin/vkgrad", "lib/libvkgrad.so.0.2.0", "lib/libvkgrad.a",
-		"include/vkgrad.h", "lib/pkgconfig/vkgrad.pc", "lib/systemd/system/vkgradd.service",
+		"bin/vkgradd", "bin/vkgrad", "bin/vkgrad-bench", "lib/libvkgrad.so.0.2.0",
+		"lib/libvkgrad.a", "include/vkgrad.h", "lib/pkgconfig/vkgrad.pc",
+		"lib/systemd/system/vkgradd.service",
 		"lib/systemd/system/vkgradd.socket", "lib/systemd/system/vkgradd@.service",
 		"lib/systemd/system/vkgradd@.socket", "lib/systemd/system/vkgrad-metrics.service",
 		"lib/systemd/system/vkgrad-metrics.timer", "lib/sysusers.d/vkgrad.conf",

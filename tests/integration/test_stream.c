@@ -449,7 +449,7 @@ static bool has_variant(int d, const char *variant, const char *dt)
  * 1,100-row jobs 3 steps or more each. On lavapipe (one queue, everything in order) this
  * checks the sums and the chunking, not the barriers or the ordering of
  * the queues: those only a GPU with transfer queues can miss, and then
- * only by chance (scripts/device_final4.sh runs this on the H200). */
+ * only by chance (scripts/device-run.sh check runs this on the H200). */
 static void test_same_bits_dw_sums(void **state)
 {
 	(void)state;

@@ -10,7 +10,7 @@
  * dX and db alone, overwrite and accumulate. The tilings cover 8×8,
  * 8×4 / 4×8, 12×8 and 16×8 per thread, 64, 128 and 256 threads, k steps
  * of 4, 8 and 16, the loads in 1, 2 and 4 phases, padding, and
- * warp-shaped thread layouts (those of scripts/device_f32_tune.sh among
+ * warp-shaped thread layouts (those of the H200 sweep in docs/kernels.md among
  * them, but for padding at k steps of 16: 33 KiB, above lavapipe's 32).
  *
  * The same through the device-local path cut into many small dispatches.

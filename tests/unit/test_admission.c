@@ -2,9 +2,10 @@
  * both connection limits; at max_connections, and at
  * max_connections_per_uid for its uid, it is refused with a limit error
  * naming the limit and its value; one the allow lists refuse is denied
- * without an error frame; the refusal log's rate limiter (one warning a
- * second, the rest counted) is the admission's own state, so two servers'
- * admissions do not share it. */
+ * with a limit error naming the list, through the same rate-limited log;
+ * every refusal is counted by reason (stats' connections_refused); the
+ * refusal log's rate limiter (one warning a second, the rest counted) is
+ * the admission's own state, so two servers' admissions do not share it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,6 +64,10 @@ static void test_limits(void **state)
 	assert_int_equal(admission_check(&a, g_sv[0], &g_cred, 3, 2, 11 * SEC, &err), ADMISSION_LIMIT);
 	assert_int_equal(err.code, PROTO_LIMIT);
 	assert_non_null(strstr(err.message, "max_connections_per_uid = 2"));
+
+	assert_int_equal(a.refused[PROTO_REFUSED_MAX_CONNECTIONS], 1);
+	assert_int_equal(a.refused[PROTO_REFUSED_MAX_CONNECTIONS_PER_UID], 1);
+	assert_int_equal(a.refused[PROTO_REFUSED_ALLOW_LIST], 0);
 }
 
 static void test_allow_lists_deny(void **state)
@@ -74,11 +79,22 @@ static void test_allow_lists_deny(void **state)
 	admission a;
 	admission_init(&a, &cfg, &g_lim);
 	proto_err err;
-	/* denied before the limits are looked at, even below them */
+	/* denied before the limits are looked at, even below them, with an
+	 * error for the peer's one frame; logged through the limiter */
 	assert_int_equal(admission_check(&a, g_sv[0], &g_cred, 0, 0, 10 * SEC, &err), ADMISSION_DENY);
+	assert_int_equal(err.code, PROTO_LIMIT);
+	assert_non_null(strstr(err.message, "connection refused: uid"));
+	assert_non_null(strstr(err.message, "--allow-uid"));
+	assert_int_equal(a.warned_ns, 10 * SEC);
+	assert_int_equal(admission_check(&a, g_sv[0], &g_cred, 0, 0, 10 * SEC + 1, &err), ADMISSION_DENY);
+	assert_int_equal(a.quiet, 1);
+	assert_int_equal(a.refused[PROTO_REFUSED_ALLOW_LIST], 2);
+	assert_int_equal(a.refused[PROTO_REFUSED_MAX_CONNECTIONS], 0);
 	cfg.allow_uid[1] = g_cred.uid;
 	cfg.n_allow_uid = 2;
 	assert_int_equal(admission_check(&a, g_sv[0], &g_cred, 0, 0, 10 * SEC, &err), ADMISSION_TAKE);
+	assert_int_equal(err.code, PROTO_OK);
+	assert_int_equal(a.refused[PROTO_REFUSED_ALLOW_LIST], 2);
 }
 
 /* One warning a second: refusals in between are counted, the next

@@ -194,7 +194,7 @@ static void test_fit_limits(void **state)
 }
 
 /* The H200's list for f16 and for bf16 (driver 580.159.04, read on the
- * machine 2026-12-03: measurements/h200-2026-12-03/nv2-flexible-dims.txt):
+ * machine 2026-12-03, docs/kernels.md):
  * workgroups of 32 and 64 at 16x16x16, 128 at 32x16x16, 256 at 32x32x16;
  * cooperativeMatrixWorkgroupScopeMaxWorkgroupSize 256, flexible dimensions
  * up to 1024. */

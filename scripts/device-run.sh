@@ -1,0 +1,438 @@
+#!/usr/bin/env bash
+# vkgrad on a GPU machine: named suites of benchmarks and checks, from a
+# bundle of programs built here, into one output folder.
+#
+# Here (this Debian machine), once per build:
+#   scripts/device-run.sh bundle [DIR]
+#     make all and bin/test_stream, then DIR (default .device-bundle, which
+#     git ignores) with bin/ (vkgradd, vkgrad, vkgrad-bench, test_stream,
+#     libvkgrad.so.0), lib/, env.sh (../shared/device/bundle.sh), the PyTorch
+#     anchors (../shared/anchors/*.py) and python/ (the package).
+#     A second build for before/after: check it out elsewhere, bundle it into
+#     .device-bundle-before, and set BEFORE_VKGRADD below.
+# There (the GPU machine, the working tree copied, the bundle carried):
+#   scripts/device-run.sh SUITE...
+# Suites:
+#   check    test_stream on this GPU; every test shape `vkgrad run --check`
+#            (all output subsets, overwrite and accumulate)
+#   kernels  `bench --kernels` of three shapes x bf16/f16/f32 beside
+#            torch_linear_backward.py (the table); the same shape with
+#            streaming off; f32 on tensor cores (coopmat_khr_f32x3); narrow
+#            layers from device memory; the pipelines' registers; `bench --peak`
+#   e2e      end to end with stages, streamed and not, of large and mid-size
+#            jobs (bf16, f32; BEFORE_VKGRADD beside, alternated); one
+#            streamed job's steps
+#   tiny     `bench --compare` (daemon against in-process); the same with
+#            enough jobs for a steady state; 16 synchronous clients on a
+#            private daemon (and BEFORE_VKGRADD's); torch_multiproc.py 1 16,
+#            plain and under MPS
+#   tenants  `bench --scenario mixed`: 8 synchronous tiny clients alone, then
+#            beside one heavy bf16 client, heavy 8192x4096x4096 and
+#            2048x1024x1024 (BEFORE_VKGRADD's daemon beside); torch_mixed.py
+#            for both shapes and torch_multiproc.py 1 16, plain and under MPS
+#   python   bench/torch_train.py --mode real where it exists, else
+#            scripts/device_python.py (an MLP trained through vkgrad.torch
+#            beside plain torch); `stats --prometheus` of its daemon
+#   all      kernels e2e tiny tenants python (torch_multiproc.py runs once)
+# Each suite takes about 1-5 minutes of device time, all about 9-10.
+#
+# Settings (environment):
+#   OUT             output folder (default /tmp/vkgrad-device-run); it gets
+#                   summary.txt and one SUITE.tar.gz of raw files per suite
+#                   (at most 8 files: what the device tool brings back)
+#   BUNDLE          the bundle (default .device-bundle)
+#   BEFORE_VKGRADD  a second daemon binary (another build's bundle/bin/vkgradd):
+#                   e2e, tiny and tenants run it beside this one, alternated
+#   VKGRADD_ARGS    more arguments for every daemon this starts
+#   VKGRADD_ENV     environment for those daemons (e.g. VKGRAD_NV2_TILE=...)
+#   BUDGET_S        seconds after which the steps not yet begun are skipped
+#                   (default 540: the device tool ends a command at 600)
+#   PYTHON          the python3 with torch (default python3)
+#   QUICK=1         small shapes, few jobs, short phases: to try the runner
+#                   on a machine without a GPU (lavapipe)
+# Exit status: 0, or 1 when a check failed or a step did not finish.
+#
+# On the device tool: run with carry [".device-bundle"] (and
+# ".device-bundle-before"), e.g.
+#   BEFORE_VKGRADD=.device-bundle-before/bin/vkgradd scripts/device-run.sh tenants
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+REPORT="python3 $HERE/device_report.py"
+
+usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+
+# ---- here: the bundle ------------------------------------------------------------
+
+shared_dir() {
+	for d in "${VKGRAD_SHARED:-}" "$ROOT/../shared" "$ROOT/../../shared" /work/shared; do
+		[ -n "$d" ] && [ -x "$d/device/bundle.sh" ] && { echo "$d"; return; }
+	done
+	echo "device-run: ../shared/device/bundle.sh not found (set VKGRAD_SHARED)" >&2
+	return 1
+}
+
+make_bundle() {
+	local dir=${1:-.device-bundle} sh progs=()
+	sh=$(shared_dir) || exit 1
+	make -C "$ROOT" -j2 all build/tests/test_stream || exit 1
+	for p in vkgradd vkgrad vkgrad-bench tests/test_stream; do
+		[ -x "$ROOT/build/$p" ] && progs+=("$ROOT/build/$p")
+	done
+	"$sh/device/bundle.sh" "$dir" "${progs[@]}" || exit 1
+	cp -L "$ROOT"/build/libvkgrad.so.0 "$dir/bin/"
+	cp "$sh"/anchors/*.py "$dir/" 2>/dev/null
+	git -C "$ROOT" describe --always --dirty >"$dir/COMMIT"
+	echo "bundle: $dir ($(git -C "$ROOT" describe --always --dirty)); run there with carry [\"$dir\"]"
+}
+
+# ---- there: steps, daemons, reports ----------------------------------------------
+
+say() { echo "=== $* ($(date -u +%T), ${SECONDS}s)" | tee -a "$S"; }
+note() { echo "$*" | tee -a "$S"; }
+fail() { note "FAILED: $*"; RC=1; }
+# in_budget STEP: 0 while the budget lasts, else notes STEP as skipped
+in_budget() {
+	[ "$SECONDS" -lt "$BUDGET_S" ] && return 0
+	note "skipped (budget of ${BUDGET_S}s spent): $1"
+	return 1
+}
+# vk [ARGS]: vkgrad of the bundle; bench goes through it to bin/vkgrad-bench
+vk() { (. "$B/env.sh" && exec "$B/bin/vkgrad" "$@"); }
+
+# daemon_start BINARY LOG [ARGS]: a daemon on $D/s with regions raised for
+# large jobs, VKGRADD_ARGS and VKGRADD_ENV added; waits until it answers ping
+# (daemon_pid), 1 when it did not within 60 s.
+daemon_start() {
+	local bin=$1 log=$2 i=0
+	shift 2
+	rm -rf "$D/s" "$D/c"
+	# shellcheck disable=SC2086
+	(. "$B/env.sh" && exec env ${VKGRADD_ENV:-} timeout 300 "$bin" --socket "$D/s" --cache-dir "$D/c" \
+		--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
+		--max-region-bytes-per-uid 17179869184 ${VKGRADD_ARGS:-} "$@") 2>>"$log" &
+	daemon_pid=$!
+	until vk --socket "$D/s" ping >/dev/null 2>&1; do
+		i=$((i + 1))
+		if [ $i -gt 600 ] || ! kill -0 $daemon_pid 2>/dev/null; then
+			kill $daemon_pid 2>/dev/null
+			tail -5 "$log" | tee -a "$S"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+daemon_stop() {
+	kill -TERM $daemon_pid 2>/dev/null
+	wait $daemon_pid
+}
+
+# builds: "after" (the bundle's daemon) and, with BEFORE_VKGRADD, "before"
+builds() { [ -n "${BEFORE_VKGRADD:-}" ] && echo "before after" || echo "after"; }
+daemon_of() { [ "$1" = before ] && echo "$BEFORE_VKGRADD" || echo "$B/bin/vkgradd"; }
+
+# tag LABEL: every JSON line on stdin gets "run": LABEL first
+tag() { sed "s/^{/{\"run\":\"$1\",/"; }
+
+# mps_on / mps_off: NVIDIA MPS with private folders (../shared/anchors/README.md)
+mps_on() {
+	MPSCTL=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)
+	[ -n "$MPSCTL" ] || { note "nvidia-cuda-mps-control not found: no MPS run"; return 1; }
+	MPSDIR=$(mktemp -d)
+	export CUDA_MPS_PIPE_DIRECTORY=$MPSDIR/p CUDA_MPS_LOG_DIRECTORY=$MPSDIR/l
+	mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+	"$MPSCTL" -d >>"$R/mps.log" 2>&1 || { note "MPS did not start"; return 1; }
+	sleep 1
+}
+mps_off() {
+	echo quit | "$MPSCTL" >>"$R/mps.log" 2>&1
+	sleep 1
+	cat "$CUDA_MPS_LOG_DIRECTORY"/control.log >>"$R/mps.log" 2>/dev/null
+	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	rm -rf "$MPSDIR"
+}
+# anchor SECONDS OUTFILE SCRIPT ARGS...: a PyTorch anchor of the bundle, plain
+# then under MPS (MPS=1 labels its lines), JSON lines into OUTFILE
+anchor() {
+	local secs=$1 out=$2 script=$3
+	shift 3
+	[ -f "$B/$script" ] || { note "no $script in the bundle: skipped"; return; }
+	[ -n "$HAVE_NVIDIA" ] || { note "no NVIDIA GPU here: $script skipped"; return; }
+	in_budget "$script $*" || return
+	say "$script $* (plain)"
+	(cd "$B" && timeout "$secs" "$PY" "$script" "$@") >>"$out" 2>>"$R/torch.err" || note "$script rc=$?"
+	in_budget "$script $* under MPS" || return
+	mps_on || return
+	say "$script $* (MPS)"
+	(cd "$B" && MPS=1 timeout "$secs" "$PY" "$script" "$@") >>"$out" 2>>"$R/torch.err" || note "$script (MPS) rc=$?"
+	mps_off
+}
+torch_multiproc() {
+	[ -n "${TORCH_MP_DONE:-}" ] && return
+	TORCH_MP_DONE=1
+	anchor 120 "$R/torch_mp.jsonl" torch_multiproc.py 1 16
+	$REPORT torch "$R/torch_mp.jsonl" | tee -a "$S"
+}
+
+# kernel_lines LABEL DAEMON FILE SHAPES DTYPES [bench args]: a daemon
+# (daemon_start with DAEMON_ARGS), `bench --kernels --json` against it into
+# FILE, each line tagged LABEL
+kernel_lines() {
+	local label=$1 bin=$2 file=$3 shapes=$4 dtypes=$5
+	shift 5
+	in_budget "$label: bench --kernels $shapes $dtypes" || return
+	# shellcheck disable=SC2086
+	daemon_start "$bin" "$R/daemon.log" ${DAEMON_ARGS:-} || { fail "$label: daemon did not start"; return; }
+	say "$label: bench --kernels $shapes $dtypes (daemon ${DAEMON_ARGS:-})"
+	vk --socket "$D/s" bench --kernels --json --shapes "$shapes" --dtypes "$dtypes" "$@" \
+		2>>"$R/bench.err" | tag "$label" >>"$file"
+	vk --socket "$D/s" stats >>"$R/stats.txt" 2>&1
+	daemon_stop
+}
+
+# HAVE_NVIDIA: set where nvidia-smi sees a GPU (the PyTorch anchors need CUDA)
+gpu_line() {
+	HAVE_NVIDIA=
+	if nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader \
+		>"$D/gpu.txt" 2>&1; then
+		HAVE_NVIDIA=1
+		tee -a "$S" <"$D/gpu.txt"
+	else
+		note "nvidia-smi: no NVIDIA GPU here (the PyTorch anchors are skipped)"
+	fi
+}
+
+# ---- the suites ------------------------------------------------------------------
+
+suite_check() {
+	if [ -x "$B/bin/test_stream" ] && in_budget "test_stream"; then
+		say "test_stream on this GPU"
+		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$B/bin/test_stream") \
+			>"$R/test_stream.txt" 2>&1 || fail "test_stream"
+		grep -E "resumed dW|dW steps|PASSED|FAILED" "$R/test_stream.txt" | tee -a "$S"
+	fi
+	in_budget "the test shapes, checked" || return
+	daemon_start "$B/bin/vkgradd" "$R/daemon.log" || { fail "daemon did not start"; return; }
+	say "every test shape, checked against float64"
+	vk --socket "$D/s" info >"$R/info.txt" 2>&1
+	local n=0 bad=0 shape b r i o outs acc
+	for shape in $CHECK_SHAPES; do
+		b=${shape%%x*} r=${shape#*x}
+		i=${r%%x*} o=${r#*x}
+		for outs in dw db dx dw,db dw,db,dx; do
+			for acc in "" --accumulate; do
+				n=$((n + 1))
+				# shellcheck disable=SC2086
+				vk --socket "$D/s" run --batch "$b" --in "$i" --out "$o" --outputs "$outs" $acc \
+					--repeat 2 --check >>"$R/check.txt" 2>&1 || { bad=$((bad + 1)); note "check failed: $shape $outs $acc"; }
+			done
+		done
+	done
+	note "checked: $n jobs over $(echo $CHECK_SHAPES | wc -w) shapes, $bad failed"
+	[ $bad = 0 ] || RC=1
+	daemon_stop
+}
+
+suite_kernels() {
+	if in_budget "bench --kernels beside torch_linear_backward.py"; then
+		say "bench --kernels (auto, private daemon) $KSHAPES"
+		vk bench --kernels --json --shapes "$KSHAPES" --dtypes bf16,f16,f32 --variants auto \
+			>"$R/bench.jsonl" 2>>"$R/bench.err" || fail "bench --kernels"
+		if [ -f "$B/torch_linear_backward.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_linear_backward.py; then
+			say "torch_linear_backward.py"
+			(cd "$B" && timeout 150 "$PY" torch_linear_backward.py) >"$R/torch.jsonl" 2>>"$R/torch.err" ||
+				note "torch_linear_backward.py rc=$?"
+		fi
+		$REPORT kernels "$R/bench.jsonl" "$R/torch.jsonl" | tee -a "$S"
+	fi
+	: >"$R/off.jsonl"
+	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines off "$B/bin/vkgradd" "$R/off.jsonl" \
+		"$BIG" bf16,f16,f32 --variants auto
+	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines f32x3 "$B/bin/vkgradd" "$R/off.jsonl" \
+		"$BIG;$MID" f32 --variants coopmat_khr_f32x3
+	DAEMON_ARGS="--devlocal-min-bytes 1" kernel_lines narrow "$B/bin/vkgradd" "$R/off.jsonl" \
+		"$NARROW" f32 --variants auto
+	$REPORT lines "$R/off.jsonl" | tee -a "$S"
+	if in_budget "the pipelines' registers"; then
+		say "the pipelines' driver statistics"
+		daemon_start "$B/bin/vkgradd" "$R/debug.log" --log-level debug && daemon_stop
+		grep -E "Register Count|default tiling" "$R/debug.log" | sed 's/Binary Size=[0-9]*; //' |
+			cut -c1-200 >"$R/regs.log"
+		grep -c "Register Count" "$R/regs.log" | sed 's/^/pipelines with statistics: /' | tee -a "$S"
+	fi
+	if in_budget "bench --peak"; then
+		say "bench --peak"
+		(. "$B/env.sh" && timeout 60 "$B/bin/vkgrad" bench --peak --json --reps 3 --ms 10) \
+			>"$R/peak.jsonl" 2>"$R/peak.err" || note "bench --peak rc=$? (no cooperative matrices here?)"
+		$REPORT peak "$R/peak.jsonl" | tee -a "$S"
+	fi
+}
+
+suite_e2e() {
+	local rep w
+	: >"$R/e2e.jsonl"
+	for rep in $(seq 1 "$REPS"); do
+		for w in $(builds); do
+			kernel_lines "$w#$rep" "$(daemon_of "$w")" "$R/e2e.jsonl" "$BIG;$MID;$WIDE" bf16,f32 \
+				--variants auto --reps "$E2E_REPS"
+			DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines "$w-off#$rep" "$(daemon_of "$w")" \
+				"$R/e2e.jsonl" "$BIG" bf16,f32 --variants auto --reps "$E2E_REPS"
+		done
+	done
+	STAGES=1 $REPORT lines "$R/e2e.jsonl" | tee -a "$S"
+	if in_budget "one streamed job's steps"; then
+		say "one streamed bf16 $BIG job's steps"
+		DAEMON_ARGS="--log-level debug" kernel_lines steps "$B/bin/vkgradd" "$R/steps.jsonl" "$BIG" bf16 \
+			--variants auto --reps 3 2>/dev/null
+		grep -E "stream job [0-9]+:" "$R/daemon.log" | sed 's/^vkgradd: debug: //' | cut -c1-140 \
+			>"$R/steps.txt"
+		tail -6 "$R/steps.txt" | tee -a "$S"
+	fi
+}
+
+suite_tiny() {
+	local rep w
+	if in_budget "bench --compare"; then
+		say "bench --compare --json (the default lines)"
+		# shellcheck disable=SC2086
+		vk bench --compare --json $COMPARE_ARGS 2>>"$R/bench.err" | tag "default" >"$R/compare.jsonl" ||
+			fail "bench --compare"
+	fi
+	local line
+	for rep in $(seq 1 "$REPS"); do
+		in_budget "bench --compare, steady state #$rep" || break
+		say "bench --compare, steady state #$rep"
+		for line in "tiny_latency 1 $((TJOBS * 2))" "tiny_latency 16 $TJOBS" "tiny_throughput 16 $((TJOBS / 2))"; do
+			set -- $line
+			vk bench --compare --json --scenario "$1" --clients "$2" --jobs "$3" 2>>"$R/bench.err" |
+				tag "long#$rep" >>"$R/compare.jsonl"
+		done
+	done
+	$REPORT tiny "$R/compare.jsonl" | tee -a "$S"
+	: >"$R/sync16.jsonl"
+	for rep in $(seq 1 "$REPS"); do
+		for w in $(builds); do
+			in_budget "16 synchronous clients ($w #$rep)" || break 2
+			say "16 synchronous clients, $w #$rep"
+			vk bench --json --daemon "$(daemon_of "$w")" --scenario tiny_latency --clients 16 --jobs "$TJOBS" \
+				2>>"$R/bench.err" | tag "$w#$rep" >>"$R/sync16.jsonl"
+		done
+	done
+	torch_multiproc
+	$REPORT sync16 "$R/sync16.jsonl" "$R/torch_mp.jsonl" | tee -a "$S"
+}
+
+suite_tenants() {
+	local shape w
+	: >"$R/mixed.txt"
+	for shape in $HEAVY; do
+		for w in $(builds); do
+			in_budget "mixed $shape ($w)" || break 2
+			daemon_start "$(daemon_of "$w")" "$R/daemon.log" || { fail "daemon ($w) did not start"; continue; }
+			say "bench --scenario mixed: $TENANTS tiny clients, heavy $shape bf16 ($w)"
+			echo "--- $w heavy $shape" >>"$R/mixed.txt"
+			# shellcheck disable=SC2086
+			vk --socket "$D/s" bench --scenario mixed --tiny-clients "$TENANTS" --heavy-shape "$shape" \
+				--heavy-dtype bf16 --heavy-inflight 1 --seconds "$MIXED_S" ${MIXED_ARGS:-} \
+				>>"$R/mixed.txt" 2>>"$R/bench.err" ||
+				fail "bench --scenario mixed ($w, $shape): $(grep -v '^(run' "$R/bench.err" | tail -1)"
+			vk --socket "$D/s" stats >>"$R/stats.txt" 2>&1
+			daemon_stop
+		done
+	done
+	tee -a "$S" <"$R/mixed.txt"
+	for shape in $HEAVY; do
+		anchor 150 "$R/torch_mixed.jsonl" torch_mixed.py "$TENANTS" "${shape//x/,}" "$MIXED_S"
+	done
+	$REPORT torch "$R/torch_mixed.jsonl" | tee -a "$S"
+	torch_multiproc
+}
+
+suite_python() {
+	in_budget "python" || return
+	daemon_start "$B/bin/vkgradd" "$R/daemon.log" || { fail "daemon did not start"; return; }
+	local lib="$B/bin/libvkgrad.so.0"
+	case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
+	(
+		. "$B/env.sh"
+		export VKGRAD_SOCKET="$D/s" VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+		if [ -f "$ROOT/bench/torch_train.py" ]; then
+			say "bench/torch_train.py --mode real"
+			exec timeout 300 "$PY" "$ROOT/bench/torch_train.py" --mode real
+		else
+			say "scripts/device_python.py (MLP_STEPS=${MLP_STEPS:-10})"
+			MLP_STEPS=${MLP_STEPS:-10} exec timeout 300 "$PY" "$HERE/device_python.py"
+		fi
+	) >"$R/train.txt" 2>&1 || fail "the training benchmark"
+	grep -E '^\|' "$R/train.txt" | tee -a "$S"
+	grep -v "^|" "$R/train.txt" | tail -2 | tee -a "$S"
+	vk --socket "$D/s" stats --prometheus >"$R/stats.prom" 2>&1
+	grep -E '^vkgrad_(jobs_done_total|batches_total)' "$R/stats.prom" | tee -a "$S"
+	daemon_stop
+}
+
+# run_suite NAME: the suite's raw files in a folder of their own, then
+# NAME.tar.gz in $OUT
+run_suite() {
+	R=$(mktemp -d)/$1
+	mkdir -p "$R"
+	say "suite $1"
+	"suite_$1"
+	tar czf "$OUT/$1.tar.gz" -C "$(dirname "$R")" "$1"
+	rm -rf "$(dirname "$R")"
+}
+
+# ---- main ------------------------------------------------------------------------
+
+[ $# -ge 1 ] || usage
+case $1 in
+-h | --help | help) usage ;;
+bundle) make_bundle "${2:-}"; exit ;;
+esac
+suites=()
+for a in "$@"; do
+	case $a in
+	all) suites+=(kernels e2e tiny tenants python) ;;
+	check | kernels | e2e | tiny | tenants | python) suites+=("$a") ;;
+	*) echo "device-run: unknown suite '$a' (check kernels e2e tiny tenants python all)" >&2; exit 2 ;;
+	esac
+done
+B=${BUNDLE:-.device-bundle}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+[ -x "$B/bin/vkgradd" ] && [ -x "$B/bin/vkgrad" ] && [ -f "$B/env.sh" ] || {
+	echo "device-run: no bundle at $B (make one here: scripts/device-run.sh bundle)" >&2
+	exit 2
+}
+if [ -n "${BEFORE_VKGRADD:-}" ]; then
+	case $BEFORE_VKGRADD in /*) ;; *) BEFORE_VKGRADD=$PWD/$BEFORE_VKGRADD ;; esac
+	[ -x "$BEFORE_VKGRADD" ] || { echo "device-run: BEFORE_VKGRADD=$BEFORE_VKGRADD is not a program" >&2; exit 2; }
+fi
+OUT=${OUT:-/tmp/vkgrad-device-run}
+mkdir -p "$OUT"
+S=$OUT/summary.txt
+: >"$S"
+D=$(mktemp -d)
+BUDGET_S=${BUDGET_S:-540}
+RC=0
+QUICK=${QUICK:-}
+PY=${PYTHON:-python3}
+if [ -n "$QUICK" ]; then
+	KSHAPES="64,64,32;96,64,48" BIG=128,64,64 MID=64,32,32 WIDE=32,64,64 NARROW=256,64,8
+	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 REPS=1 E2E_REPS=2 TJOBS=100
+	CHECK_SHAPES="1x1x1 33x257x31 64x64x8" COMPARE_ARGS="--scenario tiny_latency --jobs 50"
+	export MLP_SIZES=${MLP_SIZES:-64,128,32} MLP_BATCH=${MLP_BATCH:-32} MLP_STEPS=${MLP_STEPS:-3} MLP_WARMUP=${MLP_WARMUP:-1}
+else
+	KSHAPES="8192,4096,4096;16384,8192,8192;2048,1024,1024" BIG=8192,4096,4096 MID=2048,1024,1024
+	WIDE=1024,4096,4096 NARROW="4096,1024,16;8192,4096,32"
+	HEAVY="8192x4096x4096 2048x1024x1024" TENANTS=8 MIXED_S=5 REPS=2 E2E_REPS=10 TJOBS=2000
+	CHECK_SHAPES="1x1x1 1x33x1 31x1x7 33x257x31 257x33x16 64x64x8 100x100x100 128x31x257
+		4096x1024x16 8192x4096x32 2048x1024x1024 512x512x512 70000x64x8" COMPARE_ARGS=
+fi
+note "device-run: ${suites[*]} from $B ($(cat "$B/COMMIT" 2>/dev/null || echo "build unknown"))${BEFORE_VKGRADD:+, before: $BEFORE_VKGRADD}"
+gpu_line
+for s in "${suites[@]}"; do
+	run_suite "$s"
+done
+say "done, status $RC"
+rm -rf "$D"
+exit $RC
