@@ -970,11 +970,11 @@ vkg_job vkg_job_init(void)
 	return j;
 }
 
-static int job_to_request(const vkg_job *job, proto_request *req, vkg_error *err)
+/* A job's dtype, variant and shape into req (op set by the caller). */
+static int job_common(const char *dtype, const char *variant, uint64_t batch, uint64_t in,
+		      uint64_t out, bool accumulate, proto_request *req, vkg_error *err)
 {
-	memset(req, 0, sizeof(*req));
-	req->op = PROTO_OP_LINEAR_BACKWARD;
-	const char *dt = job->dtype ? job->dtype : "f32";
+	const char *dt = dtype ? dtype : "f32";
 	int d = -1;
 	for (int i = 0; i < PROTO_DTYPE_COUNT; i++)
 		if (strcmp(dt, proto_dtype_name((proto_dtype)i)) == 0)
@@ -982,30 +982,99 @@ static int job_to_request(const vkg_job *job, proto_request *req, vkg_error *err
 	if (d < 0)
 		return set_err(err, -EINVAL, "io", "dtype '%s' is not one of f32, f16, bf16", dt);
 	req->dtype = (proto_dtype)d;
-	req->batch = job->batch;
-	req->in = job->in;
-	req->out = job->out;
-	req->accumulate = job->accumulate;
-	if (job->variant) {
-		int v = proto_variant_parse(job->variant);
+	req->batch = batch;
+	req->in = in;
+	req->out = out;
+	req->accumulate = accumulate;
+	if (variant) {
+		int v = proto_variant_parse(variant);
 		if (v < 0) {
 			char names[128];
 			proto_variant_list(names, sizeof(names), -1, NULL, NULL);
-			return set_err(err, -EINVAL, "io", "variant '%s' is not one of %s", job->variant,
+			return set_err(err, -EINVAL, "io", "variant '%s' is not one of %s", variant,
 				       names);
 		}
 		req->variant = (proto_variant)v;
 	}
+	return 0;
+}
+
+/* The tensors of t (NULL: not one of the op's) into req. */
+static void job_tensors(const vkg_tensor *const t[PROTO_T_COUNT], proto_request *req)
+{
+	for (int i = 0; i < PROTO_T_COUNT; i++) {
+		req->t[i].present = t[i] && t[i]->region != VKG_NONE;
+		req->t[i].region = t[i] ? t[i]->region : 0;
+		req->t[i].offset = t[i] ? t[i]->offset : 0;
+	}
+}
+
+static int job_to_request(const vkg_job *job, proto_request *req, vkg_error *err)
+{
+	memset(req, 0, sizeof(*req));
+	req->op = PROTO_OP_LINEAR_BACKWARD;
+	int rc = job_common(job->dtype, job->variant, job->batch, job->in, job->out, job->accumulate,
+			    req, err);
+	if (rc)
+		return rc;
 	const vkg_tensor *t[PROTO_T_COUNT] = {
 		[PROTO_T_X] = &job->x,	 [PROTO_T_DY] = &job->dy, [PROTO_T_W] = &job->w,
 		[PROTO_T_DW] = &job->dw, [PROTO_T_DB] = &job->db, [PROTO_T_DX] = &job->dx,
 	};
-	for (int i = 0; i < PROTO_T_COUNT; i++) {
-		req->t[i].present = t[i]->region != VKG_NONE;
-		req->t[i].region = t[i]->region;
-		req->t[i].offset = t[i]->offset;
-	}
+	job_tensors(t, req);
 	return 0;
+}
+
+vkg_forward_job vkg_forward_job_init(void)
+{
+	vkg_forward_job j;
+	memset(&j, 0, sizeof(j));
+	j.x.region = j.w.region = j.b.region = j.y.region = VKG_NONE;
+	return j;
+}
+
+static int forward_to_request(const vkg_forward_job *job, proto_request *req, vkg_error *err)
+{
+	memset(req, 0, sizeof(*req));
+	req->op = PROTO_OP_LINEAR_FORWARD;
+	int rc = job_common(job->dtype, job->variant, job->batch, job->in, job->out, job->accumulate,
+			    req, err);
+	if (rc)
+		return rc;
+	const vkg_tensor *t[PROTO_T_COUNT] = {
+		[PROTO_T_X] = &job->x, [PROTO_T_W] = &job->w, [PROTO_T_B] = &job->b, [PROTO_T_Y] = &job->y,
+	};
+	job_tensors(t, req);
+	return 0;
+}
+
+int vkg_linear_forward(vkg_client *c, const vkg_forward_job *job, vkg_result *res, vkg_error *err)
+{
+	clear_err(err);
+	proto_request req;
+	int rc = forward_to_request(job, &req, err);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = conn_call(c, &req, -1, NULL, res, NULL, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int vkg_submit_forward(vkg_client *c, const vkg_forward_job *job, uint64_t *handle, vkg_error *err)
+{
+	clear_err(err);
+	proto_request req;
+	int rc = forward_to_request(job, &req, err);
+	if (rc)
+		return rc;
+	uint64_t id = 0;
+	pthread_mutex_lock(&c->lock);
+	rc = conn_request(c, &req, -1, NULL, &id, err);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0 && handle)
+		*handle = id;
+	return rc;
 }
 
 int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err)

@@ -278,6 +278,26 @@ int vkg_stream_last(vkg_stream_timeline *out);
 /* Synchronous: returns once the outputs are in the region. */
 int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err);
 
+/* A forward pass, Y = X·Wᵀ (+ b) (op linear_forward, proto/README.md):
+ * x (batch × in), w (out × in) and y (batch × out) required, b (out)
+ * optional; with accumulate y += X·Wᵀ (+ b). Same dtypes, variants, bounds
+ * and overlap rules as vkg_job. */
+typedef struct vkg_forward_job {
+	const char *dtype; /* "f32", "f16", "bf16" (NULL: f32) */
+	uint64_t batch, in, out;
+	vkg_tensor x, w, b; /* inputs; b: VKG_NONE for none */
+	vkg_tensor y;       /* output */
+	bool accumulate;
+	const char *variant; /* as vkg_job's */
+} vkg_forward_job;
+
+/* A vkg_forward_job with every tensor set to VKG_NONE. */
+vkg_forward_job vkg_forward_job_init(void);
+/* Synchronous, as vkg_linear_backward. */
+int vkg_linear_forward(vkg_client *c, const vkg_forward_job *job, vkg_result *res, vkg_error *err);
+/* Asynchronous, as vkg_submit: the handle goes to vkg_poll / vkg_wait. */
+int vkg_submit_forward(vkg_client *c, const vkg_forward_job *job, uint64_t *handle, vkg_error *err);
+
 /* Asynchronous: vkg_submit sends the job and returns a handle at once.
  * vkg_poll returns 0 when the job finished (res filled), -EAGAIN while it
  * runs, or an error. vkg_wait blocks up to timeout_ms (-1: forever); it

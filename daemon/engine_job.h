@@ -37,6 +37,8 @@ struct job {
 	variant_plan plan;      /* kernels; split-K only with its partials in scratch */
 	uint64_t splitk_off;    /* the partials' offset in the slot's scratch */
 	uint64_t splitk_dx_off; /* dX's partials' offset, when plan.input is split-K */
+	bool wt;                /* linear_forward: Wᵀ transposed into scratch at wt_off (its GEMM's B) */
+	uint64_t wt_off;
 	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
 	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
 	bool streamed;          /* devlocal, alone in its batch, copies overlapped (stream.h) */
@@ -76,20 +78,20 @@ static inline uint64_t job_bytes(const job *j)
 	return b;
 }
 
-/* The multiply-adds a job costs, estimated: batch·in·out for dW and for dX
- * each, batch·out for db. What fairness in time counts (engine_lane). */
+/* The multiply-adds a job costs, estimated: batch·in·out for dW, for dX and
+ * for linear_forward's Y each, batch·out for db. What fairness in time counts (engine_lane). */
 static inline uint64_t job_macs(const job *j)
 {
 	const proto_request *q = &j->req;
 	const uint64_t bio = q->batch * q->in * q->out;
 	return (q->t[PROTO_T_DW].present ? bio : 0) + (q->t[PROTO_T_DX].present ? bio : 0) +
-	       (q->t[PROTO_T_DB].present ? q->batch * q->out : 0);
+	       (q->t[PROTO_T_DB].present ? q->batch * q->out : 0) + (q->t[PROTO_T_Y].present ? bio : 0);
 }
 
-/* Is tensor slot t an output (dw, db, dx)? */
+/* Is tensor slot t an output (dw, db, dx; linear_forward's y)? */
 static inline bool job_is_output(int t)
 {
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
+	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX || t == PROTO_T_Y;
 }
 
 #endif

@@ -286,21 +286,23 @@ static void op_unregister(conn *c, const proto_request *q)
 	region_unref(r); /* replies now, or when the last job using it ends */
 }
 
-static void op_linear_backward(conn *c, const proto_request *q)
+/* linear_backward and linear_forward: one path, the messages naming the op */
+static void op_linear_job(conn *c, const proto_request *q)
 {
 	server *s = c->srv;
+	const char *opn = proto_op_name(q->op);
 	proto_err err;
 	uint64_t bytes[PROTO_T_COUNT];
 	if (!s->pl->dtype_ok[q->dtype]) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "linear_backward: dtype '%s' is not served on this device (it lacks 16-bit storage)",
+			   "%s: dtype '%s' is not served on this device (it lacks 16-bit storage)", opn,
 			   proto_dtype_name(q->dtype));
 		goto fail;
 	}
 	if (q->variant == PROTO_VARIANT_COOPMAT && !s->pl->pipe[KERN_COOPMAT][q->dtype]) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "linear_backward: variant 'coopmat' needs dtype f16 on a device with "
-			   "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s",
+			   "%s: variant 'coopmat' needs dtype f16 on a device with "
+			   "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s", opn,
 			   proto_dtype_name(q->dtype), s->dev->info.name,
 			   s->dev->coopmat ? "" : ", which lacks it");
 		goto fail;
@@ -309,7 +311,7 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	    (q->dtype == PROTO_F32 || !s->pl->pipe[KERN_CMK_DW][q->dtype])) {
 		/* (f32's KERN_CMK_* pipelines are coopmat_khr_f32x3's) */
 		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "linear_backward: variant 'coopmat_khr' needs %s; this job is %s on %s",
+			   "%s: variant 'coopmat_khr' needs %s; this job is %s on %s", opn,
 			   q->dtype == PROTO_F32 ? "dtype f16 or bf16 (it multiplies 16-bit operands)"
 						 : s->pl->cmk_why[q->dtype],
 			   proto_dtype_name(q->dtype), s->dev->info.name);
@@ -319,7 +321,7 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	    (q->dtype != PROTO_F32 || !s->pl->pipe[KERN_CMK_DW][q->dtype] ||
 	     !s->pl->pipe[KERN_CMK_DX][q->dtype])) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "linear_backward: variant 'coopmat_khr_f32x3' needs %s; this job is %s on %s",
+			   "%s: variant 'coopmat_khr_f32x3' needs %s; this job is %s on %s", opn,
 			   q->dtype != PROTO_F32 ? "dtype f32" : s->pl->cmk_why[q->dtype],
 			   proto_dtype_name(q->dtype), s->dev->info.name);
 		goto fail;
@@ -327,20 +329,20 @@ static void op_linear_backward(conn *c, const proto_request *q)
 	if (q->variant == PROTO_VARIANT_COOPMAT_NV2 &&
 	    (!s->pl->pipe[KERN_NV2_DW][q->dtype] || !s->pl->pipe[KERN_NV2_DX][q->dtype])) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "linear_backward: variant 'coopmat_nv2' needs %s; this job is %s on %s",
+			   "%s: variant 'coopmat_nv2' needs %s; this job is %s on %s", opn,
 			   s->pl->nv2_why[q->dtype], proto_dtype_name(q->dtype), s->dev->info.name);
 		goto fail;
 	}
 	if (q->variant == PROTO_VARIANT_TILED128 && !s->pl->pipe[KERN_TILED128][q->dtype]) {
 		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "linear_backward: variant 'tiled128' needs 32768 bytes of shared memory per "
-			   "workgroup; %s offers maxComputeSharedMemorySize = %u",
+			   "%s: variant 'tiled128' needs 32768 bytes of shared memory per "
+			   "workgroup; %s offers maxComputeSharedMemorySize = %u", opn,
 			   s->dev->info.name, s->dev->props.limits.maxComputeSharedMemorySize);
 		goto fail;
 	}
 	if (c->inflight >= s->limits.max_inflight) {
 		proto_fail(&err, PROTO_LIMIT,
-			   "linear_backward: this connection has max_inflight = %u jobs queued or running",
+			   "%s: this connection has max_inflight = %u jobs queued or running", opn,
 			   s->limits.max_inflight);
 		goto fail;
 	}
@@ -352,7 +354,7 @@ static void op_linear_backward(conn *c, const proto_request *q)
 			regs[t] = find_region(c, q->t[t].region, NULL);
 	job *j = engine_job_new(&s->eng, c, q, bytes, regs, c->rx_ns);
 	if (!j) {
-		proto_fail(&err, PROTO_INTERNAL, "linear_backward: out of memory");
+		proto_fail(&err, PROTO_INTERNAL, "%s: out of memory", opn);
 		goto fail;
 	}
 	conn_ref(c);
@@ -398,7 +400,7 @@ void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t 
 		conn_reply_timed(c, PROTO_R_JOB, r, r->trace.present, t_enc);
 	} else {
 		proto_err err;
-		proto_fail(&err, code, "linear_backward: %s", msg);
+		proto_fail(&err, code, "%s: %s", proto_op_name(j->req.op), msg);
 		conn_reply_err(c, j->req.id, &err);
 	}
 	conn_unref(c);
@@ -469,7 +471,8 @@ static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsi
 	case PROTO_OP_HELLO: op_hello(c, &q); break;
 	case PROTO_OP_REGISTER: op_register(c, &q, fd); break;
 	case PROTO_OP_UNREGISTER: op_unregister(c, &q); break;
-	case PROTO_OP_LINEAR_BACKWARD: op_linear_backward(c, &q); break;
+	case PROTO_OP_LINEAR_BACKWARD:
+	case PROTO_OP_LINEAR_FORWARD: op_linear_job(c, &q); break;
 	case PROTO_OP_STATS: op_stats(c, &q); break;
 	case PROTO_OP_PING: op_ping(c, &q); break;
 	case PROTO_OP_CLIENTS: op_clients(c, &q); break;

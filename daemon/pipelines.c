@@ -44,6 +44,7 @@ static const struct {
 	[KERN_NV2_DX] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
 	[KERN_NV2_DW_S] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
 	[KERN_NV2_DX_S] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
+	[KERN_PREP] = {"linear_forward_prep", "generic", VKG_BINDINGS_PREP, sizeof(kiface_prep)},
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -571,7 +572,7 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]))
 				continue;
-			if (k >= KERN_NV2_DW_S && !p->nv2_small_ok[t])
+			if (k >= KERN_NV2_DW_S && k <= KERN_NV2_DX_S && !p->nv2_small_ok[t])
 				continue;
 			/* f32 (coopmat_khr_f32x3): the large tiling only */
 			if (pipelines_is_cmk(k) && t == PROTO_F32 && pipelines_cmk_tiling(k) != 0)

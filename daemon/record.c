@@ -4,6 +4,7 @@
  * earlier one's since the last barrier. */
 #include "record.h"
 
+#include "job.h"
 #include "kiface.h"
 #include "variant.h"
 
@@ -112,9 +113,13 @@ typedef struct rec {
 	/* VKG_FLAG_SUMS_IN / _OUT for dW's GEMM: a batch chunk of a reduction
 	 * resumed in the job's running sums (record_job_param_part) */
 	uint32_t sums;
+	/* linear_input_backward reads W transposed (VKG_FLAG_B_TRANS): a
+	 * linear_forward's generic kernel (record_forward_kernels) */
+	bool b_trans;
 } rec;
 
-/* Bind a tensor: its device-local copy in the slot's scratch, or the
+/* Bind a tensor: its device-local copy in the slot's scratch (or a tensor
+ * that lives only there, reg[t] NULL: a linear_forward's Wᵀ), or the
  * client's buffer from the aligned-down offset so any offset that is a
  * multiple of the element size works (the remainder goes to the shader as
  * elements). */
@@ -122,7 +127,7 @@ static binding bind_tensor(const rec *r, int t)
 {
 	const job *j = r->j;
 	const VkDeviceSize align = r->rc->dev->props.limits.minStorageBufferOffsetAlignment;
-	if (j->devlocal) {
+	if (j->devlocal || !j->reg[t]) {
 		/* aligned down as below: a streamed job's row chunk (stream.c)
 		 * starts anywhere in its tensor's copy; a whole tensor's copy
 		 * starts aligned, element offset 0 */
@@ -564,6 +569,7 @@ static void record_input(const rec *r)
 		.dy_off = b[0].elem_off, .w_off = b[1].elem_off, .dx_off = b[2].elem_off,
 		.flags = acc, .k_len = (uint32_t)q->out,
 	};
+	const uint32_t trans = r->b_trans ? VKG_FLAG_B_TRANS : 0u;
 	/* the reduction over out in pieces within the loop bound: columns k0..
 	 * of dY, rows k0.. of W, the later pieces accumulating */
 	const uint64_t tile = VKG_INPUT_TILE;
@@ -573,8 +579,9 @@ static void record_input(const rec *r)
 		if (k0)
 			barrier_inside(r);
 		pc.dy_off = (uint32_t)(b[0].elem_off + k0);
-		pc.w_off = (uint32_t)(b[1].elem_off + k0 * q->in);
-		pc.flags = acc | (k0 ? VKG_FLAG_ACCUMULATE : 0u);
+		/* (transposed, W's rows k0.. are its columns k0..) */
+		pc.w_off = (uint32_t)(b[1].elem_off + k0 * (trans ? 1 : q->in));
+		pc.flags = acc | trans | (k0 ? VKG_FLAG_ACCUMULATE : 0u);
 		pc.k_len = (uint32_t)len;
 		dispatch_split(r, KERN_INPUT, &pc, sizeof(pc), &pc.b_base, VKG_INPUT_TILE, &pc.c_base, 1,
 			       (q->in + tile - 1) / tile, (q->batch + tile - 1) / tile, tile * tile * len);
@@ -737,8 +744,79 @@ static void copy_tensors(const rec *r, unsigned mask, bool to_scratch)
 	}
 }
 
-#define MASK_INPUTS ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_W))
-#define MASK_OUTPUTS ((1u << PROTO_T_DW) | (1u << PROTO_T_DB) | (1u << PROTO_T_DX))
+#define MASK_INPUTS ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_W) | (1u << PROTO_T_B))
+#define MASK_OUTPUTS ((1u << PROTO_T_DW) | (1u << PROTO_T_DB) | (1u << PROTO_T_DX) | (1u << PROTO_T_Y))
+/* linear_forward's tensors */
+#define MASK_FORWARD ((1u << PROTO_T_X) | (1u << PROTO_T_W) | (1u << PROTO_T_B) | (1u << PROTO_T_Y))
+
+/* linear_forward_prep over a rows × cols source (kernels.h): W into Wᵀ
+ * (VKG_FLAG_PREP_TRANSPOSE) or the bias into Y's rows (_BIAS). */
+static void record_prep(const rec *r, binding src, binding dst, uint64_t rows, uint64_t cols,
+			uint32_t flags)
+{
+	const binding b[VKG_BINDINGS_PREP] = {src, dst};
+	bind_pipe(r, KERN_PREP);
+	push_set(r, KERN_PREP, b, VKG_BINDINGS_PREP);
+	kiface_prep pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .src_off = src.elem_off,
+			  .dst_off = dst.elem_off, .flags = flags};
+	const uint64_t tile = VKG_PREP_TILE;
+	dispatch_split(r, KERN_PREP, &pc, sizeof(pc), &pc.r_base, 1, &pc.c_base, 1, (cols + tile - 1) / tile,
+		       (rows + tile - 1) / tile, tile * tile);
+}
+
+/* A linear_forward job's kernels (proto_forward_as_input: the dX GEMM of
+ * a backward with in and out swapped, dY' = X, W' = Wᵀ, dX' = Y): W
+ * transposed into its scratch (j->wt; else the generic kernel reads W
+ * transposed) and the bias written into Y's rows, a barrier, then the GEMM
+ * by j->plan, accumulating onto the bias. The caller orders the rest. */
+static void record_forward_kernels(const rec *r)
+{
+	const job *j = r->j;
+	const proto_request *q = &j->req;
+	job fj = *j; /* the GEMM's view of j: its request and slots remapped */
+	proto_forward_as_input(q, &fj.req);
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		fj.reg[t] = NULL;
+	const int from[3] = {PROTO_T_X, PROTO_T_W, PROTO_T_Y}, to[3] = {PROTO_T_DY, PROTO_T_W, PROTO_T_DX};
+	for (int i = 0; i < 3; i++) {
+		fj.reg[to[i]] = j->reg[from[i]];
+		fj.bytes[to[i]] = j->bytes[from[i]];
+		fj.soff[to[i]] = j->soff[from[i]];
+	}
+	rec fr = *r;
+	fr.j = &fj;
+	fr.b_trans = !j->wt;
+	bool prep = false;
+	if (j->wt) { /* Wᵀ lives in scratch alone (bind_tensor: reg NULL) */
+		fj.reg[PROTO_T_W] = NULL;
+		fj.soff[PROTO_T_W] = j->wt_off;
+		record_prep(r, bind_tensor(r, PROTO_T_W), bind_tensor(&fr, PROTO_T_W), q->out, q->in,
+			    VKG_FLAG_PREP_TRANSPOSE);
+		prep = true;
+	}
+	if (q->t[PROTO_T_B].present) {
+		record_prep(r, bind_tensor(r, PROTO_T_B), bind_tensor(r, PROTO_T_Y), q->batch, q->out,
+			    VKG_FLAG_PREP_BIAS | (q->accumulate ? VKG_FLAG_ACCUMULATE : 0u));
+		prep = true;
+	}
+	if (prep)
+		barrier_inside(r);
+	record_kernels(&fr, UNIT_INPUT);
+}
+
+/* A linear_forward job reading the client's memory, after a barrier when
+ * its ranges conflict with what the batch did since the last one. */
+static void record_forward(const rec *r)
+{
+	recorder *rc = r->rc;
+	if (needs_barrier(rc, r->j, MASK_FORWARD)) {
+		record_barrier_all(r->cb);
+		new_epoch(rc);
+		rc->untracked = false;
+	}
+	record_forward_kernels(r);
+	mark_touched(rc, r->j, MASK_FORWARD);
+}
 
 /* A job on the device-local path: its inputs (and, accumulating, its
  * outputs) copied into scratch, its kernels run there between two
@@ -751,7 +829,7 @@ static void record_devlocal(const rec *r, uint32_t ts)
 	recorder *rc = r->rc;
 	const job *j = r->j;
 	const unsigned in_mask = MASK_INPUTS | (j->req.accumulate ? MASK_OUTPUTS : 0);
-	if (needs_barrier(rc, j, UNIT_PARAM | UNIT_INPUT))
+	if (needs_barrier(rc, j, MASK_INPUTS | MASK_OUTPUTS))
 		record_barrier_all(r->cb);
 	copy_tensors(r, in_mask, true);
 	record_barrier_all(r->cb);
@@ -760,6 +838,8 @@ static void record_devlocal(const rec *r, uint32_t ts)
 	if (rc->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, r->tg->queries, ts);
 	const proto_tensor *t = j->req.t;
+	if (j->req.op == PROTO_OP_LINEAR_FORWARD)
+		record_forward_kernels(r);
 	if (t[PROTO_T_DW].present || t[PROTO_T_DB].present)
 		record_kernels(r, UNIT_PARAM);
 	if (t[PROTO_T_DX].present)
@@ -1006,6 +1086,10 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 		const proto_tensor *t = r.j->req.t;
 		if (r.j->devlocal) {
 			record_devlocal(&r, r.j->ts_index);
+			continue;
+		}
+		if (r.j->req.op == PROTO_OP_LINEAR_FORWARD) {
+			record_forward(&r);
 			continue;
 		}
 		const bool param = t[PROTO_T_DW].present || t[PROTO_T_DB].present;

@@ -34,7 +34,8 @@ void stream_init(engine *e)
 
 bool stream_wants(const engine *e, const job *j)
 {
-	return e->stream && j->devlocal && e->stream_chunk != CONFIG_OFF &&
+	/* (linear_forward runs unstreamed: its kernels are record.c's alone) */
+	return e->stream && j->devlocal && j->req.op != PROTO_OP_LINEAR_FORWARD && e->stream_chunk != CONFIG_OFF &&
 	       job_bytes(j) >= e->stream_min;
 }
 

@@ -3,7 +3,7 @@
 
 static bool is_output(int t)
 {
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
+	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX || t == PROTO_T_Y;
 }
 
 uint64_t proto_tensor_elems(const proto_request *req, int t)
@@ -11,7 +11,9 @@ uint64_t proto_tensor_elems(const proto_request *req, int t)
 	switch (t) {
 	case PROTO_T_X:
 	case PROTO_T_DX: return req->batch * req->in;
-	case PROTO_T_DY: return req->batch * req->out;
+	case PROTO_T_DY:
+	case PROTO_T_Y: return req->batch * req->out;
+	case PROTO_T_B: return req->out;
 	case PROTO_T_W:
 	case PROTO_T_DW: return req->out * req->in;
 	case PROTO_T_DB: return req->out;
@@ -21,12 +23,29 @@ uint64_t proto_tensor_elems(const proto_request *req, int t)
 
 static uint64_t dim_a(const proto_request *req, int t)
 {
-	return (t == PROTO_T_W || t == PROTO_T_DW || t == PROTO_T_DB) ? req->out : req->batch;
+	return (t == PROTO_T_W || t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_B) ? req->out
+											  : req->batch;
 }
 
 static uint64_t dim_b(const proto_request *req, int t)
 {
-	return t == PROTO_T_DY ? req->out : t == PROTO_T_DB ? 1 : req->in;
+	return t == PROTO_T_DY || t == PROTO_T_Y ? req->out
+	       : t == PROTO_T_DB || t == PROTO_T_B ? 1
+						   : req->in;
+}
+
+void proto_forward_as_input(const proto_request *f, proto_request *b)
+{
+	*b = *f;
+	b->op = PROTO_OP_LINEAR_BACKWARD;
+	b->in = f->out;
+	b->out = f->in;
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		b->t[t] = (proto_tensor){0};
+	b->t[PROTO_T_DY] = f->t[PROTO_T_X];
+	b->t[PROTO_T_W] = f->t[PROTO_T_W];
+	b->t[PROTO_T_DX] = f->t[PROTO_T_Y];
+	b->accumulate = f->accumulate || f->t[PROTO_T_B].present;
 }
 
 int proto_job_check(const proto_request *req, const proto_limits *lim,

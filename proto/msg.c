@@ -35,6 +35,7 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_STATS] = "stats",
 	[PROTO_OP_PING] = "ping",
 	[PROTO_OP_CLIENTS] = "clients",
+	[PROTO_OP_LINEAR_FORWARD] = "linear_forward",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
@@ -133,7 +134,7 @@ void proto_reply_put_time(uint8_t *end, uint64_t ns)
 		end[-i] = (uint8_t)ns;
 }
 
-const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx"};
+const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx", "b", "y"};
 
 const char *proto_code_name(proto_code c)
 {
@@ -293,6 +294,7 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 	case PROTO_OP_REGISTER: n += 1; break;
 	case PROTO_OP_UNREGISTER: n += 1; break;
 	case PROTO_OP_LINEAR_BACKWARD:
+	case PROTO_OP_LINEAR_FORWARD:
 		n += 5 + (req->variant != PROTO_VARIANT_AUTO);
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			n += req->t[t].present;
@@ -319,6 +321,7 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 		pk_kv_u(&pk, "region", req->region);
 		break;
 	case PROTO_OP_LINEAR_BACKWARD:
+	case PROTO_OP_LINEAR_FORWARD:
 		pk_kv_s(&pk, "dtype", proto_dtype_name(req->dtype));
 		pk_kv_u(&pk, "batch", req->batch);
 		pk_kv_u(&pk, "in", req->in);

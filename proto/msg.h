@@ -57,6 +57,7 @@ typedef enum proto_op {
 	PROTO_OP_STATS,
 	PROTO_OP_PING,
 	PROTO_OP_CLIENTS, /* addition: the connections open now (proto/clients.h) */
+	PROTO_OP_LINEAR_FORWARD, /* addition: Y = X·Wᵀ (+ b), proto/README.md */
 	PROTO_OP_COUNT
 } proto_op;
 
@@ -89,8 +90,14 @@ bool proto_variant_fits(proto_variant v, proto_dtype d);
 unsigned proto_variant_list(char *buf, size_t cap, int d,
 			    bool (*keep)(void *ctx, proto_variant v), void *ctx);
 
-/* Tensor slots of linear_backward, in wire-key order. */
-enum { PROTO_T_X, PROTO_T_DY, PROTO_T_W, PROTO_T_DW, PROTO_T_DB, PROTO_T_DX, PROTO_T_COUNT };
+/* Tensor slots of linear_backward, in wire-key order, then linear_forward's
+ * own: b (its bias, an input of out elements) and y (its output, batch ×
+ * out). linear_forward also names x and w; a linear_backward request
+ * never has b or y present, a linear_forward one only x, w, b, y. */
+enum { PROTO_T_X, PROTO_T_DY, PROTO_T_W, PROTO_T_DW, PROTO_T_DB, PROTO_T_DX, PROTO_T_B, PROTO_T_Y,
+       PROTO_T_COUNT };
+/* linear_backward's slots are the first ones: x, dy, w, dw, db, dx */
+#define PROTO_T_BACKWARD_COUNT (PROTO_T_DX + 1)
 extern const char *const proto_tensor_key[PROTO_T_COUNT];
 
 typedef struct proto_tensor {
@@ -112,7 +119,7 @@ typedef struct proto_request {
 	uint64_t size;
 	/* unregister */
 	uint64_t region;
-	/* linear_backward */
+	/* linear_backward, linear_forward */
 	proto_dtype dtype;
 	uint64_t batch, in, out;
 	proto_tensor t[PROTO_T_COUNT];

@@ -84,6 +84,7 @@ static const char *echo(const msgpack_object *o, char *buf, size_t cap, size_t c
 static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_object *variant,
 				proto_request *req, proto_err *err)
 {
+	const char *opn = proto_op_name(req->op);
 	char got[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_ECHO_NAME)];
 	int d = -1;
 	for (int i = 0; i < PROTO_DTYPE_COUNT; i++)
@@ -91,9 +92,9 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 			d = i;
 	if (d < 0)
 		return proto_fail(err, PROTO_UNSUPPORTED,
-				  "linear_backward: dtype '%s' is not served here (vkgradd serves "
+				  "%s: dtype '%s' is not served here (vkgradd serves "
 				  "f32, f16, bf16; hello lists the kernels of each dtype this device runs)",
-				  echo(dtype, got, sizeof(got), PROTO_TEXT_ECHO_NAME));
+				  opn, echo(dtype, got, sizeof(got), PROTO_TEXT_ECHO_NAME));
 	req->dtype = (proto_dtype)d;
 	if (!variant)
 		return 0;
@@ -125,9 +126,18 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 		snprintf(others + strlen(others), sizeof(others) - strlen(others), ")");
 	req->variant_unknown = true;
 	return proto_fail(err, PROTO_BAD_REQUEST,
-			  "linear_backward: key 'variant' = '%s' is not one of %s for dtype %s%s",
+			  "%s: key 'variant' = '%s' is not one of %s for dtype %s%s", opn,
 			  echo(variant, got, sizeof(got), PROTO_TEXT_ECHO_NAME), names,
 			  proto_dtype_name((proto_dtype)d), others);
+}
+
+/* Is tensor slot t one of op's keys? (linear_backward: x, dy, w, dw, db,
+ * dx; linear_forward: x, w, b, y) */
+static bool op_has_tensor(proto_op op, int t)
+{
+	if (op == PROTO_OP_LINEAR_FORWARD)
+		return t == PROTO_T_X || t == PROTO_T_W || t == PROTO_T_B || t == PROTO_T_Y;
+	return t != PROTO_T_B && t != PROTO_T_Y;
 }
 
 /* The request keys decode knows, found with one comparison each. */
@@ -144,7 +154,12 @@ static int key_id(const msgpack_object *k)
 		return K_OTHER;
 	const char *c = k->via.str.ptr;
 	switch (k->via.str.size) {
-	case 1: return c[0] == 'x' ? K_TENSOR + PROTO_T_X : c[0] == 'w' ? K_TENSOR + PROTO_T_W : K_OTHER;
+	case 1:
+		return c[0] == 'x'   ? K_TENSOR + PROTO_T_X
+		       : c[0] == 'w' ? K_TENSOR + PROTO_T_W
+		       : c[0] == 'b' ? K_TENSOR + PROTO_T_B
+		       : c[0] == 'y' ? K_TENSOR + PROTO_T_Y
+				     : K_OTHER;
 	case 2:
 		if (c[0] == 'd')
 			return c[1] == 'y'   ? K_TENSOR + PROTO_T_DY
@@ -202,6 +217,7 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 				rc = get_uint(v, "region", &req->region, err), have_region = true;
 			break;
 		case PROTO_OP_LINEAR_BACKWARD:
+		case PROTO_OP_LINEAR_FORWARD:
 			if (k == K_DTYPE) {
 				/* any string is a dtype: one not served is
 				 * `unsupported` below, once the keys are in */
@@ -231,6 +247,10 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 							"key 'accumulate' must be a boolean");
 			} else if (k >= K_TENSOR) {
 				const int t = k - K_TENSOR;
+				/* each op's own tensor keys; another op's are
+				 * unknown keys here, ignored (x and w are both's) */
+				if (!op_has_tensor(req->op, t))
+					break;
 				/* nil means "not asked for", like an absent key */
 				if (v->type != MSGPACK_OBJECT_NIL)
 					rc = get_tensor(v, proto_tensor_key[t], &req->t[t], err);
@@ -278,6 +298,19 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 		if (req->t[PROTO_T_DX].present && !req->t[PROTO_T_W].present)
 			return proto_fail(err, PROTO_BAD_REQUEST,
 					  "linear_backward: key 'w' is required when 'dx' is asked for");
+		return decode_dtype_variant(dtype, variant, req, err);
+	}
+	case PROTO_OP_LINEAR_FORWARD: {
+		if (!dtype)
+			return proto_fail(err, PROTO_BAD_REQUEST, "linear_forward: key 'dtype' is missing");
+		if (!have_batch || !have_in || !have_out)
+			return proto_fail(err, PROTO_BAD_REQUEST, "linear_forward: key '%s' is missing",
+					  !have_batch ? "batch" : !have_in ? "in" : "out");
+		const int need[3] = {PROTO_T_X, PROTO_T_W, PROTO_T_Y};
+		for (int i = 0; i < 3; i++)
+			if (!req->t[need[i]].present)
+				return proto_fail(err, PROTO_BAD_REQUEST, "linear_forward: key '%s' is missing",
+						  proto_tensor_key[need[i]]);
 		return decode_dtype_variant(dtype, variant, req, err);
 	}
 	default:

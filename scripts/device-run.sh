@@ -325,22 +325,25 @@ suite_tiny() {
 suite_tenants() {
 	local shape w
 	: >"$R/mixed.txt"
+	local rep
 	for shape in $HEAVY; do
+		for rep in $(seq 1 "${TENANT_REPS:-2}"); do
 		for w in $(builds); do
-			in_budget "mixed $shape ($w)" || break 2
+			in_budget "mixed $shape ($w #$rep)" || break 3
 			daemon_start "$(daemon_of "$w")" "$R/daemon.log" || { fail "daemon ($w) did not start"; continue; }
-			say "bench --scenario mixed: $TENANTS tiny clients, heavy $shape bf16 ($w)"
-			echo "--- $w heavy $shape" >>"$R/mixed.txt"
+			say "bench --scenario mixed: $TENANTS tiny clients, heavy $shape bf16, $HEAVY_INFLIGHT in flight ($w #$rep)"
+			echo "--- $w #$rep heavy $shape" >>"$R/mixed.txt"
 			# shellcheck disable=SC2086
 			vk --socket "$D/s" bench --scenario mixed --tiny-clients "$TENANTS" --heavy-shape "$shape" \
-				--heavy-dtype bf16 --heavy-inflight 1 --seconds "$MIXED_S" ${MIXED_ARGS:-} \
+				--heavy-dtype bf16 --heavy-inflight "$HEAVY_INFLIGHT" --seconds "$MIXED_S" ${MIXED_ARGS:-} \
 				>>"$R/mixed.txt" 2>>"$R/bench.err" ||
 				fail "bench --scenario mixed ($w, $shape): $(grep -v '^(run' "$R/bench.err" | tail -1)"
 			vk --socket "$D/s" stats >>"$R/stats.txt" 2>&1
 			daemon_stop
 		done
+		done
 	done
-	tee -a "$S" <"$R/mixed.txt"
+	grep -v '^{' "$R/mixed.txt" | tee -a "$S"
 	for shape in $HEAVY; do
 		anchor 150 "$R/torch_mixed.jsonl" torch_mixed.py "$TENANTS" "${shape//x/,}" "$MIXED_S"
 	done
@@ -418,13 +421,13 @@ QUICK=${QUICK:-}
 PY=${PYTHON:-python3}
 if [ -n "$QUICK" ]; then
 	KSHAPES="64,64,32;96,64,48" BIG=128,64,64 MID=64,32,32 WIDE=32,64,64 NARROW=256,64,8
-	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 REPS=1 E2E_REPS=2 TJOBS=100
+	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 HEAVY_INFLIGHT=2 TENANT_REPS=1 REPS=1 E2E_REPS=2 TJOBS=100
 	CHECK_SHAPES="1x1x1 33x257x31 64x64x8" COMPARE_ARGS="--scenario tiny_latency --jobs 50"
 	export MLP_SIZES=${MLP_SIZES:-64,128,32} MLP_BATCH=${MLP_BATCH:-32} MLP_STEPS=${MLP_STEPS:-3} MLP_WARMUP=${MLP_WARMUP:-1}
 else
 	KSHAPES="8192,4096,4096;16384,8192,8192;2048,1024,1024" BIG=8192,4096,4096 MID=2048,1024,1024
 	WIDE=1024,4096,4096 NARROW="4096,1024,16;8192,4096,32"
-	HEAVY="8192x4096x4096 2048x1024x1024" TENANTS=8 MIXED_S=5 REPS=2 E2E_REPS=10 TJOBS=2000
+	HEAVY="8192x4096x4096 2048x1024x1024" TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000
 	CHECK_SHAPES="1x1x1 1x33x1 31x1x7 33x257x31 257x33x16 64x64x8 100x100x100 128x31x257
 		4096x1024x16 8192x4096x32 2048x1024x1024 512x512x512 70000x64x8" COMPARE_ARGS=
 fi

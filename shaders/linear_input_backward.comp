@@ -9,7 +9,8 @@
 // padding against bank conflicts). One dispatch walks k_len of the out
 // positions (the daemon cuts a longer reduction into pieces within its
 // loop bound, daemon/variant.h, offsetting dy_off and w_off to the piece's
-// first position; the later pieces accumulate).
+// first position; the later pieces accumulate). With VKG_FLAG_B_TRANS W is
+// read transposed (linear_forward's generic kernel, shaders/iface/kernels.h).
 
 #include "dtype.glsl"
 
@@ -36,8 +37,15 @@ void main()
 		// tdy[ly][lx] = dY[b_tile+ly, k0+lx]; tw[ly][lx] = W[k0+ly, i]
 		const uint kb = k0 + lx;
 		tdy[ly][lx] = (b < pc.batch && kb < pc.k_len) ? LOAD(dy[pc.dy_off + b * pc.n_out + kb]) : 0.0;
-		const uint kw = k0 + ly;
-		tw[ly][lx] = (kw < pc.k_len && i < pc.n_in) ? LOAD(w[pc.w_off + kw * pc.n_in + i]) : 0.0;
+		if ((pc.flags & VKG_FLAG_B_TRANS) != 0u) {
+			// W'[k0+lx, c_tile+ly] = w[(c_tile+ly)·n_out + k0+lx]: lanes
+			// along k, contiguous in w
+			const uint ic = i - lx + ly;
+			tw[lx][ly] = (kb < pc.k_len && ic < pc.n_in) ? LOAD(w[pc.w_off + ic * pc.n_out + kb]) : 0.0;
+		} else {
+			const uint kw = k0 + ly;
+			tw[ly][lx] = (kw < pc.k_len && i < pc.n_in) ? LOAD(w[pc.w_off + kw * pc.n_in + i]) : 0.0;
+		}
 		barrier();
 		for (uint k = 0u; k < 16u; k++)
 			sum += tdy[ly][k] * tw[k][lx];

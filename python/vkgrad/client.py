@@ -175,6 +175,7 @@ class Future:
         if rc == 0:
             for name, off, user, shape in self._copies:
                 src = self._pool.ndarray(shape, self.dtype, off)
+                c.bytes_copied += src.nbytes
                 if user is not None:
                     user[...] = src
                 else:
@@ -284,6 +285,9 @@ class Client:
         self._pool_keep = pool_keep
         self._pending = {}     # handle -> Future
         self._ready = []       # weakrefs: finished futures poll() has not reported
+        # bytes copied between the caller's arrays and pool regions (arrays
+        # outside any region), both ways: 0 for jobs on region views alone
+        self.bytes_copied = 0
         self.socket = socket if socket is not None else default_socket()
         try:
             hello = {"version": 1}
@@ -484,15 +488,49 @@ class Client:
                 a.dtype == np.uint16 else ""))
         return to_bf16(a) if dt == "bf16" else a.astype(npdt)
 
-    def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant):
+    def linear_forward(self, x, w, b=None, out=None, accumulate=False, dtype=None, variant=None):
+        """Y = X·Wᵀ (+ b) as a numpy array (out: the array to write, a
+        region view for no copy). See submit_forward()."""
+        return self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
+                                   variant=variant).result()["y"]
+
+    def submit_forward(self, x, w, b=None, out=None, accumulate=False, dtype=None, variant=None):
+        """Send a linear_forward job (proto/README.md) and return its Future,
+        whose result() is {"y": Y}: x batch × in, w out × in, b (out,) or
+        None, out the batch × out array to write (else a new one); dtypes,
+        conversion, region views and accumulate as in submit()."""
+        dt = normalize(dtype) if dtype is not None else normalize(np.asarray(x).dtype)
+        npdt = numpy_dtype(dt)
+        ins = {"x": x, "w": w, "b": b}
+        for k, a in ins.items():
+            if a is not None:
+                ins[k] = self._input(k, a, dt, npdt, dtype is not None)
+        x, w, b = ins["x"], ins["w"], ins["b"]
+        if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+            raise ValueError("x must be batch × in and w out × in; got %s and %s" % (x.shape, w.shape))
+        batch, n_in, n_out = x.shape[0], x.shape[1], w.shape[0]
+        if b is not None and b.shape != (n_out,):
+            raise ValueError("b must have shape %s; got %s" % ((n_out,), b.shape))
+        shapes = {"y": (batch, n_out)}
+        outd = {} if out is None else {"y": out}
+        for k, a in outd.items():
+            if not isinstance(a, np.ndarray) or a.shape != shapes[k] or a.dtype != npdt:
+                raise ValueError("out must be a %s numpy array of shape %s" % (npdt, shapes[k]))
+            if not a.flags.writeable:
+                raise ValueError("out is read-only")
+        return self._send(dt, npdt, (batch, n_in, n_out), ins, outd, {"y"}, shapes, accumulate,
+                          variant, forward=True)
+
+    def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant, forward=False):
+        from . import _forward
         with self._lock:
-            job = _lib.vkg_job()
-            for k in ("x", "dy", "w", "dw", "db", "dx"):
+            job = _forward.vkg_forward_job() if forward else _lib.vkg_job()
+            for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx")):
                 getattr(job, k).region = _lib.VKG_NONE
             # where each tensor lives: a region view, else a piece of a pool region
             place, need = {}, 0
             tensors = [(k, a) for k, a in ins.items() if a is not None]
-            tensors += [(k, out.get(k)) for k in OUTPUTS if k in want]
+            tensors += [(k, out.get(k)) for k in (("y",) if forward else OUTPUTS) if k in want]
             for k, a in tensors:
                 v = self._view_of(a) if a is not None else None
                 if v is not None:
@@ -513,10 +551,12 @@ class Client:
                         shape = a.shape if k in ins else shapes[k]
                         if k in ins:
                             pool.ndarray(shape, npdt, off)[...] = a
+                            self.bytes_copied += a.nbytes
                         else:
                             dst = pool.ndarray(shape, npdt, off)
                             if accumulate:
                                 dst[...] = a if a is not None else 0
+                                self.bytes_copied += dst.nbytes if a is not None else 0
                             copies.append((k, off, a, shape))
                     getattr(job, k).region = r.id
                     getattr(job, k).offset = off
@@ -526,8 +566,8 @@ class Client:
                 job.variant = variant.encode() if variant else None
                 handle = ctypes.c_uint64()
                 err = _lib.vkg_error()
-                rc = self._c(lib.vkg_submit, ctypes.byref(job), ctypes.byref(handle),
-                             ctypes.byref(err))
+                rc = self._c(_forward.submit if forward else lib.vkg_submit, ctypes.byref(job),
+                             ctypes.byref(handle), ctypes.byref(err))
                 if rc:
                     raise _error(rc, err)
             except BaseException:

@@ -1,31 +1,48 @@
-"""PyTorch layer whose backward pass runs on vkgradd.
+"""PyTorch layer whose forward and backward passes run on vkgradd, on
+tensors that live in the daemon's shared memory.
 
     import vkgrad.torch as vt
-    layer = vt.Linear(1024, 512)           # an nn.Linear: same parameters, state_dict
-    model = vt.convert(model)              # or swap every nn.Linear of a model in place
+    layer = vt.Linear(1024, 512)            # an nn.Linear: same parameters, state_dict
+    report = {}
+    model = vt.convert(model, report=report)  # swap every nn.Linear (subclasses too)
+    t = vt.empty((2048, 1024), torch.float32) # a tensor in a registered region
 
-The forward pass is torch's own (F.linear). The backward computes
-dX = dY·W, dW = dYᵀ·X and db = Σ dY through the daemon, only those autograd
-asks for, and returns them, so autograd adds them to .grad exactly as it does
-for nn.Linear (accumulating over backward calls until zero_grad).
+Zero copies: empty() carves tensors out of regions registered with the
+daemon (torch.from_numpy over the region's mapping, blocks pooled by size
+and handed back when the last tensor using one dies). convert() moves every
+parameter (and its .grad) of the layers it replaces into such memory;
+Linear's forward writes Y into a new region tensor, so the next layer's
+saved input is already there (use ReLU(inplace=True) between layers to keep
+it so); its backward writes dX, dW and db there too. The daemon then reads
+and writes those tensors in place; the only copy left is of dY when
+autograd hands over a gradient outside any region (the loss's, an
+activation's). client.bytes_copied counts every byte the client copied
+(bytes_copied() here reads the default client's).
+
+The forward is Y = X·Wᵀ (+ b) by op linear_forward; the backward dX = dY·W,
+dW = dYᵀ·X, db = Σ dY by linear_backward, only those autograd asks for,
+returned to autograd, which adds them to .grad as for nn.Linear.
 
 CPU tensors of float32, float16 and bfloat16 (bf16 travels as its bit
-patterns). float16 forward passes compute in float32 and round once where
-this torch has no CPU half matmul (Debian 12's 1.13). Inputs of any leading
-shape (..., in), as nn.Linear.
+patterns); float64 is refused (run gradcheck-style checks in float32 at
+vkgrad.TOLERANCE["f32"], as tests/python/test_torch.py does). Inputs of any
+leading shape (..., in), as nn.Linear.
 """
 
+import logging
 import threading
+import weakref
 
 import numpy as np
 import torch as _torch
 
 from . import client as _client
 
-__all__ = ["LinearFunction", "Linear", "convert", "default_client", "set_default_client"]
+__all__ = ["LinearFunction", "Linear", "convert", "default_client", "set_default_client",
+           "empty", "in_region", "to_region", "bytes_copied"]
 
 _DTYPES = {_torch.float32: "f32", _torch.float16: "f16", _torch.bfloat16: "bf16"}
-_local = threading.local()
+_log = logging.getLogger("vkgrad.torch")
 _default = {"client": None}
 _default_lock = threading.Lock()
 
@@ -45,6 +62,106 @@ def default_client():
         return _default["client"]
 
 
+def bytes_copied(client=None):
+    """Bytes the client (default: default_client()) copied into and out of
+    its pool so far: arrays outside every region."""
+    return (client or default_client()).bytes_copied
+
+
+# ---- region-backed tensors --------------------------------------------------
+
+_CHUNK = 64 << 20   # regions of at least this many bytes, carved into blocks
+_ALIGN = 256
+
+
+class _Arena:
+    """Blocks of registered regions for one client: a free list per block
+    size (powers of two from 256 bytes), regions of _CHUNK bytes or one
+    block, each block handed back (weakref.finalize on the numpy array the
+    tensor's storage holds) when the last tensor using it dies."""
+
+    def __init__(self, client):
+        self.client = client
+        self.lock = threading.Lock()
+        self.free = {}      # block bytes -> [(region, offset)]
+        self.regions = []   # every region (kept open)
+
+    def take(self, nbytes):
+        size = max(_ALIGN, 1 << (max(1, nbytes) - 1).bit_length())
+        with self.lock:
+            lst = self.free.get(size)
+            if not lst:
+                lst = self.free.setdefault(size, [])
+                n = max(1, _CHUNK // size)
+                r = self.client.region(size * n)
+                self.regions.append(r)
+                lst.extend((r, i * size) for i in range(n))
+            r, off = lst.pop()
+        return r, off, size
+
+    def give(self, size, r, off):
+        with self.lock:
+            if r.id is not None:
+                self.free.setdefault(size, []).append((r, off))
+
+
+_arenas = weakref.WeakKeyDictionary()
+_arenas_lock = threading.Lock()
+
+
+def _arena(client):
+    with _arenas_lock:
+        a = _arenas.get(client)
+        if a is None:
+            a = _arenas[client] = _Arena(client)
+        return a
+
+
+def empty(shape, dtype=_torch.float32, client=None):
+    """An uninitialised CPU tensor in a region registered with the daemon
+    (client: default_client()): jobs on it read and write it in place."""
+    if dtype not in _DTYPES:
+        raise TypeError("vkgrad.torch.empty: dtype %s; served: float32, float16, bfloat16" % dtype)
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, _torch.Size)) else (shape,)))
+    n = int(np.prod(shape, dtype=np.int64)) * _torch.tensor([], dtype=dtype).element_size()
+    a = _arena(client or default_client())
+    r, off, size = a.take(n)
+    block = r.ndarray((max(n, 1),), np.uint8, off)
+    weakref.finalize(block, a.give, size, r, off)
+    # a tensor of its own over the block's storage, not a view of another
+    # (autograd lets a custom Function's output be modified in place, as by
+    # ReLU(inplace=True), only when it is no view); the storage holds block
+    st = _torch.from_numpy(block).storage()
+    st = st.untyped() if hasattr(st, "untyped") else st._untyped()
+    typed = _torch.storage.TypedStorage(wrap_storage=st, dtype=dtype)
+    stride = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
+    return _torch.empty(0, dtype=dtype).set_(typed, 0, shape, stride)
+
+
+def in_region(t, client=None):
+    """(region id, byte offset) when t is contiguous inside one of the
+    client's regions, else None."""
+    c = client or default_client()
+    if not t.is_contiguous() or t.device.type != "cpu":
+        return None
+    p, n = t.data_ptr(), t.numel() * t.element_size()
+    for r in list(c._regions.values()):
+        if r.id is not None and r.address <= p and p + n <= r.address + r.nbytes:
+            return r.id, p - r.address
+    return None
+
+
+def to_region(t, client=None):
+    """t itself when it lies in a region already, else a copy of it in one."""
+    if in_region(t, client) is not None:
+        return t
+    out = empty(t.shape, t.dtype, client)
+    out.copy_(t)
+    return out
+
+
+# ---- the layer ------------------------------------------------------------------
+
 def _check(t, what):
     if t.device.type != "cpu":
         raise TypeError("vkgrad.torch: %s is on %s; the daemon reads CPU memory (move it "
@@ -54,34 +171,20 @@ def _check(t, what):
                         % (what, t.dtype))
 
 
-def _to_numpy(t):
+def _np(t):
     """A contiguous CPU tensor as a numpy array sharing its memory (bf16 as
-    its uint16 bits)."""
-    t = t.detach().contiguous()
+    its uint16 bits): a region view when t lies in a region."""
+    t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
     if t.dtype == _torch.bfloat16:
         return t.view(_torch.int16).numpy().view(np.uint16)
     return t.numpy()
 
 
-def _from_numpy(a, dtype):
-    if dtype == _torch.bfloat16:
-        return _torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(_torch.bfloat16)
-    return _torch.from_numpy(np.ascontiguousarray(a))
-
-
-def _forward(x, weight, bias):
-    if x.dtype == _torch.float16:
-        try:
-            return _torch.nn.functional.linear(x, weight, bias)
-        except RuntimeError:  # no CPU half matmul in this torch
-            b = bias.float() if bias is not None else None
-            return _torch.nn.functional.linear(x.float(), weight.float(), b).half()
-    return _torch.nn.functional.linear(x, weight, bias)
-
-
 class LinearFunction(_torch.autograd.Function):
-    """y = x·Wᵀ + b with the backward on vkgradd. apply(x, weight, bias,
-    client): bias may be None, client None means default_client()."""
+    """y = x·Wᵀ + b, both passes on vkgradd. apply(x, weight, bias, client):
+    bias may be None, client None means default_client()."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, client):
@@ -89,38 +192,53 @@ class LinearFunction(_torch.autograd.Function):
             _check(t, what)
             if t.dtype != x.dtype:
                 raise TypeError("vkgrad.torch: %s has dtype %s, the input %s" % (what, t.dtype, x.dtype))
+        c = client if client is not None else default_client()
+        n_out, n_in = weight.shape
+        x2 = x.reshape(-1, n_in)
+        y = empty(tuple(x.shape[:-1]) + (n_out,), x.dtype, c)
+        if x2.shape[0] > 0:  # (the protocol has no empty batch)
+            c.submit_forward(_np(x2), _np(weight), _np(bias) if bias is not None else None,
+                             out=_np(y.view(-1, n_out)), dtype=_DTYPES[x.dtype]).result()
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        ctx.client = client
-        return _forward(x, weight, bias)
+        ctx.client = c
+        return y
 
     @staticmethod
     def backward(ctx, grad_out):
         x, weight = ctx.saved_tensors
         need_dx, need_dw, need_db = ctx.needs_input_grad[:3]
         need_db = need_db and ctx.has_bias
-        want = [n for n, on in (("dx", need_dx), ("dw", need_dw), ("db", need_db)) if on]
-        if not want:
-            return None, None, None, None
+        c = ctx.client
         n_out, n_in = weight.shape
         x2 = x.reshape(-1, n_in)
-        dy2 = grad_out.reshape(-1, n_out).to(x.dtype)
-        if x2.shape[0] == 0:  # the protocol has no empty batch
-            g = {"dx": _torch.zeros_like(x2), "dw": _torch.zeros_like(weight),
-                 "db": _torch.zeros(n_out, dtype=x.dtype)}
+        if not (need_dx or need_dw or need_db):
+            return None, None, None, None
+        dt = x.dtype
+        g = {}
+        if need_dx:
+            g["dx"] = empty((x2.shape[0], n_in), dt, c)
+        if need_dw:
+            g["dw"] = empty((n_out, n_in), dt, c)
+        if need_db:
+            g["db"] = empty((n_out,), dt, c)
+        if x2.shape[0] == 0:
+            for v in g.values():
+                v.zero_()
         else:
-            c = ctx.client if ctx.client is not None else default_client()
-            r = c.linear_backward(_to_numpy(x2), _to_numpy(dy2),
-                                  _to_numpy(weight) if need_dx else None,
-                                  outputs=want, dtype=_DTYPES[x.dtype])
-            g = {k: _from_numpy(v, x.dtype) for k, v in r.items()}
-        dx = g["dx"].reshape(x.shape) if need_dx else None
-        return dx, g.get("dw") if need_dw else None, g.get("db") if need_db else None, None
+            dy2 = grad_out.reshape(-1, n_out)
+            if dy2.dtype != dt:
+                dy2 = dy2.to(dt)
+            c.submit(_np(x2), _np(dy2), _np(weight) if need_dx else None,
+                     out={k: _np(v) for k, v in g.items()}, dtype=_DTYPES[dt]).result()
+        dx = g["dx"].view(x.shape) if need_dx else None
+        return dx, g.get("dw"), g.get("db"), None
 
 
 class Linear(_torch.nn.Linear):
-    """nn.Linear whose backward runs on vkgradd (same parameters, init and
-    state_dict). client: a vkgrad.Client, or None for default_client()."""
+    """nn.Linear whose forward and backward run on vkgradd (same parameters,
+    init and state_dict). client: a vkgrad.Client, or None for
+    default_client()."""
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None,
                  client=None):
@@ -142,11 +260,66 @@ class Linear(_torch.nn.Linear):
         return new
 
 
-def convert(module, client=None):
-    """Replace every nn.Linear inside module (and module itself, when it is
-    one) by a vkgrad Linear sharing its parameters; returns the module."""
-    if type(module) is _torch.nn.Linear:
-        return Linear.from_linear(module, client)
-    for name, child in module.named_children():
-        setattr(module, name, convert(child, client))
-    return module
+def _move(p, client):
+    """Parameter p's data (and .grad) into regions, in place of the old
+    memory: the Parameter object stays the same (optimisers keep it)."""
+    p.data = to_region(p.data, client)
+    if p.grad is not None:
+        p.grad = to_region(p.grad, client)
+
+
+def _why_not(m):
+    """Why module m (an nn.Linear) cannot become a vkgrad Linear, or None."""
+    if isinstance(m, Linear):
+        return "already a vkgrad.torch.Linear"
+    if type(m).forward is not _torch.nn.Linear.forward:
+        return "%s overrides forward()" % type(m).__name__
+    for n, p in (("weight", m.weight), ("bias", m.bias)):
+        if p is None:
+            continue
+        if isinstance(p, _torch.nn.parameter.UninitializedParameter):
+            return "%s is not initialised yet (lazy)" % n
+        if p.device.type != "cpu":
+            return "%s is on %s" % (n, p.device)
+        if p.dtype not in _DTYPES:
+            return "%s has dtype %s (served: float32, float16, bfloat16)" % (n, p.dtype)
+    return None
+
+
+def convert(module, client=None, move=True, report=None):
+    """Replace every nn.Linear inside module, subclasses included (and module
+    itself, when it is one), by a vkgrad Linear sharing its parameters;
+    returns the module. With move (the default) their parameters and
+    gradients go into regions (zero copy; see the module's docstring).
+    Subclasses that override forward(), lazy, non-CPU or float64 layers are
+    left as they are. Each replacement and skip is logged (logger
+    "vkgrad.torch", INFO); report, a dict, gets "replaced": [names] and
+    "skipped": [(name, why)]. (A replaced layer whose owner reads its weight
+    directly, as MultiheadAttention does with out_proj, keeps working: the
+    parameters are the same objects.)"""
+    rep = report if report is not None else {}
+    rep.setdefault("replaced", [])
+    rep.setdefault("skipped", [])
+
+    def one(m, name):
+        if isinstance(m, _torch.nn.Linear):
+            why = _why_not(m)
+            if why is None:
+                new = Linear.from_linear(m, client)
+                if move:
+                    for p in new.parameters():
+                        _move(p, client)
+                rep["replaced"].append(name)
+                _log.info("convert: %s (%s %dx%d) -> vkgrad.torch.Linear", name, type(m).__name__,
+                          m.out_features, m.in_features)
+                return new
+            if not isinstance(m, Linear):
+                rep["skipped"].append((name, why))
+                _log.info("convert: %s skipped: %s", name, why)
+        for n, child in m.named_children():
+            new = one(child, name + "." + n if name else n)
+            if new is not child:
+                setattr(m, n, new)
+        return m
+
+    return one(module, "")

@@ -39,7 +39,7 @@
 	u dy_off;                                                              \
 	u w_off;                                                               \
 	u dx_off;                                                              \
-	u flags;  /* VKG_FLAG_ACCUMULATE */                                    \
+	u flags;  /* VKG_FLAG_ACCUMULATE, VKG_FLAG_B_TRANS */                  \
 	u b_base; /* first batch row of this dispatch (chunking) */            \
 	u c_base; /* first column tile of this dispatch (chunking) */          \
 	u k_len;  /* out positions this dispatch sums (n_out stays dY's row stride) */
@@ -91,6 +91,28 @@
 #define VKG_BINDINGS_REDUCE 2 /* part, out */
 #define VKG_REDUCE_WG 256     /* elements per workgroup */
 
+/* ---- linear_forward_prep: what linear_forward's GEMM needs first -----------
+ * linear_forward (Y = X·Wᵀ + b) runs as the dX GEMM of a backward with in and
+ * out swapped (proto/job.h proto_forward_as_input): B = Wᵀ, and the bias
+ * already in Y, which the GEMM then accumulates onto. One kernel, by flag:
+ *  - VKG_FLAG_PREP_TRANSPOSE: dst[c·rows + r] = src[r·cols + c] (W, rows =
+ *    out, cols = in, into Wᵀ in the daemon's scratch), through 32×32 tiles
+ *    in shared memory so reads and writes are both along rows;
+ *  - VKG_FLAG_PREP_BIAS: dst[r·cols + c] = src[c] (+ dst[r·cols + c] with
+ *    VKG_FLAG_ACCUMULATE, one rounding), rows = batch, cols = out.
+ * A workgroup of 32×8 threads owns a 32×32 tile of dst's source layout. */
+#define VKG_PC_PREP(u)                                                         \
+	u rows;                                                                \
+	u cols;                                                                \
+	u src_off; /* element offsets into the bound buffers */                \
+	u dst_off;                                                             \
+	u flags;   /* VKG_FLAG_PREP_TRANSPOSE or _BIAS, VKG_FLAG_ACCUMULATE */  \
+	u r_base;  /* first 32-row tile of this dispatch (chunking) */         \
+	u c_base;  /* first 32-column tile of this dispatch (chunking) */
+#define VKG_BINDINGS_PREP 2 /* src, dst */
+#define VKG_PREP_TILE 32
+#define VKG_PREP_ROWS 8 /* thread rows per workgroup: each walks 4 tile rows */
+
 /* ---- flags (the push constants' `flags` word) ------------------------------- */
 #define VKG_FLAG_WRITE_C 1u    /* GEMM: write C (param: dW) */
 #define VKG_FLAG_WRITE_D 2u    /* GEMM: write d, the row sums (param: db) */
@@ -105,6 +127,13 @@
  * record_param_resume_granule). */
 #define VKG_FLAG_SUMS_IN 16u
 #define VKG_FLAG_SUMS_OUT 32u
+/* linear_input_backward: W read transposed, W'[k, i] = w[w_off + i·n_out + k]
+ * (linear_forward's generic kernel: B = Wᵀ without a transposed copy; w_off
+ * then moves by k0, not k0·n_in, for a piece of the reduction) */
+#define VKG_FLAG_B_TRANS 64u
+/* linear_forward_prep's two jobs (above) */
+#define VKG_FLAG_PREP_TRANSPOSE 128u
+#define VKG_FLAG_PREP_BIAS 256u
 
 /* ---- bench_peak_fma, bench_peak_mma, bench_peak_nv2: `vkgrad bench --peak` only
  * Microkernels that measure ceilings (bench/cli_bench_peak.c): FP32 FMA

@@ -11,7 +11,7 @@
 
 #define JC_WAIT_MS 120000
 
-static const char *const slot_name[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx"};
+static const char *const slot_name[PROTO_T_BACKWARD_COUNT] = {"x", "dy", "w", "dw", "db", "dx"};
 
 static bool is_output(int t)
 {
@@ -60,7 +60,7 @@ void jobcase_layout(jobcase *jc)
 	uint64_t cursor[2] = {JC_GAP, JC_GAP}; /* where the next slot may start */
 	bool first[2] = {true, true};
 	jc->size[0] = jc->size[1] = 0;
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++) {
 		unsigned r = (jc->nregions == 2 && is_output(t)) ? 1 : 0;
 		uint64_t off;
 		if (jc->packed)
@@ -138,7 +138,7 @@ int jobcase_fill(jobcase *jc, void *const map[], uint64_t seed)
 			m[i] = canary(i);
 	}
 	const uint32_t nan_bits = 0xffc0deadu; /* a quiet NaN */
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++) {
 		if (is_output(t) && !jobcase_names(jc, t))
 			continue; /* stays canary: nothing may touch it */
 		float *p = (float *)((uint8_t *)map[jc->reg[t]] + jc->off[t]);
@@ -169,8 +169,8 @@ vkg_job jobcase_job(const jobcase *jc, const uint64_t region[])
 	j.in = jc->in;
 	j.out = jc->out;
 	j.accumulate = jc->accumulate;
-	vkg_tensor *slot[PROTO_T_COUNT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
-	for (int t = 0; t < PROTO_T_COUNT; t++)
+	vkg_tensor *slot[PROTO_T_BACKWARD_COUNT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++)
 		if (jobcase_names(jc, t))
 			*slot[t] = (vkg_tensor){region[jc->reg[t]], jc->off[t]};
 	return j;
@@ -187,7 +187,7 @@ proto_request jobcase_request(const jobcase *jc, const uint64_t region[], uint64
 	q.in = jc->in;
 	q.out = jc->out;
 	q.accumulate = jc->accumulate;
-	for (int t = 0; t < PROTO_T_COUNT; t++)
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++)
 		if (jobcase_names(jc, t))
 			q.t[t] = (proto_tensor){.present = true, .region = region[jc->reg[t]],
 						.offset = jc->off[t]};
@@ -249,7 +249,7 @@ float *jobcase_expected(const jobcase *jc, int t)
 /* Where byte pos of region r lies, for messages. */
 static void locate(const jobcase *jc, unsigned r, uint64_t pos, char *buf, size_t n)
 {
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++) {
 		if (jc->reg[t] != r)
 			continue;
 		if (pos >= jc->off[t] && pos < jc->off[t] + jc->nbytes[t]) {
@@ -287,7 +287,7 @@ static int compare_bytes(const jobcase *jc, void *const map[], bool skip_outputs
 {
 	for (unsigned r = 0; r < jc->nregions; r++) {
 		uint64_t pos = 0;
-		for (int t = 0; skip_outputs && t < PROTO_T_COUNT; t++) {
+		for (int t = 0; skip_outputs && t < PROTO_T_BACKWARD_COUNT; t++) {
 			if (!is_output(t) || !jobcase_names(jc, t) || jc->reg[t] != r)
 				continue;
 			if (diff_range(jc, map, r, pos, jc->off[t], why, n))

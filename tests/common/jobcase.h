@@ -45,8 +45,8 @@ typedef struct jobcase {
 	bool tight;        /* the last slot of each region ends the region */
 	bool packed;       /* slots back to back, 4 canary bytes apart */
 	/* computed by jobcase_layout */
-	unsigned reg[PROTO_T_COUNT];
-	uint64_t off[PROTO_T_COUNT], nbytes[PROTO_T_COUNT];
+	unsigned reg[PROTO_T_BACKWARD_COUNT];
+	uint64_t off[PROTO_T_BACKWARD_COUNT], nbytes[PROTO_T_BACKWARD_COUNT];
 	size_t size[2];
 	/* the bytes jobcase_fill wrote */
 	uint8_t *before[2];

@@ -77,7 +77,7 @@ typedef unsigned __int128 fuzz_u128;
 
 static bool fuzz_is_output(int t)
 {
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
+	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX || t == PROTO_T_Y;
 }
 
 /* Bytes of tensor t in 128 bits: the product of two dims (each < 2^64)
@@ -89,10 +89,11 @@ static fuzz_u128 fuzz_tensor_bytes(const proto_request *q, int t)
 	switch (t) {
 	case PROTO_T_X:
 	case PROTO_T_DX: elems = (fuzz_u128)q->batch * q->in; break;
-	case PROTO_T_DY: elems = (fuzz_u128)q->batch * q->out; break;
+	case PROTO_T_DY:
+	case PROTO_T_Y: elems = (fuzz_u128)q->batch * q->out; break;
 	case PROTO_T_W:
 	case PROTO_T_DW: elems = (fuzz_u128)q->out * q->in; break;
-	default: elems = q->out; break;
+	default: elems = q->out; break; /* db, b */
 	}
 	return elems > ~(fuzz_u128)0 / es ? ~(fuzz_u128)0 : elems * es;
 }
@@ -189,6 +190,7 @@ static bool fuzz_request_equal(const proto_request *a, const proto_request *b)
 	case PROTO_OP_UNREGISTER:
 		return a->region == b->region;
 	case PROTO_OP_LINEAR_BACKWARD:
+	case PROTO_OP_LINEAR_FORWARD:
 		if (a->dtype != b->dtype || a->batch != b->batch || a->in != b->in ||
 		    a->out != b->out || a->accumulate != b->accumulate)
 			return false;
@@ -267,12 +269,19 @@ static proto_code fuzz_request(const uint8_t *body, size_t len, const fuzz_regio
 		FUZZ_ASSERT(q.t[PROTO_T_DW].present || q.t[PROTO_T_DB].present ||
 			    q.t[PROTO_T_DX].present);
 		FUZZ_ASSERT(!q.t[PROTO_T_DX].present || q.t[PROTO_T_W].present);
+		FUZZ_ASSERT(!q.t[PROTO_T_B].present && !q.t[PROTO_T_Y].present);
+		break;
+	case PROTO_OP_LINEAR_FORWARD:
+		FUZZ_ASSERT((unsigned)q.dtype < PROTO_DTYPE_COUNT);
+		FUZZ_ASSERT(q.t[PROTO_T_X].present && q.t[PROTO_T_W].present && q.t[PROTO_T_Y].present);
+		FUZZ_ASSERT(!q.t[PROTO_T_DY].present && !q.t[PROTO_T_DW].present &&
+			    !q.t[PROTO_T_DB].present && !q.t[PROTO_T_DX].present);
 		break;
 	default:
 		break;
 	}
 	fuzz_roundtrip(&q);
-	if (q.op == PROTO_OP_LINEAR_BACKWARD)
+	if (q.op == PROTO_OP_LINEAR_BACKWARD || q.op == PROTO_OP_LINEAR_FORWARD)
 		fuzz_job_check(&q, rt);
 	return PROTO_OK;
 }

@@ -108,8 +108,8 @@ static proto_request lb_request(proto_dtype dt)
 	/* batch 4, in 8, out 3: every tensor apart in region 1 */
 	proto_request q = {.op = PROTO_OP_LINEAR_BACKWARD, .id = 7, .dtype = dt,
 			   .batch = 4, .in = 8, .out = 3};
-	static const uint64_t at[PROTO_T_COUNT] = {0, 128, 256, 512, 640, 768};
-	for (int t = 0; t < PROTO_T_COUNT; t++)
+	static const uint64_t at[PROTO_T_BACKWARD_COUNT] = {0, 128, 256, 512, 640, 768};
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++)
 		q.t[t] = (proto_tensor){.present = true, .region = 1, .offset = at[t]};
 	return q;
 }

@@ -118,8 +118,8 @@ static proto_request small_job(const rconn *c, uint64_t id)
 	q.id = id;
 	q.dtype = PROTO_F32;
 	q.batch = 8, q.in = 16, q.out = 4;
-	const uint64_t off[PROTO_T_COUNT] = {0, 1024, 2048, 4096, 5120, 6144};
-	for (int t = 0; t < PROTO_T_COUNT; t++)
+	const uint64_t off[PROTO_T_BACKWARD_COUNT] = {0, 1024, 2048, 4096, 5120, 6144};
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++)
 		q.t[t] = (proto_tensor){.present = true, .region = c->region, .offset = off[t]};
 	return q;
 }

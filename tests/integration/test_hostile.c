@@ -171,8 +171,8 @@ static void job_with_dims(uint64_t batch, uint64_t in, uint64_t out, proto_code 
 	close(fd);
 	proto_request q = {.op = PROTO_OP_LINEAR_BACKWARD, .id = 2, .dtype = PROTO_F32,
 			   .batch = batch, .in = in, .out = out};
-	const uint64_t off[PROTO_T_COUNT] = {0, 1024, 2048, 4096, 5120, 6144};
-	for (int t = 0; t < PROTO_T_COUNT; t++)
+	const uint64_t off[PROTO_T_BACKWARD_COUNT] = {0, 1024, 2048, 4096, 5120, 6144};
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++)
 		q.t[t] = (proto_tensor){.present = true, .region = region, .offset = off[t]};
 	assert_int_equal(rawsock_send_request(&s, &q, NULL, 0), 0);
 	expect_error(&s, 2, code, needle);

@@ -142,7 +142,7 @@ static void test_offsets_not_multiple_of_16(void **state)
 	jobcase cases[64];
 	size_t n = skewed_cases(cases, false);
 	for (size_t i = 0; i < n; i++)
-		for (int t = 0; t < PROTO_T_COUNT; t++) {
+		for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++) {
 			assert_int_equal(cases[i].off[t] % 4, 0);
 			assert_int_not_equal(cases[i].off[t] % 16, 0);
 		}

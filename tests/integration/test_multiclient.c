@@ -470,16 +470,16 @@ static void run_packed(const daemon_proc *d)
 	struct pjob {
 		uint64_t b, i, o;
 		bool acc;
-		pslot t[PROTO_T_COUNT];
+		pslot t[PROTO_T_BACKWARD_COUNT];
 	} jobs[K];
 	uint64_t cursor = 4;
 	for (int k = 0; k < K; k++) {
 		struct pjob *p = &jobs[k];
 		p->b = shp[k % 8][0], p->i = shp[k % 8][1], p->o = shp[k % 8][2];
 		p->acc = k % 3 == 1;
-		const uint64_t n[PROTO_T_COUNT] = {p->b * p->i, p->b * p->o, p->o * p->i,
+		const uint64_t n[PROTO_T_BACKWARD_COUNT] = {p->b * p->i, p->b * p->o, p->o * p->i,
 						   p->o * p->i, p->o, p->b * p->i};
-		for (int t = 0; t < PROTO_T_COUNT; t++) {
+		for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++) {
 			p->t[t] = (pslot){0, cursor, n[t]};
 			cursor += n[t] * 4 + 4;
 		}
@@ -497,7 +497,7 @@ static void run_packed(const daemon_proc *d)
 		m[i] = (uint8_t)(i * 13 + 5);
 	uint64_t seed = 7;
 	for (int k = 0; k < K; k++)
-		for (int t = 0; t < PROTO_T_COUNT; t++)
+		for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++)
 			if (t < PROTO_T_DW || jobs[k].acc)
 				fill_rand(at(&map, jobs[k].t[t]), jobs[k].t[t].n, &seed);
 	uint8_t *before = malloc(size);
@@ -551,7 +551,7 @@ static void run_packed(const daemon_proc *d)
 	}
 	/* inputs and the 4-byte gaps unchanged */
 	for (int k = 0; k < K; k++) {
-		for (int t = 0; t < PROTO_T_COUNT; t++) {
+		for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++) {
 			uint64_t lo = jobs[k].t[t].off - 4, hi = jobs[k].t[t].off;
 			if (t < PROTO_T_DW)
 				hi += jobs[k].t[t].n * 4;

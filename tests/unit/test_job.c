@@ -457,11 +457,81 @@ static void test_region_lookups(void **state)
 	proto_err err;
 	fake_table t = table();
 	assert_int_equal(proto_job_check(&r, &lim, fake_region_size, &t, bytes, &err), 0);
-	assert_int_equal(t.lookups, PROTO_T_COUNT);
+	assert_int_equal(t.lookups, PROTO_T_BACKWARD_COUNT);
 	t.lookups = 0;
 	r.batch = 0;
 	assert_int_not_equal(proto_job_check(&r, &lim, fake_region_size, &t, bytes, &err), 0);
 	assert_int_equal(t.lookups, 0);
+}
+
+/* linear_forward: x batch×in, w out×in, b out, y batch×out; y may overlap
+ * no input; and its view as a backward's dX GEMM (proto_forward_as_input). */
+static void test_forward(void **state)
+{
+	(void)state;
+	proto_request r = {0};
+	r.op = PROTO_OP_LINEAR_FORWARD;
+	r.id = 1;
+	r.dtype = PROTO_F32;
+	r.batch = 2, r.in = 3, r.out = 4;
+	r.t[PROTO_T_X] = (proto_tensor){true, 1, 0};
+	r.t[PROTO_T_W] = (proto_tensor){true, 1, 256};
+	r.t[PROTO_T_B] = (proto_tensor){true, 1, 512};
+	r.t[PROTO_T_Y] = (proto_tensor){true, 2, 0};
+	proto_limits lim = limits();
+	uint64_t bytes[PROTO_T_COUNT];
+	proto_err err;
+	assert_int_equal(run(&r, &lim, bytes, &err), 0);
+	assert_int_equal(bytes[PROTO_T_X], 24);
+	assert_int_equal(bytes[PROTO_T_W], 48);
+	assert_int_equal(bytes[PROTO_T_B], 16);
+	assert_int_equal(bytes[PROTO_T_Y], 32);
+	assert_int_equal(bytes[PROTO_T_DY] + bytes[PROTO_T_DW] + bytes[PROTO_T_DB] + bytes[PROTO_T_DX], 0);
+	assert_int_equal(proto_tensor_elems(&r, PROTO_T_B), 4);
+	assert_int_equal(proto_tensor_elems(&r, PROTO_T_Y), 8);
+	/* y against each input, in the same region */
+	const int in[3] = {PROTO_T_X, PROTO_T_W, PROTO_T_B};
+	const char *msg[3] = {"output 'y' overlaps input 'x'", "output 'y' overlaps input 'w'",
+			      "output 'y' overlaps input 'b'"};
+	for (int i = 0; i < 3; i++) {
+		proto_request o = r;
+		o.t[PROTO_T_Y] = (proto_tensor){true, 1, r.t[in[i]].offset + 4};
+		expect_fail(&o, PROTO_OVERLAP, msg[i]);
+	}
+	/* inputs may share bytes; y just past b does not overlap it */
+	proto_request o = r;
+	o.t[PROTO_T_W].offset = 0;
+	o.t[PROTO_T_Y] = (proto_tensor){true, 1, 512 + 16};
+	expect_ok(&o);
+	/* y past its region's end (region 2 is 1 KiB) */
+	o = r;
+	o.t[PROTO_T_Y].offset = 1024 - 28;
+	expect_fail(&o, PROTO_OUT_OF_BOUNDS, "tensor 'y'");
+	o = r;
+	o.t[PROTO_T_B].offset = 514;
+	expect_fail(&o, PROTO_OUT_OF_BOUNDS, "tensor 'b'");
+	/* the kernels' view */
+	proto_request k;
+	proto_forward_as_input(&r, &k);
+	assert_int_equal(k.op, PROTO_OP_LINEAR_BACKWARD);
+	assert_int_equal(k.batch, 2);
+	assert_int_equal(k.in, 4);
+	assert_int_equal(k.out, 3);
+	assert_true(k.t[PROTO_T_DY].present && k.t[PROTO_T_DY].offset == 0);
+	assert_true(k.t[PROTO_T_W].present && k.t[PROTO_T_W].offset == 256);
+	assert_true(k.t[PROTO_T_DX].present && k.t[PROTO_T_DX].region == 2);
+	assert_false(k.t[PROTO_T_X].present || k.t[PROTO_T_B].present || k.t[PROTO_T_Y].present ||
+		     k.t[PROTO_T_DW].present || k.t[PROTO_T_DB].present);
+	assert_true(k.accumulate); /* onto the bias */
+	r.t[PROTO_T_B].present = false;
+	proto_forward_as_input(&r, &k);
+	assert_false(k.accumulate);
+	/* the dX GEMM's tensors have the forward's sizes */
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		bytes[t] = 0;
+	assert_int_equal(proto_tensor_elems(&k, PROTO_T_DY), proto_tensor_elems(&r, PROTO_T_X));
+	assert_int_equal(proto_tensor_elems(&k, PROTO_T_W), proto_tensor_elems(&r, PROTO_T_W));
+	assert_int_equal(proto_tensor_elems(&k, PROTO_T_DX), proto_tensor_elems(&r, PROTO_T_Y));
 }
 
 int main(void)
@@ -481,6 +551,7 @@ int main(void)
 		cmocka_unit_test(test_overlap_outputs),
 		cmocka_unit_test(test_same_offsets_different_regions),
 		cmocka_unit_test(test_region_lookups),
+		cmocka_unit_test(test_forward),
 	};
 	return cmocka_run_group_tests_name("job", tests, NULL, NULL);
 }

@@ -169,6 +169,66 @@ static void test_request_stats_ping(void **state)
 	request_round_trip(&in, &out);
 }
 
+/* linear_forward round trips with x, w, b, y; its decoder ignores the
+ * backward's tensor keys (and a backward's ignores b and y); y is required. */
+static void test_request_linear_forward(void **state)
+{
+	(void)state;
+	proto_request in = {0}, out;
+	in.op = PROTO_OP_LINEAR_FORWARD;
+	in.id = 77;
+	in.dtype = PROTO_BF16;
+	in.batch = 5, in.in = 6, in.out = 7;
+	in.t[PROTO_T_X] = (proto_tensor){true, 1, 0};
+	in.t[PROTO_T_W] = (proto_tensor){true, 1, 64};
+	in.t[PROTO_T_B] = (proto_tensor){true, 2, 8};
+	in.t[PROTO_T_Y] = (proto_tensor){true, 3, 1ull << 36};
+	in.variant = PROTO_VARIANT_TILED;
+	in.accumulate = true;
+	request_round_trip(&in, &out);
+	assert_int_equal(out.op, PROTO_OP_LINEAR_FORWARD);
+	assert_int_equal(out.dtype, PROTO_BF16);
+	assert_int_equal(out.variant, PROTO_VARIANT_TILED);
+	assert_true(out.accumulate);
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		assert_int_equal(out.t[t].present, in.t[t].present);
+		assert_int_equal(out.t[t].offset, in.t[t].offset);
+	}
+	/* a backward's keys on a forward are unknown keys there, and the
+	 * forward's on a backward */
+	proto_request mix = in;
+	mix.t[PROTO_T_DY] = (proto_tensor){true, 1, 128};
+	mix.t[PROTO_T_DX] = (proto_tensor){true, 1, 256};
+	request_round_trip(&mix, &out);
+	assert_false(out.t[PROTO_T_DY].present || out.t[PROTO_T_DX].present);
+	assert_true(out.t[PROTO_T_Y].present);
+	mix.op = PROTO_OP_LINEAR_BACKWARD;
+	mix.t[PROTO_T_W].present = false;
+	mix.t[PROTO_T_DX].present = false;
+	mix.t[PROTO_T_DW] = (proto_tensor){true, 1, 512};
+	request_round_trip(&mix, &out);
+	assert_false(out.t[PROTO_T_B].present || out.t[PROTO_T_Y].present);
+	assert_true(out.t[PROTO_T_DW].present && out.t[PROTO_T_DY].present);
+	/* y (then w, x) missing: bad_request naming it */
+	static const int need[3] = {PROTO_T_Y, PROTO_T_W, PROTO_T_X};
+	static const char *const key[3] = {"'y'", "'w'", "'x'"};
+	for (int i = 0; i < 3; i++) {
+		proto_request m = in;
+		m.t[need[i]].present = false;
+		msgpack_sbuffer sb;
+		msgpack_sbuffer_init(&sb);
+		assert_int_equal(proto_request_encode(&sb, &m), 0);
+		proto_request d;
+		proto_err err;
+		uint64_t id;
+		assert_int_equal(proto_request_decode((const uint8_t *)sb.data + 4, sb.size - 4, &d, &id, &err),
+				 -PROTO_BAD_REQUEST);
+		assert_non_null(strstr(err.message, "linear_forward"));
+		assert_non_null(strstr(err.message, key[i]));
+		msgpack_sbuffer_destroy(&sb);
+	}
+}
+
 static void test_request_linear_backward(void **state)
 {
 	(void)state;
@@ -179,7 +239,7 @@ static void test_request_linear_backward(void **state)
 	in.batch = 32;
 	in.in = 1024;
 	in.out = 4096;
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++) {
 		in.t[t].present = true;
 		in.t[t].region = 10 + (uint64_t)t;
 		in.t[t].offset = 1000u * (uint64_t)t + (t == PROTO_T_DX ? (1ull << 35) : 0);
@@ -191,7 +251,7 @@ static void test_request_linear_backward(void **state)
 	assert_int_equal(out.in, 1024);
 	assert_int_equal(out.out, 4096);
 	assert_true(out.accumulate);
-	for (int t = 0; t < PROTO_T_COUNT; t++) {
+	for (int t = 0; t < PROTO_T_BACKWARD_COUNT; t++) {
 		assert_true(out.t[t].present);
 		assert_int_equal(out.t[t].region, in.t[t].region);
 		assert_int_equal(out.t[t].offset, in.t[t].offset);
@@ -2109,6 +2169,7 @@ int main(void)
 		cmocka_unit_test(test_request_unregister),
 		cmocka_unit_test(test_request_stats_ping),
 		cmocka_unit_test(test_request_linear_backward),
+		cmocka_unit_test(test_request_linear_forward),
 		cmocka_unit_test(test_request_encode_appends),
 		cmocka_unit_test(test_reply_plain),
 		cmocka_unit_test(test_reply_register),

@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""Training steps of an MLP three ways: CPU torch, vkgrad.torch (both passes
+on vkgradd, tensors in its regions), and CUDA torch where there is a GPU.
+
+    scripts/torch_train.py --socket PATH [--dtype f32|bf16|f16|all] [--steps N]
+    scripts/torch_train.py --smoke --socket PATH   # tiny sizes, for lavapipe
+
+The model: Linear(d0, d1) ReLU Linear(d1, d2) ReLU Linear(d2, d3) (default
+1024-4096-4096-1024) at batch 2048, SGD (lr 1e-3), MSE against a fixed
+target. Every way starts from the same parameters and data. Per way and
+dtype it prints the median step time (after --warmup steps), the bytes the
+vkgrad client copied per step (vkgrad way only: Client.bytes_copied, the
+pool copies of tensors outside regions), and after the first step the max
+|gradient difference| against CPU torch's, over all parameters, relative
+to max |CPU gradient| (normwise, as client/ref.h). f16 on a CPU torch
+without half matmul (Debian's 1.13) runs its CPU reference in float32 on
+the same f16 values; f16 is skipped, saying so, where torch has no CPU half
+ReLU (the activations run in torch). One JSON line per way and dtype with --json.
+
+Exit status 1 when a gradient difference passes --max-grad-err times the
+dtype's tolerance (vkgrad.TOLERANCE), else 0 — so the smoke mode is a test
+(tests/python/test_train_smoke).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, os.pardir, "python"))
+
+import torch  # noqa: E402
+
+import vkgrad  # noqa: E402
+import vkgrad.torch as vt  # noqa: E402
+
+DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def mlp(dims):
+    layers = []
+    for i in range(len(dims) - 1):
+        layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+        if i < len(dims) - 2:
+            layers.append(torch.nn.ReLU(inplace=True))
+    return torch.nn.Sequential(*layers)
+
+
+def has_cpu_matmul(dt):
+    try:
+        torch.ones(2, 2, dtype=dt) @ torch.ones(2, 2, dtype=dt)
+        return True
+    except RuntimeError:
+        return False
+
+
+def run_way(way, model, x, target, steps, warmup, sync, client=None):
+    """(median step s, first step's grads, bytes copied per step)"""
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    times, grads, copied = [], None, []
+    for s in range(steps + warmup):
+        c0 = client.bytes_copied if client else 0
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        loss = (model(x) - target).pow(2).mean()  # MSE (mse_loss has no CPU bf16 in torch 1.13)
+        loss.backward()
+        if s == 0:
+            grads = [p.grad.detach().float().cpu().clone() for p in model.parameters()]
+        opt.step()
+        sync()
+        t1 = time.perf_counter()
+        if s >= warmup:
+            times.append(t1 - t0)
+            copied.append((client.bytes_copied - c0) if client else 0)
+    return statistics.median(times), grads, statistics.median(copied) if copied else 0
+
+
+def grad_err(got, want):
+    num = max(float((g - w).abs().max()) for g, w in zip(got, want))
+    den = max(float(w.abs().max()) for w in want)
+    return num / den if den > 0 else num
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--socket", default=None, help="vkgradd's socket (default: vkgrad's default)")
+    ap.add_argument("--dtype", default="all", choices=["all"] + list(DT))
+    ap.add_argument("--dims", default="1024,4096,4096,1024")
+    ap.add_argument("--batch", type=int, default=2048)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: 64-96-80-32 at batch 48, 3 steps")
+    ap.add_argument("--no-cuda", action="store_true")
+    ap.add_argument("--max-grad-err", type=float, default=2.0,
+                    help="fail past this many times the dtype's tolerance")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.smoke:
+        a.dims, a.batch, a.steps, a.warmup = "64,96,80,32", 48, 3, 1
+    dims = [int(d) for d in a.dims.split(",")]
+    dtypes = list(DT) if a.dtype == "all" else [a.dtype]
+    client = vkgrad.connect(a.socket, name="torch_train")
+    vt.set_default_client(client)
+    cuda = torch.cuda.is_available() and not a.no_cuda
+    print("MLP %s, batch %d, SGD, MSE; %d steps after %d warm-up; torch %s, %d CPU threads%s" % (
+        "-".join(map(str, dims)), a.batch, a.steps, a.warmup, torch.__version__,
+        torch.get_num_threads(), ", CUDA " + torch.cuda.get_device_name() if cuda else ", no CUDA"))
+    print("%-5s %-7s %12s %9s %16s %12s" % ("dtype", "way", "step ms", "vs CPU", "copied B/step",
+                                             "grad err"))
+    bad = False
+    for name in dtypes:
+        dt = DT[name]
+        try:  # the activations between the layers run in torch, on the CPU
+            torch.relu_(torch.ones(2, dtype=dt))
+        except RuntimeError:
+            print("%-5s skipped: this torch has no CPU ReLU for %s" % (name, dt))
+            continue
+        torch.manual_seed(0)
+        base = mlp(dims)
+        x = torch.randn(a.batch, dims[0])
+        target = torch.randn(a.batch, dims[-1])
+        cpu_dt = dt if has_cpu_matmul(dt) else torch.float32
+        rows = []
+        ref = mlp(dims)
+        ref.load_state_dict(base.state_dict())
+        ref = ref.to(dt).to(cpu_dt)  # (f16 values, f32 arithmetic where no half matmul)
+        t_cpu, g_cpu, _ = run_way("cpu", ref, x.to(dt).to(cpu_dt), target.to(dt).to(cpu_dt),
+                                  a.steps, a.warmup, lambda: None)
+        rows.append(("cpu" + ("(f32)" if cpu_dt != dt else ""), t_cpu, 0, 0.0))
+        ours = mlp(dims)
+        ours.load_state_dict(base.state_dict())
+        ours = vt.convert(ours.to(dt))
+        xr, tr = vt.to_region(x.to(dt)), target.to(dt)
+        t_vk, g_vk, copied = run_way("vkgrad", ours, xr, tr, a.steps, a.warmup, lambda: None, client)
+        e = grad_err(g_vk, g_cpu)
+        tol = vkgrad.TOLERANCE[name]
+        bad |= not e <= a.max_grad_err * tol
+        rows.append(("vkgrad", t_vk, copied, e))
+        if cuda:
+            cm = mlp(dims)
+            cm.load_state_dict(base.state_dict())
+            cm = cm.to(dt).cuda()
+            t_cu, g_cu, _ = run_way("cuda", cm, x.to(dt).cuda(), target.to(dt).cuda(), a.steps,
+                                    a.warmup, torch.cuda.synchronize)
+            rows.append(("cuda", t_cu, 0, grad_err(g_cu, g_cpu)))
+        for way, t, cp, err in rows:
+            print("%-5s %-7s %12.2f %8.2fx %16d %12.3g" % (name, way, t * 1e3, t_cpu / t, cp, err))
+            if a.json:
+                print(json.dumps({"dtype": name, "way": way, "step_ms": t * 1e3,
+                                  "speedup_vs_cpu": t_cpu / t, "bytes_copied_per_step": cp,
+                                  "grad_err_vs_cpu": err, "dims": dims, "batch": a.batch}))
+        if bad:
+            print("%s: vkgrad's gradients differ from CPU torch's by %.3g > %g x %g" % (
+                name, rows[1][3], a.max_grad_err, tol))
+    client.close()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

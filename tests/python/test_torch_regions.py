@@ -1,0 +1,254 @@
+"""vkgrad.torch's forward on the daemon and its zero-copy tensors.
+
+- The forward (op linear_forward) against torch's F.linear and a float64
+  numpy reference of the same stored values, each dtype, bias or not, any
+  leading shape, at client/ref.h's tolerances relative to max|want| (f16:
+  torch 1.13 has no CPU half matmul, so torch's side runs in float32 on
+  the same f16 values).
+- Zero copies on region-backed tensors, through the client's counter
+  (Client.bytes_copied): a layer whose input, parameters and dY live in
+  regions copies nothing in either pass; a dY outside them costs exactly
+  its bytes, an input outside them exactly its bytes.
+- empty(): tensors in a registered region, blocks reused once freed.
+- convert() of a model holding nn.Linear subclasses (MultiheadAttention's
+  out_proj, a plain subclass) replaces them, skips one that overrides
+  forward() and says why, moves parameters into regions, and trains like
+  torch.
+Skipped, saying so, only when torch cannot be imported."""
+
+import unittest
+
+import numpy as np
+
+try:
+    import torch
+    TORCH_MISSING = None
+except ImportError as e:  # pragma: no cover — reported as a skip
+    torch = None
+    TORCH_MISSING = "torch is not installed (Debian package python3-torch): %s" % e
+
+import vkgrad
+from daemon import Daemon
+
+D = None
+C = None
+TOL = vkgrad.TOLERANCE
+DTYPES = (("f32", "float32"), ("f16", "float16"), ("bf16", "bfloat16"))
+
+
+def setUpModule():
+    global D, C
+    if TORCH_MISSING:
+        print("test_torch_regions: SKIPPING every test: " + TORCH_MISSING)
+        return
+    import vkgrad.torch as vt
+    D = Daemon()
+    C = vkgrad.connect(D.sock, name="test_torch_regions")
+    vt.set_default_client(C)
+
+
+def tearDownModule():
+    if D is None:
+        return
+    import vkgrad.torch as vt
+    C.close()
+    vt.set_default_client(None)
+    problems = D.stop()
+    if problems:
+        raise AssertionError("daemon: " + problems)
+
+
+def f64(t):
+    return t.detach().float().numpy().astype(np.float64)
+
+
+def rel_err(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    m = np.abs(want).max()
+    return np.abs(got - want).max() / m if m > 0 else np.abs(got).max()
+
+
+@unittest.skipIf(TORCH_MISSING, TORCH_MISSING or "")
+class TestForward(unittest.TestCase):
+    def setUp(self):
+        import vkgrad.torch as vt
+        self.vt = vt
+
+    def test_forward_matches_torch_every_dtype(self):
+        for name, tname in DTYPES:
+            dt = getattr(torch, tname)
+            for bias in (True, False):
+                torch.manual_seed(7)
+                ref = torch.nn.Linear(37, 19, bias=bias)
+                ours = self.vt.Linear(37, 19, bias=bias)
+                ours.load_state_dict(ref.state_dict())
+                ours = ours.to(dt)
+                x = torch.randn(2, 5, 37).to(dt)
+                y = ours(x)
+                self.assertEqual(y.dtype, dt)
+                self.assertEqual(tuple(y.shape), (2, 5, 19))
+                w, xs = f64(ours.weight), f64(x).reshape(-1, 37)
+                want = xs @ w.T + (f64(ours.bias) if bias else 0)
+                e = rel_err(f64(y).reshape(-1, 19), want)
+                self.assertLessEqual(e, TOL[name], "%s bias=%s vs numpy: %.3g" % (name, bias, e))
+                # torch's own (f16 in float32: no CPU half matmul in torch 1.13)
+                tdt = torch.float32 if dt == torch.float16 else dt
+                theirs = torch.nn.functional.linear(
+                    x.to(tdt), ours.weight.to(tdt), ours.bias.to(tdt) if bias else None)
+                e = rel_err(f64(y), f64(theirs))
+                tol = TOL[name] * (2 if name == "bf16" else 1)
+                self.assertLessEqual(e, tol, "%s bias=%s vs torch: %.3g" % (name, bias, e))
+
+    def test_backward_matches_torch_every_dtype(self):
+        for name, tname in DTYPES:
+            dt = getattr(torch, tname)
+            torch.manual_seed(8)
+            ref = torch.nn.Linear(24, 10)
+            ours = self.vt.convert(torch.nn.Linear(24, 10))
+            ours.load_state_dict(ref.state_dict())
+            ours, ref = ours.to(dt), ref.to(torch.float32 if dt == torch.float16 else dt)
+            x = torch.randn(9, 24).to(dt)
+            dy = torch.randn(9, 10).to(dt)
+            xa, xb = x.clone().requires_grad_(), x.to(ref.weight.dtype).requires_grad_()
+            ours(xa).backward(dy)
+            ref(xb).backward(dy.to(ref.weight.dtype))
+            tol = TOL[name] * (2 if name == "bf16" else 1)
+            for what, a, b in (("dx", xa.grad, xb.grad), ("dw", ours.weight.grad, ref.weight.grad),
+                               ("db", ours.bias.grad, ref.bias.grad)):
+                e = rel_err(f64(a), f64(b))
+                self.assertLessEqual(e, tol, "%s %s: %.3g" % (name, what, e))
+
+
+@unittest.skipIf(TORCH_MISSING, TORCH_MISSING or "")
+class TestZeroCopy(unittest.TestCase):
+    def setUp(self):
+        import vkgrad.torch as vt
+        self.vt = vt
+
+    def test_empty_lives_in_a_region_and_blocks_come_back(self):
+        t = self.vt.empty((64, 33), torch.bfloat16)
+        self.assertEqual(tuple(t.shape), (64, 33))
+        self.assertEqual(t.dtype, torch.bfloat16)
+        self.assertIsNotNone(self.vt.in_region(t))
+        self.assertIsNone(self.vt.in_region(torch.zeros(4)))
+        p = t.data_ptr()
+        v = t[3]  # a view keeps the block
+        del t
+        u = self.vt.empty((64, 33), torch.bfloat16)
+        self.assertNotEqual(u.data_ptr(), p)
+        up = u.data_ptr()
+        del v, u  # both blocks free now: the next one of that size is one of them
+        w = self.vt.empty((64, 33), torch.bfloat16)
+        self.assertIn(w.data_ptr(), (p, up))
+        with self.assertRaisesRegex(TypeError, "float64"):
+            self.vt.empty((2,), torch.float64)
+
+    def test_no_copy_on_region_tensors(self):
+        for name, tname in DTYPES:
+            dt = getattr(torch, tname)
+            lin = self.vt.convert(torch.nn.Linear(48, 20).to(dt))
+            self.assertIsNotNone(self.vt.in_region(lin.weight))
+            x = self.vt.empty((16, 48), dt)
+            x.copy_(torch.randn(16, 48))
+            x.requires_grad_()
+            dy = self.vt.empty((16, 20), dt)
+            dy.copy_(torch.randn(16, 20))
+            before = C.bytes_copied
+            y = lin(x)
+            self.assertIsNotNone(self.vt.in_region(y), "the forward's output is in a region")
+            self.assertEqual(C.bytes_copied, before, "%s forward copied" % name)
+            y.backward(dy)
+            self.assertEqual(C.bytes_copied, before, "%s backward copied" % name)
+            for g in (x.grad, lin.weight.grad, lin.bias.grad):
+                self.assertIsNotNone(self.vt.in_region(g))
+            # dY outside every region: exactly its bytes, once
+            dy_plain = torch.randn(16, 20).to(dt)
+            lin(x).backward(dy_plain)
+            self.assertEqual(C.bytes_copied - before, dy_plain.numel() * dy_plain.element_size())
+            # an input outside every region: its bytes in the forward
+            before = C.bytes_copied
+            xp = torch.randn(16, 48).to(dt)
+            lin(xp)
+            self.assertEqual(C.bytes_copied - before, xp.numel() * xp.element_size())
+
+    def test_mlp_copies_only_dy(self):
+        torch.manual_seed(2)
+        m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(inplace=True),
+                                torch.nn.Linear(64, 16))
+        m = self.vt.convert(m)
+        x = self.vt.to_region(torch.randn(8, 32))
+        target = torch.randn(8, 16)
+        before = C.bytes_copied
+        torch.nn.functional.mse_loss(m(x), target).backward()
+        # the loss's dY (8x16) and the ReLU's (8x64), nothing else
+        self.assertEqual(C.bytes_copied - before, 4 * (8 * 16 + 8 * 64))
+
+
+@unittest.skipIf(TORCH_MISSING, TORCH_MISSING or "")
+class TestConvert(unittest.TestCase):
+    def setUp(self):
+        import vkgrad.torch as vt
+        self.vt = vt
+
+    def test_subclasses_replaced_overrides_skipped(self):
+        class Plain(torch.nn.Linear):
+            pass
+
+        class Scaled(torch.nn.Linear):
+            def forward(self, x):
+                return 2 * super().forward(x)
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = torch.nn.MultiheadAttention(16, 2)
+                self.plain = Plain(16, 16)
+                self.scaled = Scaled(16, 8)
+
+            def forward(self, x):
+                a, _ = self.attn(x, x, x)
+                return self.scaled(self.plain(a))
+
+        torch.manual_seed(5)
+        net = Net()
+        ref = Net()
+        ref.load_state_dict(net.state_dict())
+        params = list(net.parameters())
+        report = {}
+        self.vt.convert(net, report=report)
+        self.assertEqual(sorted(report["replaced"]), ["attn.out_proj", "plain"])
+        self.assertEqual([n for n, _ in report["skipped"]], ["scaled"])
+        self.assertIn("overrides forward", report["skipped"][0][1])
+        self.assertIsInstance(net.attn.out_proj, self.vt.Linear)
+        self.assertIsInstance(net.plain, self.vt.Linear)
+        self.assertIs(type(net.scaled), Scaled)
+        # the same Parameter objects (optimisers keep working), now in regions
+        self.assertEqual([id(p) for p in net.parameters()], [id(p) for p in params])
+        self.assertIsNotNone(self.vt.in_region(net.plain.weight))
+        self.assertIsNotNone(self.vt.in_region(net.attn.out_proj.weight))
+        x = torch.randn(5, 3, 16)
+        e = rel_err(f64(net(x)), f64(ref(x)))
+        self.assertLessEqual(e, TOL["f32"], "converted net vs torch: %.3g" % e)
+        # trains like torch
+        oa = torch.optim.SGD(net.parameters(), lr=0.1)
+        ob = torch.optim.SGD(ref.parameters(), lr=0.1)
+        for step in range(3):
+            for m, o in ((net, oa), (ref, ob)):
+                o.zero_grad()
+                m(x).pow(2).mean().backward()
+                o.step()
+        for (n, a), b in zip(ref.named_parameters(), net.parameters()):
+            e = rel_err(f64(b), f64(a))
+            self.assertLessEqual(e, 1e-4, "%s after 3 steps: %.3g" % (n, e))
+
+    def test_float64_layers_skipped(self):
+        m = torch.nn.Sequential(torch.nn.Linear(3, 2).double())
+        report = {}
+        self.vt.convert(m, report=report)
+        self.assertEqual(report["replaced"], [])
+        self.assertIn("float64", report["skipped"][0][1])
+        self.assertIs(type(m[0]), torch.nn.Linear)
+
+
+if __name__ == "__main__":
+    unittest.main()
