@@ -359,16 +359,16 @@ suite_python() {
 	(
 		. "$B/env.sh"
 		export VKGRAD_SOCKET="$D/s" VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-		if [ -f "$ROOT/bench/torch_train.py" ]; then
-			say "bench/torch_train.py --mode real"
-			exec timeout 300 "$PY" "$ROOT/bench/torch_train.py" --mode real
+		if [ -f "$ROOT/scripts/torch_train.py" ]; then
+			say "scripts/torch_train.py --dtype all --steps ${TRAIN_STEPS:-10}"
+			exec timeout 300 "$PY" "$ROOT/scripts/torch_train.py" --socket "$D/s" --dtype all \
+				--steps "${TRAIN_STEPS:-10}" ${QUICK:+--smoke}
 		else
 			say "scripts/device_python.py (MLP_STEPS=${MLP_STEPS:-10})"
 			MLP_STEPS=${MLP_STEPS:-10} exec timeout 300 "$PY" "$HERE/device_python.py"
 		fi
 	) >"$R/train.txt" 2>&1 || fail "the training benchmark"
-	grep -E '^\|' "$R/train.txt" | tee -a "$S"
-	grep -v "^|" "$R/train.txt" | tail -2 | tee -a "$S"
+	tail -30 "$R/train.txt" | tee -a "$S"
 	vk --socket "$D/s" stats --prometheus >"$R/stats.prom" 2>&1
 	grep -E '^vkgrad_(jobs_done_total|batches_total)' "$R/stats.prom" | tee -a "$S"
 	daemon_stop
