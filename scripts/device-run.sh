@@ -75,8 +75,8 @@ shared_dir() {
 make_bundle() {
 	local dir=${1:-.device-bundle} sh progs=()
 	sh=$(shared_dir) || exit 1
-	make -C "$ROOT" -j2 all build/tests/test_stream || exit 1
-	for p in vkgradd vkgrad vkgrad-bench tests/test_stream; do
+	make -C "$ROOT" -j2 all build/tests/test_stream build/tests/test_forward || exit 1
+	for p in vkgradd vkgrad vkgrad-bench tests/test_stream tests/test_forward; do
 		[ -x "$ROOT/build/$p" ] && progs+=("$ROOT/build/$p")
 	done
 	"$sh/device/bundle.sh" "$dir" "${progs[@]}" || exit 1
@@ -210,6 +210,12 @@ suite_check() {
 		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$B/bin/test_stream") \
 			>"$R/test_stream.txt" 2>&1 || fail "test_stream"
 		grep -E "resumed dW|dW steps|PASSED|FAILED" "$R/test_stream.txt" | tee -a "$S"
+	fi
+	if [ -x "$B/bin/test_forward" ] && in_budget "test_forward"; then
+		say "test_forward on this GPU (every family hello lists)"
+		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$B/bin/test_forward") \
+			>"$R/test_forward.txt" 2>&1 || fail "test_forward"
+		grep -E "cases|PASSED|FAILED" "$R/test_forward.txt" | tee -a "$S"
 	fi
 	in_budget "the test shapes, checked" || return
 	daemon_start "$B/bin/vkgradd" "$R/daemon.log" || { fail "daemon did not start"; return; }
