@@ -48,6 +48,8 @@
 #   BUDGET_S        seconds after which the steps not yet begun are skipped
 #                   (default 540: the device tool ends a command at 600)
 #   PYTHON          the python3 with torch (default python3)
+#   SKIP_ANCHORS=1  leave out the PyTorch anchors (torch_mixed, torch_multiproc)
+#                   where an earlier run of the session has them
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
 #                   on a machine without a GPU (lavapipe)
 # Exit status: 0, or 1 when a check failed or a step did not finish.
@@ -168,7 +170,7 @@ anchor() {
 	mps_off
 }
 torch_multiproc() {
-	[ -n "${TORCH_MP_DONE:-}" ] && return
+	[ -n "${TORCH_MP_DONE:-}${SKIP_ANCHORS:-}" ] && return
 	TORCH_MP_DONE=1
 	anchor 120 "$R/torch_mp.jsonl" torch_multiproc.py 1 16
 	$REPORT torch "$R/torch_mp.jsonl" | tee -a "$S"
@@ -350,6 +352,7 @@ suite_tenants() {
 		done
 	done
 	grep -v '^{' "$R/mixed.txt" | tee -a "$S"
+	[ -n "${SKIP_ANCHORS:-}" ] && return
 	for shape in $HEAVY; do
 		anchor 150 "$R/torch_mixed.jsonl" torch_mixed.py "$TENANTS" "${shape//x/,}" "$MIXED_S"
 	done
