@@ -43,7 +43,7 @@
 #include "variant.h"
 
 /* submitted slots in submission order: one entry per slot at most */
-#define ENGINE_RING CONFIG_MAX_INFLIGHT_BATCHES
+#define ENGINE_RING (2 * CONFIG_MAX_INFLIGHT_BATCHES) /* the small track has twice the slots */
 
 typedef struct engine_lane engine_lane;
 typedef struct stream stream;
@@ -88,6 +88,13 @@ struct engine_lane {
 	uint64_t inflight_macs;   /* of its jobs taken into batches not yet finished */
 	uint32_t running;         /* those jobs */
 	uint32_t running_cls[ENGINE_CLASSES];
+	/* the timeline value of each class's track at which its last finished
+	 * job was done, and the class of the job taken last: a job of the other
+	 * class waits on that value (a semaphore wait already satisfied, the
+	 * dependency the device needs to see its earlier job's writes) */
+	uint64_t done_value[ENGINE_CLASSES];
+	uint32_t last_cls;
+	bool took, switched; /* switched: its job taken last is of another class than the one before */
 	bool closed;              /* its connection is gone: freed when running is 0 */
 };
 
@@ -119,6 +126,9 @@ typedef struct engine_slot {
 	 * while slice_more; the GPU µs of the slices so far */
 	uint64_t slice_from, slice_len, slice_gpu_us, slices, slice_next;
 	bool slice_more;
+	/* the other track's timeline value its first submission waits for
+	 * (a lane of the batch ran jobs of the other class last), or 0 */
+	uint64_t wait_other;
 	uint64_t value;     /* timeline value signalled when done */
 	bool seen;          /* found done (under mu): by the completion thread or the polling loop */
 	bool busy;

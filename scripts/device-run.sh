@@ -48,6 +48,8 @@
 #   BUDGET_S        seconds after which the steps not yet begun are skipped
 #                   (default 540: the device tool ends a command at 600)
 #   PYTHON          the python3 with torch (default python3)
+#   SKIP_ANCHORS=1  leave out the PyTorch anchors (torch_mixed, torch_multiproc)
+#                   where an earlier run of the session has them
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
 #                   on a machine without a GPU (lavapipe)
 # Exit status: 0, or 1 when a check failed or a step did not finish.
@@ -75,8 +77,8 @@ shared_dir() {
 make_bundle() {
 	local dir=${1:-.device-bundle} sh progs=()
 	sh=$(shared_dir) || exit 1
-	make -C "$ROOT" -j2 all build/tests/test_stream || exit 1
-	for p in vkgradd vkgrad vkgrad-bench tests/test_stream; do
+	make -C "$ROOT" -j2 all build/tests/test_stream build/tests/test_forward || exit 1
+	for p in vkgradd vkgrad vkgrad-bench tests/test_stream tests/test_forward; do
 		[ -x "$ROOT/build/$p" ] && progs+=("$ROOT/build/$p")
 	done
 	"$sh/device/bundle.sh" "$dir" "${progs[@]}" || exit 1
@@ -168,7 +170,7 @@ anchor() {
 	mps_off
 }
 torch_multiproc() {
-	[ -n "${TORCH_MP_DONE:-}" ] && return
+	[ -n "${TORCH_MP_DONE:-}${SKIP_ANCHORS:-}" ] && return
 	TORCH_MP_DONE=1
 	anchor 120 "$R/torch_mp.jsonl" torch_multiproc.py 1 16
 	$REPORT torch "$R/torch_mp.jsonl" | tee -a "$S"
@@ -210,6 +212,12 @@ suite_check() {
 		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$B/bin/test_stream") \
 			>"$R/test_stream.txt" 2>&1 || fail "test_stream"
 		grep -E "resumed dW|dW steps|PASSED|FAILED" "$R/test_stream.txt" | tee -a "$S"
+	fi
+	if [ -x "$B/bin/test_forward" ] && in_budget "test_forward"; then
+		say "test_forward on this GPU (every family hello lists)"
+		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$B/bin/test_forward") \
+			>"$R/test_forward.txt" 2>&1 || fail "test_forward"
+		grep -E "cases|PASSED|FAILED" "$R/test_forward.txt" | tee -a "$S"
 	fi
 	in_budget "the test shapes, checked" || return
 	daemon_start "$B/bin/vkgradd" "$R/daemon.log" || { fail "daemon did not start"; return; }
@@ -344,6 +352,7 @@ suite_tenants() {
 		done
 	done
 	grep -v '^{' "$R/mixed.txt" | tee -a "$S"
+	[ -n "${SKIP_ANCHORS:-}" ] && return
 	for shape in $HEAVY; do
 		anchor 150 "$R/torch_mixed.jsonl" torch_mixed.py "$TENANTS" "${shape//x/,}" "$MIXED_S"
 	done
@@ -359,16 +368,16 @@ suite_python() {
 	(
 		. "$B/env.sh"
 		export VKGRAD_SOCKET="$D/s" VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-		if [ -f "$ROOT/bench/torch_train.py" ]; then
-			say "bench/torch_train.py --mode real"
-			exec timeout 300 "$PY" "$ROOT/bench/torch_train.py" --mode real
+		if [ -f "$ROOT/scripts/torch_train.py" ]; then
+			say "scripts/torch_train.py --dtype all --steps ${TRAIN_STEPS:-10}"
+			exec timeout 300 "$PY" "$ROOT/scripts/torch_train.py" --socket "$D/s" --dtype all \
+				--steps "${TRAIN_STEPS:-10}" ${QUICK:+--smoke}
 		else
 			say "scripts/device_python.py (MLP_STEPS=${MLP_STEPS:-10})"
 			MLP_STEPS=${MLP_STEPS:-10} exec timeout 300 "$PY" "$HERE/device_python.py"
 		fi
 	) >"$R/train.txt" 2>&1 || fail "the training benchmark"
-	grep -E '^\|' "$R/train.txt" | tee -a "$S"
-	grep -v "^|" "$R/train.txt" | tail -2 | tee -a "$S"
+	tail -30 "$R/train.txt" | tee -a "$S"
 	vk --socket "$D/s" stats --prometheus >"$R/stats.prom" 2>&1
 	grep -E '^vkgrad_(jobs_done_total|batches_total)' "$R/stats.prom" | tee -a "$S"
 	daemon_stop

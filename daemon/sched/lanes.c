@@ -161,6 +161,9 @@ uint64_t sched_take_jobs(engine *e, engine_slot *s)
 		l->inflight_macs += job_macs(j);
 		l->running++;
 		l->running_cls[j->cls]++;
+		l->switched = l->took && l->last_cls != j->cls;
+		l->last_cls = j->cls;
+		l->took = true;
 		fair_charge(&tr->fair, f, (double)j->est_ns);
 		s->jobs[s->njobs++] = sched_lane_pop(e, l);
 		/* its next job may be of the other class */
