@@ -24,7 +24,12 @@ ALL_CFLAGS  = $(CFLAGS_BASE) $(CFLAGS_PKG) $(CFLAGS)
 LDLIBS_ALL  = $(LIBS_PKG) -lpthread -lm $(SAN)
 
 PROTO_SRC  := $(wildcard proto/*.c)
-DAEMON_SRC := $(wildcard daemon/*.c daemon/sched/*.c)
+# daemon/ by subsystem: net (listener, connections, replies), ops (a frame
+# becomes a job), gpu (device, regions, pipelines), kernels (which kernels,
+# recording), sched (classes, fair shares, batches, completion)
+DAEMON_DIRS := daemon daemon/net daemon/ops daemon/gpu daemon/kernels daemon/sched
+DAEMON_INC  := $(addprefix -I,$(DAEMON_DIRS))
+DAEMON_SRC := $(foreach d,$(DAEMON_DIRS),$(wildcard $(d)/*.c))
 CLIENT_LIB_SRC := client/vkgrad.c client/abi.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 # vkgrad-bench (`vkgrad bench` runs it): its own program, since its direct
@@ -77,22 +82,22 @@ $(BUILD)/gen/kernel_registry_gen.c: $(SHADERS) $(SPV_INC) shaders/gen_registry.s
 # Layers: proto/, client/ and the tests' helpers compile without daemon/ on
 # the include path, so none of them can include a daemon header; the daemon
 # and the benchmark (which embeds the daemon's core) see it.
-HDRS := $(wildcard proto/*.h daemon/*.h daemon/sched/*.h client/*.h bench/*.h shaders/iface/*.h)
+HDRS := $(wildcard proto/*.h $(addsuffix /*.h,$(DAEMON_DIRS)) client/*.h bench/*.h shaders/iface/*.h)
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/daemon/%.o: daemon/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DAEMON_INC) -c $< -o $@
 
 $(BUILD)/obj/bench/%.o: bench/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Ibench -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DAEMON_INC) -Ibench -c $< -o $@
 
-$(BUILD)/obj/gen/kernel_registry_gen.o: $(BUILD)/gen/kernel_registry_gen.c daemon/kernel_registry.h
+$(BUILD)/obj/gen/kernel_registry_gen.o: $(BUILD)/gen/kernel_registry_gen.c daemon/kernels/kernel_registry.h
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Idaemon -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DAEMON_INC) -c $< -o $@
 
 $(BUILD)/vkgradd: $(call obj,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/obj/gen/kernel_registry_gen.o
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
@@ -154,7 +159,7 @@ UNIT_COMMON := $(call obj,tests/common/growth.c)
 UNIT_DEFS   := '-DVKG_TEST_SHADER_DIR="$(CURDIR)/shaders"' '-DVKG_TEST_DTYPES="$(DTYPES)"'
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(UNIT_DEFS) -Idaemon -Itests/common -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+	$(CC) $(ALL_CFLAGS) $(UNIT_DEFS) $(DAEMON_INC) -Itests/common -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
 # bench/peak_ref.c (bench --peak's references and check) has neither Vulkan
 # nor daemon code in it: its test links it alone

@@ -15,7 +15,7 @@ void sched_job_release(engine *e, job *j);
 /* Finish every batch seen done, in submission order, then submit more. */
 void sched_reap(engine *e);
 
-/* ---- sched/gpu.c ---- */
+/* ---- sched/setup.c ---- */
 /* The engine's Vulkan objects on e->dev (0 or -1; sched_gpu_release
  * cleans up either way), and their release (any part of them). */
 int sched_gpu_create(engine *e);

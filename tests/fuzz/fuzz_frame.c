@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_frame.c — libFuzzer target: frame reassembly in
  * fuzzer-chosen chunks, then every frame body through the request decoder and
- * the job checks, as daemon/conn.c and daemon/ops.c do.
+ * the job checks, as daemon/net/conn.c and daemon/ops/ops.c do.
  *
  * Input layout:
  *   byte 0          bits 0-2: number of chunk sizes - 1 (1..8)

@@ -232,7 +232,7 @@ static uint64_t expected_after(vkg_client *c, small_job *s, int jobs)
 	return r.stats.spin_expected;
 }
 
-/* Expected ends (daemon/spin.h): a single-job batch of a kind seen before
+/* Expected ends (daemon/sched/spin.h): a single-job batch of a kind seen before
  * gets one (on lavapipe every batch is past the polling budget), a new
  * kind does not; the results stay right. With --spin-us 0, none. */
 static void test_expected_ends(void **state)

@@ -1,5 +1,5 @@
 /* tests/integration/test_nv2_knob.c — VKGRAD_NV2_TILE at daemon start
- * (daemon/nv2_tile.h; its parsing and fitting are unit-tested in
+ * (daemon/kernels/nv2_tile.h; its parsing and fitting are unit-tested in
  * tests/unit/test_nv2_tile.c).
  *
  * A malformed value, or one outside the kernel's ranges, stops the daemon

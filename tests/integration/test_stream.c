@@ -1,4 +1,4 @@
-/* tests/integration/test_stream.c — streamed jobs (daemon/stream.h): a
+/* tests/integration/test_stream.c — streamed jobs (daemon/sched/stream.h): a
  * device-local job cut along the batch into row chunks, copies overlapped
  * with kernels (on lavapipe: the same schedule on the one compute queue).
  *

@@ -1,5 +1,5 @@
 /* tests/integration/test_t128_tile.c — linear_tiled128_gemm's tunable f32
- * path (VKGRAD_T128_TILE, daemon/t128_tile.h, shaders/tiled128_tuned.glsl).
+ * path (VKGRAD_T128_TILE, daemon/kernels/t128_tile.h, shaders/tiled128_tuned.glsl).
  *
  * For each candidate tiling a daemon starts with it (its log must name the
  * tiling: the variable took effect), and f32 jobs forced to `tiled128` run

@@ -1,4 +1,4 @@
-/* tests/unit/test_admission.c — daemon/admission.h: a peer is taken below
+/* tests/unit/test_admission.c — daemon/net/admission.h: a peer is taken below
  * both connection limits; at max_connections, and at
  * max_connections_per_uid for its uid, it is refused with a limit error
  * naming the limit and its value; one the allow lists refuse is denied

@@ -1,4 +1,4 @@
-/* tests/unit/test_coopmat_khr.c — daemon/coopmat_khr.h (which matrix shape
+/* tests/unit/test_coopmat_khr.c — daemon/kernels/coopmat_khr.h (which matrix shape
  * linear_coopmat_khr_gemm takes from the device's list) and the tilings'
  * shared-memory sizes (pipelines_cmk_shared), as the shader lays them out. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* tests/unit/test_kernel_registry.c — daemon/kernel_registry.h: the table
+/* tests/unit/test_kernel_registry.c — daemon/kernels/kernel_registry.h: the table
  * generated at build time from the shaders/ .comp files and their SPIR-V.
  *
  * What the table must hold is read here again, independently of

@@ -1,4 +1,4 @@
-/* tests/unit/test_nv2_tile.c — daemon/nv2_tile.h: VKGRAD_NV2_TILE parsed
+/* tests/unit/test_nv2_tile.c — daemon/kernels/nv2_tile.h: VKGRAD_NV2_TILE parsed
  * (good values, malformed ones, values out of the kernel's ranges), fitted
  * to a device's workgroup-scope shapes (granularities, workgroup sizes,
  * limits: each refusal names the variable, the value, the reason and what

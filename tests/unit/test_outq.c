@@ -1,4 +1,4 @@
-/* tests/unit/test_outq.c — daemon/outq.h over a socketpair: replies leave
+/* tests/unit/test_outq.c — daemon/net/outq.h over a socketpair: replies leave
  * whole and in order; a traced reply carries the time of the send that
  * wrote it, also when the socket takes a flush only in part (a reply whose
  * time was not yet written gets the next flush's, one whose time began to

@@ -1,4 +1,4 @@
-/* tests/unit/test_spin.c — daemon/spin.h: the loop's polling budget follows
+/* tests/unit/test_spin.c — daemon/sched/spin.h: the loop's polling budget follows
  * what the device's batches take: the maximum until batches are seen;
  * 1.5 x their 75th percentile plus 5 µs, at most the maximum, while that
  * percentile is within it; 0 (no polling for the GPU) once most batches

@@ -1,4 +1,4 @@
-/* tests/unit/test_stream_rows.c — daemon/stream.h stream_chunk_rows: rows
+/* tests/unit/test_stream_rows.c — daemon/sched/stream.h stream_chunk_rows: rows
  * of a streamed job per chunk. Under --stream-chunk-bytes auto a chunk is
  * CONFIG_STREAM_AUTO_CHUNK_ELEMS elements of dY whatever the dtype (16 MiB
  * of f32, 8 MiB of f16/bf16: measured the faster for each on the H200,

@@ -1,4 +1,4 @@
-/* tests/unit/test_variant.c — the kernel selection table (daemon/variant.h). */
+/* tests/unit/test_variant.c — the kernel selection table (daemon/kernels/variant.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

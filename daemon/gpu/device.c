@@ -1,0 +1,744 @@
+/* daemon/gpu/device.c — see device.h. */
+#include "device.h"
+#include "vkext.h"
+
+#include "log.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+					       VkDebugUtilsMessageTypeFlagsEXT type,
+					       const VkDebugUtilsMessengerCallbackDataEXT *data,
+					       void *user)
+{
+	(void)type;
+	device *d = user;
+	if (sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+		atomic_fetch_add(&d->validation_errors, 1);
+		log_err("vulkan validation: %s", data->pMessage);
+	} else if (sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+		log_warn("vulkan validation: %s", data->pMessage);
+	}
+	return VK_FALSE;
+}
+
+/* Both the device's time domain and CLOCK_MONOTONIC calibrateable? */
+static bool calibrateable(VkInstance inst, VkPhysicalDevice p)
+{
+	if (!vkext_has(p, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME))
+		return false;
+	PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT f =
+		(PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)vkGetInstanceProcAddr(
+			inst, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT");
+	VkTimeDomainEXT dom[8];
+	uint32_t n = 8;
+	if (!f || f(p, &n, dom) < 0)
+		return false;
+	bool dev = false, mono = false;
+	for (uint32_t i = 0; i < n; i++) {
+		dev |= dom[i] == VK_TIME_DOMAIN_DEVICE_EXT;
+		mono |= dom[i] == VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+	}
+	return dev && mono;
+}
+
+/* Does the device multiply 16x16x16 f16 matrices into f32 at subgroup
+ * scope (what linear_coopmat_gemm is written for)? */
+static bool coopmat_shape_ok(VkPhysicalDevice p, VkInstance inst)
+{
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+		(PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+			inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	uint32_t n = 0;
+	if (!get || get(p, &n, NULL) != VK_SUCCESS || n == 0)
+		return false;
+	VkCooperativeMatrixPropertiesNV *cp = calloc(n, sizeof(*cp));
+	if (!cp)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+	bool ok = false;
+	if (get(p, &n, cp) == VK_SUCCESS)
+		for (uint32_t i = 0; i < n; i++)
+			ok |= cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
+			      cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			      cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			      cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			      cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			      cp[i].scope == VK_SCOPE_SUBGROUP_NV;
+	free(cp);
+	return ok;
+}
+
+static uint32_t subgroup_size(VkPhysicalDevice p)
+{
+	VkPhysicalDeviceSubgroupProperties sp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sp};
+	vkGetPhysicalDeviceProperties2(p, &p2);
+	return sp.subgroupSize;
+}
+
+static bool has_layer(const char *name)
+{
+	uint32_t n = 0;
+	vkEnumerateInstanceLayerProperties(&n, NULL);
+	VkLayerProperties *l = calloc(n ? n : 1, sizeof(*l));
+	if (!l)
+		return false;
+	vkEnumerateInstanceLayerProperties(&n, l);
+	bool found = false;
+	for (uint32_t i = 0; i < n && !found; i++)
+		found = strcmp(l[i].layerName, name) == 0;
+	free(l);
+	return found;
+}
+
+static const char *type_name(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+	case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+	default: return "other";
+	}
+}
+
+static int type_rank(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+	case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+	default: return 4;
+	}
+}
+
+/* Vulkan's deviceUUID as 8-4-4-4-12 hex digits (out: 37 bytes). */
+static void uuid_string(VkPhysicalDevice p, char *out)
+{
+	VkPhysicalDeviceIDProperties id = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &id};
+	vkGetPhysicalDeviceProperties2(p, &p2);
+	char *o = out;
+	for (unsigned i = 0; i < VK_UUID_SIZE; i++) {
+		o += sprintf(o, "%02x", id.deviceUUID[i]);
+		if (i == 3 || i == 5 || i == 7 || i == 9)
+			*o++ = '-';
+	}
+	*o = 0;
+}
+
+/* `want` names this UUID: all of it, or its first 8 or more characters. */
+static bool uuid_matches(const char *uuid, const char *want)
+{
+	size_t n = strlen(want);
+	return n >= 8 && n <= 36 && strncasecmp(uuid, want, n) == 0;
+}
+
+/* A device we can use: Vulkan 1.2+, a compute queue, push descriptors. */
+/* The first (up to) 16 queue families of p into q; returns their count. */
+static uint32_t queue_families(VkPhysicalDevice p, VkQueueFamilyProperties q[16])
+{
+	uint32_t n = 0;
+	vkGetPhysicalDeviceQueueFamilyProperties(p, &n, NULL);
+	if (n > 16)
+		n = 16;
+	vkGetPhysicalDeviceQueueFamilyProperties(p, &n, q);
+	return n;
+}
+
+static bool usable(VkPhysicalDevice p, uint32_t *qfam)
+{
+	VkPhysicalDeviceProperties pr;
+	vkGetPhysicalDeviceProperties(p, &pr);
+	if (pr.apiVersion < VK_API_VERSION_1_2 || !vkext_has(p, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+		return false;
+	VkQueueFamilyProperties q[16];
+	const uint32_t n = queue_families(p, q);
+	/* prefer a compute family, the first one with compute otherwise */
+	int best = -1;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT))
+			continue;
+		if (best < 0 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+			best = (int)i;
+		if (!(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+			break;
+	}
+	if (best < 0)
+		return false;
+	*qfam = (uint32_t)best;
+	return true;
+}
+
+/* The instance (1.3 where the loader has it, creation feedback is core
+ * there; 1.2 at least, for timeline semaphores) and, with validation, the
+ * debug messenger. *api: the version asked for. */
+static int device_instance(device *d, bool validation, uint32_t *api, char *err, size_t errlen)
+{
+	const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
+	const char *iext[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+	if (validation && !has_layer(layers[0])) {
+		snprintf(err, errlen, "validation requested but VK_LAYER_KHRONOS_validation is not installed");
+		return -1;
+	}
+	uint32_t loader = VK_API_VERSION_1_0;
+	vkEnumerateInstanceVersion(&loader);
+	VkApplicationInfo app = {
+		.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+		.pApplicationName = "vkgradd",
+		.applicationVersion = 1,
+		.pEngineName = "vkgrad",
+		.apiVersion = loader >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2,
+	};
+	VkInstanceCreateInfo ici = {
+		.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+		.pApplicationInfo = &app,
+		.enabledLayerCount = validation ? 1 : 0,
+		.ppEnabledLayerNames = layers,
+		.enabledExtensionCount = validation ? 1 : 0,
+		.ppEnabledExtensionNames = iext,
+	};
+	VkResult r = vkCreateInstance(&ici, NULL, &d->instance);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkCreateInstance failed (VkResult %d)", r);
+		return -1;
+	}
+	if (validation) {
+		PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)
+			vkGetInstanceProcAddr(d->instance, "vkCreateDebugUtilsMessengerEXT");
+		VkDebugUtilsMessengerCreateInfoEXT mci = {
+			.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+			.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
+					   VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT,
+			.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+				       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+				       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+			.pfnUserCallback = debug_cb,
+			.pUserData = d,
+		};
+		if (create)
+			create(d->instance, &mci, NULL, &d->messenger);
+		log_info("Khronos validation layer enabled");
+	}
+	*api = app.apiVersion;
+	return 0;
+}
+
+/* The device `want` names (an index, a UUID, or text of its name; NULL or
+ * empty: the first of the best type), with a compute queue family. */
+static int device_pick(device *d, const char *want, int *picked, char *err, size_t errlen)
+{
+	uint32_t n = 0;
+	vkEnumeratePhysicalDevices(d->instance, &n, NULL);
+	VkPhysicalDevice phys[16];
+	if (n > 16)
+		n = 16;
+	vkEnumeratePhysicalDevices(d->instance, &n, phys);
+	int pick = -1, pick_rank = 99;
+	uint32_t pick_q = 0;
+	char *end = NULL;
+	long idx = want && *want ? strtol(want, &end, 10) : -1;
+	bool by_index = want && *want && end && *end == 0;
+	for (uint32_t i = 0; i < n; i++) {
+		VkPhysicalDeviceProperties pr;
+		vkGetPhysicalDeviceProperties(phys[i], &pr);
+		uint32_t q;
+		bool ok = usable(phys[i], &q);
+		log_info("device %u: %s (%s)%s", i, pr.deviceName, type_name(pr.deviceType),
+			 ok ? "" : " — unusable: needs Vulkan 1.2, compute, VK_KHR_push_descriptor");
+		if (!ok)
+			continue;
+		char uuid[37];
+		uuid_string(phys[i], uuid);
+		if (by_index) {
+			if ((long)i == idx)
+				pick = (int)i, pick_q = q;
+		} else if (want && *want) {
+			/* a UUID wins over a name that merely contains the text */
+			if (uuid_matches(uuid, want) || (pick < 0 && strstr(pr.deviceName, want)))
+				pick = (int)i, pick_q = q;
+		} else if (type_rank(pr.deviceType) < pick_rank) {
+			pick = (int)i, pick_q = q, pick_rank = type_rank(pr.deviceType);
+		}
+	}
+	if (pick < 0) {
+		snprintf(err, errlen, "no usable Vulkan device%s%s%s", want && *want ? " matches '" : "",
+			 want && *want ? want : "", want && *want ? "'" : "");
+		return -1;
+	}
+	d->phys = phys[pick];
+	d->queue_family = pick_q;
+	*picked = pick;
+	return 0;
+}
+
+/* A transfer-only queue family (copies, nothing else), the one with
+ * the most queues: its first two queues copy in and out at once. None where
+ * the device has none or VKGRAD_NO_TRANSFER_QUEUE is set (debugging). */
+static void pick_transfer(device *d)
+{
+	d->xfer_family = UINT32_MAX;
+	d->xfer_queues = 0;
+	d->xfer_up = d->xfer_down = VK_NULL_HANDLE;
+	const char *no = getenv("VKGRAD_NO_TRANSFER_QUEUE");
+	if (no && *no && strcmp(no, "0") != 0)
+		return;
+	VkQueueFamilyProperties q[16];
+	const uint32_t n = queue_families(d->phys, q);
+	for (uint32_t i = 0; i < n; i++) {
+		const VkQueueFlags f = q[i].queueFlags;
+		/* copies alone (sparse binding and protected memory aside): not a
+		 * video or optical-flow family that also copies */
+		const VkQueueFlags only = VK_QUEUE_TRANSFER_BIT | VK_QUEUE_SPARSE_BINDING_BIT |
+					  VK_QUEUE_PROTECTED_BIT;
+		if (i == d->queue_family || !(f & VK_QUEUE_TRANSFER_BIT) || (f & ~only) ||
+		    q[i].queueCount == 0)
+			continue;
+		if (d->xfer_family == UINT32_MAX || q[i].queueCount > q[d->xfer_family].queueCount)
+			d->xfer_family = i;
+	}
+	if (d->xfer_family == UINT32_MAX)
+		return;
+	d->xfer_queues = q[d->xfer_family].queueCount >= 2 ? 2 : 1;
+	d->share_families[0] = d->queue_family;
+	d->share_families[1] = d->xfer_family;
+}
+
+void device_buffer_sharing(const device *d, VkBufferCreateInfo *bci)
+{
+	if (d->xfer_queues) {
+		bci->sharingMode = VK_SHARING_MODE_CONCURRENT;
+		bci->queueFamilyIndexCount = 2;
+		bci->pQueueFamilyIndices = d->share_families;
+	} else {
+		bci->sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+		bci->queueFamilyIndexCount = 0;
+		bci->pQueueFamilyIndices = NULL;
+	}
+}
+
+/* The picked device's properties, limits and memory types, its driver
+ * (into *drv), and whether client memory is imported (d->host_import);
+ * returns whether import was turned off because the device is a CPU. */
+static bool device_properties(device *d, uint32_t api, VkPhysicalDeviceDriverProperties *drv)
+{
+	vkGetPhysicalDeviceProperties(d->phys, &d->props);
+	vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
+	d->api_version = d->props.apiVersion < api ? d->props.apiVersion : api;
+
+	*drv = (VkPhysicalDeviceDriverProperties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+	VkPhysicalDeviceExternalMemoryHostPropertiesEXT hostp = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT,
+		.pNext = drv,
+	};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+					  .pNext = &hostp};
+	d->host_import = vkext_has(d->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	/* A CPU device reads imported client memory from the driver's own
+	 * threads, where no SIGBUS guard reaches (memguard.h): one page lost
+	 * from a client's file would kill the daemon. There the staging copies
+	 * (guarded, on the loop thread) are the only way; they cost a memcpy
+	 * of each job's tensors, small next to a CPU's GEMM (README).
+	 * VKGRAD_CPU_IMPORT=1 imports anyway: tests of the import path. */
+	const char *cpu_import = getenv("VKGRAD_CPU_IMPORT");
+	const bool cpu_staged = d->host_import && d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
+			  !(cpu_import && strcmp(cpu_import, "1") == 0);
+	if (cpu_staged)
+		d->host_import = false;
+	if (!d->host_import)
+		hostp.pNext = NULL, p2.pNext = drv;
+	vkGetPhysicalDeviceProperties2(d->phys, &p2);
+	d->import_align = d->host_import ? hostp.minImportedHostPointerAlignment : 0;
+	if (getenv("VKGRAD_FAULT_SHARED_16K")) {
+		/* debug switch: the least shared memory Vulkan allows a device */
+		log_warn("VKGRAD_FAULT_SHARED_16K: maxComputeSharedMemorySize taken as 16384");
+		d->props.limits.maxComputeSharedMemorySize = 16384;
+	}
+
+	return cpu_staged;
+}
+
+/* The logical device with every feature and extension the kernels may
+ * use, its queue and entry points, and whether it has timestamps. */
+/* After vkCreateDevice: the queues, the entry points the daemon calls, the
+ * timestamps the compute queue gives; 0, or -1 with err. */
+static int device_created(device *d, char *err, size_t errlen)
+{
+	vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+	d->small_queue = d->queue;
+	if (d->compute_queues > 1)
+		vkGetDeviceQueue(d->dev, d->queue_family, 1, &d->small_queue);
+	if (d->xfer_queues) {
+		vkGetDeviceQueue(d->dev, d->xfer_family, 0, &d->xfer_up);
+		vkGetDeviceQueue(d->dev, d->xfer_family, d->xfer_queues - 1, &d->xfer_down);
+	}
+	d->cmd_push_descriptor_set = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(
+		d->dev, "vkCmdPushDescriptorSetKHR");
+	if (d->host_import)
+		d->get_host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
+			vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT");
+	if (d->exec_stats) {
+		d->get_exec_props = (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(
+			d->dev, "vkGetPipelineExecutablePropertiesKHR");
+		d->get_exec_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
+			d->dev, "vkGetPipelineExecutableStatisticsKHR");
+		d->exec_stats = d->get_exec_props && d->get_exec_stats;
+	}
+	if (!d->cmd_push_descriptor_set || (d->host_import && !d->get_host_pointer_props)) {
+		snprintf(err, errlen, "device entry points missing");
+		return -1;
+	}
+	VkQueueFamilyProperties qf[16];
+	queue_families(d->phys, qf);
+	d->timestamps = qf[d->queue_family].timestampValidBits > 0 && d->props.limits.timestampPeriod > 0;
+	d->timestamp_period = d->props.limits.timestampPeriod;
+	const uint32_t vb = qf[d->queue_family].timestampValidBits;
+	d->timestamp_mask = vb >= 64 ? UINT64_MAX : (1ull << vb) - 1;
+	/* the transfer queues' timestamps, where they have as many valid bits
+	 * (one mask for a streamed job's whole timeline) */
+	d->xfer_timestamps = d->timestamps && d->xfer_queues &&
+			     qf[d->xfer_family].timestampValidBits == vb;
+	if (d->calibrated)
+		d->get_calibrated = (PFN_vkGetCalibratedTimestampsEXT)vkGetDeviceProcAddr(
+			d->dev, "vkGetCalibratedTimestampsEXT");
+	d->calibrated = d->calibrated && d->timestamps && d->get_calibrated;
+	if (d->xfer_queues)
+		log_info("transfer queue family %u: %u queue(s) for streamed jobs' copies (%s)",
+			 d->xfer_family, d->xfer_queues,
+			 d->xfer_queues == 2 ? "uploads and downloads at once" : "uploads and downloads share it");
+	else
+		log_info("no transfer-only queue: streamed jobs' copies run on the compute queue");
+	log_info("GPU timestamps: %s", !d->timestamps ? "none (a job's trace has no GPU stages)"
+				       : d->calibrated ? "on the host's clock (VK_EXT_calibrated_timestamps)"
+						       : "durations only (no calibration to CLOCK_MONOTONIC)");
+	return 0;
+}
+
+static int device_create(device *d, char *err, size_t errlen)
+{
+	VkPhysicalDeviceVulkan12Features f12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+	};
+	VkPhysicalDeviceVulkan11Features f11 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+		.pNext = &f12,
+	};
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+	};
+	const bool has_cm = vkext_has(d->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+	if (has_cm)
+		f12.pNext = &fcm;
+	/* the compiler's statistics per pipeline, only wanted at debug level */
+	VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fex = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+		.pNext = f12.pNext,
+	};
+	const bool has_ex = log_level() >= LOG_LEVEL_DEBUG &&
+			    vkext_has(d->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+	if (has_ex)
+		f12.pNext = &fex;
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+	vkGetPhysicalDeviceFeatures2(d->phys, &f2);
+	if (!f12.timelineSemaphore) {
+		snprintf(err, errlen, "%s lacks timeline semaphores", d->props.deviceName);
+		return -1;
+	}
+	VkPhysicalDeviceVulkan12Features en12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+		.timelineSemaphore = VK_TRUE,
+		/* streamed jobs reset their per-step timestamps on the host
+		 * (stream.c): their uploads may start before the compute queue
+		 * could reset them */
+		.hostQueryReset = f12.hostQueryReset,
+	};
+	d->host_query_reset = f12.hostQueryReset;
+	/* 16-bit storage lets the f16/bf16 kernels load and store their tensors */
+	d->storage16 = f11.storageBuffer16BitAccess;
+	if (getenv("VKGRAD_FAULT_NO_STORAGE16")) {
+		/* debug switch: behave like a device without 16-bit storage */
+		log_warn("VKGRAD_FAULT_NO_STORAGE16: f16 and bf16 disabled");
+		d->storage16 = false;
+	}
+	d->coopmat = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
+		     f11.storageBuffer16BitAccess && coopmat_shape_ok(d->phys, d->instance) &&
+		     subgroup_size(d->phys) == 32 && !getenv("VKGRAD_NO_COOPMAT");
+	cmk_query(&d->cmk, d->instance, d->phys, d->storage16, subgroup_size(d->phys), d->api_version);
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV encm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+		.cooperativeMatrix = VK_TRUE,
+	};
+	if (d->coopmat) {
+		en12.shaderFloat16 = VK_TRUE;
+		en12.vulkanMemoryModel = VK_TRUE;
+		en12.pNext = &encm;
+	}
+	d->exec_stats = has_ex && fex.pipelineExecutableInfo;
+	VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR enex = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+		.pNext = en12.pNext,
+		.pipelineExecutableInfo = VK_TRUE,
+	};
+	if (d->exec_stats)
+		en12.pNext = &enex;
+	const char *dext[12] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+	uint32_t ndext = 1;
+	void *next = en12.pNext;
+	cmk_enable(&d->cmk, &next, dext, &ndext, &en12);
+	en12.pNext = next;
+	VkPhysicalDeviceVulkan11Features en11 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+		.pNext = &en12,
+		.storageBuffer16BitAccess = f11.storageBuffer16BitAccess,
+	};
+	static const float prio[2] = {1.0f, 1.0f};
+	pick_transfer(d);
+	{
+		VkQueueFamilyProperties qf[16];
+		queue_families(d->phys, qf);
+		d->compute_queues = qf[d->queue_family].queueCount >= 2 ? 2 : 1;
+	}
+	VkDeviceQueueCreateInfo qci[2] = {{
+		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queueFamilyIndex = d->queue_family,
+		.queueCount = d->compute_queues,
+		.pQueuePriorities = prio,
+	}, {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queueFamilyIndex = d->xfer_family,
+		.queueCount = d->xfer_queues,
+		.pQueuePriorities = prio,
+	}};
+	/* VKGRAD_NO_CALIBRATION: debug switch, traces as on a device without it */
+	d->calibrated = calibrateable(d->instance, d->phys) && !getenv("VKGRAD_NO_CALIBRATION");
+	if (d->calibrated)
+		dext[ndext++] = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
+	if (d->exec_stats)
+		dext[ndext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+	if (d->coopmat)
+		dext[ndext++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+	if (d->host_import) {
+		dext[ndext++] = VK_KHR_EXTERNAL_MEMORY_EXTENSION_NAME;
+		dext[ndext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	}
+	VkDeviceCreateInfo dci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.pNext = &en11,
+		.queueCreateInfoCount = d->xfer_queues ? 2 : 1,
+		.pQueueCreateInfos = qci,
+		.enabledExtensionCount = ndext,
+		.ppEnabledExtensionNames = dext,
+	};
+	VkResult r = vkCreateDevice(d->phys, &dci, NULL, &d->dev);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkCreateDevice(%s) failed (VkResult %d)", d->props.deviceName, r);
+		return -1;
+	}
+	return device_created(d, err, errlen);
+}
+
+/* d->info (what hello reports) and the log lines naming the device. */
+static void device_describe(device *d, int pick, const VkPhysicalDeviceDriverProperties *drv,
+			    bool cpu_staged)
+{
+	proto_device_info *in = &d->info;
+	snprintf(in->name, sizeof(in->name), "%.127s", d->props.deviceName);
+	in->vendor_id = d->props.vendorID;
+	in->device_id = d->props.deviceID;
+	snprintf(in->driver, sizeof(in->driver), "%.60s %.60s", drv->driverName, drv->driverInfo);
+	snprintf(in->api, sizeof(in->api), "%u.%u.%u", VK_API_VERSION_MAJOR(d->props.apiVersion),
+		 VK_API_VERSION_MINOR(d->props.apiVersion), VK_API_VERSION_PATCH(d->props.apiVersion));
+	snprintf(in->type, sizeof(in->type), "%s", type_name(d->props.deviceType));
+	char used[2][40];
+	for (int t = PROTO_F16; t <= PROTO_BF16; t++)
+		if (d->cmk.ok[t])
+			snprintf(used[t - PROTO_F16], sizeof(used[0]), "%s %ux%ux%u", proto_dtype_name((proto_dtype)t),
+				 d->cmk.shape[t].m, d->cmk.shape[t].n, d->cmk.shape[t].k);
+		else
+			snprintf(used[t - PROTO_F16], sizeof(used[0]), "%s no", proto_dtype_name((proto_dtype)t));
+	log_info("matrix extensions: VK_KHR_cooperative_matrix %s (used: %s, %s), VK_NV_cooperative_matrix %s "
+		 "(used: %s), VK_NV_cooperative_matrix2 %s (used: f16 %s, bf16 %s; %u workgroup-scope shapes), "
+		 "VK_KHR_shader_bfloat16 %s",
+		 vkext_has(d->phys, "VK_KHR_cooperative_matrix") ? "yes" : "no", used[0], used[1],
+		 vkext_has(d->phys, "VK_NV_cooperative_matrix") ? "yes" : "no", d->coopmat ? "yes" : "no",
+		 vkext_has(d->phys, "VK_NV_cooperative_matrix2") ? "yes" : "no",
+		 d->cmk.nv2_ok[PROTO_F16] ? "yes" : "no", d->cmk.nv2_ok[PROTO_BF16] ? "yes" : "no",
+		 d->cmk.nv2[PROTO_F16].n, vkext_has(d->phys, "VK_KHR_shader_bfloat16") ? "yes" : "no");
+	log_notice("using device %d: %s (%s, %s, Vulkan %s), host-memory import %s", pick, in->name,
+		   in->type, in->driver, in->api,
+		   d->host_import ? "available"
+		   : cpu_staged ? "off on a CPU device (its threads would read client memory "
+				  "unguarded): staging copies"
+				: "unavailable: staging copies");
+}
+
+int device_open(device *d, const char *want, bool validation, char *err, size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	d->validation = validation;
+	uint32_t api;
+	if (device_instance(d, validation, &api, err, errlen) != 0)
+		return -1;
+	int pick;
+	if (device_pick(d, want, &pick, err, errlen) != 0)
+		goto fail;
+	VkPhysicalDeviceDriverProperties drv;
+	const bool cpu_staged = device_properties(d, api, &drv);
+	if (device_create(d, err, errlen) != 0)
+		goto fail;
+	device_describe(d, pick, &drv, cpu_staged);
+	return 0;
+fail:
+	device_close(d);
+	return -1;
+}
+
+void device_close(device *d)
+{
+	if (d->dev) {
+		vkDeviceWaitIdle(d->dev);
+		vkDestroyDevice(d->dev, NULL);
+	}
+	if (d->messenger) {
+		PFN_vkDestroyDebugUtilsMessengerEXT destroy = (PFN_vkDestroyDebugUtilsMessengerEXT)
+			vkGetInstanceProcAddr(d->instance, "vkDestroyDebugUtilsMessengerEXT");
+		if (destroy)
+			destroy(d->instance, d->messenger, NULL);
+	}
+	if (d->instance)
+		vkDestroyInstance(d->instance, NULL);
+	d->dev = NULL;
+	d->instance = NULL;
+	d->messenger = VK_NULL_HANDLE;
+}
+
+void device_keep_drivers(void)
+{
+	const char *v = getenv("VKGRAD_KEEP_DRIVERS");
+	char buf[512];
+	if (!v || strlen(v) >= sizeof(buf))
+		return;
+	strcpy(buf, v);
+	for (char *save = NULL, *lib = strtok_r(buf, ":", &save); lib; lib = strtok_r(NULL, ":", &save))
+		if (!dlopen(lib, RTLD_LAZY | RTLD_NODELETE))
+			log_debug("VKGRAD_KEEP_DRIVERS: %s not loaded: %s", lib, dlerror());
+}
+
+int device_memory_type(const device *d, uint32_t bits, VkMemoryPropertyFlags flags)
+{
+	for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
+		if ((bits & (1u << i)) && (d->mem.memoryTypes[i].propertyFlags & flags) == flags)
+			return (int)i;
+	return -1;
+}
+
+/* ---- --list-devices ------------------------------------------------------ */
+
+static void list_one(FILE *out, VkPhysicalDevice p, uint32_t i, bool is_default)
+{
+	VkPhysicalDeviceProperties pr;
+	vkGetPhysicalDeviceProperties(p, &pr);
+	VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+	VkPhysicalDevicePCIBusInfoPropertiesEXT pci = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT, .pNext = &drv};
+	const bool has_pci = vkext_has(p, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+					  .pNext = has_pci ? (void *)&pci : (void *)&drv};
+	vkGetPhysicalDeviceProperties2(p, &p2);
+	VkPhysicalDeviceMemoryProperties mem;
+	vkGetPhysicalDeviceMemoryProperties(p, &mem);
+	uint64_t local = 0;
+	for (uint32_t h = 0; h < mem.memoryHeapCount; h++)
+		if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+			local += mem.memoryHeaps[h].size;
+	char uuid[37];
+	uuid_string(p, uuid);
+	uint32_t q;
+	const bool ok = usable(p, &q);
+	fprintf(out, "%u: %s (%s%s)\n", i, pr.deviceName, type_name(pr.deviceType),
+		is_default ? ", the default" : "");
+	fprintf(out, "    driver  %s %s, Vulkan %u.%u.%u\n", drv.driverName, drv.driverInfo,
+		VK_API_VERSION_MAJOR(pr.apiVersion), VK_API_VERSION_MINOR(pr.apiVersion),
+		VK_API_VERSION_PATCH(pr.apiVersion));
+	fprintf(out, "    memory  %.1f GiB device-local\n", (double)local / (double)(1ull << 30));
+	fprintf(out, "    ids     vendor 0x%04x device 0x%04x\n", pr.vendorID, pr.deviceID);
+	fprintf(out, "    uuid    %s\n", uuid);
+	if (has_pci)
+		fprintf(out, "    pci     %04x:%02x:%02x.%x\n", pci.pciDomain, pci.pciBus, pci.pciDevice,
+			pci.pciFunction);
+	/* the queue families: a transfer-only one is what copies could overlap
+	 * compute on (issue 15) */
+	VkQueueFamilyProperties qf[16];
+	const uint32_t nq = queue_families(p, qf);
+	for (uint32_t f = 0; f < nq; f++) {
+		const VkQueueFlags fl = qf[f].queueFlags;
+		fprintf(out, "    queues  family %u: %u x%s%s%s%s, timestamps %u bits\n", f, qf[f].queueCount,
+			fl & VK_QUEUE_GRAPHICS_BIT ? " graphics" : "", fl & VK_QUEUE_COMPUTE_BIT ? " compute" : "",
+			fl & VK_QUEUE_TRANSFER_BIT ? " transfer" : "",
+			fl & VK_QUEUE_SPARSE_BINDING_BIT ? " sparse" : "", qf[f].timestampValidBits);
+	}
+	if (ok)
+		fprintf(out, "    usable  yes: vkgradd --device %u (or --device %.8s); unit vkgradd@%u.socket\n",
+			i, uuid, i);
+	else
+		fprintf(out, "    usable  no: needs Vulkan 1.2, a compute queue and VK_KHR_push_descriptor\n");
+}
+
+int device_list(FILE *out, char *err, size_t errlen)
+{
+	VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+				 .pApplicationName = "vkgradd",
+				 .apiVersion = VK_API_VERSION_1_2};
+	VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+				    .pApplicationInfo = &app};
+	VkInstance inst;
+	VkResult r = vkCreateInstance(&ici, NULL, &inst);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkCreateInstance failed (VkResult %d)", r);
+		return -1;
+	}
+	uint32_t n = 0;
+	vkEnumeratePhysicalDevices(inst, &n, NULL);
+	VkPhysicalDevice phys[16];
+	if (n > 16)
+		n = 16;
+	vkEnumeratePhysicalDevices(inst, &n, phys);
+	/* the one device_open takes without --device */
+	int def = -1, def_rank = 99;
+	for (uint32_t i = 0; i < n; i++) {
+		VkPhysicalDeviceProperties pr;
+		uint32_t q;
+		vkGetPhysicalDeviceProperties(phys[i], &pr);
+		if (usable(phys[i], &q) && type_rank(pr.deviceType) < def_rank)
+			def = (int)i, def_rank = type_rank(pr.deviceType);
+	}
+	fprintf(out, "%u Vulkan device(s); --device takes the index, the UUID (or its first 8+\n"
+		"characters) or a part of the name\n", n);
+	for (uint32_t i = 0; i < n; i++)
+		list_one(out, phys[i], i, (int)i == def);
+	vkDestroyInstance(inst, NULL);
+	return 0;
+}
+
+void device_clamp_limits(const device *d, proto_limits *l)
+{
+	uint64_t range = d->props.limits.maxStorageBufferRange;
+	uint64_t slack = d->props.limits.minStorageBufferOffsetAlignment;
+	if (l->max_tensor_bytes > range - slack)
+		l->max_tensor_bytes = range - slack;
+	uint64_t gx = (uint64_t)d->props.limits.maxComputeWorkGroupCount[0] * 16;
+	if (l->max_dim > gx)
+		l->max_dim = gx;
+}
+
+void device_stats(const device *d, proto_stats *st)
+{
+	st->validation_errors = atomic_load(&d->validation_errors);
+}

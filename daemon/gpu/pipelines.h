@@ -1,0 +1,142 @@
+/* daemon/gpu/pipelines.h — compute pipelines for the registry's kernels and the
+ * persistent VkPipelineCache behind them (one file per device and driver). */
+#ifndef VKG_DAEMON_PIPELINES_H
+#define VKG_DAEMON_PIPELINES_H
+
+#include <stdbool.h>
+
+#include "device.h"
+#include "msg.h"
+#include "nv2_tile.h"
+#include "t128_tile.h"
+
+/* linear_parameter_backward, linear_input_backward (generic),
+ * linear_tiled_gemm (tiled), linear_tiled128_gemm (tiled128: the 128×128
+ * tile, where the device offers its 32 KiB of shared memory),
+ * linear_splitk_gemm + linear_splitk_reduce
+ * (splitk: the two passes of split-K), linear_coopmat_gemm (coopmat: f16
+ * on VK_NV_cooperative_matrix, only where device.coopmat), and
+ * linear_coopmat_khr_gemm (coopmat_khr: f16 and bf16 on
+ * VK_KHR_cooperative_matrix, where device.cmk says so), specialised four
+ * times: for dW (A = dYᵀ, along m) and for dX (A = dY, along k), each with
+ * the tiling for large layers and the one for small ones (_S); and
+ * linear_coopmat_nv2_gemm (coopmat_nv2: f16 and bf16 on
+ * VK_NV_cooperative_matrix2's workgroup-scope matrices, where device.cmk
+ * says so), for dW and for dX, each with the tiling for large layers
+ * (VKGRAD_NV2_TILE or NV2_TILE_DEFAULT) and the one for small ones (_S:
+ * NV2_TILE_SMALL_DEFAULT). Their interfaces: shaders/iface/kernels.h. */
+enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
+       KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_NV2_DW_S,
+       KERN_NV2_DX_S, KERN_PREP /* linear_forward_prep: linear_forward's transpose and bias */,
+       KERN_COUNT };
+
+/* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
+static inline bool pipelines_is_nv2(int k)
+{
+	return k >= KERN_NV2_DW && k <= KERN_NV2_DX_S;
+}
+static inline bool pipelines_nv2_dw(int k)
+{
+	return k == KERN_NV2_DW || k == KERN_NV2_DW_S;
+}
+
+/* Is k one of linear_coopmat_khr_gemm's pipelines; which tiling (0 large,
+ * 1 small); does it compute dW (else dX)? */
+static inline bool pipelines_is_cmk(int k)
+{
+	return k >= KERN_CMK_DW && k <= KERN_CMK_DX_S;
+}
+static inline int pipelines_cmk_tiling(int k)
+{
+	return k >= KERN_CMK_DW_S ? 1 : 0;
+}
+static inline bool pipelines_cmk_dw(int k)
+{
+	return k == KERN_CMK_DW || k == KERN_CMK_DW_S;
+}
+
+/* linear_coopmat_khr_gemm's tiling (its specialization constants): a
+ * warps_m × warps_n grid of subgroups per workgroup, each wm × wn of C;
+ * reduction steps of bk; depth slices in flight from memory. */
+typedef struct pipelines_cmk_tile {
+	uint32_t warps_m, warps_n, wm, wn, bk, depth;
+} pipelines_cmk_tile;
+
+/* linear_coopmat_khr_f32x3_gemm (f32 on KERN_CMK_DW/DX, the large tiling
+ * only): k steps of 16, one slice in flight, so that its hi and lo tiles
+ * (twice linear_coopmat_khr_gemm's) fit 48 KiB of shared memory. */
+#define PIPELINES_F32X3_BK 16u
+
+typedef struct pipelines {
+	VkPipelineCache cache;
+	char cache_path[640]; /* "" when no cache directory is usable; holds a
+			       * directory of CONFIG_CACHE_DIR_MAX bytes */
+	VkDescriptorSetLayout dsl[KERN_COUNT];
+	VkPipelineLayout layout[KERN_COUNT];
+	VkPipeline pipe[KERN_COUNT][PROTO_DTYPE_COUNT]; /* per storage dtype */
+	bool dtype_ok[PROTO_DTYPE_COUNT]; /* pipelines exist for this dtype */
+	pipelines_cmk_tile cmk_tile[2];   /* KERN_CMK_*: the large and the small tiling, */
+	uint32_t cmk_bm[2], cmk_bn[2];    /* their C tile (bm × bn) per workgroup */
+	uint64_t cmk_small_below;         /* a GEMM with fewer large tiles takes the small tiling */
+	t128_tile t128; /* KERN_TILED128 for f32: VKGRAD_T128_TILE's tiling, or off (the fixed kernel) */
+	nv2_tile nv2[PROTO_DTYPE_COUNT]; /* KERN_NV2_DW/DX per dtype: VKGRAD_NV2_TILE's tiling, or the default */
+	nv2_tile nv2_small[PROTO_DTYPE_COUNT]; /* KERN_NV2_*_S per dtype: NV2_TILE_SMALL_DEFAULT */
+	bool nv2_small_ok[PROTO_DTYPE_COUNT];  /* ... where it fits the device */
+	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
+	char nv2_why[PROTO_DTYPE_COUNT][256]; /* no KERN_NV2_* pipeline for a dtype: why */
+	unsigned built;       /* pipelines created */
+	unsigned cache_hits;  /* of those, found in the cache (creation feedback) */
+	double build_ms;
+} pipelines;
+
+/* Storage buffers kernel k's layout binds (shaders/iface/kernels.h:
+ * VKG_BINDINGS_*). */
+uint32_t pipelines_bindings(int k);
+
+/* The tiling pipeline k (one of KERN_CMK_*) runs with for dtype t. */
+static inline pipelines_cmk_tile pipelines_cmk_tile_for(const pipelines *p, int k, proto_dtype t)
+{
+	pipelines_cmk_tile x = p->cmk_tile[pipelines_cmk_tiling(k)];
+	if (t == PROTO_F32)
+		x.bk = PIPELINES_F32X3_BK, x.depth = 1;
+	return x;
+}
+
+/* The tiling nv2 pipeline k (one of KERN_NV2_*) runs with for dtype t. */
+static inline const nv2_tile *pipelines_nv2_tile(const pipelines *p, int k, proto_dtype t)
+{
+	return k >= KERN_NV2_DW_S ? &p->nv2_small[t] : &p->nv2[t];
+}
+
+/* KERN_TILED128's C tile (rows, columns) and k step for dtype t. */
+static inline uint32_t pipelines_t128_bm(const pipelines *p, proto_dtype t)
+{
+	return t == PROTO_F32 && p->t128.on ? p->t128.bm : VKG_TILE_TILED128;
+}
+static inline uint32_t pipelines_t128_bn(const pipelines *p, proto_dtype t)
+{
+	return t == PROTO_F32 && p->t128.on ? p->t128.bn : VKG_TILE_TILED128;
+}
+
+/* Load the cache file (a bad or foreign one is logged and ignored), build
+ * every pipeline. Returns 0, or -1 with err. */
+int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen);
+/* Is there a pipeline of kernel `name` (registry name) for dtype t? */
+bool pipelines_serves(const pipelines *p, const char *name, proto_dtype t);
+
+/* Shared memory (bytes) linear_coopmat_khr_gemm takes with tiling t, for
+ * dW (a_kmajor) or dX; 0 when t is not a tiling it can run with matrix
+ * shape s (see the shader). */
+uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor);
+/* The same with `pieces` copies of the stage tiles (2: the hi and lo bf16
+ * pieces of linear_coopmat_khr_f32x3_gemm). */
+uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor, uint32_t pieces);
+
+/* Save the cache atomically (temp file, fsync, rename); failures are logged. */
+void pipelines_save(const pipelines *p, const device *d);
+void pipelines_destroy(pipelines *p, const device *d);
+
+/* The pipelines' part of stats: pipelines, pipeline_cache_hits. */
+void pipelines_stats(const pipelines *pl, proto_stats *st);
+
+#endif

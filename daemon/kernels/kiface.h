@@ -1,0 +1,38 @@
+/* daemon/kernels/kiface.h — the kernels' interfaces as C types: one struct per
+ * push-constant block, made from the same field lists the shaders' blocks
+ * are (shaders/iface/kernels.h), so record.c fills fields by name. The
+ * sizes are checked here at compile time and against each compiled kernel
+ * when the pipelines are built (pipelines.c, spirv.c). */
+#ifndef VKG_DAEMON_KIFACE_H
+#define VKG_DAEMON_KIFACE_H
+
+#include <stdint.h>
+
+#include "shaders/iface/kernels.h"
+
+typedef struct kiface_param { VKG_PC_PARAM(uint32_t) } kiface_param;
+typedef struct kiface_input { VKG_PC_INPUT(uint32_t) } kiface_input;
+typedef struct kiface_gemm { VKG_PC_GEMM(uint32_t) } kiface_gemm;
+typedef struct kiface_reduce { VKG_PC_REDUCE(uint32_t) } kiface_reduce;
+typedef struct kiface_prep { VKG_PC_PREP(uint32_t) } kiface_prep;
+/* `vkgrad bench --peak`'s microkernels (bench/cli_bench_peak.c) */
+typedef struct kiface_peak_fma { VKG_PC_PEAK_FMA(uint32_t) } kiface_peak_fma;
+typedef struct kiface_peak_mma { VKG_PC_PEAK_MMA(uint32_t) } kiface_peak_mma;
+typedef struct kiface_peak_nv2 { VKG_PC_PEAK_NV2(uint32_t) } kiface_peak_nv2;
+
+/* 32-bit words, no padding, within the 128 bytes every Vulkan device
+ * offers (maxPushConstantsSize); the counts pin the layouts the shaders
+ * were written for, so a change to a list is a deliberate one. */
+_Static_assert(sizeof(kiface_param) == 10 * sizeof(uint32_t), "linear_parameter_backward push constants");
+_Static_assert(sizeof(kiface_input) == 10 * sizeof(uint32_t), "linear_input_backward push constants");
+_Static_assert(sizeof(kiface_gemm) == 12 * sizeof(uint32_t), "GEMM kernels' push constants");
+_Static_assert(sizeof(kiface_reduce) == 7 * sizeof(uint32_t), "linear_splitk_reduce push constants");
+_Static_assert(sizeof(kiface_prep) == 7 * sizeof(uint32_t), "linear_forward_prep push constants");
+_Static_assert(sizeof(kiface_peak_fma) == 4 * sizeof(uint32_t), "bench_peak_fma push constants");
+_Static_assert(sizeof(kiface_peak_mma) == 1 * sizeof(uint32_t), "bench_peak_mma push constants");
+_Static_assert(sizeof(kiface_peak_nv2) == 2 * sizeof(uint32_t), "bench_peak_nv2 push constants");
+_Static_assert(sizeof(kiface_gemm) <= 128 && sizeof(kiface_param) <= 128 &&
+		       sizeof(kiface_input) <= 128 && sizeof(kiface_reduce) <= 128,
+	       "push constants beyond the guaranteed maxPushConstantsSize");
+
+#endif

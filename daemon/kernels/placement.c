@@ -1,0 +1,168 @@
+/* daemon/kernels/placement.c — see placement.h. */
+#include "placement.h"
+
+#include "log.h"
+#include "scratch.h"
+#include "job.h"
+#include "variant.h"
+
+void placement_init(placement *p, const device *d, const pipelines *pl, const config *cfg,
+		    uint32_t nslots)
+{
+	p->dev = d;
+	p->pl = pl;
+	p->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, nslots)
+							       : cfg->scratch_max_bytes;
+	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
+		uint64_t v = cfg->devlocal_min_bytes;
+		if (v == CONFIG_AUTO)
+			v = cpu ? CONFIG_OFF : t == PROTO_F32 ? CONFIG_DEVLOCAL_AUTO_F32 : CONFIG_DEVLOCAL_AUTO_16BIT;
+		p->devlocal_min[t] = v;
+	}
+	if (p->devlocal_min[PROTO_F32] == CONFIG_OFF)
+		log_info("device-local path off%s; scratch for split-K up to %llu bytes per slot",
+			 cpu && cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
+			 (unsigned long long)p->scratch_cap);
+	else
+		log_info("device-local path: jobs of >= %llu tensor bytes (f16/bf16: %llu) run on device "
+			 "copies; scratch up to %llu bytes per slot",
+			 (unsigned long long)p->devlocal_min[PROTO_F32],
+			 (unsigned long long)p->devlocal_min[PROTO_F16], (unsigned long long)p->scratch_cap);
+}
+
+static void drop_param_splitk(job *j)
+{
+	if (j->plan.param == KERN_SPLITK) {
+		j->plan.param = KERN_TILED;
+		j->plan.slices = 1;
+	}
+}
+
+static void drop_input_splitk(job *j)
+{
+	if (j->plan.input == KERN_SPLITK) {
+		j->plan.input = KERN_TILED;
+		j->plan.dx_slices = 1;
+	}
+}
+
+/* Without scratch: the job reads the client's memory, dW (and dX) by the
+ * tiled kernel instead of split-K; linear_forward, with no room for Wᵀ,
+ * by the generic kernel reading W transposed. */
+void placement_drop(job *j)
+{
+	j->devlocal = false;
+	j->streamed = false;
+	drop_param_splitk(j);
+	drop_input_splitk(j);
+	if (j->req.op == PROTO_OP_LINEAR_FORWARD) {
+		j->plan.input = KERN_INPUT;
+		j->wt = false;
+	}
+}
+
+/* The partials are one storage-buffer binding each: fewer slices when they
+ * would pass maxStorageBufferRange (a shape-only choice, so still the same
+ * bits every run); the caller gives split-K up below the plan's minimum. */
+static uint32_t fit_slices(const placement *p, uint64_t elems_per_slice, uint32_t slices)
+{
+	const uint64_t fit = p->dev->props.limits.maxStorageBufferRange / (elems_per_slice * 4);
+	return fit < slices ? (uint32_t)fit : slices;
+}
+
+/* Split-K partials of j's dW/db and dX in scratch: their bytes, the
+ * offsets relative to the job's first scratch byte set. */
+static uint64_t place_partials(const placement *p, job *j, const proto_request *q)
+{
+	uint64_t bytes = 0;
+	if (j->plan.param == KERN_SPLITK) {
+		j->plan.slices = fit_slices(p, variant_splitk_elems(q, 1), j->plan.slices);
+		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
+			drop_param_splitk(j);
+	}
+	if (j->plan.input == KERN_SPLITK) {
+		j->plan.dx_slices = fit_slices(p, variant_splitk_dx_elems(q, 1), j->plan.dx_slices);
+		if (j->plan.dx_slices == 0)
+			drop_input_splitk(j);
+	}
+	if (j->plan.param == KERN_SPLITK) {
+		j->splitk_off = 0;
+		bytes += scratch_round(variant_splitk_elems(q, j->plan.slices) * 4);
+	}
+	if (j->plan.input == KERN_SPLITK) {
+		j->splitk_dx_off = bytes;
+		bytes += scratch_round(variant_splitk_dx_elems(q, j->plan.dx_slices) * 4);
+	}
+	/* linear_forward's GEMMs but the generic kernel read Wᵀ from scratch */
+	j->wt = j->req.op == PROTO_OP_LINEAR_FORWARD && j->plan.input != KERN_INPUT;
+	if (j->wt) {
+		j->wt_off = bytes;
+		bytes += scratch_round(j->bytes[PROTO_T_W]);
+	}
+	return bytes;
+}
+
+/* Choose j's kernels and where its tensors live, given `used` bytes of the
+ * slot's scratch already placed: split-K partials and, for a job of at
+ * least devlocal_min tensor bytes, its tensors' device-local copies. What
+ * does not fit the cap even alone is dropped (devlocal first, then
+ * split-K). Returns the scratch bytes it takes, or UINT64_MAX when it
+ * would fit an empty slot but not this one. */
+uint64_t placement_place(const placement *p, job *j, uint64_t used)
+{
+	const proto_dtype t = j->req.dtype;
+	/* linear_forward: its kernels' view, the dX GEMM of a backward */
+	proto_request fq;
+	const proto_request *q = &j->req;
+	if (q->op == PROTO_OP_LINEAR_FORWARD) {
+		proto_forward_as_input(q, &fq);
+		q = &fq;
+	}
+	/* (f32's KERN_CMK_* are coopmat_khr_f32x3's: forced only) */
+	const bool cmk = p->pl->pipe[KERN_CMK_DW][t] && p->pl->pipe[KERN_CMK_DX][t];
+	j->plan = variant_choose(q, (p->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
+						  (cmk ? (t == PROTO_F32 ? VARIANT_HAS_F32X3 : VARIANT_HAS_CMK) : 0u) |
+						  (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t]
+							   ? VARIANT_HAS_NV2 : 0u));
+	if (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t])
+		variant_nv2_large(&j->plan, q, p->pl->nv2[t].bm, p->pl->nv2[t].bn, VARIANT_NV2_MIN_TILES);
+	if (p->pl->pipe[KERN_NV2_DW_S][t] && p->pl->pipe[KERN_NV2_DX_S][t])
+		variant_nv2_small(&j->plan, q, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
+				  VARIANT_NV2_SMALL_MIN_TILES);
+	variant_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
+	j->devlocal = false;
+	j->streamed = false; /* the engine decides (stream_wants) */
+	uint64_t split = place_partials(p, j, q);
+	uint64_t dl = 0;
+	if (p->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= p->devlocal_min[j->req.dtype])
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			if (j->req.t[t].present)
+				dl += scratch_round(j->bytes[t]);
+	if (split + dl > p->scratch_cap)
+		dl = 0;
+	if (split > p->scratch_cap) {
+		placement_drop(j);
+		split = 0;
+	}
+	if (used + split + dl > p->scratch_cap)
+		return UINT64_MAX;
+	uint64_t at = used;
+	if (split) {
+		j->splitk_off += at;
+		j->splitk_dx_off += at;
+		j->wt_off += at;
+		at += split;
+	}
+	if (dl) {
+		j->devlocal = true;
+		if (p->pl->pipe[KERN_TILED128][j->req.dtype])
+			variant_widen(&j->plan, q);
+		for (int t = 0; t < PROTO_T_COUNT; t++)
+			if (j->req.t[t].present) {
+				j->soff[t] = at;
+				at += scratch_round(j->bytes[t]);
+			}
+	}
+	return at - used;
+}

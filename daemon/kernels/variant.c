@@ -1,0 +1,256 @@
+/* daemon/kernels/variant.c — see variant.h. */
+#include "variant.h"
+
+#include "coopmat_khr.h"
+#include "kiface.h"
+#include "pipelines.h"
+
+#include <stdbool.h>
+
+#define TILE VKG_TILE_TILED
+#define BIG (1ull << 20)      /* batch*in below this: the simple kernels win */
+#define NARROW 32             /* out up to this: the seed kernel for dW */
+#define SPLITK_WGS 256        /* fewer workgroups than this leave the GPU idle */
+#define SPLITK_TARGET 1024    /* workgroups split-K aims for */
+#define SPLITK_MIN_ROWS 256   /* auto: rows per slice at least this */
+#define SPLITK_MAX 64
+#define SPLITK_NARROW_ROWS 64 /* narrow dW: rows per slice at least this */
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* The tensor-core kernel auto picks for q's dtype, or -1. */
+static int matrix_kernel(unsigned caps)
+{
+	return caps & VARIANT_HAS_CMK ? KERN_CMK_DW : caps & VARIANT_HAS_COOPMAT ? KERN_COOPMAT : -1;
+}
+
+/* dW (and db) when nothing is forced. */
+static void choose_param_auto(const proto_request *q, unsigned caps, variant_plan *p)
+{
+	const bool dw = q->t[PROTO_T_DW].present;
+	if (!dw) {
+		p->param = KERN_PARAM; /* db alone: one pass over dY */
+		return;
+	}
+	if (matrix_kernel(caps) >= 0 && q->out >= TILE && q->in >= TILE && q->batch >= 256) {
+		p->param = matrix_kernel(caps);
+		return;
+	}
+	const uint64_t tiles = ceil_div(q->out, TILE) * ceil_div(q->in, TILE);
+	const bool tiled = q->out > NARROW && q->in >= TILE && q->batch * q->in >= BIG;
+	p->param = tiled ? KERN_TILED : KERN_PARAM;
+	if (q->batch < 4096)
+		return;
+	/* a long reduction: cut the batch into S slices */
+	uint64_t s = 0;
+	if (!tiled) /* the seed kernel's workgroups would each walk the whole batch */
+		s = min_u64(SPLITK_MAX, q->batch / SPLITK_NARROW_ROWS);
+	else if (tiles < SPLITK_WGS) /* too few workgroups */
+		s = min_u64(min_u64(SPLITK_MAX, ceil_div(SPLITK_TARGET, tiles)), q->batch / SPLITK_MIN_ROWS);
+	if (s >= 2) {
+		p->param = KERN_SPLITK;
+		p->slices = (uint32_t)s;
+	}
+}
+
+bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d)
+{
+	if ((unsigned)d >= PROTO_DTYPE_COUNT || !pl->dtype_ok[d])
+		return false;
+	if (v == PROTO_VARIANT_COOPMAT)
+		return pl->pipe[KERN_COOPMAT][d] != VK_NULL_HANDLE;
+	if (v == PROTO_VARIANT_TILED128)
+		return pl->pipe[KERN_TILED128][d] != VK_NULL_HANDLE;
+	if (v == PROTO_VARIANT_COOPMAT_KHR)
+		return d != PROTO_F32 && pl->pipe[KERN_CMK_DW][d] != VK_NULL_HANDLE;
+	if (v == PROTO_VARIANT_COOPMAT_KHR_F32X3)
+		return d == PROTO_F32 && pl->pipe[KERN_CMK_DW][d] != VK_NULL_HANDLE &&
+		       pl->pipe[KERN_CMK_DX][d] != VK_NULL_HANDLE;
+	if (v == PROTO_VARIANT_COOPMAT_NV2)
+		return pl->pipe[KERN_NV2_DW][d] != VK_NULL_HANDLE && pl->pipe[KERN_NV2_DX][d] != VK_NULL_HANDLE;
+	return (unsigned)v < PROTO_VARIANT_COUNT;
+}
+
+uint64_t variant_max_k(int kern, proto_dtype dt)
+{
+	uint64_t per; /* elements of the reduction per loop iteration */
+	switch (kern) {
+	case KERN_PARAM: per = VKG_PARAM_STRIPES; break; /* stripes walk the batch */
+	case KERN_INPUT:
+	case KERN_TILED:
+	case KERN_SPLITK: per = 16; break;
+	case KERN_TILED128: per = dt == PROTO_F32 ? 16 : 8; break;
+	case KERN_COOPMAT: per = 32; break;
+	case KERN_NV2_DW:
+	case KERN_NV2_DX:
+	case KERN_NV2_DW_S:
+	case KERN_NV2_DX_S: per = NV2_TILE_MIN_BK; break; /* its tiling's BK is at least this */
+	case KERN_CMK_DW:
+	case KERN_CMK_DX:
+	case KERN_CMK_DW_S:
+	case KERN_CMK_DX_S: per = 2 * VARIANT_CMK_MIN_BK; break; /* two k steps per trip */
+	default: per = 1; break;
+	}
+	return per * VARIANT_MAX_LOOP_TRIPS;
+}
+
+/* f16/bf16: a reduction longer than its kernel walks in one dispatch would
+ * be cut into pieces that each round the running sum to 16 bits (record.c);
+ * split-K's f32 partials round each output once instead (variant.h). */
+static void keep_one_rounding(const proto_request *q, variant_plan *p)
+{
+	const uint64_t per_slice = variant_max_k(KERN_SPLITK, q->dtype);
+	if (q->dtype == PROTO_F32)
+		return;
+	if (p->param == KERN_SPLITK) {
+		/* without split-K it would run tiled (placement.c): cut there */
+		if (q->batch > variant_max_k(KERN_TILED, q->dtype))
+			p->min_slices = 1;
+	} else if (p->param >= 0 && q->batch > variant_max_k(p->param, q->dtype)) {
+		p->param = KERN_SPLITK;
+		p->slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->batch, per_slice));
+		p->min_slices = 1;
+	}
+	if (p->input >= 0 && q->out > variant_max_k(p->input, q->dtype)) {
+		p->input = KERN_SPLITK;
+		p->dx_slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->out, per_slice));
+	}
+}
+
+variant_plan variant_choose(const proto_request *q, unsigned caps)
+{
+	variant_plan p = {.param = -1, .input = -1, .slices = 1, .min_slices = 2, .dx_slices = 1};
+	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+	const bool force_cm = q->variant == PROTO_VARIANT_COOPMAT && (caps & VARIANT_HAS_COOPMAT);
+	/* coopmat_khr_f32x3 is f32's KERN_CMK_* (VARIANT_HAS_F32X3) */
+	const bool force_cmk = (q->variant == PROTO_VARIANT_COOPMAT_KHR && (caps & VARIANT_HAS_CMK)) ||
+			       (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3 && q->dtype == PROTO_F32 &&
+				(caps & VARIANT_HAS_F32X3));
+	const bool force_nv2 = q->variant == PROTO_VARIANT_COOPMAT_NV2 && (caps & VARIANT_HAS_NV2);
+	const int mk = matrix_kernel(caps);
+	if (dw || db) {
+		if (q->variant == PROTO_VARIANT_AUTO) {
+			choose_param_auto(q, caps, &p);
+		} else if (force_cmk) {
+			p.param = dw ? KERN_CMK_DW : KERN_PARAM;
+		} else if (force_nv2) {
+			p.param = dw ? KERN_NV2_DW : KERN_PARAM;
+		} else if (force_cm) {
+			p.param = dw ? KERN_COOPMAT : KERN_PARAM;
+		} else if (q->variant == PROTO_VARIANT_SPLITK) {
+			p.param = KERN_SPLITK;
+			uint64_t s = q->batch / 16;
+			p.slices = (uint32_t)(s < 1 ? 1 : s > SPLITK_MAX ? SPLITK_MAX : s);
+			p.min_slices = 1;
+		} else if (q->variant == PROTO_VARIANT_TILED128) {
+			p.param = dw ? KERN_TILED128 : KERN_PARAM;
+		} else {
+			p.param = q->variant == PROTO_VARIANT_GENERIC ? KERN_PARAM : KERN_TILED;
+		}
+	}
+	if (q->t[PROTO_T_DX].present) {
+		if (force_cmk)
+			p.input = KERN_CMK_DX;
+		else if (force_nv2)
+			p.input = KERN_NV2_DX;
+		else if (force_cm)
+			p.input = KERN_COOPMAT;
+		else if (q->variant == PROTO_VARIANT_AUTO && mk >= 0 && q->batch >= TILE && q->in >= TILE &&
+			 q->out >= TILE)
+			p.input = mk == KERN_CMK_DW ? KERN_CMK_DX : KERN_COOPMAT;
+		else if (q->variant == PROTO_VARIANT_AUTO)
+			p.input = q->batch >= TILE && q->in >= TILE && q->batch * q->in >= BIG
+					  ? KERN_TILED : KERN_INPUT;
+		else if (q->variant == PROTO_VARIANT_TILED128)
+			p.input = KERN_TILED128;
+		else
+			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
+	}
+	keep_one_rounding(q, &p);
+	return p;
+}
+
+#define WIDE_TILE VKG_TILE_TILED128
+#define WIDE_MIN_TILES 512 /* about four workgroups per SM on a 132-SM H200 */
+#define WIDE_MIN_K 1024    /* 8192x4096x32's dX (K = 32) ran slower on it */
+
+/* C = A·B with A m×k, B k×n. */
+static bool wide_enough(uint64_t m, uint64_t n, uint64_t k)
+{
+	return k >= WIDE_MIN_K && ceil_div(m, WIDE_TILE) * ceil_div(n, WIDE_TILE) >= WIDE_MIN_TILES;
+}
+
+void variant_widen(variant_plan *p, const proto_request *q)
+{
+	if (q->variant != PROTO_VARIANT_AUTO)
+		return;
+	/* f16/bf16: not where the 128 tile (8 rows per iteration) would cut a
+	 * reduction the 64 tile walks in one dispatch (a rounding per piece) */
+	const uint64_t kmax = q->dtype == PROTO_F32 ? UINT64_MAX : variant_max_k(KERN_TILED128, q->dtype);
+	if (p->param == KERN_TILED && q->t[PROTO_T_DW].present && wide_enough(q->out, q->in, q->batch) &&
+	    q->batch <= kmax)
+		p->param = KERN_TILED128;
+	if (p->input == KERN_TILED && wide_enough(q->batch, q->in, q->out) && q->out <= kmax)
+		p->input = KERN_TILED128;
+}
+
+/* Does an m × n GEMM take coopmat_nv2 with tiles of bm × bn: at least
+ * min_tiles of them, all whole where `whole` says so? */
+static bool nv2_fits(uint64_t m, uint64_t n, uint32_t bm, uint32_t bn, uint64_t min_tiles, bool whole)
+{
+	return ceil_div(m, bm) * ceil_div(n, bn) >= min_tiles && (!whole || (m % bm == 0 && n % bn == 0));
+}
+
+/* Each of q's GEMMs still on coopmat_khr to coopmat_nv2's pipeline kdw
+ * (dW) or kdx (dX), tiles of bm × bn, where they fit (nv2_fits) and its
+ * reduction is one the loop bound takes in one dispatch. */
+static void nv2_take(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles,
+		     bool whole, int kdw, int kdx)
+{
+	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 || !bm || !bn)
+		return;
+	const uint64_t kmax = variant_max_k(kdw, q->dtype);
+	if (p->param == KERN_CMK_DW && q->batch <= kmax && nv2_fits(q->out, q->in, bm, bn, min_tiles, whole))
+		p->param = kdw;
+	if (p->input == KERN_CMK_DX && q->out <= kmax && nv2_fits(q->batch, q->in, bm, bn, min_tiles, whole))
+		p->input = kdx;
+}
+
+void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
+{
+	nv2_take(p, q, bm, bn, min_tiles, false, KERN_NV2_DW, KERN_NV2_DX);
+}
+
+void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
+{
+	nv2_take(p, q, bm, bn, min_tiles, true, KERN_NV2_DW_S, KERN_NV2_DX_S);
+}
+
+void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
+			uint32_t bn)
+{
+	if (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3) /* the large tiling only */
+		return;
+	if (p->param == KERN_CMK_DW && ceil_div(q->out, bm) * ceil_div(q->in, bn) < small_below)
+		p->param = KERN_CMK_DW_S;
+	if (p->input == KERN_CMK_DX && ceil_div(q->batch, bm) * ceil_div(q->in, bn) < small_below)
+		p->input = KERN_CMK_DX_S;
+}
+
+uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices)
+{
+	return (uint64_t)slices * (q->out * q->in + q->out);
+}
+
+uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices)
+{
+	return (uint64_t)slices * q->batch * q->in;
+}

@@ -1,0 +1,183 @@
+/* daemon/kernels/variant.h — which kernel computes which part of a job.
+ *
+ * Selection table (AUTO), by shape; a request's `variant` key forces one
+ * family for every part of the job:
+ *
+ *   part   kernel                      when
+ *   dW+db  linear_coopmat_khr_gemm     f16 or bf16 on a device with
+ *          (fused db)                  VK_KHR_cooperative_matrix for it,
+ *                                      out, in >= 64, batch >= 256
+ *          linear_coopmat_gemm (fused  f16 on a device with VK_NV_cooperative_matrix,
+ *          db)                         out, in >= 64, batch >= 256
+ *          linear_tiled_gemm (fused    out > 32, in >= 64, batch*in >= 2^20
+ *          db)                         ("tiled" below)
+ *          linear_parameter_backward   otherwise ("narrow": the seed's
+ *                                      row-parallel kernel)
+ *          linear_splitk_gemm +        batch >= 4096 and either narrow, or
+ *          linear_splitk_reduce        tiled with fewer than 256 tiles of 64x64:
+ *                                      S slices, below
+ *   db     linear_parameter_backward   always, when dW is not asked for
+ *   dX     linear_coopmat_khr_gemm     f16/bf16 with VK_KHR_cooperative_matrix,
+ *                                      batch, in, out >= 64
+ *          linear_coopmat_gemm         f16 with VK_NV_cooperative_matrix, batch, in,
+ *                                      out >= 64
+ *          linear_tiled_gemm           batch, in >= 64, batch*in >= 2^20
+ *          linear_input_backward       otherwise
+ *
+ * f32: linear_coopmat_khr_f32x3_gemm (the f32 pipelines of KERN_CMK_DW/DX,
+ * large tiling only; each f32 operand as two bf16 pieces, three products)
+ * runs only when forced (`coopmat_khr_f32x3`): auto may take it only where
+ * its max_rel_err is measured <= 1e-5 on every tested shape, which it has
+ * not been yet (its per-product bound is 3*2^-16).
+ *
+ * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2): `auto` takes it,
+ * where the device has it, for a GEMM of at least VARIANT_NV2_MIN_TILES of
+ * its tiles (variant_nv2_large()), then with its small layers' tiling for
+ * one of at least VARIANT_NV2_SMALL_MIN_TILES of those tiles
+ * (variant_nv2_small()); smaller GEMMs keep coopmat_khr. On the
+ * H200 with its default tiling (nv2_tile.h), 8192x4096x4096 bf16 ran 2,014
+ * µs against coopmat_khr's 2,611, 2048x1024x1024 68 against 61
+ * (measurements/h200-2026-12-03/nv2-sweep). Between the two coopmat_khr
+ * tilings variant_cmk_tiling() picks.
+ *
+ * Then, for a job placed on the device-local path (placement.c),
+ * variant_widen(): a tiled GEMM (dW: m = out, n = in, k = batch; dX: m =
+ * batch, n = in, k = out) with at least 512 tiles of 128x128 and k >= 1024
+ * runs on linear_tiled128_gemm instead.
+ *
+ * Split-K slices: narrow dW S = min(64, batch / 64); tiled dW S = min(64,
+ * ceil(1024 / tiles), batch / 256); forced S = min(64, max(1, batch / 16));
+ * each slice covers ceil(batch / S) rows. S depends on the shape only, and
+ * the second pass adds the slices in order, so a job gives the same bits
+ * every run. Split-K needs S*(out*in + out) f32 of the daemon's scratch
+ * within one storage-buffer binding; a job whose partials do not fit gets
+ * fewer slices, or runs tiled (placement.c).
+ *
+ * Loop bound: no kernel's loop runs more than VARIANT_MAX_LOOP_TRIPS
+ * iterations in one dispatch, on any device. llvmpipe (lavapipe) ends a
+ * shader invocation's loops after 65,535 iterations in all (one counter
+ * per invocation, shared by every loop in it) without an error, so a longer
+ * reduction silently dropped terms (issue 13). record.c cuts a reduction
+ * longer than variant_max_k() of its kernel into pieces, one dispatch (per
+ * grid piece) each, the pieces after the first accumulating into what the
+ * earlier ones wrote, after a barrier:
+ *   - f32: the pieces accumulate in the f32 output itself, one f32 rounding
+ *     per piece (at most 4 pieces for max_dim 2^20): well within 1e-4.
+ *   - f16/bf16: accumulating in the 16-bit output would round the running
+ *     sum once per piece, so such a job goes split-K instead (dW/db, and dX:
+ *     the same GEMM kernel over out with A = dY, B = W), with
+ *     ceil(K / variant_max_k(split-K)) slices, whatever the forced family:
+ *     f32 partials (long slices cut into pieces accumulating in f32 there)
+ *     and the output rounded once. Only when scratch cannot hold those
+ *     partials (placement.c: past the cap or one binding, or the
+ *     allocation failed) does it run cut in place, rounded once per piece
+ *     (at most 4 pieces at max_dim 2^20 for the 8-row kernels, 2 for the
+ *     others), an error of up to that many half-ulps of the partial sums.
+ *   Auto never widens a 16-bit tiled GEMM to the 128 tile (8 rows per
+ *   iteration) where that would cut a reduction the 64 tile does in one.
+ *
+ * Measured on the H200 (kernel µs of a full backward, f32, tensors in
+ * device memory, `vkgrad bench --kernels`, 2026-12-02, after the GEMM
+ * epilogues stopped indexing their accumulators by a rolled loop counter):
+ * 4096x1024x16 seed kernels 58 / split-K(64) + tiled dX 47; 8192x4096x32
+ * seed 927 / split-K(64) + tiled dX 314 (with dX on the 128 tile, K = 32:
+ * 414); 2048x1024x1024 tiled 383 / split-K 542 / seed 1795;
+ * 8192x4096x4096 tiled 22165 / tiled128 20943 (17984 with its f32
+ * reduction step of 16); f16 and bf16 plain
+ * 8192x4096x4096 tiled ~24200 / tiled128 ~19400, 2048x1024x1024 tiled 415
+ * / tiled128 468; f16 coopmat 8192x4096x4096 10098, 2048x1024x1024 124.
+ * 2026-12-03 (measurements/h200-2026-12-03/): coopmat_khr 8192x4096x4096
+ * f16 2484 / bf16 2492 against coopmat (f16) 5816; 2048x1024x1024 f16 84
+ * against 105.5 with the large tiling, 61 with the small one (85 large). */
+#ifndef VKG_DAEMON_VARIANT_H
+#define VKG_DAEMON_VARIANT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "msg.h"
+
+typedef struct variant_plan {
+	int param;       /* KERN_* computing dW and/or db, or -1 */
+	int input;       /* KERN_* computing dX, or -1 */
+	uint32_t slices; /* split-K slices when param is KERN_SPLITK, else 1 */
+	uint32_t min_slices; /* placement may lower `slices` down to this (its
+			      * partials must fit) before it gives split-K up:
+			      * 2 when auto chose split-K for speed, 1 when forced
+			      * or taken for one rounding of a 16-bit output */
+	uint32_t dx_slices;  /* split-K slices when input is KERN_SPLITK (16-bit
+			      * dX over an out too long for one dispatch), else 1 */
+} variant_plan;
+
+typedef struct pipelines pipelines;
+
+/* Can this device run jobs of dtype d forced to variant v? (the dtype
+ * served, and for coopmat, coopmat_khr, coopmat_nv2 and tiled128 their
+ * pipelines built) */
+bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
+
+/* Iterations of any kernel's loops in one dispatch, on every device (see
+ * "Loop bound" above); well under llvmpipe's 65,535, leaving room for the
+ * kernels' short fixed loops (the seed kernel's 3-step tree). */
+#define VARIANT_MAX_LOOP_TRIPS 32768u
+
+/* The longest reduction (elements of k) kernel `kern` walks in one dispatch
+ * within VARIANT_MAX_LOOP_TRIPS: VARIANT_MAX_LOOP_TRIPS times the elements
+ * its loop takes per iteration (seed dW: 8 stripes; dX, tiled, split-K: 16;
+ * tiled128: 16 for f32, 8 for f16/bf16; coopmat, coopmat_nv2: 32;
+ * coopmat_khr: two k steps of BK, at least VARIANT_CMK_MIN_BK, per
+ * iteration — record.c cuts by its pipelines' actual BK, 32 by default). A
+ * kernel missing from variant.c's list counts as one element per
+ * iteration. */
+#define VARIANT_CMK_MIN_BK 16u
+uint64_t variant_max_k(int kern, proto_dtype dt);
+
+/* What the device runs for q's dtype, as bits of `caps`:
+ * VARIANT_HAS_COOPMAT linear_coopmat_gemm, VARIANT_HAS_CMK
+ * linear_coopmat_khr_gemm. */
+#define VARIANT_HAS_COOPMAT 1u
+#define VARIANT_HAS_CMK 2u
+#define VARIANT_HAS_NV2 4u /* linear_coopmat_nv2_gemm: only when forced */
+/* linear_coopmat_khr_f32x3_gemm (f32's KERN_CMK_DW/DX): only when forced;
+ * placement.c never gives f32 VARIANT_HAS_CMK, so auto keeps f32 off the
+ * tensor cores */
+#define VARIANT_HAS_F32X3 8u
+variant_plan variant_choose(const proto_request *q, unsigned caps);
+
+/* auto, f16/bf16: coopmat_nv2 (tiles of bm × bn) instead of coopmat_khr for
+ * each of q's GEMMs (dW: m = out, n = in; dX: m = batch, n = in) with at
+ * least min_tiles tiles and a reduction its loop bound takes in one
+ * dispatch. bm = 0: the device has none. */
+#define VARIANT_NV2_MIN_TILES 256 /* about two waves: one 256-thread workgroup per SM, 132 SMs */
+void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
+
+/* Then, for each GEMM still on coopmat_khr: coopmat_nv2 with the small
+ * layers' tiling (tiles of bm × bn: NV2_TILE_SMALL_DEFAULT; bm = 0: the
+ * device has none) where that gives at least min_tiles tiles, all whole
+ * (m and n multiples of bm and bn). On the H200, same run
+ * (measurements/h200-2026-12-03-s5/small): 2048x1024x1024 (dW 64 tiles of
+ * 128x128, dX 128) 47 µs with it against coopmat_khr's 61 / 62 (f16 /
+ * bf16), 4096x1024x1024 90 / 88 against 107 / 106; with edge tiles, whose
+ * workgroups clamp every load, 1536x1000x1040 72.5 / 70 against 63 / 64:
+ * hence whole tiles only. */
+#define VARIANT_NV2_SMALL_MIN_TILES 64
+void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
+
+/* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
+/* linear_coopmat_khr_gemm's tiling for q's GEMMs (dW: m = out, n = in; dX:
+ * m = batch, n = in): the small one (KERN_CMK_*_S) where a GEMM has fewer
+ * than small_below tiles of bm × bn (the large tiling's). */
+void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
+			uint32_t bn);
+
+uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices);
+/* The same for q's dX (split over out) with `slices` slices. */
+uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices);
+
+/* For a job whose tensors are in device memory (the device-local path),
+ * when the variant is auto: a GEMM by linear_tiled_gemm becomes
+ * linear_tiled128_gemm where it has at least 512 tiles of 128x128 and a
+ * reduction of at least 1024. */
+void variant_widen(variant_plan *p, const proto_request *q);
+
+#endif

@@ -1,0 +1,74 @@
+/* daemon/net/server.h — the daemon as a whole: the listening socket, the set of
+ * connections, the device/pipelines/engine they share, and shutdown. */
+#ifndef VKG_DAEMON_SERVER_H
+#define VKG_DAEMON_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "admission.h"
+#include "config.h"
+#include "device.h"
+#include "engine.h"
+#include "pipelines.h"
+#include "queue.h"
+#include "recovery.h"
+#include "service.h"
+#include "usage.h"
+
+typedef struct conn conn;
+typedef struct conn_handler conn_handler;
+
+typedef struct server {
+	uv_loop_t *loop;
+	const config *cfg;
+	proto_limits limits;       /* cfg's, clamped to the device */
+	device *dev;
+	pipelines *pl;
+	engine eng;
+	int listen_fd;
+	bool own_socket;           /* we bound it, so we unlink it */
+	uv_poll_t listen_poll;
+	uv_timer_t accept_timer;   /* re-arms accept after EMFILE/ENFILE */
+	uv_signal_t sig_term, sig_int;
+	uv_timer_t drain_timer;
+	admission admission;       /* who connects (its refusal log's rate limit) */
+	const conn_handler *handler; /* what each connection's frames go to (ops.h) */
+	queue_node conns;          /* open connections (conn.node), newest first */
+	bool cork;                 /* replies are queued, written at uncork */
+	queue_node dirty;          /* connections with replies queued while corked
+				    * (conn.dirty_node), latest first */
+	queue_node backlog;        /* connections whose frames wait for their next
+				    * turn (conn.backlog_node), oldest first */
+	uv_idle_t backlog_idle;    /* active while the backlog is not empty */
+	proto_decoder dec;         /* every request's decoding (ops_frame): memory kept */
+	msgpack_sbuffer reply_sb;  /* every reply's encoding (conn_reply_timed): memory kept */
+	proto_reply job_reply;     /* a job's reply (ops_job_done), not zeroed per job */
+	uint32_t nconns;
+	region_set regions;        /* every live region (device recovery, stats, the
+				    * registered-bytes limits) */
+	uint64_t started_ns;
+	bool draining;
+	uint64_t drain_deadline_ns; /* engine_now_ns: past it the drain closes the
+				     * connections that leave replies unread */
+	int exit_code;             /* of the process, once the loop ended */
+	recovery rec;              /* after a device loss */
+	service svc;               /* the service manager's readiness, STATUS=, watchdog */
+	usage usage;               /* error replies by code, per-uid jobs (stats) */
+} server;
+
+/* Bind the socket and start serving on loop: every connection's frames go
+ * to handler, every finished job to done (main.c passes ops.h's, so the
+ * server calls nothing of the ops above it). Returns 0 or -1 (logged). */
+int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl,
+		 const conn_handler *handler, engine_done_fn done);
+/* Begin graceful shutdown: stop accepting, finish jobs in flight, answer
+ * them, then close every connection and let the loop end. Connections
+ * that leave replies unread past --drain-timeout-s are closed. */
+void server_stop(server *s);
+/* After the loop ended: free what is left. */
+void server_destroy(server *s);
+
+#endif

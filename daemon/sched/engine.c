@@ -1,0 +1,700 @@
+/* daemon/sched/engine.c — see engine.h. */
+#include "sched/internal.h"
+
+#include "log.h"
+#include "placement.h"
+#include "record.h"
+#include "stream.h"
+#include "spin.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+
+uint64_t engine_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- spare jobs -------------------------------------------------------------- */
+
+#define ENGINE_SPARE_JOBS 1024
+
+/* A job the engine is done with: its region references dropped, kept
+ * for engine_job_new while there are fewer than ENGINE_SPARE_JOBS. */
+void sched_job_release(engine *e, job *j)
+{
+	if (e->nspare >= ENGINE_SPARE_JOBS) {
+		job_free(j);
+		return;
+	}
+	job_drop_refs(j);
+	j->next_spare = e->spare;
+	e->spare = j;
+	e->nspare++;
+}
+
+job *engine_job_new(engine *e, void *owner, const proto_request *q,
+		    const uint64_t bytes[PROTO_T_COUNT], region *const reg[PROTO_T_COUNT],
+		    uint64_t t_recv_ns)
+{
+	job *j = e->spare;
+	if (!j)
+		return job_new(owner, q, bytes, reg, t_recv_ns);
+	e->spare = j->next_spare;
+	e->nspare--;
+	memset(j, 0, sizeof(*j));
+	job_init(j, owner, q, bytes, reg, t_recv_ns);
+	return j;
+}
+
+static void spare_free(engine *e)
+{
+	for (job *j; (j = e->spare);) {
+		e->spare = j->next_spare;
+		free(j);
+	}
+	e->nspare = 0;
+}
+
+/* ---- completion thread, and the loop's polling ---------------------------- */
+
+/* ---- finishing jobs --------------------------------------------------------- */
+
+/* Hand job j's outcome to the owner (engine_events.done). */
+void sched_answer(engine *e, job *j, proto_code code, const char *msg, uint64_t queued_us,
+		   uint64_t gpu_us, uint32_t batch_jobs)
+{
+	e->ev.done(e->ev.done_ctx, j, code, msg, queued_us, gpu_us, batch_jobs);
+}
+
+static int launch_slot(engine *e, uint32_t si);
+
+/* What batch s's GPU time teaches: the rate of its jobs' kind when it ran
+ * one kind (sched/estimate.h), and each job's lane the difference between
+ * its estimate and its share of the batch's time (sched/fair.h). */
+static void learn_batch(engine *e, const engine_slot *s, uint64_t gpu_ns)
+{
+	uint64_t est = 0, macs = 0;
+	bool one_kind = true;
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		est += s->jobs[i]->est_ns;
+		macs += s->jobs[i]->est_macs;
+		one_kind &= s->jobs[i]->est_key == s->jobs[0]->est_key;
+	}
+	if (s->njobs && one_kind)
+		estimate_learn(&e->est, s->jobs[0]->est_key, s->jobs[0]->req.dtype, macs, gpu_ns);
+	for (uint32_t i = 0; i < s->njobs && est; i++) {
+		job *j = s->jobs[i];
+		const double actual = (double)gpu_ns * (double)j->est_ns / (double)est;
+		fair_correct(&j->lane->fair[j->cls], (double)j->est_ns, actual);
+	}
+}
+
+static void finish_slot(engine *e, engine_slot *s)
+{
+	engine_track *tr = &e->track[s->cls];
+	uint64_t gpu_us = 0, st[PROTO_STAGE_COUNT] = {0};
+	uint32_t st_mask = 0;
+	if (!s->failed && e->dev->timestamps) {
+		/* copied by the command buffer itself: vkGetQueryPoolResults
+		 * would wait for the whole queue on some drivers (lavapipe) */
+		const volatile uint64_t *ts = s->ts_map;
+		if (ts[1] >= ts[0])
+			gpu_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
+	}
+	if (tr->poll_for_to_ns && s->value >= tr->poll_for_value)
+		tr->poll_for_to_ns = 0; /* the batch polled for is done */
+	if (!s->failed && s->slice_more) {
+		/* a slice of a large job is done: the next one goes in, behind
+		 * whatever small batches were submitted meanwhile */
+		s->slice_gpu_us += gpu_us;
+		s->slice_from = s->slice_next;
+		if (launch_slot(e, (uint32_t)(s - e->slots)) == 0)
+			return;
+		return; /* the failed launch finished the slot */
+	}
+	gpu_us += s->slice_gpu_us;
+	s->t_answer_ns = engine_now_ns();
+	if (!s->failed) {
+		uint64_t to_gpu_end = 0;
+		sched_slot_stages(e, s, st, &st_mask, &to_gpu_end);
+		spin_note(&e->spin, to_gpu_end); /* what the batch took, as well as is known */
+		spin_learn(&e->spin, s->kind, to_gpu_end); /* (kind 0: nothing) */
+	}
+	if (s->failed && !e->lost) {
+		/* no more submissions until the device is recreated (recovery.c);
+		 * queued jobs wait for it, batches in flight finish first */
+		e->lost = true;
+		e->losses++;
+		log_err("device lost (loss %llu): %u job(s) of batch %llu answer device_lost; "
+			"%u queued job(s) wait for the device to be recreated",
+			(unsigned long long)e->losses, s->njobs, (unsigned long long)s->value, e->queued);
+	}
+	if (!s->failed && e->dev->timestamps && s->njobs) {
+		metrics_observe(&e->metrics, METRICS_BATCH_GPU, gpu_us);
+		learn_batch(e, s, gpu_us * 1000);
+	}
+	/* the jobs leave their lanes' in-flight work before any answer (an
+	 * answer may close a connection, and so its lane) */
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		engine_lane *l = s->jobs[i]->lane;
+		if (l->done_value[s->cls] < s->value)
+			l->done_value[s->cls] = s->value;
+		sched_lane_release(s->jobs[i]);
+	}
+	/* regions used by this batch: one decrement each (marked when submitted) */
+	for (uint32_t i = 0; i < s->njobs; i++)
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			region *r = s->jobs[i]->reg[t];
+			if (r && r->finish_mark != s->seq) {
+				r->inflight--;
+				r->finish_mark = s->seq;
+			}
+		}
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		job *j = s->jobs[i];
+		if (!s->failed)
+			sched_job_stages(s, j, st, st_mask);
+		if (!s->failed && j->devlocal && e->dev->timestamps) {
+			const volatile uint64_t *ts = s->ts_map + j->ts_index;
+			if (ts[1] >= ts[0]) {
+				/* at least 1: a client cannot tell a measured 0 from "not sent" */
+				j->kernel_us = (uint64_t)((double)(ts[1] - ts[0]) * e->dev->timestamp_period / 1000.0);
+				if (j->kernel_us == 0)
+					j->kernel_us = 1;
+				j->has_kernel_us = true;
+			}
+			stream_timeline(e, (uint32_t)(s - e->slots), j);
+		}
+		if (!s->failed) {
+			/* staged outputs back into the client's memory, in job order;
+			 * a fault there fails this job alone */
+			proto_err err;
+			int rc = 0;
+			for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
+				region *r = j->reg[t];
+				if (r && r->staged && job_is_output(t))
+					rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], false,
+							       proto_tensor_key[t], &err);
+			}
+			if (rc == 0) {
+				e->jobs_done++;
+				metrics_observe(&e->metrics, METRICS_JOB_QUEUED,
+						(j->t_submit_ns - j->t_queued_ns) / 1000);
+				metrics_observe(&e->metrics, METRICS_JOB_LATENCY,
+						(engine_now_ns() - j->t_queued_ns) / 1000);
+			} else {
+				e->jobs_failed++;
+			}
+			sched_answer(e, j, rc == 0 ? PROTO_OK : err.code, rc == 0 ? NULL : err.message,
+				(j->t_submit_ns - j->t_queued_ns) / 1000, gpu_us, s->njobs);
+			/* the stages the answer traced (engine_job_trace) */
+			if (rc == 0 && (j->stage_mask & (1u << PROTO_STAGE_ANSWER)))
+				metrics_stages(&e->metrics, j->stage_ns, j->stage_mask);
+		} else {
+			e->jobs_failed++;
+			sched_answer(e, j, PROTO_DEVICE_LOST, "the GPU failed while running this job's batch",
+				(j->t_submit_ns - j->t_queued_ns) / 1000, 0, s->njobs);
+		}
+		sched_job_release(e, j);
+	}
+	e->running -= s->njobs;
+	s->njobs = 0;
+	s->busy = false;
+	s->failed = false;
+	s->slice_more = false;
+	s->slice_len = s->slice_from = s->slice_gpu_us = s->slices = 0;
+}
+
+/* Finish every batch seen done, in submission order, then submit more. */
+void sched_reap(engine *e)
+{
+	/* many replies at once: let the owner write them in one go per client */
+	if (e->ev.replies)
+		e->ev.replies(e->ev.replies_ctx, true);
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		for (;;) {
+			pthread_mutex_lock(&e->mu);
+			if (t->ring_done == 0) {
+				pthread_mutex_unlock(&e->mu);
+				break;
+			}
+			uint32_t si = t->ring[t->ring_head];
+			t->ring_head = (t->ring_head + 1) % ENGINE_RING;
+			t->ring_count--;
+			t->ring_done--;
+			pthread_mutex_unlock(&e->mu);
+			finish_slot(e, &e->slots[si]);
+		}
+	}
+	if (e->ev.replies)
+		e->ev.replies(e->ev.replies_ctx, false);
+	if (e->lost && !e->down) {
+		/* once nothing runs on the lost device, recover it (once) */
+		if (e->running == 0 && !e->lost_notified) {
+			e->lost_notified = true;
+			if (e->ev.lost)
+				e->ev.lost(e->ev.lost_ctx);
+			else
+				e->down = true; /* nobody recovers: answer jobs instead */
+		}
+		if (!e->down)
+			return;
+	}
+	engine_pump(e);
+}
+
+static void async_cb(uv_async_t *h)
+{
+	sched_reap(h->data);
+	engine_activity(h->data); /* replies went out: the next requests come soon */
+	sched_poll_expected(h->data);
+}
+
+/* Staged regions: the client's current bytes into the mirrors, in job
+ * order, before anything is recorded. A job whose copy faults leaves the
+ * batch, answered bad_region, its outputs untouched. */
+static void stage_in(engine *e, engine_slot *s)
+{
+	uint64_t now = engine_now_ns();
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		job *j = s->jobs[i];
+		j->t_submit_ns = now;
+		proto_err err;
+		int rc = 0;
+		for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
+			region *r = j->reg[t];
+			if (r && r->staged && (!job_is_output(t) || j->req.accumulate))
+				rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], true,
+						       proto_tensor_key[t], &err);
+		}
+		if (rc == 0) {
+			s->jobs[kept++] = j;
+			continue;
+		}
+		e->jobs_failed++;
+		sched_lane_release(j);
+		sched_answer(e, j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
+		sched_job_release(e, j);
+	}
+	s->njobs = kept;
+}
+
+/* Form a batch in free slot si from its class's lanes and launch it. */
+static void submit_slot(engine *e, uint32_t si)
+{
+	engine_slot *s = &e->slots[si];
+	s->t_take_ns = engine_now_ns();
+	uint64_t need = sched_take_jobs(e, s);
+	stage_in(e, s);
+	if (s->njobs == 0)
+		return;
+	char err[160];
+	if (need && scratch_reserve(&s->scratch, e->dev, need, err, sizeof(err)) != 0) {
+		/* no device memory to spare: this batch reads the client's memory
+		 * directly and uses no split-K (both are correct, only slower) */
+		e->scratch_failures++;
+		log_warn("%s; %u job(s) run without scratch", err, s->njobs);
+		for (uint32_t i = 0; i < s->njobs; i++)
+			placement_drop(s->jobs[i]);
+	}
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		e->devlocal_jobs += s->jobs[i]->devlocal;
+		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;
+	}
+	s->slice_len = sched_slice_len(e, s);
+	s->slice_from = s->slice_gpu_us = s->slices = 0;
+	s->wait_other = 0;
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		const engine_lane *l = s->jobs[i]->lane;
+		if (l->switched && l->done_value[!s->cls] > s->wait_other)
+			s->wait_other = l->done_value[!s->cls];
+	}
+	/* a sliced batch has no expected end: its slices' times vary */
+	s->kind = s->njobs == 1 && !s->slice_len ? sched_job_kind(s->jobs[0]) : 0; /* its placement final */
+	s->seq = ++e->batch_seq;
+	e->running += s->njobs;
+	e->batches++;
+	e->jobs_in_batches += s->njobs;
+	e->track[s->cls].batches++;
+	e->track[s->cls].jobs += s->njobs;
+	for (uint32_t i = 0; i < s->njobs; i++)
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			region *r = s->jobs[i]->reg[t];
+			if (r && r->submit_mark != s->seq) {
+				r->inflight++;
+				r->submit_mark = s->seq;
+			}
+		}
+	s->busy = true;
+	launch_slot(e, si);
+}
+
+/* Record slot si's batch (its next slice, when sliced) and submit it on
+ * its track's queue. 0, or -1 when it failed (the slot is then finished:
+ * its jobs answered). */
+static int launch_slot(engine *e, uint32_t si)
+{
+	engine_slot *s = &e->slots[si];
+	engine_track *tr = &e->track[s->cls];
+	/* (a failed scratch reservation above may have dropped its streaming) */
+	const bool streamed = s->njobs == 1 && s->jobs[0]->streamed;
+	record_counts counts;
+	const record_target tg = {
+		.pool = s->pool, .cb = s->cb, .queries = s->queries, .ts_buf = s->ts_buf,
+		.scratch = s->scratch.buf, .dummy = e->dummy, .dummy_piece = e->dummy_piece,
+		.first_piece = (uint64_t)si * e->cfg->max_batch_jobs, .jobs = s->jobs, .njobs = s->njobs,
+		.slice_from = s->slice_from, .slice_len = s->slice_len,
+	};
+	const VkResult rec = streamed ? stream_record(e, si, &tg, &counts)
+				      : record_batch(e->rec, &tg, &counts);
+	e->dispatches += counts.dispatches;
+	e->devlocal_copy_bytes += counts.copy_bytes;
+	s->nqueries = counts.nqueries;
+	s->slice_more = s->slice_len && counts.slice_more;
+	s->slice_next = counts.slice_next;
+	s->slices += s->slice_len != 0;
+	tr->submissions++;
+	s->t_recorded_ns = engine_now_ns();
+	sched_calibrate(e, s->t_recorded_ns);
+	s->cal_ok = e->cal_ok;
+	s->cal_dev = e->cal_dev;
+	s->cal_host_ns = e->cal_host_ns;
+	s->value = ++tr->next_value;
+	/* a connection's job after its jobs of the other class: the device
+	 * sees their writes through a wait on that track's value (reached
+	 * already: the lane waited for them, engine_lane) */
+	const VkSemaphore other = e->track[!s->cls].timeline;
+	const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+	const bool wait = s->wait_other && s->slices <= 1; /* the first submission (slice) only */
+	VkTimelineSemaphoreSubmitInfo tsi = {
+		.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+		.waitSemaphoreValueCount = wait ? 1 : 0,
+		.pWaitSemaphoreValues = wait ? &s->wait_other : NULL,
+		.signalSemaphoreValueCount = 1,
+		.pSignalSemaphoreValues = &s->value,
+	};
+	VkSubmitInfo si_ = {
+		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+		.pNext = &tsi,
+		.waitSemaphoreCount = wait ? 1 : 0,
+		.pWaitSemaphores = wait ? &other : NULL,
+		.pWaitDstStageMask = wait ? &wait_stage : NULL,
+		.commandBufferCount = 1,
+		.pCommandBuffers = &s->cb,
+		.signalSemaphoreCount = 1,
+		.pSignalSemaphores = &tr->timeline,
+	};
+	VkResult r;
+	const char *what = "vkQueueSubmit";
+	if (rec != VK_SUCCESS) {
+		/* out of memory recording: the batch fails as a failed submission does */
+		r = rec, what = "recording the batch";
+	} else if (++e->submits == e->fault_submit_at) {
+		log_warn("fault injection: submission %llu reports device loss",
+			 (unsigned long long)e->submits);
+		r = VK_ERROR_DEVICE_LOST;
+	} else {
+		r = streamed ? stream_submit(e, si) : vkQueueSubmit(tr->queue, 1, &si_, VK_NULL_HANDLE);
+	}
+	s->t_submitted_ns = engine_now_ns();
+	if (r != VK_SUCCESS) {
+		log_err("%s failed (VkResult %d); %u job(s) fail", what, r, s->njobs);
+		s->failed = true;
+		/* nothing will signal s->value: give the value back and finish the
+		 * slot right here */
+		tr->next_value--;
+		finish_slot(e, s);
+		uv_async_send(&e->async); /* async_cb starts the recovery */
+		return -1;
+	}
+	/* a kind seen before, longer than the budget: the loop polls around
+	 * its expected end (spin.h) */
+	const uint64_t expect = spin_expect(&e->spin, s->kind);
+	e->spin_expected += expect != 0;
+	pthread_mutex_lock(&e->mu);
+	assert(tr->ring_count < tr->nslots && tr->nslots <= ENGINE_RING); /* one entry per slot */
+	s->poll_at_ns = s->poll_to_ns = 0;
+	if (expect) {
+		const uint64_t lead = spin_lead(expect);
+		s->poll_at_ns = s->t_submitted_ns + (expect > lead ? expect - lead : 0);
+		s->poll_to_ns = s->t_submitted_ns + expect + lead;
+	}
+	s->seen = false;
+	tr->ring[(tr->ring_head + tr->ring_count) % ENGINE_RING] = si;
+	tr->ring_count++;
+	pthread_cond_signal(&tr->cv);
+	pthread_mutex_unlock(&e->mu);
+	if (e->spin.budget_ns)
+		sched_poll_start(e, s->t_submitted_ns); /* it may be done within the budget */
+	return 0;
+}
+
+/* ---- lanes and batch formation ---------------------------------------------- */
+
+void engine_pump(engine *e)
+{
+	if (e->down) {
+		engine_fail_queued(e, "there is no usable GPU (it was lost and not recreated)");
+		return;
+	}
+	/* small jobs first: their batch goes in ahead of a large one's */
+	for (uint32_t c = 0; c < ENGINE_CLASSES && !e->lost; c++) {
+		while (!e->lost && sched_class_ready(e, c)) {
+			const uint32_t si = sched_free_slot(e, c);
+			if (si == e->nslots)
+				break;
+			submit_slot(e, si);
+		}
+	}
+}
+
+bool engine_idle(const engine *e)
+{
+	return e->queued == 0 && e->running == 0;
+}
+
+void engine_fail_queued(engine *e, const char *why)
+{
+	/* one job at a time, the lane fixed up before the answer: a reply may
+	 * close its connection, which closes (and frees) the lane */
+	for (engine_lane *l; (l = sched_active_first(e));) {
+		job *j = sched_lane_pop(e, l);
+		sched_lane_deactivate(e, l);
+		sched_lane_activate(e, l);
+		e->jobs_failed++;
+		sched_answer(e, j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
+		sched_job_release(e, j);
+	}
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+void engine_gpu_release(engine *e)
+{
+	sched_gpu_release(e);
+}
+
+int engine_gpu_restore(engine *e, char *err, size_t errlen)
+{
+	if (sched_gpu_create(e) != 0) {
+		snprintf(err, errlen, "creating the engine's Vulkan objects failed");
+		sched_gpu_release(e);
+		return -1;
+	}
+	return 0;
+}
+
+void engine_resume(engine *e)
+{
+	e->lost = false;
+	e->lost_notified = false;
+	e->down = false;
+	engine_pump(e);
+}
+
+int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl,
+		const config *cfg, const engine_events *ev, char *err, size_t errlen)
+{
+	const char *why = "creating the engine's Vulkan objects failed";
+	memset(e, 0, sizeof(*e));
+	e->dev = d;
+	e->pl = pl;
+	e->cfg = cfg;
+	e->ev = *ev;
+	/* small jobs' slots first, then the large ones': one where both
+	 * share a queue (a small batch then waits for one slice at most) */
+	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	for (uint32_t c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		t->e = e;
+		t->cls = c;
+		t->first = e->nslots;
+		/* small batches overlap on their queue: twice the slots (on the
+		 * H200, 8 synchronous tiny clients beside a heavy one waited 66 µs
+		 * for one of two slots) */
+		t->nslots = c == ENGINE_LARGE ? (d->compute_queues < 2 ? 1 : cfg->inflight_batches)
+					      : 2 * cfg->inflight_batches;
+		e->nslots += t->nslots;
+		fair_init(&t->fair);
+		pthread_cond_init(&t->cv, NULL);
+	}
+	estimate_init(&e->est, cpu);
+	e->small_ns = (cfg->small_job_us != CONFIG_AUTO ? cfg->small_job_us
+			: cpu ? CONFIG_SMALL_JOB_AUTO_CPU_US : CONFIG_SMALL_JOB_AUTO_GPU_US) * 1000;
+	e->slice_ns = (cfg->slice_us != CONFIG_AUTO ? cfg->slice_us
+			: cpu ? CONFIG_SLICE_AUTO_CPU_US : CONFIG_SLICE_AUTO_GPU_US) * 1000;
+	log_info("job classes: small up to %llu µs of estimated GPU time, on %s (%u slot(s)); "
+		 "large on queue 0 (%u slot(s))%s",
+		 (unsigned long long)(e->small_ns / 1000),
+		 d->compute_queues > 1 ? "queue 1 of the compute family" : "the same queue",
+		 e->track[ENGINE_SMALL].nslots, e->track[ENGINE_LARGE].nslots,
+		 d->compute_queues > 1 ? "" : ", in slices of about --slice-us");
+	metrics_init(&e->metrics);
+	sched_parse_faults(e);
+	placement_init(&e->place, d, pl, cfg, e->nslots);
+	stream_init(e);
+	e->client_macs = cfg->client_batch_macs;
+	if (e->client_macs == CONFIG_AUTO)
+		e->client_macs = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? CONFIG_CLIENT_MACS_AUTO_CPU
+										  : CONFIG_CLIENT_MACS_AUTO_GPU;
+	log_info("fairness: one client adds at most %llu multiply-adds to a batch and has at most "
+		 "that much in flight (its next job always runs once none is)",
+		 (unsigned long long)e->client_macs);
+	pthread_mutex_init(&e->mu, NULL);
+	e->slots = calloc(e->nslots, sizeof(*e->slots));
+	if (!e->slots)
+		goto fail;
+	for (uint32_t i = 0; i < e->nslots; i++) {
+		e->slots[i].cls = i < e->track[ENGINE_LARGE].first ? ENGINE_SMALL : ENGINE_LARGE;
+		e->slots[i].jobs = calloc(cfg->max_batch_jobs, sizeof(*e->slots[i].jobs));
+		if (!e->slots[i].jobs)
+			goto fail;
+	}
+	e->rec = record_new(d, pl, cfg->dispatch_max_macs, cfg->max_batch_jobs);
+	if (!e->rec) {
+		why = "out of memory for the batch recorder";
+		goto fail;
+	}
+	if (sched_gpu_create(e) != 0)
+		goto fail;
+	if (uv_async_init(loop, &e->async, async_cb) != 0) {
+		why = "uv_async_init failed";
+		goto fail;
+	}
+	e->async.data = e;
+	uv_idle_init(loop, &e->poll);
+	e->poll.data = e;
+	e->poll_init = true;
+	uint64_t after = cfg->loop_spin_us;
+	if (after == CONFIG_AUTO)
+		after = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? CONFIG_LOOP_SPIN_AUTO_CPU
+									   : CONFIG_LOOP_SPIN_AUTO_GPU;
+	spin_init(&e->spin, (uint64_t)cfg->spin_us * 1000u, after * 1000u);
+	log_info("waiting for the GPU: the loop polls up to %u µs past a submission (less "
+		 "when batches take longer) and %llu µs after a request, then sleeps",
+		 cfg->spin_us, (unsigned long long)after);
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		if (pthread_create(&t->thread, NULL, sched_completion_main, t) != 0) {
+			if (!uv_is_closing((uv_handle_t *)&e->async))
+				uv_close((uv_handle_t *)&e->async, NULL);
+			goto fail;
+		}
+		t->thread_started = true;
+	}
+	return 0;
+fail:
+	snprintf(err, errlen, "%s", why);
+	engine_destroy(e);
+	return -1;
+}
+
+void engine_destroy(engine *e)
+{
+	if (e->poll_init) {
+		sched_poll_stop(e, engine_now_ns());
+		e->stop_polling = true; /* the answers below must not start it again */
+		uv_close((uv_handle_t *)&e->poll, NULL);
+		e->poll_init = false;
+	}
+	if (e->dev && e->dev->dev)
+		vkDeviceWaitIdle(e->dev->dev);
+	bool threads = false;
+	for (int c = 0; c < ENGINE_CLASSES; c++)
+		threads |= e->track[c].thread_started;
+	if (threads) {
+		pthread_mutex_lock(&e->mu);
+		e->stop = true;
+		for (int c = 0; c < ENGINE_CLASSES; c++)
+			pthread_cond_signal(&e->track[c].cv);
+		pthread_mutex_unlock(&e->mu);
+		for (int c = 0; c < ENGINE_CLASSES; c++)
+			if (e->track[c].thread_started) {
+				pthread_join(e->track[c].thread, NULL);
+				e->track[c].thread_started = false;
+			}
+		/* the GPU is idle: finish whatever completed but was not yet
+		 * handed over (a sliced job's next slices run to the end) */
+		for (int c = 0; c < ENGINE_CLASSES; c++) {
+			engine_track *t = &e->track[c];
+			while (t->ring_count) {
+				uint32_t si = t->ring[t->ring_head];
+				t->ring_head = (t->ring_head + 1) % ENGINE_RING;
+				t->ring_count--;
+				if (t->ring_done)
+					t->ring_done--;
+				vkDeviceWaitIdle(e->dev->dev);
+				finish_slot(e, &e->slots[si]);
+			}
+			t->ring_done = 0;
+		}
+	}
+	if (e->poll_init || threads) {
+		if (!uv_is_closing((uv_handle_t *)&e->async))
+			uv_close((uv_handle_t *)&e->async, NULL);
+	}
+
+	/* one job at a time, the lane fixed up before the answer (a reply
+	 * may close its connection, and with it the lane) */
+	for (engine_lane *l; (l = sched_active_first(e));) {
+		job *j = sched_lane_pop(e, l);
+		sched_lane_deactivate(e, l);
+		sched_lane_activate(e, l);
+		e->jobs_failed++;
+		sched_answer(e, j, PROTO_INTERNAL, "the daemon is shutting down", 0, 0, 0);
+		sched_job_release(e, j);
+	}
+	sched_gpu_release(e);
+	for (uint32_t i = 0; e->slots && i < e->nslots; i++)
+		free(e->slots[i].jobs);
+	free(e->slots);
+	e->slots = NULL;
+	record_free(e->rec);
+	e->rec = NULL;
+	spare_free(e);
+}
+
+void engine_stats(const engine *e, proto_stats *st)
+{
+	st->jobs_done = e->jobs_done;
+	st->jobs_failed = e->jobs_failed;
+	st->batches = e->batches;
+	st->jobs_per_batch_avg = e->batches ? (double)e->jobs_in_batches / (double)e->batches : 0;
+	st->jobs_queued = e->queued;
+	st->jobs_running = e->running;
+	st->devlocal_min_bytes = e->place.devlocal_min[PROTO_F32] == CONFIG_OFF ? 0 : e->place.devlocal_min[PROTO_F32];
+	st->devlocal_min_bytes_16bit = e->place.devlocal_min[PROTO_F16] == CONFIG_OFF ? 0 : e->place.devlocal_min[PROTO_F16];
+	st->devlocal_jobs = e->devlocal_jobs;
+	st->devlocal_copy_bytes = e->devlocal_copy_bytes;
+	st->splitk_jobs = e->splitk_jobs;
+	st->dispatches = e->dispatches;
+	st->scratch_bytes = 0;
+	for (uint32_t i = 0; i < e->nslots; i++)
+		st->scratch_bytes += e->slots[i].scratch.size;
+	st->scratch_failures = e->scratch_failures;
+	st->stream_chunk_bytes = e->stream_chunk == CONFIG_OFF ? 0 : e->stream_chunk;
+	st->stream_min_bytes = e->stream_min;
+	st->stream_queues = e->dev->xfer_queues;
+	st->stream_jobs = e->stream_jobs;
+	st->stream_chunks = e->stream_chunks;
+	st->stream_dw_blocks = e->stream_dw_blocks;
+	metrics_export(&e->metrics, st);
+	st->spin_budget_us = e->spin.budget_ns / 1000;
+	st->spin_us = atomic_load(&e->spin_ns) / 1000;
+	st->spin_hits = atomic_load(&e->spin_hits);
+	st->spin_expected = e->spin_expected;
+	st->sched_small_jobs = e->track[ENGINE_SMALL].jobs;
+	st->sched_large_jobs = e->track[ENGINE_LARGE].jobs;
+	st->sched_slices = e->track[ENGINE_LARGE].submissions;
+	st->blocking_waits = atomic_load(&e->blocking_waits);
+}

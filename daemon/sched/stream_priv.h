@@ -1,0 +1,67 @@
+/* daemon/sched/stream_priv.h — what stream.c (recording, submission) and
+ * stream_timeline.c (the job's GPU timeline from its steps' timestamps)
+ * share: the roles, a slot's steps and their timestamp marks, the stream
+ * itself. Not for other modules: stream.h is the interface. */
+#ifndef VKG_DAEMON_STREAM_PRIV_H
+#define VKG_DAEMON_STREAM_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <vulkan/vulkan.h>
+
+enum { ROLE_UP, ROLE_COMP, ROLE_DOWN, ROLES };
+
+/* One submission of a role: its command buffer, the value of another
+ * role's semaphore it waits for (wait_role < 0: none) and the value it
+ * signals on its own role's semaphore. */
+typedef struct stream_step {
+	VkCommandBuffer cb;
+	int wait_role;
+	uint64_t wait, signal;
+} stream_step;
+
+/* A slot's command buffers and steps of one role. */
+typedef struct stream_cmds {
+	VkCommandPool pool;
+	VkCommandBuffer *cb; /* allocated from pool; reused batch after batch */
+	uint32_t ncb;
+	stream_step *step;   /* recorded for the slot's batch; step[i].cb = cb[i] */
+	uint32_t nstep, cap;
+} stream_cmds;
+
+/* What a step does, for its two timestamps (the job's timeline). */
+enum { MARK_HEAD, MARK_UP_W, MARK_UP_CHUNK, MARK_UP_X, MARK_DX, MARK_DW, MARK_DW_CHUNK, MARK_DOWN_DX,
+       MARK_DOWN_DW };
+
+/* One timed step: its role, what it does (MARK_*), which chunk or block,
+ * and its timestamps' queries (q: begin, q + 1: end) in the slot's pool. */
+typedef struct stream_mark {
+	uint8_t role, what;
+	uint32_t index;
+	uint32_t q;
+} stream_mark;
+
+/* A slot's timed steps, recorded with its batch. */
+typedef struct stream_marks {
+	stream_mark *m;
+	uint32_t n, cap;
+} stream_marks;
+
+struct stream {
+	VkSemaphore sem[ROLES];
+	uint64_t value[ROLES]; /* last value given out per role */
+	VkQueue queue[ROLES];
+	stream_cmds *cmds;     /* [slot * ROLES + role] */
+	stream_marks *marks;   /* [slot] */
+	uint32_t nslots;
+	bool v1;               /* VKGRAD_STREAM_SCHEDULE=1: the first schedule (stream.h) */
+	bool no_sums;          /* VKGRAD_STREAM_SUMS=0: dW never chunked (stream_place) */
+	bool timed;            /* each step timed (stream_queries) */
+	/* one vkQueueSubmit's batches, reused */
+	VkSubmitInfo *si;
+	VkTimelineSemaphoreSubmitInfo *tsi;
+	uint32_t nsi;
+};
+
+#endif
