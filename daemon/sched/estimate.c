@@ -4,11 +4,12 @@
 #include <string.h>
 
 /* Priors: about 20 T multiply-adds/s for f32 and 100 T for 16-bit on a
- * GPU; 0.1 G/s on a CPU device. Measurements replace them within a few
+ * GPU; 0.04 G/s on a CPU device (a loaded 2-core lavapipe: a slice of
+ * the first job of a kind errs short). Measurements replace them within a few
  * jobs of each kind. */
 #define GPU_NS_PER_MAC_F32 (1.0 / 20000.0)
 #define GPU_NS_PER_MAC_16 (1.0 / 100000.0)
-#define CPU_NS_PER_MAC 10.0
+#define CPU_NS_PER_MAC 25.0
 #define GPU_OVERHEAD_NS 8000.0
 #define CPU_OVERHEAD_NS 200000.0
 /* a measurement teaches the rate only when it is this many overheads long */
