@@ -519,11 +519,9 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		t->e = e;
 		t->cls = c;
 		t->first = e->nslots;
-		/* small batches overlap on their queue: twice the slots (on the
-		 * H200, 8 synchronous tiny clients beside a heavy one waited 66 µs
-		 * for one of two slots) */
-		t->nslots = c == ENGINE_LARGE ? (d->compute_queues < 2 ? 1 : cfg->inflight_batches)
-					      : 2 * cfg->inflight_batches;
+		/* (twice the slots for small jobs was tried on the H200: smaller
+		 * batches, tiny p50 alone 140 µs against 84-97; docs/performance.md) */
+		t->nslots = c == ENGINE_LARGE && d->compute_queues < 2 ? 1 : cfg->inflight_batches;
 		e->nslots += t->nslots;
 		fair_init(&t->fair);
 		pthread_cond_init(&t->cv, NULL);

@@ -43,7 +43,7 @@
 #include "variant.h"
 
 /* submitted slots in submission order: one entry per slot at most */
-#define ENGINE_RING (2 * CONFIG_MAX_INFLIGHT_BATCHES) /* the small track has twice the slots */
+#define ENGINE_RING CONFIG_MAX_INFLIGHT_BATCHES
 
 typedef struct engine_lane engine_lane;
 typedef struct stream stream;
