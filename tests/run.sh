@@ -1,39 +1,117 @@
 #!/bin/sh
-# tests/run.sh — run test binaries one after another and summarise.
-#   BUILD=build ./tests/run.sh BIN...
-# Each binary runs under `timeout` (TEST_TIMEOUT seconds, default 600) with
-# its output streamed as it comes. Afterwards: one line per binary, then the
-# totals of binaries passed/failed and of cmocka's
-# "[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s)" counts.
+# tests/run.sh — run test binaries, several at once, and summarise.
+#   BUILD=build [TEST_JOBS=N] ./tests/run.sh BIN...
+# TEST_JOBS binaries run at a time (default: the number of cores, nproc),
+# each under `timeout` (TEST_TIMEOUT seconds, default 600) with its output
+# kept in its own log. The logs are printed whole, in the order given, each
+# as soon as it and every binary before it have finished, so one binary's
+# output never interleaves with another's. The queue starts with the
+# binaries that took longest last time ($BUILD/tests/.run-times, written at
+# the end of every run that finished), so the slowest does not start last.
+# Afterwards: one line per binary (in the order given), a table of the
+# binaries by wall time, slowest first, then the totals of binaries
+# passed/failed and of cmocka's "[  PASSED  ] N test(s)." /
+# "[  FAILED  ] N test(s)" counts, and the run's wall time with the load.
 # Exits 1 when any binary failed (non-zero exit, crash, timeout) or is
 # missing, 2 on bad usage.
 set -u
 
 BUILD=${BUILD:-build}
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
+TEST_JOBS=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 CMOCKA_MESSAGE_OUTPUT=stdout
 export BUILD CMOCKA_MESSAGE_OUTPUT
 
 if [ $# -eq 0 ]; then
-	echo "usage: BUILD=build $0 TEST_BINARY..." >&2
+	echo "usage: BUILD=build [TEST_JOBS=N] $0 TEST_BINARY..." >&2
 	exit 2
 fi
+case $TEST_JOBS in
+'' | *[!0-9]* | 0)
+	echo "run.sh: TEST_JOBS must be a positive integer, not '$TEST_JOBS'" >&2
+	exit 2
+	;;
+esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vkgrad-tests.XXXXXX") || exit 2
-pid=""
-# On ^C or TERM, pass the signal to the running test's `timeout`, which
-# forwards it to the test's whole process group (daemons it started too).
-interrupted() {
-	if [ -n "$pid" ]; then
-		kill -TERM "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
+times_file=$BUILD/tests/.run-times
+now() { date +%s.%N; }
+t_start=$(now)
+
+# The binaries by index 1..n: $tmp/bin.I holds the path.
+n=0
+for bin in "$@"; do
+	n=$((n + 1))
+	printf '%s\n' "$bin" >"$tmp/bin.$n"
+done
+
+# The queue: indices, those with the longest recorded time first, the rest
+# (never timed) after them in the order given.
+{
+	i=0
+	for bin in "$@"; do
+		i=$((i + 1))
+		t=""
+		[ -r "$times_file" ] &&
+			t=$(awk -v b="$(basename "$bin")" '$1 == b { print $2; exit }' "$times_file")
+		printf '%s %s\n' "${t:--1}" "$i"
+	done
+} | sort -s -k1,1 -g -r | awk '{ print $2 }' >"$tmp/queue"
+
+# run_one I: run binary I under timeout; its log in $tmp/log.I, then its
+# wall time in $tmp/time.I and, last, its exit status in $tmp/rc.I.
+run_one() {
+	bin=$(cat "$tmp/bin.$1")
+	t0=$(now)
+	if [ ! -x "$bin" ]; then
+		echo "run.sh: $bin: not found or not executable" >"$tmp/log.$1"
+		rc=127
+	else
+		timeout -k 10 "$TEST_TIMEOUT" "$bin" >"$tmp/log.$1" 2>&1 </dev/null &
+		echo $! >"$tmp/pid.$1"
+		wait $!
+		rc=$?
+		rm -f "$tmp/pid.$1"
 	fi
+	echo "$t0 $(now)" | awk '{ printf "%.1f\n", $2 - $1 }' >"$tmp/time.$1"
+	echo "$rc" >"$tmp/rc.tmp.$1" && mv "$tmp/rc.tmp.$1" "$tmp/rc.$1"
+}
+
+# A worker takes the next index nobody has claimed (mkdir is atomic) until
+# the queue is empty or the run is stopped.
+worker() {
+	while read -r i; do
+		[ -e "$tmp/stop" ] && break
+		mkdir "$tmp/claim.$i" 2>/dev/null || continue
+		run_one "$i"
+	done <"$tmp/queue"
+}
+
+workers=""
+# On ^C or TERM: no new binary starts; each running one's `timeout` gets
+# TERM, which it forwards to the test's whole process group (the daemons
+# it started too).
+interrupted() {
+	: >"$tmp/stop"
+	for f in "$tmp"/pid.*; do
+		[ -e "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
+	done
+	for w in $workers; do
+		wait "$w" 2>/dev/null
+	done
 	echo "run.sh: interrupted" >&2
 	exit "$1"
 }
 trap 'rm -rf "$tmp"' EXIT
 trap 'interrupted 130' INT
 trap 'interrupted 143' TERM
+
+w=0
+while [ "$w" -lt "$TEST_JOBS" ] && [ "$w" -lt "$n" ]; do
+	worker &
+	workers="$workers $!"
+	w=$((w + 1))
+done
 
 bins_pass=0
 bins_fail=0
@@ -64,27 +142,20 @@ describe_rc() {
 	esac
 }
 
-for bin in "$@"; do
+: >"$tmp/times"
+i=0
+while [ "$i" -lt "$n" ]; do
+	i=$((i + 1))
+	bin=$(cat "$tmp/bin.$i")
 	name=$(basename "$bin")
-	log="$tmp/$name.log"
+	while [ ! -e "$tmp/rc.$i" ]; do
+		sleep 0.2
+	done
+	rc=$(cat "$tmp/rc.$i")
+	secs=$(cat "$tmp/time.$i")
+	log="$tmp/log.$i"
 	echo "==== $name"
-	if [ ! -x "$bin" ]; then
-		echo "run.sh: $bin: not found or not executable" | tee "$log"
-		rc=127
-	else
-		# Stream through tee from a FIFO, so that both the exit status and
-		# the pid (for the signal traps) of `timeout` are at hand.
-		rm -f "$tmp/fifo"
-		mkfifo "$tmp/fifo" || exit 2
-		tee "$log" <"$tmp/fifo" &
-		teepid=$!
-		timeout -k 10 "$TEST_TIMEOUT" "$bin" >"$tmp/fifo" 2>&1 </dev/null &
-		pid=$!
-		wait "$pid"
-		rc=$?
-		pid=""
-		wait "$teepid"
-	fi
+	cat "$log"
 	p=$(sum_counts "$log" "PASSED")
 	f=$(sum_counts "$log" "FAILED")
 	tests_pass=$((tests_pass + p))
@@ -101,15 +172,31 @@ for bin in "$@"; do
 		bins_fail=$((bins_fail + 1))
 		mark="FAIL"
 	fi
-	line=$(printf '%-4s %-32s %4d passed %4d failed  %s' "$mark" "$name" "$p" "$f" "$status")
+	line=$(printf '%-4s %-32s %4d passed %4d failed %7.1f s  %s' "$mark" "$name" "$p" "$f" \
+		"$secs" "$status")
 	echo "$line"
 	lines="$lines$line
 "
+	printf '%s %s %s\n' "$name" "$secs" "$mark" >>"$tmp/times"
 done
+for w in $workers; do
+	wait "$w"
+done
+wall=$(echo "$t_start $(now)" | awk '{ printf "%.0f", $2 - $1 }')
+if [ -d "$BUILD/tests" ]; then
+	cp "$tmp/times" "$times_file.tmp" 2>/dev/null && mv "$times_file.tmp" "$times_file"
+fi
 
 echo
-echo "==== summary ($BUILD)"
+echo "==== summary ($BUILD, $TEST_JOBS at a time)"
 printf '%s' "$lines"
-echo "binaries: $bins_pass passed, $bins_fail failed, $# total"
+echo
+echo "==== wall time per binary, slowest first"
+sort -k2,2 -g -r "$tmp/times" | awk '{ printf "%8.1f s  %-4s %s\n", $2, $3, $1; s += $2 }
+	END { printf "%8.1f s  in all (the sum; the run took less, %s at a time)\n", s, jobs }' \
+	jobs="$TEST_JOBS"
+echo
+echo "binaries: $bins_pass passed, $bins_fail failed, $n total"
 echo "tests:    $tests_pass passed, $tests_fail failed"
+echo "wall:     ${wall} s, $TEST_JOBS at a time; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 [ "$bins_fail" -eq 0 ]
