@@ -53,6 +53,7 @@ void config_defaults(config *c)
 	c->stream_chunk_bytes = CONFIG_AUTO;
 	c->stream_min_bytes = CONFIG_AUTO;
 	c->dispatch_max_macs = 1ull << 36;
+	c->loop_trips = CONFIG_LOOP_TRIPS_DEFAULT;
 	c->client_batch_macs = CONFIG_AUTO;
 }
 
@@ -128,6 +129,10 @@ static void usage(const config *d)
 	       "                         auto: %llu)\n"
 	       "  --dispatch-max-macs N  multiply-adds per dispatch; larger kernels are cut\n"
 	       "                         into several (default %" PRIu64 ")\n"
+	       "  --loop-trips N         iterations of a kernel's loop in one dispatch; longer\n"
+	       "                         reductions are cut into several dispatches (default\n"
+	       "                         %u, the most; lower only to test the cuts on small\n"
+	       "                         shapes)\n"
 	       "  --client-batch-macs N|auto  multiply-adds one connection may add to a batch\n"
 	       "                         and have in flight, so others' jobs wait about one\n"
 	       "                         batch (its next job always runs once nothing of it\n"
@@ -154,7 +159,7 @@ static void usage(const config *d)
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, CONFIG_LOOP_SPIN_AUTO_GPU,
 	       CONFIG_LOOP_SPIN_AUTO_CPU, d->inflight_batches, d->max_outbound_bytes,
 	       CONFIG_DEVLOCAL_AUTO_DOC, CONFIG_STREAM_AUTO_CHUNK, CONFIG_STREAM_AUTO_MIN,
-	       d->dispatch_max_macs, CONFIG_CLIENT_MACS_AUTO_GPU,
+	       d->dispatch_max_macs, CONFIG_LOOP_TRIPS_DEFAULT, CONFIG_CLIENT_MACS_AUTO_GPU,
 	       CONFIG_CLIENT_MACS_AUTO_CPU);
 }
 
@@ -251,7 +256,7 @@ static int parse_ids(const char *where, const char *opt, const char *s, bool use
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_CLIENT_MACS, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_RBYTES_UID, O_CLIENT_MACS, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN, O_LOOP_TRIPS, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -284,6 +289,7 @@ static const struct option opts[] = {
 	{"loop-spin-us", required_argument, 0, O_LOOPSPIN},
 	{"stream-chunk-bytes", required_argument, 0, O_STREAM_CHUNK},
 	{"stream-min-bytes", required_argument, 0, O_STREAM_MIN},
+	{"loop-trips", required_argument, 0, O_LOOP_TRIPS},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
@@ -395,6 +401,10 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_DISPATCH:
 		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->dispatch_max_macs = v; break;
+	case O_LOOP_TRIPS:
+		if (parse_u64(src->where, name, arg, CONFIG_LOOP_TRIPS_MIN, CONFIG_LOOP_TRIPS_DEFAULT, &v))
+			return -1;
+		c->loop_trips = (uint32_t)v; break;
 	case O_CLIENT_MACS:
 		if (!strcmp(arg, "auto")) {
 			c->client_batch_macs = CONFIG_AUTO;

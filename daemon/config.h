@@ -47,6 +47,9 @@
  * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */
 #define CONFIG_CLIENT_MACS_AUTO_GPU (1ull << 36)
 #define CONFIG_CLIENT_MACS_AUTO_CPU (1ull << 27)
+/* --loop-trips: the default is the most (variant.h's VARIANT_LOOP_TRIPS_MAX) */
+#define CONFIG_LOOP_TRIPS_DEFAULT 32768u
+#define CONFIG_LOOP_TRIPS_MIN 16u
 /* what --loop-spin-us auto means: on a GPU, polling this long after a
  * request catches a synchronous client's next one (its round trip is tens
  * of µs); a CPU device's "GPU" is these cores, which polling would take */
@@ -86,6 +89,10 @@ typedef struct config {
 	uint64_t stream_chunk_bytes;
 	uint64_t stream_min_bytes;
 	uint64_t dispatch_max_macs;  /* multiply-adds per dispatch (driver timeouts) */
+	/* iterations of any kernel's loops in one dispatch (variant.h, "Loop
+	 * bound"): at most CONFIG_LOOP_TRIPS_DEFAULT; lower to test the cut
+	 * reductions on small shapes */
+	uint32_t loop_trips;
 	/* fairness in time (engine.h): multiply-adds one connection may add to
 	 * a batch and have in flight; CONFIG_AUTO: by device type (below) */
 	uint64_t client_batch_macs;

@@ -1,0 +1,444 @@
+/* daemon/costmodel.c — see costmodel.h. */
+#include "costmodel.h"
+
+#include "engine_job.h"
+#include "log.h"
+#include "record.h"
+#include "scratch.h"
+#include "variant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* One probe shape; split-K runs it with `slices` slices. */
+typedef struct probe_shape {
+	uint64_t batch, in, out;
+	uint32_t slices;
+} probe_shape;
+
+/* The parts probed: a kernel on dW/db or on dX. */
+typedef struct probe_part {
+	int kern;
+	bool for_dx;
+} probe_part;
+static const probe_part parts[] = {
+	{KERN_PARAM, false}, {KERN_TILED, false}, {KERN_SPLITK, false}, {KERN_INPUT, true}, {KERN_TILED, true},
+};
+#define NPARTS (sizeof(parts) / sizeof(parts[0]))
+
+/* Each part runs on three kinds of shape, each kind grown (its work 4x
+ * at a time: n = 1, 4, 16, ... for long, 1, 2, 4, ... for wide) until the
+ * part takes at least MIN_NS and PROBE_GROW times the tiny shape's time
+ * (so that its work, not its fixed cost, is measured) — or 1.5 times it,
+ * past MAX_NS — or n reaches the kind's cap:
+ *   tiny  16 x 16 x 16
+ *   long  one workgroup walking a reduction of 16·n rows (dW: batch; dX:
+ *         out)
+ *   wide  (n·32)^2 outputs of dW (batch 16·S) or of dX (out 16): many
+ *         workgroups, one or two iterations each
+ * On a GPU the wide shapes must pass one wave of workgroups before their
+ * work shows: a higher MIN_NS there. */
+#define PROBE_GROW 3.0
+#define CPU_MIN_NS 5.0e5
+#define CPU_MAX_NS 2.0e6
+#define GPU_MIN_NS 2.0e5
+#define GPU_MAX_NS 2.0e6
+#define CPU_CAP_LONG 256  /* 4096 rows */
+#define GPU_CAP_LONG 4096 /* 65536 rows */
+#define CPU_CAP_WIDE 16   /* 512 x 512 */
+#define GPU_CAP_WIDE 64   /* 2048 x 2048 */
+#define PROBE_SLICES 4
+#define MAX_SAMPLES 16
+#define MAX_FIT (2 * MAX_SAMPLES) /* linear_tiled_gemm: dW's and dX's */
+
+static probe_shape shape_of(const probe_part *pp, int kind, uint64_t n)
+{
+	/* split-K's long shape in one slice: one workgroup, its critical
+	 * path alone (as for the other kernels) */
+	const uint32_t S = pp->kern == KERN_SPLITK && kind != 1 ? PROBE_SLICES : 1;
+	if (kind == 0)
+		return (probe_shape){16, 16, 16, S};
+	if (kind == 1)
+		return pp->for_dx ? (probe_shape){2, 2, 16 * n, S} : (probe_shape){16 * n, 2, 2, S};
+	return pp->for_dx ? (probe_shape){32 * n, 32 * n, 16, S} : (probe_shape){16 * S, 32 * n, 32 * n, S};
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the fit ------------------------------------------------------------------ */
+
+/* Solve the n×n system (n <= 3) a·x = b by Gaussian elimination with
+ * partial pivoting; -1 when singular. */
+static int solve(double a[3][3], double b[3], unsigned n, double x[3])
+{
+	for (unsigned c = 0; c < n; c++) {
+		unsigned p = c;
+		for (unsigned r = c + 1; r < n; r++)
+			if (fabs(a[r][c]) > fabs(a[p][c]))
+				p = r;
+		if (fabs(a[p][c]) < 1e-300)
+			return -1;
+		for (unsigned k = 0; k < n; k++) {
+			double t = a[c][k];
+			a[c][k] = a[p][k], a[p][k] = t;
+		}
+		double t = b[c];
+		b[c] = b[p], b[p] = t;
+		for (unsigned r = c + 1; r < n; r++) {
+			const double f = a[r][c] / a[c][c];
+			for (unsigned k = c; k < n; k++)
+				a[r][k] -= f * a[c][k];
+			b[r] -= f * b[c];
+		}
+	}
+	for (unsigned c = n; c-- > 0;) {
+		double s = b[c];
+		for (unsigned k = c + 1; k < n; k++)
+			s -= a[c][k] * x[k];
+		x[c] = s / a[c][c];
+	}
+	return 0;
+}
+
+/* Relative least squares (each sample weighted by 1/t, so a 50 µs part
+ * counts as much as a 50 ms one: what matters is the ratio between
+ * families) over the subset `mask` of the terms (1: a, 2: b, 4: c). */
+static costmodel_fit fit_all(const double *w, const double *tr, const double *t, unsigned n)
+{
+	costmodel_fit best = {0};
+	double best_err = INFINITY;
+	for (unsigned mask = 1; mask < 8 && n > 0; mask++) {
+		unsigned idx[3], m = 0;
+		for (unsigned k = 0; k < 3; k++)
+			if (mask & (1u << k))
+				idx[m++] = k;
+		if (m > n)
+			continue;
+		double ata[3][3] = {{0}}, atb[3] = {0}, x[3] = {0};
+		for (unsigned i = 0; i < n; i++) {
+			const double f[3] = {1.0, w[i], tr[i]};
+			const double wt = t[i] > 0 ? 1.0 / t[i] : 1.0;
+			for (unsigned r = 0; r < m; r++) {
+				for (unsigned c = 0; c < m; c++)
+					ata[r][c] += f[idx[r]] * f[idx[c]] * wt * wt;
+				atb[r] += f[idx[r]] * t[i] * wt * wt;
+			}
+		}
+		if (solve(ata, atb, m, x) != 0)
+			continue;
+		double coef[3] = {0};
+		bool neg = false;
+		for (unsigned r = 0; r < m; r++) {
+			coef[idx[r]] = x[r];
+			neg |= x[r] < 0;
+		}
+		if (neg)
+			continue;
+		double err = 0;
+		for (unsigned i = 0; i < n; i++) {
+			const double p = coef[0] + coef[1] * w[i] + coef[2] * tr[i];
+			const double e = t[i] > 0 ? (p - t[i]) / t[i] : p - t[i];
+			err += e * e;
+		}
+		if (err < best_err) {
+			best_err = err;
+			best = (costmodel_fit){.a = coef[0], .b = coef[1], .c = coef[2], .ok = true};
+		}
+	}
+	return best;
+}
+
+/* Relative error of fit f on sample i. */
+static double rel_err(const costmodel_fit *f, double w, double tr, double t)
+{
+	const double p = f->a + f->b * w + f->c * tr;
+	return t > 0 ? fabs(p - t) / t : fabs(p - t);
+}
+
+/* The fit, then again without the one sample it misses worst where that
+ * is off by more than half (one probe that a busy host preempted). */
+costmodel_fit costmodel_fit_samples(const double *w, const double *tr, const double *t, unsigned n)
+{
+	costmodel_fit f = fit_all(w, tr, t, n);
+	if (!f.ok || n < 5)
+		return f;
+	unsigned worst = 0;
+	double we = 0;
+	for (unsigned i = 0; i < n; i++) {
+		const double e = rel_err(&f, w[i], tr[i], t[i]);
+		if (e > we)
+			we = e, worst = i;
+	}
+	if (we <= 0.5)
+		return f;
+	double w2[MAX_FIT], tr2[MAX_FIT], t2[MAX_FIT];
+	unsigned m = 0;
+	for (unsigned i = 0; i < n && m < MAX_FIT; i++)
+		if (i != worst)
+			w2[m] = w[i], tr2[m] = tr[i], t2[m] = t[i], m++;
+	const costmodel_fit g = fit_all(w2, tr2, t2, m);
+	return g.ok ? g : f;
+}
+
+const char *costmodel_kernel_name(int k)
+{
+	switch (k) {
+	case KERN_PARAM: return "linear_parameter_backward";
+	case KERN_INPUT: return "linear_input_backward";
+	case KERN_TILED: return "linear_tiled_gemm";
+	case KERN_SPLITK: return "linear_splitk_gemm";
+	default: return "(not modelled)";
+	}
+}
+
+double costmodel_ns(const costmodel *m, int k, proto_dtype dt, double work, double trips)
+{
+	if (!m || k < 0 || k >= KERN_COUNT || (unsigned)dt >= PROTO_DTYPE_COUNT || !m->fit[k][dt].ok)
+		return -1.0;
+	const costmodel_fit *f = &m->fit[k][dt];
+	return f->a + f->b * work + f->c * trips;
+}
+
+/* ---- the probes ------------------------------------------------------------------ */
+
+typedef struct prober {
+	const device *d;
+	recorder *rc;
+	scratch buf, dummy;
+	VkCommandPool pool;
+	VkCommandBuffer cb;
+	VkQueryPool qp;
+	VkFence fence;
+	bool zeroed;
+} prober;
+
+/* Tensor t's elements in a job of shape s. */
+static uint64_t tensor_elems(const probe_shape *s, int t)
+{
+	switch (t) {
+	case PROTO_T_X:
+	case PROTO_T_DX: return s->batch * s->in;
+	case PROTO_T_DY: return s->batch * s->out;
+	case PROTO_T_W:
+	case PROTO_T_DW: return s->out * s->in;
+	case PROTO_T_DB: return s->out;
+	default: return 0;
+	}
+}
+
+/* A job of shape s, dtype dt, every tensor present, laid out in scratch
+ * (split-K's partials after them); returns the bytes it spans. */
+static uint64_t probe_job(job *j, const probe_shape *s, proto_dtype dt)
+{
+	memset(j, 0, sizeof(*j));
+	j->req.batch = s->batch, j->req.in = s->in, j->req.out = s->out;
+	j->req.dtype = dt;
+	j->req.variant = PROTO_VARIANT_AUTO;
+	uint64_t at = 0;
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		j->req.t[t].present = true;
+		j->bytes[t] = tensor_elems(s, t) * proto_dtype_size(dt);
+		j->soff[t] = at;
+		at += scratch_round(j->bytes[t]);
+	}
+	j->devlocal = true;
+	j->splitk_off = at;
+	at += scratch_round(variant_splitk_elems(&j->req, s->slices) * 4);
+	return at;
+}
+
+/* One submission: part pp of job j between two timestamps; its GPU ns. */
+static int probe_run(prober *pr, job *j, const probe_part *pp, double *ns)
+{
+	const device *d = pr->d;
+	if (vkResetCommandPool(d->dev, pr->pool, 0) != VK_SUCCESS)
+		return -1;
+	const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+					     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+	if (vkBeginCommandBuffer(pr->cb, &bi) != VK_SUCCESS)
+		return -1;
+	vkCmdResetQueryPool(pr->cb, pr->qp, 0, 2);
+	record_barrier_all(pr->cb); /* after the last probe's kernels */
+	if (!pr->zeroed) {
+		vkCmdFillBuffer(pr->cb, pr->buf.buf, 0, VK_WHOLE_SIZE, 0);
+		record_barrier_all(pr->cb);
+		pr->zeroed = true;
+	}
+	const VkDeviceSize align = d->props.limits.minStorageBufferOffsetAlignment;
+	const record_target tg = {.pool = pr->pool, .cb = pr->cb, .queries = pr->qp, .scratch = pr->buf.buf,
+				  .dummy = pr->dummy.buf, .dummy_piece = align < 16 ? 16 : align};
+	record_counts counts = {0};
+	vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, 0);
+	record_job_kernels(pr->rc, &tg, pr->cb, j, !pp->for_dx, pp->for_dx, &counts);
+	vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, 1);
+	if (vkEndCommandBuffer(pr->cb) != VK_SUCCESS)
+		return -1;
+	const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+				 .pCommandBuffers = &pr->cb};
+	if (vkResetFences(d->dev, 1, &pr->fence) != VK_SUCCESS ||
+	    vkQueueSubmit(d->queue, 1, &si, pr->fence) != VK_SUCCESS ||
+	    vkWaitForFences(d->dev, 1, &pr->fence, VK_TRUE, 30ull * 1000000000ull) != VK_SUCCESS)
+		return -1;
+	uint64_t ts[2];
+	if (vkGetQueryPoolResults(d->dev, pr->qp, 0, 2, sizeof(ts), ts, sizeof(ts[0]),
+				  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
+		return -1;
+	*ns = (double)((ts[1] - ts[0]) & d->timestamp_mask) * d->timestamp_period;
+	return 0;
+}
+
+static void prober_free(prober *pr)
+{
+	const device *d = pr->d;
+	if (pr->fence)
+		vkDestroyFence(d->dev, pr->fence, NULL);
+	if (pr->qp)
+		vkDestroyQueryPool(d->dev, pr->qp, NULL);
+	if (pr->pool)
+		vkDestroyCommandPool(d->dev, pr->pool, NULL);
+	scratch_release(&pr->buf, d);
+	scratch_release(&pr->dummy, d);
+	record_free(pr->rc);
+}
+
+static int prober_init(prober *pr, const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
+		       uint64_t bytes, char *err, size_t errlen)
+{
+	memset(pr, 0, sizeof(*pr));
+	pr->d = d;
+	pr->rc = record_new(d, pl, dispatch_max_macs, 1);
+	if (!pr->rc) {
+		snprintf(err, errlen, "out of memory for its recorder");
+		return -1;
+	}
+	if (scratch_reserve(&pr->buf, d, bytes, err, errlen) != 0 ||
+	    scratch_reserve(&pr->dummy, d, 3 * 256, err, errlen) != 0)
+		return -1;
+	const VkCommandPoolCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+					      .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+					      .queueFamilyIndex = d->queue_family};
+	const VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+					   .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2};
+	const VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+	if (vkCreateCommandPool(d->dev, &cpci, NULL, &pr->pool) != VK_SUCCESS ||
+	    vkCreateQueryPool(d->dev, &qci, NULL, &pr->qp) != VK_SUCCESS ||
+	    vkCreateFence(d->dev, &fci, NULL, &pr->fence) != VK_SUCCESS) {
+		snprintf(err, errlen, "creating its command pool, query pool or fence failed");
+		return -1;
+	}
+	const VkCommandBufferAllocateInfo cbai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+						  .commandPool = pr->pool,
+						  .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+						  .commandBufferCount = 1};
+	if (vkAllocateCommandBuffers(d->dev, &cbai, &pr->cb) != VK_SUCCESS) {
+		snprintf(err, errlen, "allocating its command buffer failed");
+		return -1;
+	}
+	return 0;
+}
+
+/* Time part pp of dtype dt on its shapes (shape_of), fit its model. */
+static int probe_part_fit(prober *pr, const probe_part *pp, proto_dtype dt, bool cpu, costmodel *m)
+{
+	double w[MAX_SAMPLES], tr[MAX_SAMPLES], t[MAX_SAMPLES];
+	unsigned n = 0;
+	double tiny = 0;
+	job j;
+	for (int kind = 0; kind < 3; kind++) {
+		const uint64_t cap = kind == 0 ? 1 : kind == 1 ? (cpu ? CPU_CAP_LONG : GPU_CAP_LONG)
+							   : (cpu ? CPU_CAP_WIDE : GPU_CAP_WIDE);
+		for (uint64_t sz = 1; sz <= cap && n < MAX_SAMPLES; sz *= kind == 2 ? 2 : 4) {
+			const probe_shape sh = shape_of(pp, kind, sz);
+			probe_job(&j, &sh, dt);
+			j.plan = (variant_plan){.param = pp->for_dx ? -1 : pp->kern, .input = pp->for_dx ? pp->kern : -1,
+						.slices = sh.slices, .min_slices = 1, .dx_slices = 1};
+			double ns;
+			if (probe_run(pr, &j, pp, &ns) != 0)
+				return -1;
+			if (kind == 0) { /* the first run of a pipeline may pay for more: again */
+				double again;
+				if (probe_run(pr, &j, pp, &again) != 0)
+					return -1;
+				ns = fmin(ns, again);
+				tiny = ns;
+			}
+			const variant_geom g = variant_geometry(&j.req, pp->for_dx, pp->kern, sh.slices);
+			w[n] = g.work, tr[n] = g.trips, t[n] = ns > 1 ? ns : 1;
+			log_debug("cost probe %s %s %s %llux%llux%llu: %.0f us (work %.0f, trips %.0f)",
+				  costmodel_kernel_name(pp->kern), pp->for_dx ? "dX" : "dW", proto_dtype_name(dt),
+				  (unsigned long long)sh.batch, (unsigned long long)sh.in,
+				  (unsigned long long)sh.out, ns / 1e3, g.work, g.trips);
+			n++;
+			m->nprobes++;
+			if (kind > 0 && ns >= 1.5 * tiny &&
+			    (ns >= PROBE_GROW * tiny || ns >= (cpu ? CPU_MAX_NS : GPU_MAX_NS)) &&
+			    ns >= (cpu ? CPU_MIN_NS : GPU_MIN_NS))
+				break;
+		}
+	}
+	/* dW and dX of linear_tiled_gemm are one kernel: the second part's
+	 * samples refine the first's */
+	static double keep_w[MAX_SAMPLES], keep_tr[MAX_SAMPLES], keep_t[MAX_SAMPLES];
+	static unsigned keep_n;
+	if (pp->kern == KERN_TILED && !pp->for_dx) {
+		memcpy(keep_w, w, sizeof(w)), memcpy(keep_tr, tr, sizeof(tr)), memcpy(keep_t, t, sizeof(t));
+		keep_n = n;
+	} else if (pp->kern == KERN_TILED) {
+		double aw[2 * MAX_SAMPLES], atr[2 * MAX_SAMPLES], at[2 * MAX_SAMPLES];
+		memcpy(aw, keep_w, keep_n * sizeof(double)), memcpy(aw + keep_n, w, n * sizeof(double));
+		memcpy(atr, keep_tr, keep_n * sizeof(double)), memcpy(atr + keep_n, tr, n * sizeof(double));
+		memcpy(at, keep_t, keep_n * sizeof(double)), memcpy(at + keep_n, t, n * sizeof(double));
+		m->fit[pp->kern][dt] = costmodel_fit_samples(aw, atr, at, keep_n + n);
+		return 0;
+	}
+	m->fit[pp->kern][dt] = costmodel_fit_samples(w, tr, t, n);
+	return 0;
+}
+
+int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
+		      char *err, size_t errlen)
+{
+	memset(m, 0, sizeof(*m));
+	if (!d->timestamps) {
+		snprintf(err, errlen, "the device has no timestamps on its compute queue");
+		return -1;
+	}
+	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	uint64_t bytes = 0;
+	job j;
+	for (unsigned p = 0; p < NPARTS; p++)
+		for (int kind = 1; kind < 3; kind++) {
+			const probe_shape sh = shape_of(&parts[p], kind, kind == 1 ? (cpu ? CPU_CAP_LONG : GPU_CAP_LONG)
+								      : (cpu ? CPU_CAP_WIDE : GPU_CAP_WIDE));
+			const uint64_t b = probe_job(&j, &sh, PROTO_F32);
+			bytes = b > bytes ? b : bytes;
+		}
+	const uint64_t t0 = now_ns();
+	prober pr;
+	int rc = prober_init(&pr, d, pl, dispatch_max_macs, bytes, err, errlen);
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT && rc == 0; dt++) {
+		bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
+		for (unsigned p = 0; p < NPARTS; p++)
+			all = all && pl->pipe[parts[p].kern][dt];
+		for (unsigned p = 0; p < NPARTS && all && rc == 0; p++)
+			if (probe_part_fit(&pr, &parts[p], (proto_dtype)dt, cpu, m) != 0) {
+				snprintf(err, errlen, "a probe's submission failed");
+				rc = -1;
+			}
+	}
+	prober_free(&pr);
+	m->probe_ms = (double)(now_ns() - t0) / 1e6;
+	if (rc != 0) {
+		const double ms = m->probe_ms;
+		memset(m, 0, sizeof(*m));
+		m->probe_ms = ms;
+	}
+	return rc;
+}
