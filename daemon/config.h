@@ -77,6 +77,7 @@ typedef struct config {
 	uint32_t inflight_batches;/* submissions in flight at once */
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
 	bool no_host_import;     /* force the staging-copy path (testing) */
+	bool no_cost_model;      /* auto by its fixed rules, no probes (costmodel.h) */
 	bool list_devices;       /* --list-devices: print them and exit */
 	/* the device-local path (engine.h): jobs with at least this many tensor
 	 * bytes run on device-local copies; CONFIG_AUTO: chosen per device type,

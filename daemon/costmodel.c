@@ -24,7 +24,8 @@ typedef struct probe_part {
 	bool for_dx;
 } probe_part;
 static const probe_part parts[] = {
-	{KERN_PARAM, false}, {KERN_TILED, false}, {KERN_SPLITK, false}, {KERN_INPUT, true}, {KERN_TILED, true},
+	{KERN_PARAM, false}, {KERN_TILED, false}, {KERN_SPLITK, false}, {KERN_TILED128, false},
+	{KERN_INPUT, true},  {KERN_TILED, true},  {KERN_TILED128, true},
 };
 #define NPARTS (sizeof(parts) / sizeof(parts[0]))
 
@@ -40,7 +41,7 @@ static const probe_part parts[] = {
  *         workgroups, one or two iterations each
  * On a GPU the wide shapes must pass one wave of workgroups before their
  * work shows: a higher MIN_NS there. */
-#define PROBE_GROW 3.0
+#define PROBE_GROW 2.5
 #define CPU_MIN_NS 5.0e5
 #define CPU_MAX_NS 2.0e6
 #define GPU_MIN_NS 2.0e5
@@ -50,8 +51,10 @@ static const probe_part parts[] = {
 #define CPU_CAP_WIDE 16   /* 512 x 512 */
 #define GPU_CAP_WIDE 64   /* 2048 x 2048 */
 #define PROBE_SLICES 4
-#define MAX_SAMPLES 16
-#define MAX_FIT (2 * MAX_SAMPLES) /* linear_tiled_gemm: dW's and dX's */
+#define MAX_FIT 32 /* samples per kernel (linear_tiled_gemm: dW's and dX's) */
+#define CPU_REPS 2
+#define GPU_REPS 3
+#define MAX_REPS 3
 
 static probe_shape shape_of(const probe_part *pp, int kind, uint64_t n)
 {
@@ -74,9 +77,9 @@ static uint64_t now_ns(void)
 
 /* ---- the fit ------------------------------------------------------------------ */
 
-/* Solve the n×n system (n <= 3) a·x = b by Gaussian elimination with
+/* Solve the n×n system (n <= 4) a·x = b by Gaussian elimination with
  * partial pivoting; -1 when singular. */
-static int solve(double a[3][3], double b[3], unsigned n, double x[3])
+static int solve(double a[4][4], double b[4], unsigned n, double x[4])
 {
 	for (unsigned c = 0; c < n; c++) {
 		unsigned p = c;
@@ -109,31 +112,33 @@ static int solve(double a[3][3], double b[3], unsigned n, double x[3])
 
 /* Relative least squares (each sample weighted by 1/t, so a 50 µs part
  * counts as much as a 50 ms one: what matters is the ratio between
- * families) over the subset `mask` of the terms (1: a, 2: b, 4: c). */
-static costmodel_fit fit_all(const double *w, const double *tr, const double *t, unsigned n)
+ * families) over every subset of the terms a, g·G, b·W (and c·T with
+ * critical_path), keeping the best with no negative coefficient. */
+costmodel_fit costmodel_fit_samples(const costmodel_sample *smp, unsigned n, bool critical_path)
 {
 	costmodel_fit best = {0};
 	double best_err = INFINITY;
-	for (unsigned mask = 1; mask < 8 && n > 0; mask++) {
-		unsigned idx[3], m = 0;
-		for (unsigned k = 0; k < 3; k++)
+	const unsigned nterms = critical_path ? 4 : 3;
+	for (unsigned mask = 1; mask < (1u << nterms) && n > 0; mask++) {
+		unsigned idx[4], m = 0;
+		for (unsigned k = 0; k < nterms; k++)
 			if (mask & (1u << k))
 				idx[m++] = k;
 		if (m > n)
 			continue;
-		double ata[3][3] = {{0}}, atb[3] = {0}, x[3] = {0};
+		double ata[4][4] = {{0}}, atb[4] = {0}, x[4] = {0};
 		for (unsigned i = 0; i < n; i++) {
-			const double f[3] = {1.0, w[i], tr[i]};
-			const double wt = t[i] > 0 ? 1.0 / t[i] : 1.0;
+			const double f[4] = {1.0, smp[i].wgs, smp[i].work, smp[i].trips};
+			const double wt = smp[i].ns > 0 ? 1.0 / smp[i].ns : 1.0;
 			for (unsigned r = 0; r < m; r++) {
 				for (unsigned c = 0; c < m; c++)
 					ata[r][c] += f[idx[r]] * f[idx[c]] * wt * wt;
-				atb[r] += f[idx[r]] * t[i] * wt * wt;
+				atb[r] += f[idx[r]] * smp[i].ns * wt * wt;
 			}
 		}
 		if (solve(ata, atb, m, x) != 0)
 			continue;
-		double coef[3] = {0};
+		double coef[4] = {0};
 		bool neg = false;
 		for (unsigned r = 0; r < m; r++) {
 			coef[idx[r]] = x[r];
@@ -141,50 +146,19 @@ static costmodel_fit fit_all(const double *w, const double *tr, const double *t,
 		}
 		if (neg)
 			continue;
+		const costmodel_fit f = {.a = coef[0], .g = coef[1], .b = coef[2], .c = coef[3], .ok = true};
 		double err = 0;
 		for (unsigned i = 0; i < n; i++) {
-			const double p = coef[0] + coef[1] * w[i] + coef[2] * tr[i];
-			const double e = t[i] > 0 ? (p - t[i]) / t[i] : p - t[i];
+			const double p = f.a + f.g * smp[i].wgs + f.b * smp[i].work + f.c * smp[i].trips;
+			const double e = smp[i].ns > 0 ? (p - smp[i].ns) / smp[i].ns : p - smp[i].ns;
 			err += e * e;
 		}
-		if (err < best_err) {
+		if (err < best_err * (1 - 1e-12)) {
 			best_err = err;
-			best = (costmodel_fit){.a = coef[0], .b = coef[1], .c = coef[2], .ok = true};
+			best = f;
 		}
 	}
 	return best;
-}
-
-/* Relative error of fit f on sample i. */
-static double rel_err(const costmodel_fit *f, double w, double tr, double t)
-{
-	const double p = f->a + f->b * w + f->c * tr;
-	return t > 0 ? fabs(p - t) / t : fabs(p - t);
-}
-
-/* The fit, then again without the one sample it misses worst where that
- * is off by more than half (one probe that a busy host preempted). */
-costmodel_fit costmodel_fit_samples(const double *w, const double *tr, const double *t, unsigned n)
-{
-	costmodel_fit f = fit_all(w, tr, t, n);
-	if (!f.ok || n < 5)
-		return f;
-	unsigned worst = 0;
-	double we = 0;
-	for (unsigned i = 0; i < n; i++) {
-		const double e = rel_err(&f, w[i], tr[i], t[i]);
-		if (e > we)
-			we = e, worst = i;
-	}
-	if (we <= 0.5)
-		return f;
-	double w2[MAX_FIT], tr2[MAX_FIT], t2[MAX_FIT];
-	unsigned m = 0;
-	for (unsigned i = 0; i < n && m < MAX_FIT; i++)
-		if (i != worst)
-			w2[m] = w[i], tr2[m] = tr[i], t2[m] = t[i], m++;
-	const costmodel_fit g = fit_all(w2, tr2, t2, m);
-	return g.ok ? g : f;
 }
 
 const char *costmodel_kernel_name(int k)
@@ -194,16 +168,17 @@ const char *costmodel_kernel_name(int k)
 	case KERN_INPUT: return "linear_input_backward";
 	case KERN_TILED: return "linear_tiled_gemm";
 	case KERN_SPLITK: return "linear_splitk_gemm";
+	case KERN_TILED128: return "linear_tiled128_gemm";
 	default: return "(not modelled)";
 	}
 }
 
-double costmodel_ns(const costmodel *m, int k, proto_dtype dt, double work, double trips)
+double costmodel_ns(const costmodel *m, int k, proto_dtype dt, double wgs, double work, double trips)
 {
 	if (!m || k < 0 || k >= KERN_COUNT || (unsigned)dt >= PROTO_DTYPE_COUNT || !m->fit[k][dt].ok)
 		return -1.0;
 	const costmodel_fit *f = &m->fit[k][dt];
-	return f->a + f->b * work + f->c * trips;
+	return f->a + f->g * wgs + f->b * work + f->c * trips;
 }
 
 /* ---- the probes ------------------------------------------------------------------ */
@@ -254,8 +229,10 @@ static uint64_t probe_job(job *j, const probe_shape *s, proto_dtype dt)
 	return at;
 }
 
-/* One submission: part pp of job j between two timestamps; its GPU ns. */
-static int probe_run(prober *pr, job *j, const probe_part *pp, double *ns)
+/* One submission: part pp of job j `reps` times, a barrier between, each
+ * between two timestamps; the least of their GPU ns (a busy host only
+ * ever adds time, and a pipeline's first run may pay for more). */
+static int probe_run(prober *pr, job *j, const probe_part *pp, unsigned reps, double *ns)
 {
 	const device *d = pr->d;
 	if (vkResetCommandPool(d->dev, pr->pool, 0) != VK_SUCCESS)
@@ -264,7 +241,7 @@ static int probe_run(prober *pr, job *j, const probe_part *pp, double *ns)
 					     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	if (vkBeginCommandBuffer(pr->cb, &bi) != VK_SUCCESS)
 		return -1;
-	vkCmdResetQueryPool(pr->cb, pr->qp, 0, 2);
+	vkCmdResetQueryPool(pr->cb, pr->qp, 0, 2 * reps);
 	record_barrier_all(pr->cb); /* after the last probe's kernels */
 	if (!pr->zeroed) {
 		vkCmdFillBuffer(pr->cb, pr->buf.buf, 0, VK_WHOLE_SIZE, 0);
@@ -275,9 +252,13 @@ static int probe_run(prober *pr, job *j, const probe_part *pp, double *ns)
 	const record_target tg = {.pool = pr->pool, .cb = pr->cb, .queries = pr->qp, .scratch = pr->buf.buf,
 				  .dummy = pr->dummy.buf, .dummy_piece = align < 16 ? 16 : align};
 	record_counts counts = {0};
-	vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, 0);
-	record_job_kernels(pr->rc, &tg, pr->cb, j, !pp->for_dx, pp->for_dx, &counts);
-	vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, 1);
+	for (unsigned r = 0; r < reps; r++) {
+		if (r)
+			record_barrier_all(pr->cb);
+		vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, 2 * r);
+		record_job_kernels(pr->rc, &tg, pr->cb, j, !pp->for_dx, pp->for_dx, &counts);
+		vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, 2 * r + 1);
+	}
 	if (vkEndCommandBuffer(pr->cb) != VK_SUCCESS)
 		return -1;
 	const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
@@ -286,11 +267,13 @@ static int probe_run(prober *pr, job *j, const probe_part *pp, double *ns)
 	    vkQueueSubmit(d->queue, 1, &si, pr->fence) != VK_SUCCESS ||
 	    vkWaitForFences(d->dev, 1, &pr->fence, VK_TRUE, 30ull * 1000000000ull) != VK_SUCCESS)
 		return -1;
-	uint64_t ts[2];
-	if (vkGetQueryPoolResults(d->dev, pr->qp, 0, 2, sizeof(ts), ts, sizeof(ts[0]),
+	uint64_t ts[2 * MAX_REPS];
+	if (vkGetQueryPoolResults(d->dev, pr->qp, 0, 2 * reps, sizeof(ts[0]) * 2 * reps, ts, sizeof(ts[0]),
 				  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
 		return -1;
-	*ns = (double)((ts[1] - ts[0]) & d->timestamp_mask) * d->timestamp_period;
+	*ns = INFINITY;
+	for (unsigned r = 0; r < reps; r++)
+		*ns = fmin(*ns, (double)((ts[2 * r + 1] - ts[2 * r]) & d->timestamp_mask) * d->timestamp_period);
 	return 0;
 }
 
@@ -325,7 +308,7 @@ static int prober_init(prober *pr, const device *d, const pipelines *pl, uint64_
 					      .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
 					      .queueFamilyIndex = d->queue_family};
 	const VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-					   .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2};
+					   .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2 * MAX_REPS};
 	const VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
 	if (vkCreateCommandPool(d->dev, &cpci, NULL, &pr->pool) != VK_SUCCESS ||
 	    vkCreateQueryPool(d->dev, &qci, NULL, &pr->qp) != VK_SUCCESS ||
@@ -344,61 +327,46 @@ static int prober_init(prober *pr, const device *d, const pipelines *pl, uint64_
 	return 0;
 }
 
-/* Time part pp of dtype dt on its shapes (shape_of), fit its model. */
-static int probe_part_fit(prober *pr, const probe_part *pp, proto_dtype dt, bool cpu, costmodel *m)
+/* Time part pp of dtype dt on its shapes (shape_of), appending the
+ * samples to smp[*n..MAX_FIT). With `fixed` (the sizes f32's probes of
+ * this part ended at, per kind) only those sizes run; else each kind grows
+ * as above and the size it ended at goes to ended[kind]. */
+static int probe_one_part(prober *pr, const probe_part *pp, proto_dtype dt, bool cpu, costmodel *m,
+			  const uint64_t *fixed, uint64_t *ended, costmodel_sample *smp, unsigned *n)
 {
-	double w[MAX_SAMPLES], tr[MAX_SAMPLES], t[MAX_SAMPLES];
-	unsigned n = 0;
 	double tiny = 0;
 	job j;
 	for (int kind = 0; kind < 3; kind++) {
 		const uint64_t cap = kind == 0 ? 1 : kind == 1 ? (cpu ? CPU_CAP_LONG : GPU_CAP_LONG)
 							   : (cpu ? CPU_CAP_WIDE : GPU_CAP_WIDE);
-		for (uint64_t sz = 1; sz <= cap && n < MAX_SAMPLES; sz *= kind == 2 ? 2 : 4) {
+		for (uint64_t sz = fixed ? fixed[kind] : 1; sz <= cap && *n < MAX_FIT; sz *= kind == 2 ? 2 : 4) {
 			const probe_shape sh = shape_of(pp, kind, sz);
 			probe_job(&j, &sh, dt);
 			j.plan = (variant_plan){.param = pp->for_dx ? -1 : pp->kern, .input = pp->for_dx ? pp->kern : -1,
 						.slices = sh.slices, .min_slices = 1, .dx_slices = 1};
 			double ns;
-			if (probe_run(pr, &j, pp, &ns) != 0)
+			if (probe_run(pr, &j, pp, cpu ? CPU_REPS : GPU_REPS, &ns) != 0)
 				return -1;
-			if (kind == 0) { /* the first run of a pipeline may pay for more: again */
-				double again;
-				if (probe_run(pr, &j, pp, &again) != 0)
-					return -1;
-				ns = fmin(ns, again);
+			if (kind == 0)
 				tiny = ns;
-			}
 			const variant_geom g = variant_geometry(&j.req, pp->for_dx, pp->kern, sh.slices);
-			w[n] = g.work, tr[n] = g.trips, t[n] = ns > 1 ? ns : 1;
-			log_debug("cost probe %s %s %s %llux%llux%llu: %.0f us (work %.0f, trips %.0f)",
+			smp[*n] = (costmodel_sample){.wgs = g.wgs, .work = g.work, .trips = g.trips,
+						     .ns = ns > 1 ? ns : 1};
+			(*n)++;
+			m->nprobes++;
+			log_debug("cost probe %s %s %s %llux%llux%llu: %.0f us (%.0f workgroups, %.0f "
+				  "workgroup-iterations, %.0f iterations)",
 				  costmodel_kernel_name(pp->kern), pp->for_dx ? "dX" : "dW", proto_dtype_name(dt),
 				  (unsigned long long)sh.batch, (unsigned long long)sh.in,
-				  (unsigned long long)sh.out, ns / 1e3, g.work, g.trips);
-			n++;
-			m->nprobes++;
-			if (kind > 0 && ns >= 1.5 * tiny &&
-			    (ns >= PROBE_GROW * tiny || ns >= (cpu ? CPU_MAX_NS : GPU_MAX_NS)) &&
-			    ns >= (cpu ? CPU_MIN_NS : GPU_MIN_NS))
+				  (unsigned long long)sh.out, ns / 1e3, g.wgs, g.work, g.trips);
+			if (ended)
+				ended[kind] = sz;
+			if (fixed || (kind > 0 && ns >= 1.5 * tiny &&
+				      (ns >= PROBE_GROW * tiny || ns >= (cpu ? CPU_MAX_NS : GPU_MAX_NS)) &&
+				      ns >= (cpu ? CPU_MIN_NS : GPU_MIN_NS)))
 				break;
 		}
 	}
-	/* dW and dX of linear_tiled_gemm are one kernel: the second part's
-	 * samples refine the first's */
-	static double keep_w[MAX_SAMPLES], keep_tr[MAX_SAMPLES], keep_t[MAX_SAMPLES];
-	static unsigned keep_n;
-	if (pp->kern == KERN_TILED && !pp->for_dx) {
-		memcpy(keep_w, w, sizeof(w)), memcpy(keep_tr, tr, sizeof(tr)), memcpy(keep_t, t, sizeof(t));
-		keep_n = n;
-	} else if (pp->kern == KERN_TILED) {
-		double aw[2 * MAX_SAMPLES], atr[2 * MAX_SAMPLES], at[2 * MAX_SAMPLES];
-		memcpy(aw, keep_w, keep_n * sizeof(double)), memcpy(aw + keep_n, w, n * sizeof(double));
-		memcpy(atr, keep_tr, keep_n * sizeof(double)), memcpy(atr + keep_n, tr, n * sizeof(double));
-		memcpy(at, keep_t, keep_n * sizeof(double)), memcpy(at + keep_n, t, n * sizeof(double));
-		m->fit[pp->kern][dt] = costmodel_fit_samples(aw, atr, at, keep_n + n);
-		return 0;
-	}
-	m->fit[pp->kern][dt] = costmodel_fit_samples(w, tr, t, n);
 	return 0;
 }
 
@@ -423,15 +391,32 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 	const uint64_t t0 = now_ns();
 	prober pr;
 	int rc = prober_init(&pr, d, pl, dispatch_max_macs, bytes, err, errlen);
+	/* the sizes the first dtype's probes grew to, per part and kind: the
+	 * others run only those (three samples: a, g and b) */
+	uint64_t grown[NPARTS][3] = {{0}};
 	for (int dt = 0; dt < PROTO_DTYPE_COUNT && rc == 0; dt++) {
+		/* every plain kernel but tiled128, which needs 32 KiB of shared
+		 * memory: probed where the device has it */
 		bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
 		for (unsigned p = 0; p < NPARTS; p++)
-			all = all && pl->pipe[parts[p].kern][dt];
+			all = all && (parts[p].kern == KERN_TILED128 || pl->pipe[parts[p].kern][dt]);
+		/* per kernel (linear_tiled_gemm's dW and dX parts together) */
+		costmodel_sample smp[KERN_COUNT][MAX_FIT];
+		unsigned n[KERN_COUNT] = {0};
 		for (unsigned p = 0; p < NPARTS && all && rc == 0; p++)
-			if (probe_part_fit(&pr, &parts[p], (proto_dtype)dt, cpu, m) != 0) {
+			if (pl->pipe[parts[p].kern][dt] &&
+			    probe_one_part(&pr, &parts[p], (proto_dtype)dt, cpu, m,
+					   grown[p][0] ? grown[p] : NULL, grown[p][0] ? NULL : grown[p],
+					   smp[parts[p].kern], &n[parts[p].kern]) != 0) {
 				snprintf(err, errlen, "a probe's submission failed");
 				rc = -1;
 			}
+		/* the critical path (c·T) only on a GPU: a CPU device runs a
+		 * handful of workgroups at once, so one walking alone costs what
+		 * its work does */
+		for (int k = 0; k < KERN_COUNT && rc == 0; k++)
+			if (n[k])
+				m->fit[k][dt] = costmodel_fit_samples(smp[k], n[k], !cpu);
 	}
 	prober_free(&pr);
 	m->probe_ms = (double)(now_ns() - t0) / 1e6;

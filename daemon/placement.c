@@ -5,6 +5,8 @@
 #include "scratch.h"
 #include "variant.h"
 
+#include <string.h>
+
 void placement_init(placement *p, const device *d, const pipelines *pl, const config *cfg,
 		    uint32_t nslots)
 {
@@ -25,7 +27,10 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 		p->devlocal_min[t] = v;
 	}
 	char err[256];
-	if (costmodel_measure(&p->cost, d, pl, cfg->dispatch_max_macs, err, sizeof(err)) != 0)
+	memset(&p->cost, 0, sizeof(p->cost));
+	if (cfg->no_cost_model)
+		log_info("cost model: off (--no-cost-model): auto picks kernels by its fixed rules");
+	else if (costmodel_measure(&p->cost, d, pl, cfg->dispatch_max_macs, err, sizeof(err)) != 0)
 		log_warn("cost model: not measured (%s): auto keeps its fixed rules", err);
 	else
 		log_info("cost model: %u kernel parts timed in %.0f ms; auto picks among generic, tiled and "
@@ -34,10 +39,10 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
 		for (int k = 0; k < KERN_COUNT; k++)
 			if (p->cost.fit[k][t].ok)
-				log_debug("cost model %s %s: %.0f ns + %.3g ns per workgroup-iteration + "
-					  "%.3g ns per iteration",
+				log_debug("cost model %s %s: %.0f ns + %.3g ns per workgroup + %.3g ns per "
+					  "workgroup-iteration + %.3g ns per iteration",
 					  proto_dtype_name((proto_dtype)t), costmodel_kernel_name(k), p->cost.fit[k][t].a,
-					  p->cost.fit[k][t].b, p->cost.fit[k][t].c);
+					  p->cost.fit[k][t].g, p->cost.fit[k][t].b, p->cost.fit[k][t].c);
 	if (p->devlocal_min[PROTO_F32] == CONFIG_OFF)
 		log_info("device-local path off%s; scratch for split-K up to %llu bytes per slot",
 			 cpu && cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
@@ -132,6 +137,12 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		variant_nv2_small(&j->plan, &j->req, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
 				  VARIANT_NV2_SMALL_MIN_TILES);
 	variant_cmk_tiling(&j->plan, &j->req, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
+	if (log_level() >= LOG_LEVEL_DEBUG)
+		log_debug("job %llux%llux%llu %s: dW/db kernel %d (%u slices), dX kernel %d, estimated %llu ns",
+			  (unsigned long long)j->req.batch, (unsigned long long)j->req.in,
+			  (unsigned long long)j->req.out, proto_variant_name(j->req.variant), j->plan.param,
+			  j->plan.slices, j->plan.input,
+			  (unsigned long long)variant_estimate_ns(&p->cost, &j->plan, &j->req));
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */
 	uint64_t split = place_partials(p, j);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #define TILE VKG_TILE_TILED
+#define WIDE_TILE VKG_TILE_TILED128
 #define BIG (1ull << 20)      /* batch*in below this: the simple kernels win */
 #define NARROW 32             /* out up to this: the seed kernel for dW */
 #define SPLITK_WGS 256        /* fewer workgroups than this leave the GPU idle */
@@ -152,6 +153,11 @@ variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32
 	} else if (k == KERN_TILED) {
 		wgs = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE) : ceil_div(n, TILE) * ceil_div(q->out, TILE);
 		trips = ceil_div(for_dx ? q->out : q->batch, 16);
+	} else if (k == KERN_TILED128) {
+		const uint64_t per = q->dtype == PROTO_F32 ? 16 : 8; /* rows per iteration */
+		wgs = for_dx ? ceil_div(q->in, WIDE_TILE) * ceil_div(q->batch, WIDE_TILE)
+			     : ceil_div(n, WIDE_TILE) * ceil_div(q->out, WIDE_TILE);
+		trips = ceil_div(for_dx ? q->out : q->batch, per);
 	} else if (k == KERN_SPLITK && slices >= 1) {
 		const uint64_t tiles = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE)
 					      : ceil_div(n, TILE) * ceil_div(q->out, TILE);
@@ -159,14 +165,15 @@ variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32
 		trips = ceil_div(ceil_div(for_dx ? q->out : q->batch, slices), 16);
 		extra = slices * tiles; /* the reduce pass: each slice's tiles read once */
 	}
-	return (variant_geom){.work = (double)(wgs * trips + extra), .trips = (double)trips};
+	return (variant_geom){.wgs = (double)(wgs + extra), .work = (double)(wgs * trips + extra),
+			      .trips = (double)trips};
 }
 
 /* Model cm's estimate (ns) of one part on kernel k (S slices), or < 0. */
 static double part_ns(const costmodel *cm, const proto_request *q, bool for_dx, int k, uint32_t slices)
 {
 	const variant_geom g = variant_geometry(q, for_dx, k, slices);
-	return g.work > 0 ? costmodel_ns(cm, k, q->dtype, g.work, g.trips) : -1.0;
+	return g.work > 0 ? costmodel_ns(cm, k, q->dtype, g.wgs, g.work, g.trips) : -1.0;
 }
 
 uint64_t variant_estimate_ns(const costmodel *cm, const variant_plan *p, const proto_request *q)
@@ -189,45 +196,69 @@ uint64_t variant_estimate_ns(const costmodel *cm, const variant_plan *p, const p
 	return ns > 1 ? (uint64_t)ns : 1;
 }
 
-/* dW (and db) by the cheapest plain family on the model, where the rules
- * took one and the model's pick is VARIANT_MODEL_MARGIN times cheaper. */
+/* Is kernel k one the model may put on q's dW/db (for_dx false) or dX?
+ * A 16-bit job's tiled128 only where it walks the reduction in one
+ * dispatch (its 8 rows per iteration would otherwise cut one the 64 tile
+ * does not: a rounding per piece). */
+static bool model_may(const proto_request *q, bool for_dx, int k)
+{
+	if (k != KERN_TILED128 || q->dtype == PROTO_F32)
+		return true;
+	return (for_dx ? q->out : q->batch) <= variant_max_k(KERN_TILED128, q->dtype);
+}
+
+/* dW (and db) by the cheapest plain family on the model (generic, tiled,
+ * tiled128, split-K at 2, 4, ... 64 slices of at least 16 rows), where the
+ * rules took one of them and the model's pick is VARIANT_MODEL_MARGIN
+ * times cheaper. */
 static void cost_param(const proto_request *q, const costmodel *cm, variant_plan *p)
 {
 	if (!q->t[PROTO_T_DW].present ||
 	    (p->param != KERN_PARAM && p->param != KERN_TILED && p->param != KERN_SPLITK))
 		return;
 	const double rules = part_ns(cm, q, false, p->param, p->slices);
-	const double generic = part_ns(cm, q, false, KERN_PARAM, 1);
-	const double tiled = part_ns(cm, q, false, KERN_TILED, 1);
-	if (rules < 0 || generic < 0 || tiled < 0)
+	if (rules < 0)
 		return;
-	int best = KERN_PARAM;
+	static const int plain[] = {KERN_PARAM, KERN_TILED, KERN_TILED128};
+	int best = -1;
 	uint32_t best_s = 1;
-	double best_ns = generic;
-	if (tiled < best_ns)
-		best = KERN_TILED, best_ns = tiled;
+	double best_ns = 0;
+	for (unsigned i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		const double t = part_ns(cm, q, false, plain[i], 1);
+		if (t >= 0 && model_may(q, false, plain[i]) && (best < 0 || t < best_ns))
+			best = plain[i], best_ns = t;
+	}
 	for (uint32_t s = 2; s <= SPLITK_MAX && q->batch / s >= 16; s *= 2) {
 		const double t = part_ns(cm, q, false, KERN_SPLITK, s);
-		if (t >= 0 && t < best_ns)
+		if (t >= 0 && (best < 0 || t < best_ns))
 			best = KERN_SPLITK, best_s = s, best_ns = t;
 	}
-	if (best_ns * VARIANT_MODEL_MARGIN > rules)
+	if (best < 0 || best_ns * VARIANT_MODEL_MARGIN > rules)
 		return;
 	p->param = best;
 	p->slices = best_s;
 	p->min_slices = 2;
 }
 
-/* dX the same, between linear_input_backward and linear_tiled_gemm. */
+/* dX the same, among linear_input_backward, linear_tiled_gemm and
+ * linear_tiled128_gemm. */
 static void cost_input(const proto_request *q, const costmodel *cm, variant_plan *p)
 {
 	if (p->input != KERN_INPUT && p->input != KERN_TILED)
 		return;
 	const double rules = part_ns(cm, q, true, p->input, 1);
-	const double other = part_ns(cm, q, true, p->input == KERN_INPUT ? KERN_TILED : KERN_INPUT, 1);
-	if (rules < 0 || other < 0 || other * VARIANT_MODEL_MARGIN > rules)
+	if (rules < 0)
 		return;
-	p->input = p->input == KERN_INPUT ? KERN_TILED : KERN_INPUT;
+	static const int plain[] = {KERN_INPUT, KERN_TILED, KERN_TILED128};
+	int best = -1;
+	double best_ns = 0;
+	for (unsigned i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		const double t = part_ns(cm, q, true, plain[i], 1);
+		if (t >= 0 && model_may(q, true, plain[i]) && (best < 0 || t < best_ns))
+			best = plain[i], best_ns = t;
+	}
+	if (best >= 0 && best_ns * VARIANT_MODEL_MARGIN <= rules)
+		p->input = best;
 }
 
 static variant_plan choose(const proto_request *q, unsigned caps, const costmodel *cm)
@@ -297,7 +328,6 @@ variant_plan variant_choose_costed(const proto_request *q, unsigned caps, const 
 	return choose(q, caps, cm);
 }
 
-#define WIDE_TILE VKG_TILE_TILED128
 #define WIDE_MIN_TILES 512 /* about four workgroups per SM on a 132-SM H200 */
 #define WIDE_MIN_K 1024    /* 8192x4096x32's dX (K = 32) ran slower on it */
 

@@ -156,9 +156,11 @@ variant_plan variant_choose(const proto_request *q, unsigned caps);
 /* The same with a measured cost model (costmodel.h; NULL: none): where
  * auto's rules above pick a plain family (generic, tiled, split-K: no
  * tensor-core kernel) for a part (dW/db, dX), the model's estimates of the
- * families for that part decide instead when one is at least
- * VARIANT_MODEL_MARGIN times cheaper than the rules' pick (split-K at 2, 4,
- * ... 64 slices of at least 16 rows). Close calls keep the rules' pick,
+ * plain families for that part (generic, tiled, tiled128 where the device
+ * has it — for f16/bf16 only where it walks the reduction in one dispatch
+ * — and for dW split-K at 2, 4, ... 64 slices of at least 16 rows) decide
+ * instead when one is at least VARIANT_MODEL_MARGIN times cheaper than the
+ * rules' pick. Close calls keep the rules' pick,
  * so a noisy measurement does not flip the choice of jobs where it hardly
  * matters. On lavapipe the rules took split-K (64 slices of 64x64 tiles)
  * for 1048560x2x2 dW/db, 50x slower than generic: the model picks generic.
@@ -168,14 +170,15 @@ variant_plan variant_choose(const proto_request *q, unsigned caps);
 #define VARIANT_MODEL_MARGIN 1.5
 variant_plan variant_choose_costed(const proto_request *q, unsigned caps, const costmodel *cm);
 
-/* One part of a job on one kernel, as the cost model counts it: `work`
- * workgroup-iterations in all (workgroups × loop iterations of each; for
+/* One part of a job on one kernel, as the cost model counts it: `wgs`
+ * workgroups (split-K: of its slices, plus one per 64x64 tile of each
+ * slice for its reduce pass), `work` workgroup-iterations in all (workgroups × loop iterations of each; for
  * split-K plus one per 64x64 tile of each slice for its reduce pass) and
  * `trips`, the loop iterations of one workgroup (the critical path). k is
- * KERN_PARAM, KERN_INPUT, KERN_TILED or KERN_SPLITK (slices S); another
- * gives work 0. */
+ * KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_TILED128 (its default 128x128
+ * tile) or KERN_SPLITK (slices S); another gives work 0. */
 typedef struct variant_geom {
-	double work, trips;
+	double wgs, work, trips;
 } variant_geom;
 variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices);
 
