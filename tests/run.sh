@@ -9,7 +9,8 @@
 # binaries that took longest last time ($BUILD/tests/.run-times, written at
 # the end of every run that finished), so the slowest does not start last.
 # Afterwards: one line per binary (in the order given), a table of the
-# binaries by wall time, slowest first, then the totals of binaries
+# binaries by wall time, slowest first, with the CPU time each used (with
+# the daemons it started: on a shared machine wall time says little), then the totals of binaries
 # passed/failed and of cmocka's "[  PASSED  ] N test(s)." /
 # "[  FAILED  ] N test(s)" counts, and the run's wall time with the load.
 # Exits 1 when any binary failed (non-zero exit, crash, timeout) or is
@@ -58,11 +59,19 @@ done
 	done
 } | sort -s -k1,1 -g -r | awk '{ print $2 }' >"$tmp/queue"
 
+# CPU seconds (user + system) of this shell's children that have ended,
+# from `times` run in this shell (not a subshell's) into file $1.
+cpu_children() {
+	awk 'NR == 2 { split($1, u, "m"); split($2, s, "m"); printf "%.2f\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1"
+}
+
 # run_one I: run binary I under timeout; its log in $tmp/log.I, then its
-# wall time in $tmp/time.I and, last, its exit status in $tmp/rc.I.
+# wall time and CPU time (itself and every process it waited for: its
+# daemons) in $tmp/time.I and, last, its exit status in $tmp/rc.I.
 run_one() {
 	bin=$(cat "$tmp/bin.$1")
 	t0=$(now)
+	times >"$tmp/cpu0.$1"
 	if [ ! -x "$bin" ]; then
 		echo "run.sh: $bin: not found or not executable" >"$tmp/log.$1"
 		rc=127
@@ -73,7 +82,9 @@ run_one() {
 		rc=$?
 		rm -f "$tmp/pid.$1"
 	fi
-	echo "$t0 $(now)" | awk '{ printf "%.1f\n", $2 - $1 }' >"$tmp/time.$1"
+	times >"$tmp/cpu1.$1"
+	echo "$t0 $(now) $(cpu_children "$tmp/cpu0.$1") $(cpu_children "$tmp/cpu1.$1")" | awk '{ printf "%.1f %.1f\n", $2 - $1, $4 - $3 }' \
+		>"$tmp/time.$1"
 	echo "$rc" >"$tmp/rc.tmp.$1" && mv "$tmp/rc.tmp.$1" "$tmp/rc.$1"
 }
 
@@ -152,7 +163,7 @@ while [ "$i" -lt "$n" ]; do
 		sleep 0.2
 	done
 	rc=$(cat "$tmp/rc.$i")
-	secs=$(cat "$tmp/time.$i")
+	read -r secs cpu <"$tmp/time.$i"
 	log="$tmp/log.$i"
 	echo "==== $name"
 	cat "$log"
@@ -177,7 +188,7 @@ while [ "$i" -lt "$n" ]; do
 	echo "$line"
 	lines="$lines$line
 "
-	printf '%s %s %s\n' "$name" "$secs" "$mark" >>"$tmp/times"
+	printf '%s %s %s %s\n' "$name" "$secs" "$mark" "$cpu" >>"$tmp/times"
 done
 for w in $workers; do
 	wait "$w"
@@ -191,9 +202,9 @@ echo
 echo "==== summary ($BUILD, $TEST_JOBS at a time)"
 printf '%s' "$lines"
 echo
-echo "==== wall time per binary, slowest first"
-sort -k2,2 -g -r "$tmp/times" | awk '{ printf "%8.1f s  %-4s %s\n", $2, $3, $1; s += $2 }
-	END { printf "%8.1f s  in all (the sum; the run took less, %s at a time)\n", s, jobs }' \
+echo "==== time per binary, slowest first: wall, and CPU (the binary and its daemons)"
+sort -k2,2 -g -r "$tmp/times" | awk '{ printf "%8.1f s %8.1f s CPU  %-4s %s\n", $2, $4, $3, $1; s += $2; c += $4 }
+	END { printf "%8.1f s %8.1f s CPU  in all (the sums; the run took less, %s at a time)\n", s, c, jobs }' \
 	jobs="$TEST_JOBS"
 echo
 echo "binaries: $bins_pass passed, $bins_fail failed, $n total"
