@@ -7,7 +7,8 @@
 # as soon as it and every binary before it have finished, so one binary's
 # output never interleaves with another's. The queue starts with the
 # binaries that took longest last time ($BUILD/tests/.run-times, written at
-# the end of every run that finished), so the slowest does not start last.
+# the end of every run that finished; without it, those listed in
+# tests/slow-first.list), so the slowest does not start last.
 # Afterwards: one line per binary (in the order given), a table of the
 # binaries by wall time, slowest first, with the CPU time each used (with
 # the daemons it started: on a shared machine wall time says little), then the totals of binaries
@@ -47,14 +48,20 @@ for bin in "$@"; do
 done
 
 # The queue: indices, those with the longest recorded time first, the rest
-# (never timed) after them in the order given.
+# (never timed) after them in the order given. Without a record (a fresh
+# build), the binaries of tests/slow-first.list first, in its order.
+slow_list=$(dirname "$0")/slow-first.list
 {
 	i=0
 	for bin in "$@"; do
 		i=$((i + 1))
 		t=""
-		[ -r "$times_file" ] &&
+		if [ -r "$times_file" ]; then
 			t=$(awk -v b="$(basename "$bin")" '$1 == b { print $2; exit }' "$times_file")
+		elif [ -r "$slow_list" ]; then
+			t=$(awk -v b="$(basename "$bin")" '!/^#/ && NF { n++ } $1 == b { print 100000 - n; exit }' \
+				"$slow_list")
+		fi
 		printf '%s %s\n' "${t:--1}" "$i"
 	done
 } | sort -s -k1,1 -g -r | awk '{ print $2 }' >"$tmp/queue"
