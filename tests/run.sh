@@ -3,9 +3,9 @@
 #   BUILD=build [TEST_JOBS=N] ./tests/run.sh BIN...
 # TEST_JOBS binaries run at a time (default: the number of cores, nproc),
 # each under `timeout` (TEST_TIMEOUT seconds, default 600) with its output
-# kept in its own log. The logs are printed whole, in the order given, each
-# as soon as it and every binary before it have finished, so one binary's
-# output never interleaves with another's. The queue starts with the
+# kept in its own log. Each log is printed whole as soon as its binary has
+# finished, so one binary's output never interleaves with another's; the
+# summary lists the binaries in the order given. The queue starts with the
 # binaries that took longest last time ($BUILD/tests/.run-times, written at
 # the end of every run that finished; without it, those listed in
 # tests/slow-first.list), so the slowest does not start last.
@@ -135,7 +135,6 @@ bins_pass=0
 bins_fail=0
 tests_pass=0
 tests_fail=0
-lines=""
 
 # sum_counts LOG TAG: the sum of N over lines "[  TAG  ] N test(s)".
 sum_counts() {
@@ -161,14 +160,11 @@ describe_rc() {
 }
 
 : >"$tmp/times"
-i=0
-while [ "$i" -lt "$n" ]; do
-	i=$((i + 1))
+# report I: binary I's log and its line (also kept in $tmp/line.I).
+report() {
+	i=$1
 	bin=$(cat "$tmp/bin.$i")
 	name=$(basename "$bin")
-	while [ ! -e "$tmp/rc.$i" ]; do
-		sleep 0.2
-	done
 	rc=$(cat "$tmp/rc.$i")
 	read -r secs cpu <"$tmp/time.$i"
 	log="$tmp/log.$i"
@@ -190,12 +186,26 @@ while [ "$i" -lt "$n" ]; do
 		bins_fail=$((bins_fail + 1))
 		mark="FAIL"
 	fi
-	line=$(printf '%-4s %-32s %4d passed %4d failed %7.1f s  %s' "$mark" "$name" "$p" "$f" \
-		"$secs" "$status")
-	echo "$line"
-	lines="$lines$line
-"
+	printf '%-4s %-32s %4d passed %4d failed %7.1f s  %s\n' "$mark" "$name" "$p" "$f" \
+		"$secs" "$status" | tee "$tmp/line.$i"
 	printf '%s %s %s %s\n' "$name" "$secs" "$mark" "$cpu" >>"$tmp/times"
+}
+
+# Each binary's log as soon as it has finished, whole (in the order they
+# finish); the summary below lists them in the order given.
+done_n=0
+while [ "$done_n" -lt "$n" ]; do
+	i=0
+	found=0
+	while [ "$i" -lt "$n" ]; do
+		i=$((i + 1))
+		if [ -e "$tmp/rc.$i" ] && [ ! -e "$tmp/line.$i" ]; then
+			report "$i"
+			done_n=$((done_n + 1))
+			found=1
+		fi
+	done
+	[ "$found" -eq 1 ] || sleep 0.2
 done
 for w in $workers; do
 	wait "$w"
@@ -207,7 +217,11 @@ fi
 
 echo
 echo "==== summary ($BUILD, $TEST_JOBS at a time)"
-printf '%s' "$lines"
+i=0
+while [ "$i" -lt "$n" ]; do
+	i=$((i + 1))
+	cat "$tmp/line.$i"
+done
 echo
 echo "==== time per binary, slowest first: wall, and CPU (the binary and its daemons)"
 sort -k2,2 -g -r "$tmp/times" | awk '{ printf "%8.1f s %8.1f s CPU  %-4s %s\n", $2, $4, $3, $1; s += $2; c += $4 }
