@@ -78,6 +78,19 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
  * when (k, dt) has no fit. */
 double costmodel_ns(const costmodel *m, int k, proto_dtype dt, double wgs, double work, double trips);
 
+/* The model saved in cache directory `dir` (costmodel-VVVV-DDDD.txt, by
+ * vendor and device ID) for d: loaded only when it was made by this
+ * daemon version, with these kernels (a hash of their SPIR-V), at this
+ * loop bound, on this device and driver (pipelineCacheUUID); a FIFO, a
+ * symlink, anything but a regular file of at most 8 KiB, or a malformed
+ * line is refused. So a restarted daemon chooses as before (the same bits
+ * for the same job), and skips the probes. 0, or -1 with the reason in err
+ * and m all !ok. */
+int costmodel_load(costmodel *m, const device *d, const char *dir, char *err, size_t errlen);
+/* Save m there: a new file made by mkstemp in dir, renamed over the old.
+ * 0, or -1 with the reason in err. */
+int costmodel_save(const costmodel *m, const device *d, const char *dir, char *err, size_t errlen);
+
 /* The name of modelled kernel k (KERN_PARAM ...), for logs. */
 const char *costmodel_kernel_name(int k);
 

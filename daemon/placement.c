@@ -28,14 +28,24 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 	}
 	char err[256];
 	memset(&p->cost, 0, sizeof(p->cost));
-	if (cfg->no_cost_model)
+	const bool dir = cfg->cache_dir[0] != 0;
+	if (cfg->no_cost_model) {
 		log_info("cost model: off (--no-cost-model): auto picks kernels by its fixed rules");
-	else if (costmodel_measure(&p->cost, d, pl, cfg->dispatch_max_macs, err, sizeof(err)) != 0)
-		log_warn("cost model: not measured (%s): auto keeps its fixed rules", err);
-	else
-		log_info("cost model: %u kernel parts timed in %.0f ms; auto picks among generic, tiled and "
-			 "split-K by it",
-			 p->cost.nprobes, p->cost.probe_ms);
+	} else if (dir && costmodel_load(&p->cost, d, cfg->cache_dir, err, sizeof(err)) == 0) {
+		log_info("cost model: loaded from the cache directory %s; auto picks among the plain "
+			 "kernels by it", cfg->cache_dir);
+	} else {
+		if (dir)
+			log_info("cost model: none saved to use (%s): measuring", err);
+		if (costmodel_measure(&p->cost, d, pl, cfg->dispatch_max_macs, err, sizeof(err)) != 0) {
+			log_warn("cost model: not measured (%s): auto keeps its fixed rules", err);
+		} else {
+			log_info("cost model: %u kernel parts timed in %.0f ms; auto picks among the plain "
+				 "kernels by it", p->cost.nprobes, p->cost.probe_ms);
+			if (dir && costmodel_save(&p->cost, d, cfg->cache_dir, err, sizeof(err)) != 0)
+				log_warn("cost model: not saved (%s): a restart measures again", err);
+		}
+	}
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
 		for (int k = 0; k < KERN_COUNT; k++)
 			if (p->cost.fit[k][t].ok)
@@ -137,12 +147,6 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		variant_nv2_small(&j->plan, &j->req, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
 				  VARIANT_NV2_SMALL_MIN_TILES);
 	variant_cmk_tiling(&j->plan, &j->req, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
-	if (log_level() >= LOG_LEVEL_DEBUG)
-		log_debug("job %llux%llux%llu %s: dW/db kernel %d (%u slices), dX kernel %d, estimated %llu ns",
-			  (unsigned long long)j->req.batch, (unsigned long long)j->req.in,
-			  (unsigned long long)j->req.out, proto_variant_name(j->req.variant), j->plan.param,
-			  j->plan.slices, j->plan.input,
-			  (unsigned long long)variant_estimate_ns(&p->cost, &j->plan, &j->req));
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */
 	uint64_t split = place_partials(p, j);
