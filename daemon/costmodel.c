@@ -25,43 +25,50 @@ typedef struct probe_shape {
 	uint32_t slices;
 } probe_shape;
 
-/* The parts probed: a kernel on dW/db or on dX. */
+/* The parts probed: a kernel on dW/db or on dX, with the sizes n of its
+ * long and wide shapes (shape_of) on a CPU device, chosen so that each
+ * takes a few ms on lavapipe, its work well above its fixed cost. A GPU
+ * runs them GPU_LONG and GPU_WIDE times larger (its wide shapes must pass
+ * one wave of workgroups before their work shows). */
 typedef struct probe_part {
 	int kern;
 	bool for_dx;
+	uint64_t n_long[2], n_wide[2];
 } probe_part;
 static const probe_part parts[] = {
-	{KERN_PARAM, false}, {KERN_TILED, false}, {KERN_SPLITK, false}, {KERN_TILED128, false},
-	{KERN_INPUT, true},  {KERN_TILED, true},  {KERN_TILED128, true},
+	{KERN_PARAM, false, {64, 256}, {2, 4}}, {KERN_TILED, false, {4, 8}, {4, 8}},
+	{KERN_SPLITK, false, {4, 8}, {4, 8}},   {KERN_TILED128, false, {4, 8}, {4, 8}},
+	{KERN_INPUT, true, {16, 32}, {2, 4}},   {KERN_TILED, true, {4, 8}, {4, 8}},
+	{KERN_TILED128, true, {4, 8}, {4, 8}},
 };
 #define NPARTS (sizeof(parts) / sizeof(parts[0]))
 
-/* Each part runs on three kinds of shape, each kind grown (its work 4x
- * at a time: n = 1, 4, 16, ... for long, 1, 2, 4, ... for wide) until the
- * part takes at least MIN_NS and PROBE_GROW times the tiny shape's time
- * (so that its work, not its fixed cost, is measured) — or 1.5 times it,
- * past MAX_NS — or n reaches the kind's cap:
+/* Each part runs on three kinds of shape:
  *   tiny  16 x 16 x 16
  *   long  one workgroup walking a reduction of 16·n rows (dW: batch; dX:
  *         out)
  *   wide  (n·32)^2 outputs of dW (batch 16·S) or of dX (out 16): many
  *         workgroups, one or two iterations each
- * On a GPU the wide shapes must pass one wave of workgroups before their
- * work shows: a higher MIN_NS there. */
-#define PROBE_GROW 2.5
-#define CPU_MIN_NS 5.0e5
-#define CPU_MAX_NS 2.0e6
-#define GPU_MIN_NS 2.0e5
-#define GPU_MAX_NS 2.0e6
-#define CPU_CAP_LONG 256  /* 4096 rows */
-#define GPU_CAP_LONG 4096 /* 65536 rows */
-#define CPU_CAP_WIDE 16   /* 512 x 512 */
-#define GPU_CAP_WIDE 64   /* 2048 x 2048 */
+ * f32 at both sizes of each kind, f16 and bf16 at the larger only (three
+ * samples: a, g and b). Every probe of every dtype is recorded into one
+ * command buffer and submitted once: a busy host then delays the probes
+ * by one wake-up, not by one per probe. */
+#define GPU_LONG 64
+#define GPU_WIDE 16
 #define PROBE_SLICES 4
 #define MAX_FIT 32 /* samples per kernel (linear_tiled_gemm: dW's and dX's) */
-#define CPU_REPS 2
+#define CPU_REPS 1 /* (many samples per kernel; a CPU device is slow) */
 #define GPU_REPS 3
-#define MAX_REPS 3
+#define MAX_PROBES (PROTO_DTYPE_COUNT * NPARTS * 5)
+#define MAX_QUERIES (2 * GPU_REPS * MAX_PROBES)
+
+/* One probe: part, dtype, kind and size. */
+typedef struct probe {
+	const probe_part *pp;
+	proto_dtype dt;
+	int kind;
+	uint64_t n;
+} probe;
 
 static probe_shape shape_of(const probe_part *pp, int kind, uint64_t n)
 {
@@ -198,7 +205,6 @@ typedef struct prober {
 	VkCommandBuffer cb;
 	VkQueryPool qp;
 	VkFence fence;
-	bool zeroed;
 } prober;
 
 /* Tensor t's elements in a job of shape s. */
@@ -236,52 +242,21 @@ static uint64_t probe_job(job *j, const probe_shape *s, proto_dtype dt)
 	return at;
 }
 
-/* One submission: part pp of job j `reps` times, a barrier between, each
- * between two timestamps; the least of their GPU ns (a busy host only
- * ever adds time, and a pipeline's first run may pay for more). */
-static int probe_run(prober *pr, job *j, const probe_part *pp, unsigned reps, double *ns)
+/* Probe pr's part into the command buffer `reps` times, a barrier before
+ * each, each between two timestamps from query q0 on. */
+static void record_probe(prober *pr, job *j, const probe_part *pp, unsigned reps, uint32_t q0)
 {
 	const device *d = pr->d;
-	if (vkResetCommandPool(d->dev, pr->pool, 0) != VK_SUCCESS)
-		return -1;
-	const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-					     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-	if (vkBeginCommandBuffer(pr->cb, &bi) != VK_SUCCESS)
-		return -1;
-	vkCmdResetQueryPool(pr->cb, pr->qp, 0, 2 * reps);
-	record_barrier_all(pr->cb); /* after the last probe's kernels */
-	if (!pr->zeroed) {
-		vkCmdFillBuffer(pr->cb, pr->buf.buf, 0, VK_WHOLE_SIZE, 0);
-		record_barrier_all(pr->cb);
-		pr->zeroed = true;
-	}
 	const VkDeviceSize align = d->props.limits.minStorageBufferOffsetAlignment;
 	const record_target tg = {.pool = pr->pool, .cb = pr->cb, .queries = pr->qp, .scratch = pr->buf.buf,
 				  .dummy = pr->dummy.buf, .dummy_piece = align < 16 ? 16 : align};
 	record_counts counts = {0};
 	for (unsigned r = 0; r < reps; r++) {
-		if (r)
-			record_barrier_all(pr->cb);
-		vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, 2 * r);
+		record_barrier_all(pr->cb);
+		vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, q0 + 2 * r);
 		record_job_kernels(pr->rc, &tg, pr->cb, j, !pp->for_dx, pp->for_dx, &counts);
-		vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, 2 * r + 1);
+		vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, q0 + 2 * r + 1);
 	}
-	if (vkEndCommandBuffer(pr->cb) != VK_SUCCESS)
-		return -1;
-	const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-				 .pCommandBuffers = &pr->cb};
-	if (vkResetFences(d->dev, 1, &pr->fence) != VK_SUCCESS ||
-	    vkQueueSubmit(d->queue, 1, &si, pr->fence) != VK_SUCCESS ||
-	    vkWaitForFences(d->dev, 1, &pr->fence, VK_TRUE, 30ull * 1000000000ull) != VK_SUCCESS)
-		return -1;
-	uint64_t ts[2 * MAX_REPS];
-	if (vkGetQueryPoolResults(d->dev, pr->qp, 0, 2 * reps, sizeof(ts[0]) * 2 * reps, ts, sizeof(ts[0]),
-				  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
-		return -1;
-	*ns = INFINITY;
-	for (unsigned r = 0; r < reps; r++)
-		*ns = fmin(*ns, (double)((ts[2 * r + 1] - ts[2 * r]) & d->timestamp_mask) * d->timestamp_period);
-	return 0;
 }
 
 static void prober_free(prober *pr)
@@ -315,7 +290,7 @@ static int prober_init(prober *pr, const device *d, const pipelines *pl, uint64_
 					      .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
 					      .queueFamilyIndex = d->queue_family};
 	const VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-					   .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2 * MAX_REPS};
+					   .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = MAX_QUERIES};
 	const VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
 	if (vkCreateCommandPool(d->dev, &cpci, NULL, &pr->pool) != VK_SUCCESS ||
 	    vkCreateQueryPool(d->dev, &qci, NULL, &pr->qp) != VK_SUCCESS ||
@@ -334,47 +309,33 @@ static int prober_init(prober *pr, const device *d, const pipelines *pl, uint64_
 	return 0;
 }
 
-/* Time part pp of dtype dt on its shapes (shape_of), appending the
- * samples to smp[*n..MAX_FIT). With `fixed` (the sizes f32's probes of
- * this part ended at, per kind) only those sizes run; else each kind grows
- * as above and the size it ended at goes to ended[kind]. */
-static int probe_one_part(prober *pr, const probe_part *pp, proto_dtype dt, bool cpu, costmodel *m,
-			  const uint64_t *fixed, uint64_t *ended, costmodel_sample *smp, unsigned *n)
+static probe_shape probe_shape_of(const probe *pb, bool cpu)
 {
-	double tiny = 0;
-	job j;
-	for (int kind = 0; kind < 3; kind++) {
-		const uint64_t cap = kind == 0 ? 1 : kind == 1 ? (cpu ? CPU_CAP_LONG : GPU_CAP_LONG)
-							   : (cpu ? CPU_CAP_WIDE : GPU_CAP_WIDE);
-		for (uint64_t sz = fixed ? fixed[kind] : 1; sz <= cap && *n < MAX_FIT; sz *= kind == 2 ? 2 : 4) {
-			const probe_shape sh = shape_of(pp, kind, sz);
-			probe_job(&j, &sh, dt);
-			j.plan = (variant_plan){.param = pp->for_dx ? -1 : pp->kern, .input = pp->for_dx ? pp->kern : -1,
-						.slices = sh.slices, .min_slices = 1, .dx_slices = 1};
-			double ns;
-			if (probe_run(pr, &j, pp, cpu ? CPU_REPS : GPU_REPS, &ns) != 0)
-				return -1;
-			if (kind == 0)
-				tiny = ns;
-			const variant_geom g = variant_geometry(&j.req, pp->for_dx, pp->kern, sh.slices);
-			smp[*n] = (costmodel_sample){.wgs = g.wgs, .work = g.work, .trips = g.trips,
-						     .ns = ns > 1 ? ns : 1};
-			(*n)++;
-			m->nprobes++;
-			log_debug("cost probe %s %s %s %llux%llux%llu: %.0f us (%.0f workgroups, %.0f "
-				  "workgroup-iterations, %.0f iterations)",
-				  costmodel_kernel_name(pp->kern), pp->for_dx ? "dX" : "dW", proto_dtype_name(dt),
-				  (unsigned long long)sh.batch, (unsigned long long)sh.in,
-				  (unsigned long long)sh.out, ns / 1e3, g.wgs, g.work, g.trips);
-			if (ended)
-				ended[kind] = sz;
-			if (fixed || (kind > 0 && ns >= 1.5 * tiny &&
-				      (ns >= PROBE_GROW * tiny || ns >= (cpu ? CPU_MAX_NS : GPU_MAX_NS)) &&
-				      ns >= (cpu ? CPU_MIN_NS : GPU_MIN_NS)))
-				break;
+	const uint64_t scale = pb->kind == 1 ? (cpu ? 1 : GPU_LONG) : pb->kind == 2 ? (cpu ? 1 : GPU_WIDE) : 1;
+	return shape_of(pb->pp, pb->kind, pb->n * scale);
+}
+
+/* The probes of every dtype the device serves every plain kernel of
+ * (tiled128 where it has it) into list; their count. */
+static unsigned probe_list(const pipelines *pl, probe *list)
+{
+	unsigned n = 0;
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++) {
+		bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
+		for (unsigned p = 0; p < NPARTS; p++)
+			all = all && (parts[p].kern == KERN_TILED128 || pl->pipe[parts[p].kern][dt]);
+		for (unsigned p = 0; p < NPARTS && all; p++) {
+			const probe_part *pp = &parts[p];
+			if (!pl->pipe[pp->kern][dt])
+				continue;
+			list[n++] = (probe){pp, (proto_dtype)dt, 0, 1};
+			for (int i = dt == PROTO_F32 ? 0 : 1; i < 2; i++) {
+				list[n++] = (probe){pp, (proto_dtype)dt, 1, pp->n_long[i]};
+				list[n++] = (probe){pp, (proto_dtype)dt, 2, pp->n_wide[i]};
+			}
 		}
 	}
-	return 0;
+	return n;
 }
 
 int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
@@ -386,45 +347,86 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 		return -1;
 	}
 	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	const unsigned reps = cpu ? CPU_REPS : GPU_REPS;
+	static probe list[MAX_PROBES]; /* start-up only, one thread */
+	const unsigned np = probe_list(pl, list);
+	if (np == 0) {
+		snprintf(err, errlen, "no dtype has every plain kernel");
+		return -1;
+	}
 	uint64_t bytes = 0;
 	job j;
-	for (unsigned p = 0; p < NPARTS; p++)
-		for (int kind = 1; kind < 3; kind++) {
-			const probe_shape sh = shape_of(&parts[p], kind, kind == 1 ? (cpu ? CPU_CAP_LONG : GPU_CAP_LONG)
-								      : (cpu ? CPU_CAP_WIDE : GPU_CAP_WIDE));
-			const uint64_t b = probe_job(&j, &sh, PROTO_F32);
-			bytes = b > bytes ? b : bytes;
-		}
+	for (unsigned i = 0; i < np; i++) {
+		const probe_shape sh = probe_shape_of(&list[i], cpu);
+		const uint64_t b = probe_job(&j, &sh, list[i].dt);
+		bytes = b > bytes ? b : bytes;
+	}
 	const uint64_t t0 = now_ns();
 	prober pr;
 	int rc = prober_init(&pr, d, pl, dispatch_max_macs, bytes, err, errlen);
-	/* the sizes the first dtype's probes grew to, per part and kind: the
-	 * others run only those (three samples: a, g and b) */
-	uint64_t grown[NPARTS][3] = {{0}};
-	for (int dt = 0; dt < PROTO_DTYPE_COUNT && rc == 0; dt++) {
-		/* every plain kernel but tiled128, which needs 32 KiB of shared
-		 * memory: probed where the device has it */
-		bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
-		for (unsigned p = 0; p < NPARTS; p++)
-			all = all && (parts[p].kern == KERN_TILED128 || pl->pipe[parts[p].kern][dt]);
-		/* per kernel (linear_tiled_gemm's dW and dX parts together) */
-		costmodel_sample smp[KERN_COUNT][MAX_FIT];
-		unsigned n[KERN_COUNT] = {0};
-		for (unsigned p = 0; p < NPARTS && all && rc == 0; p++)
-			if (pl->pipe[parts[p].kern][dt] &&
-			    probe_one_part(&pr, &parts[p], (proto_dtype)dt, cpu, m,
-					   grown[p][0] ? grown[p] : NULL, grown[p][0] ? NULL : grown[p],
-					   smp[parts[p].kern], &n[parts[p].kern]) != 0) {
-				snprintf(err, errlen, "a probe's submission failed");
-				rc = -1;
-			}
-		/* the critical path (c·T) only on a GPU: a CPU device runs a
-		 * handful of workgroups at once, so one walking alone costs what
-		 * its work does */
-		for (int k = 0; k < KERN_COUNT && rc == 0; k++)
-			if (n[k])
-				m->fit[k][dt] = costmodel_fit_samples(smp[k], n[k], !cpu);
+	const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+					     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+	if (rc == 0 && vkBeginCommandBuffer(pr.cb, &bi) != VK_SUCCESS) {
+		snprintf(err, errlen, "vkBeginCommandBuffer failed");
+		rc = -1;
 	}
+	if (rc == 0) {
+		vkCmdResetQueryPool(pr.cb, pr.qp, 0, 2 * reps * np);
+		vkCmdFillBuffer(pr.cb, pr.buf.buf, 0, VK_WHOLE_SIZE, 0);
+		for (unsigned i = 0; i < np; i++) {
+			const probe_shape sh = probe_shape_of(&list[i], cpu);
+			const probe_part *pp = list[i].pp;
+			probe_job(&j, &sh, list[i].dt);
+			j.plan = (variant_plan){.param = pp->for_dx ? -1 : pp->kern, .input = pp->for_dx ? pp->kern : -1,
+						.slices = sh.slices, .min_slices = 1, .dx_slices = 1};
+			record_probe(&pr, &j, pp, reps, 2 * reps * i);
+		}
+		const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+					 .pCommandBuffers = &pr.cb};
+		if (vkEndCommandBuffer(pr.cb) != VK_SUCCESS || vkResetFences(d->dev, 1, &pr.fence) != VK_SUCCESS ||
+		    vkQueueSubmit(d->queue, 1, &si, pr.fence) != VK_SUCCESS ||
+		    vkWaitForFences(d->dev, 1, &pr.fence, VK_TRUE, 120ull * 1000000000ull) != VK_SUCCESS) {
+			snprintf(err, errlen, "the probes' submission failed or took over 120 s");
+			rc = -1;
+		}
+	}
+	static uint64_t ts[MAX_QUERIES];
+	if (rc == 0 && vkGetQueryPoolResults(d->dev, pr.qp, 0, 2 * reps * np, sizeof(ts[0]) * 2 * reps * np, ts,
+					     sizeof(ts[0]), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) !=
+				   VK_SUCCESS) {
+		snprintf(err, errlen, "reading the probes' timestamps failed");
+		rc = -1;
+	}
+	/* per dtype and kernel (linear_tiled_gemm's dW and dX parts together) */
+	static costmodel_sample smp[PROTO_DTYPE_COUNT][KERN_COUNT][MAX_FIT];
+	unsigned ns_n[PROTO_DTYPE_COUNT][KERN_COUNT] = {{0}};
+	for (unsigned i = 0; i < np && rc == 0; i++) {
+		const probe *pb = &list[i];
+		const probe_shape sh = probe_shape_of(pb, cpu);
+		probe_job(&j, &sh, pb->dt);
+		double ns = INFINITY; /* the least of the reps: a busy host only adds time */
+		for (unsigned r = 0; r < reps; r++) {
+			const uint64_t *q = ts + 2 * reps * i + 2 * r;
+			ns = fmin(ns, (double)((q[1] - q[0]) & d->timestamp_mask) * d->timestamp_period);
+		}
+		const variant_geom g = variant_geometry(&j.req, pb->pp->for_dx, pb->pp->kern, sh.slices);
+		unsigned *k = &ns_n[pb->dt][pb->pp->kern];
+		if (*k < MAX_FIT)
+			smp[pb->dt][pb->pp->kern][(*k)++] =
+				(costmodel_sample){.wgs = g.wgs, .work = g.work, .trips = g.trips, .ns = ns > 1 ? ns : 1};
+		m->nprobes++;
+		log_debug("cost probe %s %s %s %llux%llux%llu: %.0f us (%.0f workgroups, %.0f "
+			  "workgroup-iterations, %.0f iterations)",
+			  costmodel_kernel_name(pb->pp->kern), pb->pp->for_dx ? "dX" : "dW", proto_dtype_name(pb->dt),
+			  (unsigned long long)sh.batch, (unsigned long long)sh.in, (unsigned long long)sh.out,
+			  ns / 1e3, g.wgs, g.work, g.trips);
+	}
+	/* the critical path (c·T) only on a GPU: a CPU device runs a handful
+	 * of workgroups at once, so one walking alone costs what its work does */
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT && rc == 0; dt++)
+		for (int k = 0; k < KERN_COUNT; k++)
+			if (ns_n[dt][k])
+				m->fit[k][dt] = costmodel_fit_samples(smp[dt][k], ns_n[dt][k], !cpu);
 	prober_free(&pr);
 	m->probe_ms = (double)(now_ns() - t0) / 1e6;
 	if (rc != 0) {

@@ -19,16 +19,17 @@
  * workgroup (the critical path a GPU with idle cores still waits for; left
  * out on a CPU device, whose few threads are busy as soon as there are a
  * few workgroups) and a the fixed cost of the part's dispatches and
- * barriers. Each probe is the least of a few runs (a busy host only adds
- * time).
+ * barriers. On a GPU each probe is the least of 3 runs (a busy host only
+ * adds time). All probes go to the device in one submission.
  * Tall-skinny jobs (few workgroups walking a long reduction) weigh T,
  * square and wide ones W; the families differ in both by orders of
  * magnitude from device to device (a 64×64 tile per workgroup costs a CPU
  * device's thread 256 times what the generic kernel's 32 columns do).
  *
- * The probes are sized by the device type: tiny on a CPU device (lavapipe:
- * about 0.1-0.3 s for all three dtypes), a few thousand workgroups on a GPU
- * (bounded by the probe caps below). The tensor-core kernels (coopmat*)
+ * The probes are sized by the device type: small on a CPU device
+ * (lavapipe: about 0.2-0.6 s of its time for all three dtypes on the
+ * shared 2-core host, under load), 16-64 times larger on a GPU (thousands
+ * of workgroups; tens of ms). The tensor-core kernels (coopmat*)
  * are not modelled; auto takes those by the measured rules in variant.h.
  * The probes' tensors are in device memory (scratch), as on the
  * device-local path; a job reading client memory directly pays what the
