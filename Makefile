@@ -1,7 +1,8 @@
 # vkgrad — top-level build. `make` builds everything into build/.
 #   make deps    install missing Debian packages (apt-get, idempotent)
 #   make demo    deps + build + run the multi-client demo
-#   make test    deps + build + unit and integration tests
+#   make test    deps + build + unit and integration tests (TEST_JOBS binaries
+#                at a time, default one per core: tests/run.sh)
 #   make test-asan  the test suite under AddressSanitizer + UBSan
 #   make test-valgrind  test_errors + test_lifecycle, every daemon under memcheck
 #   make soak    one daemon, mixed clients for SOAK_SECONDS (600): growth verdict
@@ -179,9 +180,11 @@ $(BUILD)/tests/soak: $(SOAK_SRC) tests/soak/soak.h $(TEST_COMMON) $(BUILD)/libvk
 
 test-build: all $(UNIT_BIN) $(INTEG_BIN) $(BUILD)/tests/soak
 
+# `make test` builds with a job per core unless given -j itself
+TEST_BUILD_J = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
 test:
 	@./scripts/deps.sh
-	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory $(TEST_BUILD_J) test-build
 	@BUILD=$(BUILD) ./tests/run.sh $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS) $(BUILD_TESTS)
 
 test-asan:

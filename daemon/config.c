@@ -60,6 +60,7 @@ void config_defaults(config *c)
 	c->stream_chunk_bytes = CONFIG_AUTO;
 	c->stream_min_bytes = CONFIG_AUTO;
 	c->dispatch_max_macs = 1ull << 36;
+	c->loop_trips = CONFIG_LOOP_TRIPS_DEFAULT;
 	c->client_batch_macs = CONFIG_AUTO;
 	c->small_job_us = CONFIG_AUTO;
 	c->slice_us = CONFIG_AUTO;
@@ -142,6 +143,12 @@ static void usage(const config *d)
 	       "                         read; then close the connections that did not read\n"
 	       "                         them, save the cache and exit (default %u; below\n"
 	       "                         the unit's TimeoutStopSec)\n"
+	       "  --loop-trips N         iterations of a kernel's loop in one dispatch; longer\n"
+	       "                         reductions are cut into several dispatches (default\n"
+	       "                         %u, the most; lower only to test the cuts on small\n"
+	       "                         shapes)\n"
+	       "  --no-cost-model        auto picks kernels by its fixed rules alone: no\n"
+	       "                         probes at start to measure what each costs here\n"
 	       "  --client-batch-macs N|auto  multiply-adds one connection may add to a batch\n"
 	       "                         and have in flight, so others' jobs wait about one\n"
 	       "                         batch (its next job always runs once nothing of it\n"
@@ -175,7 +182,7 @@ static void usage(const config *d)
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, CONFIG_LOOP_SPIN_AUTO_GPU,
 	       CONFIG_LOOP_SPIN_AUTO_CPU, d->inflight_batches, d->max_outbound_bytes,
 	       CONFIG_DEVLOCAL_AUTO_DOC, CONFIG_STREAM_AUTO_CHUNK, CONFIG_STREAM_AUTO_MIN,
-	       d->dispatch_max_macs, d->drain_timeout_s, CONFIG_CLIENT_MACS_AUTO_GPU,
+	       d->dispatch_max_macs, d->drain_timeout_s, CONFIG_LOOP_TRIPS_DEFAULT, CONFIG_CLIENT_MACS_AUTO_GPU,
 	       CONFIG_CLIENT_MACS_AUTO_CPU, CONFIG_SMALL_JOB_AUTO_GPU_US, CONFIG_SMALL_JOB_AUTO_CPU_US,
 	       CONFIG_SLICE_AUTO_GPU_US, CONFIG_SLICE_AUTO_CPU_US);
 }
@@ -274,7 +281,7 @@ enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
        O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN,
-       O_DRAIN, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_DRAIN, O_LOOP_TRIPS, O_NO_COST_MODEL, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -310,6 +317,8 @@ static const struct option opts[] = {
 	{"stream-chunk-bytes", required_argument, 0, O_STREAM_CHUNK},
 	{"stream-min-bytes", required_argument, 0, O_STREAM_MIN},
 	{"drain-timeout-s", required_argument, 0, O_DRAIN},
+	{"loop-trips", required_argument, 0, O_LOOP_TRIPS},
+	{"no-cost-model", no_argument, 0, O_NO_COST_MODEL},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
@@ -394,6 +403,7 @@ static int apply(config *c, source *src, int o, const char *arg)
 		if (parse_u64(src->where, name, arg, 65536, UINT64_MAX / 2, &v)) return -1;
 		c->max_outbound_bytes = v; break;
 	case O_NOIMPORT: c->no_host_import = true; break;
+	case O_NO_COST_MODEL: c->no_cost_model = true; break;
 	case O_BPC:
 		if (parse_u64(src->where, name, arg, 1, 65536, &v)) return -1;
 		c->batch_per_client = (uint32_t)v; break;
@@ -433,6 +443,10 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_DISPATCH:
 		if (parse_u64(src->where, name, arg, 1, UINT64_MAX / 2, &v)) return -1;
 		c->dispatch_max_macs = v; break;
+	case O_LOOP_TRIPS:
+		if (parse_u64(src->where, name, arg, CONFIG_LOOP_TRIPS_MIN, CONFIG_LOOP_TRIPS_DEFAULT, &v))
+			return -1;
+		c->loop_trips = (uint32_t)v; break;
 	case O_CLIENT_MACS:
 		if (!strcmp(arg, "auto")) {
 			c->client_batch_macs = CONFIG_AUTO;
@@ -471,6 +485,8 @@ static void clear_flag(config *c, int o)
 {
 	if (o == O_NOIMPORT)
 		c->no_host_import = false;
+	if (o == O_NO_COST_MODEL)
+		c->no_cost_model = false;
 }
 
 static char *trim(char *s)

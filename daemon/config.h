@@ -44,6 +44,9 @@
 #define CONFIG_SMALL_JOB_AUTO_CPU_US 5000
 #define CONFIG_SLICE_AUTO_GPU_US 2000
 #define CONFIG_SLICE_AUTO_CPU_US 10000
+/* --loop-trips: the default is the most (variant.h's VARIANT_LOOP_TRIPS_MAX) */
+#define CONFIG_LOOP_TRIPS_DEFAULT 32768u
+#define CONFIG_LOOP_TRIPS_MIN 16u
 /* what --loop-spin-us auto means: on a GPU, polling this long after a
  * request catches a synchronous client's next one (its round trip is tens
  * of µs); a CPU device's "GPU" is these cores, which polling would take */
@@ -81,6 +84,7 @@ typedef struct config {
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
 	uint32_t drain_timeout_s; /* SIGTERM: how long replies may wait to be read */
 	bool no_host_import;     /* force the staging-copy path (testing) */
+	bool no_cost_model;      /* auto by its fixed rules, no probes (costmodel.h) */
 	bool list_devices;       /* --list-devices: print them and exit */
 	/* the device-local path (engine.h): jobs with at least this many tensor
 	 * bytes run on device-local copies; CONFIG_AUTO: chosen per device type,
@@ -93,6 +97,10 @@ typedef struct config {
 	uint64_t stream_chunk_bytes;
 	uint64_t stream_min_bytes;
 	uint64_t dispatch_max_macs;  /* multiply-adds per dispatch (driver timeouts) */
+	/* iterations of any kernel's loops in one dispatch (variant.h, "Loop
+	 * bound"): at most CONFIG_LOOP_TRIPS_DEFAULT; lower to test the cut
+	 * reductions on small shapes */
+	uint32_t loop_trips;
 	/* fairness in time (engine.h): multiply-adds one connection may add to
 	 * a batch and have in flight; CONFIG_AUTO: by device type (below) */
 	uint64_t client_batch_macs;

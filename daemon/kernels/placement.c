@@ -6,11 +6,18 @@
 #include "job.h"
 #include "variant.h"
 
+#include <string.h>
+
 void placement_init(placement *p, const device *d, const pipelines *pl, const config *cfg,
 		    uint32_t nslots)
 {
+	_Static_assert(CONFIG_LOOP_TRIPS_DEFAULT == VARIANT_LOOP_TRIPS_MAX, "--loop-trips' default");
 	p->dev = d;
 	p->pl = pl;
+	variant_set_loop_trips(cfg->loop_trips);
+	if (cfg->loop_trips != VARIANT_LOOP_TRIPS_MAX)
+		log_notice("kernel loops: at most %u iterations per dispatch (--loop-trips; default %u)",
+			   variant_loop_trips(), VARIANT_LOOP_TRIPS_MAX);
 	p->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, nslots)
 							       : cfg->scratch_max_bytes;
 	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
@@ -20,6 +27,33 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 			v = cpu ? CONFIG_OFF : t == PROTO_F32 ? CONFIG_DEVLOCAL_AUTO_F32 : CONFIG_DEVLOCAL_AUTO_16BIT;
 		p->devlocal_min[t] = v;
 	}
+	char err[256];
+	memset(&p->cost, 0, sizeof(p->cost));
+	const bool dir = cfg->cache_dir[0] != 0;
+	if (cfg->no_cost_model) {
+		log_info("cost model: off (--no-cost-model): auto picks kernels by its fixed rules");
+	} else if (dir && costmodel_load(&p->cost, d, cfg->cache_dir, err, sizeof(err)) == 0) {
+		log_info("cost model: loaded from the cache directory %s; auto picks among the plain "
+			 "kernels by it", cfg->cache_dir);
+	} else {
+		if (dir)
+			log_info("cost model: none saved to use (%s): measuring", err);
+		if (costmodel_measure(&p->cost, d, pl, cfg->dispatch_max_macs, err, sizeof(err)) != 0) {
+			log_warn("cost model: not measured (%s): auto keeps its fixed rules", err);
+		} else {
+			log_info("cost model: %u kernel parts timed in %.0f ms; auto picks among the plain "
+				 "kernels by it", p->cost.nprobes, p->cost.probe_ms);
+			if (dir && costmodel_save(&p->cost, d, cfg->cache_dir, err, sizeof(err)) != 0)
+				log_warn("cost model: not saved (%s): a restart measures again", err);
+		}
+	}
+	for (int t = 0; t < PROTO_DTYPE_COUNT; t++)
+		for (int k = 0; k < KERN_COUNT; k++)
+			if (p->cost.fit[k][t].ok)
+				log_debug("cost model %s %s: %.0f ns + %.3g ns per workgroup + %.3g ns per "
+					  "workgroup-iteration + %.3g ns per iteration",
+					  proto_dtype_name((proto_dtype)t), costmodel_kernel_name(k), p->cost.fit[k][t].a,
+					  p->cost.fit[k][t].g, p->cost.fit[k][t].b, p->cost.fit[k][t].c);
 	if (p->devlocal_min[PROTO_F32] == CONFIG_OFF)
 		log_info("device-local path off%s; scratch for split-K up to %llu bytes per slot",
 			 cpu && cfg->devlocal_min_bytes == CONFIG_AUTO ? " (a CPU device's memory is host memory)" : "",
@@ -121,10 +155,11 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	}
 	/* (f32's KERN_CMK_* are coopmat_khr_f32x3's: forced only) */
 	const bool cmk = p->pl->pipe[KERN_CMK_DW][t] && p->pl->pipe[KERN_CMK_DX][t];
-	j->plan = variant_choose(q, (p->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
+	j->plan = variant_choose_costed(q, (p->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
 						  (cmk ? (t == PROTO_F32 ? VARIANT_HAS_F32X3 : VARIANT_HAS_CMK) : 0u) |
 						  (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t]
-							   ? VARIANT_HAS_NV2 : 0u));
+							   ? VARIANT_HAS_NV2 : 0u),
+					  &p->cost);
 	if (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t])
 		variant_nv2_large(&j->plan, q, p->pl->nv2[t].bm, p->pl->nv2[t].bn, VARIANT_NV2_MIN_TILES);
 	if (p->pl->pipe[KERN_NV2_DW_S][t] && p->pl->pipe[KERN_NV2_DX_S][t])

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "costmodel.h"
 #include "device.h"
 #include "engine_job.h"
 #include "pipelines.h"
@@ -22,10 +23,14 @@ typedef struct placement {
 	 * per slot */
 	uint64_t devlocal_min[PROTO_DTYPE_COUNT];
 	uint64_t scratch_cap;
+	/* what the plain kernel families cost on this device (measured at
+	 * init; all !ok when it could not be) */
+	costmodel cost;
 } placement;
 
 /* Resolve p's thresholds from the config and the device (nslots
- * submission slots share the default scratch cap), and log them. */
+ * submission slots share the default scratch cap), measure its cost
+ * model (costmodel.h: probes on the device, start-up only), and log them. */
 void placement_init(placement *p, const device *d, const pipelines *pl, const config *cfg,
 		    uint32_t nslots);
 /* Choose j's kernels and places, given `used` bytes of the slot's scratch

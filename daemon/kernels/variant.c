@@ -2,12 +2,14 @@
 #include "variant.h"
 
 #include "coopmat_khr.h"
+#include "costmodel.h"
 #include "kiface.h"
 #include "pipelines.h"
 
 #include <stdbool.h>
 
 #define TILE VKG_TILE_TILED
+#define WIDE_TILE VKG_TILE_TILED128
 #define BIG (1ull << 20)      /* batch*in below this: the simple kernels win */
 #define NARROW 32             /* out up to this: the seed kernel for dW */
 #define SPLITK_WGS 256        /* fewer workgroups than this leave the GPU idle */
@@ -79,6 +81,18 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d)
 	return (unsigned)v < PROTO_VARIANT_COUNT;
 }
 
+static uint32_t loop_trips = VARIANT_LOOP_TRIPS_MAX;
+
+uint32_t variant_loop_trips(void)
+{
+	return loop_trips;
+}
+
+void variant_set_loop_trips(uint32_t trips)
+{
+	loop_trips = trips >= 1 && trips <= VARIANT_LOOP_TRIPS_MAX ? trips : VARIANT_LOOP_TRIPS_MAX;
+}
+
 uint64_t variant_max_k(int kern, proto_dtype dt)
 {
 	uint64_t per; /* elements of the reduction per loop iteration */
@@ -125,7 +139,129 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 	}
 }
 
-variant_plan variant_choose(const proto_request *q, unsigned caps)
+variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices)
+{
+	const bool dw = q->t[PROTO_T_DW].present;
+	const uint64_t n = dw ? q->in : 1; /* dW's columns: one for db alone */
+	uint64_t wgs = 0, trips = 0, extra = 0;
+	if (k == KERN_PARAM && !for_dx) {
+		wgs = (dw ? ceil_div(q->in, VKG_PARAM_COLS) : 1) * q->out;
+		trips = ceil_div(q->batch, VKG_PARAM_STRIPES);
+	} else if (k == KERN_INPUT && for_dx) {
+		wgs = ceil_div(q->in, VKG_INPUT_TILE) * ceil_div(q->batch, VKG_INPUT_TILE);
+		trips = ceil_div(q->out, 16);
+	} else if (k == KERN_TILED) {
+		wgs = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE) : ceil_div(n, TILE) * ceil_div(q->out, TILE);
+		trips = ceil_div(for_dx ? q->out : q->batch, 16);
+	} else if (k == KERN_TILED128) {
+		const uint64_t per = q->dtype == PROTO_F32 ? 16 : 8; /* rows per iteration */
+		wgs = for_dx ? ceil_div(q->in, WIDE_TILE) * ceil_div(q->batch, WIDE_TILE)
+			     : ceil_div(n, WIDE_TILE) * ceil_div(q->out, WIDE_TILE);
+		trips = ceil_div(for_dx ? q->out : q->batch, per);
+	} else if (k == KERN_SPLITK && slices >= 1) {
+		const uint64_t tiles = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE)
+					      : ceil_div(n, TILE) * ceil_div(q->out, TILE);
+		wgs = slices * tiles;
+		trips = ceil_div(ceil_div(for_dx ? q->out : q->batch, slices), 16);
+		extra = slices * tiles; /* the reduce pass: each slice's tiles read once */
+	}
+	return (variant_geom){.wgs = (double)(wgs + extra), .work = (double)(wgs * trips + extra),
+			      .trips = (double)trips};
+}
+
+/* Model cm's estimate (ns) of one part on kernel k (S slices), or < 0. */
+static double part_ns(const costmodel *cm, const proto_request *q, bool for_dx, int k, uint32_t slices)
+{
+	const variant_geom g = variant_geometry(q, for_dx, k, slices);
+	return g.work > 0 ? costmodel_ns(cm, k, q->dtype, g.wgs, g.work, g.trips) : -1.0;
+}
+
+uint64_t variant_estimate_ns(const costmodel *cm, const variant_plan *p, const proto_request *q)
+{
+	double ns = 0;
+	if (!cm)
+		return 0;
+	if (p->param >= 0) {
+		const double t = part_ns(cm, q, false, p->param, p->slices);
+		if (t < 0)
+			return 0;
+		ns += t;
+	}
+	if (p->input >= 0) {
+		const double t = part_ns(cm, q, true, p->input, p->dx_slices);
+		if (t < 0)
+			return 0;
+		ns += t;
+	}
+	return ns > 1 ? (uint64_t)ns : 1;
+}
+
+/* Is kernel k one the model may put on q's dW/db (for_dx false) or dX?
+ * A 16-bit job's tiled128 only where it walks the reduction in one
+ * dispatch (its 8 rows per iteration would otherwise cut one the 64 tile
+ * does not: a rounding per piece). */
+static bool model_may(const proto_request *q, bool for_dx, int k)
+{
+	if (k != KERN_TILED128 || q->dtype == PROTO_F32)
+		return true;
+	return (for_dx ? q->out : q->batch) <= variant_max_k(KERN_TILED128, q->dtype);
+}
+
+/* dW (and db) by the cheapest plain family on the model (generic, tiled,
+ * tiled128, split-K at 2, 4, ... 64 slices of at least 16 rows), where the
+ * rules took one of them and the model's pick is VARIANT_MODEL_MARGIN
+ * times cheaper. */
+static void cost_param(const proto_request *q, const costmodel *cm, variant_plan *p)
+{
+	if (!q->t[PROTO_T_DW].present ||
+	    (p->param != KERN_PARAM && p->param != KERN_TILED && p->param != KERN_SPLITK))
+		return;
+	const double rules = part_ns(cm, q, false, p->param, p->slices);
+	if (rules < 0)
+		return;
+	static const int plain[] = {KERN_PARAM, KERN_TILED, KERN_TILED128};
+	int best = -1;
+	uint32_t best_s = 1;
+	double best_ns = 0;
+	for (unsigned i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		const double t = part_ns(cm, q, false, plain[i], 1);
+		if (t >= 0 && model_may(q, false, plain[i]) && (best < 0 || t < best_ns))
+			best = plain[i], best_ns = t;
+	}
+	for (uint32_t s = 2; s <= SPLITK_MAX && q->batch / s >= 16; s *= 2) {
+		const double t = part_ns(cm, q, false, KERN_SPLITK, s);
+		if (t >= 0 && (best < 0 || t < best_ns))
+			best = KERN_SPLITK, best_s = s, best_ns = t;
+	}
+	if (best < 0 || best_ns * VARIANT_MODEL_MARGIN > rules)
+		return;
+	p->param = best;
+	p->slices = best_s;
+	p->min_slices = 2;
+}
+
+/* dX the same, among linear_input_backward, linear_tiled_gemm and
+ * linear_tiled128_gemm. */
+static void cost_input(const proto_request *q, const costmodel *cm, variant_plan *p)
+{
+	if (p->input != KERN_INPUT && p->input != KERN_TILED)
+		return;
+	const double rules = part_ns(cm, q, true, p->input, 1);
+	if (rules < 0)
+		return;
+	static const int plain[] = {KERN_INPUT, KERN_TILED, KERN_TILED128};
+	int best = -1;
+	double best_ns = 0;
+	for (unsigned i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		const double t = part_ns(cm, q, true, plain[i], 1);
+		if (t >= 0 && model_may(q, true, plain[i]) && (best < 0 || t < best_ns))
+			best = plain[i], best_ns = t;
+	}
+	if (best >= 0 && best_ns * VARIANT_MODEL_MARGIN <= rules)
+		p->input = best;
+}
+
+static variant_plan choose(const proto_request *q, unsigned caps, const costmodel *cm)
 {
 	variant_plan p = {.param = -1, .input = -1, .slices = 1, .min_slices = 2, .dx_slices = 1};
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
@@ -174,11 +310,24 @@ variant_plan variant_choose(const proto_request *q, unsigned caps)
 		else
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
+	if (cm && q->variant == PROTO_VARIANT_AUTO) {
+		cost_param(q, cm, &p);
+		cost_input(q, cm, &p);
+	}
 	keep_one_rounding(q, &p);
 	return p;
 }
 
-#define WIDE_TILE VKG_TILE_TILED128
+variant_plan variant_choose(const proto_request *q, unsigned caps)
+{
+	return choose(q, caps, NULL);
+}
+
+variant_plan variant_choose_costed(const proto_request *q, unsigned caps, const costmodel *cm)
+{
+	return choose(q, caps, cm);
+}
+
 #define WIDE_MIN_TILES 512 /* about four workgroups per SM on a 132-SM H200 */
 #define WIDE_MIN_K 1024    /* 8192x4096x32's dX (K = 32) ran slower on it */
 

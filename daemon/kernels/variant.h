@@ -110,6 +110,7 @@ typedef struct variant_plan {
 } variant_plan;
 
 typedef struct pipelines pipelines;
+typedef struct costmodel costmodel;
 
 /* Can this device run jobs of dtype d forced to variant v? (the dtype
  * served, and for coopmat, coopmat_khr, coopmat_nv2 and tiled128 their
@@ -117,9 +118,17 @@ typedef struct pipelines pipelines;
 bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
 
 /* Iterations of any kernel's loops in one dispatch, on every device (see
- * "Loop bound" above); well under llvmpipe's 65,535, leaving room for the
- * kernels' short fixed loops (the seed kernel's 3-step tree). */
-#define VARIANT_MAX_LOOP_TRIPS 32768u
+ * "Loop bound" above): at most VARIANT_LOOP_TRIPS_MAX, well under
+ * llvmpipe's 65,535, leaving room for the kernels' short fixed loops (the
+ * seed kernel's 3-step tree). A daemon's --loop-trips may lower it
+ * (variant_set_loop_trips, once at start, by placement_init), so that
+ * tests reach the cut reductions at small shapes; one setting per
+ * process. */
+#define VARIANT_LOOP_TRIPS_MAX 32768u
+#define VARIANT_MAX_LOOP_TRIPS (variant_loop_trips())
+uint32_t variant_loop_trips(void);
+/* trips in [1, VARIANT_LOOP_TRIPS_MAX]; anything else sets the maximum */
+void variant_set_loop_trips(uint32_t trips);
 
 /* The longest reduction (elements of k) kernel `kern` walks in one dispatch
  * within VARIANT_MAX_LOOP_TRIPS: VARIANT_MAX_LOOP_TRIPS times the elements
@@ -143,6 +152,41 @@ uint64_t variant_max_k(int kern, proto_dtype dt);
  * tensor cores */
 #define VARIANT_HAS_F32X3 8u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
+
+/* The same with a measured cost model (costmodel.h; NULL: none): where
+ * auto's rules above pick a plain family (generic, tiled, split-K: no
+ * tensor-core kernel) for a part (dW/db, dX), the model's estimates of the
+ * plain families for that part (generic, tiled, tiled128 where the device
+ * has it — for f16/bf16 only where it walks the reduction in one dispatch
+ * — and for dW split-K at 2, 4, ... 64 slices of at least 16 rows) decide
+ * instead when one is at least VARIANT_MODEL_MARGIN times cheaper than the
+ * rules' pick. Close calls keep the rules' pick,
+ * so a noisy measurement does not flip the choice of jobs where it hardly
+ * matters. On lavapipe the rules took split-K (64 slices of 64x64 tiles)
+ * for 1048560x2x2 dW/db, 50x slower than generic: the model picks generic.
+ * The plan depends on the shape and the model only, so one daemon gives a
+ * job the same bits every time; a restart measures again and may choose
+ * another family (within the dtype's tolerance either way). */
+#define VARIANT_MODEL_MARGIN 1.5
+variant_plan variant_choose_costed(const proto_request *q, unsigned caps, const costmodel *cm);
+
+/* One part of a job on one kernel, as the cost model counts it: `wgs`
+ * workgroups (split-K: of its slices, plus one per 64x64 tile of each
+ * slice for its reduce pass), `work` workgroup-iterations in all (workgroups × loop iterations of each; for
+ * split-K plus one per 64x64 tile of each slice for its reduce pass) and
+ * `trips`, the loop iterations of one workgroup (the critical path). k is
+ * KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_TILED128 (its default 128x128
+ * tile) or KERN_SPLITK (slices S); another gives work 0. */
+typedef struct variant_geom {
+	double wgs, work, trips;
+} variant_geom;
+variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices);
+
+/* The GPU time (ns) model cm estimates for q's kernels by plan p: the sum
+ * over its parts (dW/db, dX). 0 when there is no model or a part's kernel
+ * has no fit (tensor-core kernels, tiled128): "unknown". For schedulers
+ * that want a job's expected GPU time before it runs. */
+uint64_t variant_estimate_ns(const costmodel *cm, const variant_plan *p, const proto_request *q);
 
 /* auto, f16/bf16: coopmat_nv2 (tiles of bm × bn) instead of coopmat_khr for
  * each of q's GEMMs (dW: m = out, n = in; dX: m = batch, n = in) with at

@@ -5,7 +5,8 @@
  * one counter per shader invocation, shared by all its loops — without an
  * error: a kernel whose reduction loop runs longer returns a wrong sum. The
  * daemon cuts every reduction into dispatches of at most
- * RECORD_MAX_LOOP_TRIPS (daemon/kernels/record.h) loop iterations, on every device.
+ * VARIANT_MAX_LOOP_TRIPS (daemon/kernels/variant.h) loop iterations, on every
+ * device.
  *
  * Each kernel family the device offers is forced on
  *   - "dW": batch = max_dim, in = out = 1, dW + db + dX: dW and db reduce
@@ -17,16 +18,23 @@
  * results the reference rounded once to their dtype (c = 1/32 for f16,
  * whose largest finite value is 65504).
  *
- * On lavapipe each job is one workgroup walking a million rows (a full
- * 64×64 or 128×128 tile for a 1×1 output: 2–20 s each), so the list is the
- * kernels, not every combination: f32 runs every family's own loop (auto
- * picks among the same kernels; split-K's dX is the tiled kernel), bf16 the
- * two families whose 16-bit loops take 8 rows per iteration (generic dW,
- * tiled128) and whose long reductions therefore go through split-K's f32
- * partials, and f16/bf16 the tensor-core kernels (coopmat, coopmat_khr,
- * coopmat_nv2) where the device has them. On
- * today's main (before the loop bound) generic and tiled128 came back
- * wrong: f32 dw = 131070 and 1048544 for 1048560.
+ * The families run against a daemon whose loop bound and max_dim are both
+ * 128 times smaller than the defaults (--loop-trips 256, --max-dim 8176):
+ * every reduction is cut into exactly the pieces a default daemon cuts
+ * max_dim = 1048560 into (4 for the 8-row loops, 2 for the 16-row ones,
+ * the 16-bit ones through split-K's f32 partials), on the same code paths,
+ * at 1/128 of the work. (On lavapipe a 1048560-row reduction is one
+ * workgroup walking a million rows, 2-20 s per job: over 4 minutes for the
+ * list.) The default bound itself still runs at the default max_dim where
+ * that is cheap: generic f32 dW/db (the seed kernel's loop at 131,070
+ * iterations, past what llvmpipe counts, without the cut). f32 runs every family's own loop (auto picks among the
+ * same kernels; split-K's dX is the tiled kernel), bf16 the two families
+ * whose 16-bit loops take 8 rows per iteration (generic dW, tiled128) and
+ * whose long reductions therefore go through split-K's f32 partials, and
+ * f16/bf16 the tensor-core kernels (coopmat, coopmat_khr, coopmat_nv2)
+ * where the device has them. On today's main (before the loop bound)
+ * generic and tiled128 came back wrong: f32 dw = 131070 and 1048544 for
+ * 1048560.
  *
  * Where scratch cannot hold the partials, a 16-bit reduction is cut in
  * place (a rounding per piece): a daemon with a 1-byte scratch cap must
@@ -49,6 +57,10 @@
 
 static daemon_proc g_d;
 static vkg_info g_info;
+
+/* the loop bound and max_dim both 1/128 of the defaults (32768, 1048560) */
+#define SMALL_ARGS "--loop-trips", "256", "--max-dim", "8176"
+#define DEFAULT_MAX_DIM 1048560u
 
 /* One forced family on one dtype: its kernel as hello names it (NULL:
  * always there), on the dW shape and/or the dX shape. */
@@ -124,10 +136,13 @@ static int check_all(proto_dtype d, const void *p, size_t n, double want, const 
 }
 
 /* One job of shape B×I×O on constant tensors (X = W = 1, dY = c), outputs
- * `dw_db` (dW and db) and dX, forced to `variant`; checks every output
- * element. Returns 0, or -1 with the problem in why. */
+ * dW and db (`dw_db`) and dX (`dx`), forced to `variant`; checks every
+ * output element and, with max_k_cut (every reduction longer than one
+ * dispatch's loop bound), that the daemon's dispatches counter grew by at
+ * least two per long reduction: a bound that cut nothing would pass the
+ * sums at 1/128 of max_dim. Returns 0, or -1 with the problem in why. */
 static int run_const(vkg_client *c, const char *variant, proto_dtype d, uint64_t B, uint64_t I,
-		     uint64_t O, bool dw_db, char *why, size_t wn)
+		     uint64_t O, bool dw_db, bool dx, bool max_k_cut, char *why, size_t wn)
 {
 	const size_t es = proto_dtype_size(d);
 	const float cv = d == PROTO_F16 ? 1.0f / 32 : 1.0f;
@@ -161,36 +176,49 @@ static int run_const(vkg_client *c, const char *variant, proto_dtype d, uint64_t
 		j.dw = (vkg_tensor){reg, off[3]};
 		j.db = (vkg_tensor){reg, off[4]};
 	}
-	j.dx = (vkg_tensor){reg, off[5]};
+	if (dx)
+		j.dx = (vkg_tensor){reg, off[5]};
 	vkg_result r;
+	vkg_stats st0, st1;
 	const double t0 = now_s();
-	int rc = vkg_linear_backward(c, &j, &r, &err);
+	int rc = vkg_stats_get(c, &st0, &err);
+	if (rc == 0)
+		rc = vkg_linear_backward(c, &j, &r, &err);
+	if (rc == 0)
+		rc = vkg_stats_get(c, &st1, &err);
 	printf("  %-8s %-4s %7llux%llux%-7llu %s %6.2f s\n", variant, j.dtype, (unsigned long long)B,
-	       (unsigned long long)I, (unsigned long long)O, dw_db ? "dw,db,dx" : "dx      ",
+	       (unsigned long long)I, (unsigned long long)O, dw_db ? (dx ? "dw,db,dx" : "dw,db   ") : "dx      ",
 	       now_s() - t0);
+	/* each reduction over B (dW, db) or O (dX) longer than the bound is cut:
+	 * at least two dispatches for it, one more for a dX of 1 */
+	const uint64_t min_disp = (B > 1 ? 2 : 0) + (O > 1 ? 2 : dx ? 1 : 0);
 	if (rc != 0)
 		snprintf(why, wn, "%s: %.200s", err.code, err.message);
-	else if (dw_db && (check_all(d, m + off[3], n[3], cv * (double)B, "dw", why, wn) ||
+	else if (max_k_cut && st1.dispatches - st0.dispatches < min_disp) {
+		snprintf(why, wn, "%llu dispatches, want at least %llu: the reduction was not cut",
+			 (unsigned long long)(st1.dispatches - st0.dispatches), (unsigned long long)min_disp);
+		rc = -1;
+	} else if (dw_db && (check_all(d, m + off[3], n[3], cv * (double)B, "dw", why, wn) ||
 			   check_all(d, m + off[4], n[4], cv * (double)B, "db", why, wn)))
 		rc = -1;
-	else if (check_all(d, m + off[5], n[5], cv * (double)O, "dx", why, wn))
+	else if (dx && check_all(d, m + off[5], n[5], cv * (double)O, "dx", why, wn))
 		rc = -1;
 	vkg_region_destroy(c, reg, m, at, &err);
 	return rc;
 }
 
-/* The cases of dtype d the device offers, each on its shapes. */
-static void run_dtype(proto_dtype d)
+/* The cases of dtype d the device offers, each on its shapes of D rows,
+ * against the daemon on `sock`; only generic when generic_only. */
+static void run_dtype_on(const char *sock, proto_dtype d, uint64_t D, bool generic_only)
 {
-	const uint64_t D = g_info.max_dim;
 	vkg_error err;
-	vkg_client *c = vkg_connect(g_d.sock, &err);
+	vkg_client *c = vkg_connect(sock, &err);
 	assert_non_null(c);
 	unsigned failed = 0, ran = 0;
 	char why[512];
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		const lcase *lc = &cases[k];
-		if (lc->dtype != d)
+		if (lc->dtype != d || (generic_only && strcmp(lc->variant, "generic") != 0))
 			continue;
 		if (!offered(lc->kernel, proto_dtype_name(d))) {
 			printf("  %-8s %-4s not offered by this device: skipped\n", lc->variant,
@@ -202,8 +230,8 @@ static void run_dtype(proto_dtype d)
 			if (!(s == 0 ? lc->dw : lc->dx))
 				continue;
 			ran++;
-			if (run_const(c, lc->variant, d, shp[s][0], shp[s][1], shp[s][2], s == 0, why,
-				      sizeof(why)) != 0) {
+			if (run_const(c, lc->variant, d, shp[s][0], shp[s][1], shp[s][2], s == 0, true,
+				      true, why, sizeof(why)) != 0) {
 				fprintf(stderr, "%s %s %llux%llux%llu: %s\n", lc->variant,
 					proto_dtype_name(d), (unsigned long long)shp[s][0],
 					(unsigned long long)shp[s][1], (unsigned long long)shp[s][2], why);
@@ -219,6 +247,36 @@ static void run_dtype(proto_dtype d)
 		printf("SKIP: no %s case runs on this device\n", proto_dtype_name(d));
 		skip();
 	}
+}
+
+static void run_dtype(proto_dtype d)
+{
+	assert_int_equal(g_info.max_dim, 8176);
+	run_dtype_on(g_d.sock, d, g_info.max_dim, false);
+}
+
+/* The default loop bound at the default max_dim where that is cheap: the
+ * seed kernel's dW and db over 1048560 rows (131,070 iterations of its
+ * loop, past the 65,535 llvmpipe counts, 0.5 s on lavapipe), f32. (Every
+ * other family's loop over a million rows walks 64x64 or 16x16 tiles, and
+ * so does bf16's split-K: 15-40 s each on lavapipe; the same cuts run at
+ * 1/128 above.) */
+static void test_generic_at_default_bound_is_whole(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	assert_int_equal(daemon_proc_start(&d, NULL, NULL), 0);
+	vkg_error err;
+	vkg_info info;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	assert_int_equal(vkg_hello(c, "test_long_reductions", &info, &err), 0);
+	assert_int_equal(info.max_dim, DEFAULT_MAX_DIM);
+	char why[512];
+	if (run_const(c, "generic", PROTO_F32, info.max_dim, 1, 1, true, false, true, why, sizeof(why)) != 0)
+		fail_msg("generic f32 %llux1x1: %s", (unsigned long long)info.max_dim, why);
+	vkg_close(c);
+	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
 static void test_f32_reductions_of_max_dim_are_exact(void **state)
@@ -246,13 +304,14 @@ static void test_bf16_without_scratch_is_cut_in_place(void **state)
 {
 	(void)state;
 	daemon_proc d = {0};
-	static const char *const args[] = {"--scratch-max-bytes", "1", NULL};
+	static const char *const args[] = {"--scratch-max-bytes", "1", SMALL_ARGS, NULL};
 	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
 	vkg_error err;
 	vkg_client *c = vkg_connect(d.sock, &err);
 	assert_non_null(c);
 	char why[512];
-	if (run_const(c, "generic", PROTO_BF16, g_info.max_dim, 1, 1, true, why, sizeof(why)) != 0)
+	if (run_const(c, "generic", PROTO_BF16, g_info.max_dim, 1, 1, true, true, true, why, sizeof(why)) !=
+	    0)
 		fail_msg("generic bf16 %llux1x1 without scratch: %s", (unsigned long long)g_info.max_dim,
 			 why);
 	vkg_stats st;
@@ -265,7 +324,8 @@ static void test_bf16_without_scratch_is_cut_in_place(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	if (daemon_proc_start(&g_d, NULL, NULL) != 0)
+	static const char *const args[] = {SMALL_ARGS, NULL};
+	if (daemon_proc_start(&g_d, args, NULL) != 0)
 		return -1;
 	vkg_error err;
 	vkg_client *c = vkg_connect(g_d.sock, &err);
@@ -291,6 +351,7 @@ int main(void)
 		cmocka_unit_test(test_bf16_reductions_of_max_dim_round_once),
 		cmocka_unit_test(test_f16_reductions_of_max_dim_round_once),
 		cmocka_unit_test(test_bf16_without_scratch_is_cut_in_place),
+		cmocka_unit_test(test_generic_at_default_bound_is_whole),
 	};
 	int rc = cmocka_run_group_tests_name("long_reductions", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;

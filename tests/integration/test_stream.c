@@ -676,7 +676,19 @@ static int group_setup(void **state)
 	static const char *const v1_env[] = {"VKGRAD_STREAM_SUMS=0", NULL};
 	const char *const *args[ND] = {plain, row1, rows, row1};
 	for (int d = 0; d < ND; d++) {
-		if (daemon_proc_start(&g_d[d], args[d], d == D_V1 ? v1_env : v2_env) != 0)
+		/* the first daemon's cache directory for the others: the cost
+		 * model it measured and saved there (daemon/kernels/costmodel.h), so auto
+		 * chooses the same kernels on all four and the bits compare */
+		const char *a[16];
+		int n = 0;
+		for (int i = 0; args[d][i] && n < 12; i++)
+			a[n++] = args[d][i];
+		if (d > 0) {
+			a[n++] = "--cache-dir";
+			a[n++] = g_d[0].cache;
+		}
+		a[n] = NULL;
+		if (daemon_proc_start(&g_d[d], a, d == D_V1 ? v1_env : v2_env) != 0)
 			return -1;
 		g_queues[d] = stats_of(d).stream_queues;
 	}

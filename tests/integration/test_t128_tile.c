@@ -17,7 +17,8 @@
  * A reduction longer than the loop bound allows in one dispatch at k steps
  * of 4 (record.c cuts it by the tiling's own BK: llvmpipe stops a loop
  * after 65,535 trips and returns a wrong sum otherwise) must still be
- * right. Malformed tilings, and one the device cannot hold, stop the
+ * right and cut into as many pieces (run at 1/128 of the default bound,
+ * --loop-trips). Malformed tilings, and one the device cannot hold, stop the
  * daemon at start with a message naming VKGRAD_T128_TILE and the accepted
  * form. */
 #include <setjmp.h>
@@ -169,19 +170,25 @@ static void test_small_dispatches(void **state)
 	}
 }
 
-/* dW + db over a batch of 600,000 rows (in = out = 1) and dX over out =
- * 600,000 at k steps of 4: more than the 65,535 loop trips llvmpipe runs
- * unless the dispatches are cut by the tiling's BK (at 16 per trip, the
- * fixed kernel's, one dispatch would take 150,000). */
+/* dW + db over a batch of K rows (in = out = 1) and dX over out = K at k
+ * steps of 4: more loop trips than one dispatch may take unless the
+ * dispatches are cut by the tiling's BK (at 16 per trip, the fixed
+ * kernel's, they would be cut 4 times too coarsely). The daemon's loop
+ * bound is 1/128 of the default (--loop-trips 256) and K = 600,000 / 128
+ * = 4,688: the same 5 pieces the default bound cuts 600,000 rows into
+ * (more than the 65,535 trips llvmpipe runs in one dispatch; 1/128 of the
+ * work), so each job must raise the dispatches counter by at least 5. */
 static void test_long_reduction_at_bk4(void **state)
 {
 	(void)state;
+	enum { K = 600000 / 128, PIECES = 5 };
 	daemon_proc d;
-	start_with(&d, "32x32x4x8x4");
+	static const char *const args[] = {"--loop-trips", "256", NULL};
+	start_with_args(&d, "32x32x4x8x4", args);
 	vkg_error err;
 	vkg_client *c = vkg_connect(d.sock, &err);
 	assert_non_null(c);
-	static const uint64_t shapes[][4] = {{600000, 1, 1, JC_DW | JC_DB}, {1, 1, 600000, JC_DX}};
+	static const uint64_t shapes[][4] = {{K, 1, 1, JC_DW | JC_DB}, {1, 1, K, JC_DX}};
 	for (int s = 0; s < 2; s++) {
 		jobcase jc;
 		jobcase_init(&jc, shapes[s][0], shapes[s][1], shapes[s][2], (unsigned)shapes[s][3], false);
@@ -193,12 +200,21 @@ static void test_long_reduction_at_bk4(void **state)
 		vkg_job j = jobcase_job(&jc, &reg);
 		j.variant = "tiled128";
 		vkg_result r;
+		vkg_stats st0, st1;
 		char name[96], why[320];
+		assert_int_equal(vkg_stats_get(c, &st0, &err), 0);
 		if (vkg_linear_backward(c, &j, &r, &err) != 0)
 			fail_msg("%s: %s: %s", jobcase_name(&jc, name, sizeof(name)), err.code, err.message);
+		assert_int_equal(vkg_stats_get(c, &st1, &err), 0);
 		if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)) != 0)
 			fail_msg("%s: %s", jobcase_name(&jc, name, sizeof(name)), why);
-		printf("32x32x4x8x4 %s: within %g of float64\n", jobcase_name(&jc, name, sizeof(name)), JC_TOL_F32);
+		if (st1.dispatches - st0.dispatches < PIECES)
+			fail_msg("%s: %llu dispatches, want at least %d: not cut by BK 4",
+				 jobcase_name(&jc, name, sizeof(name)),
+				 (unsigned long long)(st1.dispatches - st0.dispatches), PIECES);
+		printf("32x32x4x8x4 %s: within %g of float64, %llu dispatches\n",
+		       jobcase_name(&jc, name, sizeof(name)), JC_TOL_F32,
+		       (unsigned long long)(st1.dispatches - st0.dispatches));
 		assert_int_equal(vkg_region_destroy(c, reg, map, jc.size[0], &err), 0);
 		jobcase_free(&jc);
 	}

@@ -14,7 +14,9 @@
  * copied back) and cuts kernels into many small dispatches
  * (--dispatch-max-macs); its results must match the reference and be the
  * same bits as the first daemon's, and split-K must give the same bits
- * every run. */
+ * every run. The second daemon shares the first's cache directory, so it
+ * loads the cost model the first measured (daemon/kernels/costmodel.h): auto
+ * chooses the same kernels on both, as a restarted daemon does. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -328,10 +330,12 @@ static void test_tiled128_unsupported_with_16k_shared_memory(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	static const char *const dl_args[] = {"--devlocal-min-bytes", "1", "--dispatch-max-macs",
-					      "100000", NULL};
 	if (daemon_proc_start(&g_d, NULL, NULL) != 0)
 		return -1;
+	/* g_d's cache directory: the cost model g_d measured and saved there,
+	 * so auto chooses the same kernels on both (test_same_bits_every_path_and_run) */
+	const char *const dl_args[] = {"--devlocal-min-bytes", "1", "--dispatch-max-macs", "100000",
+				       "--cache-dir", g_d.cache, NULL};
 	return daemon_proc_start(&g_dl, dl_args, NULL) == 0 ? 0 : -1;
 }
 

@@ -1,0 +1,559 @@
+/* daemon/kernels/costmodel.c — see costmodel.h. */
+#include "costmodel.h"
+
+#include "engine_job.h"
+#include "log.h"
+#include "record.h"
+#include "scratch.h"
+#include "variant.h"
+
+#include "kernel_registry.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One probe shape; split-K runs it with `slices` slices. */
+typedef struct probe_shape {
+	uint64_t batch, in, out;
+	uint32_t slices;
+} probe_shape;
+
+/* The parts probed: a kernel on dW/db or on dX, with the sizes n of its
+ * long and wide shapes (shape_of) on a CPU device, chosen so that each
+ * takes a few ms on lavapipe, its work well above its fixed cost. A GPU
+ * runs them GPU_LONG and GPU_WIDE times larger (its wide shapes must pass
+ * one wave of workgroups before their work shows). */
+typedef struct probe_part {
+	int kern;
+	bool for_dx;
+	uint64_t n_long[2], n_wide[2];
+} probe_part;
+static const probe_part parts[] = {
+	{KERN_PARAM, false, {64, 256}, {2, 4}}, {KERN_TILED, false, {4, 8}, {4, 8}},
+	{KERN_SPLITK, false, {4, 8}, {4, 8}},   {KERN_TILED128, false, {4, 8}, {4, 8}},
+	{KERN_INPUT, true, {16, 32}, {2, 4}},   {KERN_TILED, true, {4, 8}, {4, 8}},
+	{KERN_TILED128, true, {4, 8}, {4, 8}},
+};
+#define NPARTS (sizeof(parts) / sizeof(parts[0]))
+
+/* Each part runs on three kinds of shape:
+ *   tiny  16 x 16 x 16
+ *   long  one workgroup walking a reduction of 16·n rows (dW: batch; dX:
+ *         out)
+ *   wide  (n·32)^2 outputs of dW (batch 16·S) or of dX (out 16): many
+ *         workgroups, one or two iterations each
+ * f32 at both sizes of each kind, f16 and bf16 at the larger only (three
+ * samples: a, g and b). Every probe of every dtype is recorded into one
+ * command buffer and submitted once: a busy host then delays the probes
+ * by one wake-up, not by one per probe. */
+#define GPU_LONG 64
+#define GPU_WIDE 16
+#define PROBE_SLICES 4
+#define MAX_FIT 32 /* samples per kernel (linear_tiled_gemm: dW's and dX's) */
+#define CPU_REPS 1 /* (many samples per kernel; a CPU device is slow) */
+#define GPU_REPS 3
+#define MAX_PROBES (PROTO_DTYPE_COUNT * NPARTS * 5)
+#define MAX_QUERIES (2 * GPU_REPS * MAX_PROBES)
+
+/* One probe: part, dtype, kind and size. */
+typedef struct probe {
+	const probe_part *pp;
+	proto_dtype dt;
+	int kind;
+	uint64_t n;
+} probe;
+
+static probe_shape shape_of(const probe_part *pp, int kind, uint64_t n)
+{
+	/* split-K's long shape in one slice: one workgroup, its critical
+	 * path alone (as for the other kernels) */
+	const uint32_t S = pp->kern == KERN_SPLITK && kind != 1 ? PROBE_SLICES : 1;
+	if (kind == 0)
+		return (probe_shape){16, 16, 16, S};
+	if (kind == 1)
+		return pp->for_dx ? (probe_shape){2, 2, 16 * n, S} : (probe_shape){16 * n, 2, 2, S};
+	return pp->for_dx ? (probe_shape){32 * n, 32 * n, 16, S} : (probe_shape){16 * S, 32 * n, 32 * n, S};
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the fit ------------------------------------------------------------------ */
+
+/* Solve the n×n system (n <= 4) a·x = b by Gaussian elimination with
+ * partial pivoting; -1 when singular. */
+static int solve(double a[4][4], double b[4], unsigned n, double x[4])
+{
+	for (unsigned c = 0; c < n; c++) {
+		unsigned p = c;
+		for (unsigned r = c + 1; r < n; r++)
+			if (fabs(a[r][c]) > fabs(a[p][c]))
+				p = r;
+		if (fabs(a[p][c]) < 1e-300)
+			return -1;
+		for (unsigned k = 0; k < n; k++) {
+			double t = a[c][k];
+			a[c][k] = a[p][k], a[p][k] = t;
+		}
+		double t = b[c];
+		b[c] = b[p], b[p] = t;
+		for (unsigned r = c + 1; r < n; r++) {
+			const double f = a[r][c] / a[c][c];
+			for (unsigned k = c; k < n; k++)
+				a[r][k] -= f * a[c][k];
+			b[r] -= f * b[c];
+		}
+	}
+	for (unsigned c = n; c-- > 0;) {
+		double s = b[c];
+		for (unsigned k = c + 1; k < n; k++)
+			s -= a[c][k] * x[k];
+		x[c] = s / a[c][c];
+	}
+	return 0;
+}
+
+/* Relative least squares (each sample weighted by 1/t, so a 50 µs part
+ * counts as much as a 50 ms one: what matters is the ratio between
+ * families) over every subset of the terms a, g·G, b·W (and c·T with
+ * critical_path), keeping the best with no negative coefficient. */
+costmodel_fit costmodel_fit_samples(const costmodel_sample *smp, unsigned n, bool critical_path)
+{
+	costmodel_fit best = {0};
+	double best_err = INFINITY;
+	const unsigned nterms = critical_path ? 4 : 3;
+	for (unsigned mask = 1; mask < (1u << nterms) && n > 0; mask++) {
+		unsigned idx[4], m = 0;
+		for (unsigned k = 0; k < nterms; k++)
+			if (mask & (1u << k))
+				idx[m++] = k;
+		if (m > n)
+			continue;
+		double ata[4][4] = {{0}}, atb[4] = {0}, x[4] = {0};
+		for (unsigned i = 0; i < n; i++) {
+			const double f[4] = {1.0, smp[i].wgs, smp[i].work, smp[i].trips};
+			const double wt = smp[i].ns > 0 ? 1.0 / smp[i].ns : 1.0;
+			for (unsigned r = 0; r < m; r++) {
+				for (unsigned c = 0; c < m; c++)
+					ata[r][c] += f[idx[r]] * f[idx[c]] * wt * wt;
+				atb[r] += f[idx[r]] * smp[i].ns * wt * wt;
+			}
+		}
+		if (solve(ata, atb, m, x) != 0)
+			continue;
+		double coef[4] = {0};
+		bool neg = false;
+		for (unsigned r = 0; r < m; r++) {
+			coef[idx[r]] = x[r];
+			neg |= x[r] < 0;
+		}
+		if (neg)
+			continue;
+		const costmodel_fit f = {.a = coef[0], .g = coef[1], .b = coef[2], .c = coef[3], .ok = true};
+		double err = 0;
+		for (unsigned i = 0; i < n; i++) {
+			const double p = f.a + f.g * smp[i].wgs + f.b * smp[i].work + f.c * smp[i].trips;
+			const double e = smp[i].ns > 0 ? (p - smp[i].ns) / smp[i].ns : p - smp[i].ns;
+			err += e * e;
+		}
+		if (err < best_err * (1 - 1e-12)) {
+			best_err = err;
+			best = f;
+		}
+	}
+	return best;
+}
+
+const char *costmodel_kernel_name(int k)
+{
+	switch (k) {
+	case KERN_PARAM: return "linear_parameter_backward";
+	case KERN_INPUT: return "linear_input_backward";
+	case KERN_TILED: return "linear_tiled_gemm";
+	case KERN_SPLITK: return "linear_splitk_gemm";
+	case KERN_TILED128: return "linear_tiled128_gemm";
+	default: return "(not modelled)";
+	}
+}
+
+double costmodel_ns(const costmodel *m, int k, proto_dtype dt, double wgs, double work, double trips)
+{
+	if (!m || k < 0 || k >= KERN_COUNT || (unsigned)dt >= PROTO_DTYPE_COUNT || !m->fit[k][dt].ok)
+		return -1.0;
+	const costmodel_fit *f = &m->fit[k][dt];
+	return f->a + f->g * wgs + f->b * work + f->c * trips;
+}
+
+/* ---- the probes ------------------------------------------------------------------ */
+
+typedef struct prober {
+	const device *d;
+	recorder *rc;
+	scratch buf, dummy;
+	VkCommandPool pool;
+	VkCommandBuffer cb;
+	VkQueryPool qp;
+	VkFence fence;
+} prober;
+
+/* Tensor t's elements in a job of shape s. */
+static uint64_t tensor_elems(const probe_shape *s, int t)
+{
+	switch (t) {
+	case PROTO_T_X:
+	case PROTO_T_DX: return s->batch * s->in;
+	case PROTO_T_DY: return s->batch * s->out;
+	case PROTO_T_W:
+	case PROTO_T_DW: return s->out * s->in;
+	case PROTO_T_DB: return s->out;
+	default: return 0;
+	}
+}
+
+/* A job of shape s, dtype dt, every tensor present, laid out in scratch
+ * (split-K's partials after them); returns the bytes it spans. */
+static uint64_t probe_job(job *j, const probe_shape *s, proto_dtype dt)
+{
+	memset(j, 0, sizeof(*j));
+	j->req.batch = s->batch, j->req.in = s->in, j->req.out = s->out;
+	j->req.dtype = dt;
+	j->req.variant = PROTO_VARIANT_AUTO;
+	uint64_t at = 0;
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		j->req.t[t].present = true;
+		j->bytes[t] = tensor_elems(s, t) * proto_dtype_size(dt);
+		j->soff[t] = at;
+		at += scratch_round(j->bytes[t]);
+	}
+	j->devlocal = true;
+	j->splitk_off = at;
+	at += scratch_round(variant_splitk_elems(&j->req, s->slices) * 4);
+	return at;
+}
+
+/* Probe pr's part into the command buffer `reps` times, a barrier before
+ * each, each between two timestamps from query q0 on. */
+static void record_probe(prober *pr, job *j, const probe_part *pp, unsigned reps, uint32_t q0)
+{
+	const device *d = pr->d;
+	const VkDeviceSize align = d->props.limits.minStorageBufferOffsetAlignment;
+	const record_target tg = {.pool = pr->pool, .cb = pr->cb, .queries = pr->qp, .scratch = pr->buf.buf,
+				  .dummy = pr->dummy.buf, .dummy_piece = align < 16 ? 16 : align};
+	record_counts counts = {0};
+	for (unsigned r = 0; r < reps; r++) {
+		record_barrier_all(pr->cb);
+		vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, q0 + 2 * r);
+		record_job_kernels(pr->rc, &tg, pr->cb, j, !pp->for_dx, pp->for_dx, &counts);
+		vkCmdWriteTimestamp(pr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pr->qp, q0 + 2 * r + 1);
+	}
+}
+
+static void prober_free(prober *pr)
+{
+	const device *d = pr->d;
+	if (pr->fence)
+		vkDestroyFence(d->dev, pr->fence, NULL);
+	if (pr->qp)
+		vkDestroyQueryPool(d->dev, pr->qp, NULL);
+	if (pr->pool)
+		vkDestroyCommandPool(d->dev, pr->pool, NULL);
+	scratch_release(&pr->buf, d);
+	scratch_release(&pr->dummy, d);
+	record_free(pr->rc);
+}
+
+static int prober_init(prober *pr, const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
+		       uint64_t bytes, char *err, size_t errlen)
+{
+	memset(pr, 0, sizeof(*pr));
+	pr->d = d;
+	pr->rc = record_new(d, pl, dispatch_max_macs, 1);
+	if (!pr->rc) {
+		snprintf(err, errlen, "out of memory for its recorder");
+		return -1;
+	}
+	if (scratch_reserve(&pr->buf, d, bytes, err, errlen) != 0 ||
+	    scratch_reserve(&pr->dummy, d, 3 * 256, err, errlen) != 0)
+		return -1;
+	const VkCommandPoolCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+					      .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+					      .queueFamilyIndex = d->queue_family};
+	const VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+					   .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = MAX_QUERIES};
+	const VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+	if (vkCreateCommandPool(d->dev, &cpci, NULL, &pr->pool) != VK_SUCCESS ||
+	    vkCreateQueryPool(d->dev, &qci, NULL, &pr->qp) != VK_SUCCESS ||
+	    vkCreateFence(d->dev, &fci, NULL, &pr->fence) != VK_SUCCESS) {
+		snprintf(err, errlen, "creating its command pool, query pool or fence failed");
+		return -1;
+	}
+	const VkCommandBufferAllocateInfo cbai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+						  .commandPool = pr->pool,
+						  .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+						  .commandBufferCount = 1};
+	if (vkAllocateCommandBuffers(d->dev, &cbai, &pr->cb) != VK_SUCCESS) {
+		snprintf(err, errlen, "allocating its command buffer failed");
+		return -1;
+	}
+	return 0;
+}
+
+static probe_shape probe_shape_of(const probe *pb, bool cpu)
+{
+	const uint64_t scale = pb->kind == 1 ? (cpu ? 1 : GPU_LONG) : pb->kind == 2 ? (cpu ? 1 : GPU_WIDE) : 1;
+	return shape_of(pb->pp, pb->kind, pb->n * scale);
+}
+
+/* The probes of every dtype the device serves every plain kernel of
+ * (tiled128 where it has it) into list; their count. */
+static unsigned probe_list(const pipelines *pl, probe *list)
+{
+	unsigned n = 0;
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++) {
+		bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
+		for (unsigned p = 0; p < NPARTS; p++)
+			all = all && (parts[p].kern == KERN_TILED128 || pl->pipe[parts[p].kern][dt]);
+		for (unsigned p = 0; p < NPARTS && all; p++) {
+			const probe_part *pp = &parts[p];
+			if (!pl->pipe[pp->kern][dt])
+				continue;
+			list[n++] = (probe){pp, (proto_dtype)dt, 0, 1};
+			for (int i = dt == PROTO_F32 ? 0 : 1; i < 2; i++) {
+				list[n++] = (probe){pp, (proto_dtype)dt, 1, pp->n_long[i]};
+				list[n++] = (probe){pp, (proto_dtype)dt, 2, pp->n_wide[i]};
+			}
+		}
+	}
+	return n;
+}
+
+int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
+		      char *err, size_t errlen)
+{
+	memset(m, 0, sizeof(*m));
+	if (!d->timestamps) {
+		snprintf(err, errlen, "the device has no timestamps on its compute queue");
+		return -1;
+	}
+	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	const unsigned reps = cpu ? CPU_REPS : GPU_REPS;
+	static probe list[MAX_PROBES]; /* start-up only, one thread */
+	const unsigned np = probe_list(pl, list);
+	if (np == 0) {
+		snprintf(err, errlen, "no dtype has every plain kernel");
+		return -1;
+	}
+	uint64_t bytes = 0;
+	job j;
+	for (unsigned i = 0; i < np; i++) {
+		const probe_shape sh = probe_shape_of(&list[i], cpu);
+		const uint64_t b = probe_job(&j, &sh, list[i].dt);
+		bytes = b > bytes ? b : bytes;
+	}
+	const uint64_t t0 = now_ns();
+	prober pr;
+	int rc = prober_init(&pr, d, pl, dispatch_max_macs, bytes, err, errlen);
+	const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+					     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+	if (rc == 0 && vkBeginCommandBuffer(pr.cb, &bi) != VK_SUCCESS) {
+		snprintf(err, errlen, "vkBeginCommandBuffer failed");
+		rc = -1;
+	}
+	if (rc == 0) {
+		vkCmdResetQueryPool(pr.cb, pr.qp, 0, 2 * reps * np);
+		vkCmdFillBuffer(pr.cb, pr.buf.buf, 0, VK_WHOLE_SIZE, 0);
+		for (unsigned i = 0; i < np; i++) {
+			const probe_shape sh = probe_shape_of(&list[i], cpu);
+			const probe_part *pp = list[i].pp;
+			probe_job(&j, &sh, list[i].dt);
+			j.plan = (variant_plan){.param = pp->for_dx ? -1 : pp->kern, .input = pp->for_dx ? pp->kern : -1,
+						.slices = sh.slices, .min_slices = 1, .dx_slices = 1};
+			record_probe(&pr, &j, pp, reps, 2 * reps * i);
+		}
+		const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+					 .pCommandBuffers = &pr.cb};
+		if (vkEndCommandBuffer(pr.cb) != VK_SUCCESS || vkResetFences(d->dev, 1, &pr.fence) != VK_SUCCESS ||
+		    vkQueueSubmit(d->queue, 1, &si, pr.fence) != VK_SUCCESS ||
+		    vkWaitForFences(d->dev, 1, &pr.fence, VK_TRUE, 120ull * 1000000000ull) != VK_SUCCESS) {
+			snprintf(err, errlen, "the probes' submission failed or took over 120 s");
+			rc = -1;
+		}
+	}
+	static uint64_t ts[MAX_QUERIES];
+	if (rc == 0 && vkGetQueryPoolResults(d->dev, pr.qp, 0, 2 * reps * np, sizeof(ts[0]) * 2 * reps * np, ts,
+					     sizeof(ts[0]), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) !=
+				   VK_SUCCESS) {
+		snprintf(err, errlen, "reading the probes' timestamps failed");
+		rc = -1;
+	}
+	/* per dtype and kernel (linear_tiled_gemm's dW and dX parts together) */
+	static costmodel_sample smp[PROTO_DTYPE_COUNT][KERN_COUNT][MAX_FIT];
+	unsigned ns_n[PROTO_DTYPE_COUNT][KERN_COUNT] = {{0}};
+	for (unsigned i = 0; i < np && rc == 0; i++) {
+		const probe *pb = &list[i];
+		const probe_shape sh = probe_shape_of(pb, cpu);
+		probe_job(&j, &sh, pb->dt);
+		double ns = INFINITY; /* the least of the reps: a busy host only adds time */
+		for (unsigned r = 0; r < reps; r++) {
+			const uint64_t *q = ts + 2 * reps * i + 2 * r;
+			ns = fmin(ns, (double)((q[1] - q[0]) & d->timestamp_mask) * d->timestamp_period);
+		}
+		const variant_geom g = variant_geometry(&j.req, pb->pp->for_dx, pb->pp->kern, sh.slices);
+		unsigned *k = &ns_n[pb->dt][pb->pp->kern];
+		if (*k < MAX_FIT)
+			smp[pb->dt][pb->pp->kern][(*k)++] =
+				(costmodel_sample){.wgs = g.wgs, .work = g.work, .trips = g.trips, .ns = ns > 1 ? ns : 1};
+		m->nprobes++;
+		log_debug("cost probe %s %s %s %llux%llux%llu: %.0f us (%.0f workgroups, %.0f "
+			  "workgroup-iterations, %.0f iterations)",
+			  costmodel_kernel_name(pb->pp->kern), pb->pp->for_dx ? "dX" : "dW", proto_dtype_name(pb->dt),
+			  (unsigned long long)sh.batch, (unsigned long long)sh.in, (unsigned long long)sh.out,
+			  ns / 1e3, g.wgs, g.work, g.trips);
+	}
+	/* the critical path (c·T) only on a GPU: a CPU device runs a handful
+	 * of workgroups at once, so one walking alone costs what its work does */
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT && rc == 0; dt++)
+		for (int k = 0; k < KERN_COUNT; k++)
+			if (ns_n[dt][k])
+				m->fit[k][dt] = costmodel_fit_samples(smp[dt][k], ns_n[dt][k], !cpu);
+	prober_free(&pr);
+	m->probe_ms = (double)(now_ns() - t0) / 1e6;
+	if (rc != 0) {
+		const double ms = m->probe_ms;
+		memset(m, 0, sizeof(*m));
+		m->probe_ms = ms;
+	}
+	return rc;
+}
+
+/* ---- the file in the cache directory ------------------------------------------- */
+
+#define FILE_MAX 8192 /* bytes: a model is about 2 KiB */
+
+/* What a saved model must match: the daemon's version, the kernels
+ * (a hash of every registered SPIR-V module), the loop bound, and the
+ * device and driver. */
+static void model_key(const device *d, char *key, size_t n)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a over the kernels */
+	for (unsigned i = 0; i < kreg_count; i++) {
+		const unsigned char *b = (const unsigned char *)kreg_entries[i].spirv;
+		for (size_t k = 0; k < kreg_entries[i].spirv_size; k++)
+			h = (h ^ b[k]) * 1099511628211ull;
+	}
+	char uuid[2 * VK_UUID_SIZE + 1];
+	for (int i = 0; i < (int)VK_UUID_SIZE; i++)
+		snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
+	snprintf(key, n, "vkgrad-costmodel 1 %s kernels %016llx trips %u device %04x %04x %08x %s", VKG_VERSION,
+		 (unsigned long long)h, variant_loop_trips(), d->props.vendorID, d->props.deviceID,
+		 d->props.driverVersion, uuid);
+}
+
+/* dir/costmodel-VVVV-DDDD.txt into path; -1 when it does not fit. */
+static int model_path(const device *d, const char *dir, char *path, size_t n)
+{
+	const int w = snprintf(path, n, "%s/costmodel-%04x-%04x.txt", dir, d->props.vendorID, d->props.deviceID);
+	return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+int costmodel_load(costmodel *m, const device *d, const char *dir, char *err, size_t errlen)
+{
+	char path[4096], key[256];
+	memset(m, 0, sizeof(*m));
+	if (model_path(d, dir, path, sizeof(path)) != 0) {
+		snprintf(err, errlen, "the cache directory's path is too long");
+		return -1;
+	}
+	/* not a FIFO or a device, not through a symlink, bounded */
+	const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	char buf[FILE_MAX + 1];
+	ssize_t len = -1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= FILE_MAX)
+		len = read(fd, buf, FILE_MAX);
+	close(fd);
+	if (len < 0) {
+		snprintf(err, errlen, "%s: not a regular file of at most %d bytes", path, FILE_MAX);
+		return -1;
+	}
+	buf[len] = 0;
+	model_key(d, key, sizeof(key));
+	char *nl = strchr(buf, '\n');
+	if (!nl || (size_t)(nl - buf) != strlen(key) || strncmp(buf, key, strlen(key)) != 0) {
+		snprintf(err, errlen, "%s: made for another device, driver, daemon or loop bound", path);
+		return -1;
+	}
+	for (char *line = nl + 1, *next; *line; line = next) {
+		next = strchr(line, '\n');
+		if (!next) {
+			snprintf(err, errlen, "%s: a line without its end", path);
+			goto bad;
+		}
+		*next++ = 0;
+		int k, dt;
+		costmodel_fit f = {.ok = true};
+		if (sscanf(line, "fit %d %d %lf %lf %lf %lf", &k, &dt, &f.a, &f.g, &f.b, &f.c) != 6 || k < 0 ||
+		    k >= KERN_COUNT || dt < 0 || dt >= PROTO_DTYPE_COUNT || !isfinite(f.a) || !isfinite(f.g) ||
+		    !isfinite(f.b) || !isfinite(f.c) || f.a < 0 || f.g < 0 || f.b < 0 || f.c < 0) {
+			snprintf(err, errlen, "%s: malformed line '%.60s'", path, line);
+			goto bad;
+		}
+		m->fit[k][dt] = f;
+	}
+	return 0;
+bad:
+	memset(m, 0, sizeof(*m));
+	return -1;
+}
+
+int costmodel_save(const costmodel *m, const device *d, const char *dir, char *err, size_t errlen)
+{
+	char path[4096], tmp[4096 + 16], key[256];
+	if (model_path(d, dir, path, sizeof(path)) != 0 ||
+	    snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp)) {
+		snprintf(err, errlen, "the cache directory's path is too long");
+		return -1;
+	}
+	/* a new file of its own (mkstemp: O_EXCL), renamed over the old */
+	const int fd = mkstemp(tmp);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		unlink(tmp);
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	model_key(d, key, sizeof(key));
+	fprintf(f, "%s\n", key);
+	for (int k = 0; k < KERN_COUNT; k++)
+		for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++)
+			if (m->fit[k][dt].ok)
+				fprintf(f, "fit %d %d %.17g %.17g %.17g %.17g\n", k, dt, m->fit[k][dt].a,
+					m->fit[k][dt].g, m->fit[k][dt].b, m->fit[k][dt].c);
+	const bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+	if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,255 @@
+/* tests/integration/test_auto_variant.c — `auto` against the kernel families
+ * it could have forced (issue 25, item 10).
+ *
+ * auto chooses from a cost model measured on the device at start
+ * (daemon/kernels/costmodel.h). Over a small grid of shapes — tall-skinny (the
+ * issue's 1048560x2x2 dW/db scaled down, where the fixed rules took
+ * split-K's 64 slices of 64x64 tiles for a 2x2 output, 50x slower than
+ * generic on lavapipe), square, wide, and a long reduction over out — each
+ * f32 job runs forced to every family the device offers (generic, tiled,
+ * tiled128, splitk) and on auto, interleaved, REPS times each after one
+ * warm-up; the median of the reply's gpu_us (one job in flight: the batch
+ * is that job) of auto must be at most MAX_RATIO times the best forced
+ * family's. A ratio with a generous bound, as the issue asks: the times
+ * are measured, not asserted. Every result is checked against the float64
+ * reference (JC_TOL_F32). The model persists in the cache directory: a
+ * daemon started on it later loads it; bad files are refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon_proc.h"
+#include "jobcase.h"
+#include "vkgrad.h"
+
+#define REPS 3
+#define MAX_RATIO 2.0
+#define NVAR 5
+
+static daemon_proc g_d;
+
+typedef struct ashape {
+	const char *kind;
+	uint64_t batch, in, out;
+	unsigned outputs;
+} ashape;
+
+static const ashape grid[] = {
+	{"tall-skinny", 4096, 2, 2, JC_DW | JC_DB},
+	{"tall-skinny", 4096, 16, 8, JC_ALL},
+	{"square", 160, 160, 160, JC_ALL},
+	{"wide", 16, 384, 256, JC_ALL},
+	{"long over out", 2, 8, 4096, JC_DX},
+};
+
+static const char *const variants[NVAR] = {"auto", "generic", "tiled", "tiled128", "splitk"};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static bool offered(const vkg_info *info, const char *variant)
+{
+	for (unsigned i = 0; i < info->n_kernels; i++)
+		if (!strcmp(info->kernels[i].variant, variant) && !strcmp(info->kernels[i].dtype, "f32"))
+			return true;
+	return false;
+}
+
+/* One job of jc forced to variant v; its gpu_us, checked against the
+ * reference. Returns 0, or -1 after printing why. */
+static int run_once(vkg_client *c, jobcase *jc, void *const map[], const uint64_t reg[], const char *v,
+		    uint64_t seed, uint64_t *gpu_us)
+{
+	char why[320], name[96];
+	if (jobcase_fill(jc, map, seed) != 0)
+		return -1;
+	vkg_job j = jobcase_job(jc, reg);
+	j.variant = v;
+	vkg_result r;
+	vkg_error err;
+	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
+		fprintf(stderr, "%s %s: %s: %s\n", jobcase_name(jc, name, sizeof(name)), v, err.code,
+			err.message);
+		return -1;
+	}
+	if (jobcase_check(jc, map, JC_TOL_F32, why, sizeof(why)) != 0) {
+		fprintf(stderr, "%s %s: %s\n", jobcase_name(jc, name, sizeof(name)), v, why);
+		return -1;
+	}
+	*gpu_us = r.gpu_us;
+	return 0;
+}
+
+/* The daemon's cost model (its debug lines, placement.c), to stdout. */
+static void print_model(void)
+{
+	FILE *f = fopen(g_d.log, "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "cost model f32"))
+			printf("    %s", line);
+	fclose(f);
+}
+
+static void test_auto_within_twice_the_best_forced(void **state)
+{
+	(void)state;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_d.sock, &err);
+	assert_non_null(c);
+	vkg_info info;
+	assert_int_equal(vkg_hello(c, "test_auto_variant", &info, &err), 0);
+	bool have[NVAR];
+	for (int v = 0; v < NVAR; v++)
+		have[v] = v == 0 || offered(&info, variants[v]);
+	unsigned bad = 0, failed = 0;
+	printf("%-13s %-16s %9s %9s %9s %9s %9s  %s\n", "shape", "B x I x O", "auto", "generic", "tiled",
+	       "tiled128", "splitk", "auto/best");
+	for (size_t s = 0; s < sizeof(grid) / sizeof(grid[0]); s++) {
+		const ashape *g = &grid[s];
+		jobcase jc;
+		jobcase_init(&jc, g->batch, g->in, g->out, g->outputs, false);
+		jobcase_layout(&jc);
+		uint64_t reg[1];
+		void *map[1] = {vkg_region_create(c, jc.size[0], &reg[0], &err)};
+		assert_non_null(map[0]);
+		uint64_t t[NVAR][REPS + 1];
+		for (int r = 0; r <= REPS && !failed; r++) /* round 0: warm-up */
+			for (int v = 0; v < NVAR && !failed; v++)
+				if (have[v] && run_once(c, &jc, map, reg, variants[v], s * 100 + (uint64_t)r,
+							&t[v][r]) != 0)
+					failed++;
+		double med[NVAR] = {0}, best = 0;
+		for (int v = 0; v < NVAR && !failed; v++) {
+			if (!have[v])
+				continue;
+			qsort(&t[v][1], REPS, sizeof(uint64_t), cmp_u64);
+			med[v] = (double)t[v][1 + REPS / 2];
+			if (v > 0 && (best == 0 || med[v] < best))
+				best = med[v];
+		}
+		if (!failed) {
+			const double ratio = best > 0 ? med[0] / best : 1.0;
+			char dims[48];
+			snprintf(dims, sizeof(dims), "%llux%llux%llu", (unsigned long long)g->batch,
+				 (unsigned long long)g->in, (unsigned long long)g->out);
+			printf("%-13s %-16s", g->kind, dims);
+			for (int v = 0; v < NVAR; v++)
+				if (have[v])
+					printf(" %9.0f", med[v]);
+				else
+					printf(" %9s", "-");
+			printf("  %.2f%s\n", ratio, ratio > MAX_RATIO ? "  <- more than 2x the best" : "");
+			bad += ratio > MAX_RATIO;
+		}
+		assert_int_equal(vkg_region_destroy(c, reg[0], map[0], jc.size[0], &err), 0);
+		jobcase_free(&jc);
+	}
+	printf("(median gpu_us of %d jobs each, f32, one in flight)\n", REPS);
+	if (bad)
+		print_model();
+	vkg_close(c);
+	assert_int_equal(failed, 0);
+	assert_int_equal(bad, 0);
+}
+
+/* The model file in g_d's cache directory (costmodel-*.txt) into path. */
+static void model_file(char *path, size_t n)
+{
+	DIR *dir = opendir(g_d.cache);
+	assert_non_null(dir);
+	path[0] = 0;
+	for (struct dirent *e; (e = readdir(dir));)
+		if (!strncmp(e->d_name, "costmodel-", 10) && strstr(e->d_name, ".txt") &&
+		    !strstr(e->d_name, ".txt."))
+			snprintf(path, n, "%s/%s", g_d.cache, e->d_name);
+	closedir(dir);
+	assert_true(path[0] != 0);
+}
+
+/* A daemon on g_d's cache directory: started, its log holding `want`,
+ * a checked job served, stopped. */
+static void start_on_shared_cache(const char *want)
+{
+	daemon_proc d = {0};
+	const char *const args[] = {"--cache-dir", g_d.cache, NULL};
+	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
+	if (!daemon_proc_log_contains(&d, want)) {
+		daemon_proc_print_log_tail(&d, 30);
+		fail_msg("the daemon's log lacks '%s'", want);
+	}
+	vkg_error err;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	jobcase jc;
+	jobcase_init(&jc, 300, 40, 24, JC_ALL, false);
+	assert_int_equal(jobcase_run(c, &jc, 1, 1, 5, NULL), 0);
+	vkg_close(c);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+/* The model is saved in the cache directory and a daemon started on it
+ * later loads it (the same choices, so the same bits, and no probes); a
+ * file that is garbage, from another device or daemon, or not a regular
+ * file (a FIFO would block the read) is refused with its reason, the
+ * daemon measures again and serves. */
+static void test_model_saved_then_loaded_and_bad_files_refused(void **state)
+{
+	(void)state;
+	char path[512];
+	model_file(path, sizeof(path));
+	start_on_shared_cache("cost model: loaded from the cache directory");
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("not a cost model\nfit 0 0 1 2 3 4\n", f);
+	fclose(f);
+	start_on_shared_cache("made for another device, driver, daemon or loop bound): measuring");
+	/* the last daemon saved a good one again: spoil one line of it */
+	f = fopen(path, "a");
+	assert_non_null(f);
+	fputs("fit 99 0 1 2 3 4\n", f);
+	fclose(f);
+	start_on_shared_cache("malformed line 'fit 99 0 1 2 3 4'");
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	start_on_shared_cache("not a regular file of at most 8192 bytes): measuring");
+	unlink(path);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	/* (at log level debug: its cost model in the log, for a failure's report) */
+	return daemon_proc_start(&g_d, NULL, NULL) == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return daemon_proc_stop(&g_d) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_auto_within_twice_the_best_forced),
+		cmocka_unit_test(test_model_saved_then_loaded_and_bad_files_refused),
+	};
+	int rc = cmocka_run_group_tests_name("auto_variant", tests, group_setup, group_teardown);
+	return rc || daemon_proc_failures ? 1 : 0;
+}
