@@ -149,6 +149,9 @@ static void usage(const config *d)
 	       "                         shapes)\n"
 	       "  --no-cost-model        auto picks kernels by its fixed rules alone: no\n"
 	       "                         probes at start to measure what each costs here\n"
+	       "  --cost-model           measure the cost model on a GPU too (by default only\n"
+	       "                         on a CPU device: on the H200 it picked a slower f32\n"
+	       "                         kernel for 2048x1024x1024)\n"
 	       "  --client-batch-macs N|auto  multiply-adds one connection may add to a batch\n"
 	       "                         and have in flight, so others' jobs wait about one\n"
 	       "                         batch (its next job always runs once nothing of it\n"
@@ -281,7 +284,7 @@ enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
        O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN,
-       O_DRAIN, O_LOOP_TRIPS, O_NO_COST_MODEL, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_DRAIN, O_LOOP_TRIPS, O_NO_COST_MODEL, O_COST_MODEL, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -319,6 +322,7 @@ static const struct option opts[] = {
 	{"drain-timeout-s", required_argument, 0, O_DRAIN},
 	{"loop-trips", required_argument, 0, O_LOOP_TRIPS},
 	{"no-cost-model", no_argument, 0, O_NO_COST_MODEL},
+	{"cost-model", no_argument, 0, O_COST_MODEL},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
@@ -404,6 +408,7 @@ static int apply(config *c, source *src, int o, const char *arg)
 		c->max_outbound_bytes = v; break;
 	case O_NOIMPORT: c->no_host_import = true; break;
 	case O_NO_COST_MODEL: c->no_cost_model = true; break;
+	case O_COST_MODEL: c->cost_model_gpu = true; break;
 	case O_BPC:
 		if (parse_u64(src->where, name, arg, 1, 65536, &v)) return -1;
 		c->batch_per_client = (uint32_t)v; break;
@@ -487,6 +492,8 @@ static void clear_flag(config *c, int o)
 		c->no_host_import = false;
 	if (o == O_NO_COST_MODEL)
 		c->no_cost_model = false;
+	if (o == O_COST_MODEL)
+		c->cost_model_gpu = false;
 }
 
 static char *trim(char *s)

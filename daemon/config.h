@@ -85,6 +85,7 @@ typedef struct config {
 	uint32_t drain_timeout_s; /* SIGTERM: how long replies may wait to be read */
 	bool no_host_import;     /* force the staging-copy path (testing) */
 	bool no_cost_model;      /* auto by its fixed rules, no probes (costmodel.h) */
+	bool cost_model_gpu;     /* --cost-model: measure it on a GPU too */
 	bool list_devices;       /* --list-devices: print them and exit */
 	/* the device-local path (engine.h): jobs with at least this many tensor
 	 * bytes run on device-local copies; CONFIG_AUTO: chosen per device type,

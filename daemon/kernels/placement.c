@@ -32,6 +32,11 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 	const bool dir = cfg->cache_dir[0] != 0;
 	if (cfg->no_cost_model) {
 		log_info("cost model: off (--no-cost-model): auto picks kernels by its fixed rules");
+	} else if (!cpu && !cfg->cost_model_gpu) {
+		/* measured on the H200 (docs/performance.md): f32 2048x1024x1024
+		 * end to end 4,070 µs with it against 830-1,091 by the fixed rules */
+		log_info("cost model: off on a GPU (--cost-model measures it): auto picks kernels by "
+			 "its fixed rules");
 	} else if (dir && costmodel_load(&p->cost, d, cfg->cache_dir, err, sizeof(err)) == 0) {
 		log_info("cost model: loaded from the cache directory %s; auto picks among the plain "
 			 "kernels by it", cfg->cache_dir);
