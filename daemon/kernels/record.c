@@ -284,6 +284,33 @@ static uint64_t slice_step(const rec *r, uint64_t step, uint64_t macs_per_k, uin
 	return s < step ? s : step;
 }
 
+static void bound_range(const recorder *rc, const job *j, int t, uint64_t *lo, uint64_t *hi);
+
+/* Do two of j's tensors in one region, one read and one written, have
+ * bound ranges that overlap? Their bytes never do (proto_job_check), but a
+ * binding starts at its offset aligned down (bind_tensor), so an output
+ * right behind an input shares the input's last aligned bytes. Dispatches
+ * of one kernel that bind both then need a barrier between them, or the
+ * second reads bytes the first wrote (as far as ranges tell). */
+static bool job_bound_overlap(const recorder *rc, const job *j)
+{
+	for (int o = 0; o < PROTO_T_COUNT; o++) {
+		if (!j->reg[o] || !job_is_output(o))
+			continue;
+		uint64_t olo, ohi;
+		bound_range(rc, j, o, &olo, &ohi);
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			if (t == o || j->reg[t] != j->reg[o])
+				continue;
+			uint64_t lo, hi;
+			bound_range(rc, j, t, &lo, &hi);
+			if (lo < ohi && olo < hi)
+				return true;
+		}
+	}
+	return false;
+}
+
 /* Dispatch a gx × gy grid of workgroups, each costing wg_macs
  * multiply-adds, in pieces of at most dispatch_max_macs (whole rows of the
  * grid, or part of one row when a row alone is more), so no single dispatch
@@ -320,6 +347,10 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 	const uint64_t y0 = r->gy1 ? r->gy0 : 0;
 	if (r->gy1 && r->gy1 < gy)
 		gy = r->gy1;
+	/* pieces whose bound ranges meet: a barrier between them (rare: only
+	 * tensors packed at unaligned offsets, and only a grid in pieces) */
+	const bool apart = (gx > cols || gy - y0 > rows) && job_bound_overlap(rc, r->j);
+	bool first = true;
 	for (uint64_t y = y0; y < gy; y += rows)
 		for (uint64_t x = 0; x < gx; x += cols) {
 			const uint32_t nx = (uint32_t)(gx - x < cols ? gx - x : cols);
@@ -337,6 +368,9 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 					continue;
 				}
 			}
+			if (apart && !first)
+				barrier_inside(r);
+			first = false;
 			if (ybase)
 				*ybase = (uint32_t)(y * yscale);
 			*xbase = (uint32_t)(x * xscale);
