@@ -260,29 +260,11 @@ static uint64_t piece_len(uint64_t K, uint64_t k0, uint64_t step)
 	return K - k0 < step ? K - k0 : step;
 }
 
+/* A slice cuts a job's grid, never its reductions: the pieces of a
+ * reduction are those of the loop bound (variant_max_k) on every path, so
+ * a sliced job sums in the order of the same job whole, devlocal or
+ * streamed (the same bits). At most SLICE_MAX_PIECES dispatches per grid. */
 #define SLICE_MAX_PIECES 32
-
-/* The reduction step of a sliced f32 job (record_target.slice_len): short
- * enough that one workgroup (macs_per_k multiply-adds per step of k) fits
- * in a slice, since a slice cannot cut a workgroup; a multiple of 16 (vector
- * loads stay aligned), at most `step`. The pieces accumulate in the f32
- * output, one rounding each. 16-bit outputs keep `step`: accumulating
- * there would round the running sum once per piece. */
-static uint64_t slice_step(const rec *r, uint64_t step, uint64_t macs_per_k, uint64_t K)
-{
-	const recorder *rc = r->rc;
-	if (!rc->slice_len || r->j->req.dtype != PROTO_F32 || !macs_per_k)
-		return step;
-	uint64_t s = rc->slice_len / macs_per_k;
-	/* at most SLICE_MAX_PIECES pieces: a workgroup's multiply-adds count
-	 * its whole tile, which a thin job leaves mostly empty */
-	if (s < K / SLICE_MAX_PIECES)
-		s = K / SLICE_MAX_PIECES;
-	s = s / 16 * 16;
-	if (s < 16)
-		s = 16;
-	return s < step ? s : step;
-}
 
 static void bound_range(const recorder *rc, const job *j, int t, uint64_t *lo, uint64_t *hi);
 
@@ -404,7 +386,7 @@ static void record_param(const rec *r)
 	const uint64_t gx = dw ? (q->in + VKG_PARAM_COLS - 1) / VKG_PARAM_COLS : 1;
 	/* the batch in pieces within the loop bound: rows k0.. of X and dY,
 	 * the later pieces accumulating */
-	const uint64_t step = slice_step(r, variant_max_k(KERN_PARAM, q->dtype), VKG_PARAM_COLS, q->batch);
+	const uint64_t step = variant_max_k(KERN_PARAM, q->dtype);
 	for (uint64_t k0 = 0; k0 < q->batch; k0 += step) {
 		const uint64_t len = piece_len(q->batch, k0, step);
 		if (k0)
@@ -456,7 +438,7 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uint64_t gy,
 			  uint64_t tile_macs)
 {
-	const uint64_t K = pc->K, step = slice_step(r, gemm_max_k(r->rc, k, r->j->req.dtype), tile_macs, pc->K);
+	const uint64_t K = pc->K, step = gemm_max_k(r->rc, k, r->j->req.dtype);
 	const uint32_t a_off = pc->a_off, b_off = pc->b_off, flags = pc->flags;
 	for (uint64_t k0 = 0; k0 < K; k0 += step) {
 		const uint64_t len = piece_len(K, k0, step);
@@ -619,7 +601,7 @@ static void record_input(const rec *r)
 	/* the reduction over out in pieces within the loop bound: columns k0..
 	 * of dY, rows k0.. of W, the later pieces accumulating */
 	const uint64_t tile = VKG_INPUT_TILE;
-	const uint64_t step = slice_step(r, variant_max_k(KERN_INPUT, q->dtype), tile * tile, q->out);
+	const uint64_t step = variant_max_k(KERN_INPUT, q->dtype);
 	for (uint64_t k0 = 0; k0 < q->out; k0 += step) {
 		const uint64_t len = piece_len(q->out, k0, step);
 		if (k0)

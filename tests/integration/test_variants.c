@@ -34,7 +34,8 @@
 #include "rawsock.h"
 #include "vkgrad.h"
 
-static daemon_proc g_d, g_dl;
+/* g_sl: every job large and in slices of about 1 µs */
+static daemon_proc g_d, g_dl, g_sl;
 
 static const uint64_t shapes[][3] = {
 	{1, 1, 1},     {1, 64, 64},   {64, 1, 64},   {64, 64, 1},  {63, 63, 63},
@@ -169,17 +170,28 @@ static void test_same_bits_every_path_and_run(void **state)
 			uint8_t *a = run_bytes(&g_d, shp[s], families[f]);
 			uint8_t *b = run_bytes(&g_d, shp[s], families[f]);
 			uint8_t *c = run_bytes(&g_dl, shp[s], families[f]);
-			if (memcmp(a, b, n) || memcmp(a, c, n))
+			uint8_t *d = run_bytes(&g_sl, shp[s], families[f]);
+			if (memcmp(a, b, n) || memcmp(a, c, n) || memcmp(a, d, n))
 				fprintf(stderr, "%s %llux%llux%llu: bits differ (%s)\n", families[f],
 					(unsigned long long)shp[s][0], (unsigned long long)shp[s][1],
 					(unsigned long long)shp[s][2],
-					memcmp(a, b, n) ? "two runs on one daemon" : "direct vs device-local");
+					memcmp(a, b, n)	  ? "two runs on one daemon"
+					: memcmp(a, c, n) ? "direct vs device-local"
+							  : "whole vs in slices");
 			assert_memory_equal(a, b, n);
 			assert_memory_equal(a, c, n);
+			assert_memory_equal(a, d, n);
 			free(a);
 			free(b);
 			free(c);
+			free(d);
 		}
+	/* the sliced daemon did slice (else the comparison above proves nothing) */
+	proto_stats st;
+	assert_int_equal(rawsock_stats(g_sl.sock, &st), 0);
+	printf("sliced daemon: %llu slices for %llu jobs\n", (unsigned long long)st.sched_slices,
+	       (unsigned long long)st.jobs_done);
+	assert_true(st.sched_slices > st.jobs_done);
 }
 
 static void test_tiled(void **state)
@@ -336,14 +348,17 @@ static int group_setup(void **state)
 	 * so auto chooses the same kernels on both (test_same_bits_every_path_and_run) */
 	const char *const dl_args[] = {"--devlocal-min-bytes", "1", "--dispatch-max-macs", "100000",
 				       "--cache-dir", g_d.cache, NULL};
-	return daemon_proc_start(&g_dl, dl_args, NULL) == 0 ? 0 : -1;
+	if (daemon_proc_start(&g_dl, dl_args, NULL) != 0)
+		return -1;
+	const char *const sl_args[] = {"--small-job-us", "1", "--slice-us", "1", "--cache-dir", g_d.cache, NULL};
+	return daemon_proc_start(&g_sl, sl_args, NULL) == 0 ? 0 : -1;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	int a = daemon_proc_stop(&g_d), b = daemon_proc_stop(&g_dl);
-	return a == 0 && b == 0 ? 0 : -1;
+	int a = daemon_proc_stop(&g_d), b = daemon_proc_stop(&g_dl), c = daemon_proc_stop(&g_sl);
+	return a == 0 && b == 0 && c == 0 ? 0 : -1;
 }
 
 int main(void)
