@@ -44,10 +44,10 @@ static int attempt(server *s, char *err, size_t n)
 	device *d = s->dev;
 	unsigned verr = atomic_load(&d->validation_errors);
 	teardown(s);
-	if (s->eng.fault_recreate) {
-		s->eng.fault_recreate--;
+	uint64_t left;
+	if (engine_fault_recreate(&s->eng, &left)) {
 		snprintf(err, n, "fault injection: recreation fails (%llu more to fail)",
-			 (unsigned long long)s->eng.fault_recreate);
+			 (unsigned long long)left);
 		goto fail;
 	}
 	int rc_open = device_open(d, s->cfg->device, rc->validation, err, n);
@@ -94,7 +94,7 @@ static void try_recover(server *s)
 			   "(%llu imported, %llu staged), %u queued job(s) resume",
 			   (double)(engine_now_ns() - t0) / 1e6, s->dev->props.deviceName,
 			   (unsigned long long)s->regions.count, (unsigned long long)s->regions.imports,
-			   (unsigned long long)s->regions.staged, s->eng.queued);
+			   (unsigned long long)s->regions.staged, engine_queued(&s->eng));
 		service_clients(&s->svc, s->nconns); /* back to the usual STATUS= line */
 		engine_resume(&s->eng);
 		return;
@@ -111,8 +111,7 @@ static void try_recover(server *s)
 		"(the service manager restarts the daemon)", RECOVERY_ATTEMPTS);
 	service_status("the GPU was lost and could not be recreated");
 	s->exit_code = 1;
-	s->eng.down = true;
-	engine_fail_queued(&s->eng, "the GPU was lost and could not be recreated; the daemon exits");
+	engine_shut_down(&s->eng, "the GPU was lost and could not be recreated; the daemon exits");
 	rc->give_up(s);
 }
 
@@ -128,8 +127,7 @@ void recovery_lost(void *ctx)
 	server *s = ctx;
 	s->rec.losses++;
 	if (s->draining) {
-		s->eng.down = true;
-		engine_fail_queued(&s->eng, "the GPU was lost while the daemon shuts down");
+		engine_shut_down(&s->eng, "the GPU was lost while the daemon shuts down");
 		return;
 	}
 	try_recover(s);
@@ -151,10 +149,8 @@ void recovery_stop(server *s)
 {
 	if (s->rec.timer_open)
 		uv_timer_stop(&s->rec.retry);
-	if (s->eng.lost && s->eng.running == 0) {
-		s->eng.down = true;
-		engine_fail_queued(&s->eng, "the GPU was lost and the daemon is shutting down");
-	}
+	if (engine_lost(&s->eng) && engine_running(&s->eng) == 0)
+		engine_shut_down(&s->eng, "the GPU was lost and the daemon is shutting down");
 }
 
 void recovery_close(server *s)

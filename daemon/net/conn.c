@@ -112,7 +112,7 @@ int conn_open(server *s, int fd, const conn_handler *h)
 	c->srv = s;
 	c->h = h;
 	c->fd = fd;
-	outq_init(&c->out, fd, &s->eng.metrics);
+	outq_init(&c->out, fd, engine_metrics(&s->eng));
 	c->refs = 1;
 	c->open = true;
 	socklen_t len = sizeof(c->cred);

@@ -73,8 +73,8 @@ static void drain_deadline(server *s)
 	if (n)
 		log_warn("shutting down: --drain-timeout-s %u passed; closed %u connection(s) that left "
 			 "%llu reply bytes unread (%u job(s) queued, %u running)",
-			 s->cfg->drain_timeout_s, n, (unsigned long long)unread, s->eng.queued,
-			 s->eng.running);
+			 s->cfg->drain_timeout_s, n, (unsigned long long)unread, engine_queued(&s->eng),
+			 engine_running(&s->eng));
 }
 
 static void drain_check_cb(uv_timer_t *t)
@@ -112,7 +112,7 @@ void server_stop(server *s)
 	s->draining = true;
 	s->drain_deadline_ns = engine_now_ns() + (uint64_t)s->cfg->drain_timeout_s * 1000000000ull;
 	log_notice("shutting down: %u job(s) queued, %u running; replies wait at most %u s "
-		   "(--drain-timeout-s) to be read", s->eng.queued, s->eng.running,
+		   "(--drain-timeout-s) to be read", engine_queued(&s->eng), engine_running(&s->eng),
 		   s->cfg->drain_timeout_s);
 	service_stopping(&s->svc);
 	uv_poll_stop(&s->listen_poll);

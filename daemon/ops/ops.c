@@ -186,7 +186,7 @@ static void op_register(conn *c, const proto_request *q, int fd)
 	server *s = c->srv;
 	proto_err err;
 	region *r = NULL;
-	if (s->eng.lost || !s->dev->dev) {
+	if (engine_lost(&s->eng) || !s->dev->dev) {
 		/* no objects on a lost device: recovery.c makes them for the
 		 * regions it knows, once the device is back */
 		close(fd);

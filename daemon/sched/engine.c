@@ -463,6 +463,40 @@ bool engine_idle(const engine *e)
 	return e->queued == 0 && e->running == 0;
 }
 
+void engine_shut_down(engine *e, const char *why)
+{
+	e->down = true;
+	engine_fail_queued(e, why);
+}
+
+uint32_t engine_queued(const engine *e)
+{
+	return e->queued;
+}
+
+uint32_t engine_running(const engine *e)
+{
+	return e->running;
+}
+
+bool engine_lost(const engine *e)
+{
+	return e->lost;
+}
+
+bool engine_fault_recreate(engine *e, uint64_t *left)
+{
+	if (!e->fault_recreate)
+		return false;
+	*left = --e->fault_recreate;
+	return true;
+}
+
+metrics *engine_metrics(engine *e)
+{
+	return &e->metrics;
+}
+
 void engine_fail_queued(engine *e, const char *why)
 {
 	/* one job at a time, the lane fixed up before the answer: a reply may

@@ -254,6 +254,19 @@ void engine_pump(engine *e);
 bool engine_idle(const engine *e);
 /* Answer every queued job with device_lost (`why`). */
 void engine_fail_queued(engine *e, const char *why);
+/* The engine takes no more work (no usable GPU): every queued job is
+ * answered device_lost with `why`. */
+void engine_shut_down(engine *e, const char *why);
+/* What other modules may ask of the engine: jobs queued and running, and
+ * whether the GPU was lost. Only daemon/sched/ touches its fields. */
+uint32_t engine_queued(const engine *e);
+uint32_t engine_running(const engine *e);
+bool engine_lost(const engine *e);
+/* Fault injection (--fault-inject recreate=N): true while a device
+ * recreation should still fail, counting one down; *left: how many more. */
+bool engine_fault_recreate(engine *e, uint64_t *left);
+/* The latency histograms and stage windows (metrics.h) that replies feed. */
+metrics *engine_metrics(engine *e);
 
 /* Device recovery (recovery.c), on the loop thread, with nothing running:
  * drop the engine's Vulkan objects before the device goes; make them again
