@@ -31,7 +31,12 @@ PROTO_SRC  := $(wildcard proto/*.c)
 DAEMON_DIRS := daemon daemon/net daemon/ops daemon/gpu daemon/kernels daemon/sched
 DAEMON_INC  := $(addprefix -I,$(DAEMON_DIRS))
 DAEMON_SRC := $(foreach d,$(DAEMON_DIRS),$(wildcard $(d)/*.c))
-CLIENT_LIB_SRC := client/vkgrad.c client/abi.c client/ref.c
+# libvkgrad by noun (client/vkgrad_priv.h: what they share): the connection,
+# its transport (frames, reply table, waiting), traces, queries (hello,
+# stats, ping), regions, jobs, the raw call; abi.c its growing ABI, ref.c
+# the float64 reference. The CLI is every other client/*.c.
+CLIENT_LIB_SRC := client/connection.c client/transport.c client/trace.c client/queries.c \
+                  client/regions.c client/jobs.c client/raw_call.c client/abi.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 # vkgrad-bench (`vkgrad bench` runs it): its own program, since its direct
 # mode runs the daemon's core in-process; it shares the CLI's helpers

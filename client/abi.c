@@ -1,7 +1,7 @@
 /* client/abi.c — libvkgrad's growing ABI (vkgrad.h, "A growing ABI"):
  * the version, and each call of a struct that may grow in a form for the
  * 0.1 layout and one for the caller's size. The calls themselves are
- * vkgrad.c's. */
+ * queries.c's and jobs.c's. */
 #include "vkgrad.h"
 #include "vkgrad_full.h"
 

@@ -1,5 +1,5 @@
 /* client/vkgrad_full.h — internal to libvkgrad: the hello and stats calls
- * that fill today's whole vkg_info / vkg_stats (vkgrad.c); abi.c copies
+ * that fill today's whole vkg_info / vkg_stats (queries.c); abi.c copies
  * as much of them as the caller's struct holds (vkgrad.h, "A growing
  * ABI"). Not exported. */
 #ifndef VKGRAD_FULL_H
