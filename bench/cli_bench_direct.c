@@ -7,6 +7,7 @@
  * callback, so the difference to the socket mode is the cost of IPC and of
  * separate processes. */
 #include "cli_bench.h"
+#include "clock.h"
 
 #include "cli.h"
 
@@ -91,7 +92,7 @@ static void __attribute__((format(printf, 2, 3))) fail_run(bench_direct *b, cons
 static int dclient_submit(dclient *c)
 {
 	bench_direct *b = c->b;
-	const uint64_t t0 = engine_now_ns();
+	const uint64_t t0 = clock_now_ns();
 	proto_request q = {
 		.op = PROTO_OP_LINEAR_BACKWARD,
 		.id = c->submitted,
@@ -131,7 +132,7 @@ static int dclient_submit(dclient *c)
 static void direct_done_cb(void *ctx, job *j, proto_code code, const char *msg, uint64_t queued_us,
 			   uint64_t gpu_us, uint32_t batch_jobs)
 {
-	const uint64_t now = engine_now_ns();
+	const uint64_t now = clock_now_ns();
 	(void)ctx;
 	(void)queued_us;
 	(void)gpu_us;
@@ -187,7 +188,7 @@ static int run_phase(bench_direct *b, uint64_t jobs, bool measure, uint64_t *wal
 	/* the first jobs go in one by one, each pumped as ops.c pumps a
 	 * frame's job; later ones from the done callback, pumped by the
 	 * engine after the completions it handles */
-	const uint64_t t0 = engine_now_ns();
+	const uint64_t t0 = clock_now_ns();
 	for (uint32_t i = 0; i < s->clients && !b->failed; i++) {
 		dclient *c = &b->clients[i];
 		while (c->submitted < jobs && c->live < s->inflight && !b->failed) {

@@ -1,5 +1,6 @@
 /* daemon/gpu/recovery.c — see recovery.h. */
 #include "recovery.h"
+#include "clock.h"
 
 #include "log.h"
 #include "region.h"
@@ -85,14 +86,14 @@ static void try_recover(server *s)
 {
 	recovery *rc = &s->rec;
 	char err[256] = "";
-	uint64_t t0 = engine_now_ns();
+	uint64_t t0 = clock_now_ns();
 	service_status("recreating the GPU after a device loss");
 	if (attempt(s, err, sizeof(err)) == 0) {
 		rc->failed = 0;
 		rc->recovered++;
 		log_notice("device recreated after a device loss in %.0f ms: %s; %llu region(s) restored "
 			   "(%llu imported, %llu staged), %u queued job(s) resume",
-			   (double)(engine_now_ns() - t0) / 1e6, s->dev->props.deviceName,
+			   (double)(clock_now_ns() - t0) / 1e6, s->dev->props.deviceName,
 			   (unsigned long long)s->regions.count, (unsigned long long)s->regions.imports,
 			   (unsigned long long)s->regions.staged, engine_queued(&s->eng));
 		service_clients(&s->svc, s->nconns); /* back to the usual STATUS= line */

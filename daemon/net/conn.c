@@ -1,5 +1,6 @@
 /* daemon/net/conn.c — see conn.h. Where bytes become frames: take_bytes(). */
 #include "conn.h"
+#include "clock.h"
 
 #include "admission.h"
 #include "log.h"
@@ -122,7 +123,7 @@ int conn_open(server *s, int fd, const conn_handler *h)
 	}
 	proto_err err;
 	switch (admission_check(&s->admission, fd, &c->cred, s->nconns, conns_of_uid(s, c->cred.uid),
-				engine_now_ns(), &err)) {
+				clock_now_ns(), &err)) {
 	case ADMISSION_TAKE:
 		break;
 	case ADMISSION_DENY:
@@ -601,7 +602,7 @@ static void conn_read(conn *c)
 			break;
 		}
 		done += (size_t)m;
-		c->rx_ns = engine_now_ns(); /* the frames this read completes arrived */
+		c->rx_ns = clock_now_ns(); /* the frames this read completes arrived */
 		dispatch_rc rc = take_bytes(c, buf, (size_t)m, fds, nfds, &budget);
 		if (rc == DISPATCH_MORE)
 			backlog_add(c); /* the rest of the peeked bytes stay in the socket */

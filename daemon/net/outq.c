@@ -1,7 +1,7 @@
 /* daemon/net/outq.c — see outq.h. */
 #include "outq.h"
+#include "clock.h"
 
-#include "engine.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@ void outq_init(outq *q, int fd, metrics *m)
 	memset(q, 0, sizeof(*q));
 	q->fd = fd;
 	q->m = m;
-	q->clock = engine_now_ns;
+	q->clock = clock_now_ns;
 }
 
 void outq_free(outq *q)

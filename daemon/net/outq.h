@@ -43,7 +43,7 @@ typedef struct outq {
 	outq_patch *patch;   /* timed replies not yet (partly) written, by offset */
 	uint32_t npatch, patch_cap;
 	metrics *m;          /* where WRITE stages go; may be NULL */
-	uint64_t (*clock)(void); /* engine_now_ns (a test may put another) */
+	uint64_t (*clock)(void); /* clock_now_ns (a test may put another) */
 } outq;
 
 void outq_init(outq *q, int fd, metrics *m);

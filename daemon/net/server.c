@@ -1,5 +1,6 @@
 /* daemon/net/server.c — see server.h. */
 #include "server.h"
+#include "clock.h"
 
 #include "conn.h"
 #include "log.h"
@@ -80,7 +81,7 @@ static void drain_deadline(server *s)
 static void drain_check_cb(uv_timer_t *t)
 {
 	server *s = t->data;
-	if (engine_now_ns() >= s->drain_deadline_ns)
+	if (clock_now_ns() >= s->drain_deadline_ns)
 		drain_deadline(s);
 	bool flushed = true;
 	const queue_node *q;
@@ -110,7 +111,7 @@ void server_stop(server *s)
 	if (s->draining)
 		return;
 	s->draining = true;
-	s->drain_deadline_ns = engine_now_ns() + (uint64_t)s->cfg->drain_timeout_s * 1000000000ull;
+	s->drain_deadline_ns = clock_now_ns() + (uint64_t)s->cfg->drain_timeout_s * 1000000000ull;
 	log_notice("shutting down: %u job(s) queued, %u running; replies wait at most %u s "
 		   "(--drain-timeout-s) to be read", engine_queued(&s->eng), engine_running(&s->eng),
 		   s->cfg->drain_timeout_s);
@@ -208,7 +209,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->pl = pl;
 	s->handler = handler;
 	s->listen_fd = -1;
-	s->started_ns = engine_now_ns();
+	s->started_ns = clock_now_ns();
 	usage_init(&s->usage);
 	/* the configured limits, lowered to what the device can run */
 	s->limits = cfg->limits;

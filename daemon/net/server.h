@@ -51,7 +51,7 @@ typedef struct server {
 				    * registered-bytes limits) */
 	uint64_t started_ns;
 	bool draining;
-	uint64_t drain_deadline_ns; /* engine_now_ns: past it the drain closes the
+	uint64_t drain_deadline_ns; /* clock_now_ns: past it the drain closes the
 				     * connections that leave replies unread */
 	int exit_code;             /* of the process, once the loop ended */
 	recovery rec;              /* after a device loss */

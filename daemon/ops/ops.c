@@ -1,5 +1,6 @@
 /* daemon/ops/ops.c — see ops.h. */
 #include "ops.h"
+#include "clock.h"
 
 #include "clients.h"
 #include "job.h"
@@ -19,7 +20,7 @@
 static int ops_open(conn *c)
 {
 	c->lane = engine_lane_open(&c->srv->eng);
-	c->connected_ns = engine_now_ns();
+	c->connected_ns = clock_now_ns();
 	return c->lane ? 0 : -1;
 }
 
@@ -112,7 +113,7 @@ static void op_stats(conn *c, const proto_request *q)
 	const server *s = c->srv;
 	proto_reply r = {.id = q->id, .ok = true};
 	proto_stats *st = &r.stats;
-	st->uptime_s = (double)(engine_now_ns() - s->started_ns) / 1e9;
+	st->uptime_s = (double)(clock_now_ns() - s->started_ns) / 1e9;
 	st->clients = s->nconns;
 	region_stats(&s->regions, st);
 	engine_stats(&s->eng, st);
@@ -137,7 +138,7 @@ static void op_clients(conn *c, const proto_request *q)
 		conn_reply_err(c, q->id, &err);
 		return;
 	}
-	const uint64_t now = engine_now_ns();
+	const uint64_t now = clock_now_ns();
 	unsigned n = 0;
 	const queue_node *qn;
 	queue_foreach(qn, &s->conns) {
@@ -395,7 +396,7 @@ void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t 
 		r->stream.n = 0;
 		if (j->stream_tl)
 			r->stream = *j->stream_tl;
-		const uint64_t t_enc = engine_now_ns();
+		const uint64_t t_enc = clock_now_ns();
 		engine_job_trace(j, t_enc, &r->trace);
 		conn_reply_timed(c, PROTO_R_JOB, r, r->trace.present, t_enc);
 	} else {

@@ -1,5 +1,6 @@
 /* daemon/sched/engine.c — see engine.h. */
 #include "sched/internal.h"
+#include "clock.h"
 
 #include "log.h"
 #include "placement.h"
@@ -13,14 +14,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-
-uint64_t engine_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- spare jobs -------------------------------------------------------------- */
 
@@ -121,7 +114,7 @@ static void finish_slot(engine *e, engine_slot *s)
 		return; /* the failed launch finished the slot */
 	}
 	gpu_us += s->slice_gpu_us;
-	s->t_answer_ns = engine_now_ns();
+	s->t_answer_ns = clock_now_ns();
 	if (!s->failed) {
 		uint64_t to_gpu_end = 0;
 		sched_slot_stages(e, s, st, &st_mask, &to_gpu_end);
@@ -189,7 +182,7 @@ static void finish_slot(engine *e, engine_slot *s)
 				metrics_observe(&e->metrics, METRICS_JOB_QUEUED,
 						(j->t_submit_ns - j->t_queued_ns) / 1000);
 				metrics_observe(&e->metrics, METRICS_JOB_LATENCY,
-						(engine_now_ns() - j->t_queued_ns) / 1000);
+						(clock_now_ns() - j->t_queued_ns) / 1000);
 			} else {
 				e->jobs_failed++;
 			}
@@ -264,7 +257,7 @@ static void async_cb(uv_async_t *h)
  * batch, answered bad_region, its outputs untouched. */
 static void stage_in(engine *e, engine_slot *s)
 {
-	uint64_t now = engine_now_ns();
+	uint64_t now = clock_now_ns();
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		job *j = s->jobs[i];
@@ -293,7 +286,7 @@ static void stage_in(engine *e, engine_slot *s)
 static void submit_slot(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
-	s->t_take_ns = engine_now_ns();
+	s->t_take_ns = clock_now_ns();
 	uint64_t need = sched_take_jobs(e, s);
 	stage_in(e, s);
 	if (s->njobs == 0)
@@ -364,7 +357,7 @@ static int launch_slot(engine *e, uint32_t si)
 	s->slice_next = counts.slice_next;
 	s->slices += s->slice_len != 0;
 	tr->submissions++;
-	s->t_recorded_ns = engine_now_ns();
+	s->t_recorded_ns = clock_now_ns();
 	sched_calibrate(e, s->t_recorded_ns);
 	s->cal_ok = e->cal_ok;
 	s->cal_dev = e->cal_dev;
@@ -406,7 +399,7 @@ static int launch_slot(engine *e, uint32_t si)
 	} else {
 		r = streamed ? stream_submit(e, si) : vkQueueSubmit(tr->queue, 1, &si_, VK_NULL_HANDLE);
 	}
-	s->t_submitted_ns = engine_now_ns();
+	s->t_submitted_ns = clock_now_ns();
 	if (r != VK_SUCCESS) {
 		log_err("%s failed (VkResult %d); %u job(s) fail", what, r, s->njobs);
 		s->failed = true;
@@ -506,7 +499,7 @@ void engine_fail_queued(engine *e, const char *why)
 		sched_lane_deactivate(e, l);
 		sched_lane_activate(e, l);
 		e->jobs_failed++;
-		sched_answer(e, j, PROTO_DEVICE_LOST, why, (engine_now_ns() - j->t_queued_ns) / 1000, 0, 0);
+		sched_answer(e, j, PROTO_DEVICE_LOST, why, (clock_now_ns() - j->t_queued_ns) / 1000, 0, 0);
 		sched_job_release(e, j);
 	}
 }
@@ -634,7 +627,7 @@ fail:
 void engine_destroy(engine *e)
 {
 	if (e->poll_init) {
-		sched_poll_stop(e, engine_now_ns());
+		sched_poll_stop(e, clock_now_ns());
 		e->stop_polling = true; /* the answers below must not start it again */
 		uv_close((uv_handle_t *)&e->poll, NULL);
 		e->poll_init = false;

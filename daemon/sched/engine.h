@@ -276,7 +276,6 @@ void engine_gpu_release(engine *e);
 int engine_gpu_restore(engine *e, char *err, size_t errlen);
 void engine_resume(engine *e);
 
-uint64_t engine_now_ns(void);
 
 /* j's trace for its reply, with t_encoded (now, as the reply is encoded)
  * ending the ANSWER stage: t_recv_ns and the stages from DECODE to ANSWER

@@ -2,6 +2,7 @@
  * lane's job goes next in each class (fair.h), the order across classes,
  * what a batch may take, when a large job goes in slices. */
 #include "sched/internal.h"
+#include "clock.h"
 
 #include "placement.h"
 #include "stream.h"
@@ -228,7 +229,7 @@ void engine_lane_close(engine *e, engine_lane *l)
 void engine_enqueue(engine *e, engine_lane *l, job *j)
 {
 	j->lane = l;
-	j->t_queued_ns = engine_now_ns();
+	j->t_queued_ns = clock_now_ns();
 	const uint64_t dmin = e->place.devlocal_min[j->req.dtype];
 	j->est_key = estimate_key(&j->req, dmin != CONFIG_OFF && job_bytes(j) >= dmin);
 	j->est_macs = job_macs(j);

@@ -1,6 +1,7 @@
 /* daemon/sched/track.c — a track's completion thread, and the loop's polling
  * of every track (spin.h): batches seen done, handed to the loop. */
 #include "sched/internal.h"
+#include "clock.h"
 
 #include "log.h"
 
@@ -89,13 +90,13 @@ void *sched_completion_main(void *arg)
 		};
 		uint64_t timeout = ENGINE_WAIT_NS;
 		if (poll_at) {
-			const uint64_t now0 = engine_now_ns();
+			const uint64_t now0 = clock_now_ns();
 			timeout = poll_at > now0 ? poll_at - now0 : 0;
 		}
 		VkResult r = vkWaitSemaphores(e->dev->dev, &wi, timeout);
 		if (r == VK_SUCCESS && e->fault_late_us)
 			usleep(e->fault_late_us); /* tests: let the polling loop see it first */
-		const uint64_t now = engine_now_ns();
+		const uint64_t now = clock_now_ns();
 		pthread_mutex_lock(&e->mu);
 		/* the loop may have seen it done meanwhile (and even reused the
 		 * slot for a later batch: compare the value) */
@@ -138,7 +139,7 @@ static bool poll_track(engine *e, engine_track *t)
 				  .semaphoreCount = 1, .pSemaphores = &t->timeline, .pValues = &cur};
 	if (vkWaitSemaphores(e->dev->dev, &wi, 0) != VK_SUCCESS)
 		return false;
-	const uint64_t now = engine_now_ns();
+	const uint64_t now = clock_now_ns();
 	bool any = false;
 	pthread_mutex_lock(&e->mu);
 	for (engine_slot *s; (s = sched_track_oldest(t)) && cur >= s->value;) {
@@ -179,7 +180,7 @@ void engine_activity(engine *e)
 {
 	if (!e->spin.after_ns)
 		return;
-	const uint64_t now = engine_now_ns();
+	const uint64_t now = clock_now_ns();
 	e->poll_until_ns = now + e->spin.after_ns;
 	sched_poll_start(e, now);
 }
@@ -198,7 +199,7 @@ void sched_poll_expected(engine *e)
 		for (uint32_t i = t->ring_done; value && i < t->ring_count; i++)
 			pending |= e->slots[t->ring[(t->ring_head + i) % ENGINE_RING]].value == value;
 		pthread_mutex_unlock(&e->mu);
-		const uint64_t now = engine_now_ns();
+		const uint64_t now = clock_now_ns();
 		if (!pending || now >= to)
 			continue;
 		t->poll_for_value = value;
@@ -217,7 +218,7 @@ void sched_poll_cb(uv_idle_t *h)
 		sched_reap(e);
 		engine_activity(e); /* replies went out: the next requests come soon */
 	}
-	const uint64_t now = engine_now_ns();
+	const uint64_t now = clock_now_ns();
 	bool keep = now < e->poll_until_ns;
 	pthread_mutex_lock(&e->mu);
 	for (int c = 0; c < ENGINE_CLASSES; c++) {
