@@ -96,7 +96,7 @@ static void try_recover(server *s)
 			   (double)(clock_now_ns() - t0) / 1e6, s->dev->props.deviceName,
 			   (unsigned long long)s->regions.count, (unsigned long long)s->regions.imports,
 			   (unsigned long long)s->regions.staged, engine_queued(&s->eng));
-		service_clients(&s->svc, s->nconns); /* back to the usual STATUS= line */
+		service_clients(&s->svc, conn_set_count(&s->conns)); /* back to the usual STATUS= line */
 		engine_resume(&s->eng);
 		return;
 	}

@@ -65,8 +65,8 @@ void conn_close(conn *c, const char *why)
 		"client pid %d uid %u: connection closed (%s)", (int)c->cred.pid,
 		(unsigned)c->cred.uid, why);
 	queue_remove(&c->node);
-	s->nconns--;
-	service_clients(&s->svc, s->nconns);
+	s->conns.n--;
+	service_clients(&s->svc, s->conns.n);
 	drop_fds(c);
 	backlog_remove(c);
 	outq_shut(&c->out); /* nothing more is written: the socket may close */
@@ -98,7 +98,7 @@ static uint32_t conns_of_uid(const server *s, uid_t uid)
 {
 	uint32_t n = 0;
 	const queue_node *q;
-	queue_foreach(q, &s->conns)
+	queue_foreach(q, &s->conns.all)
 		n += queue_data(q, conn, node)->cred.uid == uid;
 	return n;
 }
@@ -122,7 +122,7 @@ int conn_open(server *s, int fd, const conn_handler *h)
 		c->cred.uid = c->cred.gid = (uid_t)-1;
 	}
 	proto_err err;
-	switch (admission_check(&s->admission, fd, &c->cred, s->nconns, conns_of_uid(s, c->cred.uid),
+	switch (admission_check(&s->admission, fd, &c->cred, s->conns.n, conns_of_uid(s, c->cred.uid),
 				clock_now_ns(), &err)) {
 	case ADMISSION_TAKE:
 		break;
@@ -147,13 +147,13 @@ int conn_open(server *s, int fd, const conn_handler *h)
 	c->poll.data = c;
 	c->poll_events = UV_READABLE;
 	uv_poll_start(&c->poll, UV_READABLE, conn_poll_cb);
-	queue_insert_head(&s->conns, &c->node);
-	s->nconns++;
-	service_clients(&s->svc, s->nconns);
+	queue_insert_head(&s->conns.all, &c->node);
+	s->conns.n++;
+	service_clients(&s->svc, s->conns.n);
 	/* info level once it asks for something (ops.c), so that a
 	 * connection that only looks (a metrics scrape) stays at debug */
 	log_debug("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
-		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, s->nconns);
+		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, s->conns.n);
 	return 0;
 }
 
@@ -223,10 +223,10 @@ void conn_send_frame(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encode
 		conn_close(c, rc == -ENOMEM ? "out of memory" : strerror(-rc));
 		return;
 	}
-	if (c->srv->cork) {
+	if (c->srv->conns.cork) {
 		if (!c->dirty) {
 			c->dirty = true;
-			queue_insert_head(&c->srv->dirty, &c->dirty_node);
+			queue_insert_head(&c->srv->conns.dirty, &c->dirty_node);
 			conn_ref(c);
 		}
 		return;
@@ -237,10 +237,10 @@ void conn_send_frame(conn *c, msgpack_sbuffer *sb, bool timed, uint64_t t_encode
 void conn_replies_cork(void *srv, bool begin)
 {
 	server *s = srv;
-	s->cork = begin;
+	s->conns.cork = begin;
 	if (begin)
 		return;
-	for (queue_node *q; (q = queue_first(&s->dirty));) {
+	for (queue_node *q; (q = queue_first(&s->conns.dirty));) {
 		conn *c = queue_data(q, conn, dirty_node);
 		queue_remove(q);
 		c->dirty = false;
@@ -257,15 +257,15 @@ void conn_reply_timed(conn *c, proto_reply_kind kind, const proto_reply *r, bool
 		      uint64_t t_encoded)
 {
 	server *s = c->srv;
-	msgpack_sbuffer sb = s->reply_sb;
-	s->reply_sb = (msgpack_sbuffer){0};
+	msgpack_sbuffer sb = s->conns.reply_sb;
+	s->conns.reply_sb = (msgpack_sbuffer){0};
 	if (proto_reply_encode(&sb, kind, r) == 0)
 		conn_send_frame(c, &sb, timed, t_encoded);
 	proto_sbuffer_reuse(&sb, CONN_REPLY_BUF_KEEP);
-	if (s->reply_sb.data)
+	if (s->conns.reply_sb.data)
 		msgpack_sbuffer_destroy(&sb);
 	else
-		s->reply_sb = sb;
+		s->conns.reply_sb = sb;
 }
 
 void conn_reply(conn *c, proto_reply_kind kind, const proto_reply *r)
@@ -442,16 +442,41 @@ static dispatch_rc take_bytes(conn *c, const uint8_t *buf, size_t n, const int *
 
 static void backlog_cb(uv_idle_t *h);
 
-void conn_backlog_init(server *s)
+void conn_set_init(server *s)
 {
-	queue_init(&s->backlog);
-	uv_idle_init(s->loop, &s->backlog_idle);
-	s->backlog_idle.data = s;
+	conn_set *cs = &s->conns;
+	memset(cs, 0, sizeof(*cs));
+	queue_init(&cs->all);
+	queue_init(&cs->dirty);
+	queue_init(&cs->backlog);
+	uv_idle_init(s->loop, &cs->backlog_idle);
+	cs->backlog_idle.data = s;
 }
 
-void conn_backlog_close(server *s)
+void conn_set_close(conn_set *cs)
 {
-	uv_close((uv_handle_t *)&s->backlog_idle, NULL);
+	uv_close((uv_handle_t *)&cs->backlog_idle, NULL);
+}
+
+void conn_set_destroy(conn_set *cs)
+{
+	msgpack_sbuffer_destroy(&cs->reply_sb);
+}
+
+uint32_t conn_set_count(const conn_set *cs)
+{
+	return cs->n;
+}
+
+conn *conn_set_first(conn_set *cs)
+{
+	queue_node *q = queue_first(&cs->all);
+	return q ? queue_data(q, conn, node) : NULL;
+}
+
+conn *conn_set_next(conn_set *cs, const conn *c)
+{
+	return c->node.next == &cs->all ? NULL : queue_data(c->node.next, conn, node);
 }
 
 /* c has whole frames left after its turn: stop reading it (update_poll)
@@ -464,9 +489,9 @@ static void backlog_add(conn *c)
 	server *s = c->srv;
 	c->backlogged = true;
 	conn_ref(c);
-	if (queue_empty(&s->backlog))
-		uv_idle_start(&s->backlog_idle, backlog_cb);
-	queue_insert_tail(&s->backlog, &c->backlog_node);
+	if (queue_empty(&s->conns.backlog))
+		uv_idle_start(&s->conns.backlog_idle, backlog_cb);
+	queue_insert_tail(&s->conns.backlog, &c->backlog_node);
 }
 
 static void backlog_remove(conn *c)
@@ -475,8 +500,8 @@ static void backlog_remove(conn *c)
 		return;
 	queue_remove(&c->backlog_node);
 	c->backlogged = false;
-	if (queue_empty(&c->srv->backlog))
-		uv_idle_stop(&c->srv->backlog_idle);
+	if (queue_empty(&c->srv->conns.backlog))
+		uv_idle_stop(&c->srv->conns.backlog_idle);
 	conn_unref(c); /* never the last: the server's list holds one until the poll closed */
 }
 
@@ -487,12 +512,12 @@ static void backlog_cb(uv_idle_t *h)
 	server *s = h->data;
 	queue_node turn;
 	queue_init(&turn);
-	while (!queue_empty(&s->backlog)) {
-		queue_node *q = queue_first(&s->backlog);
+	while (!queue_empty(&s->conns.backlog)) {
+		queue_node *q = queue_first(&s->conns.backlog);
 		queue_remove(q);
 		queue_insert_tail(&turn, q);
 	}
-	uv_idle_stop(&s->backlog_idle);
+	uv_idle_stop(&s->conns.backlog_idle);
 	for (queue_node *q; (q = queue_first(&turn));) {
 		conn *c = queue_data(q, conn, backlog_node);
 		queue_remove(q);

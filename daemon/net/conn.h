@@ -38,6 +38,21 @@ typedef struct conn conn;
  * every other connection had its turn (conn.c: the backlog). */
 #define CONN_TURN_FRAMES 32
 
+/* The open connections, which the server holds and conn.c alone changes:
+ * the list, the corked replies, the backlog of frames left over from a
+ * turn, and the reply buffer every reply is encoded in. */
+typedef struct conn_set {
+	queue_node all;            /* open connections (conn.node), newest first */
+	uint32_t n;
+	bool cork;                 /* replies are queued, written at uncork */
+	queue_node dirty;          /* connections with replies queued while corked
+				    * (conn.dirty_node), latest first */
+	queue_node backlog;        /* connections whose frames wait for their next
+				    * turn (conn.backlog_node), oldest first */
+	uv_idle_t backlog_idle;    /* active while the backlog is not empty */
+	msgpack_sbuffer reply_sb;  /* every reply's encoding (conn_reply_timed): memory kept */
+} conn_set;
+
 /* What a connection does with what it receives (ops.c provides it). */
 typedef struct conn_handler {
 	/* c was taken: set up the per-connection state. 0, or -1 to drop c. */
@@ -124,11 +139,19 @@ void conn_close_after_replies(conn *c);
 /* Reply bytes queued and not yet written. */
 size_t conn_out_pending(const conn *c);
 
-/* The server's backlog: its idle handle, started with the first
- * connection that has frames left over from its turn (conn.c), and
- * closed at shutdown. */
-void conn_backlog_init(server *s);
-void conn_backlog_close(server *s);
+/* The server's set of connections (s->conns), empty, with its backlog's
+ * idle handle, started with the first connection that has frames left
+ * over from its turn (conn.c). */
+void conn_set_init(server *s);
+/* Shutting down: close the set's loop handle (before the loop's last run). */
+void conn_set_close(conn_set *cs);
+/* After the loop ended: free the kept reply buffer. */
+void conn_set_destroy(conn_set *cs);
+/* Open connections: how many, and a walk over them, newest first (the
+ * next of c is taken before c may be closed). */
+uint32_t conn_set_count(const conn_set *cs);
+conn *conn_set_first(conn_set *cs);
+conn *conn_set_next(conn_set *cs, const conn *c);
 
 /* engine_events.replies: cork (queue replies) or uncork (write every queued
  * reply, one send per connection). */

@@ -61,9 +61,8 @@ static void drain_deadline(server *s)
 {
 	uint32_t n = 0;
 	uint64_t unread = 0;
-	for (queue_node *q = s->conns.next, *next; q != &s->conns; q = next) {
-		next = q->next;
-		conn *c = queue_data(q, conn, node);
+	for (conn *c = conn_set_first(&s->conns), *next; c; c = next) {
+		next = conn_set_next(&s->conns, c);
 		size_t pending = conn_out_pending(c);
 		if (!pending)
 			continue;
@@ -84,18 +83,17 @@ static void drain_check_cb(uv_timer_t *t)
 	if (clock_now_ns() >= s->drain_deadline_ns)
 		drain_deadline(s);
 	bool flushed = true;
-	const queue_node *q;
-	queue_foreach(q, &s->conns)
-		if (conn_out_pending(queue_data(q, conn, node)))
+	for (conn *c = conn_set_first(&s->conns); c; c = conn_set_next(&s->conns, c))
+		if (conn_out_pending(c))
 			flushed = false;
 	if (!engine_idle(&s->eng) || !flushed)
 		return;
 	uv_timer_stop(t);
-	log_notice("all jobs answered; closing %u connection(s)", s->nconns);
-	for (queue_node *q; (q = queue_first(&s->conns));)
-		conn_close(queue_data(q, conn, node), "daemon shutting down");
+	log_notice("all jobs answered; closing %u connection(s)", conn_set_count(&s->conns));
+	for (conn *c; (c = conn_set_first(&s->conns));)
+		conn_close(c, "daemon shutting down");
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
-	conn_backlog_close(s);
+	conn_set_close(&s->conns);
 	uv_close((uv_handle_t *)&s->accept_timer, NULL);
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
 	uv_close((uv_handle_t *)&s->sig_int, NULL);
@@ -201,8 +199,6 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		 const conn_handler *handler, engine_done_fn done)
 {
 	memset(s, 0, sizeof(*s));
-	queue_init(&s->conns);
-	queue_init(&s->dirty);
 	s->loop = loop;
 	s->cfg = cfg;
 	s->dev = dev;
@@ -249,7 +245,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->accept_timer.data = s;
 	uv_timer_init(loop, &s->drain_timer);
 	s->drain_timer.data = s;
-	conn_backlog_init(s);
+	conn_set_init(s);
 	uv_signal_init(loop, &s->sig_term);
 	s->sig_term.data = s;
 	uv_signal_start(&s->sig_term, signal_cb, SIGTERM);
@@ -274,7 +270,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 void server_destroy(server *s)
 {
 	proto_decoder_free(&s->dec);
-	msgpack_sbuffer_destroy(&s->reply_sb);
+	conn_set_destroy(&s->conns);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	s->listen_fd = -1;

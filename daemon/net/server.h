@@ -10,6 +10,7 @@
 
 #include "admission.h"
 #include "config.h"
+#include "conn.h"
 #include "device.h"
 #include "engine.h"
 #include "pipelines.h"
@@ -18,8 +19,6 @@
 #include "service.h"
 #include "usage.h"
 
-typedef struct conn conn;
-typedef struct conn_handler conn_handler;
 
 typedef struct server {
 	uv_loop_t *loop;
@@ -36,17 +35,9 @@ typedef struct server {
 	uv_timer_t drain_timer;
 	admission admission;       /* who connects (its refusal log's rate limit) */
 	const conn_handler *handler; /* what each connection's frames go to (ops.h) */
-	queue_node conns;          /* open connections (conn.node), newest first */
-	bool cork;                 /* replies are queued, written at uncork */
-	queue_node dirty;          /* connections with replies queued while corked
-				    * (conn.dirty_node), latest first */
-	queue_node backlog;        /* connections whose frames wait for their next
-				    * turn (conn.backlog_node), oldest first */
-	uv_idle_t backlog_idle;    /* active while the backlog is not empty */
+	conn_set conns;            /* open connections (conn.h: conn.c's alone) */
 	proto_decoder dec;         /* every request's decoding (ops_frame): memory kept */
-	msgpack_sbuffer reply_sb;  /* every reply's encoding (conn_reply_timed): memory kept */
 	proto_reply job_reply;     /* a job's reply (ops_job_done), not zeroed per job */
-	uint32_t nconns;
 	region_set regions;        /* every live region (device recovery, stats, the
 				    * registered-bytes limits) */
 	uint64_t started_ns;

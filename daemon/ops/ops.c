@@ -114,7 +114,7 @@ static void op_stats(conn *c, const proto_request *q)
 	proto_reply r = {.id = q->id, .ok = true};
 	proto_stats *st = &r.stats;
 	st->uptime_s = (double)(clock_now_ns() - s->started_ns) / 1e9;
-	st->clients = s->nconns;
+	st->clients = conn_set_count(&s->conns);
 	region_stats(&s->regions, st);
 	engine_stats(&s->eng, st);
 	pipelines_stats(s->pl, st);
@@ -131,19 +131,18 @@ static void op_stats(conn *c, const proto_request *q)
 static void op_clients(conn *c, const proto_request *q)
 {
 	server *s = c->srv;
-	proto_client_info *v = calloc(s->nconns ? s->nconns : 1, sizeof(*v));
+	const uint32_t nconns = conn_set_count(&s->conns);
+	proto_client_info *v = calloc(nconns ? nconns : 1, sizeof(*v));
 	if (!v) {
 		proto_err err;
-		proto_fail(&err, PROTO_INTERNAL, "clients: out of memory for %u entries", s->nconns);
+		proto_fail(&err, PROTO_INTERNAL, "clients: out of memory for %u entries", nconns);
 		conn_reply_err(c, q->id, &err);
 		return;
 	}
 	const uint64_t now = clock_now_ns();
 	unsigned n = 0;
-	const queue_node *qn;
-	queue_foreach(qn, &s->conns) {
-		const conn *o = queue_data(qn, conn, node);
-		if (n == s->nconns)
+	for (const conn *o = conn_set_first(&s->conns); o; o = conn_set_next(&s->conns, o)) {
+		if (n == nconns)
 			break;
 		proto_client_info *e = &v[n++];
 		e->pid = (int32_t)o->cred.pid;
@@ -179,7 +178,7 @@ static void announce(conn *c, const proto_request *q)
 		return;
 	c->announced = true;
 	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
-		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, c->srv->nconns);
+		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, conn_set_count(&c->srv->conns));
 }
 
 static void op_register(conn *c, const proto_request *q, int fd)
