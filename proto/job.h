@@ -15,7 +15,7 @@ typedef int (*proto_region_size_fn)(void *ctx, uint64_t region, uint64_t *size);
 uint64_t proto_tensor_elems(const proto_request *req, int t);
 
 /* linear_forward request f as the dX GEMM of a linear_backward one, the
- * kernels' view of it (daemon/kernels/placement.c, record.c): Y = X·Wᵀ is dX' =
+ * kernels' view of it (daemon/kernels/placement.c, dispatch.c): Y = X·Wᵀ is dX' =
  * dY'·W' with in' = out, out' = in, dY' = X, W' = Wᵀ (in × out; the
  * daemon transposes w, or the generic kernel reads it transposed) and dX'
  * = Y; accumulating when f does or has a bias (which the daemon writes

@@ -23,7 +23,7 @@
 // tensor layouts. Clamped layouts read zeros outside the tensors and their
 // stores skip what lies outside, so any shape works without a bounds check
 // here. With UNCLAMP, a workgroup whose tile lies wholly inside C, when A's
-// and B's rows start on 16 bytes (VKG_FLAG_VEC_LOADS: record.c), reads its
+// and B's rows start on 16 bytes (VKG_FLAG_VEC_LOADS: dispatch.c), reads its
 // whole k steps through plain layouts (no clamping; strides and offsets
 // masked to multiples of 8 so the compiler may see the alignment), UNROLL
 // steps per trip, and only the last partial step through the clamped ones
@@ -35,7 +35,7 @@
 // only): A times a BK×DBN matrix of ones, whose first column is the row
 // sums, stored through a one-column layout of d; by C's first column of
 // tiles, or with DB_APART by workgroups of their own, one column past C's
-// tiles (the only column when C is not written: record.c dispatches it).
+// tiles (the only column when C is not written: dispatch.c dispatches it).
 // SUMS_IN / SUMS_OUT (a reduction resumed across dispatches, kernels.h):
 // acc and the row sums start from / end in e (f32, C's M×N then d's M)
 // through clamped layouts like C's and d's, instead of zero / the epilogue.

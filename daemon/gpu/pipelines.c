@@ -446,7 +446,7 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				rc = -1;
 				break;
 			}
-			/* the kernel's own interface against what record.c pushes and binds */
+			/* the kernel's own interface against what dispatch.c pushes and binds */
 			if (spirv_iface_check(e->spirv, e->spirv_size / 4, kern_desc[k].bindings,
 					      kern_desc[k].push_bytes, kern_desc[k].name, err, errlen) != 0) {
 				rc = -1;

@@ -1,6 +1,6 @@
 /* daemon/kernels/kiface.h — the kernels' interfaces as C types: one struct per
  * push-constant block, made from the same field lists the shaders' blocks
- * are (shaders/iface/kernels.h), so record.c fills fields by name. The
+ * are (shaders/iface/kernels.h), so dispatch.c fills fields by name. The
  * sizes are checked here at compile time and against each compiled kernel
  * when the pipelines are built (pipelines.c, spirv.c). */
 #ifndef VKG_DAEMON_KIFACE_H

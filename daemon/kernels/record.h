@@ -5,7 +5,8 @@
  * byte ranges of which region the batch touched since its last barrier,
  * kept per region in a table sized for a full batch and reused batch after
  * batch), dispatches cut to bounded pieces, the timestamps. It counts what
- * it recorded; the engine adds the counts up. Loop thread only. */
+ * it recorded; the engine adds the counts up. The batch and its hazards
+ * are record.c's, the dispatches dispatch.c's. Loop thread only. */
 #ifndef VKG_DAEMON_RECORD_H
 #define VKG_DAEMON_RECORD_H
 

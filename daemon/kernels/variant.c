@@ -117,7 +117,7 @@ uint64_t variant_max_k(int kern, proto_dtype dt)
 }
 
 /* f16/bf16: a reduction longer than its kernel walks in one dispatch would
- * be cut into pieces that each round the running sum to 16 bits (record.c);
+ * be cut into pieces that each round the running sum to 16 bits (dispatch.c);
  * split-K's f32 partials round each output once instead (variant.h). */
 static void keep_one_rounding(const proto_request *q, variant_plan *p)
 {

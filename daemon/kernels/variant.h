@@ -57,7 +57,7 @@
  * iterations in one dispatch, on any device. llvmpipe (lavapipe) ends a
  * shader invocation's loops after 65,535 iterations in all (one counter
  * per invocation, shared by every loop in it) without an error, so a longer
- * reduction silently dropped terms (issue 13). record.c cuts a reduction
+ * reduction silently dropped terms (issue 13). dispatch.c cuts a reduction
  * longer than variant_max_k() of its kernel into pieces, one dispatch (per
  * grid piece) each, the pieces after the first accumulating into what the
  * earlier ones wrote, after a barrier:
@@ -135,7 +135,7 @@ void variant_set_loop_trips(uint32_t trips);
  * its loop takes per iteration (seed dW: 8 stripes; dX, tiled, split-K: 16;
  * tiled128: 16 for f32, 8 for f16/bf16; coopmat, coopmat_nv2: 32;
  * coopmat_khr: two k steps of BK, at least VARIANT_CMK_MIN_BK, per
- * iteration — record.c cuts by its pipelines' actual BK, 32 by default). A
+ * iteration — dispatch.c cuts by its pipelines' actual BK, 32 by default). A
  * kernel missing from variant.c's list counts as one element per
  * iteration. */
 #define VARIANT_CMK_MIN_BK 16u

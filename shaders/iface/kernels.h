@@ -117,7 +117,7 @@
 #define VKG_FLAG_WRITE_C 1u    /* GEMM: write C (param: dW) */
 #define VKG_FLAG_WRITE_D 2u    /* GEMM: write d, the row sums (param: db) */
 #define VKG_FLAG_ACCUMULATE 4u /* add to what the outputs hold */
-#define VKG_FLAG_VEC_LOADS 8u  /* GEMM: vector loads of A and B (record.c vec_flag) */
+#define VKG_FLAG_VEC_LOADS 8u  /* GEMM: vector loads of A and B (dispatch.c vec_flag) */
 /* GEMM (linear_tiled_gemm, linear_coopmat_nv2_gemm): the f32 accumulators
  * (and db's) start from e instead of zero / end in e instead of being
  * stored to C and d. A reduction cut into pieces along k, each piece after

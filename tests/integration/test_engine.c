@@ -271,9 +271,10 @@ static void test_dependent_jobs_in_one_batch_stay_ordered(void **state)
  * J1..J4 queued behind it ride one batch, each later one reading the one
  * before: J(k+1)'s X is Jk's dX and its W is Jk's dW; J4 is J3 again with
  * accumulate (same tensors, so the recorder binds nothing new for it).
- * The recorder may put a job's dX kernel before its dW kernel and skips
- * binds and pushes that change nothing (record.c); every output must still
- * be what the float64 reference makes of the f32 inputs the job read.
+ * The recorder may put a job's dX kernel before its dW kernel (record.c)
+ * and skips binds and pushes that change nothing (dispatch.c); every
+ * output must still be what the float64 reference makes of the f32
+ * inputs the job read.
  * false when the blocker finished before the chain was queued. */
 static bool chain_try(uint64_t bdim)
 {

@@ -15,7 +15,7 @@
  *
  * The same through the device-local path cut into many small dispatches.
  * A reduction longer than the loop bound allows in one dispatch at k steps
- * of 4 (record.c cuts it by the tiling's own BK: llvmpipe stops a loop
+ * of 4 (dispatch.c cuts it by the tiling's own BK: llvmpipe stops a loop
  * after 65,535 trips and returns a wrong sum otherwise) must still be
  * right and cut into as many pieces (run at 1/128 of the default bound,
  * --loop-trips). Malformed tilings, and one the device cannot hold, stop the

@@ -1,6 +1,6 @@
 /* tests/unit/test_spirv.c — daemon/gpu/spirv.h: each built kernel's SPIR-V
  * declares exactly the interface shaders/iface/kernels.h gives it (the
- * bindings its layout has, the push-constant block record.c pushes), and
+ * bindings its layout has, the push-constant block dispatch.c pushes), and
  * a kernel that does not fit, or words that are not SPIR-V, are refused
  * with a message naming the mismatch. */
 #include <setjmp.h>

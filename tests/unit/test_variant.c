@@ -532,11 +532,11 @@ static void test_long_16bit_reductions_go_split_k(void **state)
 	assert_int_equal(variant_max_k(KERN_COOPMAT, PROTO_F16), 32 * 32768);
 	assert_int_equal(variant_max_k(KERN_CMK_DW, PROTO_BF16), 32 * 32768); /* 2 steps of BK >= 16 */
 	assert_int_equal(variant_max_k(KERN_CMK_DX_S, PROTO_F16), 32 * 32768);
-	/* coopmat_nv2: VKGRAD_NV2_TILE's BK may be as small as 16 (record.c cuts by the real one) */
+	/* coopmat_nv2: VKGRAD_NV2_TILE's BK may be as small as 16 (dispatch.c cuts by the real one) */
 	assert_int_equal(variant_max_k(KERN_NV2_DW, PROTO_F16), 16 * 32768);
 	assert_int_equal(variant_max_k(KERN_NV2_DX, PROTO_BF16), NV2_TILE_MIN_BK * 32768);
 	assert_int_equal(variant_max_k(KERN_REDUCE, PROTO_F32), 32768); /* not a reduction over k: 1 per trip */
-	/* f32 keeps the family (record.c cuts it into accumulating pieces) */
+	/* f32 keeps the family (dispatch.c cuts it into accumulating pieces) */
 	proto_request q = job(1048560, 1, 1, true, true, false, PROTO_VARIANT_GENERIC);
 	variant_plan p = variant_choose(&q, false);
 	assert_int_equal(p.param, KERN_PARAM);
