@@ -30,9 +30,9 @@
 #            beside one heavy bf16 client, heavy 8192x4096x4096 and
 #            2048x1024x1024 (BEFORE_VKGRADD's daemon beside); torch_mixed.py
 #            for both shapes and torch_multiproc.py 1 16, plain and under MPS
-#   python   bench/torch_train.py --mode real where it exists, else
-#            scripts/device_python.py (an MLP trained through vkgrad.torch
-#            beside plain torch); `stats --prometheus` of its daemon
+#   python   scripts/torch_train.py --dtype all: an MLP's training steps
+#            three ways (CPU torch, vkgrad.torch, CUDA torch); `stats
+#            --prometheus` of its daemon
 #   all      kernels e2e tiny tenants python (torch_multiproc.py runs once)
 # Each suite takes about 1-5 minutes of device time, all about 9-10.
 #
@@ -368,14 +368,9 @@ suite_python() {
 	(
 		. "$B/env.sh"
 		export VKGRAD_SOCKET="$D/s" VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-		if [ -f "$ROOT/scripts/torch_train.py" ]; then
-			say "scripts/torch_train.py --dtype all --steps ${TRAIN_STEPS:-10}"
-			exec timeout 300 "$PY" "$ROOT/scripts/torch_train.py" --socket "$D/s" --dtype all \
-				--steps "${TRAIN_STEPS:-10}" ${QUICK:+--smoke}
-		else
-			say "scripts/device_python.py (MLP_STEPS=${MLP_STEPS:-10})"
-			MLP_STEPS=${MLP_STEPS:-10} exec timeout 300 "$PY" "$HERE/device_python.py"
-		fi
+		say "scripts/torch_train.py --dtype all --steps ${TRAIN_STEPS:-10}"
+		exec timeout 300 "$PY" "$ROOT/scripts/torch_train.py" --socket "$D/s" --dtype all \
+			--steps "${TRAIN_STEPS:-10}" ${QUICK:+--smoke}
 	) >"$R/train.txt" 2>&1 || fail "the training benchmark"
 	tail -30 "$R/train.txt" | tee -a "$S"
 	vk --socket "$D/s" stats --prometheus >"$R/stats.prom" 2>&1
