@@ -111,7 +111,6 @@ static void try_recover(server *s)
 	log_err("no usable GPU after %d attempts: shutting down with exit status 1 "
 		"(the service manager restarts the daemon)", RECOVERY_ATTEMPTS);
 	service_status("the GPU was lost and could not be recreated");
-	s->exit_code = 1;
 	engine_shut_down(&s->eng, "the GPU was lost and could not be recreated; the daemon exits");
 	rc->give_up(s);
 }

@@ -104,6 +104,14 @@ static void drain_check_cb(uv_timer_t *t)
 	engine_destroy(&s->eng);
 }
 
+/* recovery.c gave up on the GPU: stop, and exit 1 once the loop ended
+ * (the service manager restarts the daemon). */
+static void server_give_up(server *s)
+{
+	s->exit_code = 1;
+	server_stop(s);
+}
+
 void server_stop(server *s)
 {
 	if (s->draining)
@@ -252,7 +260,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	uv_signal_init(loop, &s->sig_int);
 	s->sig_int.data = s;
 	uv_signal_start(&s->sig_int, signal_cb, SIGINT);
-	recovery_init(s, server_stop);
+	recovery_init(s, server_give_up);
 	log_notice("listening on %s (max_frame %u, max_regions %u, max_inflight %u, max_dim %llu, max_tensor_bytes %llu)",
 		   where, s->limits.max_frame, s->limits.max_regions,
 		   s->limits.max_inflight, (unsigned long long)s->limits.max_dim,
