@@ -152,7 +152,8 @@ INTEG_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
 TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 # python/vkgrad against real daemons (unittest, /usr/bin/python3 with Debian's
 # numpy and torch); scripts that run.sh runs like the test binaries
-PY_TESTS  := tests/python/test_python tests/python/test_pytorch tests/python/test_pytorch_regions \
+PY_TESTS  := tests/python/test_python tests/python/test_python_survive tests/python/test_python_package \
+             tests/python/test_pytorch tests/python/test_pytorch_regions \
              tests/python/test_train_smoke_run
 # what libvkgrad.so exports; the build's shader toolchain, both ways (fetched
 # or system tools, and an offline build without them into $(BUILD)/offline)
@@ -308,7 +309,7 @@ install: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/vkgrad-bench $(BUILD)/libvkgr
 	[ -e $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf ] || \
 		install -m 0644 systemd/vkgradd.conf $(DESTDIR)$(SYSCONFDIR)/vkgrad/vkgradd.conf
 	install -d $(DESTDIR)$(PYTHONDIR)/vkgrad
-	install -m 0644 $(PY_SRC) $(DESTDIR)$(PYTHONDIR)/vkgrad/
+	install -m 0644 $(PY_SRC) python/vkgrad/py.typed $(DESTDIR)$(PYTHONDIR)/vkgrad/
 	printf '# Written by make install.\nLIBDIR = "%s"\n' '$(LIBDIR)' >$(DESTDIR)$(PYTHONDIR)/vkgrad/_install.py
 	chmod 0644 $(DESTDIR)$(PYTHONDIR)/vkgrad/_install.py
 	@[ -n "$(DESTDIR)" ] || echo "install: now run 'systemd-sysusers; systemctl daemon-reload; systemctl enable --now vkgradd.socket'"

@@ -28,7 +28,8 @@
 set -eu
 PKGS="make gcc pkg-config libvulkan-dev glslc libshaderc-dev libuv1-dev libmsgpack-dev
 libcmocka-dev mesa-vulkan-drivers libsystemd-dev vulkan-validationlayers
-systemd util-linux python3-numpy python3-torch prometheus"
+systemd util-linux python3-numpy python3-torch prometheus
+python3-msgpack python3-setuptools python3-wheel python3-venv python3-pip"
 # prometheus: its promtool checks `vkgrad stats --prometheus`
 # (tests/python/test_operations.py); the package's own service is not
 # started by the tests (and policy-rc.d stops it in containers).

@@ -7,8 +7,22 @@ numpy arrays:
     memory, nothing is copied;
   - any other array is copied into a region the client keeps in a pool and
     reuses (inputs before the job; outputs back after it).
+
+A Client survives (docs/python.md, "A client that survives"):
+  - the daemon restarting: the next call after the connection died connects
+    again and registers the client's live regions again (new ids, the same
+    memory); a job in flight when it died fails once with code "io";
+  - fork: a child that uses its parent's client gets a connection of its own
+    (the parent's jobs fail in the child with "io"; regions are shared
+    memory, registered again by the child; the copy pool is not shared);
+  - Futures are concurrent.futures.Future objects (wait, as_completed,
+    add_done_callback, asyncio.wrap_future, await).
 """
 
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as _cf
 import ctypes
 import errno as _errno
 import fcntl
@@ -19,22 +33,33 @@ import socket
 import threading
 import time
 import weakref
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
+import msgpack
 import numpy as np
 
 from . import _lib
 from ._lib import lib
-from ._msgpack import packb, unpackb
 from .dtypes import normalize, numpy_dtype, to_bf16
 
-__all__ = ["Error", "Client", "Region", "Future", "connect", "default_socket", "CODES"]
+__all__ = ["Error", "Client", "Region", "Future", "connect", "default_socket", "CODES",
+           "VARIANTS"]
 
 # every error code of the protocol (proto/README.md); "io" is local
 CODES = ("bad_frame", "bad_request", "unknown_op", "unsupported", "bad_region",
          "out_of_bounds", "overlap", "limit", "device_lost", "internal")
+# kernel families a job may force (proto/msg.c variant_names)
+VARIANTS = ("auto", "generic", "tiled", "splitk", "coopmat", "tiled128", "coopmat_khr",
+            "coopmat_nv2", "coopmat_khr_f32x3")
 OUTPUTS = ("dw", "db", "dx")
 _POOL_MIN = 1 << 20
 _ALIGN = 64
+# a library error with one of these errnos means the connection is gone
+_DEAD = {-_errno.ECONNRESET, -_errno.EPIPE, -_errno.EPROTO, -_errno.ENOTCONN,
+         -_errno.ECONNABORTED, -_errno.ESHUTDOWN, -_errno.EBADF}
+_HUP = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0x2000)
+
+ArrayLike = Any  # numpy arrays (or what np.asarray takes, with dtype=)
 
 
 class Error(Exception):
@@ -42,7 +67,7 @@ class Error(Exception):
     local failure (socket, memfd, mmap; errno then holds the errno); message:
     what was wrong, the daemon's own words for a remote error."""
 
-    def __init__(self, code, message, errno=None):
+    def __init__(self, code: str, message: str, errno: Optional[int] = None):
         super().__init__("%s: %s" % (code, message))
         self.code = code
         self.message = message
@@ -55,51 +80,103 @@ def _error(rc, err):
     return Error(code, msg, None if rc == _lib.VKG_EREMOTE else -rc)
 
 
-def default_socket():
-    """The socket a Client uses without one: $VKGRAD_SOCKET, else
-    $XDG_RUNTIME_DIR/vkgrad.sock, else /run/vkgrad/vkgrad.sock."""
+def _socket_kind(path):
+    try:
+        import stat
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def default_socket() -> str:
+    """The socket a Client uses without one (docs/python.md, "Which socket"):
+    $VKGRAD_SOCKET when set; else, when $LOCAL_RANK is set (torchrun), the
+    first existing per-GPU socket vkgrad-<LOCAL_RANK>.sock in
+    $XDG_RUNTIME_DIR, then /run/vkgrad; else libvkgrad's choice:
+    $XDG_RUNTIME_DIR/vkgrad.sock when it exists, else /run/vkgrad/vkgrad.sock."""
+    env = os.environ.get("VKGRAD_SOCKET")
+    if env:
+        return env
+    rank = os.environ.get("LOCAL_RANK", "").strip()
+    if rank.isdigit():
+        name = "vkgrad-%d.sock" % int(rank)
+        dirs = [os.environ.get("XDG_RUNTIME_DIR"), "/run/vkgrad"]
+        for d in dirs:
+            if d and _socket_kind(os.path.join(d, name)):
+                return os.path.join(d, name)
     return lib.vkg_default_socket().decode()
 
 
-def connect(socket=None, name="python", pool_keep=4):
+def connect(socket: Optional[str] = None, name: str = "python", pool_keep: int = 4,
+            reconnect: bool = True) -> "Client":
     """Connect to vkgradd. socket: a path, else default_socket()."""
-    return Client(socket, name=name, pool_keep=pool_keep)
+    return Client(socket, name=name, pool_keep=pool_keep, reconnect=reconnect)
+
+
+# ---- fork: every live client learns it is in a child --------------------------
+
+_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    for c in list(_clients):
+        try:
+            c._forked()
+        except Exception:  # noqa: BLE001 — never fail a fork
+            pass
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Region:
     """Shared memory registered with the daemon: a sealed memfd mapped with
     Python's mmap. Arrays from ndarray() are views of it; the memory lives as
-    long as the Region or any view does, even after close()."""
+    long as the Region or any view does, even after close(). The memfd stays
+    open while the region is, so that a new connection (after a daemon
+    restart, in a forked child) can register it again: id then changes."""
 
-    def __init__(self, client, nbytes, pooled=False):
+    def __init__(self, client: "Client", nbytes: int, pooled: bool = False):
         nbytes = int(nbytes)
         if nbytes < 1:
             raise ValueError("region size must be at least 1 byte, not %d" % nbytes)
         self.nbytes = nbytes
         self.pooled = pooled
         self._client = client
-        self.id = None
-        fd = os.memfd_create("vkgrad-py", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        self.id: Optional[int] = None
+        self._fd = os.memfd_create("vkgrad-py", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
-            os.ftruncate(fd, nbytes)
+            os.ftruncate(self._fd, nbytes)
             # the daemon refuses memory that could shrink under the GPU
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
-            self._mm = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            fcntl.fcntl(self._fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+            self._mm = mmap.mmap(self._fd, nbytes, mmap.MAP_SHARED,
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
             probe = ctypes.c_char.from_buffer(self._mm)
             self.address = ctypes.addressof(probe)
             del probe
-            rid = ctypes.c_uint64()
-            err = _lib.vkg_error()
-            rc = client._c(lib.vkg_region_register_fd, fd, nbytes, ctypes.byref(rid),
-                           ctypes.byref(err))
-            if rc:
+            try:
+                self._register()
+            except BaseException:
                 self._mm.close()
-                raise _error(rc, err)
-            self.id = rid.value
-        finally:
-            os.close(fd)
+                raise
+        except BaseException:
+            os.close(self._fd)
+            self._fd = -1
+            raise
 
-    def ndarray(self, shape, dtype="float32", offset=0):
+    def _register(self):
+        """Register the memfd on the client's current connection."""
+        rid = ctypes.c_uint64()
+        err = _lib.vkg_error()
+        c = self._client
+        rc = c._c(lib.vkg_region_register_fd, self._fd, self.nbytes, ctypes.byref(rid),
+                  ctypes.byref(err))
+        if rc:
+            raise c._fail(rc, err)
+        self.id = rid.value
+
+    def ndarray(self, shape: Union[int, Iterable[int]], dtype: Any = "float32",
+                offset: int = 0) -> np.ndarray:
         """A numpy view of the region's bytes [offset, offset + its size).
         dtype: a numpy dtype, or "bf16" (uint16 bit patterns). offset must be
         a multiple of the element size (the daemon's rule for tensors)."""
@@ -121,7 +198,19 @@ class Region:
         n_items = int(np.prod(shape, dtype=np.int64))
         return np.frombuffer(memoryview(self._mm), dt, n_items, offset).reshape(shape)
 
-    def close(self):
+    def _drop(self):
+        """Forget the region here (no request): the mapping goes with the
+        last view, the memfd now."""
+        self.id = None
+        try:
+            self._mm.close()
+        except BufferError:
+            pass  # views exist: the mapping is freed with the last one
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def close(self) -> None:
         """Unregister (returns once no job uses the region). Views stay
         readable: the mapping goes when the last of them does."""
         c = self._client
@@ -130,34 +219,70 @@ class Region:
             if rid is None:
                 return
             c._regions.pop(rid, None)
-            if not c._closed:
-                err = _lib.vkg_error()
-                rc = c._c(lib.vkg_region_destroy, rid, None, 0, ctypes.byref(err))
-                if rc:
-                    raise _error(rc, err)
-        try:
-            self._mm.close()
-        except BufferError:
-            pass  # views exist: the mapping is freed with the last one
+            try:
+                if not c._closed and c._h is not None and c._dead is None:
+                    err = _lib.vkg_error()
+                    rc = c._c(lib.vkg_region_destroy, rid, None, 0, ctypes.byref(err))
+                    if rc:
+                        e = c._fail(rc, err)
+                        if c._dead is None:  # a dead connection took it already
+                            raise e
+            finally:
+                self._drop()
 
-    def __enter__(self):
+    def __enter__(self) -> "Region":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self.close()
+
+    def __del__(self):
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def __repr__(self):
         return "<vkgrad.Region %s, %d bytes%s>" % (self.id, self.nbytes,
                                                     " (pool)" if self.pooled else "")
 
 
-class Future:
-    """A submitted job. result() waits and returns {name: array} for the
-    outputs asked for; timing holds the daemon's {queued_us, gpu_us,
-    batch_jobs, kernel_us} once done."""
+class _Waiters(list):
+    """Future._waiters: concurrent.futures.wait() and as_completed() add to
+    it; that starts the client's completion thread (nothing else would
+    look at the socket for them)."""
 
-    def __init__(self, client, handle, dtype, pool, copies, outputs, keep):
+    def __init__(self, fut):
+        super().__init__()
+        self._fut = weakref.ref(fut)
+
+    def append(self, w):
+        super().append(w)
+        f = self._fut()
+        if f is not None:
+            f._client._start_driver()
+
+
+class Future(_cf.Future):
+    """A submitted job, a concurrent.futures.Future. result() waits and
+    returns {name: array} for the outputs asked for; timing holds the
+    daemon's {queued_us, gpu_us, batch_jobs, kernel_us} once done.
+
+    concurrent.futures.wait/as_completed, add_done_callback and asyncio
+    (await fut, asyncio.wrap_future) work: the first of them starts a
+    thread of the client that waits on fileno() and files outcomes as they
+    come. Callbacks run in the thread that files the outcome, outside the
+    client's locks. A job cannot be cancelled once sent (cancel() is
+    False)."""
+
+    def __init__(self, client, handle, dtype, pool, copies, outputs, keep, gen):
+        super().__init__()
+        self.set_running_or_notify_cancel()
+        self._waiters = _Waiters(self)
         self._client = client
+        self._gen = gen            # the connection it was sent on
         self.dtype = dtype         # numpy dtype of its tensors
         self.handle = handle
         self._pool = pool          # pool Region or None
@@ -166,55 +291,79 @@ class Future:
         self._keep = keep          # the arrays the job reads, alive until it ends
         self._event = threading.Event()
         self._exc = None
-        self.timing = None
+        self.timing: Optional[Dict[str, int]] = None
 
     def _finish(self, rc, res, err):
-        """Called once, with the client's lock held."""
+        """Called once, with the client's lock held; the concurrent.futures
+        side (waiters, callbacks) follows in the client's _flush()."""
         c = self._client
         c._pending.pop(self.handle, None)
         if rc == 0:
-            for name, off, user, shape in self._copies:
-                src = self._pool.ndarray(shape, self.dtype, off)
-                c.bytes_copied += src.nbytes
-                if user is not None:
-                    user[...] = src
-                else:
-                    self._outputs[name] = src.copy()
+            try:
+                for name, off, user, shape in self._copies:
+                    src = self._pool.ndarray(shape, self.dtype, off)
+                    c.bytes_copied += src.nbytes
+                    if user is not None:
+                        user[...] = src
+                    else:
+                        self._outputs[name] = src.copy()
+            except Exception as e:  # noqa: BLE001 — the pool went (fork)
+                self._exc = Error("io", "reading the outputs back failed: %s" % e)
             self.timing = {"queued_us": res.queued_us, "gpu_us": res.gpu_us,
                            "batch_jobs": res.batch_jobs, "kernel_us": res.kernel_us}
         else:
-            self._exc = _error(rc, err)
+            self._exc = c._fail(rc, err)
         if self._pool is not None:
             c._pool_release(self._pool)
             self._pool = None
         self._keep = None
         self._event.set()
+        c._publish.append(self)
+
+    def _publish(self):
+        with self._condition:
+            if self._state in (_cf._base.FINISHED, _cf._base.CANCELLED_AND_NOTIFIED):
+                return
+        if self._exc is not None:
+            self.set_exception(self._exc)
+        else:
+            self.set_result(dict(self._outputs))
 
     def _outcome(self):
         if self._exc is not None:
             raise self._exc
         return dict(self._outputs)
 
-    def done(self):
+    def done(self) -> bool:
         """True once the job finished (without blocking)."""
         if self._event.is_set():
             return True
         c = self._client
         res, err = _lib.vkg_result(), _lib.vkg_error()
         with c._lock:
-            if self._event.is_set():
-                return True
-            try:
-                rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err))
-            except Error:  # closing: close() files the outcome
-                return self._event.is_set()
-            if rc == -_errno.EAGAIN:
-                return False
-            if rc != -_errno.ENOENT:
-                self._finish(rc, res, err)
+            if not self._event.is_set():
+                try:
+                    rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err),
+                              gen=self._gen)
+                except Error:  # closing or reconnecting: that files the outcome
+                    rc = -_errno.ENOENT
+                if rc not in (-_errno.EAGAIN, -_errno.ENOENT):
+                    self._finish(rc, res, err)
+        c._flush()
         return self._event.is_set()
 
-    def result(self, timeout=None):
+    def running(self) -> bool:
+        return not self.done()
+
+    def cancel(self) -> bool:
+        """A job cannot be taken back once sent: always False."""
+        return False
+
+    def add_done_callback(self, fn) -> None:
+        self._client._start_driver()
+        super().add_done_callback(fn)
+
+    def result(self, timeout: Optional[float] = None) -> Dict[str, np.ndarray]:
         """Wait (timeout in seconds, None: forever) and return the outputs;
         raises Error when the job failed, TimeoutError when time ran out.
 
@@ -223,26 +372,39 @@ class Future:
         held up while a job runs."""
         c = self._client
         deadline = None if timeout is None else time.monotonic() + timeout
-        with c._cv:
-            c._waiters += 1
-        try:
-            self._wait(c, deadline)
-        finally:
+        if not self._event.is_set():
             with c._cv:
-                c._waiters -= 1
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not self._event.wait(left):
-            raise TimeoutError("job %d not finished within %s s" % (self.handle, timeout))
+                c._waiters += 1
+            try:
+                self._wait(c, deadline)
+            finally:
+                with c._cv:
+                    c._waiters -= 1
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._event.wait(left):
+                raise TimeoutError("job %d not finished within %s s" % (self.handle, timeout))
+        c._flush()
         return self._outcome()
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        try:
+            self.result(timeout)
+        except Error as e:
+            return e
+        return None
+
+    def __await__(self):
+        return asyncio.wrap_future(self).__await__()
 
     def _wait(self, c, deadline):
         res, err = _lib.vkg_result(), _lib.vkg_error()
         while not self._event.is_set():
             try:
-                fd = c._c(lib.vkg_fd)
-                rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err))
+                fd = c._c(lib.vkg_fd, gen=self._gen)
+                rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err),
+                          gen=self._gen)
             except Error:
-                return  # closed: close() files the outcome
+                return  # closed or reconnecting: that files the outcome
             if rc != -_errno.EAGAIN:
                 if rc != -_errno.ENOENT:
                     with c._lock:
@@ -255,7 +417,7 @@ class Future:
             # A reply another thread's call read into the library leaves the
             # socket quiet: with other waiters, look again soon. The 1 s cap
             # bounds a wait on a descriptor that close() took away meanwhile.
-            cap = 0.02 if c._waiters > 1 else 1.0
+            cap = 0.02 if c._waiters > 1 or c._driver is not None else 1.0
             try:
                 select.select([fd], [], [], cap if left is None else min(cap, left))
             except (OSError, ValueError):
@@ -264,105 +426,292 @@ class Future:
 
 class Client:
     """One connection to vkgradd. Usable from several threads (calls are
-    serialised by libvkgrad); a context manager closes it."""
+    serialised by libvkgrad); a context manager closes it.
 
-    def __init__(self, socket=None, name="python", pool_keep=4):
-        err = _lib.vkg_error()
-        path = os.fsencode(socket) if socket is not None else None
-        h = lib.vkg_connect(path, ctypes.byref(err))
-        if not h:
-            raise _error(-ctypes.get_errno() or -_errno.EIO, err)
-        self._h = h
+    reconnect (default True): after the connection died (the daemon
+    restarted, or closed it), the next call connects again and registers
+    the live regions again; False: every later call raises the library's
+    error, as a plain libvkgrad client does."""
+
+    def __init__(self, socket: Optional[str] = None, name: str = "python", pool_keep: int = 4,
+                 reconnect: bool = True):
+        if socket is not None and not isinstance(socket, (str, bytes, os.PathLike)):
+            raise TypeError("socket must be a path, not %s" % type(socket).__name__)
+        self.socket = os.fsdecode(socket) if socket is not None else default_socket()
+        self._name = name
+        self._auto_reconnect = bool(reconnect)
+        self._h = None
+        self._fd = -1
+        self._gen = 0          # connection number: a Future's must match to poll
+        self._dead: Optional[str] = None  # why the connection is unusable
         self._closed = False
+        self._pid = os.getpid()
         self._lock = threading.RLock()
-        # C calls in progress: close() waits for them (after waking any
-        # that block) before the library frees the connection
+        # C calls in progress: close() and reconnecting wait for them (after
+        # waking any that block) before the library frees the connection
         self._cv = threading.Condition()
         self._calls = 0
         self._waiters = 0      # threads in Future.result()
-        self._regions = {}     # id -> Region, every live one (pool included)
-        self._pool_free = []   # idle pool Regions, largest first
+        self._regions: Dict[int, Region] = {}  # id -> Region, every live one (pool included)
+        self._pool_free: List[Region] = []     # idle pool Regions, largest first
         self._pool_keep = pool_keep
-        self._pending = {}     # handle -> Future
+        self._pending: Dict[int, Future] = {}  # handle -> Future
         self._ready = []       # weakrefs: finished futures poll() has not reported
+        self._publish: List[Future] = []  # finished, their concurrent.futures side not yet
+        self._driver = None    # the completion thread, once a future needs it
+        self._wake = None      # (read, write) pipe that wakes it
         # bytes copied between the caller's arrays and pool regions (arrays
         # outside any region), both ways: 0 for jobs on region views alone
         self.bytes_copied = 0
-        self.socket = socket if socket is not None else default_socket()
-        try:
-            hello = {"version": 1}
-            if name:  # the daemon takes 63 bytes
-                hello["client"] = name.encode()[:63].decode("utf-8", "ignore")
-            self.info = self.call("hello", **hello)
-        except Exception:
-            self.close()
-            raise
+        self.reconnects = 0    # connections made again (restart, fork)
+        self.info: Dict[str, Any] = {}
+        self._open()
+        _clients.add(self)
 
     # ---- connection ----
-    def _c(self, fn, *args):
-        """fn(handle, *args): a libvkgrad call that close() waits for."""
+    def _open(self):
+        """Connect and say hello; the handle is kept only when both work."""
+        err = _lib.vkg_error()
+        h = lib.vkg_connect(os.fsencode(self.socket), ctypes.byref(err))
+        if not h:
+            e = _error(-ctypes.get_errno() or -_errno.EIO, err)
+            self._dead = e.message
+            raise e
+        with self._cv:
+            self._h, self._fd, self._dead = h, lib.vkg_fd(h), None
+            self._gen += 1
+        try:
+            hello = {"version": 1}
+            if self._name:  # the daemon takes 63 bytes
+                hello["client"] = self._name.encode()[:63].decode("utf-8", "ignore")
+            self.info = self._call(("hello"), hello)
+        except Exception as e:
+            self._drop_handle(str(e))
+            raise
+
+    def _drop_handle(self, why):
+        """Stop using the connection: wake and wait out the calls inside the
+        library, fail the jobs still pending, free it."""
+        with self._cv:
+            h, self._h = self._h, None
+            if self._dead is None:
+                self._dead = why
+            self._gen += 1
+            if h is None:
+                return
+            _lib.libc.shutdown(self._fd, socket.SHUT_RDWR)
+            while self._calls:
+                self._cv.wait()
+        with self._lock:
+            for f in list(self._pending.values()):
+                f._finish(-_errno.ECONNRESET, None, _err_struct("io", why))
+        lib.vkg_close(h)
+
+    def _c(self, fn, *args, gen=None):
+        """fn(handle, *args): a libvkgrad call on the current connection,
+        which close() and reconnecting wait for. gen: the connection the
+        caller's job was sent on (refused when that one is gone)."""
         with self._cv:
             if self._closed:
                 raise Error("io", "the client is closed", _errno.EBADF)
+            if gen is not None and gen != self._gen:
+                raise Error("io", "the connection of this job is gone", _errno.ECONNRESET)
+            if self._h is None:
+                raise Error("io", self._dead or "not connected", _errno.ENOTCONN)
             self._calls += 1
+            h = self._h
         try:
-            return fn(self._h, *args)
+            return fn(h, *args)
         finally:
             with self._cv:
                 self._calls -= 1
                 if self._calls == 0:
                     self._cv.notify_all()
+            if self._driver is not None and threading.current_thread() is not self._driver:
+                self._poke()
 
-    def fileno(self):
+    def _fail(self, rc, err) -> Error:
+        """The Error for a failed call; notes a connection that died."""
+        e = _error(rc, err)
+        if rc in _DEAD and self._dead is None:
+            self._dead = e.message
+        return e
+
+    def _hung_up(self):
+        """Did the daemon close its end? (without reading anything)"""
+        p = select.poll()
+        p.register(self._fd, _HUP)
+        try:
+            return any(ev & _HUP for _, ev in p.poll(0))
+        except OSError:
+            return True
+
+    def _ensure(self):
+        """Before a request: in a forked child, or after the connection died,
+        connect again (when reconnect is on)."""
+        if self._pid != os.getpid():
+            self._forked()  # a fork that skipped os.register_at_fork's hooks
+        if self._closed:
+            raise Error("io", "the client is closed", _errno.EBADF)
+        if self._h is not None and self._dead is None and self._hung_up():
+            self._dead = "daemon closed the connection"
+        if self._h is not None and self._dead is None:
+            return
+        if not self._auto_reconnect:
+            if self._h is None:
+                raise Error("io", self._dead or "not connected", _errno.ENOTCONN)
+            return  # the library reports its own error
+        with self._lock:
+            if self._h is not None and self._dead is None:
+                return
+            self._reconnect()
+
+    def _reconnect(self):
+        why = self._dead or "the connection died"
+        if self._h is not None:
+            self._drain()  # finished jobs keep their results; the rest fail with io
+            self._drop_handle("the connection to the daemon was lost before the job "
+                              "finished (%s)" % why)
+        self._open()
+        self.reconnects += 1
+        regions = list(self._regions.values())
+        self._regions.clear()
+        lost = []
+        for r in regions:
+            try:
+                r._register()
+                self._regions[r.id] = r
+            except Error as e:
+                r._drop()
+                lost.append("%d bytes: %s" % (r.nbytes, e))
+        self._pool_free = [r for r in self._pool_free if r.id is not None]
+        if lost:
+            raise Error("io", "reconnected, but %d region(s) could not be registered again: %s"
+                        % (len(lost), "; ".join(lost)))
+
+    def _forked(self):
+        """In a child of fork(): the parent's connection, locks, thread and
+        pending jobs are not ours. Fresh locks; the jobs fail with io; the
+        pool (shared memory the parent keeps using) is dropped; the next
+        call connects (the user's regions are registered again there: the
+        same memory as the parent's)."""
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._lock = threading.RLock()
+        self._cv = threading.Condition()
+        self._calls = self._waiters = 0
+        self._driver = None
+        if self._wake is not None:
+            self._wake_fin.detach()
+            _close_fds(self._wake)  # the child's copies
+            self._wake = None
+        if self._closed:
+            return
+        if self._h is not None:
+            _close_quietly(self._fd)  # the child's copy; the parent's stays open
+            self._h = None            # the library's state is the parent's: left alone
+        self._dead = "forked: the parent's connection is not this process's"
+        self._gen += 1
+        why = "the job was sent by the parent process (pid %d) before fork" % os.getppid()
+        for f in list(self._pending.values()):
+            f._event = threading.Event()
+            f._condition = threading.Condition()
+            f._finish(-_errno.ECONNRESET, None, _err_struct("io", why))
+        for r in list(self._regions.values()):
+            if r.pooled:
+                self._regions.pop(r.id, None)
+                r._drop()
+        self._pool_free = []
+        self._flush()
+
+    def fileno(self) -> int:
         """The socket: readable when replies arrive. In an event loop, call
         poll() when it fires (poll() also empties what the library read
-        already, so call it before waiting on the descriptor again)."""
+        already, so call it before waiting on the descriptor again). The
+        number changes when the client connects again."""
+        self._ensure()
         return self._c(lib.vkg_fd)
 
-    def close(self):
+    def close(self) -> None:
         """Close the connection: the daemon drops its regions; pending
         futures fail with code "io". Region views stay readable."""
+        if self._pid != os.getpid():
+            self._forked()
         with self._cv:
             if self._closed:
                 return
             self._closed = True
+            h, self._h = self._h, None
+            self._gen += 1
             # wake calls blocked on the socket (their replies cannot come
             # now), then wait until none is inside the library
-            _lib.libc.shutdown(lib.vkg_fd(self._h), socket.SHUT_RDWR)
+            if h is not None:
+                _lib.libc.shutdown(self._fd, socket.SHUT_RDWR)
             while self._calls:
                 self._cv.wait()
+        self._poke()
         with self._lock:
             for f in list(self._pending.values()):
                 f._finish(-_errno.ECONNRESET, None,
                           _err_struct("io", "the client was closed before the job finished"))
             for r in list(self._regions.values()):
-                r.id = None
-                try:
-                    r._mm.close()
-                except BufferError:
-                    pass
+                r._drop()
             self._regions.clear()
             self._pool_free.clear()
-            lib.vkg_close(self._h)
+            if h is not None:
+                lib.vkg_close(h)
+        self._flush()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self.close()
 
     def __del__(self):
         try:
-            if getattr(self, "_h", None) and not getattr(self, "_closed", True):
+            if not getattr(self, "_closed", True):
                 self.close()
         except Exception:  # noqa: BLE001 — interpreter shutdown
             pass
 
+    # ---- the completion thread (concurrent.futures, asyncio) ----
+    def _start_driver(self):
+        if self._pid != os.getpid():
+            self._forked()
+        with self._cv:
+            if self._driver is not None or self._closed:
+                return
+            self._wake = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+            self._wake_fin = weakref.finalize(self, _close_fds, self._wake)
+            t = threading.Thread(target=_drive, args=(weakref.ref(self),),
+                                 name="vkgrad-futures", daemon=True)
+            self._driver = t
+        t.start()
+
+    def _poke(self):
+        w = self._wake
+        if w is not None:
+            try:
+                os.write(w[1], b"\0")
+            except OSError:
+                pass
+
+    def _flush(self):
+        """The concurrent.futures side of finished jobs: state, waiters,
+        callbacks; outside the client's locks."""
+        pub = self._publish
+        while pub:
+            try:
+                f = pub.pop(0)
+            except IndexError:
+                break
+            f._publish()
+
     # ---- any request ----
-    def call(self, op, **keys):
-        """Send any op with these keys and return the reply as a dict (for
-        ops and keys this module does not wrap). Raises Error on ok: false."""
-        args = packb(keys) if keys else None
+    def _call(self, op, keys):
+        args = msgpack.packb(keys, use_bin_type=True) if keys else None
         reply = ctypes.c_void_p()
         n = ctypes.c_size_t()
         err = _lib.vkg_error()
@@ -375,22 +724,41 @@ class Client:
             finally:
                 _lib.libc.free(reply)
         if rc:
-            raise _error(rc, err)
-        return unpackb(body)
+            raise self._fail(rc, err)
+        return msgpack.unpackb(body, raw=False, strict_map_key=False)
 
-    def ping(self):
+    def call(self, op: str, **keys: Any) -> Dict[str, Any]:
+        """Send any op with these keys and return the reply as a dict (for
+        ops and keys this module does not wrap). Raises Error on ok: false."""
+        if not isinstance(op, str):
+            raise TypeError("op must be a str, not %s" % type(op).__name__)
+        try:
+            msgpack.packb(keys, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise TypeError("call(%r): a key cannot be encoded: %s" % (op, e)) from None
+        self._ensure()
+        try:
+            return self._call(op, keys)
+        finally:
+            self._flush()
+
+    def ping(self) -> None:
+        self._ensure()
         err = _lib.vkg_error()
         rc = self._c(lib.vkg_ping, ctypes.byref(err))
         if rc:
-            raise _error(rc, err)
+            raise self._fail(rc, err)
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """The daemon's counters and latency histograms (proto/README.md)."""
         return self.call("stats")
 
     # ---- regions ----
-    def region(self, nbytes):
+    def region(self, nbytes: int) -> Region:
         """A new Region of nbytes registered with the daemon."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)):
+            raise TypeError("nbytes must be an int, not %s" % type(nbytes).__name__)
+        self._ensure()
         with self._lock:
             r = Region(self, nbytes)
             self._regions[r.id] = r
@@ -413,7 +781,11 @@ class Client:
         self._pool_free.append(r)
         self._pool_free.sort(key=lambda p: -p.nbytes)
         while len(self._pool_free) > self._pool_keep:
-            self._pool_free.pop().close()
+            p = self._pool_free.pop()
+            try:
+                p.close()
+            except Error:
+                pass
 
     def _view_of(self, a):
         """(region, offset) when a is a contiguous view inside one region."""
@@ -427,16 +799,32 @@ class Client:
         return None
 
     # ---- jobs ----
-    def linear_backward(self, x, dy, w=None, outputs=None, out=None, accumulate=False,
-                        dtype=None, variant=None):
+    def linear_backward(self, x: ArrayLike, dy: ArrayLike, w: Optional[ArrayLike] = None,
+                        outputs: Optional[Iterable[str]] = None,
+                        out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
+                        dtype: Any = None, variant: Optional[str] = None) -> Dict[str, np.ndarray]:
         """Gradients of Y = X·Wᵀ + b: {"dw": dYᵀ·X, "db": Σ rows of dY,
         "dx": dY·W} for the names in outputs (default: every one the inputs
         allow, or the keys of out). See submit()."""
         return self.submit(x, dy, w, outputs=outputs, out=out, accumulate=accumulate,
                            dtype=dtype, variant=variant).result()
 
-    def submit(self, x, dy, w=None, outputs=None, out=None, accumulate=False, dtype=None,
-               variant=None):
+    async def linear_backward_async(self, x: ArrayLike, dy: ArrayLike,
+                                    w: Optional[ArrayLike] = None,
+                                    **kw: Any) -> Dict[str, np.ndarray]:
+        """linear_backward for asyncio: `await c.linear_backward_async(...)`
+        (the event loop runs meanwhile; keyword arguments as submit())."""
+        return await asyncio.wrap_future(self.submit(x, dy, w, **kw))
+
+    async def linear_forward_async(self, x: ArrayLike, w: ArrayLike,
+                                   b: Optional[ArrayLike] = None, **kw: Any) -> np.ndarray:
+        """linear_forward for asyncio (keyword arguments as submit_forward())."""
+        return (await asyncio.wrap_future(self.submit_forward(x, w, b, **kw)))["y"]
+
+    def submit(self, x: ArrayLike, dy: ArrayLike, w: Optional[ArrayLike] = None,
+               outputs: Optional[Iterable[str]] = None,
+               out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
+               dtype: Any = None, variant: Optional[str] = None) -> Future:
         """Send a linear_backward job and return its Future at once.
 
         x (batch × in), dy (batch × out), w (out × in, needed for dx): numpy
@@ -445,21 +833,28 @@ class Client:
         region views are converted. out: {name: array} to write into (region
         views: in place, no copy; other arrays: filled when the job ends).
         accumulate: add to the outputs instead of overwriting them.
-        variant: None/"auto", or a kernel family to force (proto/README.md)."""
-        dt = normalize(dtype) if dtype is not None else normalize(np.asarray(x).dtype)
+        variant: None/"auto", or a kernel family to force (VARIANTS).
+        Bad arguments raise ValueError/TypeError before anything is sent."""
+        _check_flags(accumulate, variant)
+        dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "dy": dy, "w": w}
         for k, a in ins.items():
-            if a is not None:
+            if a is not None or k != "w":
                 ins[k] = self._input(k, a, dt, npdt, dtype is not None)
         x, dy, w = ins["x"], ins["dy"], ins["w"]
         if x.ndim != 2 or dy.ndim != 2 or x.shape[0] != dy.shape[0]:
             raise ValueError("x must be batch × in and dy batch × out; got %s and %s"
                              % (x.shape, dy.shape))
         batch, n_in, n_out = x.shape[0], x.shape[1], dy.shape[1]
+        _check_dims(batch, n_in, n_out)
         if w is not None and w.shape != (n_out, n_in):
             raise ValueError("w must be out × in = %s; got %s" % ((n_out, n_in), w.shape))
+        if out is not None and not isinstance(out, Mapping):
+            raise TypeError("out must be a dict {name: array}, not %s" % type(out).__name__)
         out = dict(out or {})
+        if isinstance(outputs, str):
+            outputs = [outputs]
         want = set(out) | set(outputs if outputs is not None else
                               ([] if out else ["dw", "db"] + (["dx"] if w is not None else [])))
         bad = want - set(OUTPUTS)
@@ -477,9 +872,14 @@ class Client:
                           accumulate, variant)
 
     def _input(self, k, a, dt, npdt, convert):
+        if a is None:
+            raise TypeError("%s is required (a numpy array)" % k)
         if isinstance(a, np.ndarray) and a.dtype == npdt:
             return a
-        a = np.asarray(a)
+        try:
+            a = np.asarray(a)
+        except Exception as e:  # noqa: BLE001 — anything numpy refuses
+            raise TypeError("%s is not an array: %s" % (k, e)) from None
         if a.dtype == npdt:
             return a
         if not convert or a.dtype.kind != "f":
@@ -488,27 +888,33 @@ class Client:
                 a.dtype == np.uint16 else ""))
         return to_bf16(a) if dt == "bf16" else a.astype(npdt)
 
-    def linear_forward(self, x, w, b=None, out=None, accumulate=False, dtype=None, variant=None):
+    def linear_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
+                       out: Optional[np.ndarray] = None, accumulate: bool = False,
+                       dtype: Any = None, variant: Optional[str] = None) -> np.ndarray:
         """Y = X·Wᵀ (+ b) as a numpy array (out: the array to write, a
         region view for no copy). See submit_forward()."""
         return self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
                                    variant=variant).result()["y"]
 
-    def submit_forward(self, x, w, b=None, out=None, accumulate=False, dtype=None, variant=None):
+    def submit_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
+                       out: Optional[np.ndarray] = None, accumulate: bool = False,
+                       dtype: Any = None, variant: Optional[str] = None) -> Future:
         """Send a linear_forward job (proto/README.md) and return its Future,
         whose result() is {"y": Y}: x batch × in, w out × in, b (out,) or
         None, out the batch × out array to write (else a new one); dtypes,
         conversion, region views and accumulate as in submit()."""
-        dt = normalize(dtype) if dtype is not None else normalize(np.asarray(x).dtype)
+        _check_flags(accumulate, variant)
+        dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "w": w, "b": b}
         for k, a in ins.items():
-            if a is not None:
+            if a is not None or k != "b":
                 ins[k] = self._input(k, a, dt, npdt, dtype is not None)
         x, w, b = ins["x"], ins["w"], ins["b"]
         if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
             raise ValueError("x must be batch × in and w out × in; got %s and %s" % (x.shape, w.shape))
         batch, n_in, n_out = x.shape[0], x.shape[1], w.shape[0]
+        _check_dims(batch, n_in, n_out)
         if b is not None and b.shape != (n_out,):
             raise ValueError("b must have shape %s; got %s" % ((n_out,), b.shape))
         shapes = {"y": (batch, n_out)}
@@ -523,71 +929,83 @@ class Client:
 
     def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant, forward=False):
         from . import _forward
-        with self._lock:
-            job = _forward.vkg_forward_job() if forward else _lib.vkg_job()
-            for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx")):
-                getattr(job, k).region = _lib.VKG_NONE
-            # where each tensor lives: a region view, else a piece of a pool region
-            place, need = {}, 0
-            tensors = [(k, a) for k, a in ins.items() if a is not None]
-            tensors += [(k, out.get(k)) for k in (("y",) if forward else OUTPUTS) if k in want]
-            for k, a in tensors:
-                v = self._view_of(a) if a is not None else None
-                if v is not None:
-                    place[k] = v
-                else:
-                    n = int(np.prod(shapes[k] if k in shapes else a.shape)) * npdt.itemsize
-                    place[k] = (None, need)
-                    need += (n + _ALIGN - 1) // _ALIGN * _ALIGN
-            if need and self._pending:
-                self._note_ready(self._drain())  # finished jobs give their pool regions back
-            pool = self._pool_take(need) if need else None
-            copies = []
-            try:
-                for k, a in tensors:
-                    r, off = place[k]
-                    if r is None:
-                        r = pool
-                        shape = a.shape if k in ins else shapes[k]
-                        if k in ins:
-                            pool.ndarray(shape, npdt, off)[...] = a
-                            self.bytes_copied += a.nbytes
-                        else:
-                            dst = pool.ndarray(shape, npdt, off)
-                            if accumulate:
-                                dst[...] = a if a is not None else 0
-                                self.bytes_copied += dst.nbytes if a is not None else 0
-                            copies.append((k, off, a, shape))
-                    getattr(job, k).region = r.id
-                    getattr(job, k).offset = off
-                job.dtype = dt.encode()
-                job.batch, job.in_, job.out = dims
-                job.accumulate = bool(accumulate)
-                job.variant = variant.encode() if variant else None
-                handle = ctypes.c_uint64()
-                err = _lib.vkg_error()
-                rc = self._c(_forward.submit if forward else lib.vkg_submit, ctypes.byref(job),
-                             ctypes.byref(handle), ctypes.byref(err))
-                if rc:
-                    raise _error(rc, err)
-            except BaseException:
-                if pool is not None:
-                    self._pool_release(pool)
-                raise
-            outputs = {k: out[k] for k in want if k in out}
-            f = Future(self, handle.value, npdt, pool, copies, outputs,
-                       [a for _, a in tensors if a is not None])
-            self._pending[f.handle] = f
-            return f
+        self._ensure()
+        try:
+            with self._lock:
+                return self._send_locked(_forward, dt, npdt, dims, ins, out, want, shapes,
+                                         accumulate, variant, forward)
+        finally:
+            self._flush()
 
-    def poll(self):
+    def _send_locked(self, _forward, dt, npdt, dims, ins, out, want, shapes, accumulate,
+                     variant, forward):
+        job = _forward.vkg_forward_job() if forward else _lib.vkg_job()
+        for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx")):
+            getattr(job, k).region = _lib.VKG_NONE
+        # where each tensor lives: a region view, else a piece of a pool region
+        place, need = {}, 0
+        tensors = [(k, a) for k, a in ins.items() if a is not None]
+        tensors += [(k, out.get(k)) for k in (("y",) if forward else OUTPUTS) if k in want]
+        for k, a in tensors:
+            v = self._view_of(a) if a is not None else None
+            if v is not None:
+                place[k] = v
+            else:
+                n = int(np.prod(shapes[k] if k in shapes else a.shape)) * npdt.itemsize
+                place[k] = (None, need)
+                need += (n + _ALIGN - 1) // _ALIGN * _ALIGN
+        if need and self._pending:
+            self._note_ready(self._drain())  # finished jobs give their pool regions back
+        pool = self._pool_take(need) if need else None
+        copies = []
+        try:
+            for k, a in tensors:
+                r, off = place[k]
+                if r is None:
+                    r = pool
+                    shape = a.shape if k in ins else shapes[k]
+                    if k in ins:
+                        pool.ndarray(shape, npdt, off)[...] = a
+                        self.bytes_copied += a.nbytes
+                    else:
+                        dst = pool.ndarray(shape, npdt, off)
+                        if accumulate:
+                            dst[...] = a if a is not None else 0
+                            self.bytes_copied += dst.nbytes if a is not None else 0
+                        copies.append((k, off, a, shape))
+                getattr(job, k).region = r.id
+                getattr(job, k).offset = off
+            job.dtype = dt.encode()
+            job.batch, job.in_, job.out = dims
+            job.accumulate = bool(accumulate)
+            job.variant = variant.encode() if variant else None
+            handle = ctypes.c_uint64()
+            err = _lib.vkg_error()
+            gen = self._gen
+            rc = self._c(_forward.submit if forward else lib.vkg_submit, ctypes.byref(job),
+                         ctypes.byref(handle), ctypes.byref(err), gen=gen)
+            if rc:
+                raise self._fail(rc, err)
+        except BaseException:
+            if pool is not None:
+                self._pool_release(pool)
+            raise
+        outputs = {k: out[k] for k in want if k in out}
+        f = Future(self, handle.value, npdt, pool, copies, outputs,
+                   [a for _, a in tensors if a is not None], gen)
+        self._pending[f.handle] = f
+        return f
+
+    def poll(self) -> List[Future]:
         """File every finished job's outcome without blocking; returns the
         Futures that finished since the last poll() (for event loops: call
         it when fileno() fires), those submit() found finished included."""
         with self._lock:
             done = [f for f in (r() for r in self._ready) if f is not None]
             self._ready.clear()
-            return done + self._drain()
+            done += self._drain()
+        self._flush()
+        return done
 
     def _note_ready(self, futs):
         """Futures submit() filed, for the next poll(); weakly held, so
@@ -599,7 +1017,7 @@ class Client:
     def _drain(self):
         done = []
         with self._lock:
-            while not self._closed:
+            while not self._closed and self._h is not None:
                 h, res, err = ctypes.c_uint64(), _lib.vkg_result(), _lib.vkg_error()
                 try:
                     rc = self._c(lib.vkg_poll_any, ctypes.byref(h), ctypes.byref(res),
@@ -610,10 +1028,82 @@ class Client:
                     break
                 f = self._pending.get(h.value)
                 if f is None:
+                    if rc in _DEAD and self._dead is None:
+                        self._dead = err.message.decode("utf-8", "replace")
                     break  # a dead connection with nothing outstanding
                 f._finish(rc, res, err)
                 done.append(f)
         return done
+
+
+def _drive(ref):
+    """The completion thread of a Client (weakly held): files outcomes as
+    replies arrive, waiting on the socket and on the wake pipe (poked after
+    other threads' calls, which may have read replies into the library,
+    and by submit and close)."""
+    me = threading.current_thread()
+    while True:
+        c = ref()
+        if c is None:
+            return
+        with c._cv:
+            if c._closed or c._driver is not me:
+                return
+            wake = c._wake
+        with c._lock:
+            if c._pending and c._h is not None:
+                try:
+                    c._note_ready(c._drain())
+                except Exception:  # noqa: BLE001 — keep serving
+                    pass
+            fds = [wake[0]]
+            if c._pending and c._h is not None:
+                fds.append(c._fd)
+        c._flush()
+        del c
+        try:
+            select.select(fds, [], [], 1.0)
+            os.read(wake[0], 4096)
+        except (OSError, ValueError):
+            pass
+
+
+def _check_flags(accumulate, variant):
+    if not isinstance(accumulate, (bool, np.bool_)):
+        raise TypeError("accumulate must be a bool, not %s" % type(accumulate).__name__)
+    if variant is not None:
+        if not isinstance(variant, str):
+            raise TypeError("variant must be a str, not %s" % type(variant).__name__)
+        if variant not in VARIANTS:
+            raise ValueError("variant %r is not one of %s" % (variant, ", ".join(VARIANTS)))
+
+
+def _check_dims(batch, n_in, n_out):
+    if min(batch, n_in, n_out) < 1:
+        raise ValueError("batch, in and out must each be at least 1; got %d, %d, %d"
+                         % (batch, n_in, n_out))
+
+
+def _dtype_of(x):
+    if x is None:
+        raise TypeError("x is required (a numpy array)")
+    try:
+        d = x.dtype if isinstance(x, np.ndarray) else np.asarray(x).dtype
+    except Exception as e:  # noqa: BLE001
+        raise TypeError("x is not an array: %s" % e) from None
+    return normalize(d)
+
+
+def _close_quietly(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _close_fds(fds):
+    for fd in fds:
+        _close_quietly(fd)
 
 
 def _err_struct(code, message):

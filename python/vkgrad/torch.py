@@ -30,6 +30,7 @@ leading shape (..., in), as nn.Linear.
 """
 
 import logging
+import os
 import threading
 import weakref
 
@@ -85,6 +86,7 @@ class _Arena:
         self.lock = threading.Lock()
         self.free = {}      # block bytes -> [(region, offset)]
         self.regions = []   # every region (kept open)
+        self.shared = set()  # id() of regions made before a fork: never reused here
 
     def take(self, nbytes):
         size = max(_ALIGN, 1 << (max(1, nbytes) - 1).bit_length())
@@ -101,12 +103,30 @@ class _Arena:
 
     def give(self, size, r, off):
         with self.lock:
-            if r.id is not None:
+            if r.id is not None and id(r) not in self.shared:
                 self.free.setdefault(size, []).append((r, off))
 
 
 _arenas = weakref.WeakKeyDictionary()
 _arenas_lock = threading.Lock()
+
+
+def _after_fork_in_child():
+    """A forked child shares the parent's region memory: blocks free at the
+    fork may be handed out by the parent too, so the child forgets them
+    (tensors allocated before the fork stay shared, as Hogwild wants) and
+    carves new regions of its own; fresh locks (a parent thread may have
+    held one)."""
+    global _arenas_lock, _default_lock
+    _arenas_lock = threading.Lock()
+    _default_lock = threading.Lock()
+    for a in list(_arenas.values()):
+        a.lock = threading.Lock()
+        a.free = {}
+        a.shared.update(id(r) for r in a.regions)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _arena(client):
