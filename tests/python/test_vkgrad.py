@@ -42,6 +42,31 @@ def tearDownModule():
         raise AssertionError("shared daemon: " + problems)
 
 
+class TestDocs(unittest.TestCase):
+    def test_the_python_guide_example_runs(self):
+        """docs/python.md's first example, run as written (it must not need
+        names it does not define) against the shared daemon."""
+        with open(os.path.join(ROOT, "docs", "python.md")) as f:
+            text = f.read()
+        start = text.index("```python\n") + len("```python\n")
+        code = text[start:text.index("```", start)]
+        old = os.environ.get("VKGRAD_SOCKET")
+        os.environ["VKGRAD_SOCKET"] = D.sock
+        try:
+            ns = {}
+            exec(compile(code, "docs/python.md", "exec"), ns)
+        finally:
+            if old is None:
+                del os.environ["VKGRAD_SOCKET"]
+            else:
+                os.environ["VKGRAD_SOCKET"] = old
+        x, dy, w = (ns[k].astype(np.float64) for k in ("x", "dy", "w"))
+        # f32 against float64 at 1e-4 (normwise), as every f32 test here
+        for k, want in (("dw", dy.T @ x), ("db", dy.sum(axis=0)), ("dx", dy @ w)):
+            err = np.abs(ns["g"][k] - want).max() / max(np.abs(want).max(), 1e-30)
+            self.assertLessEqual(err, 1e-4, k)
+
+
 def rand(shape, dt, rng):
     """Random inputs stored as dt, and their exact float64 values."""
     a = rng.uniform(-1, 1, size=shape).astype(np.float32)
