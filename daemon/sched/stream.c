@@ -41,8 +41,8 @@ bool stream_wants(const engine *e, const job *j)
 
 /* The rows every chunk boundary falls on a multiple of: a chunk's rows of
  * dY, X and dX then start on 4 bytes, so no 32-bit word holds the rows of
- * two chunks. The steps of two chunks run at once (one chunk's upload
- * beside the other's kernels, two chunks' kernels on schedule 2), and a
+ * two chunks. The steps of two chunks run at once (one chunk's upload or
+ * download beside the other's kernels), and a
  * copy or a store that writes a word of another chunk's rows (16-bit
  * elements, an odd row length) could race with them: on the H200 two
  * accumulating f16 jobs of 45x19x12 in 1-row chunks once gave other bits
@@ -149,17 +149,13 @@ int stream_create(engine *e)
 	st->marks = calloc(e->nslots, sizeof(*st->marks));
 	if (!st->cmds || !st->marks)
 		return -1;
-	const char *sched = getenv("VKGRAD_STREAM_SCHEDULE");
-	st->v1 = !(sched && strcmp(sched, "2") == 0); /* schedule 1 unless VKGRAD_STREAM_SCHEDULE=2 */
 	const char *sums = getenv("VKGRAD_STREAM_SUMS");
 	st->no_sums = sums && strcmp(sums, "0") == 0;
 	const char *tts = getenv("VKGRAD_STREAM_TIMESTAMPS");
 	st->timed = stream_queries(e) > 0 && !(tts && strcmp(tts, "0") == 0);
-	log_info("streamed jobs: dW resumed chunk by chunk %s; otherwise schedule %s; per-step GPU timestamps %s",
+	log_info("streamed jobs: dW resumed chunk by chunk %s; otherwise equal chunks, dW after all of X; "
+		 "per-step GPU timestamps %s",
 		 st->no_sums ? "never (VKGRAD_STREAM_SUMS=0)" : "where its kernel can (tiled, coopmat_nv2)",
-		 st->v1 ? "1 (equal chunks, dW in one step)"
-			: "2 (VKGRAD_STREAM_SCHEDULE=2: a small first chunk, dW in row blocks each downloaded "
-			  "while the next computes)",
 		 !st->timed ? "off (no timestamps, no host query reset, or VKGRAD_STREAM_TIMESTAMPS=0)"
 		 : d->xfer_queues && !d->xfer_timestamps ? "on the compute queue only (the transfer family has none)"
 							  : "on");
@@ -426,12 +422,12 @@ static uint64_t record_dx_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 	step_begin(r, ROLE_COMP, ROLE_UP, up, MARK_DX, n);
 	if (!r->cb)
 		return 0;
-	/* after everything before it, every schedule. Chunks write their own
+	/* after everything before it, resumed dW or not. Chunks write their own
 	 * rows of dX and share no bytes, but a kernel step still running
 	 * beside the next one may read a cache line that holds the next
 	 * chunk's first rows of dY (or dX, accumulating) from before that
 	 * chunk's upload, and leave it where the next step's reads find it:
-	 * without this barrier (schedule 2 had none) two accumulating jobs in
+	 * without this barrier (a schedule since deleted had none) two accumulating jobs in
 	 * flight gave other dX bits than unstreamed in four of four H200 runs
 	 * of test_stream (1-row chunks; rows 23-24 of 45 in one, row 42 in
 	 * another), on the session's start build too. */
@@ -487,8 +483,8 @@ static uint64_t chunk_rows(const engine *e, const job *j)
 	return j->req.t[PROTO_T_DX].present ? stream_chunk_rows(e, j) : j->req.batch;
 }
 
-/* Rows of dW per block of the last resumed chunk's dW/db step, and of
- * schedule 1's f32 dW (each block downloaded while the next computes):
+/* Rows of dW per block of the last resumed chunk's dW/db step, and of an
+ * unresumed job's f32 dW (each block downloaded while the next computes):
  * about a quarter of dW, whole workgroup rows of its kernel. With one workgroup per SM a quarter of 8192x4096x4096's dW
  * (1,024 rows of 128x256 tiles: 128 workgroups) is one wave of the H200's
  * 132 SMs, as a quarter of the unblocked step's four. */
@@ -499,32 +495,21 @@ static uint64_t last_block_rows(const srec *r)
 	return rows < out ? rows : out;
 }
 
-/* Rows of dW per row block: schedule 2, about half a chunk's bytes, whole
- * workgroup rows of its kernel (tm), at most STREAM_MAX_DW_BLOCKS blocks;
- * schedule 1, f32: a quarter of dW (last_block_rows: each block a wave or
- * more of whole-batch workgroups, three of the four downloads beside
- * kernels), 16-bit: all of it;
- * all of them (one block) where dW is not asked for or its kernel cannot
- * be cut (record_param_block_rows 0). */
+/* Rows of dW per row block of an unresumed job: f32, a quarter of dW
+ * (last_block_rows: each block a wave or more of whole-batch workgroups,
+ * three of the four downloads beside kernels); 16-bit, all of it; all of
+ * them (one block) where dW is not asked for or its kernel cannot be cut
+ * (record_param_block_rows 0). Quarters for f32 alone: its 64 MiB of
+ * 8192x4096x4096 went back in 1.3 ms after the last kernel; the quarters
+ * gave 18,688 / 18,888 µs end to end against 19,331 / 19,234; bf16 on
+ * coopmat_nv2, resumed dW off, took 6,892 in quarters against 6,563 in one
+ * step (measurements/h200-2026-12-03-s5). */
 static uint64_t dw_block_rows(const srec *r)
 {
 	const proto_request *q = &r->j->req;
-	const uint64_t tm = record_param_block_rows(r->e->rec, r->j);
-	if (!q->t[PROTO_T_DW].present || tm == 0)
+	if (!q->t[PROTO_T_DW].present || record_param_block_rows(r->e->rec, r->j) == 0)
 		return q->out;
-	/* schedule 1: quarters for f32 alone (its 64 MiB of 8192x4096x4096 went
-	 * back in 1.3 ms after the last kernel; the quarters gave 18,688 /
-	 * 18,888 µs end to end against 19,331 / 19,234; bf16 on coopmat_nv2,
-	 * resumed dW off, took 6,892 in quarters against 6,563 in one step:
-	 * measurements/h200-2026-12-03-s5) */
-	if (r->st->v1)
-		return r->es == 4 ? last_block_rows(r) : q->out;
-	uint64_t rows = chunk_bytes(r->e, r->j) / 2 / (q->in * r->es);
-	const uint64_t least = (q->out + STREAM_MAX_DW_BLOCKS - 1) / STREAM_MAX_DW_BLOCKS;
-	if (rows < least)
-		rows = least;
-	rows = (rows + tm - 1) / tm * tm;
-	return rows < q->out ? rows : q->out;
+	return r->es == 4 ? last_block_rows(r) : q->out;
 }
 
 /* dW/db after all of X (upload value up_x) and dY: in row blocks, each
@@ -542,12 +527,7 @@ static void record_param(srec *r, uint64_t up_x, bool first)
 		step_begin(r, ROLE_COMP, ROLE_UP, up_x, MARK_DW, b);
 		r->e->stream_dw_blocks++;
 		if (r->cb) {
-			/* no barrier on schedule 2: dW's blocks write their own
-			 * rows of dW and db, dX's kernels (and their split-K
-			 * partials) touch neither, and X's and dY's uploads are
-			 * ordered by the semaphore wait */
-			if (r->st->v1)
-				record_barrier_all(r->cb);
+			record_barrier_all(r->cb);
 			kernel_ts_first(r, first && r0 == 0);
 			if (block == q->out)
 				record_job_kernels(r->e->rec, r->tg, r->cb, r->j, true, false, r->counts);
@@ -672,14 +652,9 @@ static void record_steps(srec *r)
 		return;
 	}
 	record_up_w(r, up_wait, head);
-	/* schedule 2: the first chunk a quarter of the others, so the first
-	 * kernels start soon after W is in */
-	const uint64_t first_rows = !r->st->v1 && dx && rows > 1 && rows < q->batch
-					    ? round_up(rows / 4 + (rows < 4), row_align(r->j)) : rows;
 	uint32_t n = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; n++) {
-		const uint64_t want = n == 0 ? first_rows : rows;
-		const uint64_t len = q->batch - r0 < want ? q->batch - r0 : want;
+		const uint64_t len = q->batch - r0 < rows ? q->batch - r0 : rows;
 		step_begin(r, ROLE_UP, up_wait, head, MARK_UP_CHUNK, n);
 		copy_rows(r, PROTO_T_DY, q->out, r0, len, true);
 		if (q->accumulate)

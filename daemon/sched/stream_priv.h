@@ -55,7 +55,6 @@ struct stream {
 	stream_cmds *cmds;     /* [slot * ROLES + role] */
 	stream_marks *marks;   /* [slot] */
 	uint32_t nslots;
-	bool v1;               /* VKGRAD_STREAM_SCHEDULE=1: the first schedule (stream.h) */
 	bool no_sums;          /* VKGRAD_STREAM_SUMS=0: dW never chunked (stream_place) */
 	bool timed;            /* each step timed (stream_queries) */
 	/* one vkQueueSubmit's batches, reused */
