@@ -149,10 +149,8 @@ int stream_create(engine *e)
 	st->marks = calloc(e->nslots, sizeof(*st->marks));
 	if (!st->cmds || !st->marks)
 		return -1;
-	const char *sums = getenv("VKGRAD_STREAM_SUMS");
-	st->no_sums = sums && strcmp(sums, "0") == 0;
-	const char *tts = getenv("VKGRAD_STREAM_TIMESTAMPS");
-	st->timed = stream_queries(e) > 0 && !(tts && strcmp(tts, "0") == 0);
+	st->no_sums = e->cfg->env.stream_no_sums;
+	st->timed = stream_queries(e) > 0 && !e->cfg->env.stream_no_timestamps;
 	log_info("streamed jobs: dW resumed chunk by chunk %s; otherwise equal chunks, dW after all of X; "
 		 "per-step GPU timestamps %s",
 		 st->no_sums ? "never (VKGRAD_STREAM_SUMS=0)" : "where its kernel can (tiled, coopmat_nv2)",
