@@ -16,7 +16,7 @@
  * and dY: f32 in row blocks of a quarter of dW each (whole-batch
  * workgroups, a wave or more each, each going back while the next
  * computes); 16-bit, and where dW's kernel cannot be cut (split-K, the
- * narrow kernel), in one step, then all of it back (stream.c dw_block_rows).
+ * narrow kernel), in one step, then all of it back (stream_dw_block_rows).
  * That measured the faster on the H200 (a second schedule, a small first
  * chunk and dW in blocks of half a chunk's bytes without barriers between
  * them, measured slower and was deleted: docs/performance.md). Upload and
@@ -83,7 +83,7 @@
 
 /* chunks of one job at most (larger chunks than asked beyond that) */
 #define STREAM_MAX_CHUNKS 1024u
-/* row blocks of dW at most: quarters (stream.c last_block_rows) */
+/* row blocks of dW at most: quarters (stream_last_block_rows) */
 #define STREAM_MAX_DW_BLOCKS 4u
 /* steps of one job at most: the head; W, the chunks and X up; a kernel
  * step per chunk and per dW block; a download per chunk and per block;

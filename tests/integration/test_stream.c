@@ -369,8 +369,8 @@ static vkg_stats stats_of(int d)
 	return st;
 }
 
-/* dW's row blocks where it does not resume, f32 (stream.c
- * last_block_rows): a quarter of its o rows rounded up to the kernel's tm
+/* dW's row blocks where it does not resume, f32 (stream_chunk.c
+ * stream_last_block_rows): a quarter of its o rows rounded up to the kernel's tm
  * rows per workgroup row, so this many dW steps. */
 static uint64_t quarter_blocks(uint64_t o, uint64_t tm)
 {
