@@ -314,9 +314,9 @@ bench_direct *bench_direct_open(char *why, size_t why_len)
 		snprintf(why, why_len, "out of memory");
 		return NULL;
 	}
+	config_defaults(&b->cfg); /* and the environment, as vkgradd reads it */
 	/* the daemon's own logging, quiet unless something is wrong */
-	log_init(LOG_LEVEL_WARN);
-	config_defaults(&b->cfg);
+	log_init(LOG_LEVEL_WARN, b->cfg.env.journal_stream);
 	const char *tmp = getenv("TMPDIR");
 	snprintf(b->cache_dir, sizeof(b->cache_dir), "%s/vkgrad-bench-direct.XXXXXX",
 		 tmp && *tmp ? tmp : "/tmp");
@@ -325,15 +325,14 @@ bench_direct *bench_direct_open(char *why, size_t why_len)
 		b->cache_dir[0] = 0;
 		goto fail;
 	}
-	const char *v = getenv("VKGRAD_VALIDATION");
 	char err[256];
-	if (device_open(&b->dev, b->cfg.device, v && strcmp(v, "1") == 0, err, sizeof(err)) != 0) {
+	if (device_open(&b->dev, b->cfg.device, &b->cfg.env, err, sizeof(err)) != 0) {
 		snprintf(why, why_len, "device: %s", err);
 		goto fail;
 	}
 	b->dev_open = true;
 	b->pl_init = true; /* pipelines_destroy also cleans up a failed init */
-	if (pipelines_init(&b->pl, &b->dev, b->cache_dir, err, sizeof(err)) != 0) {
+	if (pipelines_init(&b->pl, &b->dev, b->cache_dir, &b->cfg.env, err, sizeof(err)) != 0) {
 		snprintf(why, why_len, "pipelines: %s", err);
 		goto fail;
 	}

@@ -58,11 +58,12 @@ int peak_vk_open(peak_vk *v, VkDeviceSize stage_size, char *err, size_t errlen)
 	memset(v, 0, sizeof(*v));
 	/* at debug level device_open enables the driver's pipeline statistics
 	 * (the register counts); the daemon's log quiet otherwise */
-	log_init(LOG_LEVEL_DEBUG);
-	device_keep_drivers(); /* make test-asan: the drivers' leaks keep their names */
-	const char *val = getenv("VKGRAD_VALIDATION");
-	const int rc = device_open(&v->dev, "", val && strcmp(val, "1") == 0, err, errlen);
-	log_init(LOG_LEVEL_WARN);
+	config_env env; /* as vkgradd reads it */
+	config_read_env(&env);
+	log_init(LOG_LEVEL_DEBUG, env.journal_stream);
+	device_keep_drivers(env.keep_drivers); /* make test-asan: the drivers' leaks keep their names */
+	const int rc = device_open(&v->dev, "", &env, err, errlen);
+	log_init(LOG_LEVEL_WARN, env.journal_stream);
 	if (rc != 0)
 		return -1;
 	v->dev_open = true;

@@ -1,4 +1,5 @@
-/* daemon/config.c — defaults, the optional config file, command-line flags. */
+/* daemon/config.c — defaults, the environment, the optional config file,
+ * command-line flags: every setting the daemon reads, read here. */
 #include "config.h"
 
 #include "kernel_registry.h"
@@ -14,16 +15,59 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* a switch: on when set, whatever its value */
+static bool env_set(const char *name)
+{
+	return getenv(name) != NULL;
+}
+
+/* on when set to exactly `value` */
+static bool env_is(const char *name, const char *value)
+{
+	const char *v = getenv(name);
+	return v && strcmp(v, value) == 0;
+}
+
+void config_read_env(config_env *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->xdg_runtime_dir = getenv("XDG_RUNTIME_DIR");
+	e->cache_directory = getenv("CACHE_DIRECTORY");
+	e->xdg_cache_home = getenv("XDG_CACHE_HOME");
+	e->home = getenv("HOME");
+	e->journal_stream = env_set("JOURNAL_STREAM");
+	e->notify_socket = env_set("NOTIFY_SOCKET");
+	e->validation = env_is("VKGRAD_VALIDATION", "1");
+	e->keep_drivers = getenv("VKGRAD_KEEP_DRIVERS");
+	const char *no_xfer = getenv("VKGRAD_NO_TRANSFER_QUEUE");
+	e->no_transfer_queue = no_xfer && *no_xfer && strcmp(no_xfer, "0") != 0;
+	e->cpu_import = env_is("VKGRAD_CPU_IMPORT", "1");
+	e->fault_shared_16k = env_set("VKGRAD_FAULT_SHARED_16K");
+	e->fault_no_storage16 = env_set("VKGRAD_FAULT_NO_STORAGE16");
+	e->no_coopmat = env_set("VKGRAD_NO_COOPMAT");
+	e->no_coopmat_khr = env_set("VKGRAD_NO_COOPMAT_KHR");
+	e->no_coopmat_nv2 = env_set("VKGRAD_NO_COOPMAT_NV2");
+	e->no_calibration = env_set("VKGRAD_NO_CALIBRATION");
+	e->cmk_tile = getenv("VKGRAD_CMK_TILE");
+	e->cmk_tile_small = getenv("VKGRAD_CMK_TILE_SMALL");
+	e->cmk_small_below = getenv("VKGRAD_CMK_SMALL_BELOW");
+	e->t128_tile = getenv("VKGRAD_T128_TILE"); /* T128_TILE_ENV */
+	e->nv2_tile = getenv("VKGRAD_NV2_TILE"); /* NV2_TILE_ENV */
+	e->stream_no_sums = env_is("VKGRAD_STREAM_SUMS", "0");
+	e->stream_no_timestamps = env_is("VKGRAD_STREAM_TIMESTAMPS", "0");
+	e->fault_inject = getenv("VKGRAD_FAULT_INJECT");
+}
+
 void config_defaults(config *c)
 {
 	memset(c, 0, sizeof(*c));
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	config_read_env(&c->env);
+	const char *xdg = c->env.xdg_runtime_dir;
 	if (xdg && *xdg)
 		snprintf(c->socket_path, sizeof(c->socket_path), "%s/vkgrad.sock", xdg);
 	else
 		snprintf(c->socket_path, sizeof(c->socket_path), "/run/vkgrad/vkgrad.sock");
-	const char *cd = getenv("CACHE_DIRECTORY"), *xc = getenv("XDG_CACHE_HOME"),
-		   *home = getenv("HOME");
+	const char *cd = c->env.cache_directory, *xc = c->env.xdg_cache_home, *home = c->env.home;
 	/* one too long is refused by config_parse_args, unless --cache-dir
 	 * names another (never cut: a cut path is some other directory) */
 	int n = 0;
@@ -178,7 +222,8 @@ static void usage(const config *d)
 	       "(readiness, status, watchdog), VKGRAD_VALIDATION=1 (Khronos validation layer),\n"
 	       "VKGRAD_FAULT_INJECT=submit:N|wait:N|recreate:N|late_wait:MS|unsealed (tests),\n"
 	       "VKGRAD_CPU_IMPORT=1 (import client memory on a CPU device too; tests),\n"
-	       "VKGRAD_NO_TRANSFER_QUEUE=1 (streamed jobs' copies on the compute queue).\n",
+	       "VKGRAD_NO_TRANSFER_QUEUE=1 (streamed jobs' copies on the compute queue);\n"
+	       "every variable, the other switches too: vkgradd(8), ENVIRONMENT.\n",
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
 	       d->limits.max_regions, d->limits.max_region_bytes,
 	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,

@@ -61,7 +61,44 @@
 #define CONFIG_DRAIN_DEFAULT_S 10
 #define CONFIG_DRAIN_MAX_S 3600
 
+/* What the environment says, read once by config_read_env (the one place
+ * in daemon/ that reads it; man/vkgradd.8, ENVIRONMENT, lists every
+ * variable): the defaults' sources, what the service manager tells the
+ * daemon, and the debugging and testing switches the modules act on.
+ * Strings point into the environment (NULL: unset); a switch "set" is on
+ * whatever its value, even empty. */
+typedef struct config_env {
+	/* defaults of --socket and --cache-dir (config_defaults) */
+	const char *xdg_runtime_dir, *cache_directory, *xdg_cache_home, *home;
+	/* the service manager (libsystemd reads LISTEN_FDS, LISTEN_PID,
+	 * WATCHDOG_USEC and WATCHDOG_PID itself, service.c) */
+	bool journal_stream;     /* JOURNAL_STREAM set: "<N>" log prefixes (log.c) */
+	bool notify_socket;      /* NOTIFY_SOCKET set: sd_notify messages (service.c) */
+	/* the device (device.c, coopmat_khr.c) */
+	bool validation;         /* VKGRAD_VALIDATION=1: the Khronos validation layer */
+	const char *keep_drivers;/* VKGRAD_KEEP_DRIVERS: libraries kept loaded (colon-separated) */
+	bool no_transfer_queue;  /* VKGRAD_NO_TRANSFER_QUEUE set, not empty, not "0" */
+	bool cpu_import;         /* VKGRAD_CPU_IMPORT=1: import client memory on a CPU device */
+	bool fault_shared_16k;   /* VKGRAD_FAULT_SHARED_16K set: 16 KiB of shared memory */
+	bool fault_no_storage16; /* VKGRAD_FAULT_NO_STORAGE16 set: no 16-bit storage */
+	bool no_coopmat;         /* VKGRAD_NO_COOPMAT set: no VK_NV_cooperative_matrix */
+	bool no_coopmat_khr;     /* VKGRAD_NO_COOPMAT_KHR set: no VK_KHR_cooperative_matrix */
+	bool no_coopmat_nv2;     /* VKGRAD_NO_COOPMAT_NV2 set: no VK_NV_cooperative_matrix2 */
+	bool no_calibration;     /* VKGRAD_NO_CALIBRATION set: no calibrated timestamps */
+	/* kernels' tilings, for measuring others (pipelines.c) */
+	const char *cmk_tile, *cmk_tile_small; /* VKGRAD_CMK_TILE, VKGRAD_CMK_TILE_SMALL */
+	const char *cmk_small_below;           /* VKGRAD_CMK_SMALL_BELOW */
+	const char *t128_tile;                 /* VKGRAD_T128_TILE (t128_tile.h) */
+	const char *nv2_tile;                  /* VKGRAD_NV2_TILE (nv2_tile.h) */
+	/* streamed jobs (stream.c) */
+	bool stream_no_sums;       /* VKGRAD_STREAM_SUMS=0: dW never resumed */
+	bool stream_no_timestamps; /* VKGRAD_STREAM_TIMESTAMPS=0: steps untimed */
+	/* faults for tests (setup.c sched_parse_faults) */
+	const char *fault_inject;  /* VKGRAD_FAULT_INJECT */
+} config_env;
+
 typedef struct config {
+	config_env env;         /* config_read_env, by config_defaults */
 	char socket_path[108];
 	char cache_dir[CONFIG_CACHE_DIR_MAX + 1];
 	const char *cache_dir_overlong; /* the variable whose default was too long, or NULL */
@@ -130,7 +167,12 @@ typedef struct config {
 void config_region_budget(const config *c, uint64_t host_ram, uint64_t heap, uint64_t *total,
 			  uint64_t *per_uid);
 
-/* Defaults; socket path from $XDG_RUNTIME_DIR or /run/vkgrad. */
+/* Read every environment variable the daemon acts on into *e (the
+ * process's environment as it is now). */
+void config_read_env(config_env *e);
+/* Defaults, after config_read_env(&c->env): socket path from
+ * $XDG_RUNTIME_DIR or /run/vkgrad, cache directory from $CACHE_DIRECTORY,
+ * $XDG_CACHE_HOME or $HOME. */
 void config_defaults(config *c);
 /* Parse argv, after the file named by --config FILE when there is one
  * (key = value lines, keys the long option names; the command line

@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,10 +14,10 @@
 static int g_level = LOG_LEVEL_INFO;
 static int g_journal;
 
-void log_init(int level)
+void log_init(int level, bool journal)
 {
 	g_level = level;
-	g_journal = getenv("JOURNAL_STREAM") != NULL;
+	g_journal = journal;
 }
 
 int log_level(void)

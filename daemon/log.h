@@ -8,6 +8,8 @@
 #ifndef VKG_DAEMON_LOG_H
 #define VKG_DAEMON_LOG_H
 
+#include <stdbool.h>
+
 /* syslog's numbers under names of our own: <syslog.h> defines LOG_ERR …
  * LOG_DEBUG as macros, and a file may include both */
 enum {
@@ -18,7 +20,8 @@ enum {
 	LOG_LEVEL_DEBUG = 7,
 };
 
-void log_init(int level);
+/* journal: stderr is the journal ($JOURNAL_STREAM set, config_env) */
+void log_init(int level, bool journal);
 int log_level(void);
 /* Parses "error|warn|notice|info|debug" or a digit; -1 when unknown. */
 int log_parse_level(const char *s);

@@ -10,8 +10,6 @@
 
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 int main(int argc, char **argv)
 {
@@ -20,8 +18,9 @@ int main(int argc, char **argv)
 	int rc = config_parse_args(&cfg, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
-	log_init(cfg.log_level);
-	device_keep_drivers(); /* before --list-devices too: it loads the drivers */
+	log_init(cfg.log_level, cfg.env.journal_stream);
+	service_init(cfg.env.notify_socket);
+	device_keep_drivers(cfg.env.keep_drivers); /* before --list-devices too: it loads the drivers */
 	if (cfg.list_devices) {
 		char lerr[256];
 		if (device_list(stdout, lerr, sizeof(lerr)) != 0) {
@@ -33,18 +32,16 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	log_notice("vkgradd %s starting", VKG_VERSION);
 
-	const char *v = getenv("VKGRAD_VALIDATION");
-	bool validation = v && strcmp(v, "1") == 0;
 	service_status("opening the GPU");
 	char err[512];
 	device dev;
-	if (device_open(&dev, cfg.device, validation, err, sizeof(err)) != 0) {
+	if (device_open(&dev, cfg.device, &cfg.env, err, sizeof(err)) != 0) {
 		log_err("%s", err);
 		return 1;
 	}
 	service_status("building pipelines on %s", dev.props.deviceName);
 	pipelines pl;
-	if (pipelines_init(&pl, &dev, cfg.cache_dir, err, sizeof(err)) != 0) {
+	if (pipelines_init(&pl, &dev, cfg.cache_dir, &cfg.env, err, sizeof(err)) != 0) {
 		log_err("%s", err);
 		pipelines_destroy(&pl, &dev);
 		device_close(&dev);

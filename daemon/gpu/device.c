@@ -154,13 +154,12 @@ static int device_instance(device *d, bool validation, uint32_t *api, char *err,
 /* A transfer-only queue family (copies, nothing else), the one with
  * the most queues: its first two queues copy in and out at once. None where
  * the device has none or VKGRAD_NO_TRANSFER_QUEUE is set (debugging). */
-static void pick_transfer(device *d)
+static void pick_transfer(device *d, const config_env *env)
 {
 	d->xfer_family = UINT32_MAX;
 	d->xfer_queues = 0;
 	d->xfer_up = d->xfer_down = VK_NULL_HANDLE;
-	const char *no = getenv("VKGRAD_NO_TRANSFER_QUEUE");
-	if (no && *no && strcmp(no, "0") != 0)
+	if (env->no_transfer_queue)
 		return;
 	VkQueueFamilyProperties q[16];
 	const uint32_t n = device_queue_families(d->phys, q);
@@ -199,7 +198,8 @@ void device_buffer_sharing(const device *d, VkBufferCreateInfo *bci)
 /* The picked device's properties, limits and memory types, its driver
  * (into *drv), and whether client memory is imported (d->host_import);
  * returns whether import was turned off because the device is a CPU. */
-static bool device_properties(device *d, uint32_t api, VkPhysicalDeviceDriverProperties *drv)
+static bool device_properties(device *d, uint32_t api, const config_env *env,
+			      VkPhysicalDeviceDriverProperties *drv)
 {
 	vkGetPhysicalDeviceProperties(d->phys, &d->props);
 	vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
@@ -219,16 +219,15 @@ static bool device_properties(device *d, uint32_t api, VkPhysicalDeviceDriverPro
 	 * (guarded, on the loop thread) are the only way; they cost a memcpy
 	 * of each job's tensors, small next to a CPU's GEMM (README).
 	 * VKGRAD_CPU_IMPORT=1 imports anyway: tests of the import path. */
-	const char *cpu_import = getenv("VKGRAD_CPU_IMPORT");
 	const bool cpu_staged = d->host_import && d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
-			  !(cpu_import && strcmp(cpu_import, "1") == 0);
+			  !env->cpu_import;
 	if (cpu_staged)
 		d->host_import = false;
 	if (!d->host_import)
 		hostp.pNext = NULL, p2.pNext = drv;
 	vkGetPhysicalDeviceProperties2(d->phys, &p2);
 	d->import_align = d->host_import ? hostp.minImportedHostPointerAlignment : 0;
-	if (getenv("VKGRAD_FAULT_SHARED_16K")) {
+	if (env->fault_shared_16k) {
 		/* debug switch: the least shared memory Vulkan allows a device */
 		log_warn("VKGRAD_FAULT_SHARED_16K: maxComputeSharedMemorySize taken as 16384");
 		d->props.limits.maxComputeSharedMemorySize = 16384;
@@ -293,7 +292,7 @@ static int device_created(device *d, char *err, size_t errlen)
 
 /* The logical device with every feature and extension the kernels may
  * use, its queue and entry points, and whether it has timestamps. */
-static int device_create(device *d, char *err, size_t errlen)
+static int device_create(device *d, const config_env *env, char *err, size_t errlen)
 {
 	VkPhysicalDeviceVulkan12Features f12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
@@ -334,15 +333,15 @@ static int device_create(device *d, char *err, size_t errlen)
 	d->host_query_reset = f12.hostQueryReset;
 	/* 16-bit storage lets the f16/bf16 kernels load and store their tensors */
 	d->storage16 = f11.storageBuffer16BitAccess;
-	if (getenv("VKGRAD_FAULT_NO_STORAGE16")) {
+	if (env->fault_no_storage16) {
 		/* debug switch: behave like a device without 16-bit storage */
 		log_warn("VKGRAD_FAULT_NO_STORAGE16: f16 and bf16 disabled");
 		d->storage16 = false;
 	}
 	d->coopmat = has_cm && fcm.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
 		     f11.storageBuffer16BitAccess && coopmat_shape_ok(d->phys, d->instance) &&
-		     subgroup_size(d->phys) == 32 && !getenv("VKGRAD_NO_COOPMAT");
-	cmk_query(&d->cmk, d->instance, d->phys, d->storage16, subgroup_size(d->phys), d->api_version);
+		     subgroup_size(d->phys) == 32 && !env->no_coopmat;
+	cmk_query(&d->cmk, d->instance, d->phys, d->storage16, subgroup_size(d->phys), d->api_version, env);
 	VkPhysicalDeviceCooperativeMatrixFeaturesNV encm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
 		.cooperativeMatrix = VK_TRUE,
@@ -371,7 +370,7 @@ static int device_create(device *d, char *err, size_t errlen)
 		.storageBuffer16BitAccess = f11.storageBuffer16BitAccess,
 	};
 	static const float prio[2] = {1.0f, 1.0f};
-	pick_transfer(d);
+	pick_transfer(d, env);
 	{
 		VkQueueFamilyProperties qf[16];
 		device_queue_families(d->phys, qf);
@@ -389,7 +388,7 @@ static int device_create(device *d, char *err, size_t errlen)
 		.pQueuePriorities = prio,
 	}};
 	/* VKGRAD_NO_CALIBRATION: debug switch, traces as on a device without it */
-	d->calibrated = calibrateable(d->instance, d->phys) && !getenv("VKGRAD_NO_CALIBRATION");
+	d->calibrated = calibrateable(d->instance, d->phys) && !env->no_calibration;
 	if (d->calibrated)
 		dext[ndext++] = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
 	if (d->exec_stats)
@@ -451,19 +450,19 @@ static void device_describe(device *d, int pick, const VkPhysicalDeviceDriverPro
 				: "unavailable: staging copies");
 }
 
-int device_open(device *d, const char *want, bool validation, char *err, size_t errlen)
+int device_open(device *d, const char *want, const config_env *env, char *err, size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
-	d->validation = validation;
+	d->validation = env->validation;
 	uint32_t api;
-	if (device_instance(d, validation, &api, err, errlen) != 0)
+	if (device_instance(d, env->validation, &api, err, errlen) != 0)
 		return -1;
 	int pick;
 	if (device_pick(d, want, &pick, err, errlen) != 0)
 		goto fail;
 	VkPhysicalDeviceDriverProperties drv;
-	const bool cpu_staged = device_properties(d, api, &drv);
-	if (device_create(d, err, errlen) != 0)
+	const bool cpu_staged = device_properties(d, api, env, &drv);
+	if (device_create(d, env, err, errlen) != 0)
 		goto fail;
 	device_describe(d, pick, &drv, cpu_staged);
 	return 0;
@@ -491,9 +490,8 @@ void device_close(device *d)
 	d->messenger = VK_NULL_HANDLE;
 }
 
-void device_keep_drivers(void)
+void device_keep_drivers(const char *v)
 {
-	const char *v = getenv("VKGRAD_KEEP_DRIVERS");
 	char buf[512];
 	if (!v || strlen(v) >= sizeof(buf))
 		return;

@@ -9,6 +9,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include "config.h"
 #include "coopmat_khr.h"
 #include "msg.h"
 
@@ -70,9 +71,10 @@ typedef struct device {
 /* Open the device picked by `want` ("" = first discrete GPU, else integrated,
  * else virtual, else CPU; a number = index; else a deviceUUID, whole or its
  * first 8+ characters, or a name substring). With
- * validation, the Khronos validation layer is enabled and its errors are
- * logged and counted. Returns 0, or -1 with a message in err. */
-int device_open(device *d, const char *want, bool validation, char *err, size_t errlen);
+ * env->validation, the Khronos validation layer is enabled and its errors are
+ * logged and counted; env's device switches apply (config.h config_env).
+ * Returns 0, or -1 with a message in err. */
+int device_open(device *d, const char *want, const config_env *env, char *err, size_t errlen);
 void device_close(device *d);
 /* Lower the limits one job may use to what the device can run: one tensor
  * must fit one storage-buffer binding (plus the offset remainder), and a
@@ -85,12 +87,13 @@ void device_clamp_limits(const device *d, proto_limits *l);
  * a message in err. */
 int device_list(FILE *out, char *err, size_t errlen);
 
-/* VKGRAD_KEEP_DRIVERS=lib1.so:lib2.so keeps those libraries (the Vulkan
+/* libs, VKGRAD_KEEP_DRIVERS=lib1.so:lib2.so (config_env keep_drivers;
+ * NULL: none), keeps those libraries (the Vulkan
  * driver, layers) mapped until exit: the loader unloads them at
  * vkDestroyInstance, after which a leak report (make test-asan) could not
  * name their frames for its suppressions. A debugging aid only; call it
  * before the first device is opened (vkgradd's main, `vkgrad bench --peak`). */
-void device_keep_drivers(void);
+void device_keep_drivers(const char *libs);
 
 /* Set bci's sharing mode: concurrent between the compute and the transfer
  * family where the device has a transfer queue (no ownership transfers

@@ -81,12 +81,12 @@ uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_k
  * (k steps of 16 with two slices in flight: 3994 and 108; 2×4 of 64×64: 3887
  * and 118.) VKGRAD_CMK_TILE / VKGRAD_CMK_TILE_SMALL = "WMxWNxwmxwnxBKxDEPTH"
  * replace them, for measuring others. */
-static pipelines_cmk_tile cmk_tile_choice(int which)
+static pipelines_cmk_tile cmk_tile_choice(const config_env *env, int which)
 {
 	pipelines_cmk_tile t = which ? (pipelines_cmk_tile){4, 4, 32, 32, 32, 1}
 				     : (pipelines_cmk_tile){2, 2, 64, 64, 32, 1};
 	const char *name = which ? "VKGRAD_CMK_TILE_SMALL" : "VKGRAD_CMK_TILE";
-	const char *v = getenv(name);
+	const char *v = which ? env->cmk_tile_small : env->cmk_tile;
 	pipelines_cmk_tile e;
 	if (v && sscanf(v, "%ux%ux%ux%ux%ux%u", &e.warps_m, &e.warps_n, &e.wm, &e.wn, &e.bk, &e.depth) == 6) {
 		log_warn("%s: linear_coopmat_khr_gemm with %ux%u subgroups of %ux%u, k steps of %u, %u in "
@@ -99,9 +99,9 @@ static pipelines_cmk_tile cmk_tile_choice(int which)
 /* Fewer tiles of the large tiling than one wave of it on the H200 (132
  * SMs × 2): the small one, whose 16 subgroups per workgroup hide more
  * latency. VKGRAD_CMK_SMALL_BELOW=N replaces the 256 (0: never small). */
-static uint64_t cmk_small_below(void)
+static uint64_t cmk_small_below(const config_env *env)
 {
-	const char *v = getenv("VKGRAD_CMK_SMALL_BELOW");
+	const char *v = env->cmk_small_below;
 	char *end = NULL;
 	unsigned long long n = v ? strtoull(v, &end, 10) : 0;
 	if (v && end && end != v && !*end) {
@@ -115,9 +115,9 @@ static uint64_t cmk_small_below(void)
  * T128_TILE_DEFAULT where the device holds it; "fixed": the fixed kernel.
  * A value that is malformed, or that the device cannot run, stops the
  * daemon: 0, or -1 with err naming it. */
-static int t128_choice(pipelines *p, const device *d, char *err, size_t errlen)
+static int t128_choice(pipelines *p, const device *d, const config_env *env, char *err, size_t errlen)
 {
-	const char *v = getenv(T128_TILE_ENV);
+	const char *v = env->t128_tile;
 	const bool dflt = v == NULL;
 	if (dflt)
 		v = T128_TILE_DEFAULT;
@@ -178,9 +178,10 @@ static void nv2_small_choice(pipelines *p, const device *d, int dt)
  * one the device cannot run for a dtype it otherwise serves, stops the
  * daemon: -1 with err. Where the default does not fit, that dtype is not
  * served (nv2_ok false, p->nv2_why says why). */
-static int nv2_choice(pipelines *p, const device *d, bool *nv2_ok, char *err, size_t errlen)
+static int nv2_choice(pipelines *p, const device *d, const config_env *env, bool *nv2_ok, char *err,
+		      size_t errlen)
 {
-	const char *v = getenv(NV2_TILE_ENV);
+	const char *v = env->nv2_tile;
 	const bool dflt = v == NULL;
 	const char *name = dflt ? "the default tiling" : NV2_TILE_ENV, *val = dflt ? NV2_TILE_DEFAULT : v;
 	nv2_tile t;
@@ -461,7 +462,8 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 	return rc;
 }
 
-int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen)
+int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const config_env *env, char *err,
+		   size_t errlen)
 {
 	memset(p, 0, sizeof(*p));
 	double t0 = now_ms();
@@ -475,11 +477,11 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 	cmk_spec specs[NJ];
 	memset(jobs, 0, sizeof(jobs));
 	for (int i = 0; i < 2; i++) {
-		p->cmk_tile[i] = cmk_tile_choice(i);
+		p->cmk_tile[i] = cmk_tile_choice(env, i);
 		p->cmk_bm[i] = p->cmk_tile[i].warps_m * p->cmk_tile[i].wm;
 		p->cmk_bn[i] = p->cmk_tile[i].warps_n * p->cmk_tile[i].wn;
 	}
-	p->cmk_small_below = cmk_small_below();
+	p->cmk_small_below = cmk_small_below(env);
 	bool cmk_ok[PROTO_DTYPE_COUNT], nv2_ok[PROTO_DTYPE_COUNT];
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
 		p->dtype_ok[t] = t == PROTO_F32 || d->storage16;
@@ -494,9 +496,9 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *e
 	}
 	t128_spec t128s;
 	nv2_spec nv2s[4 * PROTO_DTYPE_COUNT];
-	int rc = t128_choice(p, d, err, errlen);
+	int rc = t128_choice(p, d, env, err, errlen);
 	if (rc == 0)
-		rc = nv2_choice(p, d, nv2_ok, err, errlen);
+		rc = nv2_choice(p, d, env, nv2_ok, err, errlen);
 	if (rc == 0)
 		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, jobs, specs, nv2s, &t128s, err, errlen);
 	for (int i = 0; i < NJ && rc == 0; i++)

@@ -119,8 +119,11 @@ static inline uint32_t pipelines_t128_bn(const pipelines *p, proto_dtype t)
 }
 
 /* Load the cache file (a bad or foreign one is logged and ignored), build
- * every pipeline. Returns 0, or -1 with err. */
-int pipelines_init(pipelines *p, const device *d, const char *cache_dir, char *err, size_t errlen);
+ * every pipeline, the kernels' tilings replaced where env says so
+ * (VKGRAD_CMK_TILE, VKGRAD_CMK_TILE_SMALL, VKGRAD_CMK_SMALL_BELOW,
+ * VKGRAD_T128_TILE, VKGRAD_NV2_TILE: config_env). Returns 0, or -1 with err. */
+int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const config_env *env, char *err,
+		   size_t errlen);
 /* Is there a pipeline of kernel `name` (registry name) for dtype t? */
 bool pipelines_serves(const pipelines *p, const char *name, proto_dtype t);
 

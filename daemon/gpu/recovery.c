@@ -51,7 +51,7 @@ static int attempt(server *s, char *err, size_t n)
 			 (unsigned long long)left);
 		goto fail;
 	}
-	int rc_open = device_open(d, s->cfg->device, rc->validation, err, n);
+	int rc_open = device_open(d, s->cfg->device, &s->cfg->env, err, n);
 	/* device_open starts from zero: keep counting the layer's errors */
 	atomic_fetch_add(&d->validation_errors, verr);
 	verr = 0;
@@ -62,7 +62,7 @@ static int attempt(server *s, char *err, size_t n)
 			 d->props.deviceName, rc->device_name);
 		goto fail;
 	}
-	if (pipelines_init(s->pl, d, s->cfg->cache_dir, err, n) != 0)
+	if (pipelines_init(s->pl, d, s->cfg->cache_dir, &s->cfg->env, err, n) != 0)
 		goto fail;
 	if (engine_gpu_restore(&s->eng, err, n) != 0)
 		goto fail;
@@ -138,7 +138,6 @@ void recovery_init(server *s, void (*give_up)(server *s))
 	recovery *rc = &s->rec;
 	memset(rc, 0, sizeof(*rc));
 	rc->give_up = give_up;
-	rc->validation = s->dev->validation;
 	remember_device(rc, s->dev, s->pl);
 	uv_timer_init(s->loop, &rc->retry);
 	rc->retry.data = s;

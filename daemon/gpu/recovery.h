@@ -11,7 +11,8 @@
  *      dummy buffer, command pools, queries), every live region's buffer
  *      and memory (the client's mapping stays), the pipelines and cache;
  *   2. close the device and the instance, open them again with the same
- *      choice (--device) and the same validation setting; it must be the
+ *      choice (--device) and the same environment (validation layer and
+ *      switches: config_env, read once at start); it must be the
  *      same device and driver (vendor, device id, driver version,
  *      pipelineCacheUUID): the limits hello reported depend on it;
  *   3. build the pipelines (from the cache file), the engine's objects
@@ -49,7 +50,6 @@ typedef struct recovery {
 	uint64_t recovered;       /* successful recoveries */
 	uint64_t losses;          /* device losses reported by the engine (stats) */
 	uint64_t attempts_failed; /* recovery attempts that failed, ever (stats) */
-	bool validation;          /* how the device was first opened */
 	/* the device that must come back, and what hello says meanwhile */
 	uint32_t vendor_id, device_id, driver_version;
 	uint8_t cache_uuid[VK_UUID_SIZE];

@@ -143,8 +143,8 @@ static void nv2_collect(cmk_caps *c, VkInstance inst, VkPhysicalDevice p)
 }
 
 /* VK_NV_cooperative_matrix2 for linear_coopmat_nv2_gemm, on top of what
- * linear_coopmat_khr_gemm needs. */
-static void nv2_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, uint32_t api_version)
+ * linear_coopmat_khr_gemm needs; `off`: VKGRAD_NO_COOPMAT_NV2 is set. */
+static void nv2_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, uint32_t api_version, bool off)
 {
 	const bool ext = vkext_has(p, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
 	VkPhysicalDeviceCooperativeMatrix2FeaturesNV f = {
@@ -164,7 +164,7 @@ static void nv2_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, uint32_t
 		if (api_version < VK_API_VERSION_1_3)
 			nv2_lack(c, t, "Vulkan 1.3 (its shader is SPIR-V 1.6)");
 	}
-	if (getenv("VKGRAD_NO_COOPMAT_NV2")) {
+	if (off) {
 		nv2_lack(c, PROTO_F16, "VK_NV_cooperative_matrix2, switched off by VKGRAD_NO_COOPMAT_NV2");
 		nv2_lack(c, PROTO_BF16, "VK_NV_cooperative_matrix2, switched off by VKGRAD_NO_COOPMAT_NV2");
 	}
@@ -180,11 +180,11 @@ static void nv2_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, uint32_t
 }
 
 void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16, uint32_t subgroup,
-	       uint32_t api_version)
+	       uint32_t api_version, const config_env *env)
 {
 	memset(c, 0, sizeof(*c));
 	nv2_lack(c, PROTO_F32, "dtype f16 or bf16 (it multiplies 16-bit operands)");
-	if (getenv("VKGRAD_NO_COOPMAT_KHR")) {
+	if (env->no_coopmat_khr) {
 		for (int t = PROTO_F32; t <= PROTO_BF16; t++) {
 			lack(c, t, "VK_KHR_cooperative_matrix, switched off by VKGRAD_NO_COOPMAT_KHR");
 			nv2_lack(c, t, c->why[t]);
@@ -226,7 +226,7 @@ void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16,
 		c->shape[PROTO_F32] = c->shape[PROTO_BF16];
 	for (int t = PROTO_F32; t <= PROTO_BF16; t++)
 		c->ok[t] = !c->why[t][0];
-	nv2_query(c, inst, p, api_version);
+	nv2_query(c, inst, p, api_version, env->no_coopmat_nv2);
 	c->use_cm = c->ok[PROTO_F16] || c->ok[PROTO_BF16];
 	c->use_bf16 = c->ok[PROTO_BF16];
 	/* (the bf16 build of linear_coopmat_nv2_gemm declares Float16 too) */

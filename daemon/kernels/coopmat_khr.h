@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "msg.h"
 #include "nv2_tile.h"
 #include "vk_compat.h"
@@ -41,10 +42,11 @@ typedef struct cmk_caps {
 
 /* Fill c for physical device p. `storage16`: 16-bit storage buffers are
  * available; `subgroup`: the subgroup size (the kernel is written for 32).
- * VKGRAD_NO_COOPMAT_KHR=1 in the environment makes it offer nothing (a
- * switch for measuring without it). */
+ * env->no_coopmat_khr (VKGRAD_NO_COOPMAT_KHR set) makes it offer nothing,
+ * env->no_coopmat_nv2 (VKGRAD_NO_COOPMAT_NV2 set) no coopmat_nv2 (switches
+ * for measuring without them). */
 void cmk_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, bool storage16, uint32_t subgroup,
-	       uint32_t api_version);
+	       uint32_t api_version, const config_env *env);
 
 /* Does the matrix shape s fit the kernel's 64×64 subgroup blocks and its
  * reduction step of 32? (exposed for the unit tests) */

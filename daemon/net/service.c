@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -56,9 +55,16 @@ int service_listen_fd(char *where, size_t n)
 	return fd;
 }
 
+static bool g_notify; /* service_init */
+
+void service_init(bool notify)
+{
+	g_notify = notify;
+}
+
 void service_status(const char *fmt, ...)
 {
-	if (!getenv("NOTIFY_SOCKET"))
+	if (!g_notify)
 		return;
 	char line[256];
 	va_list ap;
@@ -83,7 +89,7 @@ static void watchdog_cb(uv_timer_t *t)
 
 void service_ready(service *sv, uv_loop_t *loop, const char *device_name)
 {
-	sv->notify = getenv("NOTIFY_SOCKET") != NULL;
+	sv->notify = g_notify;
 	sv->ready = true;
 	snprintf(sv->device, sizeof(sv->device), "%s", device_name);
 	uv_timer_init(loop, &sv->watchdog);

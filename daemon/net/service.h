@@ -36,6 +36,10 @@ typedef struct service {
  * AF_UNIX stream socket (logged; the daemon must not start). */
 int service_listen_fd(char *where, size_t n);
 
+/* Whether $NOTIFY_SOCKET is set (config_env notify_socket): until this
+ * says so, no STATUS=, READY=1 or STOPPING=1 message is sent. */
+void service_init(bool notify);
+
 /* STATUS=… while starting (printf format). */
 void service_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

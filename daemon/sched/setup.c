@@ -36,14 +36,14 @@ static int make_ts_buffer(const device *d, engine_slot *s, uint32_t nq)
 	return 0;
 }
 
-/* VKGRAD_FAULT_INJECT: comma-separated submit:N, wait:N (the Nth
+/* VKGRAD_FAULT_INJECT (config_env fault_inject): comma-separated submit:N, wait:N (the Nth
  * submission or wait reports VK_ERROR_DEVICE_LOST), recreate:N (the
  * first N device recreations fail; recovery.c), late_wait:MS (the
  * completion thread reports each batch MS ms late, at most 10000, so the
  * polling loop sees it first) and unsealed (region.h). */
 void sched_parse_faults(engine *e)
 {
-	const char *fi = getenv("VKGRAD_FAULT_INJECT");
+	const char *fi = e->cfg->env.fault_inject;
 	char buf[128];
 	if (!fi || strlen(fi) >= sizeof(buf))
 		return;

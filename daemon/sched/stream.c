@@ -1,4 +1,5 @@
-/* daemon/sched/stream.c — see stream.h. */
+/* daemon/sched/stream.c — see stream.h: the streams' objects, a streamed
+ * job's steps recorded and submitted (how it is cut: stream_chunk.c). */
 #include "stream.h"
 #include "stream_priv.h"
 
@@ -10,117 +11,6 @@
 #include <string.h>
 
 static const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-
-void stream_init(engine *e)
-{
-	const config *cfg = e->cfg;
-	const device *d = e->dev;
-	e->stream_chunk = cfg->stream_chunk_bytes;
-	e->stream_chunk_auto = e->stream_chunk == CONFIG_AUTO && d->xfer_queues;
-	if (e->stream_chunk == CONFIG_AUTO)
-		e->stream_chunk = d->xfer_queues ? CONFIG_STREAM_AUTO_CHUNK : CONFIG_OFF;
-	e->stream_min = cfg->stream_min_bytes == CONFIG_AUTO ? CONFIG_STREAM_AUTO_MIN : cfg->stream_min_bytes;
-	if (e->stream_chunk == CONFIG_OFF)
-		log_info("streamed jobs off%s", cfg->stream_chunk_bytes == CONFIG_AUTO
-							  ? " (no transfer-only queue to overlap copies on)" : "");
-	else
-		log_info("streamed jobs: device-local jobs of >= %llu tensor bytes in chunks of ~%llu "
-			 "bytes of dY%s, copies on %s",
-			 (unsigned long long)e->stream_min, (unsigned long long)e->stream_chunk,
-			 e->stream_chunk_auto ? " (f32; f16/bf16 half of it: the same rows, at least 1,024 and an eighth of the batch)" : "",
-			 d->xfer_queues == 2 ? "two transfer queues (in and out at once)"
-			 : d->xfer_queues ? "one transfer queue" : "the compute queue (no overlap)");
-}
-
-bool stream_wants(const engine *e, const job *j)
-{
-	/* (linear_forward runs unstreamed: its kernels are record.c's alone) */
-	return e->stream && j->devlocal && j->req.op != PROTO_OP_LINEAR_FORWARD && e->stream_chunk != CONFIG_OFF &&
-	       job_bytes(j) >= e->stream_min;
-}
-
-/* The rows every chunk boundary falls on a multiple of: a chunk's rows of
- * dY, X and dX then start on 4 bytes, so no 32-bit word holds the rows of
- * two chunks. The steps of two chunks run at once (one chunk's upload
- * beside the other's kernels, two chunks' kernels on schedule 2), and a
- * copy or a store that writes a word of another chunk's rows (16-bit
- * elements, an odd row length) could race with them: on the H200 two
- * accumulating f16 jobs of 45x19x12 in 1-row chunks once gave other bits
- * than unstreamed (test_stream). */
-static uint64_t row_align(const job *j)
-{
-	const proto_request *q = &j->req;
-	const uint64_t es = proto_dtype_size(q->dtype);
-	uint64_t r = 1;
-	while ((r * q->in * es) % 4 || (r * q->out * es) % 4)
-		r++; /* (at most 4) */
-	return r;
-}
-
-/* rows rounded up to a multiple of m (m >= 1) */
-static uint64_t round_up(uint64_t rows, uint64_t m)
-{
-	return (rows + m - 1) / m * m;
-}
-
-/* Bytes of dY per chunk of j: --stream-chunk-bytes, or under auto
- * CONFIG_STREAM_AUTO_CHUNK_ELEMS elements (16 MiB of f32, 8 MiB of 16-bit). */
-static uint64_t chunk_bytes(const engine *e, const job *j)
-{
-	return e->stream_chunk_auto ? CONFIG_STREAM_AUTO_CHUNK_ELEMS * proto_dtype_size(j->req.dtype)
-				    : e->stream_chunk;
-}
-
-uint64_t stream_chunk_rows(const engine *e, const job *j)
-{
-	const proto_request *q = &j->req;
-	uint64_t rows = chunk_bytes(e, j) / (q->out * proto_dtype_size(q->dtype));
-	if (e->stream_chunk_auto && proto_dtype_size(q->dtype) < 4) {
-		const uint64_t eighth = (q->batch + CONFIG_STREAM_AUTO_CHUNKS_16BIT - 1) /
-					CONFIG_STREAM_AUTO_CHUNKS_16BIT;
-		if (rows < CONFIG_STREAM_AUTO_MIN_ROWS_16BIT)
-			rows = CONFIG_STREAM_AUTO_MIN_ROWS_16BIT;
-		if (rows < eighth)
-			rows = eighth;
-	}
-	const uint64_t least = (q->batch + STREAM_MAX_CHUNKS - 1) / STREAM_MAX_CHUNKS;
-	if (rows < least)
-		rows = least;
-	return round_up(rows ? rows : 1, row_align(j));
-}
-
-/* Rows a resumed chunk of j is a multiple of: its dW kernel's granule
- * (record_param_resume_granule) and row_align, or 0 where dW cannot resume. */
-static uint64_t sums_granule(const engine *e, const job *j)
-{
-	const uint64_t g = record_param_resume_granule(e->rec, j), al = row_align(j);
-	return g % al ? g * al : g; /* (al is 1, 2 or 4) */
-}
-
-/* Rows per chunk of a job whose dW resumes (j->sums): chunk_rows' rows
- * rounded up to its granule g (sums_granule); the whole batch where that
- * is one chunk. */
-static uint64_t sums_rows(const engine *e, const job *j, uint64_t g)
-{
-	const uint64_t rows = round_up(stream_chunk_rows(e, j), g);
-	return rows < j->req.batch ? rows : j->req.batch;
-}
-
-uint64_t stream_place(engine *e, job *j, uint64_t used)
-{
-	const proto_request *q = &j->req;
-	j->sums = false;
-	if (!j->streamed || e->stream->no_sums)
-		return 0;
-	const uint64_t g = sums_granule(e, j);
-	const uint64_t bytes = (q->out * q->in + q->out) * 4;
-	if (g == 0 || sums_rows(e, j, g) >= q->batch || bytes > e->dev->props.limits.maxStorageBufferRange ||
-	    used + scratch_round(bytes) > e->place.scratch_cap)
-		return 0;
-	j->sums = true;
-	j->sums_off = used;
-	return scratch_round(bytes);
-}
 
 uint32_t stream_queries(const engine *e)
 {
@@ -149,17 +39,11 @@ int stream_create(engine *e)
 	st->marks = calloc(e->nslots, sizeof(*st->marks));
 	if (!st->cmds || !st->marks)
 		return -1;
-	const char *sched = getenv("VKGRAD_STREAM_SCHEDULE");
-	st->v1 = !(sched && strcmp(sched, "2") == 0); /* schedule 1 unless VKGRAD_STREAM_SCHEDULE=2 */
-	const char *sums = getenv("VKGRAD_STREAM_SUMS");
-	st->no_sums = sums && strcmp(sums, "0") == 0;
-	const char *tts = getenv("VKGRAD_STREAM_TIMESTAMPS");
-	st->timed = stream_queries(e) > 0 && !(tts && strcmp(tts, "0") == 0);
-	log_info("streamed jobs: dW resumed chunk by chunk %s; otherwise schedule %s; per-step GPU timestamps %s",
+	st->no_sums = e->cfg->env.stream_no_sums;
+	st->timed = stream_queries(e) > 0 && !e->cfg->env.stream_no_timestamps;
+	log_info("streamed jobs: dW resumed chunk by chunk %s; otherwise equal chunks, dW after all of X; "
+		 "per-step GPU timestamps %s",
 		 st->no_sums ? "never (VKGRAD_STREAM_SUMS=0)" : "where its kernel can (tiled, coopmat_nv2)",
-		 st->v1 ? "1 (equal chunks, dW in one step)"
-			: "2 (VKGRAD_STREAM_SCHEDULE=2: a small first chunk, dW in row blocks each downloaded "
-			  "while the next computes)",
 		 !st->timed ? "off (no timestamps, no host query reset, or VKGRAD_STREAM_TIMESTAMPS=0)"
 		 : d->xfer_queues && !d->xfer_timestamps ? "on the compute queue only (the transfer family has none)"
 							  : "on");
@@ -397,18 +281,6 @@ static void record_down(srec *r, uint64_t comp, int what, uint32_t index, int t,
 	step_end(r);
 }
 
-/* The job as its rows [r0, r0+rows) for dX: dY's and dX's rows alone. */
-static void chunk_job(const job *j, job *c, uint64_t es, uint64_t r0, uint64_t rows)
-{
-	*c = *j;
-	c->req.batch = rows;
-	c->req.t[PROTO_T_DW].present = c->req.t[PROTO_T_DB].present = false;
-	c->soff[PROTO_T_DY] += r0 * j->req.out * es;
-	c->bytes[PROTO_T_DY] = rows * j->req.out * es;
-	c->soff[PROTO_T_DX] += r0 * j->req.in * es;
-	c->bytes[PROTO_T_DX] = rows * j->req.in * es;
-}
-
 /* The job's kernel span (kernel_us) begins: its first timestamp, before
  * its first kernel. */
 static void kernel_ts_first(srec *r, bool first)
@@ -422,16 +294,16 @@ static uint64_t record_dx_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 				bool last)
 {
 	job c;
-	chunk_job(r->j, &c, r->es, r0, rows);
+	stream_chunk_job(r->j, &c, r->es, r0, rows);
 	step_begin(r, ROLE_COMP, ROLE_UP, up, MARK_DX, n);
 	if (!r->cb)
 		return 0;
-	/* after everything before it, every schedule. Chunks write their own
+	/* after everything before it, resumed dW or not. Chunks write their own
 	 * rows of dX and share no bytes, but a kernel step still running
 	 * beside the next one may read a cache line that holds the next
 	 * chunk's first rows of dY (or dX, accumulating) from before that
 	 * chunk's upload, and leave it where the next step's reads find it:
-	 * without this barrier (schedule 2 had none) two accumulating jobs in
+	 * without this barrier (a schedule since deleted had none) two accumulating jobs in
 	 * flight gave other dX bits than unstreamed in four of four H200 runs
 	 * of test_stream (1-row chunks; rows 23-24 of 45 in one, row 42 in
 	 * another), on the session's start build too. */
@@ -480,53 +352,6 @@ static void record_tail(srec *r)
 	r->err = vkEndCommandBuffer(r->tg->cb);
 }
 
-/* Rows per chunk: stream_chunk_rows; the whole batch when dX is not asked for
- * (nothing to overlap). */
-static uint64_t chunk_rows(const engine *e, const job *j)
-{
-	return j->req.t[PROTO_T_DX].present ? stream_chunk_rows(e, j) : j->req.batch;
-}
-
-/* Rows of dW per block of the last resumed chunk's dW/db step, and of
- * schedule 1's f32 dW (each block downloaded while the next computes):
- * about a quarter of dW, whole workgroup rows of its kernel. With one workgroup per SM a quarter of 8192x4096x4096's dW
- * (1,024 rows of 128x256 tiles: 128 workgroups) is one wave of the H200's
- * 132 SMs, as a quarter of the unblocked step's four. */
-static uint64_t last_block_rows(const srec *r)
-{
-	const uint64_t out = r->j->req.out, tm = record_param_block_rows(r->e->rec, r->j);
-	const uint64_t rows = round_up((out + 3) / 4, tm);
-	return rows < out ? rows : out;
-}
-
-/* Rows of dW per row block: schedule 2, about half a chunk's bytes, whole
- * workgroup rows of its kernel (tm), at most STREAM_MAX_DW_BLOCKS blocks;
- * schedule 1, f32: a quarter of dW (last_block_rows: each block a wave or
- * more of whole-batch workgroups, three of the four downloads beside
- * kernels), 16-bit: all of it;
- * all of them (one block) where dW is not asked for or its kernel cannot
- * be cut (record_param_block_rows 0). */
-static uint64_t dw_block_rows(const srec *r)
-{
-	const proto_request *q = &r->j->req;
-	const uint64_t tm = record_param_block_rows(r->e->rec, r->j);
-	if (!q->t[PROTO_T_DW].present || tm == 0)
-		return q->out;
-	/* schedule 1: quarters for f32 alone (its 64 MiB of 8192x4096x4096 went
-	 * back in 1.3 ms after the last kernel; the quarters gave 18,688 /
-	 * 18,888 µs end to end against 19,331 / 19,234; bf16 on coopmat_nv2,
-	 * resumed dW off, took 6,892 in quarters against 6,563 in one step:
-	 * measurements/h200-2026-12-03-s5) */
-	if (r->st->v1)
-		return r->es == 4 ? last_block_rows(r) : q->out;
-	uint64_t rows = chunk_bytes(r->e, r->j) / 2 / (q->in * r->es);
-	const uint64_t least = (q->out + STREAM_MAX_DW_BLOCKS - 1) / STREAM_MAX_DW_BLOCKS;
-	if (rows < least)
-		rows = least;
-	rows = (rows + tm - 1) / tm * tm;
-	return rows < q->out ? rows : q->out;
-}
-
 /* dW/db after all of X (upload value up_x) and dY: in row blocks, each
  * downloaded on the download queue while the next computes; db with the
  * last block. `first`: no dX chunk wrote the kernel span's first
@@ -534,7 +359,7 @@ static uint64_t dw_block_rows(const srec *r)
 static void record_param(srec *r, uint64_t up_x, bool first)
 {
 	const proto_request *q = &r->j->req;
-	const uint64_t block = dw_block_rows(r);
+	const uint64_t block = stream_dw_block_rows(r->e, r->j);
 	uint32_t b = 0;
 	for (uint64_t r0 = 0; r0 < q->out; r0 += block, b++) {
 		const uint64_t len = q->out - r0 < block ? q->out - r0 : block;
@@ -542,12 +367,7 @@ static void record_param(srec *r, uint64_t up_x, bool first)
 		step_begin(r, ROLE_COMP, ROLE_UP, up_x, MARK_DW, b);
 		r->e->stream_dw_blocks++;
 		if (r->cb) {
-			/* no barrier on schedule 2: dW's blocks write their own
-			 * rows of dW and db, dX's kernels (and their split-K
-			 * partials) touch neither, and X's and dY's uploads are
-			 * ordered by the semaphore wait */
-			if (r->st->v1)
-				record_barrier_all(r->cb);
+			record_barrier_all(r->cb);
 			kernel_ts_first(r, first && r0 == 0);
 			if (block == q->out)
 				record_job_kernels(r->e->rec, r->tg, r->cb, r->j, true, false, r->counts);
@@ -561,19 +381,6 @@ static void record_param(srec *r, uint64_t up_x, bool first)
 	}
 }
 
-/* The job's rows [r0, r0+rows) for dW/db: dY's and X's rows alone, its
- * running sums the whole job's. */
-static void chunk_param_job(const job *j, job *c, uint64_t es, uint64_t r0, uint64_t rows)
-{
-	*c = *j;
-	c->req.batch = rows;
-	c->req.t[PROTO_T_DX].present = false;
-	c->soff[PROTO_T_DY] += r0 * j->req.out * es;
-	c->bytes[PROTO_T_DY] = rows * j->req.out * es;
-	c->soff[PROTO_T_X] += r0 * j->req.in * es;
-	c->bytes[PROTO_T_X] = rows * j->req.in * es;
-}
-
 /* The dW/db step of chunk n, rows [r0, r0+rows), after its upload `up`:
  * the running sums resumed (all but the first chunk) and left for the next
  * (all but the last, which writes dW and db as the unchunked kernels do).
@@ -584,7 +391,7 @@ static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 				bool last, uint64_t d0, uint64_t dn, bool end)
 {
 	job c;
-	chunk_param_job(r->j, &c, r->es, r0, rows);
+	stream_chunk_param_job(r->j, &c, r->es, r0, rows);
 	step_begin(r, ROLE_COMP, ROLE_UP, up, MARK_DW_CHUNK, n);
 	r->e->stream_dw_blocks++;
 	if (!r->cb)
@@ -602,11 +409,11 @@ static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 }
 
 /* The last chunk's dW/db steps, rows [r0, r0+len) of the batch: dW's row
- * blocks (last_block_rows), each downloaded after its own kernels, db with
+ * blocks (stream_last_block_rows), each downloaded after its own kernels, db with
  * the last. */
 static void record_last_dw(srec *r, uint64_t up, uint32_t n, uint64_t r0, uint64_t len, bool first)
 {
-	const uint64_t out = r->j->req.out, block = last_block_rows(r);
+	const uint64_t out = r->j->req.out, block = stream_last_block_rows(r->e, r->j);
 	uint32_t b = 0;
 	for (uint64_t d0 = 0; d0 < out; d0 += block, b++) {
 		const uint64_t dn = out - d0 < block ? out - d0 : block;
@@ -624,7 +431,7 @@ static void record_steps_sums(srec *r, int up_wait, uint64_t head)
 {
 	const proto_request *q = &r->j->req;
 	const bool dx = q->t[PROTO_T_DX].present;
-	const uint64_t rows = sums_rows(r->e, r->j, sums_granule(r->e, r->j));
+	const uint64_t rows = stream_sums_rows(r->e, r->j);
 	record_up_w(r, up_wait, head);
 	uint32_t n = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; n++) {
@@ -656,7 +463,7 @@ static void record_steps(srec *r)
 	const proto_request *q = &r->j->req;
 	const bool dx = q->t[PROTO_T_DX].present;
 	const bool param = q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present;
-	const uint64_t rows = chunk_rows(r->e, r->j);
+	const uint64_t rows = stream_job_rows(r->e, r->j);
 	/* the uploads wait for the head, which comes after every earlier
 	 * batch on the compute queue, when one of those still running touches
 	 * this job's regions (it may write what is read here, or read what is
@@ -672,14 +479,9 @@ static void record_steps(srec *r)
 		return;
 	}
 	record_up_w(r, up_wait, head);
-	/* schedule 2: the first chunk a quarter of the others, so the first
-	 * kernels start soon after W is in */
-	const uint64_t first_rows = !r->st->v1 && dx && rows > 1 && rows < q->batch
-					    ? round_up(rows / 4 + (rows < 4), row_align(r->j)) : rows;
 	uint32_t n = 0;
 	for (uint64_t r0 = 0; r0 < q->batch; n++) {
-		const uint64_t want = n == 0 ? first_rows : rows;
-		const uint64_t len = q->batch - r0 < want ? q->batch - r0 : want;
+		const uint64_t len = q->batch - r0 < rows ? q->batch - r0 : rows;
 		step_begin(r, ROLE_UP, up_wait, head, MARK_UP_CHUNK, n);
 		copy_rows(r, PROTO_T_DY, q->out, r0, len, true);
 		if (q->accumulate)

@@ -4,30 +4,25 @@
  * A job on the device-local path (engine.h job.devlocal) with at least
  * stream_min tensor bytes runs alone in its batch, cut along the batch into
  * n chunks of `rows` rows (about stream_chunk bytes of dY each), on three
- * roles, each a queue with its own timeline semaphore. Schedule 2 (opt-in,
- * see below):
+ * roles, each a queue with its own timeline semaphore:
  *
  *   upload:   W (acc.: dW, db) | dY_0 (+dX_0) | ... | dY_n-1 (+dX_n-1) | X
- *   compute:  head | dX_0 = dY_0·W | ... | dX_n-1 | dW rows block 0 | ... | block m-1 (+db) | tail
- *   download:        dX_0         | ... | dX_n-1 | dW block 0       | ... | block m-1, db
+ *   compute:  head | dX_0 = dY_0·W | ... | dX_n-1 | dW block 0 | ... | block m-1 (+db) | tail
+ *   download:        dX_0         | ... | dX_n-1 | dW block 0 | ... | block m-1, db
  *
- * Each dX chunk runs as soon as its dY chunk is in (after the kernel step
- * before it: a barrier, see record_dx_chunk) and goes back at once;
- * the first chunk is a quarter of the others, so the first kernels start
- * soon after W is in; X comes in while they run; dW/db wait for all of X
- * and dY and run in row blocks of dW (whole workgroup rows of its GEMM,
- * about half a chunk's bytes each, at most STREAM_MAX_DW_BLOCKS; one block
- * for split-K and the narrow kernel), each block going back while the next
- * computes, so what follows the last kernel is one block's download, not
- * all of dW's. That is schedule 2 (VKGRAD_STREAM_SCHEDULE=2). The default
- * is schedule 1: equal chunks, dW after all of X (f32: in four row blocks
- * of a quarter of dW each, whole-batch workgroups, a wave or more each,
- * each going back while the next computes; 16-bit: in one step, then all
- * of it back; stream.c dw_block_rows), which measured the faster on the
- * H200 (docs/performance.md). Upload and download are the
- * device's transfer-only queues (device.h xfer_up, xfer_down) where it has
- * them, else the compute queue (the same schedule, nothing overlapped: what
- * CI runs on lavapipe).
+ * Chunks of equal rows. Each dX chunk runs as soon as its dY chunk is in
+ * (after the kernel step before it: a barrier, see record_dx_chunk) and
+ * goes back at once; X comes in while they run; dW/db wait for all of X
+ * and dY: f32 in row blocks of a quarter of dW each (whole-batch
+ * workgroups, a wave or more each, each going back while the next
+ * computes); 16-bit, and where dW's kernel cannot be cut (split-K, the
+ * narrow kernel), in one step, then all of it back (stream_dw_block_rows).
+ * That measured the faster on the H200 (a second schedule, a small first
+ * chunk and dW in blocks of half a chunk's bytes without barriers between
+ * them, measured slower and was deleted: docs/performance.md). Upload and
+ * download are the device's transfer-only queues (device.h xfer_up,
+ * xfer_down) where it has them, else the compute queue (the same schedule,
+ * nothing overlapped: what CI runs on lavapipe).
  *
  * Resumed dW (the default where it applies, stream_place; VKGRAD_STREAM_SUMS=0
  * turns it off): where dW's kernel can resume a reduction from f32 running
@@ -86,11 +81,10 @@
 #include "engine.h"
 #include "record.h"
 
-/* chunks of one job at most (larger chunks than asked beyond that; schedule
- * 2's small first chunk comes on top) */
+/* chunks of one job at most (larger chunks than asked beyond that) */
 #define STREAM_MAX_CHUNKS 1024u
-/* row blocks of dW at most (schedule 2) */
-#define STREAM_MAX_DW_BLOCKS 8u
+/* row blocks of dW at most: quarters (stream_last_block_rows) */
+#define STREAM_MAX_DW_BLOCKS 4u
 /* steps of one job at most: the head; W, the chunks and X up; a kernel
  * step per chunk and per dW block; a download per chunk and per block;
  * with resumed dW (stream_place) a dW step per chunk instead of the blocks */

@@ -1,7 +1,8 @@
-/* daemon/sched/stream_priv.h — what stream.c (recording, submission) and
- * stream_timeline.c (the job's GPU timeline from its steps' timestamps)
- * share: the roles, a slot's steps and their timestamp marks, the stream
- * itself. Not for other modules: stream.h is the interface. */
+/* daemon/sched/stream_priv.h — what stream.c (recording, submission),
+ * stream_chunk.c (how a job is cut) and stream_timeline.c (the job's GPU
+ * timeline from its steps' timestamps) share: the roles, a slot's steps and
+ * their timestamp marks, the stream itself, a job's chunks and dW blocks.
+ * Not for other modules: stream.h is the interface. */
 #ifndef VKG_DAEMON_STREAM_PRIV_H
 #define VKG_DAEMON_STREAM_PRIV_H
 
@@ -9,6 +10,8 @@
 #include <stdint.h>
 
 #include <vulkan/vulkan.h>
+
+#include "engine.h"
 
 enum { ROLE_UP, ROLE_COMP, ROLE_DOWN, ROLES };
 
@@ -55,7 +58,6 @@ struct stream {
 	stream_cmds *cmds;     /* [slot * ROLES + role] */
 	stream_marks *marks;   /* [slot] */
 	uint32_t nslots;
-	bool v1;               /* VKGRAD_STREAM_SCHEDULE=1: the first schedule (stream.h) */
 	bool no_sums;          /* VKGRAD_STREAM_SUMS=0: dW never chunked (stream_place) */
 	bool timed;            /* each step timed (stream_queries) */
 	/* one vkQueueSubmit's batches, reused */
@@ -63,5 +65,23 @@ struct stream {
 	VkTimelineSemaphoreSubmitInfo *tsi;
 	uint32_t nsi;
 };
+
+/* How a streamed job is cut (stream_chunk.c). Rows per chunk of j:
+ * stream_chunk_rows, or the whole batch when dX is not asked for (nothing
+ * to overlap); of j whose dW resumes (j->sums): stream_chunk_rows rounded up
+ * to its dW kernel's granule. */
+uint64_t stream_job_rows(const engine *e, const job *j);
+uint64_t stream_sums_rows(const engine *e, const job *j);
+/* Rows of dW per row block: of the last resumed chunk's dW/db step (and of
+ * an unresumed job's f32 dW), about a quarter of dW in whole workgroup
+ * rows (so at most STREAM_MAX_DW_BLOCKS blocks); of an unresumed job,
+ * those quarters for f32, all of dW for 16-bit or where dW cannot be cut. */
+uint64_t stream_last_block_rows(const engine *e, const job *j);
+uint64_t stream_dw_block_rows(const engine *e, const job *j);
+/* *c: j as its rows [r0, r0+rows) (es: element size), for dX (dY's and
+ * dX's rows alone) or for dW/db (dY's and X's rows, the running sums the
+ * whole job's). */
+void stream_chunk_job(const job *j, job *c, uint64_t es, uint64_t r0, uint64_t rows);
+void stream_chunk_param_job(const job *j, job *c, uint64_t es, uint64_t r0, uint64_t rows);
 
 #endif

@@ -1,6 +1,8 @@
 /* tests/unit/test_config.c — the registered-bytes limits (daemon/config.h):
  * what `auto` comes to for a given host and device, and the flags that
- * set them; the streamed-job options' values. */
+ * set them; the streamed-job options' values; the environment
+ * (config_read_env): each variable's switch on exactly the values the
+ * daemon acts on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,8 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "config.h"
 
@@ -106,12 +110,94 @@ static void test_stream_options(void **state)
 	assert_int_equal(c.stream_min_bytes, 1 * MiB);
 }
 
+/* every variable config_read_env reads */
+static const char *const env_names[] = {
+	"XDG_RUNTIME_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME", "JOURNAL_STREAM", "NOTIFY_SOCKET",
+	"VKGRAD_VALIDATION", "VKGRAD_KEEP_DRIVERS", "VKGRAD_NO_TRANSFER_QUEUE", "VKGRAD_CPU_IMPORT",
+	"VKGRAD_FAULT_SHARED_16K", "VKGRAD_FAULT_NO_STORAGE16", "VKGRAD_NO_COOPMAT", "VKGRAD_NO_COOPMAT_KHR",
+	"VKGRAD_NO_COOPMAT_NV2", "VKGRAD_NO_CALIBRATION", "VKGRAD_CMK_TILE", "VKGRAD_CMK_TILE_SMALL",
+	"VKGRAD_CMK_SMALL_BELOW", "VKGRAD_T128_TILE", "VKGRAD_NV2_TILE", "VKGRAD_STREAM_SUMS",
+	"VKGRAD_STREAM_TIMESTAMPS", "VKGRAD_FAULT_INJECT",
+};
+
+static void env_clear(void)
+{
+	for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++)
+		assert_int_equal(unsetenv(env_names[i]), 0);
+}
+
+/* config_read_env with only `name` set to `value` */
+static config_env env_with(const char *name, const char *value)
+{
+	env_clear();
+	assert_int_equal(setenv(name, value, 1), 0);
+	config_env e;
+	config_read_env(&e);
+	return e;
+}
+
+static void test_env(void **state)
+{
+	(void)state;
+	env_clear();
+	config_env e, zero;
+	memset(&zero, 0, sizeof(zero));
+	config_read_env(&e);
+	assert_memory_equal(&e, &zero, sizeof(e)); /* nothing set: every switch off, every string NULL */
+	/* switches that are on when set, whatever the value */
+	assert_true(env_with("JOURNAL_STREAM", "8:1234").journal_stream);
+	assert_true(env_with("NOTIFY_SOCKET", "/run/systemd/notify").notify_socket);
+	assert_true(env_with("VKGRAD_FAULT_SHARED_16K", "").fault_shared_16k);
+	assert_true(env_with("VKGRAD_FAULT_NO_STORAGE16", "0").fault_no_storage16);
+	assert_true(env_with("VKGRAD_NO_COOPMAT", "1").no_coopmat);
+	assert_true(env_with("VKGRAD_NO_COOPMAT_KHR", "1").no_coopmat_khr);
+	assert_true(env_with("VKGRAD_NO_COOPMAT_NV2", "1").no_coopmat_nv2);
+	assert_true(env_with("VKGRAD_NO_CALIBRATION", "1").no_calibration);
+	/* exactly "1" */
+	assert_true(env_with("VKGRAD_VALIDATION", "1").validation);
+	assert_false(env_with("VKGRAD_VALIDATION", "0").validation);
+	assert_false(env_with("VKGRAD_VALIDATION", "yes").validation);
+	assert_true(env_with("VKGRAD_CPU_IMPORT", "1").cpu_import);
+	assert_false(env_with("VKGRAD_CPU_IMPORT", "true").cpu_import);
+	/* set, not empty, not "0" */
+	assert_true(env_with("VKGRAD_NO_TRANSFER_QUEUE", "1").no_transfer_queue);
+	assert_true(env_with("VKGRAD_NO_TRANSFER_QUEUE", "yes").no_transfer_queue);
+	assert_false(env_with("VKGRAD_NO_TRANSFER_QUEUE", "0").no_transfer_queue);
+	assert_false(env_with("VKGRAD_NO_TRANSFER_QUEUE", "").no_transfer_queue);
+	/* exactly "0" turns these off */
+	assert_true(env_with("VKGRAD_STREAM_SUMS", "0").stream_no_sums);
+	assert_false(env_with("VKGRAD_STREAM_SUMS", "1").stream_no_sums);
+	assert_true(env_with("VKGRAD_STREAM_TIMESTAMPS", "0").stream_no_timestamps);
+	assert_false(env_with("VKGRAD_STREAM_TIMESTAMPS", "").stream_no_timestamps);
+	/* values, as they are */
+	assert_string_equal(env_with("VKGRAD_FAULT_INJECT", "submit:3,unsealed").fault_inject, "submit:3,unsealed");
+	assert_string_equal(env_with("VKGRAD_KEEP_DRIVERS", "a.so:b.so").keep_drivers, "a.so:b.so");
+	assert_string_equal(env_with("VKGRAD_CMK_TILE", "2x2x64x64x32x1").cmk_tile, "2x2x64x64x32x1");
+	assert_string_equal(env_with("VKGRAD_CMK_TILE_SMALL", "4x4x32x32x32x1").cmk_tile_small, "4x4x32x32x32x1");
+	assert_string_equal(env_with("VKGRAD_CMK_SMALL_BELOW", "0").cmk_small_below, "0");
+	assert_string_equal(env_with("VKGRAD_T128_TILE", "fixed").t128_tile, "fixed");
+	assert_string_equal(env_with("VKGRAD_NV2_TILE", "x").nv2_tile, "x");
+	/* config_defaults reads it too: the socket's and the cache's defaults */
+	env_clear();
+	assert_int_equal(setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1), 0);
+	assert_int_equal(setenv("HOME", "/home/u", 1), 0);
+	assert_int_equal(setenv("VKGRAD_STREAM_SUMS", "0", 1), 0);
+	config c;
+	config_defaults(&c);
+	assert_string_equal(c.socket_path, "/run/user/1000/vkgrad.sock");
+	assert_string_equal(c.cache_dir, "/home/u/.cache/vkgrad");
+	assert_string_equal(c.env.home, "/home/u");
+	assert_true(c.env.stream_no_sums);
+	env_clear();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_auto_budget),
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_stream_options),
+		cmocka_unit_test(test_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
