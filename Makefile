@@ -25,6 +25,10 @@ ALL_CFLAGS  = $(CFLAGS_BASE) $(CFLAGS_PKG) $(CFLAGS)
 LDLIBS_ALL  = $(LIBS_PKG) -lpthread -lm $(SAN)
 
 PROTO_SRC  := $(wildcard proto/*.c)
+# common/: plain-libc helpers the daemon and the CLI both link (an atomic
+# file write); not in libvkgrad, whose exports are the client API
+COMMON_SRC := $(wildcard common/*.c)
+COMMON_OBJ  = $(call obj,$(COMMON_SRC))
 # daemon/ by subsystem: net (listener, connections, replies), ops (a frame
 # becomes a job), gpu (device, regions, pipelines), kernels (which kernels,
 # recording), sched (classes, fair shares, batches, completion)
@@ -85,10 +89,11 @@ $(BUILD)/gen/kernel_registry_gen.c: $(SHADERS) $(SPV_INC) shaders/gen_registry.s
 	@echo "gen_registry $@"
 	@./shaders/gen_registry.sh $@ $(foreach s,$(SHADERS),$(foreach d,$(DTYPES),$(s) $(d) $(call spv_of,$(s),$(d))))
 
-# Layers: proto/, client/ and the tests' helpers compile without daemon/ on
-# the include path, so none of them can include a daemon header; the daemon
-# and the benchmark (which embeds the daemon's core) see it.
-HDRS := $(wildcard proto/*.h $(addsuffix /*.h,$(DAEMON_DIRS)) client/*.h bench/*.h shaders/iface/*.h)
+# Layers: proto/, common/, client/ and the tests' helpers compile without
+# daemon/ on the include path, so none of them can include a daemon header;
+# the daemon and the benchmark (which embeds the daemon's core) see it.
+# common/ headers are included by path ("common/atomic_file.h").
+HDRS := $(wildcard proto/*.h common/*.h $(addsuffix /*.h,$(DAEMON_DIRS)) client/*.h bench/*.h shaders/iface/*.h)
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -105,7 +110,7 @@ $(BUILD)/obj/gen/kernel_registry_gen.o: $(BUILD)/gen/kernel_registry_gen.c daemo
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(DAEMON_INC) -c $< -o $@
 
-$(BUILD)/vkgradd: $(call obj,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/obj/gen/kernel_registry_gen.o
+$(BUILD)/vkgradd: $(call obj,$(DAEMON_SRC) $(PROTO_SRC) $(COMMON_SRC)) $(BUILD)/obj/gen/kernel_registry_gen.o
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
 $(BUILD)/libvkgrad.a: $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC))
@@ -128,16 +133,18 @@ $(BUILD)/libvkgrad.so: $(BUILD)/libvkgrad.so.$(VERSION)
 	ln -sf libvkgrad.so.$(VERSION) $(BUILD)/libvkgrad.so.$(SOMAJOR)
 	ln -sf libvkgrad.so.$(VERSION) $@
 
-# The daemon without its main(): what `vkgrad-bench --direct` (bench/) runs in-process.
-# It needs proto/ too, which libvkgrad.a carries, so link it before that.
-CORE_OBJ := $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o
+# The daemon without its main(), with common/: what `vkgrad-bench --direct`
+# (bench/) runs in-process. It needs proto/ too, which libvkgrad.a carries,
+# so link it before that.
+CORE_OBJ := $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o \
+	$(COMMON_OBJ)
 $(BUILD)/libvkgradd-core.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 # The user's CLI links libvkgrad and libsystemd (sd-bus, to see whether a
 # socket unit listens: client/socket_state.c); `vkgrad bench` execs vkgrad-bench.
-$(BUILD)/vkgrad: $(call obj,$(CLI_SRC)) $(BUILD)/libvkgrad.a
-	$(CC) -o $@ $(call obj,$(CLI_SRC)) $(BUILD)/libvkgrad.a \
+$(BUILD)/vkgrad: $(call obj,$(CLI_SRC)) $(COMMON_OBJ) $(BUILD)/libvkgrad.a
+	$(CC) -o $@ $(call obj,$(CLI_SRC)) $(COMMON_OBJ) $(BUILD)/libvkgrad.a \
 		$(shell pkg-config --libs msgpack libsystemd) -lpthread -lm $(SAN)
 
 $(BUILD)/vkgrad-bench: $(call obj,$(BENCH_SRC)) $(BUILD)/libvkgradd-core.a $(BUILD)/libvkgrad.a
@@ -164,9 +171,9 @@ BUILD_TESTS := tests/build/test_exports.sh tests/build/test_shader_tools.sh test
 # built from (test_kernel_registry counts against them).
 UNIT_COMMON := $(call obj,tests/common/growth.c)
 UNIT_DEFS   := '-DVKG_TEST_SHADER_DIR="$(CURDIR)/shaders"' '-DVKG_TEST_DTYPES="$(DTYPES)"'
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON)
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(COMMON_OBJ) $(UNIT_COMMON)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(UNIT_DEFS) $(DAEMON_INC) -Itests/common -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(UNIT_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+	$(CC) $(ALL_CFLAGS) $(UNIT_DEFS) $(DAEMON_INC) -Itests/common -o $@ $< $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(COMMON_OBJ) $(UNIT_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
 # bench/peak_ref.c (bench --peak's references and check) has neither Vulkan
 # nor daemon code in it: its test links it alone

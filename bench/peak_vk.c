@@ -2,6 +2,7 @@
 #include "peak_vk.h"
 #include "vkext.h"
 
+#include "buffer.h"
 #include "log.h"
 #include "spirv.h"
 
@@ -25,32 +26,6 @@ static void query_shape(peak_vk *v)
 	v->sm_count = sm.shaderSMCount;
 	v->subgroup = sg.subgroupSize;
 	v->cpu = v->dev.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-}
-
-static int alloc_buffer(peak_vk *v, VkDeviceSize size, VkBufferUsageFlags usage, VkMemoryPropertyFlags want,
-			VkBuffer *buf, VkDeviceMemory *mem, char *err, size_t errlen)
-{
-	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = usage};
-	device_buffer_sharing(&v->dev, &bci);
-	if (vkCreateBuffer(v->dev.dev, &bci, NULL, buf) != VK_SUCCESS) {
-		snprintf(err, errlen, "vkCreateBuffer (%llu bytes) failed", (unsigned long long)size);
-		return -1;
-	}
-	VkMemoryRequirements mr;
-	vkGetBufferMemoryRequirements(v->dev.dev, *buf, &mr);
-	const int t = device_memory_type(&v->dev, mr.memoryTypeBits, want);
-	VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-				    .allocationSize = mr.size,
-				    .memoryTypeIndex = (uint32_t)t};
-	if (t < 0 || vkAllocateMemory(v->dev.dev, &mai, NULL, mem) != VK_SUCCESS) {
-		snprintf(err, errlen, "allocating %llu bytes of memory (flags 0x%x) failed",
-			 (unsigned long long)mr.size, (unsigned)want);
-		vkDestroyBuffer(v->dev.dev, *buf, NULL);
-		*buf = VK_NULL_HANDLE;
-		return -1;
-	}
-	vkBindBufferMemory(v->dev.dev, *buf, *mem, 0);
-	return 0;
 }
 
 int peak_vk_open(peak_vk *v, VkDeviceSize stage_size, char *err, size_t errlen)
@@ -93,15 +68,18 @@ int peak_vk_open(peak_vk *v, VkDeviceSize stage_size, char *err, size_t errlen)
 		snprintf(err, errlen, "vkAllocateCommandBuffers failed");
 		goto fail;
 	}
-	if (alloc_buffer(v, stage_size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-			 VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, &v->stage_buf,
-			 &v->stage_mem, err, errlen) != 0)
+	const gpu_buffer_info stage = {
+		.what = "staging",
+		.size = stage_size,
+		.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.shared = true,
+		.required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+		.map = true,
+	};
+	if (gpu_buffer_create(&v->dev, &stage, &v->stage_buf, &v->stage_mem, &v->stage_map, err,
+			      errlen) != VK_SUCCESS)
 		goto fail;
 	v->stage_size = stage_size;
-	if (vkMapMemory(v->dev.dev, v->stage_mem, 0, VK_WHOLE_SIZE, 0, &v->stage_map) != VK_SUCCESS) {
-		snprintf(err, errlen, "vkMapMemory of the staging buffer failed");
-		goto fail;
-	}
 	return 0;
 fail:
 	peak_vk_close(v);
@@ -115,10 +93,7 @@ void peak_vk_close(peak_vk *v)
 	VkDevice d = v->dev.dev;
 	if (d) {
 		vkDeviceWaitIdle(d);
-		if (v->stage_buf)
-			vkDestroyBuffer(d, v->stage_buf, NULL);
-		if (v->stage_mem)
-			vkFreeMemory(d, v->stage_mem, NULL);
+		gpu_buffer_destroy(&v->dev, &v->stage_buf, &v->stage_mem);
 		if (v->fence)
 			vkDestroyFence(d, v->fence, NULL);
 		if (v->qp)
@@ -134,18 +109,20 @@ int peak_buf_create(peak_vk *v, peak_buf *b, VkDeviceSize size, char *err, size_
 {
 	memset(b, 0, sizeof(*b));
 	b->size = size;
-	return alloc_buffer(v, size,
-			    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-				    VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-			    VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &b->buf, &b->mem, err, errlen);
+	const gpu_buffer_info bi = {
+		.what = "device-local",
+		.size = size,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.shared = true,
+		.required = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+	};
+	return gpu_buffer_create(&v->dev, &bi, &b->buf, &b->mem, NULL, err, errlen) == VK_SUCCESS ? 0 : -1;
 }
 
 void peak_buf_destroy(peak_vk *v, peak_buf *b)
 {
-	if (b->buf)
-		vkDestroyBuffer(v->dev.dev, b->buf, NULL);
-	if (b->mem)
-		vkFreeMemory(v->dev.dev, b->mem, NULL);
+	gpu_buffer_destroy(&v->dev, &b->buf, &b->mem);
 	memset(b, 0, sizeof(*b));
 }
 

@@ -14,10 +14,12 @@
 #include "cli.h"
 
 #include "clients.h"
+#include "common/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -473,48 +475,6 @@ static void emit(FILE *f, const prom_target *ts, unsigned n)
 		}
 }
 
-/* Write buf into path atomically: a temporary file beside it, fsync,
- * rename, so a reader (node_exporter) never sees half a file. */
-static int write_atomic(const char *path, const char *buf, size_t len)
-{
-	char tmp[4096];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp)) {
-		cli_errf("vkgrad: stats: --output path too long\n");
-		return -1;
-	}
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		cli_errf("vkgrad: stats: creating %s: %s\n", tmp, strerror(errno));
-		return -1;
-	}
-	size_t off = 0;
-	while (off < len) {
-		ssize_t w = write(fd, buf + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			goto fail;
-		off += (size_t)w;
-	}
-	/* node_exporter runs as another user */
-	if (fchmod(fd, 0644) != 0 || fsync(fd) != 0)
-		goto fail;
-	if (close(fd) != 0) {
-		fd = -1;
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) != 0)
-		goto fail;
-	return 0;
-fail:
-	cli_errf("vkgrad: stats: writing %s: %s\n", path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return -1;
-}
-
 static int by_name(const void *a, const void *b)
 {
 	return strcmp(((const prom_target *)a)->socket, ((const prom_target *)b)->socket);
@@ -597,8 +557,13 @@ int cli_stats_prometheus(const cli_ctx *ctx, const char *output, const char *sca
 		emit(f, ts, n);
 	fclose(f);
 	if (output) {
-		if (write_atomic(output, buf, len) != 0)
+		/* atomically, so a reader (node_exporter) never sees half a
+		 * file; readable by all: node_exporter runs as another user */
+		char err[2 * PATH_MAX + 64];
+		if (atomic_file_write(output, buf, len, 0644, err, sizeof(err)) != 0) {
+			cli_errf("vkgrad: stats: %s\n", err);
 			rc = CLI_EXIT_DAEMON;
+		}
 	} else {
 		fwrite(buf, 1, len, stdout);
 		fflush(stdout);

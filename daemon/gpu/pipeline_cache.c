@@ -5,6 +5,7 @@
 #include "pipelines.h"
 #include "pipelines_priv.h"
 
+#include "common/atomic_file.h"
 #include "log.h"
 
 #include <errno.h>
@@ -179,42 +180,14 @@ void pipelines_save(const pipelines *p, const device *d)
 	void *data = malloc(len);
 	if (!data)
 		return;
-	/* a new file of its own (mkostemp: O_CREAT|O_EXCL, which follows no
-	 * symlink and takes nothing that exists), renamed over the cache */
-	char tmp[sizeof(p->cache_path) + sizeof(".tmp.XXXXXX")];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", p->cache_path);
-	int fd = -1;
-	bool made = false;
-	if (vkGetPipelineCacheData(d->dev, p->cache, &len, data) != VK_SUCCESS)
-		goto out;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		goto fail;
-	made = true;
-	for (size_t off = 0; off < len;) {
-		ssize_t w = write(fd, (char *)data + off, len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail;
-		}
-		off += (size_t)w;
+	/* a new file of its own (O_EXCL: it follows no symlink, takes nothing
+	 * that exists), owner-only, renamed over the cache */
+	char err[2 * sizeof(p->cache_path) + 64];
+	if (vkGetPipelineCacheData(d->dev, p->cache, &len, data) == VK_SUCCESS) {
+		if (atomic_file_write(p->cache_path, data, len, 0600, err, sizeof(err)) == 0)
+			log_info("pipeline cache saved: %s (%zu bytes)", p->cache_path, len);
+		else
+			log_warn("pipeline cache %s not saved: %s", p->cache_path, err);
 	}
-	if (fsync(fd) != 0 || close(fd) != 0) {
-		fd = -1;
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, p->cache_path) != 0)
-		goto fail;
-	log_info("pipeline cache saved: %s (%zu bytes)", p->cache_path, len);
-	goto out;
-fail:
-	log_warn("pipeline cache %s not saved: %s", p->cache_path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	if (made)
-		unlink(tmp);
-out:
 	free(data);
 }

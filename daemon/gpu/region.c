@@ -1,6 +1,7 @@
 /* daemon/gpu/region.c — see region.h. */
 #include "region.h"
 
+#include "buffer.h"
 #include "log.h"
 #include "memguard.h"
 
@@ -32,33 +33,17 @@ static size_t round_up(size_t v, size_t a)
 	return (v + a - 1) / a * a;
 }
 
-/* The region's VkBuffer over `size` bytes (pnext: external-memory info or
- * NULL), and what memory it needs. */
-static int create_buffer(region *r, const device *d, VkDeviceSize size, const void *pnext,
-			 VkMemoryRequirements *req)
+/* The region's buffer: storage, copied to and from by the engine and by
+ * the transfer queue (stream.h). */
+static gpu_buffer_info buffer_info(const char *what, VkDeviceSize size)
 {
-	VkBufferCreateInfo bci = {
-		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-		.pNext = pnext,
+	return (gpu_buffer_info){
+		.what = what,
 		.size = size,
 		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
 			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.shared = true,
 	};
-	device_buffer_sharing(d, &bci); /* the transfer queue copies it too (stream.h) */
-	if (vkCreateBuffer(d->dev, &bci, NULL, &r->buf) != VK_SUCCESS)
-		return -1;
-	vkGetBufferMemoryRequirements(d->dev, r->buf, req);
-	return 0;
-}
-
-/* Undo a half-made buffer: memory (if any) and buffer. */
-static void drop_buffer(region *r, const device *d)
-{
-	if (r->mem)
-		vkFreeMemory(d->dev, r->mem, NULL);
-	vkDestroyBuffer(d->dev, r->buf, NULL);
-	r->mem = VK_NULL_HANDLE;
-	r->buf = VK_NULL_HANDLE;
 }
 
 /* Import the client's pages in place. Returns 0, or -1 (caller falls back). */
@@ -73,68 +58,37 @@ static int import_host(region *r, const device *d)
 				      VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
 				      r->map, &hp) != VK_SUCCESS)
 		return -1;
-	VkExternalMemoryBufferCreateInfo ebci = {
-		.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
-		.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
-	};
-	VkMemoryRequirements req;
-	if (create_buffer(r, d, r->map_len, &ebci, &req) != 0)
-		return -1;
+	const gpu_host_import imp = {.ptr = r->map, .len = r->map_len,
+				     .type_bits = hp.memoryTypeBits};
+	gpu_buffer_info bi = buffer_info("imported region", r->map_len);
 	/* coherent memory, so outputs are visible in the client's mapping once
 	 * the batch's host barrier and semaphore signal have passed */
-	int mt = device_memory_type(d, req.memoryTypeBits & hp.memoryTypeBits,
-				    VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-	if (mt < 0 || req.size > r->map_len)
-		goto fail;
-	VkImportMemoryHostPointerInfoEXT imp = {
-		.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
-		.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
-		.pHostPointer = r->map,
-	};
-	VkMemoryAllocateInfo mai = {
-		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-		.pNext = &imp,
-		.allocationSize = r->map_len,
-		.memoryTypeIndex = (uint32_t)mt,
-	};
-	if (vkAllocateMemory(d->dev, &mai, NULL, &r->mem) != VK_SUCCESS)
-		goto fail;
-	if (vkBindBufferMemory(d->dev, r->buf, r->mem, 0) != VK_SUCCESS)
-		goto fail;
+	bi.required = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	bi.import = &imp;
+	char err[160];
+	if (gpu_buffer_create(d, &bi, &r->buf, &r->mem, NULL, err, sizeof(err)) != VK_SUCCESS) {
+		log_debug("region of %llu bytes: %s; staged instead", (unsigned long long)r->size, err);
+		return -1;
+	}
 	return 0;
-fail:
-	drop_buffer(r, d);
-	return -1;
 }
 
 /* A device buffer mirroring the region, copied in and out by the engine. */
 static int make_staging(region *r, const device *d)
 {
-	VkMemoryRequirements req;
-	if (create_buffer(r, d, r->size, NULL, &req) != 0)
-		return -1;
-	const VkMemoryPropertyFlags vis = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-					  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-	int mt = device_memory_type(d, req.memoryTypeBits, vis | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
-	if (mt < 0)
-		mt = device_memory_type(d, req.memoryTypeBits, vis);
-	VkMemoryAllocateInfo mai = {
-		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-		.allocationSize = req.size,
-		.memoryTypeIndex = (uint32_t)mt,
-	};
+	gpu_buffer_info bi = buffer_info("staging", r->size);
+	bi.required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	bi.preferred = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+	bi.map = true;
 	void *p = NULL;
-	if (mt < 0 || vkAllocateMemory(d->dev, &mai, NULL, &r->mem) != VK_SUCCESS)
-		goto fail;
-	if (vkBindBufferMemory(d->dev, r->buf, r->mem, 0) != VK_SUCCESS ||
-	    vkMapMemory(d->dev, r->mem, 0, VK_WHOLE_SIZE, 0, &p) != VK_SUCCESS)
-		goto fail;
+	char err[160];
+	if (gpu_buffer_create(d, &bi, &r->buf, &r->mem, &p, err, sizeof(err)) != VK_SUCCESS) {
+		log_debug("region of %llu bytes: %s", (unsigned long long)r->size, err);
+		return -1;
+	}
 	r->stage = p;
 	r->staged = true;
 	return 0;
-fail:
-	drop_buffer(r, d);
-	return -1;
 }
 
 /* What may be registered: shmem (tmpfs) files, i.e. memfds. A hole in a
@@ -309,13 +263,8 @@ static void gpu_release(region *r)
 	const device *d = r->dev;
 	if (r->stage)
 		vkUnmapMemory(d->dev, r->mem);
-	if (r->buf)
-		vkDestroyBuffer(d->dev, r->buf, NULL);
-	if (r->mem)
-		vkFreeMemory(d->dev, r->mem, NULL);
+	gpu_buffer_destroy(d, &r->buf, &r->mem);
 	r->stage = NULL;
-	r->buf = VK_NULL_HANDLE;
-	r->mem = VK_NULL_HANDLE;
 }
 
 void region_gpu_release_all(region_set *set)

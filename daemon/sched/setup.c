@@ -4,6 +4,7 @@
  * tests use (VKGRAD_FAULT_INJECT). */
 #include "sched/internal.h"
 
+#include "buffer.h"
 #include "log.h"
 #include "stream.h"
 
@@ -15,22 +16,19 @@
  * timestamps into. */
 static int make_ts_buffer(const device *d, engine_slot *s, uint32_t nq)
 {
-	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-				  .size = nq * sizeof(uint64_t),
-				  .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT};
-	if (vkCreateBuffer(d->dev, &bci, NULL, &s->ts_buf) != VK_SUCCESS)
-		return -1;
-	VkMemoryRequirements req;
-	vkGetBufferMemoryRequirements(d->dev, s->ts_buf, &req);
-	int mt = device_memory_type(d, req.memoryTypeBits,
-				    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-	VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-				    .allocationSize = req.size, .memoryTypeIndex = (uint32_t)mt};
+	const gpu_buffer_info bi = {
+		.what = "timestamp",
+		.size = nq * sizeof(uint64_t),
+		.usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+		.map = true,
+	};
 	void *p = NULL;
-	if (mt < 0 || vkAllocateMemory(d->dev, &mai, NULL, &s->ts_mem) != VK_SUCCESS ||
-	    vkBindBufferMemory(d->dev, s->ts_buf, s->ts_mem, 0) != VK_SUCCESS ||
-	    vkMapMemory(d->dev, s->ts_mem, 0, VK_WHOLE_SIZE, 0, &p) != VK_SUCCESS)
+	char err[160];
+	if (gpu_buffer_create(d, &bi, &s->ts_buf, &s->ts_mem, &p, err, sizeof(err)) != VK_SUCCESS) {
+		log_err("engine: %s", err);
 		return -1;
+	}
 	s->ts_map = p;
 	s->ts_map[0] = s->ts_map[1] = 0;
 	return 0;
@@ -91,21 +89,17 @@ int sched_gpu_create(engine *e)
 	e->dummy_piece = d->props.limits.minStorageBufferOffsetAlignment;
 	if (e->dummy_piece < 16)
 		e->dummy_piece = 16;
-	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-				  .size = e->dummy_piece * 3 * (uint64_t)cfg->max_batch_jobs * e->nslots,
-				  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
-	if (vkCreateBuffer(d->dev, &bci, NULL, &e->dummy) != VK_SUCCESS)
+	const gpu_buffer_info dummy = {
+		.what = "dummy",
+		.size = e->dummy_piece * 3 * (uint64_t)cfg->max_batch_jobs * e->nslots,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+		.preferred = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+	};
+	char err[160];
+	if (gpu_buffer_create(d, &dummy, &e->dummy, &e->dummy_mem, NULL, err, sizeof(err)) != VK_SUCCESS) {
+		log_err("engine: %s", err);
 		return -1;
-	VkMemoryRequirements req;
-	vkGetBufferMemoryRequirements(d->dev, e->dummy, &req);
-	int mt = device_memory_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-	if (mt < 0)
-		mt = device_memory_type(d, req.memoryTypeBits, 0);
-	VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-				    .allocationSize = req.size, .memoryTypeIndex = (uint32_t)mt};
-	if (mt < 0 || vkAllocateMemory(d->dev, &mai, NULL, &e->dummy_mem) != VK_SUCCESS ||
-	    vkBindBufferMemory(d->dev, e->dummy, e->dummy_mem, 0) != VK_SUCCESS)
-		return -1;
+	}
 	for (uint32_t i = 0; i < e->nslots; i++) {
 		engine_slot *s = &e->slots[i];
 		VkCommandPoolCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -141,30 +135,20 @@ void sched_gpu_release(engine *e)
 		engine_slot *s = &e->slots[i];
 		if (s->queries)
 			vkDestroyQueryPool(d->dev, s->queries, NULL);
-		if (s->ts_buf)
-			vkDestroyBuffer(d->dev, s->ts_buf, NULL);
-		if (s->ts_mem)
-			vkFreeMemory(d->dev, s->ts_mem, NULL); /* unmaps */
+		gpu_buffer_destroy(d, &s->ts_buf, &s->ts_mem); /* unmaps */
 		if (s->pool)
 			vkDestroyCommandPool(d->dev, s->pool, NULL);
 		scratch_release(&s->scratch, d);
 		s->queries = VK_NULL_HANDLE;
-		s->ts_buf = VK_NULL_HANDLE;
-		s->ts_mem = VK_NULL_HANDLE;
 		s->ts_map = NULL;
 		s->pool = VK_NULL_HANDLE;
 		s->cb = VK_NULL_HANDLE;
 	}
-	if (e->dummy)
-		vkDestroyBuffer(d->dev, e->dummy, NULL);
-	if (e->dummy_mem)
-		vkFreeMemory(d->dev, e->dummy_mem, NULL);
+	gpu_buffer_destroy(d, &e->dummy, &e->dummy_mem);
 	for (int c = 0; c < ENGINE_CLASSES; c++) {
 		if (e->track[c].timeline)
 			vkDestroySemaphore(d->dev, e->track[c].timeline, NULL);
 		e->track[c].timeline = VK_NULL_HANDLE;
 	}
-	e->dummy = VK_NULL_HANDLE;
-	e->dummy_mem = VK_NULL_HANDLE;
 }
 
