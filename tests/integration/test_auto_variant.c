@@ -34,6 +34,7 @@
 
 #define REPS 3
 #define MAX_RATIO 2.0
+#define ATTEMPTS 3 /* measurements of a shape before it counts as over the bound */
 #define NVAR 5
 
 static daemon_proc g_d;
@@ -128,34 +129,43 @@ static void test_auto_within_twice_the_best_forced(void **state)
 		uint64_t reg[1];
 		void *map[1] = {vkg_region_create(c, jc.size[0], &reg[0], &err)};
 		assert_non_null(map[0]);
-		uint64_t t[NVAR][REPS + 1];
-		for (int r = 0; r <= REPS && !failed; r++) /* round 0: warm-up */
-			for (int v = 0; v < NVAR && !failed; v++)
-				if (have[v] && run_once(c, &jc, map, reg, variants[v], s * 100 + (uint64_t)r,
-							&t[v][r]) != 0)
-					failed++;
-		double med[NVAR] = {0}, best = 0;
-		for (int v = 0; v < NVAR && !failed; v++) {
-			if (!have[v])
-				continue;
-			qsort(&t[v][1], REPS, sizeof(uint64_t), cmp_u64);
-			med[v] = (double)t[v][1 + REPS / 2];
-			if (v > 0 && (best == 0 || med[v] < best))
-				best = med[v];
-		}
-		if (!failed) {
-			const double ratio = best > 0 ? med[0] / best : 1.0;
-			char dims[48];
-			snprintf(dims, sizeof(dims), "%llux%llux%llu", (unsigned long long)g->batch,
-				 (unsigned long long)g->in, (unsigned long long)g->out);
-			printf("%-13s %-16s", g->kind, dims);
-			for (int v = 0; v < NVAR; v++)
-				if (have[v])
-					printf(" %9.0f", med[v]);
-				else
-					printf(" %9s", "-");
-			printf("  %.2f%s\n", ratio, ratio > MAX_RATIO ? "  <- more than 2x the best" : "");
-			bad += ratio > MAX_RATIO;
+		/* a shape over the bound is measured again, up to ATTEMPTS times in
+		 * all: a wrong pick is over it every time, a load spike once */
+		for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
+			if (failed)
+				break;
+			uint64_t t[NVAR][REPS + 1];
+			for (int r = 0; r <= REPS && !failed; r++) /* round 0: warm-up */
+				for (int v = 0; v < NVAR && !failed; v++)
+					if (have[v] && run_once(c, &jc, map, reg, variants[v], s * 100 + (uint64_t)r,
+								&t[v][r]) != 0)
+						failed++;
+			double med[NVAR] = {0}, best = 0;
+			for (int v = 0; v < NVAR && !failed; v++) {
+				if (!have[v])
+					continue;
+				qsort(&t[v][1], REPS, sizeof(uint64_t), cmp_u64);
+				med[v] = (double)t[v][1 + REPS / 2];
+				if (v > 0 && (best == 0 || med[v] < best))
+					best = med[v];
+			}
+			if (!failed) {
+				const double ratio = best > 0 ? med[0] / best : 1.0;
+				char dims[48];
+				snprintf(dims, sizeof(dims), "%llux%llux%llu", (unsigned long long)g->batch,
+					 (unsigned long long)g->in, (unsigned long long)g->out);
+				printf("%-13s %-16s", g->kind, dims);
+				for (int v = 0; v < NVAR; v++)
+					if (have[v])
+						printf(" %9.0f", med[v]);
+					else
+						printf(" %9s", "-");
+				printf("  %.2f%s\n", ratio, ratio > MAX_RATIO ? "  <- more than 2x the best" : "");
+				if (ratio <= MAX_RATIO)
+					break;
+				if (attempt == ATTEMPTS - 1)
+					bad++;
+			}
 		}
 		assert_int_equal(vkg_region_destroy(c, reg[0], map[0], jc.size[0], &err), 0);
 		jobcase_free(&jc);
