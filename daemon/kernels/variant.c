@@ -4,9 +4,11 @@
 #include "coopmat_khr.h"
 #include "costmodel.h"
 #include "kiface.h"
+#include "device.h"
 #include "pipelines.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #define TILE VKG_TILE_TILED
 #define WIDE_TILE VKG_TILE_TILED128
@@ -79,6 +81,41 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d)
 	if (v == PROTO_VARIANT_COOPMAT_NV2)
 		return pl->pipe[KERN_NV2_DW][d] != VK_NULL_HANDLE && pl->pipe[KERN_NV2_DX][d] != VK_NULL_HANDLE;
 	return (unsigned)v < PROTO_VARIANT_COUNT;
+}
+
+bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, proto_dtype d,
+		     char *why, size_t n)
+{
+	if (variant_available(pl, v, d))
+		return false;
+	const char *dt = (unsigned)d < PROTO_DTYPE_COUNT ? proto_dtype_name(d) : "?";
+	const char *name = dev->info.name;
+	if ((unsigned)d >= PROTO_DTYPE_COUNT || !pl->dtype_ok[d])
+		snprintf(why, n, "dtype '%s' is not served on this device (it lacks 16-bit storage)", dt);
+	else if (v == PROTO_VARIANT_COOPMAT)
+		snprintf(why, n,
+			 "variant 'coopmat' needs dtype f16 on a device with "
+			 "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s",
+			 dt, name, dev->coopmat ? "" : ", which lacks it");
+	else if (v == PROTO_VARIANT_COOPMAT_KHR)
+		/* (f32's KERN_CMK_* pipelines are coopmat_khr_f32x3's) */
+		snprintf(why, n, "variant 'coopmat_khr' needs %s; this job is %s on %s",
+			 d == PROTO_F32 ? "dtype f16 or bf16 (it multiplies 16-bit operands)" : pl->cmk_why[d],
+			 dt, name);
+	else if (v == PROTO_VARIANT_COOPMAT_KHR_F32X3)
+		snprintf(why, n, "variant 'coopmat_khr_f32x3' needs %s; this job is %s on %s",
+			 d != PROTO_F32 ? "dtype f32" : pl->cmk_why[d], dt, name);
+	else if (v == PROTO_VARIANT_COOPMAT_NV2)
+		snprintf(why, n, "variant 'coopmat_nv2' needs %s; this job is %s on %s", pl->nv2_why[d], dt,
+			 name);
+	else if (v == PROTO_VARIANT_TILED128)
+		snprintf(why, n,
+			 "variant 'tiled128' needs 32768 bytes of shared memory per "
+			 "workgroup; %s offers maxComputeSharedMemorySize = %u",
+			 name, dev->props.limits.maxComputeSharedMemorySize);
+	else
+		snprintf(why, n, "variant %u is not one this daemon knows", (unsigned)v);
+	return true;
 }
 
 static uint32_t loop_trips = VARIANT_LOOP_TRIPS_MAX;

@@ -112,10 +112,18 @@ typedef struct variant_plan {
 typedef struct pipelines pipelines;
 typedef struct costmodel costmodel;
 
+typedef struct device device;
+
 /* Can this device run jobs of dtype d forced to variant v? (the dtype
  * served, and for coopmat, coopmat_khr, coopmat_nv2 and tiled128 their
  * pipelines built) */
 bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
+/* The same question with its answer's reason: false when it can; true
+ * when it cannot, with why (a sentence naming the dtype or variant, what it
+ * needs and what device dev offers) written into why[n]. The one place
+ * that decides whether a job's dtype and forced variant can run here. */
+bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, proto_dtype d,
+		     char *why, size_t n);
 
 /* Iterations of any kernel's loops in one dispatch, on every device (see
  * "Loop bound" above): at most VARIANT_LOOP_TRIPS_MAX, well under

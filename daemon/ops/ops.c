@@ -293,51 +293,9 @@ static void op_linear_job(conn *c, const proto_request *q)
 	const char *opn = proto_op_name(q->op);
 	proto_err err;
 	uint64_t bytes[PROTO_T_COUNT];
-	if (!s->pl->dtype_ok[q->dtype]) {
-		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "%s: dtype '%s' is not served on this device (it lacks 16-bit storage)", opn,
-			   proto_dtype_name(q->dtype));
-		goto fail;
-	}
-	if (q->variant == PROTO_VARIANT_COOPMAT && !s->pl->pipe[KERN_COOPMAT][q->dtype]) {
-		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "%s: variant 'coopmat' needs dtype f16 on a device with "
-			   "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s", opn,
-			   proto_dtype_name(q->dtype), s->dev->info.name,
-			   s->dev->coopmat ? "" : ", which lacks it");
-		goto fail;
-	}
-	if (q->variant == PROTO_VARIANT_COOPMAT_KHR &&
-	    (q->dtype == PROTO_F32 || !s->pl->pipe[KERN_CMK_DW][q->dtype])) {
-		/* (f32's KERN_CMK_* pipelines are coopmat_khr_f32x3's) */
-		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "%s: variant 'coopmat_khr' needs %s; this job is %s on %s", opn,
-			   q->dtype == PROTO_F32 ? "dtype f16 or bf16 (it multiplies 16-bit operands)"
-						 : s->pl->cmk_why[q->dtype],
-			   proto_dtype_name(q->dtype), s->dev->info.name);
-		goto fail;
-	}
-	if (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3 &&
-	    (q->dtype != PROTO_F32 || !s->pl->pipe[KERN_CMK_DW][q->dtype] ||
-	     !s->pl->pipe[KERN_CMK_DX][q->dtype])) {
-		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "%s: variant 'coopmat_khr_f32x3' needs %s; this job is %s on %s", opn,
-			   q->dtype != PROTO_F32 ? "dtype f32" : s->pl->cmk_why[q->dtype],
-			   proto_dtype_name(q->dtype), s->dev->info.name);
-		goto fail;
-	}
-	if (q->variant == PROTO_VARIANT_COOPMAT_NV2 &&
-	    (!s->pl->pipe[KERN_NV2_DW][q->dtype] || !s->pl->pipe[KERN_NV2_DX][q->dtype])) {
-		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "%s: variant 'coopmat_nv2' needs %s; this job is %s on %s", opn,
-			   s->pl->nv2_why[q->dtype], proto_dtype_name(q->dtype), s->dev->info.name);
-		goto fail;
-	}
-	if (q->variant == PROTO_VARIANT_TILED128 && !s->pl->pipe[KERN_TILED128][q->dtype]) {
-		proto_fail(&err, PROTO_UNSUPPORTED,
-			   "%s: variant 'tiled128' needs 32768 bytes of shared memory per "
-			   "workgroup; %s offers maxComputeSharedMemorySize = %u", opn,
-			   s->dev->info.name, s->dev->props.limits.maxComputeSharedMemorySize);
+	char why[256];
+	if (variant_refused(s->pl, s->dev, q->variant, q->dtype, why, sizeof(why))) {
+		proto_fail(&err, PROTO_UNSUPPORTED, "%s: %s", opn, why);
 		goto fail;
 	}
 	if (c->inflight >= s->limits.max_inflight) {
