@@ -37,7 +37,7 @@ struct bench_direct {
 	config cfg;
 	proto_limits limits;  /* cfg's, clamped to the device (device_clamp_limits) */
 	uv_loop_t loop;
-	engine eng;
+	engine *eng;
 	region_set regions;   /* the clients' */
 	bool dev_open, pl_init, loop_init, eng_init;
 	char cache_dir[256];
@@ -115,7 +115,7 @@ static int dclient_submit(dclient *c)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		regs[t] = c->reg;
 	/* received at t0: its DECODE stage is the checks above, as for a frame */
-	job *j = engine_job_new(&b->eng, c, &q, bytes, regs, t0);
+	job *j = engine_job_new(b->eng, c, &q, bytes, regs, t0);
 	if (!j) {
 		fail_run(b, "out of memory");
 		return -1;
@@ -123,7 +123,7 @@ static int dclient_submit(dclient *c)
 	c->t_submit[c->submitted] = t0;
 	c->submitted++;
 	c->live++;
-	engine_enqueue(&b->eng, c->lane, j);
+	engine_enqueue(b->eng, c->lane, j);
 	return 0;
 }
 
@@ -193,7 +193,7 @@ static int run_phase(bench_direct *b, uint64_t jobs, bool measure, uint64_t *wal
 		dclient *c = &b->clients[i];
 		while (c->submitted < jobs && c->live < s->inflight && !b->failed) {
 			dclient_submit(c);
-			engine_pump(&b->eng);
+			engine_pump(b->eng);
 		}
 	}
 	while (b->pending && !b->failed)
@@ -218,7 +218,7 @@ static int dclient_setup(bench_direct *b, dclient *c, uint32_t idx, char *why, s
 		return -1;
 	uint64_t most = s->jobs > s->warmup ? s->jobs : s->warmup;
 	c->t_submit = calloc(most ? most : 1, sizeof(*c->t_submit));
-	c->lane = engine_lane_open(&b->eng);
+	c->lane = engine_lane_open(b->eng);
 	if (!c->t_submit || !c->lane) {
 		snprintf(why, why_len, "out of memory");
 		return -1;
@@ -249,7 +249,7 @@ static int dclient_setup(bench_direct *b, dclient *c, uint32_t idx, char *why, s
 static void dclient_teardown(bench_direct *b, dclient *c)
 {
 	if (c->lane)
-		engine_lane_close(&b->eng, c->lane);
+		engine_lane_close(b->eng, c->lane);
 	c->lane = NULL;
 	cli_task_free(&c->t, NULL); /* the mapping is the region's */
 	region_unref(c->reg);       /* the table's reference: frees it */
@@ -345,7 +345,12 @@ bench_direct *bench_direct_open(char *why, size_t why_len)
 	}
 	b->loop_init = true;
 	const engine_events ev = {.done = direct_done_cb}; /* no recovery: a loss fails the jobs */
-	if (engine_init(&b->eng, &b->loop, &b->dev, &b->pl, &b->cfg, &ev, err, sizeof(err)) != 0) {
+	b->eng = engine_new();
+	if (!b->eng) {
+		snprintf(why, why_len, "engine: out of memory");
+		goto fail;
+	}
+	if (engine_init(b->eng, &b->loop, &b->dev, &b->pl, &b->cfg, &ev, err, sizeof(err)) != 0) {
 		snprintf(why, why_len, "engine: %s", err);
 		goto fail;
 	}
@@ -361,12 +366,13 @@ void bench_direct_close(bench_direct *b)
 	if (!b)
 		return;
 	if (b->eng_init)
-		engine_destroy(&b->eng);
+		engine_destroy(b->eng);
 	if (b->loop_init) {
 		uv_run(&b->loop, UV_RUN_NOWAIT); /* the engine's async handle closes */
 		if (uv_loop_close(&b->loop) != 0)
 			cli_errf("vkgrad: bench: the direct-mode loop closed with handles open\n");
 	}
+	engine_free(b->eng);
 	if (b->pl_init)
 		pipelines_destroy(&b->pl, &b->dev);
 	if (b->dev_open) {

@@ -60,6 +60,7 @@ int main(int argc, char **argv)
 	}
 	server_destroy(&srv);
 	uv_run(&loop, UV_RUN_NOWAIT);
+	server_free(&srv);
 	if (uv_loop_close(&loop) != 0)
 		log_warn("event loop closed with handles still open");
 	unsigned verr = atomic_load(&dev.validation_errors);

@@ -33,7 +33,7 @@ static bool same_device(const recovery *rc, const device *d)
  * with what an earlier (partial) attempt left. */
 static void teardown(server *s)
 {
-	engine_gpu_release(&s->eng);
+	engine_gpu_release(s->eng);
 	region_gpu_release_all(&s->regions);
 	pipelines_destroy(s->pl, s->dev);
 	device_close(s->dev);
@@ -46,7 +46,7 @@ static int attempt(server *s, char *err, size_t n)
 	unsigned verr = atomic_load(&d->validation_errors);
 	teardown(s);
 	uint64_t left;
-	if (engine_fault_recreate(&s->eng, &left)) {
+	if (engine_fault_recreate(s->eng, &left)) {
 		snprintf(err, n, "fault injection: recreation fails (%llu more to fail)",
 			 (unsigned long long)left);
 		goto fail;
@@ -64,7 +64,7 @@ static int attempt(server *s, char *err, size_t n)
 	}
 	if (pipelines_init(s->pl, d, s->cfg->cache_dir, &s->cfg->env, err, n) != 0)
 		goto fail;
-	if (engine_gpu_restore(&s->eng, err, n) != 0)
+	if (engine_gpu_restore(s->eng, err, n) != 0)
 		goto fail;
 	if (region_gpu_restore_all(&s->regions, d, err, n) != 0)
 		goto fail;
@@ -95,9 +95,9 @@ static void try_recover(server *s)
 			   "(%llu imported, %llu staged), %u queued job(s) resume",
 			   (double)(clock_now_ns() - t0) / 1e6, s->dev->props.deviceName,
 			   (unsigned long long)s->regions.count, (unsigned long long)s->regions.imports,
-			   (unsigned long long)s->regions.staged, engine_queued(&s->eng));
+			   (unsigned long long)s->regions.staged, engine_queued(s->eng));
 		service_clients(&s->svc, conn_set_count(&s->conns)); /* back to the usual STATUS= line */
-		engine_resume(&s->eng);
+		engine_resume(s->eng);
 		return;
 	}
 	rc->failed++;
@@ -111,7 +111,7 @@ static void try_recover(server *s)
 	log_err("no usable GPU after %d attempts: shutting down with exit status 1 "
 		"(the service manager restarts the daemon)", RECOVERY_ATTEMPTS);
 	service_status("the GPU was lost and could not be recreated");
-	engine_shut_down(&s->eng, "the GPU was lost and could not be recreated; the daemon exits");
+	engine_shut_down(s->eng, "the GPU was lost and could not be recreated; the daemon exits");
 	rc->give_up(s);
 }
 
@@ -127,7 +127,7 @@ void recovery_lost(void *ctx)
 	server *s = ctx;
 	s->rec.losses++;
 	if (s->draining) {
-		engine_shut_down(&s->eng, "the GPU was lost while the daemon shuts down");
+		engine_shut_down(s->eng, "the GPU was lost while the daemon shuts down");
 		return;
 	}
 	try_recover(s);
@@ -148,8 +148,8 @@ void recovery_stop(server *s)
 {
 	if (s->rec.timer_open)
 		uv_timer_stop(&s->rec.retry);
-	if (engine_lost(&s->eng) && engine_running(&s->eng) == 0)
-		engine_shut_down(&s->eng, "the GPU was lost and the daemon is shutting down");
+	if (engine_lost(s->eng) && engine_running(s->eng) == 0)
+		engine_shut_down(s->eng, "the GPU was lost and the daemon is shutting down");
 }
 
 void recovery_close(server *s)

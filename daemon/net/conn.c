@@ -113,7 +113,7 @@ int conn_open(server *s, int fd, const conn_handler *h)
 	c->srv = s;
 	c->h = h;
 	c->fd = fd;
-	outq_init(&c->out, fd, engine_metrics(&s->eng));
+	outq_init(&c->out, fd, engine_metrics(s->eng));
 	c->refs = 1;
 	c->open = true;
 	socklen_t len = sizeof(c->cred);
@@ -604,7 +604,7 @@ static void conn_read(conn *c)
 		return;
 	}
 	conn_ref(c); /* a dispatch may close c */
-	engine_activity(&c->srv->eng); /* its next request may come soon: poll a while */
+	engine_activity(c->srv->eng); /* its next request may come soon: poll a while */
 	size_t total = (size_t)n, done = 0;
 	unsigned budget = CONN_TURN_FRAMES;
 	while (done < total && c->open && !c->close_after_flush) {

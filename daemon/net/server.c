@@ -73,8 +73,8 @@ static void drain_deadline(server *s)
 	if (n)
 		log_warn("shutting down: --drain-timeout-s %u passed; closed %u connection(s) that left "
 			 "%llu reply bytes unread (%u job(s) queued, %u running)",
-			 s->cfg->drain_timeout_s, n, (unsigned long long)unread, engine_queued(&s->eng),
-			 engine_running(&s->eng));
+			 s->cfg->drain_timeout_s, n, (unsigned long long)unread, engine_queued(s->eng),
+			 engine_running(s->eng));
 }
 
 static void drain_check_cb(uv_timer_t *t)
@@ -86,7 +86,7 @@ static void drain_check_cb(uv_timer_t *t)
 	for (conn *c = conn_set_first(&s->conns); c; c = conn_set_next(&s->conns, c))
 		if (conn_out_pending(c))
 			flushed = false;
-	if (!engine_idle(&s->eng) || !flushed)
+	if (!engine_idle(s->eng) || !flushed)
 		return;
 	uv_timer_stop(t);
 	log_notice("all jobs answered; closing %u connection(s)", conn_set_count(&s->conns));
@@ -101,7 +101,7 @@ static void drain_check_cb(uv_timer_t *t)
 	recovery_close(s);
 	service_close(&s->svc);
 	/* engine_destroy closes the async handle; the loop then ends */
-	engine_destroy(&s->eng);
+	engine_destroy(s->eng);
 }
 
 /* recovery.c gave up on the GPU: stop, and exit 1 once the loop ended
@@ -119,7 +119,7 @@ void server_stop(server *s)
 	s->draining = true;
 	s->drain_deadline_ns = clock_now_ns() + (uint64_t)s->cfg->drain_timeout_s * 1000000000ull;
 	log_notice("shutting down: %u job(s) queued, %u running; replies wait at most %u s "
-		   "(--drain-timeout-s) to be read", engine_queued(&s->eng), engine_running(&s->eng),
+		   "(--drain-timeout-s) to be read", engine_queued(s->eng), engine_running(s->eng),
 		   s->cfg->drain_timeout_s);
 	service_stopping(&s->svc);
 	uv_poll_stop(&s->listen_poll);
@@ -232,7 +232,12 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		.replies = conn_replies_cork, .replies_ctx = s,
 		.lost = recovery_lost, .lost_ctx = s,
 	};
-	if (engine_init(&s->eng, loop, dev, pl, cfg, &ev, err, sizeof(err)) != 0) {
+	s->eng = engine_new();
+	if (!s->eng) {
+		log_err("out of memory for the engine");
+		return -1;
+	}
+	if (engine_init(s->eng, loop, dev, pl, cfg, &ev, err, sizeof(err)) != 0) {
 		log_err("%s", err);
 		return -1;
 	}
@@ -243,7 +248,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	if (lfd >= 0)
 		s->listen_fd = lfd; /* own_socket stays false: systemd unlinks it */
 	if (lfd == -2 || (lfd == -1 && bind_socket(s) != 0)) {
-		engine_destroy(&s->eng);
+		engine_destroy(s->eng);
 		return -1;
 	}
 	uv_poll_init(loop, &s->listen_poll, s->listen_fd);
@@ -273,6 +278,12 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		 cfg->max_region_bytes_per_uid == CONFIG_AUTO ? " (auto)" : "",
 		 (unsigned long long)host_ram_bytes(), (unsigned long long)staging_heap_bytes(dev));
 	return 0;
+}
+
+void server_free(server *s)
+{
+	engine_free(s->eng);
+	s->eng = NULL;
 }
 
 void server_destroy(server *s)

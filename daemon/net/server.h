@@ -26,7 +26,7 @@ typedef struct server {
 	proto_limits limits;       /* cfg's, clamped to the device */
 	device *dev;
 	pipelines *pl;
-	engine eng;
+	engine *eng;                /* the scheduler (engine.h: opaque) */
 	int listen_fd;
 	bool own_socket;           /* we bound it, so we unlink it */
 	uv_poll_t listen_poll;
@@ -61,5 +61,8 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 void server_stop(server *s);
 /* After the loop ended: free what is left. */
 void server_destroy(server *s);
+/* After the loop's last run (the close callbacks of server_destroy's and
+ * engine_destroy's handles): free the memory they needed. */
+void server_free(server *s);
 
 #endif

@@ -19,7 +19,7 @@
 
 static int ops_open(conn *c)
 {
-	c->lane = engine_lane_open(&c->srv->eng);
+	c->lane = engine_lane_open(c->srv->eng);
 	c->connected_ns = clock_now_ns();
 	return c->lane ? 0 : -1;
 }
@@ -28,7 +28,7 @@ static void ops_close(conn *c)
 {
 	server *s = c->srv;
 	/* queued jobs can no longer be answered: drop them (running ones finish) */
-	engine_lane_close(&s->eng, c->lane);
+	engine_lane_close(s->eng, c->lane);
 	c->lane = NULL;
 	/* the table's references go; regions used by queued or running jobs
 	 * live on until those jobs finish */
@@ -116,7 +116,7 @@ static void op_stats(conn *c, const proto_request *q)
 	st->uptime_s = (double)(clock_now_ns() - s->started_ns) / 1e9;
 	st->clients = conn_set_count(&s->conns);
 	region_stats(&s->regions, st);
-	engine_stats(&s->eng, st);
+	engine_stats(s->eng, st);
 	pipelines_stats(s->pl, st);
 	device_stats(s->dev, st);
 	usage_stats(&s->usage, st);
@@ -186,7 +186,7 @@ static void op_register(conn *c, const proto_request *q, int fd)
 	server *s = c->srv;
 	proto_err err;
 	region *r = NULL;
-	if (engine_lost(&s->eng) || !s->dev->dev) {
+	if (engine_lost(s->eng) || !s->dev->dev) {
 		/* no objects on a lost device: recovery.c makes them for the
 		 * regions it knows, once the device is back */
 		close(fd);
@@ -310,15 +310,15 @@ static void op_linear_job(conn *c, const proto_request *q)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (q->t[t].present)
 			regs[t] = find_region(c, q->t[t].region, NULL);
-	job *j = engine_job_new(&s->eng, c, q, bytes, regs, c->rx_ns);
+	job *j = engine_job_new(s->eng, c, q, bytes, regs, c->rx_ns);
 	if (!j) {
 		proto_fail(&err, PROTO_INTERNAL, "%s: out of memory", opn);
 		goto fail;
 	}
 	conn_ref(c);
 	c->inflight++;
-	engine_enqueue(&s->eng, c->lane, j);
-	engine_pump(&s->eng);
+	engine_enqueue(s->eng, c->lane, j);
+	engine_pump(s->eng);
 	return;
 fail:
 	conn_reply_err(c, q->id, &err);

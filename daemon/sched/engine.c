@@ -456,6 +456,16 @@ bool engine_idle(const engine *e)
 	return e->queued == 0 && e->running == 0;
 }
 
+engine *engine_new(void)
+{
+	return calloc(1, sizeof(engine));
+}
+
+void engine_free(engine *e)
+{
+	free(e);
+}
+
 void engine_shut_down(engine *e, const char *why)
 {
 	e->down = true;

@@ -4,7 +4,7 @@
 #ifndef VKG_DAEMON_SCHED_INTERNAL_H
 #define VKG_DAEMON_SCHED_INTERNAL_H
 
-#include "engine.h"
+#include "engine_priv.h"
 
 /* ---- engine.c ---- */
 /* Hand job j's outcome to the owner (engine_events.done). */

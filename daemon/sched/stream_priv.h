@@ -11,7 +11,7 @@
 
 #include <vulkan/vulkan.h>
 
-#include "engine.h"
+#include "engine_priv.h"
 
 enum { ROLE_UP, ROLE_COMP, ROLE_DOWN, ROLES };
 

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "config.h"
-#include "engine.h"
+#include "engine_priv.h"
 #include "engine_job.h"
 #include "stream.h"
 
