@@ -99,62 +99,58 @@ static int forward_to_request(const vkg_forward_job *job, proto_request *req, vk
 	return 0;
 }
 
+/* A built request (rc 0 from its builder), waited for into res. */
+static int call_built(vkg_client *c, int rc, proto_request *req, vkg_result *res, vkg_error *err)
+{
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = vkg__conn_call(c, req, -1, NULL, res, NULL, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* A built request (rc 0 from its builder), sent; its handle in *handle. */
+static int submit_built(vkg_client *c, int rc, proto_request *req, uint64_t *handle,
+			vkg_error *err)
+{
+	if (rc)
+		return rc;
+	uint64_t id = 0;
+	pthread_mutex_lock(&c->lock);
+	rc = vkg__conn_request(c, req, -1, NULL, &id, err);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0 && handle)
+		*handle = id;
+	return rc;
+}
+
 int vkg_linear_forward(vkg_client *c, const vkg_forward_job *job, vkg_result *res, vkg_error *err)
 {
 	vkg__clear_err(err);
 	proto_request req;
-	int rc = forward_to_request(job, &req, err);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&c->lock);
-	rc = vkg__conn_call(c, &req, -1, NULL, res, NULL, err);
-	pthread_mutex_unlock(&c->lock);
-	return rc;
+	return call_built(c, forward_to_request(job, &req, err), &req, res, err);
 }
 
 int vkg_submit_forward(vkg_client *c, const vkg_forward_job *job, uint64_t *handle, vkg_error *err)
 {
 	vkg__clear_err(err);
 	proto_request req;
-	int rc = forward_to_request(job, &req, err);
-	if (rc)
-		return rc;
-	uint64_t id = 0;
-	pthread_mutex_lock(&c->lock);
-	rc = vkg__conn_request(c, &req, -1, NULL, &id, err);
-	pthread_mutex_unlock(&c->lock);
-	if (rc == 0 && handle)
-		*handle = id;
-	return rc;
+	return submit_built(c, forward_to_request(job, &req, err), &req, handle, err);
 }
 
 int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err)
 {
 	vkg__clear_err(err);
 	proto_request req;
-	int rc = job_to_request(job, &req, err);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&c->lock);
-	rc = vkg__conn_call(c, &req, -1, NULL, res, NULL, err);
-	pthread_mutex_unlock(&c->lock);
-	return rc;
+	return call_built(c, job_to_request(job, &req, err), &req, res, err);
 }
 
 int vkg_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *err)
 {
 	vkg__clear_err(err);
 	proto_request req;
-	int rc = job_to_request(job, &req, err);
-	if (rc)
-		return rc;
-	uint64_t id = 0;
-	pthread_mutex_lock(&c->lock);
-	rc = vkg__conn_request(c, &req, -1, NULL, &id, err);
-	pthread_mutex_unlock(&c->lock);
-	if (rc == 0 && handle)
-		*handle = id;
-	return rc;
+	return submit_built(c, job_to_request(job, &req, err), &req, handle, err);
 }
 
 int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err)
