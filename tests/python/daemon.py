@@ -23,6 +23,15 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def python_env(extra=None):
+    """The environment for a Python child that loads libvkgrad (a script, a
+    venv's interpreter): this process's own, so under test-asan it gets the
+    sanitizer runtimes preloaded as runner.py arranged for this one."""
+    e = dict(os.environ)
+    e.update(extra or {})
+    return e
+
+
 def child_env(extra=None):
     """The environment for a daemon or the CLI: under test-asan (runner.py)
     the original ASAN_OPTIONS, and no preloaded runtimes (they link their

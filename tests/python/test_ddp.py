@@ -24,7 +24,7 @@ except ImportError as e:  # pragma: no cover
 import numpy as np
 
 import vkgrad
-from daemon import ROOT, Daemon, child_env
+from daemon import ROOT, Daemon, python_env
 
 TOL = 1e-4  # f32, normwise against the one-process run
 
@@ -55,7 +55,7 @@ class TestDdp(unittest.TestCase):
         try:
             for i, d in enumerate(daemons):  # the per-GPU names in one runtime dir
                 os.symlink(d.sock, os.path.join(run_dir, "vkgrad-%d.sock" % i))
-            base = child_env()
+            base = python_env()
             base.pop("VKGRAD_SOCKET", None)
             base["XDG_RUNTIME_DIR"] = run_dir
             # the package from the tree (a user would have it pip-installed)

@@ -20,7 +20,7 @@ import unittest
 import numpy as np
 
 import vkgrad
-from daemon import BUILD, ROOT, Daemon, child_env
+from daemon import BUILD, ROOT, Daemon, child_env, python_env
 from test_metrics import parse, value
 
 D = None
@@ -272,7 +272,7 @@ class TestSocketDiscovery(unittest.TestCase):
 
     def py_default(self, env):
         code = "import vkgrad; print(vkgrad.default_socket())"
-        e = child_env(env)
+        e = python_env(env)
         e["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + e.get("PYTHONPATH", "")
         for k in ("VKGRAD_SOCKET", "XDG_RUNTIME_DIR"):
             if k not in env:

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import unittest
 
-from daemon import BUILD, ROOT, Daemon, child_env
+from daemon import BUILD, ROOT, Daemon, python_env
 
 D = None
 VENV = None
@@ -32,11 +32,11 @@ def tearDownModule():
 
 
 def run(argv, **kw):
-    env = child_env({"VKGRAD_LIBRARY": os.path.join(BUILD, "libvkgrad.so.0"),
-                     "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    # this process's environment: under test-asan the sanitizer runtimes
+    # stay preloaded, as the venv's Python loads the instrumented libvkgrad
+    env = python_env({"VKGRAD_LIBRARY": os.path.join(BUILD, "libvkgrad.so.0"),
+                      "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     env.pop("PYTHONPATH", None)
-    env.pop("LD_PRELOAD", None)  # test-asan: nothing instrumented runs here
-    env.pop("ASAN_OPTIONS", None)
     return subprocess.run(argv, env=env, capture_output=True, text=True, cwd=VENV, **kw)
 
 

@@ -16,7 +16,7 @@ try:
 except ImportError as e:  # pragma: no cover
     TORCH_MISSING = "torch is not installed (Debian package python3-torch): %s" % e
 
-from daemon import Daemon, child_env
+from daemon import Daemon, python_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, os.pardir, os.pardir, "scripts", "torch_train.py")
@@ -29,7 +29,7 @@ class TestTrainSmoke(unittest.TestCase):
         try:
             p = subprocess.run([sys.executable, SCRIPT, "--smoke", "--no-cuda", "--json",
                                 "--socket", d.sock], capture_output=True, text=True,
-                               timeout=600, env=child_env())
+                               timeout=600, env=python_env())
         finally:
             problems = d.stop()
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
