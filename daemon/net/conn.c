@@ -29,7 +29,8 @@ static void conn_free(conn *c)
 {
 	proto_framer_free(&c->fr);
 	outq_free(&c->out);
-	free(c->regs);
+	if (c->h->release)
+		c->h->release(c);
 	free(c);
 }
 
@@ -52,6 +53,11 @@ static void drop_fds(conn *c)
 	for (unsigned i = 0; i < c->nfds; i++)
 		close(c->fds[i]);
 	c->nfds = 0;
+}
+
+void conn_announce(conn *c)
+{
+	c->announced = true;
 }
 
 void conn_close(conn *c, const char *why)
@@ -176,8 +182,7 @@ static void update_poll(conn *c)
 /* A half-closed peer has every reply it asked for: close. */
 static void finish_half_closed(conn *c)
 {
-	if (c->open && c->rd_eof && c->inflight == 0 && c->unreg_pending == 0 &&
-	    outq_pending(&c->out) == 0)
+	if (c->open && c->rd_eof && c->h->owed(c) == 0 && outq_pending(&c->out) == 0)
 		conn_close(c, "peer half-closed; every reply sent");
 }
 
@@ -549,8 +554,8 @@ static void conn_peer_eof(conn *c)
 	}
 	c->rd_eof = true;
 	drop_fds(c); /* their frames can no longer come */
-	log_debug("client pid %d half-closed: %u job(s) and %u unregister(s) to answer, then close",
-		  (int)c->cred.pid, c->inflight, c->unreg_pending);
+	log_debug("client pid %d half-closed: %u repl(ies) to send, then close", (int)c->cred.pid,
+		  c->h->owed(c));
 	finish_half_closed(c);
 	update_poll(c);
 }

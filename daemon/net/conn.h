@@ -5,10 +5,10 @@
  * and written when the socket takes them. Who is taken at all is
  * admission.h's; what a frame asks for is the handler's (ops.h).
  *
- * The struct also carries what the ops keep per connection (its regions
- * table, its engine lane, the jobs and unregisters it waits for): the
- * ops own those fields; the transport reads `inflight` and
- * `unreg_pending` only to know when a half-closed peer has every reply. */
+ * What the ops keep per connection (its regions table, its engine lane,
+ * the jobs and unregisters it waits for) is the handler's own
+ * (conn.session); the transport asks the handler how many replies are
+ * still owed, to know when a half-closed peer has every reply. */
 #ifndef VKG_DAEMON_CONN_H
 #define VKG_DAEMON_CONN_H
 
@@ -62,8 +62,13 @@ typedef struct conn_handler {
 	 * closed): the handler owns them. Returns false when c must stop
 	 * reading (a protocol error: see conn_close_after_replies). */
 	bool (*frame)(conn *c, const uint8_t *body, uint32_t len, int *fds, unsigned nfds);
-	/* c is closing: release the per-connection state. */
+	/* c is closing: drop what it queued (its jobs running go on). */
 	void (*close)(conn *c);
+	/* Replies c is still owed (jobs, unregisters): a half-closed peer is
+	 * closed once none is owed and every reply is written. */
+	uint32_t (*owed)(const conn *c);
+	/* c's last reference went: free the per-connection state. */
+	void (*release)(conn *c);
 } conn_handler;
 
 struct conn {
@@ -92,21 +97,9 @@ struct conn {
 	bool dirty;
 	queue_node backlog_node; /* on the server's backlog, while backlogged */
 	bool backlogged;       /* whole frames wait in fr for the next turn */
-	/* the ops' (ops.c) */
-	region **regs;         /* regions table, by insertion */
-	uint32_t nregs, regs_cap;
-	uint64_t next_region;
-	uint64_t region_bytes; /* bytes of the regions in regs (the `clients` op;
-				* the limits count region_set's, which keep an
-				* unregistered region's bytes while jobs use it) */
-	uint32_t inflight;     /* queued + running jobs */
-	uint32_t unreg_pending; /* unregister replies not sent yet */
-	engine_lane *lane;     /* this connection's queue in the engine */
-	bool announced;        /* logged at info level (ops.c), so its close is too */
-	bool monitor;          /* said hello as a monitor: stays at debug level */
-	char name[64];         /* its hello's `client`, raw (the `clients` op) */
-	uint64_t connected_ns;
-	uint64_t jobs_done, jobs_failed, gpu_us; /* its accepted jobs (usage.h) */
+	bool announced;        /* logged at info level (conn_announce), so its close is too */
+	struct session *session; /* the handler's per-connection state (ops:
+				  * daemon/ops/session.h); never looked into here */
 };
 
 /* Take an accepted socket, served by h. A peer the allow lists refuse, or
@@ -136,6 +129,8 @@ void conn_reply_err(conn *c, uint64_t id, const proto_err *err);
 /* A protocol error was answered: read nothing more, close once the
  * replies queued are written. */
 void conn_close_after_replies(conn *c);
+/* The handler announced c at info level: its close is logged there too. */
+void conn_announce(conn *c);
 /* Reply bytes queued and not yet written. */
 size_t conn_out_pending(const conn *c);
 

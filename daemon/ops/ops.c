@@ -1,5 +1,6 @@
 /* daemon/ops/ops.c — see ops.h. */
 #include "ops.h"
+#include "session.h"
 #include "clock.h"
 
 #include "clients.h"
@@ -19,36 +20,54 @@
 
 static int ops_open(conn *c)
 {
-	c->lane = engine_lane_open(c->srv->eng);
-	c->connected_ns = clock_now_ns();
-	return c->lane ? 0 : -1;
+	session *ss = calloc(1, sizeof(*ss));
+	if (!ss)
+		return -1;
+	c->session = ss;
+	ss->lane = engine_lane_open(c->srv->eng);
+	ss->connected_ns = clock_now_ns();
+	return ss->lane ? 0 : -1;
+}
+
+static uint32_t ops_owed(const conn *c)
+{
+	return c->session ? c->session->inflight + c->session->unreg_pending : 0;
+}
+
+static void ops_release(conn *c)
+{
+	if (!c->session)
+		return;
+	free(c->session->regs);
+	free(c->session);
+	c->session = NULL;
 }
 
 static void ops_close(conn *c)
 {
 	server *s = c->srv;
 	/* queued jobs can no longer be answered: drop them (running ones finish) */
-	engine_lane_close(s->eng, c->lane);
-	c->lane = NULL;
+	engine_lane_close(s->eng, c->session->lane);
+	c->session->lane = NULL;
 	/* the table's references go; regions used by queued or running jobs
 	 * live on until those jobs finish */
-	for (uint32_t i = 0; i < c->nregs; i++) {
-		c->regs[i]->owner = NULL; /* c's address may be reused */
-		region_unref(c->regs[i]);
+	for (uint32_t i = 0; i < c->session->nregs; i++) {
+		c->session->regs[i]->owner = NULL; /* c's address may be reused */
+		region_unref(c->session->regs[i]);
 	}
-	c->nregs = 0;
-	c->region_bytes = 0;
+	c->session->nregs = 0;
+	c->session->region_bytes = 0;
 }
 
 /* ---- ops --------------------------------------------------------------------- */
 
 static region *find_region(conn *c, uint64_t id, uint32_t *index)
 {
-	for (uint32_t i = 0; i < c->nregs; i++)
-		if (c->regs[i]->id == id) {
+	for (uint32_t i = 0; i < c->session->nregs; i++)
+		if (c->session->regs[i]->id == id) {
 			if (index)
 				*index = i;
-			return c->regs[i];
+			return c->session->regs[i];
 		}
 	return NULL;
 }
@@ -89,13 +108,13 @@ static void op_hello(conn *c, const proto_request *q)
 		snprintf(k->status, sizeof(k->status), "%s", kreg_entries[i].status);
 	}
 	if (q->client[0]) {
-		snprintf(c->name, sizeof(c->name), "%s", q->client);
+		snprintf(c->session->name, sizeof(c->session->name), "%s", q->client);
 		/* the client's own words: escaped (no line breaks, terminal
 		 * escapes or invalid UTF-8 in the log) and bounded */
 		char name[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_LOG_CHARS)];
 		proto_text_escape(name, sizeof(name), q->client, strlen(q->client),
 				  PROTO_TEXT_LOG_CHARS, 0);
-		log_msg(c->announced ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
+		log_msg(c->session->announced ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
 			"client pid %d says hello as '%s'", (int)c->cred.pid, name);
 	}
 	conn_reply(c, PROTO_R_HELLO, r);
@@ -148,14 +167,14 @@ static void op_clients(conn *c, const proto_request *q)
 		e->pid = (int32_t)o->cred.pid;
 		e->uid = (uint32_t)o->cred.uid;
 		e->gid = (uint32_t)o->cred.gid;
-		snprintf(e->name, sizeof(e->name), "%s", o->name);
-		e->connected_s = (double)(now - o->connected_ns) / 1e9;
-		e->jobs_done = o->jobs_done;
-		e->jobs_failed = o->jobs_failed;
-		e->inflight = o->inflight;
-		e->gpu_us = o->gpu_us;
-		e->regions = o->nregs;
-		e->region_bytes = o->region_bytes;
+		snprintf(e->name, sizeof(e->name), "%s", o->session->name);
+		e->connected_s = (double)(now - o->session->connected_ns) / 1e9;
+		e->jobs_done = o->session->jobs_done;
+		e->jobs_failed = o->session->jobs_failed;
+		e->inflight = o->session->inflight;
+		e->gpu_us = o->session->gpu_us;
+		e->regions = o->session->nregs;
+		e->region_bytes = o->session->region_bytes;
 	}
 	/* a buffer of its own: rare, and up to max_connections entries */
 	msgpack_sbuffer sb;
@@ -173,10 +192,11 @@ static void op_clients(conn *c, const proto_request *q)
 static void announce(conn *c, const proto_request *q)
 {
 	if (q->op == PROTO_OP_HELLO && q->monitor)
-		c->monitor = true;
-	if (c->announced || c->monitor)
+		c->session->monitor = true;
+	if (c->session->announced || c->session->monitor)
 		return;
-	c->announced = true;
+	c->session->announced = true;
+	conn_announce(c);
 	log_info("client pid %d uid %u gid %u connected (%u open)", (int)c->cred.pid,
 		 (unsigned)c->cred.uid, (unsigned)c->cred.gid, conn_set_count(&c->srv->conns));
 }
@@ -194,7 +214,7 @@ static void op_register(conn *c, const proto_request *q, int fd)
 			   "register: the GPU was lost and is being recreated; retry in a second");
 		goto fail;
 	}
-	if (c->nregs >= s->limits.max_regions) {
+	if (c->session->nregs >= s->limits.max_regions) {
 		close(fd);
 		proto_fail(&err, PROTO_LIMIT, "register: this connection already has max_regions = %u regions",
 			   s->limits.max_regions);
@@ -227,23 +247,23 @@ static void op_register(conn *c, const proto_request *q, int fd)
 			   (unsigned long long)s->regions.bytes);
 		goto fail;
 	}
-	if (c->nregs == c->regs_cap) {
-		uint32_t cap = c->regs_cap ? c->regs_cap * 2 : 8;
-		region **nr = realloc(c->regs, cap * sizeof(*nr));
+	if (c->session->nregs == c->session->regs_cap) {
+		uint32_t cap = c->session->regs_cap ? c->session->regs_cap * 2 : 8;
+		region **nr = realloc(c->session->regs, cap * sizeof(*nr));
 		if (!nr) {
 			close(fd);
 			proto_fail(&err, PROTO_INTERNAL, "register: out of memory");
 			goto fail;
 		}
-		c->regs = nr;
-		c->regs_cap = cap;
+		c->session->regs = nr;
+		c->session->regs_cap = cap;
 	}
 	if (region_create(&r, &s->regions, s->dev, fd, q->size, !s->cfg->no_host_import, c, &err) != 0)
 		goto fail;
-	r->id = ++c->next_region;
+	r->id = ++c->session->next_region;
 	r->uid = c->cred.uid;
-	c->regs[c->nregs++] = r;
-	c->region_bytes += r->size;
+	c->session->regs[c->session->nregs++] = r;
+	c->session->region_bytes += r->size;
 	log_debug("client pid %d: region %llu, %llu bytes, %s", (int)c->cred.pid,
 		  (unsigned long long)r->id, (unsigned long long)r->size,
 		  r->staged ? "staged" : "imported");
@@ -257,7 +277,7 @@ fail:
 static void unregister_done(void *ctx, uint64_t id)
 {
 	conn *c = ctx;
-	c->unreg_pending--;
+	c->session->unreg_pending--;
 	conn_reply_ok(c, id); /* no-op when the connection closed meanwhile */
 	conn_unref(c);
 }
@@ -274,12 +294,12 @@ static void op_unregister(conn *c, const proto_request *q)
 		conn_reply_err(c, q->id, &err);
 		return;
 	}
-	c->regs[i] = c->regs[--c->nregs];
-	c->region_bytes -= r->size;
+	c->session->regs[i] = c->session->regs[--c->session->nregs];
+	c->session->region_bytes -= r->size;
 	/* its bytes still count (max_total_region_bytes, the per-uid limit)
 	 * until the last job using it ends and the region is gone */
 	conn_ref(c);
-	c->unreg_pending++;
+	c->session->unreg_pending++;
 	r->on_release = unregister_done;
 	r->release_ctx = c;
 	r->release_arg = q->id;
@@ -298,7 +318,7 @@ static void op_linear_job(conn *c, const proto_request *q)
 		proto_fail(&err, PROTO_UNSUPPORTED, "%s: %s", opn, why);
 		goto fail;
 	}
-	if (c->inflight >= s->limits.max_inflight) {
+	if (c->session->inflight >= s->limits.max_inflight) {
 		proto_fail(&err, PROTO_LIMIT,
 			   "%s: this connection has max_inflight = %u jobs queued or running", opn,
 			   s->limits.max_inflight);
@@ -316,8 +336,8 @@ static void op_linear_job(conn *c, const proto_request *q)
 		goto fail;
 	}
 	conn_ref(c);
-	c->inflight++;
-	engine_enqueue(s->eng, c->lane, j);
+	c->session->inflight++;
+	engine_enqueue(s->eng, c->session->lane, j);
 	engine_pump(s->eng);
 	return;
 fail:
@@ -329,16 +349,16 @@ void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t 
 {
 	(void)ctx;
 	conn *c = j->owner;
-	c->inflight--; /* before the reply: its flush may finish a half-closed c */
+	c->session->inflight--; /* before the reply: its flush may finish a half-closed c */
 	const uint64_t charged = code == PROTO_OK ? usage_job_gpu_us(j->kernel_us, j->has_kernel_us,
 								       gpu_us, batch_jobs)
 						  : 0;
 	usage_job(&c->srv->usage, c->cred.uid, code, charged);
-	c->gpu_us += charged;
+	c->session->gpu_us += charged;
 	if (code == PROTO_OK)
-		c->jobs_done++;
+		c->session->jobs_done++;
 	else
-		c->jobs_failed++;
+		c->session->jobs_failed++;
 	if (code == PROTO_OK) {
 		/* the server's, zero but for what a job reply encodes, all of
 		 * which is set here: a proto_reply is 8 KiB (hello, stats) */
@@ -443,4 +463,6 @@ const conn_handler ops_handler = {
 	.open = ops_open,
 	.frame = ops_frame,
 	.close = ops_close,
+	.owed = ops_owed,
+	.release = ops_release,
 };
