@@ -57,17 +57,7 @@ def restart(d):
     if tc != 0:
         raise AssertionError("daemon exit status %s" % tc)
     os.unlink(d.sock) if os.path.exists(d.sock) else None
-    argv = [os.path.join(BUILD, "vkgradd"), "--socket", d.sock, "--cache-dir",
-            os.path.join(d.dir, "cache"), "--log-level", "debug"]
-    env = child_env({"VKGRAD_VALIDATION": "0"})
-    with open(d.log, "ab") as log:
-        d.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                  stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not can_connect(d.sock):
-        if d.proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError("daemon did not start again:\n" + d.log_tail())
-        time.sleep(0.05)
+    restart_like(d)
 
 
 class TestReconnect(unittest.TestCase):
