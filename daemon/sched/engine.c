@@ -138,7 +138,9 @@ static void finish_slot(engine *e, engine_slot *s)
 	 * answer may close a connection, and so its lane) */
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		engine_lane *l = s->jobs[i]->lane;
-		if (l->done_value[s->cls] < s->value)
+		/* (a failed submission's value is never signalled: no job of the
+		 * lane's other class may wait for it) */
+		if (!s->unsignaled && l->done_value[s->cls] < s->value)
 			l->done_value[s->cls] = s->value;
 		sched_lane_release(s->jobs[i]);
 	}
@@ -363,6 +365,7 @@ static int launch_slot(engine *e, uint32_t si)
 	s->cal_dev = e->cal_dev;
 	s->cal_host_ns = e->cal_host_ns;
 	s->value = ++tr->next_value;
+	s->unsignaled = false;
 	/* a connection's job after its jobs of the other class: the device
 	 * sees their writes through a wait on that track's value (reached
 	 * already: the lane waited for them, engine_lane) */
@@ -406,6 +409,7 @@ static int launch_slot(engine *e, uint32_t si)
 		/* nothing will signal s->value: give the value back and finish the
 		 * slot right here */
 		tr->next_value--;
+		s->unsignaled = true;
 		finish_slot(e, s);
 		uv_async_send(&e->async); /* async_cb starts the recovery */
 		return -1;

@@ -82,6 +82,7 @@ typedef struct engine_slot {
 	bool seen;          /* found done (under mu): by the completion thread or the polling loop */
 	bool busy;
 	bool failed;        /* the wait reported device loss */
+	bool unsignaled;    /* its submission failed: nothing signals value (given back) */
 	scratch scratch;    /* device-local: devlocal tensors, split-K partials */
 } engine_slot;
 

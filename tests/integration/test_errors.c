@@ -1185,6 +1185,57 @@ static void test_device_lost_on_submit(void **state)
 	device_lost_with("VKGRAD_FAULT_INJECT=submit:2", NULL);
 }
 
+/* A connection's job of one class whose submission fails, then its next
+ * job of the other class: the second must not wait for the first's
+ * timeline value, which nothing signals (it was given back). Job 1 teaches
+ * the generic kernels' rate, so job 2 (generic, small) is a small job;
+ * job 3 (tiled, a kind not measured yet) is a large one, on the other
+ * track. Before the fix job 3 never finished. */
+static void test_device_lost_on_submit_then_other_class(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	const char *const env[] = {"VKGRAD_FAULT_INJECT=submit:2", NULL};
+	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
+	vkg_error err;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	lregion a, b, cc;
+	lregion_make(c, &a, 33, 47, 17, false, 711);
+	lregion_make(c, &b, 17, 9, 33, false, 712);
+	lregion_make(c, &cc, 64, 31, 16, false, 713);
+	vkg_job ja = jobcase_job(&a.jc, &a.id), jb = jobcase_job(&b.jc, &b.id),
+		jc3 = jobcase_job(&cc.jc, &cc.id);
+	ja.variant = jb.variant = "generic";
+	jc3.variant = "tiled";
+	vkg_result res;
+	assert_int_equal(vkg_linear_backward(c, &ja, &res, &err), 0); /* submission 1 */
+	char why[320];
+	if (jobcase_check(&a.jc, &a.map, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("job 1: %s", why);
+	int rc = vkg_linear_backward(c, &jb, &res, &err); /* submission 2: lost */
+	if (rc != VKG_EREMOTE || strcmp(err.code, "device_lost") != 0)
+		fail_msg("job 2: rc %d %s (want device_lost)", rc, err.code);
+	uint64_t h;
+	assert_int_equal(vkg_submit(c, &jc3, &h, &err), 0);
+	if (vkg_wait(c, h, 30000, &res, &err) != 0)
+		fail_msg("job 3, of the other class after the failed submission: %s: %s", err.code,
+			 err.message);
+	if (jobcase_check(&cc.jc, &cc.map, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("job 3: %s", why);
+	proto_stats st;
+	assert_int_equal(rawsock_stats(d.sock, &st), 0);
+	printf("classes: %llu small and %llu large jobs; job 3 finished\n",
+	       (unsigned long long)st.sched_small_jobs, (unsigned long long)st.sched_large_jobs);
+	assert_true(st.sched_small_jobs >= 1 && st.sched_large_jobs >= 1);
+	lregion_free(c, &a);
+	lregion_free(c, &b);
+	lregion_free(c, &cc);
+	vkg_close(c);
+	assert_true(rawsock_daemon_serves(d.sock));
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
 /* The same with every region staged (copies, not imports) */
 static void test_device_lost_on_wait_staged(void **state)
 {
@@ -1382,6 +1433,7 @@ int main(void)
 		T(test_limit_max_inflight),
 		OWN(test_device_lost_on_wait),
 		OWN(test_device_lost_on_submit),
+		OWN(test_device_lost_on_submit_then_other_class),
 		OWN(test_device_lost_on_wait_staged),
 		OWN(test_device_lost_on_wait_devlocal),
 		OWN(test_device_lost_on_wait_streamed),
