@@ -7,6 +7,7 @@
 #include "device.h"
 #include "pipelines.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -67,55 +68,70 @@ static void choose_param_auto(const proto_request *q, unsigned caps, variant_pla
 
 bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d)
 {
-	if ((unsigned)d >= PROTO_DTYPE_COUNT || !pl->dtype_ok[d])
-		return false;
-	if (v == PROTO_VARIANT_COOPMAT)
-		return pl->pipe[KERN_COOPMAT][d] != VK_NULL_HANDLE;
-	if (v == PROTO_VARIANT_TILED128)
-		return pl->pipe[KERN_TILED128][d] != VK_NULL_HANDLE;
-	if (v == PROTO_VARIANT_COOPMAT_KHR)
-		return d != PROTO_F32 && pl->pipe[KERN_CMK_DW][d] != VK_NULL_HANDLE;
-	if (v == PROTO_VARIANT_COOPMAT_KHR_F32X3)
-		return d == PROTO_F32 && pl->pipe[KERN_CMK_DW][d] != VK_NULL_HANDLE &&
-		       pl->pipe[KERN_CMK_DX][d] != VK_NULL_HANDLE;
-	if (v == PROTO_VARIANT_COOPMAT_NV2)
-		return pl->pipe[KERN_NV2_DW][d] != VK_NULL_HANDLE && pl->pipe[KERN_NV2_DX][d] != VK_NULL_HANDLE;
-	return (unsigned)v < PROTO_VARIANT_COUNT;
+	return !variant_refused(pl, NULL, v, d, NULL, 0);
+}
+
+/* why[n] (when why is not NULL) gets fmt's sentence; true (refused). */
+static bool refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool refuse(char *why, size_t n, const char *fmt, ...)
+{
+	if (why && n) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, n, fmt, ap);
+		va_end(ap);
+	}
+	return true;
 }
 
 bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, proto_dtype d,
 		     char *why, size_t n)
 {
-	if (variant_available(pl, v, d))
-		return false;
+	if (!why)
+		n = 0;
 	const char *dt = (unsigned)d < PROTO_DTYPE_COUNT ? proto_dtype_name(d) : "?";
-	const char *name = dev->info.name;
+	const char *name = n ? dev->info.name : "";
 	if ((unsigned)d >= PROTO_DTYPE_COUNT || !pl->dtype_ok[d])
-		snprintf(why, n, "dtype '%s' is not served on this device (it lacks 16-bit storage)", dt);
-	else if (v == PROTO_VARIANT_COOPMAT)
-		snprintf(why, n,
-			 "variant 'coopmat' needs dtype f16 on a device with "
-			 "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s",
-			 dt, name, dev->coopmat ? "" : ", which lacks it");
-	else if (v == PROTO_VARIANT_COOPMAT_KHR)
+		return refuse(why, n, "dtype '%s' is not served on this device (it lacks 16-bit storage)",
+			      dt);
+	switch (v) {
+	case PROTO_VARIANT_COOPMAT:
+		if (pl->pipe[KERN_COOPMAT][d])
+			return false;
+		return refuse(why, n,
+			      "variant 'coopmat' needs dtype f16 on a device with "
+			      "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s",
+			      dt, name, n && !dev->coopmat ? ", which lacks it" : "");
+	case PROTO_VARIANT_TILED128:
+		if (pl->pipe[KERN_TILED128][d])
+			return false;
+		return refuse(why, n,
+			      "variant 'tiled128' needs 32768 bytes of shared memory per "
+			      "workgroup; %s offers maxComputeSharedMemorySize = %u",
+			      name, n ? dev->props.limits.maxComputeSharedMemorySize : 0u);
+	case PROTO_VARIANT_COOPMAT_KHR:
 		/* (f32's KERN_CMK_* pipelines are coopmat_khr_f32x3's) */
-		snprintf(why, n, "variant 'coopmat_khr' needs %s; this job is %s on %s",
-			 d == PROTO_F32 ? "dtype f16 or bf16 (it multiplies 16-bit operands)" : pl->cmk_why[d],
-			 dt, name);
-	else if (v == PROTO_VARIANT_COOPMAT_KHR_F32X3)
-		snprintf(why, n, "variant 'coopmat_khr_f32x3' needs %s; this job is %s on %s",
-			 d != PROTO_F32 ? "dtype f32" : pl->cmk_why[d], dt, name);
-	else if (v == PROTO_VARIANT_COOPMAT_NV2)
-		snprintf(why, n, "variant 'coopmat_nv2' needs %s; this job is %s on %s", pl->nv2_why[d], dt,
-			 name);
-	else if (v == PROTO_VARIANT_TILED128)
-		snprintf(why, n,
-			 "variant 'tiled128' needs 32768 bytes of shared memory per "
-			 "workgroup; %s offers maxComputeSharedMemorySize = %u",
-			 name, dev->props.limits.maxComputeSharedMemorySize);
-	else
-		snprintf(why, n, "variant %u is not one this daemon knows", (unsigned)v);
-	return true;
+		if (d != PROTO_F32 && pl->pipe[KERN_CMK_DW][d])
+			return false;
+		return refuse(why, n, "variant 'coopmat_khr' needs %s; this job is %s on %s",
+			      d == PROTO_F32 ? "dtype f16 or bf16 (it multiplies 16-bit operands)"
+					     : pl->cmk_why[d],
+			      dt, name);
+	case PROTO_VARIANT_COOPMAT_KHR_F32X3:
+		if (d == PROTO_F32 && pl->pipe[KERN_CMK_DW][d] && pl->pipe[KERN_CMK_DX][d])
+			return false;
+		return refuse(why, n, "variant 'coopmat_khr_f32x3' needs %s; this job is %s on %s",
+			      d != PROTO_F32 ? "dtype f32" : pl->cmk_why[d], dt, name);
+	case PROTO_VARIANT_COOPMAT_NV2:
+		if (pl->pipe[KERN_NV2_DW][d] && pl->pipe[KERN_NV2_DX][d])
+			return false;
+		return refuse(why, n, "variant 'coopmat_nv2' needs %s; this job is %s on %s",
+			      pl->nv2_why[d], dt, name);
+	default:
+		if ((unsigned)v < PROTO_VARIANT_COUNT)
+			return false;
+		return refuse(why, n, "variant %u is not one this daemon knows", (unsigned)v);
+	}
 }
 
 static uint32_t loop_trips = VARIANT_LOOP_TRIPS_MAX;

@@ -118,10 +118,10 @@ typedef struct device device;
  * served, and for coopmat, coopmat_khr, coopmat_nv2 and tiled128 their
  * pipelines built) */
 bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
-/* The same question with its answer's reason: false when it can; true
- * when it cannot, with why (a sentence naming the dtype or variant, what it
- * needs and what device dev offers) written into why[n]. The one place
- * that decides whether a job's dtype and forced variant can run here. */
+/* The same question with its answer's reason, the one place that decides
+ * it: false when it can; true when it cannot, with why (a sentence naming
+ * the dtype or variant, what it needs and what device dev offers) written
+ * into why[n]. why NULL: no sentence, and dev may be NULL. */
 bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, proto_dtype d,
 		     char *why, size_t n);
 
