@@ -31,8 +31,9 @@
 #            2048x1024x1024 (BEFORE_VKGRADD's daemon beside); torch_mixed.py
 #            for both shapes and torch_multiproc.py 1 16, plain and under MPS
 #   python   scripts/torch_train.py --dtype all: an MLP's training steps
-#            three ways (CPU torch, vkgrad.torch, CUDA torch); `stats
-#            --prometheus` of its daemon
+#            three ways (CPU torch, vkgrad.torch, CUDA torch); `python -m
+#            vkgrad bench` (Client.linear_backward on region views) beside
+#            `bench --kernels`, $BIG f32 and bf16; `stats --prometheus`
 #   all      kernels e2e tiny tenants python (torch_multiproc.py runs once)
 # Each suite takes about 1-5 minutes of device time, all about 9-10.
 #
@@ -347,6 +348,7 @@ suite_tenants() {
 				>>"$R/mixed.txt" 2>>"$R/bench.err" ||
 				fail "bench --scenario mixed ($w, $shape): $(grep -v '^(run' "$R/bench.err" | tail -1)"
 			vk --socket "$D/s" stats >>"$R/stats.txt" 2>&1
+			vk --socket "$D/s" stats --prometheus 2>&1 | grep -E "^vkgrad_sched" >>"$R/mixed.txt"
 			daemon_stop
 		done
 		done
@@ -373,6 +375,31 @@ suite_python() {
 			--steps "${TRAIN_STEPS:-10}" ${QUICK:+--smoke}
 	) >"$R/train.txt" 2>&1 || fail "the training benchmark"
 	tail -30 "$R/train.txt" | tee -a "$S"
+	if in_budget "Client.linear_backward on region views beside bench --kernels"; then
+		say "python -m vkgrad bench beside vkgrad bench --kernels, $BIG f32 and bf16"
+		local dt
+		for dt in f32 bf16; do
+			(
+				. "$B/env.sh"
+				export VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+				exec timeout 120 "$PY" -m vkgrad bench --socket "$D/s" --shape "$BIG" --dtype $dt \
+					--reps "$E2E_REPS" --json
+			) >>"$R/pybench.jsonl" 2>>"$R/train.txt" || fail "python -m vkgrad bench $dt"
+			vk --socket "$D/s" bench --kernels --json --shapes "$BIG" --dtypes $dt --variants auto \
+				--reps "$E2E_REPS" 2>>"$R/bench.err" >>"$R/pybench.jsonl" || fail "bench --kernels $dt"
+		done
+		python3 -c '
+import json, sys
+py, ck = {}, {}
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    (py if "min_us" in j else ck)[j["dtype"]] = j["end_to_end_us"]
+for dt in py:
+    c = ck.get(dt)
+    print("%s: Client.linear_backward on region views %.0f us, bench --kernels end to end %s us%s" % (
+        dt, py[dt], "%.0f" % c if c else "?", ", ratio %.3f" % (py[dt] / c) if c else ""))
+' "$R/pybench.jsonl" | tee -a "$S"
+	fi
 	vk --socket "$D/s" stats --prometheus >"$R/stats.prom" 2>&1
 	grep -E '^vkgrad_(jobs_done_total|batches_total)' "$R/stats.prom" | tee -a "$S"
 	daemon_stop

@@ -10,7 +10,9 @@ The model: Linear(d0, d1) ReLU Linear(d1, d2) ReLU Linear(d2, d3) (default
 target. Every way starts from the same parameters and data. Per way and
 dtype it prints the median step time (after --warmup steps), the bytes the
 vkgrad client copied per step (vkgrad way only: Client.bytes_copied, the
-pool copies of tensors outside regions), and after the first step the max
+pool copies of tensors outside regions), the time its layers spent in
+daemon jobs per step (vt.daemon_seconds(): forward, backward; the rest of
+the step is torch on the CPU), and after the first step the max
 |gradient difference| against CPU torch's, over all parameters, relative
 to max |CPU gradient| (normwise, as client/ref.h). f16 on a CPU torch
 without half matmul (Debian's 1.13) runs its CPU reference in float32 on
@@ -58,11 +60,13 @@ def has_cpu_matmul(dt):
 
 
 def run_way(way, model, x, target, steps, warmup, sync, client=None):
-    """(median step s, first step's grads, bytes copied per step)"""
+    """(median step s, first step's grads, bytes copied per step, median
+    daemon seconds per step (forward, backward): vkgrad way only)"""
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    times, grads, copied = [], None, []
+    times, grads, copied, fwd, bwd = [], None, [], [], []
     for s in range(steps + warmup):
         c0 = client.bytes_copied if client else 0
+        w0 = vt.daemon_seconds()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
         loss = (model(x) - target).pow(2).mean()  # MSE (mse_loss has no CPU bf16 in torch 1.13)
@@ -75,7 +79,11 @@ def run_way(way, model, x, target, steps, warmup, sync, client=None):
         if s >= warmup:
             times.append(t1 - t0)
             copied.append((client.bytes_copied - c0) if client else 0)
-    return statistics.median(times), grads, statistics.median(copied) if copied else 0
+            w1 = vt.daemon_seconds()
+            fwd.append(w1["forward"] - w0["forward"])
+            bwd.append(w1["backward"] - w0["backward"])
+    return (statistics.median(times), grads, statistics.median(copied) if copied else 0,
+            (statistics.median(fwd), statistics.median(bwd)) if client else (0.0, 0.0))
 
 
 def grad_err(got, want):
@@ -127,31 +135,37 @@ def main():
         ref = mlp(dims)
         ref.load_state_dict(base.state_dict())
         ref = ref.to(dt).to(cpu_dt)  # (f16 values, f32 arithmetic where no half matmul)
-        t_cpu, g_cpu, _ = run_way("cpu", ref, x.to(dt).to(cpu_dt), target.to(dt).to(cpu_dt),
+        t_cpu, g_cpu, _, _ = run_way("cpu", ref, x.to(dt).to(cpu_dt), target.to(dt).to(cpu_dt),
                                   a.steps, a.warmup, lambda: None)
-        rows.append(("cpu" + ("(f32)" if cpu_dt != dt else ""), t_cpu, 0, 0.0))
+        rows.append(("cpu" + ("(f32)" if cpu_dt != dt else ""), t_cpu, 0, 0.0, None))
         ours = mlp(dims)
         ours.load_state_dict(base.state_dict())
         ours = vt.convert(ours.to(dt))
         xr, tr = vt.to_region(x.to(dt)), target.to(dt)
-        t_vk, g_vk, copied = run_way("vkgrad", ours, xr, tr, a.steps, a.warmup, lambda: None, client)
+        t_vk, g_vk, copied, waited = run_way("vkgrad", ours, xr, tr, a.steps, a.warmup, lambda: None, client)
         e = grad_err(g_vk, g_cpu)
         tol = vkgrad.TOLERANCE[name]
         bad |= not e <= a.max_grad_err * tol
-        rows.append(("vkgrad", t_vk, copied, e))
+        rows.append(("vkgrad", t_vk, copied, e, waited))
         if cuda:
             cm = mlp(dims)
             cm.load_state_dict(base.state_dict())
             cm = cm.to(dt).cuda()
-            t_cu, g_cu, _ = run_way("cuda", cm, x.to(dt).cuda(), target.to(dt).cuda(), a.steps,
+            t_cu, g_cu, _, _ = run_way("cuda", cm, x.to(dt).cuda(), target.to(dt).cuda(), a.steps,
                                     a.warmup, torch.cuda.synchronize)
-            rows.append(("cuda", t_cu, 0, grad_err(g_cu, g_cpu)))
-        for way, t, cp, err in rows:
-            print("%-5s %-7s %12.2f %8.2fx %16d %12.3g" % (name, way, t * 1e3, t_cpu / t, cp, err))
+            rows.append(("cuda", t_cu, 0, grad_err(g_cu, g_cpu), None))
+        for way, t, cp, err, waited in rows:
+            print("%-5s %-7s %12.2f %8.2fx %16d %12.3g%s" % (
+                name, way, t * 1e3, t_cpu / t, cp, err,
+                "   (in daemon jobs: forward %.2f ms, backward %.2f ms per step)"
+                % (waited[0] * 1e3, waited[1] * 1e3) if waited else ""))
             if a.json:
-                print(json.dumps({"dtype": name, "way": way, "step_ms": t * 1e3,
-                                  "speedup_vs_cpu": t_cpu / t, "bytes_copied_per_step": cp,
-                                  "grad_err_vs_cpu": err, "dims": dims, "batch": a.batch}))
+                j = {"dtype": name, "way": way, "step_ms": t * 1e3,
+                     "speedup_vs_cpu": t_cpu / t, "bytes_copied_per_step": cp,
+                     "grad_err_vs_cpu": err, "dims": dims, "batch": a.batch}
+                if waited:
+                    j["daemon_forward_ms"], j["daemon_backward_ms"] = waited[0] * 1e3, waited[1] * 1e3
+                print(json.dumps(j))
         if bad:
             print("%s: vkgrad's gradients differ from CPU torch's by %.3g > %g x %g" % (
                 name, rows[1][3], a.max_grad_err, tol))

@@ -1,9 +1,14 @@
-"""python -m vkgrad info|ping|stats [--socket PATH] [--json]
+"""python -m vkgrad info|ping|stats|bench [--socket PATH] [--json]
 
   info   the library and socket in use, the daemon's hello (server, device,
          limits, kernels with --json)
   ping   one round trip; prints its time
   stats  the daemon's counters (proto/README.md), as JSON
+  bench  Client.linear_backward on tensors in regions (zero copy), one job
+         in flight: --shape B,I,O (default 2048,1024,1024) --dtype
+         f32|f16|bf16 --reps N (after 2 warm-up jobs); prints the median
+         round trip, comparable with `vkgrad bench --kernels`' end_to_end_us
+         for the same shape (JSON with --json)
 
 Exit status 0, or 1 with the error on stderr (vkgrad.Error: code and
 message), 2 for bad usage."""
@@ -27,13 +32,65 @@ def _jsonable(o):
     return o
 
 
+def _bench(c, shape, dtype, reps, as_json):
+    """Median round trip of Client.linear_backward (dw, db, dx) on region
+    views: inputs random in [-1, 1), outputs written in place."""
+    import numpy as np
+    import vkgrad
+    from vkgrad.dtypes import numpy_dtype
+    B, I, O = shape
+    npdt = numpy_dtype(dtype)
+    size = np.dtype(npdt).itemsize
+    rng = np.random.default_rng(0)
+    dims = {"x": (B, I), "dy": (B, O), "w": (O, I), "dw": (O, I), "db": (O,), "dx": (B, I)}
+    t = {}
+    regions = []
+    for k, d in dims.items():
+        r = c.region(int(np.prod(d)) * size)
+        regions.append(r)
+        t[k] = r.ndarray(d, dtype)
+        if k in ("x", "dy", "w"):
+            v = rng.uniform(-1, 1, d).astype(np.float32)
+            t[k][...] = vkgrad.to_bf16(v) if dtype == "bf16" else v.astype(npdt)
+    copied0 = c.bytes_copied
+    times = []
+    for i in range(reps + 2):
+        t0 = time.perf_counter()
+        c.linear_backward(t["x"], t["dy"], t["w"], out={"dw": t["dw"], "db": t["db"], "dx": t["dx"]},
+                          dtype=dtype)
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    med = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+    res = {"shape": [B, I, O], "dtype": dtype, "reps": reps, "end_to_end_us": med * 1e6,
+           "min_us": times[0] * 1e6, "bytes_copied": c.bytes_copied - copied0}
+    for r in regions:
+        r.close()
+    if as_json:
+        print(json.dumps(res))
+    else:
+        print("linear_backward %dx%dx%d %s on region views: median %.1f us (min %.1f) over %d jobs, "
+              "%d bytes copied" % (B, I, O, dtype, res["end_to_end_us"], res["min_us"], reps,
+                                   res["bytes_copied"]))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m vkgrad",
                                 description="The vkgrad Python package: check the daemon.")
-    p.add_argument("command", choices=("info", "ping", "stats"))
+    p.add_argument("command", choices=("info", "ping", "stats", "bench"))
     p.add_argument("--socket", help="the daemon's socket (default: vkgrad.default_socket())")
-    p.add_argument("--json", action="store_true", help="info as JSON")
+    p.add_argument("--json", action="store_true", help="info (bench) as JSON")
+    p.add_argument("--shape", default="2048,1024,1024", help="bench: batch,in,out")
+    p.add_argument("--dtype", default="f32", choices=("f32", "f16", "bf16"), help="bench: dtype")
+    p.add_argument("--reps", type=int, default=20, help="bench: measured jobs")
     a = p.parse_args(argv)
+    if a.command == "bench":
+        try:
+            shape = tuple(int(v) for v in a.shape.split(","))
+        except ValueError:
+            shape = ()
+        if len(shape) != 3 or min(shape) < 1 or a.reps < 1:
+            p.error("--shape takes three positive integers B,I,O and --reps a positive one")
     try:
         import vkgrad
     except ImportError as e:
@@ -45,6 +102,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 t0 = time.perf_counter()
                 c.ping()
                 print("ok %s %.1f us" % (c.socket, (time.perf_counter() - t0) * 1e6))
+            elif a.command == "bench":
+                _bench(c, shape, a.dtype, a.reps, a.json)
             elif a.command == "stats":
                 print(json.dumps(_jsonable(c.stats()), indent=2, sort_keys=True))
             else:

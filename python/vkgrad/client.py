@@ -178,9 +178,13 @@ class Region:
     def ndarray(self, shape: Union[int, Iterable[int]], dtype: Any = "float32",
                 offset: int = 0) -> np.ndarray:
         """A numpy view of the region's bytes [offset, offset + its size).
-        dtype: a numpy dtype, or "bf16" (uint16 bit patterns). offset must be
-        a multiple of the element size (the daemon's rule for tensors)."""
-        dt = np.dtype(np.uint16) if str(dtype).lower() in ("bf16", "bfloat16") else np.dtype(dtype)
+        dtype: a numpy dtype, or a protocol name ("f32", "f16", "bf16": bf16
+        as uint16 bit patterns). offset must be a multiple of the element
+        size (the daemon's rule for tensors)."""
+        if isinstance(dtype, str) and dtype.lower() in ("f32", "f16", "bf16", "bfloat16"):
+            dt = numpy_dtype(dtype)
+        else:
+            dt = np.dtype(dtype)
         shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         offset = int(offset)

@@ -32,6 +32,7 @@ leading shape (..., in), as nn.Linear.
 import logging
 import os
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -40,7 +41,7 @@ import torch as _torch
 from . import client as _client
 
 __all__ = ["LinearFunction", "Linear", "convert", "default_client", "set_default_client",
-           "empty", "in_region", "to_region", "bytes_copied"]
+           "empty", "in_region", "to_region", "bytes_copied", "daemon_seconds"]
 
 _DTYPES = {_torch.float32: "f32", _torch.float16: "f16", _torch.bfloat16: "bf16"}
 _log = logging.getLogger("vkgrad.torch")
@@ -61,6 +62,17 @@ def default_client():
         if _default["client"] is None or _default["client"]._closed:
             _default["client"] = _client.connect(name="vkgrad.torch")
         return _default["client"]
+
+
+_waited = {"forward": 0.0, "backward": 0.0}
+
+
+def daemon_seconds():
+    """{"forward": s, "backward": s}: wall time the layers of this process
+    spent in their daemon jobs so far (from sending to the answer, the
+    copies of dY included), to tell it from the time torch spends on the
+    CPU around them."""
+    return dict(_waited)
 
 
 def bytes_copied(client=None):
@@ -217,8 +229,10 @@ class LinearFunction(_torch.autograd.Function):
         x2 = x.reshape(-1, n_in)
         y = empty(tuple(x.shape[:-1]) + (n_out,), x.dtype, c)
         if x2.shape[0] > 0:  # (the protocol has no empty batch)
+            t0 = time.perf_counter()
             c.submit_forward(_np(x2), _np(weight), _np(bias) if bias is not None else None,
                              out=_np(y.view(-1, n_out)), dtype=_DTYPES[x.dtype]).result()
+            _waited["forward"] += time.perf_counter() - t0
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         ctx.client = c
@@ -246,11 +260,13 @@ class LinearFunction(_torch.autograd.Function):
             for v in g.values():
                 v.zero_()
         else:
+            t0 = time.perf_counter()
             dy2 = grad_out.reshape(-1, n_out)
             if dy2.dtype != dt:
                 dy2 = dy2.to(dt)
             c.submit(_np(x2), _np(dy2), _np(weight) if need_dx else None,
                      out={k: _np(v) for k, v in g.items()}, dtype=_DTYPES[dt]).result()
+            _waited["backward"] += time.perf_counter() - t0
         dx = g["dx"].view(x.shape) if need_dx else None
         return dx, g.get("dw"), g.get("db"), None
 
