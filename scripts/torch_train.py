@@ -39,6 +39,7 @@ import torch  # noqa: E402
 import vkgrad  # noqa: E402
 import vkgrad.torch as vt  # noqa: E402
 
+PROFILE = False
 DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
@@ -67,12 +68,19 @@ def run_way(way, model, x, target, steps, warmup, sync, client=None):
     for s in range(steps + warmup):
         c0 = client.bytes_copied if client else 0
         w0 = vt.daemon_seconds()
+        if client and s == steps + warmup - 1 and PROFILE:
+            vt.profile(True)
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=True)  # (torch 2.x's default: the next backward's dW becomes .grad)
         loss = (model(x) - target).pow(2).mean()  # MSE (mse_loss has no CPU bf16 in torch 1.13)
         loss.backward()
         if s == 0:
             grads = [p.grad.detach().float().cpu().clone() for p in model.parameters()]
+        if client and s == steps + warmup - 1 and PROFILE:
+            for j in vt.profile(False):
+                print("  %-8s %-5s %-16s wall %9.1f us  queued %7s  batch gpu %7s  kernels %7s" % (
+                    j["op"], j["dtype"], "x".join(map(str, j["shape"])), j["wall_us"],
+                    j.get("queued_us"), j.get("gpu_us"), j.get("kernel_us")))
         opt.step()
         sync()
         t1 = time.perf_counter()
@@ -105,7 +113,11 @@ def main():
     ap.add_argument("--max-grad-err", type=float, default=2.0,
                     help="fail past this many times the dtype's tolerance")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--profile", action="store_true",
+                    help="print each daemon job of the vkgrad way's last step (vt.profile)")
     a = ap.parse_args()
+    global PROFILE
+    PROFILE = a.profile
     if a.smoke:
         a.dims, a.batch, a.steps, a.warmup = "64,96,80,32", 48, 3, 1
     dims = [int(d) for d in a.dims.split(",")]

@@ -8,7 +8,9 @@
          in flight: --shape B,I,O (default 2048,1024,1024) --dtype
          f32|f16|bf16 --reps N (after 2 warm-up jobs); prints the median
          round trip, comparable with `vkgrad bench --kernels`' end_to_end_us
-         for the same shape (JSON with --json)
+         for the same shape (JSON with --json), and the last job checked
+         against float64 (db whole, 4 rows of dW and dX; status 1 past
+         vkgrad.TOLERANCE)
 
 Exit status 0, or 1 with the error on stderr (vkgrad.Error: code and
 message), 2 for bad usage."""
@@ -53,25 +55,47 @@ def _bench(c, shape, dtype, reps, as_json):
             v = rng.uniform(-1, 1, d).astype(np.float32)
             t[k][...] = vkgrad.to_bf16(v) if dtype == "bf16" else v.astype(npdt)
     copied0 = c.bytes_copied
-    times = []
+    times, gpu, queued = [], [], []
     for i in range(reps + 2):
         t0 = time.perf_counter()
-        c.linear_backward(t["x"], t["dy"], t["w"], out={"dw": t["dw"], "db": t["db"], "dx": t["dx"]},
-                          dtype=dtype)
+        f = c.submit(t["x"], t["dy"], t["w"], out={"dw": t["dw"], "db": t["db"], "dx": t["dx"]},
+                     dtype=dtype)
+        f.result()
         if i >= 2:
             times.append(time.perf_counter() - t0)
+            gpu.append(f.timing["gpu_us"])
+            queued.append(f.timing["queued_us"])
+    # the last job's outputs against float64, sampled as bench --kernels
+    # checks: db whole, 4 rows of dW and of dX (relative to max|want|)
+    f64 = {k: (vkgrad.from_bf16(t[k]) if dtype == "bf16" else t[k]).astype(np.float64)
+           for k in ("x", "dy", "w")}
+    got = {k: (vkgrad.from_bf16(t[k]) if dtype == "bf16" else t[k]).astype(np.float64)
+           for k in ("dw", "db", "dx")}
+    err = 0.0
+    rows_o, rows_b = rng.integers(0, O, 4), rng.integers(0, B, 4)
+    for want, have in ((f64["dy"].sum(axis=0), got["db"]),
+                       (f64["dy"][:, rows_o].T @ f64["x"], got["dw"][rows_o]),
+                       (f64["dy"][rows_b] @ f64["w"], got["dx"][rows_b])):
+        den = float(np.abs(want).max()) or 1.0
+        err = max(err, float(np.abs(have - want).max()) / den)
     times.sort()
     med = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
     res = {"shape": [B, I, O], "dtype": dtype, "reps": reps, "end_to_end_us": med * 1e6,
-           "min_us": times[0] * 1e6, "bytes_copied": c.bytes_copied - copied0}
+           "min_us": times[0] * 1e6, "batch_gpu_us": sorted(gpu)[len(gpu) // 2],
+           "queued_us": sorted(queued)[len(queued) // 2], "bytes_copied": c.bytes_copied - copied0,
+           "max_rel_err": err, "tol": vkgrad.TOLERANCE[dtype], "ok": err <= vkgrad.TOLERANCE[dtype]}
+    del t, f64, got
     for r in regions:
         r.close()
     if as_json:
         print(json.dumps(res))
     else:
-        print("linear_backward %dx%dx%d %s on region views: median %.1f us (min %.1f) over %d jobs, "
-              "%d bytes copied" % (B, I, O, dtype, res["end_to_end_us"], res["min_us"], reps,
-                                   res["bytes_copied"]))
+        print("linear_backward %dx%dx%d %s on region views: median %.1f us (min %.1f; batch GPU "
+              "%d us, queued %d us) over %d jobs, %d bytes copied; max_rel_err %.3g (%s)"
+              % (B, I, O, dtype, res["end_to_end_us"], res["min_us"], res["batch_gpu_us"],
+                 res["queued_us"], reps, res["bytes_copied"], err,
+                 "ok" if res["ok"] else "FAILED: over %g" % res["tol"]))
+    return 0 if res["ok"] else 1
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -103,7 +127,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 c.ping()
                 print("ok %s %.1f us" % (c.socket, (time.perf_counter() - t0) * 1e6))
             elif a.command == "bench":
-                _bench(c, shape, a.dtype, a.reps, a.json)
+                if _bench(c, shape, a.dtype, a.reps, a.json):
+                    return 1
             elif a.command == "stats":
                 print(json.dumps(_jsonable(c.stats()), indent=2, sort_keys=True))
             else:

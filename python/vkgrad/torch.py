@@ -16,8 +16,11 @@ saved input is already there (use ReLU(inplace=True) between layers to keep
 it so); its backward writes dX, dW and db there too. The daemon then reads
 and writes those tensors in place; the only copy left is of dY when
 autograd hands over a gradient outside any region (the loss's, an
-activation's). client.bytes_copied counts every byte the client copied
-(bytes_copied() here reads the default client's).
+activation's), and of an input outside them (once: the forward's copy
+serves the backward). Those copies are torch's own (all its threads) into
+region tensors. client.bytes_copied counts every byte the client copied
+(bytes_copied() here reads the default client's); daemon_seconds() the
+time spent in daemon jobs, profile() each job's times.
 
 The forward is Y = X·Wᵀ (+ b) by op linear_forward; the backward dX = dY·W,
 dW = dYᵀ·X, db = Σ dY by linear_backward, only those autograd asks for,
@@ -41,7 +44,7 @@ import torch as _torch
 from . import client as _client
 
 __all__ = ["LinearFunction", "Linear", "convert", "default_client", "set_default_client",
-           "empty", "in_region", "to_region", "bytes_copied", "daemon_seconds"]
+           "empty", "in_region", "to_region", "bytes_copied", "daemon_seconds", "profile"]
 
 _DTYPES = {_torch.float32: "f32", _torch.float16: "f16", _torch.bfloat16: "bf16"}
 _log = logging.getLogger("vkgrad.torch")
@@ -65,6 +68,25 @@ def default_client():
 
 
 _waited = {"forward": 0.0, "backward": 0.0}
+_profile = {"on": False, "jobs": []}
+
+
+def profile(on=True):
+    """Start (on) or stop recording each daemon job of the layers; returns
+    the jobs recorded since the last start: dicts of op ("forward",
+    "backward"), shape (batch, in, out), dtype, wall_us (send to answer)
+    and the reply's timing (queued_us, gpu_us, batch_jobs, kernel_us)."""
+    jobs = _profile["jobs"]
+    _profile["on"], _profile["jobs"] = bool(on), []
+    return jobs
+
+
+def _note(op, shape, dtype, t0, fut):
+    dt = time.perf_counter() - t0
+    _waited[op] += dt
+    if _profile["on"]:
+        _profile["jobs"].append(dict(op=op, shape=shape, dtype=dtype, wall_us=dt * 1e6,
+                                     **(fut.timing or {})))
 
 
 def daemon_seconds():
@@ -203,6 +225,19 @@ def _check(t, what):
                         % (what, t.dtype))
 
 
+def _in_region_copy(t, c):
+    """t (contiguous) when it lies in one of c's regions, else a copy of it
+    in one, made by torch (all its threads; numpy's copy into the client's
+    pool would take one), counted in c.bytes_copied."""
+    if in_region(t, c) is not None:
+        return t
+    out = empty(t.shape, t.dtype, c)
+    out.copy_(t)
+    with c._lock:
+        c.bytes_copied += out.numel() * out.element_size()
+    return out
+
+
 def _np(t):
     """A contiguous CPU tensor as a numpy array sharing its memory (bf16 as
     its uint16 bits): a region view when t lies in a region."""
@@ -227,12 +262,18 @@ class LinearFunction(_torch.autograd.Function):
         c = client if client is not None else default_client()
         n_out, n_in = weight.shape
         x2 = x.reshape(-1, n_in)
+        ctx.x_copy = None
+        if x2.shape[0] > 0:
+            xr = _in_region_copy(x2.contiguous(), c)
+            if xr is not x2:  # the backward reads the same copy
+                ctx.x_copy = x2 = xr
         y = empty(tuple(x.shape[:-1]) + (n_out,), x.dtype, c)
         if x2.shape[0] > 0:  # (the protocol has no empty batch)
             t0 = time.perf_counter()
-            c.submit_forward(_np(x2), _np(weight), _np(bias) if bias is not None else None,
-                             out=_np(y.view(-1, n_out)), dtype=_DTYPES[x.dtype]).result()
-            _waited["forward"] += time.perf_counter() - t0
+            f = c.submit_forward(_np(x2), _np(weight), _np(bias) if bias is not None else None,
+                                 out=_np(y.view(-1, n_out)), dtype=_DTYPES[x.dtype])
+            f.result()
+            _note("forward", (x2.shape[0], n_in, n_out), _DTYPES[x.dtype], t0, f)
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         ctx.client = c
@@ -245,7 +286,7 @@ class LinearFunction(_torch.autograd.Function):
         need_db = need_db and ctx.has_bias
         c = ctx.client
         n_out, n_in = weight.shape
-        x2 = x.reshape(-1, n_in)
+        x2 = x.reshape(-1, n_in) if ctx.x_copy is None else ctx.x_copy
         if not (need_dx or need_dw or need_db):
             return None, None, None, None
         dt = x.dtype
@@ -264,9 +305,11 @@ class LinearFunction(_torch.autograd.Function):
             dy2 = grad_out.reshape(-1, n_out)
             if dy2.dtype != dt:
                 dy2 = dy2.to(dt)
-            c.submit(_np(x2), _np(dy2), _np(weight) if need_dx else None,
-                     out={k: _np(v) for k, v in g.items()}, dtype=_DTYPES[dt]).result()
-            _waited["backward"] += time.perf_counter() - t0
+            dy2 = _in_region_copy(dy2.contiguous(), c)
+            f = c.submit(_np(x2), _np(dy2), _np(weight) if need_dx else None,
+                         out={k: _np(v) for k, v in g.items()}, dtype=_DTYPES[dt])
+            f.result()
+            _note("backward", (x2.shape[0], n_in, n_out), _DTYPES[dt], t0, f)
         dx = g["dx"].view(x.shape) if need_dx else None
         return dx, g.get("dw"), g.get("db"), None
 

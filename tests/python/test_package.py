@@ -2,7 +2,7 @@
 a fresh virtual environment, offline (--no-index, the system's setuptools
 and wheel: --no-build-isolation; numpy and msgpack from the system's
 site-packages), then an import and a job against a private daemon, and
-`python -m vkgrad info|ping|stats`."""
+`python -m vkgrad info|ping|stats|bench`."""
 
 import json
 import os
@@ -88,6 +88,20 @@ class TestPipInstall(unittest.TestCase):
         self.assertIn("io: connect to", p.stderr)
         p = run([py, "-m", "vkgrad", "frobnicate"])
         self.assertEqual(p.returncode, 2)
+        # bench: Client.linear_backward on region views, checked against float64
+        for dt in ("f32", "bf16"):
+            p = run([py, "-m", "vkgrad", "bench", "--socket", D.sock, "--shape", "40,24,16",
+                     "--dtype", dt, "--reps", "3", "--json"])
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            b = json.loads(p.stdout)
+            self.assertTrue(b["ok"], b)
+            self.assertLessEqual(b["max_rel_err"], {"f32": 1e-4, "bf16": 1e-2}[dt])
+            self.assertEqual(b["bytes_copied"], 0, "region views are not copied")
+            self.assertEqual((b["shape"], b["reps"]), ([40, 24, 16], 3))
+            self.assertGreater(b["end_to_end_us"], 0)
+        p = run([py, "-m", "vkgrad", "bench", "--socket", D.sock, "--shape", "40,24"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--shape takes three positive integers", p.stderr)
         p = run([py, "-m", "vkgrad", "ping", "--socket", D.sock])
         self.assertEqual(p.returncode, 0, p.stderr)
 

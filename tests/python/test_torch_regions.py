@@ -8,7 +8,8 @@
 - Zero copies on region-backed tensors, through the client's counter
   (Client.bytes_copied): a layer whose input, parameters and dY live in
   regions copies nothing in either pass; a dY outside them costs exactly
-  its bytes, an input outside them exactly its bytes.
+  its bytes, an input outside them exactly its bytes, once for both
+  passes; vt.profile() lists each job, vt.daemon_seconds() their time.
 - empty(): tensors in a registered region, blocks reused once freed.
 - convert() of a model holding nn.Linear subclasses (MultiheadAttention's
   out_proj, a plain subclass) replaces them, skips one that overrides
@@ -170,6 +171,33 @@ class TestZeroCopy(unittest.TestCase):
             xp = torch.randn(16, 48).to(dt)
             lin(xp)
             self.assertEqual(C.bytes_copied - before, xp.numel() * xp.element_size())
+
+    def test_input_outside_regions_copied_once_for_both_passes(self):
+        torch.manual_seed(3)
+        lin = self.vt.convert(torch.nn.Linear(24, 12))
+        xp = torch.randn(10, 24)
+        dy = self.vt.empty((10, 12), torch.float32)
+        dy.copy_(torch.randn(10, 12))
+        before = C.bytes_copied
+        s0 = self.vt.daemon_seconds()
+        self.vt.profile(True)
+        lin(xp).backward(dy)
+        jobs = self.vt.profile(False)
+        s1 = self.vt.daemon_seconds()
+        # the forward's copy of X serves the backward too
+        self.assertEqual(C.bytes_copied - before, xp.numel() * 4)
+        want = dy.double().t() @ xp.double()
+        err = float((lin.weight.grad.double() - want).abs().max() / want.abs().max())
+        self.assertLessEqual(err, TOL["f32"])
+        # vt.profile: each job, in order; daemon_seconds grows by their time
+        self.assertEqual([(j["op"], j["shape"], j["dtype"]) for j in jobs],
+                         [("forward", (10, 24, 12), "f32"), ("backward", (10, 24, 12), "f32")])
+        for j in jobs:
+            self.assertGreater(j["wall_us"], 0)
+            self.assertGreaterEqual(j["wall_us"], j["gpu_us"] - 1)
+        self.assertAlmostEqual(s1["forward"] - s0["forward"], jobs[0]["wall_us"] / 1e6, places=5)
+        self.assertAlmostEqual(s1["backward"] - s0["backward"], jobs[1]["wall_us"] / 1e6, places=5)
+        self.assertEqual(self.vt.profile(False), [], "profiling was off")
 
     def test_mlp_copies_only_dy(self):
         torch.manual_seed(2)
