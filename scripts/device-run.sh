@@ -33,7 +33,8 @@
 #   python   scripts/torch_train.py --dtype all: an MLP's training steps
 #            three ways (CPU torch, vkgrad.torch, CUDA torch); `python -m
 #            vkgrad bench` (Client.linear_backward on region views) beside
-#            `bench --kernels`, $BIG f32 and bf16; `stats --prometheus`
+#            `bench --kernels`, $BIG f32 and bf16; `stats --prometheus`;
+#            the GPU's SM clock during each way (nvidia-smi samples)
 #   all      kernels e2e tiny tenants python (torch_multiproc.py runs once)
 # Each suite takes about 1-5 minutes of device time, all about 9-10.
 #
@@ -367,14 +368,22 @@ suite_python() {
 	daemon_start "$B/bin/vkgradd" "$R/daemon.log" || { fail "daemon did not start"; return; }
 	local lib="$B/bin/libvkgrad.so.0"
 	case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
+	local smi=
+	if [ -n "$HAVE_NVIDIA" ]; then
+		nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw --format=csv,noheader -lms 50 \
+			>"$R/clocks.csv" 2>&1 &
+		smi=$!
+	fi
 	(
 		. "$B/env.sh"
 		export VKGRAD_SOCKET="$D/s" VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-		say "scripts/torch_train.py --dtype all --steps ${TRAIN_STEPS:-10}"
+		say "scripts/torch_train.py --dtype all --steps ${TRAIN_STEPS:-10} --profile"
 		exec timeout 300 "$PY" "$ROOT/scripts/torch_train.py" --socket "$D/s" --dtype all \
-			--steps "${TRAIN_STEPS:-10}" ${QUICK:+--smoke}
+			--steps "${TRAIN_STEPS:-10}" --profile --json ${QUICK:+--smoke}
 	) >"$R/train.txt" 2>&1 || fail "the training benchmark"
-	tail -30 "$R/train.txt" | tee -a "$S"
+	[ -n "$smi" ] && kill "$smi"
+	grep -v '^{' "$R/train.txt" | grep -v -E 'UserWarning|st = ' | tail -40 | tee -a "$S"
+	[ -n "$smi" ] && $REPORT clocks "$R/train.txt" "$R/clocks.csv" | tee -a "$S"
 	if in_budget "Client.linear_backward on region views beside bench --kernels"; then
 		say "python -m vkgrad bench beside vkgrad bench --kernels, $BIG f32 and bf16"
 		local dt

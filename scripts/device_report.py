@@ -11,6 +11,9 @@
                      16 processes under MPS
     device_report.py torch FILE       the PyTorch anchors' JSON lines
     device_report.py peak FILE        `bench --peak --json` lines
+    device_report.py clocks TRAIN.jsonl CLOCKS.csv  the GPU's SM clock (nvidia-smi
+                     samples: timestamp, clocks.sm, ...) while each way and dtype of
+                     torch_train.py --json ran its timed steps (its t0, t1)
 A file that is missing or holds no such lines prints a line saying so."""
 import json
 import os
@@ -123,8 +126,31 @@ def peak(path):
         print("no bench --peak lines in %s" % path)
 
 
+def clocks(train_path, csv_path):
+    import datetime
+    samples = []
+    if os.path.exists(csv_path):
+        for l in open(csv_path):
+            f = [x.strip() for x in l.split(",")]
+            try:
+                t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").replace(
+                    tzinfo=datetime.timezone.utc).timestamp()
+                samples.append((t, int(f[1].split()[0])))
+            except (ValueError, IndexError):
+                continue
+    rows = [j for j in lines(train_path) if "t0" in j]
+    if not samples or not rows:
+        print("clocks: no samples in %s or no timed ways in %s" % (csv_path, train_path))
+        return
+    for j in rows:
+        v = sorted(c for t, c in samples if j["t0"] <= t <= j["t1"])
+        if v:
+            print("clocks %-5s %-7s SM MHz min %d median %d max %d (%d samples)" % (
+                j["dtype"], j["way"], v[0], v[len(v) // 2], v[-1], len(v)))
+
+
 def main(a):
-    cmds = {"kernels": (kernels, 2), "lines": (kernel_lines, 1), "tiny": (tiny, 1),
+    cmds = {"clocks": (clocks, 2), "kernels": (kernels, 2), "lines": (kernel_lines, 1), "tiny": (tiny, 1),
             "sync16": (sync16, 2), "torch": (torch_lines, 1), "peak": (peak, 1)}
     if len(a) < 1 or a[0] not in cmds or len(a) - 1 != cmds[a[0]][1]:
         sys.stderr.write(__doc__)

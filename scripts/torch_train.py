@@ -40,6 +40,7 @@ import vkgrad  # noqa: E402
 import vkgrad.torch as vt  # noqa: E402
 
 PROFILE = False
+RUN_SPAN = []  # (t0, t1) of each run_way's timed steps, in order
 DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
@@ -65,7 +66,10 @@ def run_way(way, model, x, target, steps, warmup, sync, client=None):
     daemon seconds per step (forward, backward): vkgrad way only)"""
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     times, grads, copied, fwd, bwd = [], None, [], [], []
+    span = [None, None]  # wall clock of the timed steps (t0, t1)
     for s in range(steps + warmup):
+        if s == warmup:
+            span[0] = time.time()
         c0 = client.bytes_copied if client else 0
         w0 = vt.daemon_seconds()
         if client and s == steps + warmup - 1 and PROFILE:
@@ -90,6 +94,8 @@ def run_way(way, model, x, target, steps, warmup, sync, client=None):
             w1 = vt.daemon_seconds()
             fwd.append(w1["forward"] - w0["forward"])
             bwd.append(w1["backward"] - w0["backward"])
+    span[1] = time.time()
+    RUN_SPAN.append(span)
     return (statistics.median(times), grads, statistics.median(copied) if copied else 0,
             (statistics.median(fwd), statistics.median(bwd)) if client else (0.0, 0.0))
 
@@ -166,7 +172,9 @@ def main():
             t_cu, g_cu, _, _ = run_way("cuda", cm, x.to(dt).cuda(), target.to(dt).cuda(), a.steps,
                                     a.warmup, torch.cuda.synchronize)
             rows.append(("cuda", t_cu, 0, grad_err(g_cu, g_cpu), None))
-        for way, t, cp, err, waited in rows:
+        spans = RUN_SPAN[-len(rows):]
+        del RUN_SPAN[:]
+        for (way, t, cp, err, waited), span in zip(rows, spans):
             print("%-5s %-7s %12.2f %8.2fx %16d %12.3g%s" % (
                 name, way, t * 1e3, t_cpu / t, cp, err,
                 "   (in daemon jobs: forward %.2f ms, backward %.2f ms per step)"
@@ -174,7 +182,8 @@ def main():
             if a.json:
                 j = {"dtype": name, "way": way, "step_ms": t * 1e3,
                      "speedup_vs_cpu": t_cpu / t, "bytes_copied_per_step": cp,
-                     "grad_err_vs_cpu": err, "dims": dims, "batch": a.batch}
+                     "grad_err_vs_cpu": err, "dims": dims, "batch": a.batch,
+                     "t0": span[0], "t1": span[1]}
                 if waited:
                     j["daemon_forward_ms"], j["daemon_backward_ms"] = waited[0] * 1e3, waited[1] * 1e3
                 print(json.dumps(j))
