@@ -377,9 +377,9 @@ suite_python() {
 	(
 		. "$B/env.sh"
 		export VKGRAD_SOCKET="$D/s" VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-		say "scripts/torch_train.py --dtype all --steps ${TRAIN_STEPS:-10} --profile"
+		say "scripts/torch_train.py --dtype all --steps ${TRAIN_STEPS:-10} --warmup-s 2 --profile"
 		exec timeout 300 "$PY" "$ROOT/scripts/torch_train.py" --socket "$D/s" --dtype all \
-			--steps "${TRAIN_STEPS:-10}" --profile --json ${QUICK:+--smoke}
+			--steps "${TRAIN_STEPS:-10}" --warmup-s "${QUICK:-2}" --profile --json ${QUICK:+--smoke}
 	) >"$R/train.txt" 2>&1 || fail "the training benchmark"
 	[ -n "$smi" ] && kill "$smi"
 	grep -v '^{' "$R/train.txt" | grep -v -E 'UserWarning|st = ' | tail -40 | tee -a "$S"

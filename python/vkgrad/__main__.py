@@ -6,7 +6,8 @@
   stats  the daemon's counters (proto/README.md), as JSON
   bench  Client.linear_backward on tensors in regions (zero copy), one job
          in flight: --shape B,I,O (default 2048,1024,1024) --dtype
-         f32|f16|bf16 --reps N (after 2 warm-up jobs); prints the median
+         f32|f16|bf16 --reps N (after warm-up jobs for 0.3 s, as bench
+         --kernels); prints the median
          round trip, comparable with `vkgrad bench --kernels`' end_to_end_us
          for the same shape (JSON with --json), and the last job checked
          against float64 (db whole, 4 rows of dW and dX; status 1 past
@@ -56,15 +57,21 @@ def _bench(c, shape, dtype, reps, as_json):
             t[k][...] = vkgrad.to_bf16(v) if dtype == "bf16" else v.astype(npdt)
     copied0 = c.bytes_copied
     times, gpu, queued = [], [], []
-    for i in range(reps + 2):
+    # unmeasured warm-up as bench --kernels: at least 2 jobs and 0.3 s (the
+    # GPU raises its clocks only under sustained load)
+    warm, start = 0, time.perf_counter()
+    while warm < 2 or time.perf_counter() - start < 0.3:
+        c.linear_backward(t["x"], t["dy"], t["w"], out={"dw": t["dw"], "db": t["db"], "dx": t["dx"]},
+                          dtype=dtype)
+        warm += 1
+    for i in range(reps):
         t0 = time.perf_counter()
         f = c.submit(t["x"], t["dy"], t["w"], out={"dw": t["dw"], "db": t["db"], "dx": t["dx"]},
                      dtype=dtype)
         f.result()
-        if i >= 2:
-            times.append(time.perf_counter() - t0)
-            gpu.append(f.timing["gpu_us"])
-            queued.append(f.timing["queued_us"])
+        times.append(time.perf_counter() - t0)
+        gpu.append(f.timing["gpu_us"])
+        queued.append(f.timing["queued_us"])
     # the last job's outputs against float64, sampled as bench --kernels
     # checks: db whole, 4 rows of dW and of dX (relative to max|want|)
     f64 = {k: (vkgrad.from_bf16(t[k]) if dtype == "bf16" else t[k]).astype(np.float64)
