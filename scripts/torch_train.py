@@ -22,9 +22,11 @@ without half matmul (Debian's 1.13) runs its CPU reference in float32 on
 the same f16 values; f16 is skipped, saying so, where torch has no CPU half
 ReLU (the activations run in torch). One JSON line per way and dtype with --json.
 
-Exit status 1 when a gradient difference passes --max-grad-err times the
-dtype's tolerance (vkgrad.TOLERANCE), else 0 — so the smoke mode is a test
-(tests/python/test_train_smoke).
+Exit status 1 when vkgrad's gradient difference passes --max-grad-err
+times the larger of the dtype's tolerance (vkgrad.TOLERANCE) and CUDA
+torch's difference (where CUDA ran: through three layers f32 roundings flip
+ReLUs, and CUDA torch differs from CPU torch by 1.3e-3 in f32), else 0 —
+so the smoke mode is a test (tests/python/test_train_smoke).
 """
 
 import argparse
@@ -176,11 +178,6 @@ def main():
         t_vk, g_vk, copied, waited, sp = run_way("vkgrad", ours, xr, tr, a.steps, a.warmup,
                                                  lambda: None, client)
         e = grad_err(g_vk, g_cpu)
-        tol = vkgrad.TOLERANCE[name]
-        if not e <= a.max_grad_err * tol:
-            bad = True
-            print("%s: vkgrad's gradients differ from CPU torch's by %.3g > %g x %g" % (
-                name, e, a.max_grad_err, tol))
         rows.append(("vkgrad", t_vk, copied, e, waited, sp))
         del ours, xr
         results.append((name, rows, (base, x, target, g_cpu)))
@@ -196,6 +193,19 @@ def main():
                                            a.steps, a.warmup, torch.cuda.synchronize)
             rows.append(("cuda", t_cu, 0, grad_err(g_cu, g_cpu), None, sp))
     for name, rows, _ in results:
+        # the check: vkgrad's gradients within --max-grad-err times the
+        # dtype's tolerance of CPU torch's, or (through three layers, where
+        # a ReLU whose input rounds to the other side of 0 flips a whole
+        # gradient entry) no farther from them than --max-grad-err times
+        # CUDA torch's, where it ran
+        tol = vkgrad.TOLERANCE[name]
+        e = rows[1][3]
+        cu = [r[3] for r in rows if r[0] == "cuda"]
+        limit = a.max_grad_err * max([tol] + cu)
+        if not e <= limit:
+            bad = True
+            print("%s: vkgrad's gradients differ from CPU torch's by %.3g > %g x %s" % (
+                name, e, a.max_grad_err, "max(%g, CUDA torch's %.3g)" % (tol, cu[0]) if cu else tol))
         t_cpu = rows[0][1]
         for way, t, cp, err, waited, span in rows:
             print("%-5s %-7s %12.2f %8.2fx %16d %12.3g%s" % (
