@@ -43,8 +43,9 @@ import torch as _torch
 
 from . import client as _client
 
-__all__ = ["LinearFunction", "Linear", "convert", "default_client", "set_default_client",
-           "empty", "in_region", "to_region", "bytes_copied", "daemon_seconds", "profile"]
+__all__ = ["LinearFunction", "Linear", "ReLUFunction", "ReLU", "convert", "default_client",
+           "set_default_client", "empty", "in_region", "to_region", "bytes_copied",
+           "daemon_seconds", "profile"]
 
 _DTYPES = {_torch.float32: "f32", _torch.float16: "f16", _torch.bfloat16: "bf16"}
 _log = logging.getLogger("vkgrad.torch")
@@ -339,6 +340,50 @@ class Linear(_torch.nn.Linear):
         return new
 
 
+class ReLUFunction(_torch.autograd.Function):
+    """max(x, 0) whose gradient lands in a region tensor: the next layer's
+    backward then reads it in place instead of copying it. apply(x,
+    inplace, client)."""
+
+    @staticmethod
+    def forward(ctx, x, inplace, client):
+        c = client if client is not None else default_client()
+        if inplace:
+            ctx.mark_dirty(x)
+            y = x.relu_()
+        else:
+            y = empty(x.shape, x.dtype, c)
+            _torch.clamp(x, min=0, out=y)
+        ctx.save_for_backward(y)
+        ctx.client = c
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (y,) = ctx.saved_tensors
+        gi = empty(y.shape, grad_out.dtype, ctx.client)
+        # torch's own ReLU backward (from the output: y > 0 where x > 0),
+        # written into the region
+        _torch.ops.aten.threshold_backward.grad_input(grad_out, y, 0, grad_input=gi)
+        return gi, None, None
+
+
+class ReLU(_torch.nn.ReLU):
+    """nn.ReLU whose gradient is written into a region (ReLUFunction), for
+    CPU tensors of a served dtype that need a gradient; others take
+    torch's ReLU."""
+
+    def __init__(self, inplace=False, client=None):
+        super().__init__(inplace=inplace)
+        self.client = client
+
+    def forward(self, input):
+        if input.device.type != "cpu" or input.dtype not in _DTYPES or not _torch.is_grad_enabled() \
+                or not input.requires_grad:
+            return _torch.nn.functional.relu(input, inplace=self.inplace)
+        return ReLUFunction.apply(input, self.inplace, self.client)
+
+
 def _move(p, client):
     """Parameter p's data (and .grad) into regions, in place of the old
     memory: the Parameter object stays the same (optimisers keep it)."""
@@ -365,7 +410,7 @@ def _why_not(m):
     return None
 
 
-def convert(module, client=None, move=True, report=None):
+def convert(module, client=None, move=True, report=None, activations=True):
     """Replace every nn.Linear inside module, subclasses included (and module
     itself, when it is one), by a vkgrad Linear sharing its parameters;
     returns the module. With move (the default) their parameters and
@@ -375,12 +420,20 @@ def convert(module, client=None, move=True, report=None):
     "vkgrad.torch", INFO); report, a dict, gets "replaced": [names] and
     "skipped": [(name, why)]. (A replaced layer whose owner reads its weight
     directly, as MultiheadAttention does with out_proj, keeps working: the
-    parameters are the same objects.)"""
+    parameters are the same objects.) With activations (the default), plain
+    nn.ReLU modules become vkgrad.torch.ReLU, whose gradient lands in a
+    region, so the layer before it copies no dY (report["activations"]:
+    their names)."""
     rep = report if report is not None else {}
     rep.setdefault("replaced", [])
     rep.setdefault("skipped", [])
+    rep.setdefault("activations", [])
 
     def one(m, name):
+        if activations and type(m) is _torch.nn.ReLU:
+            rep["activations"].append(name)
+            _log.info("convert: %s (ReLU) -> vkgrad.torch.ReLU", name)
+            return ReLU(inplace=m.inplace, client=client)
         if isinstance(m, _torch.nn.Linear):
             why = _why_not(m)
             if why is None:

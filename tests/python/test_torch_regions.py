@@ -208,8 +208,51 @@ class TestZeroCopy(unittest.TestCase):
         target = torch.randn(8, 16)
         before = C.bytes_copied
         torch.nn.functional.mse_loss(m(x), target).backward()
-        # the loss's dY (8x16) and the ReLU's (8x64), nothing else
+        # the loss's dY (8x16), nothing else: convert() made the ReLU one
+        # whose gradient lands in a region
+        self.assertIsInstance(m[1], self.vt.ReLU)
+        self.assertEqual(C.bytes_copied - before, 4 * 8 * 16)
+        # with activations=False the ReLU's gradient (8x64) is copied too
+        m2 = self.vt.convert(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(inplace=True),
+                                                 torch.nn.Linear(64, 16)), activations=False)
+        self.assertIs(type(m2[1]), torch.nn.ReLU)
+        before = C.bytes_copied
+        torch.nn.functional.mse_loss(m2(x), target).backward()
         self.assertEqual(C.bytes_copied - before, 4 * (8 * 16 + 8 * 64))
+
+    def test_relu_gradient_in_a_region_equals_torch(self):
+        for name, tname in DTYPES:
+            dt = getattr(torch, tname)
+            try:
+                torch.relu(torch.ones(1, dtype=dt))
+            except RuntimeError:  # torch 1.13: no CPU half ReLU
+                continue
+            for inplace in (False, True):
+                torch.manual_seed(7)
+                x0 = torch.randn(6, 10).to(dt)
+                g = torch.randn(6, 10).to(dt)
+                xa = x0.clone().requires_grad_()
+                xb = x0.clone().requires_grad_()
+                relu = self.vt.ReLU(inplace=inplace)
+                ya = relu(xa * 1)  # (in place on a non-leaf, as after a layer)
+                yb = torch.nn.functional.relu(xb * 1)
+                self.assertTrue(torch.equal(ya, yb), "%s inplace=%s forward" % (name, inplace))
+                ya.backward(g)
+                yb.backward(g)
+                self.assertTrue(torch.equal(xa.grad, xb.grad), "%s inplace=%s grad" % (name, inplace))
+                fn = ya.grad_fn
+                self.assertIn("ReLUFunction", type(fn).__name__)
+        # the gradient it hands on is a region tensor (the next layer reads it in place)
+        seen = []
+        h = torch.randn(4, 5, requires_grad=True) * 1
+        h.register_hook(lambda gx: seen.append(self.vt.in_region(gx)))
+        self.vt.ReLU()(h).sum().backward()
+        self.assertEqual(len(seen), 1)
+        self.assertIsNotNone(seen[0], "ReLU's gradient is in a region")
+        # no grad needed: torch's ReLU, nothing allocated
+        with torch.no_grad():
+            self.assertTrue(torch.equal(self.vt.ReLU()(torch.tensor([-1.0, 2.0])),
+                                        torch.tensor([0.0, 2.0])))
 
 
 @unittest.skipIf(TORCH_MISSING, TORCH_MISSING or "")

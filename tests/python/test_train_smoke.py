@@ -42,8 +42,9 @@ class TestTrainSmoke(unittest.TestCase):
         for r in rows:
             if r["way"] == "vkgrad":
                 es = 4 if r["dtype"] == "f32" else 2
-                # dY of the last layer (48x32) and of the two ReLUs (48x80, 48x96)
-                self.assertEqual(r["bytes_copied_per_step"], es * 48 * (32 + 80 + 96), r)
+                # dY of the last layer (48x32), the loss's; the ReLUs'
+                # gradients land in regions (vkgrad.torch.ReLU)
+                self.assertEqual(r["bytes_copied_per_step"], es * 48 * 32, r)
                 self.assertGreater(r["step_ms"], 0)
 
 
