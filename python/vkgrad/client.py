@@ -26,6 +26,7 @@ import concurrent.futures as _cf
 import ctypes
 import errno as _errno
 import fcntl
+import math
 import mmap
 import os
 import select
@@ -186,7 +187,7 @@ class Region:
         else:
             dt = np.dtype(dtype)
         shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        n = math.prod(shape) * dt.itemsize
         offset = int(offset)
         if offset < 0 or offset % dt.itemsize:
             raise ValueError("offset %d is not a non-negative multiple of the element size %d"
@@ -199,7 +200,7 @@ class Region:
         # through a memoryview: numpy then holds a buffer export, so the
         # mapping cannot be closed under a live view (np.ndarray(buffer=mmap)
         # would let mmap.close() unmap it)
-        n_items = int(np.prod(shape, dtype=np.int64))
+        n_items = math.prod(shape)
         return np.frombuffer(memoryview(self._mm), dt, n_items, offset).reshape(shape)
 
     def _drop(self):
@@ -403,8 +404,11 @@ class Future(_cf.Future):
     def _wait(self, c, deadline):
         res, err = _lib.vkg_result(), _lib.vkg_error()
         while not self._event.is_set():
+            with c._cv:  # (as _c would refuse: closed, reconnected, dead)
+                if c._closed or self._gen != c._gen or c._h is None:
+                    return
+                fd = c._fd
             try:
-                fd = c._c(lib.vkg_fd, gen=self._gen)
                 rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err),
                           gen=self._gen)
             except Error:
@@ -955,7 +959,7 @@ class Client:
             if v is not None:
                 place[k] = v
             else:
-                n = int(np.prod(shapes[k] if k in shapes else a.shape)) * npdt.itemsize
+                n = math.prod(shapes[k] if k in shapes else a.shape) * npdt.itemsize
                 place[k] = (None, need)
                 need += (n + _ALIGN - 1) // _ALIGN * _ALIGN
         if need and self._pending:

@@ -33,6 +33,7 @@ leading shape (..., in), as nn.Linear.
 """
 
 import logging
+import math
 import os
 import threading
 import time
@@ -48,6 +49,7 @@ __all__ = ["LinearFunction", "Linear", "ReLUFunction", "ReLU", "convert", "defau
            "daemon_seconds", "profile"]
 
 _DTYPES = {_torch.float32: "f32", _torch.float16: "f16", _torch.bfloat16: "bf16"}
+_ITEMSIZE = {_torch.float32: 4, _torch.float16: 2, _torch.bfloat16: 2}
 _log = logging.getLogger("vkgrad.torch")
 _default = {"client": None}
 _default_lock = threading.Lock()
@@ -178,7 +180,7 @@ def empty(shape, dtype=_torch.float32, client=None):
     if dtype not in _DTYPES:
         raise TypeError("vkgrad.torch.empty: dtype %s; served: float32, float16, bfloat16" % dtype)
     shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, _torch.Size)) else (shape,)))
-    n = int(np.prod(shape, dtype=np.int64)) * _torch.tensor([], dtype=dtype).element_size()
+    n = math.prod(shape) * _ITEMSIZE[dtype]
     a = _arena(client or default_client())
     r, off, size = a.take(n)
     block = r.ndarray((max(n, 1),), np.uint8, off)
@@ -189,7 +191,11 @@ def empty(shape, dtype=_torch.float32, client=None):
     st = _torch.from_numpy(block).storage()
     st = st.untyped() if hasattr(st, "untyped") else st._untyped()
     typed = _torch.storage.TypedStorage(wrap_storage=st, dtype=dtype)
-    stride = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
+    stride, k = [], 1
+    for d in reversed(shape):
+        stride.append(k)
+        k *= d
+    stride = tuple(reversed(stride))
     return _torch.empty(0, dtype=dtype).set_(typed, 0, shape, stride)
 
 
