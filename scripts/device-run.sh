@@ -13,7 +13,8 @@
 # There (the GPU machine, the working tree copied, the bundle carried):
 #   scripts/device-run.sh SUITE...
 # Suites:
-#   check    test_stream on this GPU; every test shape `vkgrad run --check`
+#   check    test_stream, test_dtypes and test_forward on this GPU; every
+#            test shape `vkgrad run --check`
 #            (all output subsets, overwrite and accumulate)
 #   kernels  `bench --kernels` of three shapes x bf16/f16/f32 beside
 #            torch_linear_backward.py (the table); the same shape with
@@ -79,8 +80,8 @@ shared_dir() {
 make_bundle() {
 	local dir=${1:-.device-bundle} sh progs=()
 	sh=$(shared_dir) || exit 1
-	make -C "$ROOT" -j2 all build/tests/test_stream build/tests/test_forward || exit 1
-	for p in vkgradd vkgrad vkgrad-bench tests/test_stream tests/test_forward; do
+	make -C "$ROOT" -j2 all build/tests/test_stream build/tests/test_forward build/tests/test_dtypes || exit 1
+	for p in vkgradd vkgrad vkgrad-bench tests/test_stream tests/test_forward tests/test_dtypes; do
 		[ -x "$ROOT/build/$p" ] && progs+=("$ROOT/build/$p")
 	done
 	"$sh/device/bundle.sh" "$dir" "${progs[@]}" || exit 1
@@ -214,6 +215,12 @@ suite_check() {
 		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$B/bin/test_stream") \
 			>"$R/test_stream.txt" 2>&1 || fail "test_stream"
 		grep -E "resumed dW|dW steps|PASSED|FAILED" "$R/test_stream.txt" | tee -a "$S"
+	fi
+	if [ -x "$B/bin/test_dtypes" ] && in_budget "test_dtypes"; then
+		say "test_dtypes on this GPU (f16, bf16: every family, rounded to nearest)"
+		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$B/bin/test_dtypes") \
+			>"$R/test_dtypes.txt" 2>&1 || fail "test_dtypes"
+		grep -E "cases|elements|PASSED|FAILED" "$R/test_dtypes.txt" | tee -a "$S"
 	fi
 	if [ -x "$B/bin/test_forward" ] && in_budget "test_forward"; then
 		say "test_forward on this GPU (every family hello lists)"
