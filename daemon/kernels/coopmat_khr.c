@@ -164,6 +164,10 @@ static void nv2_query(cmk_caps *c, VkInstance inst, VkPhysicalDevice p, uint32_t
 		if (api_version < VK_API_VERSION_1_3)
 			nv2_lack(c, t, "Vulkan 1.3 (its shader is SPIR-V 1.6)");
 	}
+	/* its bf16 build rounds each element to nearest before converting
+	 * (coopMatPerElementNV: the driver's conversion cuts toward zero) */
+	if (!f.cooperativeMatrixPerElementOperations)
+		nv2_lack(c, PROTO_BF16, "VK_NV_cooperative_matrix2 with per-element operations");
 	if (off) {
 		nv2_lack(c, PROTO_F16, "VK_NV_cooperative_matrix2, switched off by VKGRAD_NO_COOPMAT_NV2");
 		nv2_lack(c, PROTO_BF16, "VK_NV_cooperative_matrix2, switched off by VKGRAD_NO_COOPMAT_NV2");
