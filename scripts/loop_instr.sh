@@ -4,7 +4,8 @@
 #   scripts/loop_instr.sh [BUILD_DIR]      (default: build)
 #
 # Starts BUILD_DIR/vkgradd under callgrind (--separate-threads=yes) on a
-# private socket with --spin-us 0, runs a warm-up bench, zeroes the
+# private socket with --spin-us 0 and --no-cost-model (its probes at start
+# take minutes under callgrind), runs a warm-up bench, zeroes the
 # counters, runs
 # `vkgrad bench --scenario tiny_throughput --clients 16 --jobs 100`
 # (1600 jobs of 32x64x8 dw,db,dx, 32 in flight per client), dumps and stops.
@@ -30,7 +31,7 @@ SOCK=$OUT/sock
 rm -f "$SOCK" "$OUT"/callgrind.out*
 valgrind --tool=callgrind --separate-threads=yes \
     --callgrind-out-file="$OUT/callgrind.out" \
-    "$B/vkgradd" --socket "$SOCK" --cache-dir "$OUT/cache" --spin-us 0 \
+    "$B/vkgradd" --socket "$SOCK" --cache-dir "$OUT/cache" --spin-us 0 --no-cost-model \
     --log-level warn >"$OUT/daemon.log" 2>&1 &
 VPID=$!
 i=0
