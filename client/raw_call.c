@@ -97,12 +97,9 @@ int vkg_call_raw(vkg_client *c, const char *op, const void *args, size_t args_le
 	if (rc)
 		goto out;
 	vkg_entry *e;
-	rc = vkg__conn_wait(c, id, -1, &e, err);
-	if (rc) {
-		if ((e = vkg__entry_find(c, id)) != NULL)
-			vkg__entry_remove(c, e);
+	rc = vkg__conn_wait_own(c, id, &e, err);
+	if (rc)
 		goto out;
-	}
 	if (!e->raw) {
 		rc = vkg__set_err(err, -ENOMEM, "io", "out of memory keeping a %zu-byte reply",
 				  e->raw_len);

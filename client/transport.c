@@ -372,6 +372,17 @@ int vkg__conn_wait(vkg_client *c, uint64_t id, int timeout_ms, vkg_entry **out, 
 	}
 }
 
+int vkg__conn_wait_own(vkg_client *c, uint64_t id, vkg_entry **out, vkg_error *err)
+{
+	int rc = vkg__conn_wait(c, id, -1, out, err);
+	if (rc) {
+		vkg_entry *e = vkg__entry_find(c, id);
+		if (e)
+			vkg__entry_remove(c, e);
+	}
+	return rc;
+}
+
 /* Send a request and wait for its reply: the synchronous ops. */
 int vkg__conn_call(vkg_client *c, proto_request *req, int fd, proto_reply *full, vkg_result *res,
 		   uint64_t *region, vkg_error *err)
@@ -381,13 +392,8 @@ int vkg__conn_call(vkg_client *c, proto_request *req, int fd, proto_reply *full,
 	if (rc)
 		return rc;
 	vkg_entry *e;
-	rc = vkg__conn_wait(c, id, -1, &e, err);
-	if (rc) {
-		/* A local poll failure leaves the entry: drop it, so that a late
-		 * reply can never be copied into the caller's freed `full`. */
-		if ((e = vkg__entry_find(c, id)) != NULL)
-			vkg__entry_remove(c, e);
+	rc = vkg__conn_wait_own(c, id, &e, err); /* (never into a freed `full`) */
+	if (rc)
 		return rc;
-	}
 	return vkg__entry_consume(c, e, res, region, err);
 }

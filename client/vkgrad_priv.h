@@ -109,6 +109,10 @@ int vkg__conn_request(vkg_client *c, proto_request *req, int fd, proto_reply *fu
 /* Block until the entry for id is done (returned in *out), the time runs out
  * (-ETIMEDOUT, entry kept) or the connection dies (entry dropped). */
 int vkg__conn_wait(vkg_client *c, uint64_t id, int timeout_ms, vkg_entry **out, vkg_error *err);
+/* vkg__conn_wait without a time limit for a caller that waits on its own
+ * request: on failure its entry is dropped too (a local poll failure would
+ * leave it), so that a late reply never lands in memory the caller freed. */
+int vkg__conn_wait_own(vkg_client *c, uint64_t id, vkg_entry **out, vkg_error *err);
 /* Send a request and wait for its reply: the synchronous ops. */
 int vkg__conn_call(vkg_client *c, proto_request *req, int fd, proto_reply *full, vkg_result *res,
 		   uint64_t *region, vkg_error *err);

@@ -404,17 +404,7 @@ suite_python() {
 			vk --socket "$D/s" bench --kernels --json --shapes "$BIG" --dtypes $dt --variants auto \
 				--reps "$E2E_REPS" 2>>"$R/bench.err" >>"$R/pybench.jsonl" || fail "bench --kernels $dt"
 		done
-		python3 -c '
-import json, sys
-py, ck = {}, {}
-for line in open(sys.argv[1]):
-    j = json.loads(line)
-    (py if "min_us" in j else ck)[j["dtype"]] = j["end_to_end_us"]
-for dt in py:
-    c = ck.get(dt)
-    print("%s: Client.linear_backward on region views %.0f us, bench --kernels end to end %s us%s" % (
-        dt, py[dt], "%.0f" % c if c else "?", ", ratio %.3f" % (py[dt] / c) if c else ""))
-' "$R/pybench.jsonl" | tee -a "$S"
+		$REPORT pybench "$R/pybench.jsonl" | tee -a "$S"
 	fi
 	vk --socket "$D/s" stats --prometheus >"$R/stats.prom" 2>&1
 	grep -E '^vkgrad_(jobs_done_total|batches_total)' "$R/stats.prom" | tee -a "$S"

@@ -11,6 +11,9 @@
                      16 processes under MPS
     device_report.py torch FILE       the PyTorch anchors' JSON lines
     device_report.py peak FILE        `bench --peak --json` lines
+    device_report.py pybench FILE     `python -m vkgrad bench --json` lines beside
+                     `bench --kernels --json` lines of the same dtypes: the ratio
+                     of their end-to-end medians
     device_report.py clocks TRAIN.jsonl CLOCKS.csv  the GPU's SM clock (nvidia-smi
                      samples: timestamp, clocks.sm, ...) while each way and dtype of
                      torch_train.py --json ran its timed steps (its t0, t1)
@@ -126,6 +129,19 @@ def peak(path):
         print("no bench --peak lines in %s" % path)
 
 
+def pybench(path):
+    py, ck = {}, {}
+    for j in lines(path):
+        if "end_to_end_us" in j:
+            (py if "min_us" in j else ck)[j["dtype"]] = j["end_to_end_us"]
+    if not py:
+        print("pybench: no python -m vkgrad bench lines in %s" % path)
+    for dt, us in py.items():
+        c = ck.get(dt)
+        print("%s: Client.linear_backward on region views %.0f us, bench --kernels end to end %s us%s"
+              % (dt, us, "%.0f" % c if c else "?", ", ratio %.3f" % (us / c) if c else ""))
+
+
 def clocks(train_path, csv_path):
     import datetime
     samples = []
@@ -150,7 +166,7 @@ def clocks(train_path, csv_path):
 
 
 def main(a):
-    cmds = {"clocks": (clocks, 2), "kernels": (kernels, 2), "lines": (kernel_lines, 1), "tiny": (tiny, 1),
+    cmds = {"clocks": (clocks, 2), "pybench": (pybench, 1), "kernels": (kernels, 2), "lines": (kernel_lines, 1), "tiny": (tiny, 1),
             "sync16": (sync16, 2), "torch": (torch_lines, 1), "peak": (peak, 1)}
     if len(a) < 1 or a[0] not in cmds or len(a) - 1 != cmds[a[0]][1]:
         sys.stderr.write(__doc__)

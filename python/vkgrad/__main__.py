@@ -35,76 +35,6 @@ def _jsonable(o):
     return o
 
 
-def _bench(c, shape, dtype, reps, as_json):
-    """Median round trip of Client.linear_backward (dw, db, dx) on region
-    views: inputs random in [-1, 1), outputs written in place."""
-    import numpy as np
-    import vkgrad
-    from vkgrad.dtypes import numpy_dtype
-    B, I, O = shape
-    npdt = numpy_dtype(dtype)
-    size = np.dtype(npdt).itemsize
-    rng = np.random.default_rng(0)
-    dims = {"x": (B, I), "dy": (B, O), "w": (O, I), "dw": (O, I), "db": (O,), "dx": (B, I)}
-    t = {}
-    regions = []
-    for k, d in dims.items():
-        r = c.region(int(np.prod(d)) * size)
-        regions.append(r)
-        t[k] = r.ndarray(d, dtype)
-        if k in ("x", "dy", "w"):
-            v = rng.uniform(-1, 1, d).astype(np.float32)
-            t[k][...] = vkgrad.to_bf16(v) if dtype == "bf16" else v.astype(npdt)
-    copied0 = c.bytes_copied
-    times, gpu, queued = [], [], []
-    # unmeasured warm-up as bench --kernels: at least 2 jobs and 0.3 s (the
-    # GPU raises its clocks only under sustained load)
-    warm, start = 0, time.perf_counter()
-    while warm < 2 or time.perf_counter() - start < 0.3:
-        c.linear_backward(t["x"], t["dy"], t["w"], out={"dw": t["dw"], "db": t["db"], "dx": t["dx"]},
-                          dtype=dtype)
-        warm += 1
-    for i in range(reps):
-        t0 = time.perf_counter()
-        f = c.submit(t["x"], t["dy"], t["w"], out={"dw": t["dw"], "db": t["db"], "dx": t["dx"]},
-                     dtype=dtype)
-        f.result()
-        times.append(time.perf_counter() - t0)
-        gpu.append(f.timing["gpu_us"])
-        queued.append(f.timing["queued_us"])
-    # the last job's outputs against float64, sampled as bench --kernels
-    # checks: db whole, 4 rows of dW and of dX (relative to max|want|)
-    f64 = {k: (vkgrad.from_bf16(t[k]) if dtype == "bf16" else t[k]).astype(np.float64)
-           for k in ("x", "dy", "w")}
-    got = {k: (vkgrad.from_bf16(t[k]) if dtype == "bf16" else t[k]).astype(np.float64)
-           for k in ("dw", "db", "dx")}
-    err = 0.0
-    rows_o, rows_b = rng.integers(0, O, 4), rng.integers(0, B, 4)
-    for want, have in ((f64["dy"].sum(axis=0), got["db"]),
-                       (f64["dy"][:, rows_o].T @ f64["x"], got["dw"][rows_o]),
-                       (f64["dy"][rows_b] @ f64["w"], got["dx"][rows_b])):
-        den = float(np.abs(want).max()) or 1.0
-        err = max(err, float(np.abs(have - want).max()) / den)
-    times.sort()
-    med = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
-    res = {"shape": [B, I, O], "dtype": dtype, "reps": reps, "end_to_end_us": med * 1e6,
-           "min_us": times[0] * 1e6, "batch_gpu_us": sorted(gpu)[len(gpu) // 2],
-           "queued_us": sorted(queued)[len(queued) // 2], "bytes_copied": c.bytes_copied - copied0,
-           "max_rel_err": err, "tol": vkgrad.TOLERANCE[dtype], "ok": err <= vkgrad.TOLERANCE[dtype]}
-    del t, f64, got
-    for r in regions:
-        r.close()
-    if as_json:
-        print(json.dumps(res))
-    else:
-        print("linear_backward %dx%dx%d %s on region views: median %.1f us (min %.1f; batch GPU "
-              "%d us, queued %d us) over %d jobs, %d bytes copied; max_rel_err %.3g (%s)"
-              % (B, I, O, dtype, res["end_to_end_us"], res["min_us"], res["batch_gpu_us"],
-                 res["queued_us"], reps, res["bytes_copied"], err,
-                 "ok" if res["ok"] else "FAILED: over %g" % res["tol"]))
-    return 0 if res["ok"] else 1
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m vkgrad",
                                 description="The vkgrad Python package: check the daemon.")
@@ -134,7 +64,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                 c.ping()
                 print("ok %s %.1f us" % (c.socket, (time.perf_counter() - t0) * 1e6))
             elif a.command == "bench":
-                if _bench(c, shape, a.dtype, a.reps, a.json):
+                from ._bench import describe, linear_backward_on_views
+                res = linear_backward_on_views(c, shape, a.dtype, a.reps)
+                print(json.dumps(res) if a.json else describe(res))
+                if not res["ok"]:
                     return 1
             elif a.command == "stats":
                 print(json.dumps(_jsonable(c.stats()), indent=2, sort_keys=True))

@@ -1,4 +1,5 @@
-"""Client, Region, Future and Error: vkgradd from Python through libvkgrad.
+"""Client: vkgradd from Python through libvkgrad (Region, Future and Error,
+its companions, live in _region.py, _future.py and _error.py).
 
 A Client is one connection (libvkgrad's vkg_client). Tensors travel as
 numpy arrays:
@@ -22,33 +23,29 @@ A Client survives (docs/python.md, "A client that survives"):
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures as _cf
 import ctypes
 import errno as _errno
-import fcntl
 import math
-import mmap
 import os
 import select
 import socket
 import threading
-import time
 import weakref
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import msgpack
 import numpy as np
 
 from . import _lib
+from ._error import CODES, Error, _err_struct, _error
+from ._future import Future
 from ._lib import lib
+from ._region import Region
 from .dtypes import normalize, numpy_dtype, to_bf16
 
 __all__ = ["Error", "Client", "Region", "Future", "connect", "default_socket", "CODES",
            "VARIANTS"]
 
-# every error code of the protocol (proto/README.md); "io" is local
-CODES = ("bad_frame", "bad_request", "unknown_op", "unsupported", "bad_region",
-         "out_of_bounds", "overlap", "limit", "device_lost", "internal")
 # kernel families a job may force (proto/msg.c variant_names)
 VARIANTS = ("auto", "generic", "tiled", "splitk", "coopmat", "tiled128", "coopmat_khr",
             "coopmat_nv2", "coopmat_khr_f32x3")
@@ -61,24 +58,6 @@ _DEAD = {-_errno.ECONNRESET, -_errno.EPIPE, -_errno.EPROTO, -_errno.ENOTCONN,
 _HUP = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0x2000)
 
 ArrayLike = Any  # numpy arrays (or what np.asarray takes, with dtype=)
-
-
-class Error(Exception):
-    """A failed request. code: the daemon's error code (CODES), or "io" for a
-    local failure (socket, memfd, mmap; errno then holds the errno); message:
-    what was wrong, the daemon's own words for a remote error."""
-
-    def __init__(self, code: str, message: str, errno: Optional[int] = None):
-        super().__init__("%s: %s" % (code, message))
-        self.code = code
-        self.message = message
-        self.errno = errno
-
-
-def _error(rc, err):
-    code = err.code.decode("utf-8", "replace") or "io"
-    msg = err.message.decode("utf-8", "replace")
-    return Error(code, msg, None if rc == _lib.VKG_EREMOTE else -rc)
 
 
 def _socket_kind(path):
@@ -128,308 +107,6 @@ def _after_fork_in_child():
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class Region:
-    """Shared memory registered with the daemon: a sealed memfd mapped with
-    Python's mmap. Arrays from ndarray() are views of it; the memory lives as
-    long as the Region or any view does, even after close(). The memfd stays
-    open while the region is, so that a new connection (after a daemon
-    restart, in a forked child) can register it again: id then changes."""
-
-    def __init__(self, client: "Client", nbytes: int, pooled: bool = False):
-        nbytes = int(nbytes)
-        if nbytes < 1:
-            raise ValueError("region size must be at least 1 byte, not %d" % nbytes)
-        self.nbytes = nbytes
-        self.pooled = pooled
-        self._client = client
-        self.id: Optional[int] = None
-        self._fd = os.memfd_create("vkgrad-py", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        try:
-            os.ftruncate(self._fd, nbytes)
-            # the daemon refuses memory that could shrink under the GPU
-            fcntl.fcntl(self._fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
-            self._mm = mmap.mmap(self._fd, nbytes, mmap.MAP_SHARED,
-                                 mmap.PROT_READ | mmap.PROT_WRITE)
-            probe = ctypes.c_char.from_buffer(self._mm)
-            self.address = ctypes.addressof(probe)
-            del probe
-            try:
-                self._register()
-            except BaseException:
-                self._mm.close()
-                raise
-        except BaseException:
-            os.close(self._fd)
-            self._fd = -1
-            raise
-
-    def _register(self):
-        """Register the memfd on the client's current connection."""
-        rid = ctypes.c_uint64()
-        err = _lib.vkg_error()
-        c = self._client
-        rc = c._c(lib.vkg_region_register_fd, self._fd, self.nbytes, ctypes.byref(rid),
-                  ctypes.byref(err))
-        if rc:
-            raise c._fail(rc, err)
-        self.id = rid.value
-
-    def ndarray(self, shape: Union[int, Iterable[int]], dtype: Any = "float32",
-                offset: int = 0) -> np.ndarray:
-        """A numpy view of the region's bytes [offset, offset + its size).
-        dtype: a numpy dtype, or a protocol name ("f32", "f16", "bf16": bf16
-        as uint16 bit patterns). offset must be a multiple of the element
-        size (the daemon's rule for tensors)."""
-        if isinstance(dtype, str) and dtype.lower() in ("f32", "f16", "bf16", "bfloat16"):
-            dt = numpy_dtype(dtype)
-        else:
-            dt = np.dtype(dtype)
-        shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-        n = math.prod(shape) * dt.itemsize
-        offset = int(offset)
-        if offset < 0 or offset % dt.itemsize:
-            raise ValueError("offset %d is not a non-negative multiple of the element size %d"
-                             % (offset, dt.itemsize))
-        if offset + n > self.nbytes:
-            raise ValueError("%s %s at offset %d needs %d bytes; the region has %d"
-                             % (shape, dt, offset, offset + n, self.nbytes))
-        if self.id is None:
-            raise ValueError("region is closed")
-        # through a memoryview: numpy then holds a buffer export, so the
-        # mapping cannot be closed under a live view (np.ndarray(buffer=mmap)
-        # would let mmap.close() unmap it)
-        n_items = math.prod(shape)
-        return np.frombuffer(memoryview(self._mm), dt, n_items, offset).reshape(shape)
-
-    def _drop(self):
-        """Forget the region here (no request): the mapping goes with the
-        last view, the memfd now."""
-        self.id = None
-        try:
-            self._mm.close()
-        except BufferError:
-            pass  # views exist: the mapping is freed with the last one
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def close(self) -> None:
-        """Unregister (returns once no job uses the region). Views stay
-        readable: the mapping goes when the last of them does."""
-        c = self._client
-        with c._lock:
-            rid, self.id = self.id, None
-            if rid is None:
-                return
-            c._regions.pop(rid, None)
-            try:
-                if not c._closed and c._h is not None and c._dead is None:
-                    err = _lib.vkg_error()
-                    rc = c._c(lib.vkg_region_destroy, rid, None, 0, ctypes.byref(err))
-                    if rc:
-                        e = c._fail(rc, err)
-                        if c._dead is None:  # a dead connection took it already
-                            raise e
-            finally:
-                self._drop()
-
-    def __enter__(self) -> "Region":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        fd = getattr(self, "_fd", -1)
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def __repr__(self):
-        return "<vkgrad.Region %s, %d bytes%s>" % (self.id, self.nbytes,
-                                                    " (pool)" if self.pooled else "")
-
-
-class _Waiters(list):
-    """Future._waiters: concurrent.futures.wait() and as_completed() add to
-    it; that starts the client's completion thread (nothing else would
-    look at the socket for them)."""
-
-    def __init__(self, fut):
-        super().__init__()
-        self._fut = weakref.ref(fut)
-
-    def append(self, w):
-        super().append(w)
-        f = self._fut()
-        if f is not None:
-            f._client._start_driver()
-
-
-class Future(_cf.Future):
-    """A submitted job, a concurrent.futures.Future. result() waits and
-    returns {name: array} for the outputs asked for; timing holds the
-    daemon's {queued_us, gpu_us, batch_jobs, kernel_us} once done.
-
-    concurrent.futures.wait/as_completed, add_done_callback and asyncio
-    (await fut, asyncio.wrap_future) work: the first of them starts a
-    thread of the client that waits on fileno() and files outcomes as they
-    come. Callbacks run in the thread that files the outcome, outside the
-    client's locks. A job cannot be cancelled once sent (cancel() is
-    False)."""
-
-    def __init__(self, client, handle, dtype, pool, copies, outputs, keep, gen):
-        super().__init__()
-        self.set_running_or_notify_cancel()
-        self._waiters = _Waiters(self)
-        self._client = client
-        self._gen = gen            # the connection it was sent on
-        self.dtype = dtype         # numpy dtype of its tensors
-        self.handle = handle
-        self._pool = pool          # pool Region or None
-        self._copies = copies      # [(name, pool offset, user array or None, shape)]
-        self._outputs = outputs    # name -> array (views and caller's arrays)
-        self._keep = keep          # the arrays the job reads, alive until it ends
-        self._event = threading.Event()
-        self._exc = None
-        self.timing: Optional[Dict[str, int]] = None
-
-    def _finish(self, rc, res, err):
-        """Called once, with the client's lock held; the concurrent.futures
-        side (waiters, callbacks) follows in the client's _flush()."""
-        c = self._client
-        c._pending.pop(self.handle, None)
-        if rc == 0:
-            try:
-                for name, off, user, shape in self._copies:
-                    src = self._pool.ndarray(shape, self.dtype, off)
-                    c.bytes_copied += src.nbytes
-                    if user is not None:
-                        user[...] = src
-                    else:
-                        self._outputs[name] = src.copy()
-            except Exception as e:  # noqa: BLE001 — the pool went (fork)
-                self._exc = Error("io", "reading the outputs back failed: %s" % e)
-            self.timing = {"queued_us": res.queued_us, "gpu_us": res.gpu_us,
-                           "batch_jobs": res.batch_jobs, "kernel_us": res.kernel_us}
-        else:
-            self._exc = c._fail(rc, err)
-        if self._pool is not None:
-            c._pool_release(self._pool)
-            self._pool = None
-        self._keep = None
-        self._event.set()
-        c._publish.append(self)
-
-    def _publish(self):
-        with self._condition:
-            if self._state in (_cf._base.FINISHED, _cf._base.CANCELLED_AND_NOTIFIED):
-                return
-        if self._exc is not None:
-            self.set_exception(self._exc)
-        else:
-            self.set_result(dict(self._outputs))
-
-    def _outcome(self):
-        if self._exc is not None:
-            raise self._exc
-        return dict(self._outputs)
-
-    def done(self) -> bool:
-        """True once the job finished (without blocking)."""
-        if self._event.is_set():
-            return True
-        c = self._client
-        res, err = _lib.vkg_result(), _lib.vkg_error()
-        with c._lock:
-            if not self._event.is_set():
-                try:
-                    rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err),
-                              gen=self._gen)
-                except Error:  # closing or reconnecting: that files the outcome
-                    rc = -_errno.ENOENT
-                if rc not in (-_errno.EAGAIN, -_errno.ENOENT):
-                    self._finish(rc, res, err)
-        c._flush()
-        return self._event.is_set()
-
-    def running(self) -> bool:
-        return not self.done()
-
-    def cancel(self) -> bool:
-        """A job cannot be taken back once sent: always False."""
-        return False
-
-    def add_done_callback(self, fn) -> None:
-        self._client._start_driver()
-        super().add_done_callback(fn)
-
-    def result(self, timeout: Optional[float] = None) -> Dict[str, np.ndarray]:
-        """Wait (timeout in seconds, None: forever) and return the outputs;
-        raises Error when the job failed, TimeoutError when time ran out.
-
-        Waits on the socket, not inside libvkgrad (whose blocking calls hold
-        the connection's mutex): other threads' calls and close() are not
-        held up while a job runs."""
-        c = self._client
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._event.is_set():
-            with c._cv:
-                c._waiters += 1
-            try:
-                self._wait(c, deadline)
-            finally:
-                with c._cv:
-                    c._waiters -= 1
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not self._event.wait(left):
-                raise TimeoutError("job %d not finished within %s s" % (self.handle, timeout))
-        c._flush()
-        return self._outcome()
-
-    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
-        try:
-            self.result(timeout)
-        except Error as e:
-            return e
-        return None
-
-    def __await__(self):
-        return asyncio.wrap_future(self).__await__()
-
-    def _wait(self, c, deadline):
-        res, err = _lib.vkg_result(), _lib.vkg_error()
-        while not self._event.is_set():
-            with c._cv:  # (as _c would refuse: closed, reconnected, dead)
-                if c._closed or self._gen != c._gen or c._h is None:
-                    return
-                fd = c._fd
-            try:
-                rc = c._c(lib.vkg_poll, self.handle, ctypes.byref(res), ctypes.byref(err),
-                          gen=self._gen)
-            except Error:
-                return  # closed or reconnecting: that files the outcome
-            if rc != -_errno.EAGAIN:
-                if rc != -_errno.ENOENT:
-                    with c._lock:
-                        if not self._event.is_set():
-                            self._finish(rc, res, err)
-                return  # ENOENT: another thread's poll() files it
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return
-            # A reply another thread's call read into the library leaves the
-            # socket quiet: with other waiters, look again soon. The 1 s cap
-            # bounds a wait on a descriptor that close() took away meanwhile.
-            cap = 0.02 if c._waiters > 1 or c._driver is not None else 1.0
-            try:
-                select.select([fd], [], [], cap if left is None else min(cap, left))
-            except (OSError, ValueError):
-                pass
 
 
 class Client:
@@ -1112,10 +789,3 @@ def _close_quietly(fd):
 def _close_fds(fds):
     for fd in fds:
         _close_quietly(fd)
-
-
-def _err_struct(code, message):
-    e = _lib.vkg_error()
-    e.code = code.encode()
-    e.message = message.encode()[:255]
-    return e

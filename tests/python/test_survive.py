@@ -9,8 +9,6 @@ import multiprocessing
 import os
 import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import unittest
