@@ -194,8 +194,15 @@ class TestCounters(unittest.TestCase):
                 with self.assertRaises(vkgrad.Error) as e:
                     vkgrad.connect(d.sock).ping()
                 self.assertEqual(e.exception.code, "limit")
-            p = cli("stats", "--prometheus", "--socket", d.sock)
-            fams = parse(p.stdout)
+            # first's close reaches the daemon after it returns: until it
+            # has, the scrape's own connection is refused too (vkgrad_up 0)
+            for _ in range(100):
+                p = cli("stats", "--prometheus", "--socket", d.sock)
+                fams = parse(p.stdout)
+                if value(fams, "vkgrad_up", d.sock) == 1:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(value(fams, "vkgrad_up", d.sock), 1, p.stdout + p.stderr)
             self.assertGreaterEqual(value(fams, "vkgrad_connections_refused_total", d.sock,
                                           reason="max_connections_per_uid"), 1)
             self.assertEqual(value(fams, "vkgrad_connections_refused_total", d.sock,
