@@ -103,6 +103,8 @@ void config_defaults(config *c)
 	c->scratch_max_bytes = CONFIG_AUTO;
 	c->stream_chunk_bytes = CONFIG_AUTO;
 	c->stream_min_bytes = CONFIG_AUTO;
+	c->copy_piece_bytes = CONFIG_AUTO;
+	c->stream_shared_min_bytes = CONFIG_AUTO;
 	c->dispatch_max_macs = 1ull << 36;
 	c->loop_trips = CONFIG_LOOP_TRIPS_DEFAULT;
 	c->client_batch_macs = CONFIG_AUTO;
@@ -181,6 +183,17 @@ static void usage(const config *d)
 	       "                         with a transfer-only queue, else off)\n"
 	       "  --stream-min-bytes N|auto  tensor bytes from which a job streams (default\n"
 	       "                         auto: %llu)\n"
+	       "  --stream-shared-min-bytes N|auto|off  while another connection's small\n"
+	       "                         jobs are about (one queued in the last second),\n"
+	       "                         large device-local jobs of at least N bytes\n"
+	       "                         stream too, their copies on the transfer queues\n"
+	       "                         rather than beside the small jobs (default auto:\n"
+	       "                         every one; streaming off: none)\n"
+	       "  --copy-piece-bytes N|auto|off  a device-local job's copies on the compute\n"
+	       "                         queue go in pieces of at most N bytes, so small\n"
+	       "                         jobs on their own queue can start between them;\n"
+	       "                         costs the large job speed (default auto: off,\n"
+	       "                         whole tensors)\n"
 	       "  --dispatch-max-macs N  multiply-adds per dispatch; larger kernels are cut\n"
 	       "                         into several (default %" PRIu64 ")\n"
 	       "  --drain-timeout-s N    on SIGTERM, wait at most N seconds for replies to be\n"
@@ -328,7 +341,7 @@ static int parse_ids(const char *where, const char *opt, const char *s, bool use
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN,
+       O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN, O_COPY_PIECE, O_STREAM_SHARED,
        O_DRAIN, O_LOOP_TRIPS, O_NO_COST_MODEL, O_COST_MODEL, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
@@ -364,6 +377,8 @@ static const struct option opts[] = {
 	{"loop-spin-us", required_argument, 0, O_LOOPSPIN},
 	{"stream-chunk-bytes", required_argument, 0, O_STREAM_CHUNK},
 	{"stream-min-bytes", required_argument, 0, O_STREAM_MIN},
+	{"copy-piece-bytes", required_argument, 0, O_COPY_PIECE},
+	{"stream-shared-min-bytes", required_argument, 0, O_STREAM_SHARED},
 	{"drain-timeout-s", required_argument, 0, O_DRAIN},
 	{"loop-trips", required_argument, 0, O_LOOP_TRIPS},
 	{"no-cost-model", no_argument, 0, O_NO_COST_MODEL},
@@ -480,6 +495,10 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_STREAM_MIN:
 		return parse_auto(src->where, name, arg, o == O_STREAM_CHUNK,
 				  o == O_STREAM_CHUNK ? &c->stream_chunk_bytes : &c->stream_min_bytes);
+	case O_COPY_PIECE:
+	case O_STREAM_SHARED:
+		return parse_auto(src->where, name, arg, true,
+				  o == O_COPY_PIECE ? &c->copy_piece_bytes : &c->stream_shared_min_bytes);
 	case O_SCRATCH:
 		if (!strcmp(arg, "auto")) {
 			c->scratch_max_bytes = CONFIG_AUTO;

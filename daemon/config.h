@@ -31,6 +31,10 @@
 #define CONFIG_STREAM_AUTO_MIN_ROWS_16BIT 1024ull
 #define CONFIG_STREAM_AUTO_CHUNKS_16BIT 8ull /* at most this many chunks of 16-bit dY */
 #define CONFIG_STREAM_AUTO_MIN (64ull << 20)
+/* --stream-shared-min-bytes: how recent another connection's small job
+ * must be for large jobs to stream as sharing (stream_chunk.c) */
+#define CONFIG_STREAM_SHARED_WINDOW_NS 1000000000ull
+
 
 /* what --client-batch-macs auto means: about 5 ms of f32 GEMM on the H200
  * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */
@@ -134,6 +138,16 @@ typedef struct config {
 	 * device-local job streams (CONFIG_AUTO: CONFIG_STREAM_AUTO_MIN) */
 	uint64_t stream_chunk_bytes;
 	uint64_t stream_min_bytes;
+	/* ... and from which a large one streams while other connections'
+	 * small jobs are about (CONFIG_AUTO: every device-local one,
+	 * CONFIG_OFF: never) */
+	uint64_t stream_shared_min_bytes;
+	/* bytes per vkCmdCopyBuffer of a device-local job's copies on the
+	 * compute queue (CONFIG_AUTO, CONFIG_OFF: whole tensors). On the H200
+	 * 64 KiB pieces let small jobs in between them, 256 KiB and more did
+	 * not, and 64 KiB cost a 2048x1024x1024 bf16 tenant 0.41 of its
+	 * speed: off unless asked (docs/performance.md, "Mixed tenants") */
+	uint64_t copy_piece_bytes;
 	uint64_t dispatch_max_macs;  /* multiply-adds per dispatch (driver timeouts) */
 	/* iterations of any kernel's loops in one dispatch (variant.h, "Loop
 	 * bound"): at most CONFIG_LOOP_TRIPS_DEFAULT; lower to test the cut

@@ -48,6 +48,8 @@
 #                   e2e, tiny and tenants run it beside this one, alternated
 #   VKGRADD_ARGS    more arguments for every daemon this starts
 #   VKGRADD_ENV     environment for those daemons (e.g. VKGRAD_NV2_TILE=...)
+#   HEAVY           the tenants suite's heavy shapes (default "8192x4096x4096
+#                   2048x1024x1024")
 #   BUDGET_S        seconds after which the steps not yet begun are skipped
 #                   (default 540: the device tool ends a command at 600)
 #   PYTHON          the python3 with torch (default python3)
@@ -464,7 +466,7 @@ if [ -n "$QUICK" ]; then
 else
 	KSHAPES="8192,4096,4096;16384,8192,8192;2048,1024,1024" BIG=8192,4096,4096 MID=2048,1024,1024
 	WIDE=1024,4096,4096 NARROW="4096,1024,16;8192,4096,32"
-	HEAVY="8192x4096x4096 2048x1024x1024" TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000
+	HEAVY=${HEAVY:-8192x4096x4096 2048x1024x1024} TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000
 	CHECK_SHAPES="1x1x1 1x33x1 31x1x7 33x257x31 257x33x16 64x64x8 100x100x100 128x31x257
 		4096x1024x16 8192x4096x32 2048x1024x1024 512x512x512 70000x64x8" COMPARE_ARGS=
 fi

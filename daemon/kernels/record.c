@@ -193,22 +193,25 @@ static void record_unit(const rec *r, unsigned mask)
 	mark_touched(rc, r->j, mask);
 }
 
-/* One copy per tensor in `mask` between the client's buffer and the job's
- * piece of scratch. */
+/* The tensors in `mask` copied between the client's buffer and the job's
+ * piece of scratch, each in copies of at most rc->copy_piece bytes. */
 static void copy_tensors(const rec *r, unsigned mask, bool to_scratch)
 {
 	const job *j = r->j;
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
 		if (!(mask & (1u << t)) || !j->req.t[t].present)
 			continue;
-		VkBufferCopy c = {.srcOffset = to_scratch ? j->req.t[t].offset : j->soff[t],
-				  .dstOffset = to_scratch ? j->soff[t] : j->req.t[t].offset,
-				  .size = j->bytes[t]};
-		if (to_scratch)
-			vkCmdCopyBuffer(r->cb, j->reg[t]->buf, r->tg->scratch, 1, &c);
-		else
-			vkCmdCopyBuffer(r->cb, r->tg->scratch, j->reg[t]->buf, 1, &c);
-		r->rc->counts.copy_bytes += j->bytes[t];
+		const uint64_t n = j->bytes[t], piece = r->rc->copy_piece ? r->rc->copy_piece : n;
+		for (uint64_t at = 0; at < n; at += piece) {
+			VkBufferCopy c = {.srcOffset = (to_scratch ? j->req.t[t].offset : j->soff[t]) + at,
+					  .dstOffset = (to_scratch ? j->soff[t] : j->req.t[t].offset) + at,
+					  .size = n - at < piece ? n - at : piece};
+			if (to_scratch)
+				vkCmdCopyBuffer(r->cb, j->reg[t]->buf, r->tg->scratch, 1, &c);
+			else
+				vkCmdCopyBuffer(r->cb, r->tg->scratch, j->reg[t]->buf, 1, &c);
+		}
+		r->rc->counts.copy_bytes += n;
 	}
 }
 
@@ -331,6 +334,11 @@ recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max
 	rc->lane_mask = (uint32_t)(nl - 1);
 	rc->max_jobs = max_batch_jobs;
 	return rc;
+}
+
+void record_set_copy_piece(recorder *rc, uint64_t bytes)
+{
+	rc->copy_piece = bytes;
 }
 
 void record_free(recorder *rc)

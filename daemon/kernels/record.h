@@ -56,6 +56,9 @@ recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max
 		     uint32_t max_batch_jobs);
 /* NULL is fine. */
 void record_free(recorder *rc);
+/* Device-local copies (record_batch's) in vkCmdCopyBuffer pieces of at
+ * most `bytes` each (0: a tensor in one). */
+void record_set_copy_piece(recorder *rc, uint64_t bytes);
 
 /* Record t's jobs (already placed) into t->cb: timestamps around them, a
  * barrier after earlier batches when this one touches a region they still

@@ -21,6 +21,7 @@ struct recorder {
 	const device *dev;
 	const pipelines *pl;
 	uint64_t dispatch_max_macs;
+	uint64_t copy_piece; /* bytes per copy command, 0: whole tensors */
 	/* conflict tracking: a barrier starts a new epoch, which forgets every
 	 * range; a range that could not be remembered makes the next dispatch
 	 * take a barrier regardless */

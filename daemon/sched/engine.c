@@ -586,6 +586,13 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	}
 	if (sched_gpu_create(e) != 0)
 		goto fail;
+	/* device-local copies on the compute queue in pieces (config.h) */
+	const uint64_t piece = cfg->copy_piece_bytes;
+	if (piece != CONFIG_AUTO && piece != CONFIG_OFF) {
+		record_set_copy_piece(e->rec, piece);
+		log_info("device-local copies on the compute queue: in pieces of at most %llu bytes",
+			 (unsigned long long)piece);
+	}
 	if (uv_async_init(loop, &e->async, async_cb) != 0) {
 		why = "uv_async_init failed";
 		goto fail;

@@ -147,6 +147,13 @@ struct engine {
 	 * (CONFIG_OFF: none stream), tensor bytes from which a job streams;
 	 * their Vulkan objects (NULL while off) */
 	uint64_t stream_chunk, stream_min;
+	/* ... and from which a large job streams while another connection's
+	 * small jobs are about (CONFIG_OFF: never): stream_wants. The two
+	 * connections (lanes; compared, never followed) whose small jobs
+	 * were queued last, the most recent first, and when. */
+	uint64_t stream_shared_min;
+	const engine_lane *small_seen_lane[2];
+	uint64_t small_seen_ns[2];
 	bool stream_chunk_auto; /* chunks of CONFIG_STREAM_AUTO_CHUNK_ELEMS elements of dY, any dtype */
 	stream *stream;
 	/* stats */

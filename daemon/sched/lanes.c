@@ -238,6 +238,14 @@ void engine_enqueue(engine *e, engine_lane *l, job *j)
 	 * alone, take_jobs) is measured: a prior may be far off */
 	j->cls = j->est_ns <= e->small_ns && estimate_known(&e->est, j->est_key) ? ENGINE_SMALL
 										    : ENGINE_LARGE;
+	if (j->cls == ENGINE_SMALL) { /* for stream_wants: whose small jobs came last */
+		if (e->small_seen_lane[0] != l) {
+			e->small_seen_lane[1] = e->small_seen_lane[0];
+			e->small_seen_ns[1] = e->small_seen_ns[0];
+			e->small_seen_lane[0] = l;
+		}
+		e->small_seen_ns[0] = j->t_queued_ns;
+	}
 	queue_insert_tail(&l->jobs, &j->node);
 	l->n++;
 	e->queued++;

@@ -5,6 +5,7 @@
 #include "stream.h"
 #include "stream_priv.h"
 
+#include "clock.h"
 #include "log.h"
 #include "record.h"
 
@@ -17,6 +18,14 @@ void stream_init(engine *e)
 	if (e->stream_chunk == CONFIG_AUTO)
 		e->stream_chunk = d->xfer_queues ? CONFIG_STREAM_AUTO_CHUNK : CONFIG_OFF;
 	e->stream_min = cfg->stream_min_bytes == CONFIG_AUTO ? CONFIG_STREAM_AUTO_MIN : cfg->stream_min_bytes;
+	/* auto: every large job on the device-local path (placement.h) */
+	e->stream_shared_min = cfg->stream_shared_min_bytes == CONFIG_AUTO ? 1 : cfg->stream_shared_min_bytes;
+	if (e->stream_chunk != CONFIG_OFF && e->stream_shared_min != CONFIG_OFF)
+		log_info("while another connection's small jobs are about (queued in the last %llu ms), "
+			 "large device-local jobs of >= %llu tensor bytes stream too: their copies on the "
+			 "transfer queues, not on the compute queue beside the small jobs",
+			 (unsigned long long)(CONFIG_STREAM_SHARED_WINDOW_NS / 1000000),
+			 (unsigned long long)e->stream_shared_min);
 	if (e->stream_chunk == CONFIG_OFF)
 		log_info("streamed jobs off%s", cfg->stream_chunk_bytes == CONFIG_AUTO
 							  ? " (no transfer-only queue to overlap copies on)" : "");
@@ -29,11 +38,30 @@ void stream_init(engine *e)
 			 : d->xfer_queues ? "one transfer queue" : "the compute queue (no overlap)");
 }
 
+/* Were small jobs of a connection other than j's queued in the last
+ * CONFIG_STREAM_SHARED_WINDOW_NS? */
+static bool others_small(const engine *e, const job *j)
+{
+	const uint64_t now = clock_now_ns();
+	for (int i = 0; i < 2; i++)
+		if (e->small_seen_ns[i] && e->small_seen_lane[i] != j->lane && now - e->small_seen_ns[i] < CONFIG_STREAM_SHARED_WINDOW_NS)
+			return true;
+	return false;
+}
+
 bool stream_wants(const engine *e, const job *j)
 {
 	/* (linear_forward runs unstreamed: its kernels are record.c's alone) */
-	return e->stream && j->devlocal && j->req.op != PROTO_OP_LINEAR_FORWARD && e->stream_chunk != CONFIG_OFF &&
-	       job_bytes(j) >= e->stream_min;
+	if (!e->stream || !j->devlocal || j->req.op == PROTO_OP_LINEAR_FORWARD || e->stream_chunk == CONFIG_OFF)
+		return false;
+	const uint64_t b = job_bytes(j);
+	/* a large job's copies on the compute queue hold up the small
+	 * queue's batches for as long as each copy runs (docs/performance.md,
+	 * "Mixed tenants"): on the transfer queues while others' small jobs
+	 * are about, whole on the compute queue (faster) while not */
+	return b >= e->stream_min ||
+	       (j->cls == ENGINE_LARGE && e->stream_shared_min != CONFIG_OFF && b >= e->stream_shared_min &&
+		others_small(e, j));
 }
 
 /* The rows every chunk boundary falls on a multiple of: a chunk's rows of

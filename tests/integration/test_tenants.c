@@ -2,7 +2,8 @@
  * daemon/sched/): a tiny job's wait beside another connection's flood of
  * large ones, GPU-time shares of two heavy tenants, and a connection's
  * order across job classes (a small job reading what a large job of its
- * connection wrote, accumulations through both classes). On lavapipe both
+ * connection wrote, accumulations through both classes), and large jobs
+ * streaming while another connection's small jobs are about. On lavapipe both
  * classes share its one queue: large jobs there go in slices. Times are
  * compared as ratios with generous bounds, never against a clock. */
 #include <errno.h>
@@ -26,6 +27,8 @@
 #include "vkgrad.h"
 
 static daemon_proc g_main;
+/* the daemon heavy_open and tiny_open connect to (NULL: g_main's) */
+static const char *g_sock;
 
 static uint64_t now_us(void)
 {
@@ -61,7 +64,7 @@ static void heavy_open(heavy *h, uint64_t b, uint64_t i, uint64_t o, uint32_t n)
 {
 	vkg_error err;
 	*h = (heavy){.b = b, .i = i, .o = o, .n = n};
-	h->c = vkg_connect(g_main.sock, &err);
+	h->c = vkg_connect(g_sock ? g_sock : g_main.sock, &err);
 	assert_non_null(h->c);
 	h->per = b * i + b * o + o * i;
 	h->bytes = h->per * n * sizeof(float);
@@ -119,7 +122,7 @@ enum { TB = 8, TI = 16, TO = 4 };
 static void tiny_open(tiny *t)
 {
 	vkg_error err;
-	t->c = vkg_connect(g_main.sock, &err);
+	t->c = vkg_connect(g_sock ? g_sock : g_main.sock, &err);
 	assert_non_null(t->c);
 	t->bytes = (TB * TI + TB * TO + TO * TI + TO * TI + TO + TB * TI) * sizeof(float);
 	t->map = vkg_region_create(t->c, t->bytes, &t->reg, &err);
@@ -356,6 +359,73 @@ static void test_order_across_classes(void **state)
 	vkg_close(c);
 }
 
+/* Streamed jobs (stream.h) started by this daemon so far. */
+static uint64_t stream_jobs(const char *sock)
+{
+	proto_stats st;
+	assert_int_equal(rawsock_stats(sock, &st), 0);
+	return st.stream_jobs;
+}
+
+/* One heavy job (k) of h, synchronous; did it stream? Its dW is checked
+ * against float64 with the others at the end. */
+static bool heavy_streamed(const heavy *h, const char *sock, uint32_t k)
+{
+	const uint64_t before = stream_jobs(sock);
+	vkg_job j = heavy_job(h, k);
+	vkg_result r;
+	vkg_error err;
+	if (vkg_linear_backward(h->c, &j, &r, &err) != 0)
+		fail_msg("heavy job %u: %s: %s", k, err.code, err.message);
+	return stream_jobs(sock) - before == 1;
+}
+
+/* --stream-shared-min-bytes: a large job on the device-local path streams
+ * (its copies on the transfer queues, away from the queue small jobs
+ * share the SMs with) only while another connection's small jobs are
+ * about: not alone, not beside small jobs of its own connection, yes
+ * within a second of another's, and no longer once that second passed.
+ * Every result matches float64. (Lavapipe has no transfer queue: its
+ * streamed jobs copy on the compute queue, the same steps in order.) */
+static void test_large_jobs_stream_beside_others_small_ones(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	static const char *const args[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "65536", NULL};
+	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
+	g_sock = d.sock;
+	heavy h;
+	heavy_open(&h, 512, 512, 64, 4);
+	tiny own = {0}, other = {0};
+	assert_false(heavy_streamed(&h, d.sock, 0)); /* alone */
+	/* small jobs of its own connection: a second region on h's client */
+	own.c = h.c;
+	vkg_error err;
+	own.bytes = (TB * TI + TB * TO + TO * TI + TO * TI + TO + TB * TI) * sizeof(float);
+	own.map = vkg_region_create(own.c, own.bytes, &own.reg, &err);
+	assert_non_null(own.map);
+	fill(own.map, TB * TI + TB * TO + TO * TI, 3);
+	for (int k = 0; k < 3; k++) /* (the first of a kind is large until measured) */
+		tiny_run(&own);
+	proto_stats st;
+	assert_int_equal(rawsock_stats(d.sock, &st), 0);
+	assert_true(st.sched_small_jobs > 0);
+	assert_false(heavy_streamed(&h, d.sock, 1));
+	tiny_open(&other);
+	for (int k = 0; k < 3; k++)
+		tiny_run(&other);
+	assert_true(heavy_streamed(&h, d.sock, 2));
+	sleep(2); /* past CONFIG_STREAM_SHARED_WINDOW_NS */
+	assert_false(heavy_streamed(&h, d.sock, 3));
+	heavy_check(&h);
+	assert_int_equal(vkg_region_destroy(own.c, own.reg, own.map, own.bytes, &err), 0);
+	tiny_close(&other);
+	heavy_close(&h);
+	g_sock = NULL;
+	assert_true(rawsock_daemon_serves(d.sock));
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
 /* The classes show in stats: small jobs (the tiny one), large ones and
  * their slices (this daemon's device has one queue: lavapipe). */
 static void test_stats_show_the_classes(void **state)
@@ -378,6 +448,7 @@ int main(void)
 		cmocka_unit_test(test_two_heavy_tenants_share_gpu_time),
 		cmocka_unit_test(test_order_across_classes),
 		cmocka_unit_test(test_stats_show_the_classes),
+		cmocka_unit_test(test_large_jobs_stream_beside_others_small_ones),
 	};
 	return group_run_plain("tenants", tests, &g_main);
 }

@@ -11,8 +11,8 @@
  *
  * A second daemon runs every job on the device-local path
  * (--devlocal-min-bytes 1: tensors copied into scratch, computed there,
- * copied back) and cuts kernels into many small dispatches
- * (--dispatch-max-macs); its results must match the reference and be the
+ * copied back, in copies of at most 100 bytes: --copy-piece-bytes) and
+ * cuts kernels into many small dispatches (--dispatch-max-macs); its results must match the reference and be the
  * same bits as the first daemon's, and split-K must give the same bits
  * every run. The second daemon shares the first's cache directory, so it
  * loads the cost model the first measured (daemon/kernels/costmodel.h): auto
@@ -347,7 +347,7 @@ static int group_setup(void **state)
 	/* g_d's cache directory: the cost model g_d measured and saved there,
 	 * so auto chooses the same kernels on both (test_same_bits_every_path_and_run) */
 	const char *const dl_args[] = {"--devlocal-min-bytes", "1", "--dispatch-max-macs", "100000",
-				       "--cache-dir", g_d.cache, NULL};
+				       "--copy-piece-bytes", "100", "--cache-dir", g_d.cache, NULL};
 	if (daemon_proc_start(&g_dl, dl_args, NULL) != 0)
 		return -1;
 	const char *const sl_args[] = {"--small-job-us", "1", "--slice-us", "1", "--cache-dir", g_d.cache, NULL};

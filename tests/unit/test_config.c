@@ -110,6 +110,25 @@ static void test_stream_options(void **state)
 	assert_int_equal(c.stream_min_bytes, 1 * MiB);
 }
 
+/* --copy-piece-bytes N|auto|off */
+static void test_copy_piece_option(void **state)
+{
+	(void)state;
+	config c;
+	config_defaults(&c);
+	assert_int_equal(c.copy_piece_bytes, CONFIG_AUTO);
+	assert_int_equal(parse2(&c, "--copy-piece-bytes", "65536"), 0);
+	assert_int_equal(c.copy_piece_bytes, 65536);
+	assert_int_equal(parse2(&c, "--copy-piece-bytes", "off"), 0);
+	assert_int_equal(c.copy_piece_bytes, CONFIG_OFF);
+	assert_int_equal(parse2(&c, "--copy-piece-bytes", "auto"), 0);
+	assert_int_equal(c.copy_piece_bytes, CONFIG_AUTO);
+	/* refused, the setting unchanged */
+	assert_int_equal(parse2(&c, "--copy-piece-bytes", "0"), -1);
+	assert_int_equal(parse2(&c, "--copy-piece-bytes", "1M"), -1);
+	assert_int_equal(c.copy_piece_bytes, CONFIG_AUTO);
+}
+
 /* every variable config_read_env reads */
 static const char *const env_names[] = {
 	"XDG_RUNTIME_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME", "JOURNAL_STREAM", "NOTIFY_SOCKET",
@@ -197,6 +216,7 @@ int main(void)
 		cmocka_unit_test(test_auto_budget),
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_stream_options),
+		cmocka_unit_test(test_copy_piece_option),
 		cmocka_unit_test(test_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
