@@ -145,7 +145,7 @@ typedef struct config {
 	/* bytes per vkCmdCopyBuffer of a device-local job's copies on the
 	 * compute queue (CONFIG_AUTO, CONFIG_OFF: whole tensors). On the H200
 	 * 64 KiB pieces let small jobs in between them, 256 KiB and more did
-	 * not, and 64 KiB cost a 2048x1024x1024 bf16 tenant 0.41 of its
+	 * not, and 64 KiB left a 2048x1024x1024 bf16 tenant 0.41 of its
 	 * speed: off unless asked (docs/performance.md, "Mixed tenants") */
 	uint64_t copy_piece_bytes;
 	uint64_t dispatch_max_macs;  /* multiply-adds per dispatch (driver timeouts) */
