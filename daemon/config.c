@@ -165,10 +165,7 @@ static void usage(const config *d)
 	       "  --loop-spin-us N|auto  after a request the loop polls its sockets this long\n"
 	       "                         before it sleeps (default auto: %u on a GPU, %u on a\n"
 	       "                         CPU device)\n"
-	       "  --inflight-batches N   submissions in flight per job class (default %u)\n"
-	       "  --large-inflight-batches N|auto  ... of large jobs, on a device where\n"
-	       "                         they have a queue of their own (default auto: as\n"
-	       "                         --inflight-batches)\n"
+	       "  --inflight-batches N   submissions in flight (default %u)\n"
 	       "  --max-outbound-bytes N reply bytes queued per slow client (default %" PRIu64 ")\n"
 	       "  --no-host-import       never import client memory; use staging copies\n"
 	       "  --devlocal-min-bytes N|auto|off  jobs with at least N tensor bytes are\n"
@@ -344,8 +341,7 @@ static int parse_ids(const char *where, const char *opt, const char *s, bool use
 enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O_TBYTES,
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
-       O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN,
-       O_COPY_PIECE, O_STREAM_SHARED, O_LARGE_IBATCH,
+       O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN, O_COPY_PIECE, O_STREAM_SHARED,
        O_DRAIN, O_LOOP_TRIPS, O_NO_COST_MODEL, O_COST_MODEL, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
@@ -383,7 +379,6 @@ static const struct option opts[] = {
 	{"stream-min-bytes", required_argument, 0, O_STREAM_MIN},
 	{"copy-piece-bytes", required_argument, 0, O_COPY_PIECE},
 	{"stream-shared-min-bytes", required_argument, 0, O_STREAM_SHARED},
-	{"large-inflight-batches", required_argument, 0, O_LARGE_IBATCH},
 	{"drain-timeout-s", required_argument, 0, O_DRAIN},
 	{"loop-trips", required_argument, 0, O_LOOP_TRIPS},
 	{"no-cost-model", no_argument, 0, O_NO_COST_MODEL},
@@ -468,13 +463,6 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_IBATCH:
 		if (parse_u64(src->where, name, arg, 1, CONFIG_MAX_INFLIGHT_BATCHES, &v)) return -1;
 		c->inflight_batches = (uint32_t)v; break;
-	case O_LARGE_IBATCH:
-		if (!strcmp(arg, "auto")) {
-			c->large_inflight_batches = 0;
-			break;
-		}
-		if (parse_u64(src->where, name, arg, 1, CONFIG_MAX_INFLIGHT_BATCHES, &v)) return -1;
-		c->large_inflight_batches = (uint32_t)v; break;
 	case O_OUTB:
 		if (parse_u64(src->where, name, arg, 65536, UINT64_MAX / 2, &v)) return -1;
 		c->max_outbound_bytes = v; break;

@@ -122,8 +122,6 @@ typedef struct config {
 	uint32_t spin_us;         /* the loop polls the GPU at most this long past a submission (spin.h) */
 	uint64_t loop_spin_us;    /* ... and its sockets this long after activity; CONFIG_AUTO: by device type */
 	uint32_t inflight_batches;/* submissions in flight at once */
-	/* ... of large jobs (their own slots); 0: inflight_batches */
-	uint32_t large_inflight_batches;
 	uint64_t max_outbound_bytes; /* reply bytes queued for a slow reader */
 	uint32_t drain_timeout_s; /* SIGTERM: how long replies may wait to be read */
 	bool no_host_import;     /* force the staging-copy path (testing) */

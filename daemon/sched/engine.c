@@ -542,9 +542,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		t->first = e->nslots;
 		/* (twice the slots for small jobs was tried on the H200: smaller
 		 * batches, tiny p50 alone 140 µs against 84-97; docs/performance.md) */
-		t->nslots = c == ENGINE_LARGE && d->compute_queues < 2 ? 1
-			    : c == ENGINE_LARGE && cfg->large_inflight_batches ? cfg->large_inflight_batches
-									       : cfg->inflight_batches;
+		t->nslots = c == ENGINE_LARGE && d->compute_queues < 2 ? 1 : cfg->inflight_batches;
 		e->nslots += t->nslots;
 		fair_init(&t->fair);
 		pthread_cond_init(&t->cv, NULL);

@@ -129,22 +129,6 @@ static void test_copy_piece_option(void **state)
 	assert_int_equal(c.copy_piece_bytes, CONFIG_AUTO);
 }
 
-/* --large-inflight-batches N|auto: auto (0) follows --inflight-batches */
-static void test_large_inflight_option(void **state)
-{
-	(void)state;
-	config c;
-	config_defaults(&c);
-	assert_int_equal(c.large_inflight_batches, 0);
-	assert_int_equal(parse2(&c, "--large-inflight-batches", "4"), 0);
-	assert_int_equal(c.large_inflight_batches, 4);
-	assert_int_equal(parse2(&c, "--large-inflight-batches", "0"), -1);
-	assert_int_equal(parse2(&c, "--large-inflight-batches", "17"), -1);
-	assert_int_equal(c.large_inflight_batches, 4);
-	assert_int_equal(parse2(&c, "--large-inflight-batches", "auto"), 0);
-	assert_int_equal(c.large_inflight_batches, 0);
-}
-
 /* every variable config_read_env reads */
 static const char *const env_names[] = {
 	"XDG_RUNTIME_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME", "JOURNAL_STREAM", "NOTIFY_SOCKET",
@@ -233,7 +217,6 @@ int main(void)
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_stream_options),
 		cmocka_unit_test(test_copy_piece_option),
-		cmocka_unit_test(test_large_inflight_option),
 		cmocka_unit_test(test_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
