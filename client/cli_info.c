@@ -272,8 +272,9 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 	else
 		printf("  %-20s off (device-local jobs copy, compute and copy back in turn)\n",
 		       "stream_chunk_bytes");
-	printf("  %-20s %" PRIu64 " (%" PRIu64 " chunks, dW in %" PRIu64 " steps)\n",
-	       "stream_jobs", s.stream_jobs, s.stream_chunks, s.stream_dw_blocks);
+	printf("  %-20s %" PRIu64 " (%" PRIu64 " chunks, dW in %" PRIu64 " steps; %" PRIu64
+	       " of them beside other connections' small jobs)\n",
+	       "stream_jobs", s.stream_jobs, s.stream_chunks, s.stream_dw_blocks, s.stream_shared_jobs);
 	printf("  %-20s %" PRIu64 "\n", "splitk_jobs", s.splitk_jobs);
 	printf("  %-20s %" PRIu64 " (kernel launches)\n", "dispatches", s.dispatches);
 	printf("  %-20s %" PRIu64 " (device memory held for copies and split-K)\n",

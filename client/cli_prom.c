@@ -374,6 +374,8 @@ static const prom_family families[] = {
 	U("vkgrad_stream_jobs_total", "counter", stream_jobs,
 	  "Device-local jobs streamed: copies overlapped with kernels, in chunks."),
 	U("vkgrad_stream_chunks_total", "counter", stream_chunks, "Chunks those jobs were cut into."),
+	U("vkgrad_stream_shared_jobs_total", "counter", stream_shared_jobs,
+	  "Of them, jobs under the streaming threshold streamed beside other connections' small jobs."),
 	U("vkgrad_stream_dw_blocks_total", "counter", stream_dw_blocks,
 	  "Steps those jobs' dW ran in (row blocks, each downloaded while the next computes)."),
 	U("vkgrad_scratch_failures_total", "counter", scratch_failures,

@@ -121,6 +121,7 @@ int vkg_full_stats(vkg_client *c, vkg_stats *out, vkg_error *err)
 			.stream_jobs = s->stream_jobs,
 			.stream_chunks = s->stream_chunks,
 			.stream_dw_blocks = s->stream_dw_blocks,
+			.stream_shared_jobs = s->stream_shared_jobs,
 			.started_unix_s = s->started_unix_s,
 			.device_losses = s->device_losses,
 			.device_recoveries = s->device_recoveries,

@@ -140,6 +140,10 @@ typedef struct vkg_stats {
 	uint64_t requests_rejected, connections_refused;
 	uint64_t device_losses, device_recoveries;
 	double started_unix_s;
+	/* 0.2, later (sized calls only; 0 from a daemon that does not send
+	 * it): of stream_jobs, those that streamed because another
+	 * connection's small jobs were about (--stream-shared-min-bytes) */
+	uint64_t stream_shared_jobs;
 } vkg_stats;
 #define VKG_STATS_SIZE_0_1 offsetof(vkg_stats, requests_rejected)
 

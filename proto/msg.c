@@ -419,6 +419,7 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "stream_jobs", s->stream_jobs);
 	pk_kv_u(pk, "stream_chunks", s->stream_chunks);
 	pk_kv_u(pk, "stream_dw_blocks", s->stream_dw_blocks);
+	pk_kv_u(pk, "stream_shared_jobs", s->stream_shared_jobs);
 	pk_kv_u(pk, "spin_budget_us", s->spin_budget_us);
 	pk_kv_u(pk, "spin_us", s->spin_us);
 	pk_kv_u(pk, "spin_hits", s->spin_hits);
@@ -631,7 +632,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_REGISTER: extra = 1; break;
 	case PROTO_R_JOB: break; /* encode_job */
 	case PROTO_R_STATS:
-		extra = 37 + proto_opstats_keys(&r->stats) + (r->stats.n_stages > 0) +
+		extra = 38 + proto_opstats_keys(&r->stats) + (r->stats.n_stages > 0) +
 			(r->stats.n_hist > 0);
 		break;
 	case PROTO_R_ERROR: extra = 1; break;

@@ -341,6 +341,9 @@ typedef struct proto_stats {
 	uint64_t stream_chunk_bytes, stream_min_bytes, stream_queues;
 	uint64_t stream_jobs, stream_chunks;
 	uint64_t stream_dw_blocks; /* addition: dW row blocks of streamed jobs */
+	/* addition: of the streamed jobs, those under stream_min_bytes that
+	 * streamed because another connection's small jobs were about */
+	uint64_t stream_shared_jobs;
 	/* latency histograms (daemon/metrics.h); encoded as the map
 	 * `histograms` when n_hist > 0 */
 	unsigned n_hist;

@@ -216,6 +216,7 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (mpobj_key_is(k, "stream_jobs")) s->stream_jobs = as_u64(v);
 	else if (mpobj_key_is(k, "stream_chunks")) s->stream_chunks = as_u64(v);
 	else if (mpobj_key_is(k, "stream_dw_blocks")) s->stream_dw_blocks = as_u64(v);
+	else if (mpobj_key_is(k, "stream_shared_jobs")) s->stream_shared_jobs = as_u64(v);
 	else if (mpobj_key_is(k, "spin_budget_us")) s->spin_budget_us = as_u64(v);
 	else if (mpobj_key_is(k, "spin_us")) s->spin_us = as_u64(v);
 	else if (mpobj_key_is(k, "spin_hits")) s->spin_hits = as_u64(v);

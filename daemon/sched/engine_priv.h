@@ -159,7 +159,7 @@ struct engine {
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs; /* record_counts summed */
-	uint64_t stream_jobs, stream_chunks, stream_dw_blocks;
+	uint64_t stream_jobs, stream_chunks, stream_dw_blocks, stream_shared_jobs;
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
 	metrics metrics;           /* latency histograms, stage windows (metrics.h) */
 	/* finished jobs kept for the next ones (engine_job_new), at most

@@ -47,6 +47,7 @@ void engine_stats(const engine *e, proto_stats *st)
 	st->stream_jobs = e->stream_jobs;
 	st->stream_chunks = e->stream_chunks;
 	st->stream_dw_blocks = e->stream_dw_blocks;
+	st->stream_shared_jobs = e->stream_shared_jobs;
 	metrics_export(&e->metrics, st);
 	st->spin_budget_us = e->spin.budget_ns / 1000;
 	st->spin_us = atomic_load(&e->spin_ns) / 1000;

@@ -170,8 +170,10 @@ uint64_t sched_take_jobs(engine *e, engine_slot *s)
 		/* its next job may be of the other class */
 		sched_lane_deactivate(e, l);
 		sched_lane_activate(e, l);
-		if (j->streamed)
+		if (j->streamed) {
+			e->stream_shared_jobs += jb < e->stream_min; /* (stream_wants) */
 			break;
+		}
 		uint32_t took = 0;
 		for (uint32_t i = 0; i < s->njobs; i++)
 			took += s->jobs[i]->lane == l;
