@@ -18,8 +18,13 @@ void stream_init(engine *e)
 	if (e->stream_chunk == CONFIG_AUTO)
 		e->stream_chunk = d->xfer_queues ? CONFIG_STREAM_AUTO_CHUNK : CONFIG_OFF;
 	e->stream_min = cfg->stream_min_bytes == CONFIG_AUTO ? CONFIG_STREAM_AUTO_MIN : cfg->stream_min_bytes;
-	/* auto: every large job on the device-local path (placement.h) */
-	e->stream_shared_min = cfg->stream_shared_min_bytes == CONFIG_AUTO ? 1 : cfg->stream_shared_min_bytes;
+	/* auto: every large job on the device-local path (placement.h), where
+	 * a transfer-only queue takes its copies off the compute queue;
+	 * without one a streamed job's copies stay there (no gain) */
+	if (cfg->stream_shared_min_bytes != CONFIG_AUTO)
+		e->stream_shared_min = cfg->stream_shared_min_bytes;
+	else
+		e->stream_shared_min = d->xfer_queues ? 1 : CONFIG_OFF;
 	if (e->stream_chunk != CONFIG_OFF && e->stream_shared_min != CONFIG_OFF)
 		log_info("while another connection's small jobs are about (queued in the last %llu ms), "
 			 "large device-local jobs of >= %llu tensor bytes stream too: their copies on the "

@@ -388,7 +388,9 @@ static void test_large_jobs_stream_beside_others_small_ones(void **state)
 {
 	(void)state;
 	daemon_proc d = {0};
-	static const char *const args[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "65536", NULL};
+	/* (lavapipe has no transfer-only queue: auto would be off here) */
+	static const char *const args[] = {"--devlocal-min-bytes", "1", "--stream-chunk-bytes", "65536",
+					   "--stream-shared-min-bytes", "1", NULL};
 	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
 	g_sock = d.sock;
 	heavy h;
