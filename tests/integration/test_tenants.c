@@ -382,7 +382,8 @@ static bool heavy_streamed(const heavy *h, const char *sock, uint32_t k)
  * share the SMs with) only while another connection's small jobs are
  * about: not alone, not beside small jobs of its own connection, yes
  * within a second of another's, and no longer once that second passed.
- * Every result matches float64. (Lavapipe has no transfer queue: its
+ * Every result matches float64, and the job streamed gives the same bits
+ * as the same job unstreamed. (Lavapipe has no transfer queue: its
  * streamed jobs copy on the compute queue, the same steps in order.) */
 static void test_large_jobs_stream_beside_others_small_ones(void **state)
 {
@@ -417,6 +418,17 @@ static void test_large_jobs_stream_beside_others_small_ones(void **state)
 	sleep(2); /* past CONFIG_STREAM_SHARED_WINDOW_NS */
 	assert_false(heavy_streamed(&h, d.sock, 3));
 	heavy_check(&h);
+	/* a tenant's results do not depend on its neighbours: job 2 again,
+	 * unstreamed now, gives the bits it gave streamed */
+	const size_t dw_bytes = h.o * h.i * sizeof(float);
+	const float *dw2 = h.map + 2 * h.per + h.b * h.i + h.b * h.o;
+	float *was = malloc(dw_bytes);
+	assert_non_null(was);
+	memcpy(was, dw2, dw_bytes);
+	assert_false(heavy_streamed(&h, d.sock, 2));
+	if (memcmp(was, dw2, dw_bytes) != 0)
+		fail_msg("job 2's dW unstreamed differs from its dW streamed beside another's small jobs");
+	free(was);
 	assert_int_equal(vkg_region_destroy(own.c, own.reg, own.map, own.bytes, &err), 0);
 	tiny_close(&other);
 	heavy_close(&h);
