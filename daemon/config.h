@@ -35,7 +35,6 @@
  * must be for large jobs to stream as sharing (stream_chunk.c) */
 #define CONFIG_STREAM_SHARED_WINDOW_NS 1000000000ull
 
-
 /* what --client-batch-macs auto means: about 5 ms of f32 GEMM on the H200
  * (~15 T multiply-adds/s); 0.1-0.5 s on lavapipe (0.25-1 G/s here) */
 #define CONFIG_CLIENT_MACS_AUTO_GPU (1ull << 36)
@@ -139,8 +138,9 @@ typedef struct config {
 	uint64_t stream_chunk_bytes;
 	uint64_t stream_min_bytes;
 	/* ... and from which a large one streams while other connections'
-	 * small jobs are about (CONFIG_AUTO: every device-local one,
-	 * CONFIG_OFF: never) */
+	 * small jobs are about (CONFIG_AUTO: every device-local one where
+	 * the device has a transfer-only queue, else never; CONFIG_OFF:
+	 * never) */
 	uint64_t stream_shared_min_bytes;
 	/* bytes per vkCmdCopyBuffer of a device-local job's copies on the
 	 * compute queue (CONFIG_AUTO, CONFIG_OFF: whole tensors). On the H200

@@ -51,6 +51,9 @@ void sched_poll_expected(engine *e);
 void sched_poll_cb(uv_idle_t *h);
 
 /* ---- sched/lanes.c ---- */
+/* Did a lane other than l queue a small job in the
+ * CONFIG_STREAM_SHARED_WINDOW_NS before now? (stream_wants) */
+bool sched_others_small(const engine *e, const engine_lane *l, uint64_t now);
 job *sched_lane_first(const engine_lane *l);
 /* Job j leaves its lane's in-flight work; frees a closed lane left empty. */
 void sched_lane_release(job *j);

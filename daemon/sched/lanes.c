@@ -228,6 +228,27 @@ void engine_lane_close(engine *e, engine_lane *l)
 		free(l);
 }
 
+/* Lane l queued a small job at time ns: e->small_seen_* keep the two
+ * lanes whose small jobs came last, the most recent first. */
+static void small_seen(engine *e, const engine_lane *l, uint64_t ns)
+{
+	if (e->small_seen_lane[0] != l) {
+		e->small_seen_lane[1] = e->small_seen_lane[0];
+		e->small_seen_ns[1] = e->small_seen_ns[0];
+		e->small_seen_lane[0] = l;
+	}
+	e->small_seen_ns[0] = ns;
+}
+
+bool sched_others_small(const engine *e, const engine_lane *l, uint64_t now)
+{
+	for (int i = 0; i < 2; i++)
+		if (e->small_seen_ns[i] && e->small_seen_lane[i] != l &&
+		    now - e->small_seen_ns[i] < CONFIG_STREAM_SHARED_WINDOW_NS)
+			return true;
+	return false;
+}
+
 void engine_enqueue(engine *e, engine_lane *l, job *j)
 {
 	j->lane = l;
@@ -240,14 +261,8 @@ void engine_enqueue(engine *e, engine_lane *l, job *j)
 	 * alone, take_jobs) is measured: a prior may be far off */
 	j->cls = j->est_ns <= e->small_ns && estimate_known(&e->est, j->est_key) ? ENGINE_SMALL
 										    : ENGINE_LARGE;
-	if (j->cls == ENGINE_SMALL) { /* for stream_wants: whose small jobs came last */
-		if (e->small_seen_lane[0] != l) {
-			e->small_seen_lane[1] = e->small_seen_lane[0];
-			e->small_seen_ns[1] = e->small_seen_ns[0];
-			e->small_seen_lane[0] = l;
-		}
-		e->small_seen_ns[0] = j->t_queued_ns;
-	}
+	if (j->cls == ENGINE_SMALL)
+		small_seen(e, l, j->t_queued_ns);
 	queue_insert_tail(&l->jobs, &j->node);
 	l->n++;
 	e->queued++;

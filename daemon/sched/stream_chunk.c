@@ -6,6 +6,7 @@
 #include "stream_priv.h"
 
 #include "clock.h"
+#include "sched/internal.h"
 #include "log.h"
 #include "record.h"
 
@@ -43,17 +44,6 @@ void stream_init(engine *e)
 			 : d->xfer_queues ? "one transfer queue" : "the compute queue (no overlap)");
 }
 
-/* Were small jobs of a connection other than j's queued in the last
- * CONFIG_STREAM_SHARED_WINDOW_NS? */
-static bool others_small(const engine *e, const job *j)
-{
-	const uint64_t now = clock_now_ns();
-	for (int i = 0; i < 2; i++)
-		if (e->small_seen_ns[i] && e->small_seen_lane[i] != j->lane && now - e->small_seen_ns[i] < CONFIG_STREAM_SHARED_WINDOW_NS)
-			return true;
-	return false;
-}
-
 bool stream_wants(const engine *e, const job *j)
 {
 	/* (linear_forward runs unstreamed: its kernels are record.c's alone) */
@@ -66,7 +56,7 @@ bool stream_wants(const engine *e, const job *j)
 	 * are about, whole on the compute queue (faster) while not */
 	return b >= e->stream_min ||
 	       (j->cls == ENGINE_LARGE && e->stream_shared_min != CONFIG_OFF && b >= e->stream_shared_min &&
-		others_small(e, j));
+		sched_others_small(e, j->lane, clock_now_ns()));
 }
 
 /* The rows every chunk boundary falls on a multiple of: a chunk's rows of

@@ -110,23 +110,31 @@ static void test_stream_options(void **state)
 	assert_int_equal(c.stream_min_bytes, 1 * MiB);
 }
 
-/* --copy-piece-bytes N|auto|off */
-static void test_copy_piece_option(void **state)
+/* An N|auto|off byte count (parse_auto): auto by default; a number, off
+ * and auto taken; 0 and a suffix refused, the setting unchanged. */
+static void expect_bytes_auto_off(const char *opt, size_t field)
 {
-	(void)state;
 	config c;
 	config_defaults(&c);
-	assert_int_equal(c.copy_piece_bytes, CONFIG_AUTO);
-	assert_int_equal(parse2(&c, "--copy-piece-bytes", "65536"), 0);
-	assert_int_equal(c.copy_piece_bytes, 65536);
-	assert_int_equal(parse2(&c, "--copy-piece-bytes", "off"), 0);
-	assert_int_equal(c.copy_piece_bytes, CONFIG_OFF);
-	assert_int_equal(parse2(&c, "--copy-piece-bytes", "auto"), 0);
-	assert_int_equal(c.copy_piece_bytes, CONFIG_AUTO);
-	/* refused, the setting unchanged */
-	assert_int_equal(parse2(&c, "--copy-piece-bytes", "0"), -1);
-	assert_int_equal(parse2(&c, "--copy-piece-bytes", "1M"), -1);
-	assert_int_equal(c.copy_piece_bytes, CONFIG_AUTO);
+	uint64_t *v = (uint64_t *)((char *)&c + field);
+	assert_int_equal(*v, CONFIG_AUTO);
+	assert_int_equal(parse2(&c, opt, "65536"), 0);
+	assert_int_equal(*v, 65536);
+	assert_int_equal(parse2(&c, opt, "off"), 0);
+	assert_int_equal(*v, CONFIG_OFF);
+	assert_int_equal(parse2(&c, opt, "auto"), 0);
+	assert_int_equal(*v, CONFIG_AUTO);
+	assert_int_equal(parse2(&c, opt, "0"), -1);
+	assert_int_equal(parse2(&c, opt, "1M"), -1);
+	assert_int_equal(*v, CONFIG_AUTO);
+}
+
+/* --copy-piece-bytes and --stream-shared-min-bytes N|auto|off */
+static void test_copy_piece_and_shared_stream_options(void **state)
+{
+	(void)state;
+	expect_bytes_auto_off("--copy-piece-bytes", offsetof(config, copy_piece_bytes));
+	expect_bytes_auto_off("--stream-shared-min-bytes", offsetof(config, stream_shared_min_bytes));
 }
 
 /* every variable config_read_env reads */
@@ -216,7 +224,7 @@ int main(void)
 		cmocka_unit_test(test_auto_budget),
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_stream_options),
-		cmocka_unit_test(test_copy_piece_option),
+		cmocka_unit_test(test_copy_piece_and_shared_stream_options),
 		cmocka_unit_test(test_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
