@@ -105,6 +105,7 @@ void config_defaults(config *c)
 	c->stream_min_bytes = CONFIG_AUTO;
 	c->copy_piece_bytes = CONFIG_AUTO;
 	c->stream_shared_min_bytes = CONFIG_AUTO;
+	c->submit_thread = true;
 	c->dispatch_max_macs = 1ull << 36;
 	c->loop_trips = CONFIG_LOOP_TRIPS_DEFAULT;
 	c->client_batch_macs = CONFIG_AUTO;
@@ -195,6 +196,10 @@ static void usage(const config *d)
 	       "                         jobs on their own queue can start between them;\n"
 	       "                         costs the large job speed (default auto: off,\n"
 	       "                         whole tensors)\n"
+	       "  --submit-thread on|off  batches are recorded and submitted on a thread of\n"
+	       "                         their own, so the loop goes on reading requests and\n"
+	       "                         writing replies meanwhile (default on; off: on the\n"
+	       "                         loop thread)\n"
 	       "  --dispatch-max-macs N  multiply-adds per dispatch; larger kernels are cut\n"
 	       "                         into several (default %" PRIu64 ")\n"
 	       "  --drain-timeout-s N    on SIGTERM, wait at most N seconds for replies to be\n"
@@ -343,7 +348,7 @@ enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O
        O_INFL, O_DIM, O_CONNS, O_BJOBS, O_IBATCH, O_OUTB, O_NOIMPORT, O_BPC, O_BBYTES, O_SPIN,
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
        O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN,
-       O_COPY_PIECE, O_STREAM_SHARED,
+       O_COPY_PIECE, O_STREAM_SHARED, O_SUBMIT_THREAD,
        O_DRAIN, O_LOOP_TRIPS, O_NO_COST_MODEL, O_COST_MODEL, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
@@ -381,6 +386,7 @@ static const struct option opts[] = {
 	{"stream-min-bytes", required_argument, 0, O_STREAM_MIN},
 	{"copy-piece-bytes", required_argument, 0, O_COPY_PIECE},
 	{"stream-shared-min-bytes", required_argument, 0, O_STREAM_SHARED},
+	{"submit-thread", required_argument, 0, O_SUBMIT_THREAD},
 	{"drain-timeout-s", required_argument, 0, O_DRAIN},
 	{"loop-trips", required_argument, 0, O_LOOP_TRIPS},
 	{"no-cost-model", no_argument, 0, O_NO_COST_MODEL},
@@ -501,6 +507,13 @@ static int apply(config *c, source *src, int o, const char *arg)
 	case O_STREAM_SHARED:
 		return parse_auto(src->where, name, arg, true,
 				  o == O_COPY_PIECE ? &c->copy_piece_bytes : &c->stream_shared_min_bytes);
+	case O_SUBMIT_THREAD:
+		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+			fprintf(stderr, "vkgradd: %s--%s: '%s' is not on or off\n", src->where, name, arg);
+			return -1;
+		}
+		c->submit_thread = arg[1] == 'n';
+		break;
 	case O_SCRATCH:
 		if (!strcmp(arg, "auto")) {
 			c->scratch_max_bytes = CONFIG_AUTO;

@@ -148,6 +148,9 @@ typedef struct config {
 	 * not, and 64 KiB left a 2048x1024x1024 bf16 tenant 0.41 of its
 	 * speed: off unless asked (docs/performance.md, "Mixed tenants") */
 	uint64_t copy_piece_bytes;
+	/* batches recorded and submitted on the engine's submission thread
+	 * (sched/submit.c) rather than on the loop thread */
+	bool submit_thread;
 	uint64_t dispatch_max_macs;  /* multiply-adds per dispatch (driver timeouts) */
 	/* iterations of any kernel's loops in one dispatch (variant.h, "Loop
 	 * bound"): at most CONFIG_LOOP_TRIPS_DEFAULT; lower to test the cut

@@ -8,7 +8,6 @@
 #include "stream.h"
 #include "spin.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +66,6 @@ void sched_answer(engine *e, job *j, proto_code code, const char *msg, uint64_t 
 	e->ev.done(e->ev.done_ctx, j, code, msg, queued_us, gpu_us, batch_jobs);
 }
 
-static int launch_slot(engine *e, uint32_t si);
-
 /* What batch s's GPU time teaches: the rate of its jobs' kind when it ran
  * one kind (sched/estimate.h), and each job's lane the difference between
  * its estimate and its share of the batch's time (sched/fair.h). */
@@ -109,9 +106,8 @@ static void finish_slot(engine *e, engine_slot *s)
 		 * whatever small batches were submitted meanwhile */
 		s->slice_gpu_us += gpu_us;
 		s->slice_from = s->slice_next;
-		if (launch_slot(e, (uint32_t)(s - e->slots)) == 0)
-			return;
-		return; /* the failed launch finished the slot */
+		sched_launch(e, (uint32_t)(s - e->slots));
+		return;
 	}
 	gpu_us += s->slice_gpu_us;
 	s->t_answer_ns = clock_now_ns();
@@ -331,109 +327,7 @@ static void submit_slot(engine *e, uint32_t si)
 			}
 		}
 	s->busy = true;
-	launch_slot(e, si);
-}
-
-/* Record slot si's batch (its next slice, when sliced) and submit it on
- * its track's queue. 0, or -1 when it failed (the slot is then finished:
- * its jobs answered). */
-static int launch_slot(engine *e, uint32_t si)
-{
-	engine_slot *s = &e->slots[si];
-	engine_track *tr = &e->track[s->cls];
-	/* (a failed scratch reservation above may have dropped its streaming) */
-	const bool streamed = s->njobs == 1 && s->jobs[0]->streamed;
-	record_counts counts;
-	const record_target tg = {
-		.pool = s->pool, .cb = s->cb, .queries = s->queries, .ts_buf = s->ts_buf,
-		.scratch = s->scratch.buf, .dummy = e->dummy, .dummy_piece = e->dummy_piece,
-		.first_piece = (uint64_t)si * e->cfg->max_batch_jobs, .jobs = s->jobs, .njobs = s->njobs,
-		.slice_from = s->slice_from, .slice_len = s->slice_len,
-	};
-	const VkResult rec = streamed ? stream_record(e, si, &tg, &counts)
-				      : record_batch(e->rec, &tg, &counts);
-	e->dispatches += counts.dispatches;
-	e->devlocal_copy_bytes += counts.copy_bytes;
-	s->nqueries = counts.nqueries;
-	s->slice_more = s->slice_len && counts.slice_more;
-	s->slice_next = counts.slice_next;
-	s->slices += s->slice_len != 0;
-	tr->submissions++;
-	s->t_recorded_ns = clock_now_ns();
-	sched_calibrate(e, s->t_recorded_ns);
-	s->cal_ok = e->cal_ok;
-	s->cal_dev = e->cal_dev;
-	s->cal_host_ns = e->cal_host_ns;
-	s->value = ++tr->next_value;
-	s->unsignaled = false;
-	/* a connection's job after its jobs of the other class: the device
-	 * sees their writes through a wait on that track's value (reached
-	 * already: the lane waited for them, engine_lane) */
-	const VkSemaphore other = e->track[!s->cls].timeline;
-	const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-	const bool wait = s->wait_other && s->slices <= 1; /* the first submission (slice) only */
-	VkTimelineSemaphoreSubmitInfo tsi = {
-		.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-		.waitSemaphoreValueCount = wait ? 1 : 0,
-		.pWaitSemaphoreValues = wait ? &s->wait_other : NULL,
-		.signalSemaphoreValueCount = 1,
-		.pSignalSemaphoreValues = &s->value,
-	};
-	VkSubmitInfo si_ = {
-		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-		.pNext = &tsi,
-		.waitSemaphoreCount = wait ? 1 : 0,
-		.pWaitSemaphores = wait ? &other : NULL,
-		.pWaitDstStageMask = wait ? &wait_stage : NULL,
-		.commandBufferCount = 1,
-		.pCommandBuffers = &s->cb,
-		.signalSemaphoreCount = 1,
-		.pSignalSemaphores = &tr->timeline,
-	};
-	VkResult r;
-	const char *what = "vkQueueSubmit";
-	if (rec != VK_SUCCESS) {
-		/* out of memory recording: the batch fails as a failed submission does */
-		r = rec, what = "recording the batch";
-	} else if (++e->submits == e->fault_submit_at) {
-		log_warn("fault injection: submission %llu reports device loss",
-			 (unsigned long long)e->submits);
-		r = VK_ERROR_DEVICE_LOST;
-	} else {
-		r = streamed ? stream_submit(e, si) : vkQueueSubmit(tr->queue, 1, &si_, VK_NULL_HANDLE);
-	}
-	s->t_submitted_ns = clock_now_ns();
-	if (r != VK_SUCCESS) {
-		log_err("%s failed (VkResult %d); %u job(s) fail", what, r, s->njobs);
-		s->failed = true;
-		/* nothing will signal s->value: give the value back and finish the
-		 * slot right here */
-		tr->next_value--;
-		s->unsignaled = true;
-		finish_slot(e, s);
-		uv_async_send(&e->async); /* async_cb starts the recovery */
-		return -1;
-	}
-	/* a kind seen before, longer than the budget: the loop polls around
-	 * its expected end (spin.h) */
-	const uint64_t expect = spin_expect(&e->spin, s->kind);
-	e->spin_expected += expect != 0;
-	pthread_mutex_lock(&e->mu);
-	assert(tr->ring_count < tr->nslots && tr->nslots <= ENGINE_RING); /* one entry per slot */
-	s->poll_at_ns = s->poll_to_ns = 0;
-	if (expect) {
-		const uint64_t lead = spin_lead(expect);
-		s->poll_at_ns = s->t_submitted_ns + (expect > lead ? expect - lead : 0);
-		s->poll_to_ns = s->t_submitted_ns + expect + lead;
-	}
-	s->seen = false;
-	tr->ring[(tr->ring_head + tr->ring_count) % ENGINE_RING] = si;
-	tr->ring_count++;
-	pthread_cond_signal(&tr->cv);
-	pthread_mutex_unlock(&e->mu);
-	if (e->spin.budget_ns)
-		sched_poll_start(e, s->t_submitted_ns); /* it may be done within the budget */
-	return 0;
+	sched_launch(e, si);
 }
 
 /* ---- lanes and batch formation ---------------------------------------------- */
@@ -547,6 +441,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		fair_init(&t->fair);
 		pthread_cond_init(&t->cv, NULL);
 	}
+	pthread_cond_init(&e->launch_cv, NULL);
 	estimate_init(&e->est, cpu);
 	e->small_ns = (cfg->small_job_us != CONFIG_AUTO ? cfg->small_job_us
 			: cpu ? CONFIG_SMALL_JOB_AUTO_CPU_US : CONFIG_SMALL_JOB_AUTO_GPU_US) * 1000;
@@ -618,6 +513,14 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		}
 		t->thread_started = true;
 	}
+	if (cfg->submit_thread && sched_submitter_start(e) != 0) {
+		why = "starting the submission thread failed";
+		if (!uv_is_closing((uv_handle_t *)&e->async))
+			uv_close((uv_handle_t *)&e->async, NULL);
+		goto fail;
+	}
+	log_info("batches are recorded and submitted on %s",
+		 cfg->submit_thread ? "a thread of their own" : "the loop thread");
 	return 0;
 fail:
 	snprintf(err, errlen, "%s", why);
@@ -633,6 +536,8 @@ void engine_destroy(engine *e)
 		uv_close((uv_handle_t *)&e->poll, NULL);
 		e->poll_init = false;
 	}
+	/* every batch handed over submitted (the queues are the loop's again) */
+	sched_submitter_stop(e);
 	if (e->dev && e->dev->dev)
 		vkDeviceWaitIdle(e->dev->dev);
 	bool threads = false;

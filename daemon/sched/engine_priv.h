@@ -79,10 +79,12 @@ typedef struct engine_slot {
 	 * (a lane of the batch ran jobs of the other class last), or 0 */
 	uint64_t wait_other;
 	uint64_t value;     /* timeline value signalled when done */
+	uint64_t expect_ns; /* its expected end past submission (spin_expect), or 0 */
 	bool seen;          /* found done (under mu): by the completion thread or the polling loop */
 	bool busy;
 	bool failed;        /* the wait reported device loss */
-	bool unsignaled;    /* its submission failed: nothing signals value (given back) */
+	bool unsignaled;    /* its submission failed: nothing signals value (given back);
+			     * in the ring all the same, seen at once */
 	scratch scratch;    /* device-local: devlocal tensors, split-K partials */
 } engine_slot;
 
@@ -106,7 +108,8 @@ typedef struct engine_track {
 	 * the loop (poll_for_*), cleared once that batch is finished */
 	uint64_t poll_ask_value, poll_ask_to_ns, poll_for_value, poll_for_to_ns;
 	fair_class fair;          /* lanes whose first job is of this class */
-	uint64_t batches, jobs, submissions; /* stats: a sliced batch submits once a slice */
+	uint64_t batches, jobs;   /* stats */
+	atomic_uint_fast64_t submissions; /* a sliced batch submits once a slice */
 } engine_track;
 
 struct engine {
@@ -126,8 +129,20 @@ struct engine {
 	uint32_t nslots;
 	uint32_t queued, running;
 	recorder *rec;            /* records each batch (record.h) */
-	pthread_mutex_t mu;       /* the tracks' rings, shared with their completion threads */
+	pthread_mutex_t mu;       /* the tracks' rings, shared with their completion threads,
+				   * and the launches, shared with the submission thread */
 	bool stop;
+	/* the submission thread (sched/submit.c; --submit-thread): slots whose
+	 * batch the loop formed, oldest first, waiting to be recorded and
+	 * submitted (under mu); `launching` counts them until they are in
+	 * their track's ring. Once it runs only it records and submits (the
+	 * recorder, the streams, the queues, next_value, the calibration);
+	 * while it does not (off, or stopped) the loop does. */
+	uint32_t launch_q[2 * ENGINE_RING];
+	uint32_t launch_head, launch_count, launching;
+	pthread_cond_t launch_cv;
+	pthread_t submitter;
+	bool submitter_started, submitter_stop;
 	uv_async_t async;
 	/* fault injection for tests (VKGRAD_FAULT_INJECT=submit:N,wait:N,
 	 * recreate:N): the Nth submission or wait reports VK_ERROR_DEVICE_LOST;
@@ -158,8 +173,11 @@ struct engine {
 	stream *stream;
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
-	uint64_t dispatches, devlocal_jobs, devlocal_copy_bytes, splitk_jobs; /* record_counts summed */
-	uint64_t stream_jobs, stream_chunks, stream_dw_blocks, stream_shared_jobs;
+	uint64_t devlocal_jobs, splitk_jobs;
+	/* written where batches are recorded (the submission thread) */
+	atomic_uint_fast64_t dispatches, devlocal_copy_bytes, stream_jobs, stream_chunks,
+		stream_dw_blocks;
+	uint64_t stream_shared_jobs;
 	uint64_t scratch_failures; /* batches that ran without scratch (allocation failed) */
 	metrics metrics;           /* latency histograms, stage windows (metrics.h) */
 	/* finished jobs kept for the next ones (engine_job_new), at most

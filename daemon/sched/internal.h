@@ -15,6 +15,16 @@ void sched_job_release(engine *e, job *j);
 /* Finish every batch seen done, in submission order, then submit more. */
 void sched_reap(engine *e);
 
+/* ---- sched/submit.c ---- */
+/* Slot si's batch (its next slice, when sliced), formed: recorded and
+ * submitted by the submission thread, or here when none runs; the loop
+ * polls from now (spin.h). */
+void sched_launch(engine *e, uint32_t si);
+/* The submission thread (0 or -1), and its end once every slot handed
+ * over is submitted (nothing when it does not run). */
+int sched_submitter_start(engine *e);
+void sched_submitter_stop(engine *e);
+
 /* ---- sched/setup.c ---- */
 /* The engine's Vulkan objects on e->dev (0 or -1; sched_gpu_release
  * cleans up either way), and their release (any part of them). */

@@ -75,6 +75,14 @@ void *sched_completion_main(void *arg)
 			pthread_cond_wait(&t->cv, &e->mu);
 			continue;
 		}
+		if (s0->unsignaled) {
+			/* its submission failed (submit.c): nothing to wait for */
+			s0->seen = true;
+			s0->t_seen_ns = clock_now_ns();
+			t->ring_done++;
+			uv_async_send(&e->async);
+			continue;
+		}
 		const uint32_t si = (uint32_t)(s0 - e->slots);
 		uint64_t value = s0->value;
 		/* an expected end (spin.h): wait until the loop should poll, once */
@@ -126,7 +134,7 @@ static bool poll_track(engine *e, engine_track *t)
 	uint64_t oldest = 0, cur = 0;
 	pthread_mutex_lock(&e->mu);
 	const engine_slot *s0 = sched_track_oldest(t);
-	if (s0)
+	if (s0 && !s0->unsignaled) /* (a failed submission: the completion thread's) */
 		oldest = s0->value;
 	pthread_mutex_unlock(&e->mu);
 	if (!oldest || vkGetSemaphoreCounterValue(e->dev->dev, t->timeline, &cur) != VK_SUCCESS ||
@@ -142,7 +150,7 @@ static bool poll_track(engine *e, engine_track *t)
 	const uint64_t now = clock_now_ns();
 	bool any = false;
 	pthread_mutex_lock(&e->mu);
-	for (engine_slot *s; (s = sched_track_oldest(t)) && cur >= s->value;) {
+	for (engine_slot *s; (s = sched_track_oldest(t)) && !s->unsignaled && cur >= s->value;) {
 		mark_seen(e, t, s, VK_SUCCESS, now, true);
 		any = true;
 	}
@@ -221,6 +229,7 @@ void sched_poll_cb(uv_idle_t *h)
 	const uint64_t now = clock_now_ns();
 	bool keep = now < e->poll_until_ns;
 	pthread_mutex_lock(&e->mu);
+	keep |= e->launching != 0; /* handed to the submission thread, not yet in a ring */
 	for (int c = 0; c < ENGINE_CLASSES; c++) {
 		engine_track *t = &e->track[c];
 		keep |= now < t->poll_for_to_ns;

@@ -1,0 +1,185 @@
+/* daemon/sched/submit.c — the submission thread: batches the loop formed,
+ * recorded and submitted off the loop thread, so the loop goes on reading
+ * requests and writing replies while a command buffer is recorded.
+ *
+ * The loop forms a batch in a free slot (engine.c: jobs taken, staged
+ * inputs copied, scratch reserved) and hands the slot over; the thread
+ * records it (record.h, or stream.h for a streamed job), submits it on its
+ * track's queue and puts it in the track's ring, which the completion
+ * thread waits on. Slots go in the order handed over, so each track's ring
+ * stays in submission order. A failed recording or submission goes in the
+ * ring too, `unsignaled`: the completion thread sees it at once and the
+ * loop answers its jobs device_lost. With --submit-thread off (or once the
+ * thread is stopped) the loop does the same itself. */
+#include "sched/internal.h"
+#include "clock.h"
+
+#include "log.h"
+#include "record.h"
+#include "stream.h"
+
+#include <assert.h>
+
+#define LAUNCH_Q (2 * ENGINE_RING)
+
+/* Record slot si's batch (its next slice, when sliced), submit it on its
+ * track's queue and put it in the track's ring; `handed`: it came through
+ * the submission thread's queue. */
+static void launch(engine *e, uint32_t si, bool handed)
+{
+	engine_slot *s = &e->slots[si];
+	engine_track *tr = &e->track[s->cls];
+	/* (a failed scratch reservation may have dropped its streaming) */
+	const bool streamed = s->njobs == 1 && s->jobs[0]->streamed;
+	record_counts counts;
+	const record_target tg = {
+		.pool = s->pool, .cb = s->cb, .queries = s->queries, .ts_buf = s->ts_buf,
+		.scratch = s->scratch.buf, .dummy = e->dummy, .dummy_piece = e->dummy_piece,
+		.first_piece = (uint64_t)si * e->cfg->max_batch_jobs, .jobs = s->jobs, .njobs = s->njobs,
+		.slice_from = s->slice_from, .slice_len = s->slice_len,
+	};
+	const VkResult rec = streamed ? stream_record(e, si, &tg, &counts)
+				      : record_batch(e->rec, &tg, &counts);
+	e->dispatches += counts.dispatches;
+	e->devlocal_copy_bytes += counts.copy_bytes;
+	s->nqueries = counts.nqueries;
+	s->slice_more = s->slice_len && counts.slice_more;
+	s->slice_next = counts.slice_next;
+	s->slices += s->slice_len != 0;
+	tr->submissions++;
+	s->t_recorded_ns = clock_now_ns();
+	sched_calibrate(e, s->t_recorded_ns);
+	s->cal_ok = e->cal_ok;
+	s->cal_dev = e->cal_dev;
+	s->cal_host_ns = e->cal_host_ns;
+	s->value = ++tr->next_value;
+	s->unsignaled = false;
+	/* a connection's job after its jobs of the other class: the device
+	 * sees their writes through a wait on that track's value (reached
+	 * already: the lane waited for them, engine_lane) */
+	const VkSemaphore other = e->track[!s->cls].timeline;
+	const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+	const bool wait = s->wait_other && s->slices <= 1; /* the first submission (slice) only */
+	VkTimelineSemaphoreSubmitInfo tsi = {
+		.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+		.waitSemaphoreValueCount = wait ? 1 : 0,
+		.pWaitSemaphoreValues = wait ? &s->wait_other : NULL,
+		.signalSemaphoreValueCount = 1,
+		.pSignalSemaphoreValues = &s->value,
+	};
+	VkSubmitInfo si_ = {
+		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+		.pNext = &tsi,
+		.waitSemaphoreCount = wait ? 1 : 0,
+		.pWaitSemaphores = wait ? &other : NULL,
+		.pWaitDstStageMask = wait ? &wait_stage : NULL,
+		.commandBufferCount = 1,
+		.pCommandBuffers = &s->cb,
+		.signalSemaphoreCount = 1,
+		.pSignalSemaphores = &tr->timeline,
+	};
+	VkResult r;
+	const char *what = "vkQueueSubmit";
+	if (rec != VK_SUCCESS) {
+		/* out of memory recording: the batch fails as a failed submission does */
+		r = rec, what = "recording the batch";
+	} else if (++e->submits == e->fault_submit_at) {
+		log_warn("fault injection: submission %llu reports device loss",
+			 (unsigned long long)e->submits);
+		r = VK_ERROR_DEVICE_LOST;
+	} else {
+		r = streamed ? stream_submit(e, si) : vkQueueSubmit(tr->queue, 1, &si_, VK_NULL_HANDLE);
+	}
+	s->t_submitted_ns = clock_now_ns();
+	s->poll_at_ns = s->poll_to_ns = 0;
+	if (r != VK_SUCCESS) {
+		log_err("%s failed (VkResult %d); %u job(s) fail", what, r, s->njobs);
+		/* nothing will signal s->value: give the value back; the ring
+		 * hands the slot to the loop as failed (the recovery starts there) */
+		s->failed = true;
+		tr->next_value--;
+		s->unsignaled = true;
+	} else if (s->expect_ns) {
+		/* a kind seen before, longer than the budget: the loop polls
+		 * around its expected end (spin.h) */
+		const uint64_t lead = spin_lead(s->expect_ns);
+		s->poll_at_ns = s->t_submitted_ns + (s->expect_ns > lead ? s->expect_ns - lead : 0);
+		s->poll_to_ns = s->t_submitted_ns + s->expect_ns + lead;
+	}
+	pthread_mutex_lock(&e->mu);
+	assert(tr->ring_count < tr->nslots && tr->nslots <= ENGINE_RING); /* one entry per slot */
+	s->seen = false;
+	tr->ring[(tr->ring_head + tr->ring_count) % ENGINE_RING] = si;
+	tr->ring_count++;
+	if (handed)
+		e->launching--;
+	pthread_cond_signal(&tr->cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+void sched_launch(engine *e, uint32_t si)
+{
+	engine_slot *s = &e->slots[si];
+	/* a sliced batch has no expected end (kind 0): its slices' times vary */
+	s->expect_ns = spin_expect(&e->spin, s->kind);
+	e->spin_expected += s->expect_ns != 0;
+	if (e->submitter_started) {
+		pthread_mutex_lock(&e->mu);
+		assert(e->launch_count < LAUNCH_Q);
+		e->launch_q[(e->launch_head + e->launch_count) % LAUNCH_Q] = si;
+		e->launch_count++;
+		e->launching++;
+		pthread_cond_signal(&e->launch_cv);
+		pthread_mutex_unlock(&e->mu);
+	} else {
+		launch(e, si, false);
+	}
+	if (e->spin.budget_ns)
+		sched_poll_start(e, clock_now_ns()); /* it may be done within the budget */
+}
+
+/* The submission thread: each slot handed over, in order; it stops once
+ * asked and nothing is left to submit. */
+static void *submit_main(void *arg)
+{
+	engine *e = arg;
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		if (e->launch_count == 0) {
+			if (e->submitter_stop)
+				break;
+			pthread_cond_wait(&e->launch_cv, &e->mu);
+			continue;
+		}
+		const uint32_t si = e->launch_q[e->launch_head];
+		e->launch_head = (e->launch_head + 1) % LAUNCH_Q;
+		e->launch_count--;
+		pthread_mutex_unlock(&e->mu);
+		launch(e, si, true);
+		pthread_mutex_lock(&e->mu);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+int sched_submitter_start(engine *e)
+{
+	e->submitter_stop = false;
+	e->launch_head = e->launch_count = e->launching = 0;
+	if (pthread_create(&e->submitter, NULL, submit_main, e) != 0)
+		return -1;
+	e->submitter_started = true;
+	return 0;
+}
+
+void sched_submitter_stop(engine *e)
+{
+	if (!e->submitter_started)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->submitter_stop = true;
+	pthread_cond_signal(&e->launch_cv);
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->submitter, NULL);
+	e->submitter_started = false;
+}
