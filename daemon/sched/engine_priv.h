@@ -139,7 +139,8 @@ struct engine {
 	 * recorder, the streams, the queues, next_value, the calibration);
 	 * while it does not (off, or stopped) the loop does. */
 	uint32_t launch_q[2 * ENGINE_RING];
-	uint32_t launch_head, launch_count, launching;
+	uint32_t launch_head, launching;
+	atomic_uint launch_count; /* (read without mu while the thread polls) */
 	pthread_cond_t launch_cv;
 	pthread_t submitter;
 	bool submitter_started, submitter_stop;

@@ -139,18 +139,33 @@ void sched_launch(engine *e, uint32_t si)
 }
 
 /* The submission thread: each slot handed over, in order; it stops once
- * asked and nothing is left to submit. */
+ * asked and nothing is left to submit. Once the queue is empty it polls
+ * for the next slot as long as the loop polls its sockets after a request
+ * (--loop-spin-us, spin.h: a wake-up costs more than a small batch's
+ * recording), then sleeps. */
 static void *submit_main(void *arg)
 {
 	engine *e = arg;
+	bool polled = false;
 	pthread_mutex_lock(&e->mu);
 	for (;;) {
 		if (e->launch_count == 0) {
 			if (e->submitter_stop)
 				break;
+			if (!polled && e->spin.after_ns) {
+				polled = true;
+				pthread_mutex_unlock(&e->mu);
+				const uint64_t until = clock_now_ns() + e->spin.after_ns;
+				while (atomic_load_explicit(&e->launch_count, memory_order_relaxed) == 0 &&
+				       clock_now_ns() < until)
+					;
+				pthread_mutex_lock(&e->mu);
+				continue;
+			}
 			pthread_cond_wait(&e->launch_cv, &e->mu);
 			continue;
 		}
+		polled = false;
 		const uint32_t si = e->launch_q[e->launch_head];
 		e->launch_head = (e->launch_head + 1) % LAUNCH_Q;
 		e->launch_count--;

@@ -6,7 +6,9 @@
  *  - dependent jobs of one connection inside one batch stay ordered: with
  *    one submission slot, a blocker job holds the GPU while A (writes dW),
  *    B (reads that dW as W), C (accumulates into dW) queue and then share a
- *    batch; results equal running them one after another;
+ *    batch; results equal running them one after another; the same with
+ *    batches recorded and submitted on the loop thread (--submit-thread off)
+ *    as on the submission thread;
  *  - a flooding client and a single-job client: the single job overtakes
  *    most of the flood (counted in flood jobs the device ran, not in time);
  *  - fairness in time: a client queueing large jobs, another's tiny job
@@ -44,7 +46,11 @@
 #include "ref.h"
 #include "vkgrad.h"
 
-static daemon_proc g_main, g_single;
+static daemon_proc g_main, g_single, g_single_loop;
+/* the one-slot daemon the batching tests use: g_single, whose batches are
+ * recorded and submitted on the submission thread, or g_single_loop, the
+ * same with --submit-thread off (the loop thread does it) */
+static daemon_proc *g_one = &g_single;
 
 /* ---- batching ------------------------------------------------------------- */
 
@@ -80,7 +86,7 @@ static uint64_t share_batches_try(uint64_t bdim)
 	static void *map[SHARE_N];
 	static uint64_t reg[SHARE_N], h[SHARE_N];
 	vkg_error err;
-	vkg_client *c = expect_client(g_single.sock);
+	vkg_client *c = expect_client(g_one->sock);
 	jobcase blk;
 	jobcase_init(&blk, bdim, bdim, bdim, JC_ALL, false);
 	uint64_t breg, bh;
@@ -144,7 +150,7 @@ static void test_concurrent_small_jobs_share_batches(void **state)
 		fail_msg("%d queued jobs never shared a batch (largest batch_jobs %llu)", SHARE_N,
 			 (unsigned long long)max_batch);
 	proto_stats st;
-	assert_int_equal(rawsock_stats(g_single.sock, &st), 0);
+	assert_int_equal(rawsock_stats(g_one->sock, &st), 0);
 	assert_true(st.jobs_per_batch_avg > 1.0);
 }
 
@@ -161,7 +167,7 @@ static bool ordered_try(uint64_t bdim)
 	const size_t off_x = 0, off_dy = off_x + nx, off_dw = off_dy + ndy, off_dx = off_dw + ndw;
 	const size_t bytes = (off_dx + ndx) * sizeof(float);
 	vkg_error err;
-	vkg_client *c = vkg_connect(g_single.sock, &err);
+	vkg_client *c = vkg_connect(g_one->sock, &err);
 	assert_non_null(c);
 	uint64_t reg;
 	float *m = vkg_region_create(c, bytes, &reg, &err);
@@ -286,7 +292,7 @@ static bool chain_try(uint64_t bdim)
 	const size_t per = nw + O + nx;
 	const size_t nf = off_out + K * per;
 	vkg_error err;
-	vkg_client *c = vkg_connect(g_single.sock, &err);
+	vkg_client *c = vkg_connect(g_one->sock, &err);
 	assert_non_null(c);
 	uint64_t reg;
 	float *m = vkg_region_create(c, nf * sizeof(float), &reg, &err);
@@ -371,6 +377,20 @@ static void test_chain_of_full_jobs_in_one_batch(void **state)
 {
 	(void)state;
 	behind_a_blocker(chain_try, "the chain was");
+}
+
+/* The batching tests again with --submit-thread off: batches recorded and
+ * submitted on the loop thread give the same batches and results. */
+static void test_batches_recorded_on_the_loop_thread(void **state)
+{
+	(void)state;
+	g_one = &g_single_loop;
+	assert_true(daemon_proc_log_contains(g_one, "recorded and submitted on the loop thread"));
+	assert_true(daemon_proc_log_contains(&g_single, "recorded and submitted on a thread of their own"));
+	test_concurrent_small_jobs_share_batches(NULL);
+	behind_a_blocker(ordered_try, "A, B, C were");
+	behind_a_blocker(chain_try, "the chain was");
+	g_one = &g_single;
 }
 
 /* ---- fairness ---------------------------------------------------------------- */
@@ -739,6 +759,13 @@ static int group_setup(void **state)
 		daemon_proc_kill(&g_main);
 		return -1;
 	}
+	static const char *const single_loop[] = {"--inflight-batches", "1", "--batch-per-client", "4",
+						  "--max-inflight", "128", "--submit-thread", "off", NULL};
+	if (daemon_proc_start(&g_single_loop, single_loop, NULL) != 0) {
+		daemon_proc_kill(&g_main);
+		daemon_proc_kill(&g_single);
+		return -1;
+	}
 	return 0;
 }
 
@@ -747,7 +774,8 @@ static int group_teardown(void **state)
 	(void)state;
 	int a = daemon_proc_stop(&g_main);
 	int b = daemon_proc_stop(&g_single);
-	return a || b ? -1 : 0;
+	int c = daemon_proc_stop(&g_single_loop);
+	return a || b || c ? -1 : 0;
 }
 
 int main(void)
@@ -756,6 +784,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_small_jobs_share_batches),
 		cmocka_unit_test(test_dependent_jobs_in_one_batch_stay_ordered),
 		cmocka_unit_test(test_chain_of_full_jobs_in_one_batch),
+		cmocka_unit_test(test_batches_recorded_on_the_loop_thread),
 		cmocka_unit_test(test_single_job_is_not_held_back_by_a_flood),
 		cmocka_unit_test(test_tiny_job_waits_about_one_batch_of_large_jobs),
 		cmocka_unit_test(test_cache_bad_files_are_ignored),

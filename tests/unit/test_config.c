@@ -137,6 +137,24 @@ static void test_copy_piece_and_shared_stream_options(void **state)
 	expect_bytes_auto_off("--stream-shared-min-bytes", offsetof(config, stream_shared_min_bytes));
 }
 
+/* --submit-thread on|off: on by default; anything else refused, the
+ * setting unchanged */
+static void test_submit_thread_option(void **state)
+{
+	(void)state;
+	config c;
+	config_defaults(&c);
+	assert_true(c.submit_thread);
+	assert_int_equal(parse2(&c, "--submit-thread", "off"), 0);
+	assert_false(c.submit_thread);
+	assert_int_equal(parse2(&c, "--submit-thread", "1"), -1);
+	assert_int_equal(parse2(&c, "--submit-thread", "onn"), -1);
+	assert_int_equal(parse2(&c, "--submit-thread", ""), -1);
+	assert_false(c.submit_thread);
+	assert_int_equal(parse2(&c, "--submit-thread", "on"), 0);
+	assert_true(c.submit_thread);
+}
+
 /* every variable config_read_env reads */
 static const char *const env_names[] = {
 	"XDG_RUNTIME_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME", "JOURNAL_STREAM", "NOTIFY_SOCKET",
@@ -225,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_stream_options),
 		cmocka_unit_test(test_copy_piece_and_shared_stream_options),
+		cmocka_unit_test(test_submit_thread_option),
 		cmocka_unit_test(test_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
