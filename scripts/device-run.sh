@@ -25,7 +25,8 @@
 #            streamed job's steps
 #   tiny     `bench --compare` (daemon against in-process); the same with
 #            enough jobs for a steady state; 16 synchronous clients on a
-#            private daemon (and BEFORE_VKGRADD's); torch_multiproc.py 1 16,
+#            private daemon, 6,000 jobs each, three times (and
+#            BEFORE_VKGRADD's, alternated); torch_multiproc.py 1 16,
 #            plain and under MPS
 #   tenants  `bench --scenario mixed`: 8 synchronous tiny clients alone, then
 #            beside one heavy bf16 client, heavy 8192x4096x4096 and
@@ -329,11 +330,11 @@ suite_tiny() {
 	done
 	$REPORT tiny "$R/compare.jsonl" | tee -a "$S"
 	: >"$R/sync16.jsonl"
-	for rep in $(seq 1 "$REPS"); do
+	for rep in $(seq 1 "$SYNC_REPS"); do
 		for w in $(builds); do
 			in_budget "16 synchronous clients ($w #$rep)" || break 2
 			say "16 synchronous clients, $w #$rep"
-			vk bench --json --daemon "$(daemon_of "$w")" --scenario tiny_latency --clients 16 --jobs "$TJOBS" \
+			vk bench --json --daemon "$(daemon_of "$w")" --scenario tiny_latency --clients 16 --jobs "$SYNC_JOBS" \
 				2>>"$R/bench.err" | tag "$w#$rep" >>"$R/sync16.jsonl"
 		done
 	done
@@ -460,13 +461,13 @@ QUICK=${QUICK:-}
 PY=${PYTHON:-python3}
 if [ -n "$QUICK" ]; then
 	KSHAPES="64,64,32;96,64,48" BIG=128,64,64 MID=64,32,32 WIDE=32,64,64 NARROW=256,64,8
-	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 HEAVY_INFLIGHT=2 TENANT_REPS=1 REPS=1 E2E_REPS=2 TJOBS=100
+	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 HEAVY_INFLIGHT=2 TENANT_REPS=1 REPS=1 E2E_REPS=2 TJOBS=100 SYNC_REPS=1 SYNC_JOBS=100
 	CHECK_SHAPES="1x1x1 33x257x31 64x64x8" COMPARE_ARGS="--scenario tiny_latency --jobs 50"
 	export MLP_SIZES=${MLP_SIZES:-64,128,32} MLP_BATCH=${MLP_BATCH:-32} MLP_STEPS=${MLP_STEPS:-3} MLP_WARMUP=${MLP_WARMUP:-1}
 else
 	KSHAPES="8192,4096,4096;16384,8192,8192;2048,1024,1024" BIG=8192,4096,4096 MID=2048,1024,1024
 	WIDE=1024,4096,4096 NARROW="4096,1024,16;8192,4096,32"
-	HEAVY=${HEAVY:-8192x4096x4096 2048x1024x1024} TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000
+	HEAVY=${HEAVY:-8192x4096x4096 2048x1024x1024} TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000 SYNC_REPS=3 SYNC_JOBS=6000
 	CHECK_SHAPES="1x1x1 1x33x1 31x1x7 33x257x31 257x33x16 64x64x8 100x100x100 128x31x257
 		4096x1024x16 8192x4096x32 2048x1024x1024 512x512x512 70000x64x8" COMPARE_ARGS=
 fi
