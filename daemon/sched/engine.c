@@ -440,8 +440,8 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		e->nslots += t->nslots;
 		fair_init(&t->fair);
 		pthread_cond_init(&t->cv, NULL);
+		pthread_cond_init(&t->launch_cv, NULL);
 	}
-	pthread_cond_init(&e->launch_cv, NULL);
 	estimate_init(&e->est, cpu);
 	e->small_ns = (cfg->small_job_us != CONFIG_AUTO ? cfg->small_job_us
 			: cpu ? CONFIG_SMALL_JOB_AUTO_CPU_US : CONFIG_SMALL_JOB_AUTO_GPU_US) * 1000;
@@ -474,17 +474,23 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		if (!e->slots[i].jobs)
 			goto fail;
 	}
-	e->rec = record_new(d, pl, cfg->dispatch_max_macs, cfg->max_batch_jobs);
-	if (!e->rec) {
-		why = "out of memory for the batch recorder";
-		goto fail;
+	pthread_mutex_init(&e->stream_mu, NULL);
+	pthread_mutex_init(&e->queue_mu, NULL);
+	pthread_mutex_init(&e->cal_mu, NULL);
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		e->track[c].rec = record_new(d, pl, cfg->dispatch_max_macs, cfg->max_batch_jobs);
+		if (!e->track[c].rec) {
+			why = "out of memory for the batch recorder";
+			goto fail;
+		}
 	}
 	if (sched_gpu_create(e) != 0)
 		goto fail;
 	/* device-local copies on the compute queue in pieces (config.h) */
 	const uint64_t piece = cfg->copy_piece_bytes;
 	if (piece != CONFIG_AUTO && piece != CONFIG_OFF) {
-		record_set_copy_piece(e->rec, piece);
+		for (int c = 0; c < ENGINE_CLASSES; c++)
+			record_set_copy_piece(e->track[c].rec, piece);
 		log_info("device-local copies on the compute queue: in pieces of at most %llu bytes",
 			 (unsigned long long)piece);
 	}
@@ -514,13 +520,13 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		t->thread_started = true;
 	}
 	if (cfg->submit_thread && sched_submitter_start(e) != 0) {
-		why = "starting the submission thread failed";
+		why = "starting the submission threads failed";
 		if (!uv_is_closing((uv_handle_t *)&e->async))
 			uv_close((uv_handle_t *)&e->async, NULL);
 		goto fail;
 	}
 	log_info("batches are recorded and submitted on %s",
-		 cfg->submit_thread ? "a thread of their own" : "the loop thread");
+		 cfg->submit_thread ? "a thread of their own per job class" : "the loop thread");
 	return 0;
 fail:
 	snprintf(err, errlen, "%s", why);
@@ -590,7 +596,9 @@ void engine_destroy(engine *e)
 		free(e->slots[i].jobs);
 	free(e->slots);
 	e->slots = NULL;
-	record_free(e->rec);
-	e->rec = NULL;
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		record_free(e->track[c].rec);
+		e->track[c].rec = NULL;
+	}
 	spare_free(e);
 }

@@ -108,6 +108,18 @@ typedef struct engine_track {
 	 * the loop (poll_for_*), cleared once that batch is finished */
 	uint64_t poll_ask_value, poll_ask_to_ns, poll_for_value, poll_for_to_ns;
 	fair_class fair;          /* lanes whose first job is of this class */
+	/* its submission thread (sched/submit.c; --submit-thread): its slots
+	 * whose batch the loop formed, oldest first, waiting to be recorded
+	 * and submitted (under the engine's mu), and the recorder it records
+	 * them with (record.h). A track's thread records and submits its
+	 * batches alone; while it does not run (off, or stopped) the loop does. */
+	recorder *rec;
+	uint32_t launch_q[ENGINE_RING];
+	uint32_t launch_head;
+	atomic_uint launch_count; /* (read without mu while the thread polls) */
+	pthread_cond_t launch_cv;
+	pthread_t submitter;
+	bool submitter_started, submitter_stop;
 	uint64_t batches, jobs;   /* stats */
 	atomic_uint_fast64_t submissions; /* a sliced batch submits once a slice */
 } engine_track;
@@ -128,27 +140,22 @@ struct engine {
 	engine_slot *slots;
 	uint32_t nslots;
 	uint32_t queued, running;
-	recorder *rec;            /* records each batch (record.h) */
 	pthread_mutex_t mu;       /* the tracks' rings, shared with their completion threads,
-				   * and the launches, shared with the submission thread */
+				   * and their launches, shared with their submission threads */
 	bool stop;
-	/* the submission thread (sched/submit.c; --submit-thread): slots whose
-	 * batch the loop formed, oldest first, waiting to be recorded and
-	 * submitted (under mu); `launching` counts them until they are in
-	 * their track's ring. Once it runs only it records and submits (the
-	 * recorder, the streams, the queues, next_value, the calibration);
-	 * while it does not (off, or stopped) the loop does. */
-	uint32_t launch_q[2 * ENGINE_RING];
-	uint32_t launch_head, launching;
-	atomic_uint launch_count; /* (read without mu while the thread polls) */
-	pthread_cond_t launch_cv;
-	pthread_t submitter;
-	bool submitter_started, submitter_stop;
+	/* slots handed to a submission thread and not yet in their track's
+	 * ring (under mu); what the two tracks' submission threads share: the
+	 * streams (a streamed job's recording and submission, stream_mu), the
+	 * one queue where both tracks submit to it (queue_mu), the GPU clock's
+	 * calibration (cal_mu) */
+	uint32_t launching;
+	pthread_mutex_t stream_mu, queue_mu, cal_mu;
 	uv_async_t async;
 	/* fault injection for tests (VKGRAD_FAULT_INJECT=submit:N,wait:N,
 	 * recreate:N): the Nth submission or wait reports VK_ERROR_DEVICE_LOST;
 	 * the first N device recreations fail (recovery.c counts it down) */
-	uint64_t fault_submit_at, fault_wait_at, submits, waits;
+	uint64_t fault_submit_at, fault_wait_at, waits;
+	atomic_uint_fast64_t submits;
 	uint64_t fault_recreate;
 	unsigned fault_late_us;  /* late_wait: the completion thread reports batches this late */
 	/* device loss. `lost`: a batch failed; nothing is submitted until

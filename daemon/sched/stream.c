@@ -97,6 +97,7 @@ void stream_release(engine *e)
 /* What recording one streamed job needs. */
 typedef struct srec {
 	engine *e;
+	recorder *rec;   /* the slot's track's */
 	stream *st;
 	uint32_t si;
 	const record_target *tg; /* the slot's objects (record.h) */
@@ -309,7 +310,7 @@ static uint64_t record_dx_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 	 * another), on the session's start build too. */
 	record_barrier_all(r->cb);
 	kernel_ts_first(r, first);
-	record_job_kernels(r->e->rec, r->tg, r->cb, &c, false, true, r->counts);
+	record_job_kernels(r->rec, r->tg, r->cb, &c, false, true, r->counts);
 	if (last && r->e->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, r->j->ts_index + 1);
 	return step_end(r);
@@ -370,9 +371,9 @@ static void record_param(srec *r, uint64_t up_x, bool first)
 			record_barrier_all(r->cb);
 			kernel_ts_first(r, first && r0 == 0);
 			if (block == q->out)
-				record_job_kernels(r->e->rec, r->tg, r->cb, r->j, true, false, r->counts);
+				record_job_kernels(r->rec, r->tg, r->cb, r->j, true, false, r->counts);
 			else
-				record_job_param_part(r->e->rec, r->tg, r->cb, r->j, 0, r0, len, r->counts);
+				record_job_param_part(r->rec, r->tg, r->cb, r->j, 0, r0, len, r->counts);
 			if (last && r->e->dev->timestamps)
 				vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries,
 						    r->j->ts_index + 1);
@@ -402,7 +403,7 @@ static uint64_t record_dw_chunk(srec *r, uint64_t up, uint32_t n, uint64_t r0, u
 		record_barrier_all(r->cb);
 	kernel_ts_first(r, first && d0 == 0);
 	const uint32_t sums = (r0 ? VKG_FLAG_SUMS_IN : 0u) | (last ? 0u : VKG_FLAG_SUMS_OUT);
-	record_job_param_part(r->e->rec, r->tg, r->cb, &c, sums, d0, dn, r->counts);
+	record_job_param_part(r->rec, r->tg, r->cb, &c, sums, d0, dn, r->counts);
 	if (end && r->e->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, r->j->ts_index + 1);
 	return step_end(r);
@@ -507,7 +508,7 @@ VkResult stream_record(engine *e, uint32_t si, const record_target *tg, record_c
 {
 	assert(e->stream && tg->njobs == 1 && tg->jobs[0]->streamed);
 	memset(counts, 0, sizeof(*counts));
-	srec r = {.e = e, .st = e->stream, .si = si, .tg = tg, .counts = counts, .j = tg->jobs[0],
+	srec r = {.e = e, .rec = e->track[e->slots[si].cls].rec, .st = e->stream, .si = si, .tg = tg, .counts = counts, .j = tg->jobs[0],
 		  .es = proto_dtype_size(tg->jobs[0]->req.dtype)};
 	vkResetCommandPool(e->dev->dev, tg->pool, 0);
 	for (int role = 0; role < ROLES; role++) {

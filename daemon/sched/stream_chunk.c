@@ -113,7 +113,8 @@ uint64_t stream_chunk_rows(const engine *e, const job *j)
  * (record_param_resume_granule) and row_align, or 0 where dW cannot resume. */
 static uint64_t sums_granule(const engine *e, const job *j)
 {
-	const uint64_t g = record_param_resume_granule(e->rec, j), al = row_align(j);
+	/* (either track's recorder: these read its settings alone) */
+	const uint64_t g = record_param_resume_granule(e->track[ENGINE_LARGE].rec, j), al = row_align(j);
 	return g % al ? g * al : g; /* (al is 1, 2 or 4) */
 }
 
@@ -186,7 +187,7 @@ uint64_t stream_job_rows(const engine *e, const job *j)
  * 132 SMs, as a quarter of the unblocked step's four. */
 uint64_t stream_last_block_rows(const engine *e, const job *j)
 {
-	const uint64_t out = j->req.out, tm = record_param_block_rows(e->rec, j);
+	const uint64_t out = j->req.out, tm = record_param_block_rows(e->track[ENGINE_LARGE].rec, j);
 	const uint64_t rows = round_up((out + 3) / 4, tm);
 	return rows < out ? rows : out;
 }
@@ -203,7 +204,7 @@ uint64_t stream_last_block_rows(const engine *e, const job *j)
 uint64_t stream_dw_block_rows(const engine *e, const job *j)
 {
 	const proto_request *q = &j->req;
-	if (!q->t[PROTO_T_DW].present || record_param_block_rows(e->rec, j) == 0)
+	if (!q->t[PROTO_T_DW].present || record_param_block_rows(e->track[ENGINE_LARGE].rec, j) == 0)
 		return q->out;
 	return proto_dtype_size(q->dtype) == 4 ? stream_last_block_rows(e, j) : q->out;
 }

@@ -1,16 +1,18 @@
-/* daemon/sched/submit.c — the submission thread: batches the loop formed,
+/* daemon/sched/submit.c — the submission threads: batches the loop formed,
  * recorded and submitted off the loop thread, so the loop goes on reading
  * requests and writing replies while a command buffer is recorded.
  *
  * The loop forms a batch in a free slot (engine.c: jobs taken, staged
- * inputs copied, scratch reserved) and hands the slot over; the thread
- * records it (record.h, or stream.h for a streamed job), submits it on its
- * track's queue and puts it in the track's ring, which the completion
- * thread waits on. Slots go in the order handed over, so each track's ring
- * stays in submission order. A failed recording or submission goes in the
- * ring too, `unsignaled`: the completion thread sees it at once and the
- * loop answers its jobs device_lost. With --submit-thread off (or once the
- * thread is stopped) the loop does the same itself. */
+ * inputs copied, scratch reserved) and hands the slot to its track's
+ * thread, which records it (record.h, or stream.h for a streamed job),
+ * submits it on the track's queue and puts it in the track's ring, which
+ * the completion thread waits on. One thread per track: a small batch is
+ * never recorded behind a large one (a streamed large job's recording
+ * takes hundreds of µs). A track's slots go in the order handed over, so
+ * its ring stays in submission order. A failed recording or submission
+ * goes in the ring too, `unsignaled`: the completion thread sees it at
+ * once and the loop answers its jobs device_lost. With --submit-thread
+ * off (or once the threads are stopped) the loop does the same itself. */
 #include "sched/internal.h"
 #include "clock.h"
 
@@ -20,7 +22,6 @@
 
 #include <assert.h>
 
-#define LAUNCH_Q (2 * ENGINE_RING)
 
 /* Record slot si's batch (its next slice, when sliced), submit it on its
  * track's queue and put it in the track's ring; `handed`: it came through
@@ -38,8 +39,11 @@ static void launch(engine *e, uint32_t si, bool handed)
 		.first_piece = (uint64_t)si * e->cfg->max_batch_jobs, .jobs = s->jobs, .njobs = s->njobs,
 		.slice_from = s->slice_from, .slice_len = s->slice_len,
 	};
+	/* the streams' objects are shared by both tracks' streamed jobs */
+	if (streamed)
+		pthread_mutex_lock(&e->stream_mu);
 	const VkResult rec = streamed ? stream_record(e, si, &tg, &counts)
-				      : record_batch(e->rec, &tg, &counts);
+				      : record_batch(tr->rec, &tg, &counts);
 	e->dispatches += counts.dispatches;
 	e->devlocal_copy_bytes += counts.copy_bytes;
 	s->nqueries = counts.nqueries;
@@ -48,10 +52,12 @@ static void launch(engine *e, uint32_t si, bool handed)
 	s->slices += s->slice_len != 0;
 	tr->submissions++;
 	s->t_recorded_ns = clock_now_ns();
+	pthread_mutex_lock(&e->cal_mu);
 	sched_calibrate(e, s->t_recorded_ns);
 	s->cal_ok = e->cal_ok;
 	s->cal_dev = e->cal_dev;
 	s->cal_host_ns = e->cal_host_ns;
+	pthread_mutex_unlock(&e->cal_mu);
 	s->value = ++tr->next_value;
 	s->unsignaled = false;
 	/* a connection's job after its jobs of the other class: the device
@@ -83,13 +89,23 @@ static void launch(engine *e, uint32_t si, bool handed)
 	if (rec != VK_SUCCESS) {
 		/* out of memory recording: the batch fails as a failed submission does */
 		r = rec, what = "recording the batch";
-	} else if (++e->submits == e->fault_submit_at) {
+	} else if (atomic_fetch_add(&e->submits, 1) + 1 == e->fault_submit_at) {
 		log_warn("fault injection: submission %llu reports device loss",
-			 (unsigned long long)e->submits);
+			 (unsigned long long)e->fault_submit_at);
 		r = VK_ERROR_DEVICE_LOST;
 	} else {
+		/* the device's first queue takes the large track's batches and
+		 * every streamed job's kernels (stream.c), from either track's
+		 * thread; where both tracks share one queue, all of theirs */
+		const bool lock_q = e->shared_queue || streamed || tr->queue == e->dev->queue;
+		if (lock_q)
+			pthread_mutex_lock(&e->queue_mu);
 		r = streamed ? stream_submit(e, si) : vkQueueSubmit(tr->queue, 1, &si_, VK_NULL_HANDLE);
+		if (lock_q)
+			pthread_mutex_unlock(&e->queue_mu);
 	}
+	if (streamed)
+		pthread_mutex_unlock(&e->stream_mu);
 	s->t_submitted_ns = clock_now_ns();
 	s->poll_at_ns = s->poll_to_ns = 0;
 	if (r != VK_SUCCESS) {
@@ -120,16 +136,17 @@ static void launch(engine *e, uint32_t si, bool handed)
 void sched_launch(engine *e, uint32_t si)
 {
 	engine_slot *s = &e->slots[si];
+	engine_track *tr = &e->track[s->cls];
 	/* a sliced batch has no expected end (kind 0): its slices' times vary */
 	s->expect_ns = spin_expect(&e->spin, s->kind);
 	e->spin_expected += s->expect_ns != 0;
-	if (e->submitter_started) {
+	if (tr->submitter_started) {
 		pthread_mutex_lock(&e->mu);
-		assert(e->launch_count < LAUNCH_Q);
-		e->launch_q[(e->launch_head + e->launch_count) % LAUNCH_Q] = si;
-		e->launch_count++;
+		assert(tr->launch_count < ENGINE_RING);
+		tr->launch_q[(tr->launch_head + tr->launch_count) % ENGINE_RING] = si;
+		tr->launch_count++;
 		e->launching++;
-		pthread_cond_signal(&e->launch_cv);
+		pthread_cond_signal(&tr->launch_cv);
 		pthread_mutex_unlock(&e->mu);
 	} else {
 		launch(e, si, false);
@@ -138,37 +155,38 @@ void sched_launch(engine *e, uint32_t si)
 		sched_poll_start(e, clock_now_ns()); /* it may be done within the budget */
 }
 
-/* The submission thread: each slot handed over, in order; it stops once
- * asked and nothing is left to submit. Once the queue is empty it polls
- * for the next slot as long as the loop polls its sockets after a request
- * (--loop-spin-us, spin.h: a wake-up costs more than a small batch's
- * recording), then sleeps. */
+/* A track's submission thread: each slot handed over, in order; it stops
+ * once asked and nothing is left to submit. Once its queue is empty it
+ * polls for the next slot as long as the loop polls its sockets after a
+ * request (--loop-spin-us, spin.h: a wake-up costs more than a small
+ * batch's recording), then sleeps. */
 static void *submit_main(void *arg)
 {
-	engine *e = arg;
+	engine_track *tr = arg;
+	engine *e = tr->e;
 	bool polled = false;
 	pthread_mutex_lock(&e->mu);
 	for (;;) {
-		if (e->launch_count == 0) {
-			if (e->submitter_stop)
+		if (tr->launch_count == 0) {
+			if (tr->submitter_stop)
 				break;
 			if (!polled && e->spin.after_ns) {
 				polled = true;
 				pthread_mutex_unlock(&e->mu);
 				const uint64_t until = clock_now_ns() + e->spin.after_ns;
-				while (atomic_load_explicit(&e->launch_count, memory_order_relaxed) == 0 &&
+				while (atomic_load_explicit(&tr->launch_count, memory_order_relaxed) == 0 &&
 				       clock_now_ns() < until)
 					;
 				pthread_mutex_lock(&e->mu);
 				continue;
 			}
-			pthread_cond_wait(&e->launch_cv, &e->mu);
+			pthread_cond_wait(&tr->launch_cv, &e->mu);
 			continue;
 		}
 		polled = false;
-		const uint32_t si = e->launch_q[e->launch_head];
-		e->launch_head = (e->launch_head + 1) % LAUNCH_Q;
-		e->launch_count--;
+		const uint32_t si = tr->launch_q[tr->launch_head];
+		tr->launch_head = (tr->launch_head + 1) % ENGINE_RING;
+		tr->launch_count--;
 		pthread_mutex_unlock(&e->mu);
 		launch(e, si, true);
 		pthread_mutex_lock(&e->mu);
@@ -179,22 +197,30 @@ static void *submit_main(void *arg)
 
 int sched_submitter_start(engine *e)
 {
-	e->submitter_stop = false;
-	e->launch_head = e->launch_count = e->launching = 0;
-	if (pthread_create(&e->submitter, NULL, submit_main, e) != 0)
-		return -1;
-	e->submitter_started = true;
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *tr = &e->track[c];
+		tr->submitter_stop = false;
+		tr->launch_head = tr->launch_count = 0;
+		if (pthread_create(&tr->submitter, NULL, submit_main, tr) != 0) {
+			sched_submitter_stop(e);
+			return -1;
+		}
+		tr->submitter_started = true;
+	}
 	return 0;
 }
 
 void sched_submitter_stop(engine *e)
 {
-	if (!e->submitter_started)
-		return;
-	pthread_mutex_lock(&e->mu);
-	e->submitter_stop = true;
-	pthread_cond_signal(&e->launch_cv);
-	pthread_mutex_unlock(&e->mu);
-	pthread_join(e->submitter, NULL);
-	e->submitter_started = false;
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *tr = &e->track[c];
+		if (!tr->submitter_started)
+			continue;
+		pthread_mutex_lock(&e->mu);
+		tr->submitter_stop = true;
+		pthread_cond_signal(&tr->launch_cv);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(tr->submitter, NULL);
+		tr->submitter_started = false;
+	}
 }
