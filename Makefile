@@ -255,7 +255,7 @@ bench-kernels:
 	@$(BUILD)/vkgrad bench --kernels
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan python/build python/vkgrad.egg-info
 
 # ---- install ----------------------------------------------------------------
 #   make install [PREFIX=/usr/local] [DESTDIR=/staging]    make uninstall
