@@ -1,7 +1,9 @@
 # vkgrad — top-level build. `make` builds everything into build/.
-#   make deps    install missing Debian packages (apt-get, idempotent)
-#   make demo    deps + build + run the multi-client demo
-#   make test    deps + build + unit and integration tests (TEST_JOBS binaries
+#   make deps    install missing Debian packages (apt-get, idempotent): DEPS=test
+#                (default: everything), python (build+runtime, python) or demo
+#                (build+runtime only); scripts/deps.sh
+#   make demo    build+runtime packages + build + run the multi-client demo
+#   make test    packages (test extras too) + build + unit and integration tests (TEST_JOBS binaries
 #                at a time, default one per core: tests/run.sh)
 #   make test-asan  the test suite under AddressSanitizer + UBSan
 #   make test-valgrind  test_errors + test_lifecycle, every daemon under memcheck
@@ -58,7 +60,7 @@ all: $(BUILD)/vkgradd $(BUILD)/vkgrad $(BUILD)/vkgrad-bench $(BUILD)/libvkgrad.s
 	$(BUILD)/libvkgrad.a $(BUILD)/libvkgradd-core.a
 
 deps:
-	@./scripts/deps.sh
+	@./scripts/deps.sh $(DEPS)
 
 # Shaders: each compiled by shaders/compile.sh with the toolchain that
 # scripts/shader-tools.sh chose for what it needs (the system's glslc; for
@@ -164,7 +166,8 @@ PY_TESTS  := tests/python/test_python tests/python/test_python_survive tests/pyt
              tests/python/test_train_smoke_run tests/python/test_ddp_run
 # what libvkgrad.so exports; the build's shader toolchain, both ways (fetched
 # or system tools, and an offline build without them into $(BUILD)/offline)
-BUILD_TESTS := tests/build/test_exports.sh tests/build/test_shader_tools.sh tests/build/test_abi.sh
+BUILD_TESTS := tests/build/test_exports.sh tests/build/test_shader_tools.sh tests/build/test_abi.sh \
+               tests/build/test_deps.sh
 
 # Unit tests link the daemon's objects and, of tests/common, only what does
 # no I/O (growth.c); they learn the shader sources and dtypes the registry is
@@ -196,12 +199,12 @@ test-build: all $(UNIT_BIN) $(INTEG_BIN) $(BUILD)/tests/soak
 # `make test` builds with a job per core unless given -j itself
 TEST_BUILD_J = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
 test:
-	@./scripts/deps.sh
+	@./scripts/deps.sh test
 	@$(MAKE) --no-print-directory $(TEST_BUILD_J) test-build
 	@BUILD=$(BUILD) ./tests/run.sh $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS) $(BUILD_TESTS)
 
 test-asan:
-	@./scripts/deps.sh
+	@./scripts/deps.sh test
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-build
 	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
@@ -219,7 +222,7 @@ VALGRIND_TESTS := $(BUILD)/tests/test_errors $(BUILD)/tests/test_lifecycle
 VALGRIND_CMD   := valgrind --leak-check=full --errors-for-leak-kinds=definite \
 	--error-exitcode=99 --num-callers=30 --suppressions=$(CURDIR)/tests/valgrind.supp
 test-valgrind:
-	@./scripts/deps.sh valgrind
+	@./scripts/deps.sh test valgrind
 	@$(MAKE) --no-print-directory test-build
 	@BUILD=$(BUILD) TEST_TIMEOUT=1800 VKGRAD_TEST_DAEMON_WRAPPER="$(VALGRIND_CMD)" \
 		VKGRAD_TEST_VALIDATION=0 VKGRAD_KEEP_DRIVERS=libvulkan_lvp.so \
@@ -230,29 +233,29 @@ test-valgrind:
 # Not in CI.
 SOAK_SECONDS ?= 600
 soak:
-	@./scripts/deps.sh
+	@./scripts/deps.sh test
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/soak
 	@BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/tests/soak
 
 demo:
-	@./scripts/deps.sh
+	@./scripts/deps.sh demo
 	@$(MAKE) --no-print-directory all
 	@./scripts/demo.sh $(BUILD)
 
 bench:
-	@./scripts/deps.sh
+	@./scripts/deps.sh demo
 	@$(MAKE) --no-print-directory all
 	@$(BUILD)/vkgrad bench --compare
 
 # Starts its own daemon with region limits raised for the large shapes; on a
 # CPU device (lavapipe) shapes above 1 GFLOP are skipped (--max-gflop).
 bench-kernels:
-	@./scripts/deps.sh
+	@./scripts/deps.sh demo
 	@$(MAKE) --no-print-directory all
 	@$(BUILD)/vkgrad bench --kernels
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan python/build python/vkgrad.egg-info
 
 # ---- install ----------------------------------------------------------------
 #   make install [PREFIX=/usr/local] [DESTDIR=/staging]    make uninstall

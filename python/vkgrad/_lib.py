@@ -2,9 +2,11 @@
 
 Where the library comes from, first found wins:
   1. $VKGRAD_LIBRARY, when set (a path): an explicit choice overrides;
-  2. build/libvkgrad.so.0 of the checkout this package sits in
+  2. the package's own libvkgrad.so.0, beside this file: what `pip install
+     ./python` built from the checkout (python/setup.py);
+  3. build/libvkgrad.so.0 of the checkout this package sits in
      (python/vkgrad/ -> ../../build), so PYTHONPATH=python works after `make`;
-  3. the installed library: the libdir `make install` recorded in
+  4. the installed library: the libdir `make install` recorded in
      _install.py, then the dynamic linker's own search (libvkgrad.so.0).
 """
 
@@ -45,7 +47,8 @@ def _candidates():
     if env:
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))
-    out = [os.path.normpath(os.path.join(here, os.pardir, os.pardir, "build", SONAME))]
+    out = [os.path.join(here, SONAME),
+           os.path.normpath(os.path.join(here, os.pardir, os.pardir, "build", SONAME))]
     if _install.LIBDIR:
         out.append(os.path.join(_install.LIBDIR, SONAME))
     out.append(SONAME)
@@ -64,8 +67,9 @@ def _load():
         except OSError as e:
             tried.append("%s (%s)" % (p, e))
     raise ImportError("vkgrad: libvkgrad.so not found; tried " + "; ".join(tried) +
-                      ". Run `make` in the checkout, `make install`, or set "
-                      "VKGRAD_LIBRARY to the library's path.")
+                      ". Install the package with `pip install ./python` from a checkout "
+                      "(it builds its own), run `make` in the checkout, `make install`, "
+                      "or set VKGRAD_LIBRARY to the library's path.")
 
 
 lib, path = _load()

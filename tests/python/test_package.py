@@ -1,8 +1,12 @@
-"""The package as users install it (issue 26): `pip install ./python` into
-a fresh virtual environment, offline (--no-index, the system's setuptools
-and wheel: --no-build-isolation; numpy and msgpack from the system's
-site-packages), then an import and a job against a private daemon, and
-`python -m vkgrad info|ping|stats|bench`."""
+"""The package as users install it (issues 26, 38): `pip install ./python`
+into a fresh virtual environment, offline (--no-index, the system's
+setuptools and wheel: --no-build-isolation; numpy and msgpack from the
+system's site-packages), from a copy of the checkout where neither `make`
+nor `make install` ran: the build compiles libvkgrad from client/ and
+proto/ into the package. Then, with no VKGRAD_LIBRARY set, an import that
+loads that library, a job against a private daemon, and `python -m vkgrad
+info|ping|stats|bench`; and a build from python/ alone, outside a checkout,
+failing with a message that says what is missing."""
 
 import json
 import os
@@ -12,10 +16,12 @@ import sys
 import tempfile
 import unittest
 
-from daemon import BUILD, ROOT, Daemon, python_env
+from daemon import ROOT, Daemon, child_env, python_env
 
 D = None
 VENV = None
+# what a checkout's build would leave, or git: not in a fresh clone's files
+_NOT_SOURCE = ("__pycache__", "*.egg-info")
 
 
 def setUpModule():
@@ -31,13 +37,38 @@ def tearDownModule():
         raise AssertionError("shared daemon: " + problems)
 
 
+def _clean(env):
+    for k in ("VKGRAD_LIBRARY", "PYTHONPATH", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
+        env.pop(k, None)
+    env.update({"PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    return env
+
+
 def run(argv, **kw):
-    # this process's environment: under test-asan the sanitizer runtimes
-    # stay preloaded, as the venv's Python loads the instrumented libvkgrad
-    env = python_env({"VKGRAD_LIBRARY": os.path.join(BUILD, "libvkgrad.so.0"),
-                      "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-    env.pop("PYTHONPATH", None)
-    return subprocess.run(argv, env=env, capture_output=True, text=True, cwd=VENV, **kw)
+    """A Python child that loads libvkgrad: this process's environment (under
+    test-asan the sanitizer runtimes stay preloaded), without VKGRAD_LIBRARY."""
+    return subprocess.run(argv, env=_clean(python_env()), capture_output=True, text=True,
+                          cwd=VENV, **kw)
+
+
+def build(argv, **kw):
+    """pip building the package: make and the compiler, so no preloaded
+    sanitizer runtimes (child_env)."""
+    return subprocess.run(argv, env=_clean(child_env()), capture_output=True, text=True,
+                          cwd=VENV, **kw)
+
+
+def copy_checkout(dst):
+    """The checkout's sources as a fresh clone has them: no build*/ output,
+    no .git or other dot-folders, no python/build, no caches."""
+    def ignore(d, names):
+        out = set(shutil.ignore_patterns(*_NOT_SOURCE)(d, names))
+        if os.path.samefile(d, ROOT):
+            out |= {n for n in names if n.startswith(("build", "."))}
+        elif os.path.samefile(d, os.path.join(ROOT, "python")):
+            out.add("build")
+        return out
+    shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
 
 
 class TestPipInstall(unittest.TestCase):
@@ -46,18 +77,24 @@ class TestPipInstall(unittest.TestCase):
         p = run([sys.executable, "-m", "venv", "--system-site-packages",
                  os.path.join(VENV, "venv")])
         self.assertEqual(p.returncode, 0, p.stderr)
-        # a copy of python/: the build writes build/ and *.egg-info beside
-        # pyproject.toml, which must not land in the checkout
+        # a checkout where make never ran (the build also writes build/ and
+        # *.egg-info beside pyproject.toml, which must not land in this one)
         src = os.path.join(VENV, "src")
-        shutil.copytree(os.path.join(ROOT, "python"), src,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
-        p = run([py, "-m", "pip", "install", "--no-index", "--no-build-isolation", src],
-                timeout=300)
+        copy_checkout(src)
+        self.assertFalse(os.path.exists(os.path.join(src, "build")))
+        p = build([py, "-m", "pip", "install", "--no-index", "--no-build-isolation",
+                   os.path.join(src, "python")], timeout=400)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         script = (
-            "import os, numpy as np, vkgrad, vkgrad.client\n"
-            "assert 'site-packages' in vkgrad.__file__, vkgrad.__file__\n"
-            "assert os.path.exists(os.path.join(os.path.dirname(vkgrad.__file__), 'py.typed'))\n"
+            "import os, numpy as np, vkgrad, vkgrad.client, vkgrad._install\n"
+            "assert 'VKGRAD_LIBRARY' not in os.environ\n"
+            "here = os.path.dirname(vkgrad.__file__)\n"
+            "assert 'site-packages' in here, here\n"
+            "assert vkgrad._install.LIBDIR is None, 'make install ran'\n"
+            "assert vkgrad.library_path == os.path.join(here, 'libvkgrad.so.0'), "
+            "vkgrad.library_path\n"
+            "assert not os.path.islink(vkgrad.library_path)\n"
+            "assert os.path.exists(os.path.join(here, 'py.typed'))\n"
             "with vkgrad.connect(%r) as c:\n"
             "    x = np.ones((8, 4), np.float32); dy = np.ones((8, 3), np.float32)\n"
             "    g = c.linear_backward(x, dy)\n"
@@ -78,7 +115,9 @@ class TestPipInstall(unittest.TestCase):
         self.assertIn("server   vkgradd ", p.stdout)
         self.assertIn("max_dim=", p.stdout)
         p = run([py, "-m", "vkgrad", "info", "--json", "--socket", D.sock])
-        self.assertEqual(json.loads(p.stdout)["hello"]["version"], 1)
+        info = json.loads(p.stdout)
+        self.assertEqual(info["hello"]["version"], 1)
+        self.assertTrue(info["library"].startswith(os.path.join(VENV, "venv", "lib")), info)
         p = run([py, "-m", "vkgrad", "stats", "--socket", D.sock])
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("validation_errors", json.loads(p.stdout))
@@ -102,6 +141,25 @@ class TestPipInstall(unittest.TestCase):
         p = run([py, "-m", "vkgrad", "bench", "--socket", D.sock, "--shape", "40,24"])
         self.assertEqual(p.returncode, 2)
         self.assertIn("--shape takes three positive integers", p.stderr)
+        p = run([py, "-m", "vkgrad", "ping", "--socket", D.sock])
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_2_outside_a_checkout(self):
+        """python/ alone (no client/, proto/ around it): the build fails,
+        saying what it needs, instead of a package that cannot load."""
+        py = os.path.join(VENV, "venv", "bin", "python")
+        if not os.path.exists(py):
+            self.skipTest("test_1 made no venv")
+        lone = os.path.join(VENV, "lone", "python")
+        shutil.copytree(os.path.join(ROOT, "python"), lone,
+                        ignore=shutil.ignore_patterns("build", *_NOT_SOURCE))
+        p = build([py, "-m", "pip", "install", "--no-index", "--no-build-isolation", lone],
+                  timeout=300)
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        out = p.stdout + p.stderr
+        self.assertIn("libvkgrad is built from the vkgrad checkout around python/", out)
+        self.assertIn("Makefile", out)
+        # the installed package is still test_1's, and still serves
         p = run([py, "-m", "vkgrad", "ping", "--socket", D.sock])
         self.assertEqual(p.returncode, 0, p.stderr)
 
