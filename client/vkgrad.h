@@ -356,7 +356,8 @@ int vkg_wait_any(vkg_client *c, uint64_t *handle, int timeout_ms, vkg_result *re
  * out×in; b, db 1×out. A library before 0.2's tensors sends it as a
  * region id the daemon does not know (bad_region). */
 #define VKG_DEVICE_TENSOR (UINT64_MAX - 1)
-static inline vkg_tensor vkg_device_tensor(uint64_t tensor)
+static inline vkg_tensor
+vkg_device_tensor(uint64_t tensor) /* (on its own line: not a library symbol) */
 {
 	vkg_tensor t = {VKG_DEVICE_TENSOR, tensor};
 	return t;

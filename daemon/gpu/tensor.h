@@ -36,6 +36,7 @@ typedef struct tensor_set {
 	queue_node live;     /* tensor.live, newest first */
 	uint64_t count;      /* live tensors (lost ones included) */
 	uint64_t bytes;      /* device bytes they hold (lost ones hold none) */
+	uint64_t next_id;    /* the last id handed out (ids are the daemon's) */
 } tensor_set;
 
 typedef struct tensor {
