@@ -111,9 +111,9 @@ extern const char *const proto_tensor_key[PROTO_T_COUNT];
  * `tensor` holds T; region and offset are unused and 0). */
 typedef struct proto_tensor {
 	bool present;
-	bool is_tensor;
 	uint64_t region;
 	uint64_t offset; /* bytes */
+	bool is_tensor;  /* (after the older fields: {present, region, offset} still reads right) */
 	uint64_t tensor;
 } proto_tensor;
 
