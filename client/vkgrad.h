@@ -109,6 +109,11 @@ typedef struct vkg_info {
 	uint64_t max_total_region_bytes, max_region_bytes_per_uid;
 	uint32_t max_connections, max_connections_per_uid;
 	uint32_t protocol_version;
+	/* 0.2, device tensors (sized calls only; 0 from a daemon without
+	 * them): device bytes of all tensors, of one uid's, tensors per
+	 * connection */
+	uint64_t max_device_bytes, max_device_bytes_per_uid;
+	uint32_t max_tensors;
 } vkg_info;
 #define VKG_INFO_SIZE_0_1 offsetof(vkg_info, max_total_region_bytes)
 
@@ -144,6 +149,12 @@ typedef struct vkg_stats {
 	 * it): of stream_jobs, those that streamed because another
 	 * connection's small jobs were about (--stream-shared-min-bytes) */
 	uint64_t stream_shared_jobs;
+	/* 0.2, device tensors (sized calls only; 0 from a daemon without
+	 * them): tensors live now and the device bytes they hold, all
+	 * clients; client memory jobs and tensor ops read (host to device)
+	 * and wrote (device to host) since the daemon started */
+	uint64_t tensors, device_bytes;
+	uint64_t host_read_bytes, host_write_bytes;
 } vkg_stats;
 #define VKG_STATS_SIZE_0_1 offsetof(vkg_stats, requests_rejected)
 
