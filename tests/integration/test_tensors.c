@@ -529,6 +529,27 @@ static void test_bad_tensors(void **state)
 	expect_serves(g_d.sock);
 }
 
+/* `vkgrad <args>` against g_d: its stdout (malloc'd), exit status 0. */
+static char *cli_out(const char *args)
+{
+	const char *b = getenv("BUILD");
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s %s", b && *b ? b : "build", g_d.sock, args);
+	fflush(NULL);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t cap = 1 << 20, len = 0, got;
+	char *out = malloc(cap);
+	assert_non_null(out);
+	while (len + 1 < cap && (got = fread(out + len, 1, cap - 1 - len, p)) > 0)
+		len += got;
+	out[len] = 0;
+	const int st = pclose(p);
+	if (st != 0)
+		fail_msg("%s: exit status %d:\n%s", cmd, st, out);
+	return out;
+}
+
 /* Device bytes of the daemon (stats), waiting up to 30 s for `want` when
  * want != UINT64_MAX. */
 static uint64_t device_bytes(const char *sock, uint64_t want)
@@ -586,6 +607,26 @@ static void test_disconnect_frees(void **state)
 	for (unsigned i = 0; i < st.n_dev_uids; i++)
 		uid_ok |= st.dev_uids[i].uid == (uint32_t)getuid() && st.dev_uids[i].bytes >= held;
 	assert_true(uid_ok);
+	/* the CLI's text and Prometheus forms, and its clients table */
+	char want[128];
+	char *out = cli_out("stats");
+	snprintf(want, sizeof(want), "device_bytes uid %u", (unsigned)getuid());
+	if (!strstr(out, want) || !strstr(out, "host_read_bytes") || !strstr(out, "tensors"))
+		fail_msg("vkgrad stats lacks the tensor lines:\n%s", out);
+	free(out);
+	out = cli_out("stats --prometheus");
+	/* (every tensor is this uid's: the tests' clients are all this process) */
+	snprintf(want, sizeof(want), ",uid=\"%u\"} %llu", (unsigned)getuid(),
+		 (unsigned long long)st.device_bytes);
+	const char *fam = strstr(out, "\nvkgrad_device_bytes{");
+	if (!fam || !strstr(fam, want) || !strstr(out, "vkgrad_host_write_bytes_total{") ||
+	    !strstr(out, "vkgrad_tensors{"))
+		fail_msg("vkgrad stats --prometheus lacks the tensor families:\n%s", out);
+	free(out);
+	out = cli_out("clients");
+	if (!strstr(out, "TENSORS") || !strstr(out, "DEV_BYTES"))
+		fail_msg("vkgrad clients lacks the tensor columns:\n%s", out);
+	free(out);
 	/* queue work on them and go without waiting or freeing */
 	vkg_error err;
 	uint64_t h;
