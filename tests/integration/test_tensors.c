@@ -659,7 +659,9 @@ static void test_limits(void **state)
 	daemon_proc d = {0};
 	const char *const args[] = {"--max-device-bytes", "65536", "--max-device-bytes-per-uid", "32768",
 				    "--max-tensors", "4", NULL};
-	if (daemon_proc_start(&d, args, NULL) != 0)
+	/* the first allocation fails as the device's would (out of memory) */
+	const char *const env[] = {"VKGRAD_FAULT_INJECT=tensor_alloc:1", NULL};
+	if (daemon_proc_start(&d, args, env) != 0)
 		fail_msg("could not start the daemon");
 	proto_hello h;
 	expect_hello(d.sock, &h);
@@ -669,6 +671,10 @@ static void test_limits(void **state)
 	vkg_client *c = expect_client(d.sock), *c2 = expect_client(d.sock);
 	vkg_error err;
 	uint64_t t[5];
+	expect_remote(vkg_tensor_new(c, "f32", 8, 8, &t[0], &err), &err, "limit", "no memory for 256 bytes",
+		      "VkResult", "a failed allocation");
+	job_ok(c, "a failed allocation");
+	assert_int_equal(device_bytes(d.sock, UINT64_MAX), 0);
 	/* per uid: 16 KiB + 16 KiB fit, 4 more bytes do not (c2 is the same uid) */
 	t[0] = tnew(c, "f32", 64, 64);
 	t[1] = tnew(c2, "f32", 64, 64);
