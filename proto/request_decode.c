@@ -42,11 +42,33 @@ static int get_str(const msgpack_object *v, const char *key, char *out, size_t c
 	return 0;
 }
 
-static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t, proto_err *err)
+/* A job operand: [region, byte_offset], or (allow_tensor) {"tensor": T}. */
+static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t, bool allow_tensor,
+		      proto_err *err)
 {
+	/* a key given twice: the last value alone counts, whatever its form */
+	*t = (proto_tensor){0};
+	if (allow_tensor && v->type == MSGPACK_OBJECT_MAP) {
+		const msgpack_object_map *m = &v->via.map;
+		if (m->size != 1 || m->ptr[0].key.type != MSGPACK_OBJECT_STR ||
+		    m->ptr[0].key.via.str.size != 6 || memcmp(m->ptr[0].key.via.str.ptr, "tensor", 6) != 0)
+			return proto_fail(err, PROTO_BAD_REQUEST,
+					  "key '%s' must be [region, byte_offset] or {\"tensor\": id}", key);
+		char sub[32];
+		snprintf(sub, sizeof(sub), "%s.tensor", key);
+		int rc = get_uint(&m->ptr[0].val, sub, &t->tensor, err);
+		if (rc)
+			return rc;
+		t->is_tensor = true;
+		t->present = true;
+		return 0;
+	}
 	if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 2)
 		return proto_fail(err, PROTO_BAD_REQUEST,
-				  "key '%s' must be a two-element array [region, byte_offset]", key);
+				  allow_tensor ? "key '%s' must be a two-element array [region, byte_offset] "
+						 "or {\"tensor\": id}"
+					       : "key '%s' must be a two-element array [region, byte_offset]",
+				  key);
 	static const char *const part[2] = {"[0] (region)", "[1] (byte_offset)"};
 	uint64_t *dst[2] = {&t->region, &t->offset};
 	for (int i = 0; i < 2; i++) {
@@ -143,7 +165,8 @@ static bool op_has_tensor(proto_op op, int t)
 /* The request keys decode knows, found with one comparison each. */
 typedef enum req_key {
 	K_OTHER, K_OP, K_ID, K_VERSION, K_CLIENT, K_SIZE, K_REGION, K_DTYPE, K_BATCH, K_IN,
-	K_OUT, K_VARIANT, K_ACCUMULATE, K_MONITOR, K_TENSOR /* + PROTO_T_* */
+	K_OUT, K_VARIANT, K_ACCUMULATE, K_MONITOR, K_ROWS, K_COLS, K_TENSOR_ID, K_SRC, K_DST,
+	K_TENSOR /* + PROTO_T_* */
 } req_key;
 
 #define KEY_EQ(c, lit) (memcmp((c), (lit), sizeof(lit) - 1) == 0)
@@ -168,10 +191,22 @@ static int key_id(const msgpack_object *k)
 			       : c[1] == 'x' ? K_TENSOR + PROTO_T_DX
 					     : K_OTHER;
 		return KEY_EQ(c, "op") ? K_OP : KEY_EQ(c, "id") ? K_ID : KEY_EQ(c, "in") ? K_IN : K_OTHER;
-	case 3: return KEY_EQ(c, "out") ? K_OUT : K_OTHER;
-	case 4: return KEY_EQ(c, "size") ? K_SIZE : K_OTHER;
+	case 3:
+		return KEY_EQ(c, "out")   ? K_OUT
+		       : KEY_EQ(c, "src") ? K_SRC
+		       : KEY_EQ(c, "dst") ? K_DST
+					  : K_OTHER;
+	case 4:
+		return KEY_EQ(c, "size")   ? K_SIZE
+		       : KEY_EQ(c, "rows") ? K_ROWS
+		       : KEY_EQ(c, "cols") ? K_COLS
+					   : K_OTHER;
 	case 5: return KEY_EQ(c, "dtype") ? K_DTYPE : KEY_EQ(c, "batch") ? K_BATCH : K_OTHER;
-	case 6: return KEY_EQ(c, "client") ? K_CLIENT : KEY_EQ(c, "region") ? K_REGION : K_OTHER;
+	case 6:
+		return KEY_EQ(c, "client")   ? K_CLIENT
+		       : KEY_EQ(c, "region") ? K_REGION
+		       : KEY_EQ(c, "tensor") ? K_TENSOR_ID
+					     : K_OTHER;
 	case 7:
 		return KEY_EQ(c, "version")   ? K_VERSION
 		       : KEY_EQ(c, "variant") ? K_VARIANT
@@ -190,6 +225,7 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 {
 	bool have_version = false, have_size = false, have_region = false;
 	bool have_batch = false, have_in = false, have_out = false;
+	bool have_rows = false, have_cols = false, have_tensor = false;
 	const msgpack_object *dtype = NULL, *variant = NULL; /* strings */
 	int rc = 0;
 	for (uint32_t i = 0; i < m->size; i++) {
@@ -253,8 +289,33 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 					break;
 				/* nil means "not asked for", like an absent key */
 				if (v->type != MSGPACK_OBJECT_NIL)
-					rc = get_tensor(v, proto_tensor_key[t], &req->t[t], err);
+					rc = get_tensor(v, proto_tensor_key[t], &req->t[t], true, err);
 			}
+			break;
+		case PROTO_OP_TENSOR_NEW:
+			if (k == K_DTYPE) {
+				if (v->type == MSGPACK_OBJECT_STR)
+					dtype = v;
+				else
+					rc = proto_fail(err, PROTO_BAD_REQUEST,
+							"tensor_new: key 'dtype' must be a string");
+			} else if (k == K_ROWS) {
+				rc = get_uint(v, "rows", &req->rows, err), have_rows = true;
+			} else if (k == K_COLS) {
+				rc = get_uint(v, "cols", &req->cols, err), have_cols = true;
+			}
+			break;
+		case PROTO_OP_TENSOR_WRITE:
+		case PROTO_OP_TENSOR_READ:
+			if (k == (req->op == PROTO_OP_TENSOR_WRITE ? K_SRC : K_DST)) {
+				rc = get_tensor(v, req->op == PROTO_OP_TENSOR_WRITE ? "src" : "dst", &req->io,
+						false, err);
+				break;
+			}
+			__attribute__((fallthrough)); /* `tensor` */
+		case PROTO_OP_TENSOR_FREE:
+			if (k == K_TENSOR_ID)
+				rc = get_uint(v, "tensor", &req->tensor, err), have_tensor = true;
 			break;
 		default:
 			break; /* unknown keys are ignored: additions stay compatible */
@@ -313,6 +374,26 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 						  proto_tensor_key[need[i]]);
 		return decode_dtype_variant(dtype, variant, req, err);
 	}
+	case PROTO_OP_TENSOR_NEW: {
+		if (!dtype || !have_rows || !have_cols)
+			return proto_fail(err, PROTO_BAD_REQUEST, "tensor_new: key '%s' is missing",
+					  !dtype ? "dtype" : !have_rows ? "rows" : "cols");
+		if (req->rows == 0 || req->cols == 0)
+			return proto_fail(err, PROTO_BAD_REQUEST, "tensor_new: key '%s' must be >= 1",
+					  req->rows == 0 ? "rows" : "cols");
+		return decode_dtype_variant(dtype, NULL, req, err);
+	}
+	case PROTO_OP_TENSOR_WRITE:
+	case PROTO_OP_TENSOR_READ:
+		if (!req->io.present)
+			return proto_fail(err, PROTO_BAD_REQUEST, "%s: key '%s' is missing",
+					  proto_op_name(req->op), req->op == PROTO_OP_TENSOR_WRITE ? "src" : "dst");
+		__attribute__((fallthrough));
+	case PROTO_OP_TENSOR_FREE:
+		if (!have_tensor)
+			return proto_fail(err, PROTO_BAD_REQUEST, "%s: key 'tensor' is missing",
+					  proto_op_name(req->op));
+		break;
 	default:
 		break;
 	}
@@ -365,8 +446,9 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
 
 /* ---- the direct way: a map of scalars and short arrays ---------------------
  * Every request vkgrad's clients send is one map whose keys are strings and
- * whose values are unsigned integers, strings, booleans, nil or
- * [region, byte_offset] pairs. fast_unpack reads such a frame straight into
+ * whose values are unsigned integers, strings, booleans, nil,
+ * [region, byte_offset] pairs or {"tensor": T} operands (maps of one
+ * scalar key and value). fast_unpack reads such a frame straight into
  * msgpack_objects on the stack, the very objects msgpack_unpack makes
  * (strings pointing into the frame, a signed encoding of a value >= 0 a
  * positive integer), and decode_map takes them from there, so every check
@@ -377,12 +459,14 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
  * malformation (proto_mpcheck) and decodes everything else. */
 #define FAST_KEYS 32
 #define FAST_ELEMS 32
+#define FAST_MAPS 16 /* one-entry maps as values: {"tensor": T} operands */
 
 typedef struct fast_frame {
 	const uint8_t *p, *end;
-	uint32_t nel;
+	uint32_t nel, nmap;
 	msgpack_object_kv kv[FAST_KEYS];
 	msgpack_object el[FAST_ELEMS];
+	msgpack_object_kv mkv[FAST_MAPS];
 } fast_frame;
 
 static bool fast_be(fast_frame *f, unsigned k, uint64_t *v)
@@ -470,13 +554,25 @@ static inline bool fast_next_scalar(fast_frame *f, msgpack_object *o)
 	return f->p < f->end && fast_scalar(f, *f->p++, o);
 }
 
-/* A value: a scalar, or an array of scalars. */
+/* A value: a scalar, an array of scalars, or a map of one scalar key
+ * and value (a fixmap of one entry; any other map goes the general way). */
 static bool fast_value(fast_frame *f, msgpack_object *o)
 {
 	if (f->p >= f->end)
 		return false;
 	const uint8_t t = *f->p++;
 	uint64_t n;
+	if (t == 0x81) {
+		if (f->nmap >= FAST_MAPS)
+			return false;
+		msgpack_object_kv *kv = &f->mkv[f->nmap++];
+		if (!fast_next_scalar(f, &kv->key) || !fast_next_scalar(f, &kv->val))
+			return false;
+		o->type = MSGPACK_OBJECT_MAP;
+		o->via.map.size = 1;
+		o->via.map.ptr = kv;
+		return true;
+	}
 	if (t >= 0x90 && t <= 0x9f)
 		n = t & 0x0f;
 	else if (t == 0xdc || t == 0xdd) {
@@ -502,6 +598,7 @@ static bool fast_unpack(fast_frame *f, const uint8_t *body, size_t len, msgpack_
 	f->p = body;
 	f->end = body + len;
 	f->nel = 0;
+	f->nmap = 0;
 	uint64_t n;
 	if (len == 0)
 		return false;
