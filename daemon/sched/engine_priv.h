@@ -129,6 +129,10 @@ struct engine {
 	const pipelines *pl;
 	const config *cfg;
 	engine_events ev;
+	/* engine.c's: finish every batch seen done, then submit more; given
+	 * to the parts below it that see batches done (track.c's polling),
+	 * so that they never call up into engine.c */
+	void (*reap)(struct engine *e);
 	engine_track track[ENGINE_CLASSES];
 	bool shared_queue;        /* both tracks submit to one queue: large work is sliced */
 	uint64_t small_ns, slice_ns; /* resolved --small-job-us, --slice-us */
