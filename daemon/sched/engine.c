@@ -542,6 +542,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		goto fail;
 	}
 	e->async.data = e;
+	e->async_open = true;
 	uv_idle_init(loop, &e->poll);
 	e->poll.data = e;
 	e->poll_init = true;
@@ -603,7 +604,10 @@ void engine_destroy(engine *e)
 			t->ring_done = 0;
 		}
 	}
-	if (e->poll_init || threads) {
+	/* (the completion threads may be stopped already: a recovery that
+	 * gave up) */
+	if (e->async_open) {
+		e->async_open = false;
 		if (!uv_is_closing((uv_handle_t *)&e->async))
 			uv_close((uv_handle_t *)&e->async, NULL);
 	}

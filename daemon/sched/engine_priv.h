@@ -155,6 +155,7 @@ struct engine {
 	uint32_t launching;
 	pthread_mutex_t stream_mu, queue_mu, cal_mu;
 	uv_async_t async;
+	bool async_open;          /* initialised; engine_destroy closes it */
 	/* fault injection for tests (VKGRAD_FAULT_INJECT=submit:N,wait:N,
 	 * recreate:N): the Nth submission or wait reports VK_ERROR_DEVICE_LOST;
 	 * the first N device recreations fail (recovery.c counts it down) */
