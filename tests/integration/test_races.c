@@ -3,11 +3,12 @@
  *
  * 1. A job sent right behind one whose batch the device loses (streamed
  *    jobs: each runs alone, its semaphores and command pools go with the
- *    device) must be answered: before the fix the loop recreated the
- *    device while a track's completion thread was still inside, or about
- *    to enter, a wait on the old device's timeline, and that thread could
- *    stay there: the next batch of its track was never reported done and
- *    the job behind the lost one waited forever.
+ *    device) must be answered: before the fix the loop destroyed the old
+ *    device's semaphores as soon as the engine had finished every batch,
+ *    while the driver's queue thread (lavapipe's) could still be releasing
+ *    the last submission's hold on them; it then waited on a freed lock,
+ *    vkDestroyDevice waited for it, and the loop with it: no recovery,
+ *    and the queued job behind the lost one was never answered.
  * 2. A second SIGTERM (or SIGINT) while the daemon stops, after it has
  *    answered everything, while it saves the pipeline cache, must not end
  *    it by the signal: it is logged and the daemon exits 0 by itself.
