@@ -165,9 +165,10 @@ PY_TESTS  := tests/python/test_python tests/python/test_python_survive tests/pyt
              tests/python/test_pytorch tests/python/test_pytorch_regions \
              tests/python/test_train_smoke_run tests/python/test_ddp_run
 # what libvkgrad.so exports; the build's shader toolchain, both ways (fetched
-# or system tools, and an offline build without them into $(BUILD)/offline)
+# or system tools, and an offline build without them into $(BUILD)/offline);
+# no loop between the files of one folder (from the objects' symbols)
 BUILD_TESTS := tests/build/test_exports.sh tests/build/test_shader_tools.sh tests/build/test_abi.sh \
-               tests/build/test_deps.sh
+               tests/build/test_deps.sh tests/build/test_layers.sh
 
 # Unit tests link the daemon's objects and, of tests/common, only what does
 # no I/O (growth.c); they learn the shader sources and dtypes the registry is

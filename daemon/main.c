@@ -1,5 +1,6 @@
 /* daemon/main.c — vkgradd: parse settings, open the device, build the
- * pipelines, serve until SIGTERM/SIGINT, save the cache, exit. */
+ * pipelines, serve until SIGTERM/SIGINT, save the cache, exit (further
+ * SIGTERM/SIGINT are logged, never fatal: stop_signals.h). */
 #include "config.h"
 #include "device.h"
 #include "log.h"
@@ -7,6 +8,7 @@
 #include "pipelines.h"
 #include "server.h"
 #include "service.h"
+#include "stop_signals.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +20,12 @@ int main(int argc, char **argv)
 	int rc = config_parse_args(&cfg, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
+	/* before any thread exists: SIGTERM/SIGINT never end the process by
+	 * their default action, the loop reads them (stop_signals.h) */
+	if (stop_signals_block() != 0) {
+		perror("vkgradd: blocking SIGTERM and SIGINT");
+		return 1;
+	}
 	log_init(cfg.log_level, cfg.env.journal_stream);
 	service_init(cfg.env.notify_socket);
 	device_keep_drivers(cfg.env.keep_drivers); /* before --list-devices too: it loads the drivers */
@@ -69,6 +77,7 @@ int main(int argc, char **argv)
 	device_close(&dev);
 	if (verr)
 		log_err("%u Vulkan validation error(s) were reported", verr);
+	server_signals_end(&srv);
 	log_notice("stopped");
 	return rc;
 }

@@ -1,5 +1,6 @@
 /* proto/msg.c — see msg.h: names, errors and encoding (requests, hello,
- * stats, job replies); decoding is request_decode.c and reply_decode.c. */
+ * stats, job replies); decoding is request_decode.c and reply_decode.c,
+ * the error codes' names codes.c. */
 #include "msg.h"
 
 #include "frame.h"
@@ -13,21 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const code_names[PROTO_CODE_COUNT] = {
-	[PROTO_OK] = "ok",
-	[PROTO_BAD_FRAME] = "bad_frame",
-	[PROTO_BAD_REQUEST] = "bad_request",
-	[PROTO_UNKNOWN_OP] = "unknown_op",
-	[PROTO_UNSUPPORTED] = "unsupported",
-	[PROTO_BAD_REGION] = "bad_region",
-	[PROTO_OUT_OF_BOUNDS] = "out_of_bounds",
-	[PROTO_OVERLAP] = "overlap",
-	[PROTO_LIMIT] = "limit",
-	[PROTO_DEVICE_LOST] = "device_lost",
-	[PROTO_INTERNAL] = "internal",
-	[PROTO_BAD_TENSOR] = "bad_tensor",
-};
-
+/* (the error codes' names: codes.c) */
 static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_HELLO] = "hello",
 	[PROTO_OP_REGISTER] = "register",
@@ -140,19 +127,6 @@ void proto_reply_put_time(uint8_t *end, uint64_t ns)
 }
 
 const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx", "b", "y"};
-
-const char *proto_code_name(proto_code c)
-{
-	return (unsigned)c < PROTO_CODE_COUNT ? code_names[c] : "internal";
-}
-
-proto_code proto_code_from_name(const char *s, size_t n)
-{
-	for (int i = 0; i < PROTO_CODE_COUNT; i++)
-		if (strlen(code_names[i]) == n && memcmp(code_names[i], s, n) == 0)
-			return (proto_code)i;
-	return PROTO_INTERNAL;
-}
 
 const char *proto_op_name(proto_op op)
 {

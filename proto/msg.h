@@ -33,6 +33,7 @@ typedef enum proto_code {
 	PROTO_CODE_COUNT
 } proto_code;
 
+/* The code's wire name (codes.c). */
 const char *proto_code_name(proto_code c);
 /* Returns the code for a wire name, or PROTO_INTERNAL when unknown. */
 proto_code proto_code_from_name(const char *s, size_t n);

@@ -7,7 +7,9 @@
  * the engine calls the recovery, on the loop thread, outside any
  * connection's callback:
  *
- *   1. drop every object of the old device: the engine's (timeline,
+ *   1. stop the engine's threads and wait for the device to be idle (the
+ *      driver may still hold a finished submission's semaphores), then
+ *      drop every object of the old device: the engine's (timeline,
  *      dummy buffer, command pools, queries), every live region's buffer
  *      and memory (the client's mapping stays), the pipelines and cache;
  *   2. close the device and the instance, open them again with the same

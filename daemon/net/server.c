@@ -95,8 +95,8 @@ static void drain_check_cb(uv_timer_t *t)
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
 	conn_set_close(&s->conns);
 	uv_close((uv_handle_t *)&s->accept_timer, NULL);
-	uv_close((uv_handle_t *)&s->sig_term, NULL);
-	uv_close((uv_handle_t *)&s->sig_int, NULL);
+	/* later signals wait in the signalfd until main.c's server_signals_end */
+	stop_signals_unpoll(&s->sigs);
 	uv_close((uv_handle_t *)&s->listen_poll, NULL);
 	recovery_close(s);
 	service_close(&s->svc);
@@ -130,11 +130,23 @@ void server_stop(server *s)
 	uv_timer_start(&s->drain_timer, drain_check_cb, 0, 5);
 }
 
-static void signal_cb(uv_signal_t *h, int signum)
+/* SIGTERM or SIGINT: the first begins the stop; once stopping, each is
+ * logged and changes nothing (the drain deadline bounds the stop). */
+static void signal_cb(void *ctx, int signum)
 {
-	server *s = h->data;
+	server *s = ctx;
+	if (s->draining) {
+		log_notice("received %s while stopping: ignored, the daemon exits once its stop is done",
+			   strsignal(signum));
+		return;
+	}
 	log_notice("received %s", strsignal(signum));
 	server_stop(s);
+}
+
+void server_signals_end(server *s)
+{
+	stop_signals_end(&s->sigs);
 }
 
 static int bind_socket(server *s)
@@ -216,6 +228,7 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		 const conn_handler *handler, engine_done_fn done)
 {
 	memset(s, 0, sizeof(*s));
+	s->sigs.fd = -1;
 	s->loop = loop;
 	s->cfg = cfg;
 	s->dev = dev;
@@ -270,12 +283,14 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	uv_timer_init(loop, &s->drain_timer);
 	s->drain_timer.data = s;
 	conn_set_init(s);
-	uv_signal_init(loop, &s->sig_term);
-	s->sig_term.data = s;
-	uv_signal_start(&s->sig_term, signal_cb, SIGTERM);
-	uv_signal_init(loop, &s->sig_int);
-	s->sig_int.data = s;
-	uv_signal_start(&s->sig_int, signal_cb, SIGINT);
+	if (stop_signals_open(&s->sigs, loop, signal_cb, s) != 0) {
+		uv_close((uv_handle_t *)&s->listen_poll, NULL);
+		uv_close((uv_handle_t *)&s->accept_timer, NULL);
+		uv_close((uv_handle_t *)&s->drain_timer, NULL);
+		conn_set_close(&s->conns);
+		engine_destroy(s->eng);
+		return -1;
+	}
 	recovery_init(s, server_give_up);
 	log_notice("listening on %s (max_frame %u, max_regions %u, max_inflight %u, max_dim %llu, max_tensor_bytes %llu)",
 		   where, s->limits.max_frame, s->limits.max_regions,

@@ -17,6 +17,7 @@
 #include "queue.h"
 #include "recovery.h"
 #include "service.h"
+#include "stop_signals.h"
 #include "tensor.h"
 #include "usage.h"
 
@@ -32,7 +33,7 @@ typedef struct server {
 	bool own_socket;           /* we bound it, so we unlink it */
 	uv_poll_t listen_poll;
 	uv_timer_t accept_timer;   /* re-arms accept after EMFILE/ENFILE */
-	uv_signal_t sig_term, sig_int;
+	stop_signals sigs;         /* SIGTERM, SIGINT (stop_signals.h) */
 	uv_timer_t drain_timer;
 	admission admission;       /* who connects (its refusal log's rate limit) */
 	const conn_handler *handler; /* what each connection's frames go to (ops.h) */
@@ -64,6 +65,10 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 void server_stop(server *s);
 /* After the loop ended: free what is left. */
 void server_destroy(server *s);
+/* The process's last step before it exits (main.c, after the cache is
+ * saved): SIGTERM/SIGINT that came since the loop ended are logged
+ * (stop_signals.h); any later one goes with the process, blocked. */
+void server_signals_end(server *s);
 /* After the loop's last run (the close callbacks of server_destroy's and
  * engine_destroy's handles): free the memory they needed. */
 void server_free(server *s);

@@ -220,8 +220,9 @@ static void finish_slot(engine *e, engine_slot *s)
 	s->slice_len = s->slice_from = s->slice_gpu_us = s->slices = 0;
 }
 
-/* Finish every batch seen done, in submission order, then submit more. */
-void sched_reap(engine *e)
+/* Finish every batch seen done, in submission order, then submit more.
+ * The loop's polling (track.c) reaches it through e->reap. */
+static void reap(engine *e)
 {
 	/* many replies at once: let the owner write them in one go per client */
 	if (e->ev.replies)
@@ -261,7 +262,7 @@ void sched_reap(engine *e)
 
 static void async_cb(uv_async_t *h)
 {
-	sched_reap(h->data);
+	reap(h->data);
 	engine_activity(h->data); /* replies went out: the next requests come soon */
 	sched_poll_expected(h->data);
 }
@@ -372,6 +373,25 @@ void engine_pump(engine *e)
 	}
 }
 
+/* Closing a connection's lane answers its queued jobs (engine.h): here,
+ * where jobs are answered, so that lanes.c never calls up. */
+void engine_lane_close(engine *e, engine_lane *l)
+{
+	if (!l)
+		return;
+	sched_lane_deactivate(e, l);
+	while (sched_lane_first(l)) {
+		job *j = sched_lane_pop(e, l);
+		e->jobs_failed++;
+		sched_answer(e, j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
+		sched_job_release(e, j);
+	}
+	if (l->running) /* finish_slot frees it after the last one */
+		l->closed = true;
+	else
+		free(l);
+}
+
 bool engine_idle(const engine *e)
 {
 	return e->queued == 0 && e->running == 0;
@@ -417,8 +437,25 @@ void engine_fail_queued(engine *e, const char *why)
 
 /* ---- setup ---------------------------------------------------------------- */
 
+/* Every batch is finished, but that is what the engine saw, not the
+ * driver: its queue may still be done with a submission only after its
+ * value was signalled (lavapipe's submission thread releases the
+ * submission's hold on each semaphore afterwards, under that semaphore's
+ * lock), and a track's completion thread may still be in (or about to
+ * enter) its wait on the old timeline for a batch the polling loop saw
+ * done first. Destroying the semaphores under either left a thread on a
+ * freed lock: the device's destruction then waited for it forever, the
+ * loop with it, and the job queued behind the lost one was never
+ * answered. So: the engine's threads stop (they start again with the new
+ * objects, engine_gpu_restore), the device goes idle (on a lost device
+ * the wait fails at once, and nothing of it runs any more), and only then
+ * do its objects go. */
 void engine_gpu_release(engine *e)
 {
+	sched_submitter_stop(e);
+	sched_completion_stop(e);
+	if (e->dev && e->dev->dev)
+		vkDeviceWaitIdle(e->dev->dev);
 	sched_gpu_release(e);
 }
 
@@ -427,6 +464,11 @@ int engine_gpu_restore(engine *e, char *err, size_t errlen)
 	if (sched_gpu_create(e) != 0) {
 		snprintf(err, errlen, "creating the engine's Vulkan objects failed");
 		sched_gpu_release(e);
+		return -1;
+	}
+	if (sched_completion_start(e) != 0 || (e->cfg->submit_thread && sched_submitter_start(e) != 0)) {
+		snprintf(err, errlen, "starting the engine's threads failed");
+		engine_gpu_release(e);
 		return -1;
 	}
 	return 0;
@@ -449,6 +491,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	e->pl = pl;
 	e->cfg = cfg;
 	e->ev = *ev;
+	e->reap = reap;
 	/* small jobs' slots first, then the large ones': one where both
 	 * share a queue (a small batch then waits for one slice at most) */
 	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
@@ -522,6 +565,7 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 		goto fail;
 	}
 	e->async.data = e;
+	e->async_open = true;
 	uv_idle_init(loop, &e->poll);
 	e->poll.data = e;
 	e->poll_init = true;
@@ -533,14 +577,10 @@ int engine_init(engine *e, uv_loop_t *loop, const device *d, const pipelines *pl
 	log_info("waiting for the GPU: the loop polls up to %u µs past a submission (less "
 		 "when batches take longer) and %llu µs after a request, then sleeps",
 		 cfg->spin_us, (unsigned long long)after);
-	for (int c = 0; c < ENGINE_CLASSES; c++) {
-		engine_track *t = &e->track[c];
-		if (pthread_create(&t->thread, NULL, sched_completion_main, t) != 0) {
-			if (!uv_is_closing((uv_handle_t *)&e->async))
-				uv_close((uv_handle_t *)&e->async, NULL);
-			goto fail;
-		}
-		t->thread_started = true;
+	if (sched_completion_start(e) != 0) {
+		if (!uv_is_closing((uv_handle_t *)&e->async))
+			uv_close((uv_handle_t *)&e->async, NULL);
+		goto fail;
 	}
 	if (cfg->submit_thread && sched_submitter_start(e) != 0) {
 		why = "starting the submission threads failed";
@@ -569,20 +609,8 @@ void engine_destroy(engine *e)
 	sched_submitter_stop(e);
 	if (e->dev && e->dev->dev)
 		vkDeviceWaitIdle(e->dev->dev);
-	bool threads = false;
-	for (int c = 0; c < ENGINE_CLASSES; c++)
-		threads |= e->track[c].thread_started;
+	const bool threads = sched_completion_stop(e);
 	if (threads) {
-		pthread_mutex_lock(&e->mu);
-		e->stop = true;
-		for (int c = 0; c < ENGINE_CLASSES; c++)
-			pthread_cond_signal(&e->track[c].cv);
-		pthread_mutex_unlock(&e->mu);
-		for (int c = 0; c < ENGINE_CLASSES; c++)
-			if (e->track[c].thread_started) {
-				pthread_join(e->track[c].thread, NULL);
-				e->track[c].thread_started = false;
-			}
 		/* the GPU is idle: finish whatever completed but was not yet
 		 * handed over (a sliced job's next slices run to the end) */
 		for (int c = 0; c < ENGINE_CLASSES; c++) {
@@ -599,7 +627,10 @@ void engine_destroy(engine *e)
 			t->ring_done = 0;
 		}
 	}
-	if (e->poll_init || threads) {
+	/* (the completion threads may be stopped already: a recovery that
+	 * gave up) */
+	if (e->async_open) {
+		e->async_open = false;
 		if (!uv_is_closing((uv_handle_t *)&e->async))
 			uv_close((uv_handle_t *)&e->async, NULL);
 	}

@@ -110,9 +110,10 @@ bool engine_fault_recreate(engine *e, uint64_t *left);
 metrics *engine_metrics(engine *e);
 
 /* Device recovery (recovery.c), on the loop thread, with nothing running:
- * drop the engine's Vulkan objects before the device goes; make them again
- * on e->dev once it is reopened (0, or -1 with err, nothing left made);
- * then resume: clear lost/down and submit what is queued. */
+ * stop the engine's threads, let the device go idle and drop the engine's
+ * Vulkan objects before the device goes; make them again on e->dev once it
+ * is reopened and start the threads (0, or -1 with err, nothing left
+ * made); then resume: clear lost/down and submit what is queued. */
 void engine_gpu_release(engine *e);
 int engine_gpu_restore(engine *e, char *err, size_t errlen);
 void engine_resume(engine *e);

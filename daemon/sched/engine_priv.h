@@ -129,6 +129,10 @@ struct engine {
 	const pipelines *pl;
 	const config *cfg;
 	engine_events ev;
+	/* engine.c's: finish every batch seen done, then submit more; given
+	 * to the parts below it that see batches done (track.c's polling),
+	 * so that they never call up into engine.c */
+	void (*reap)(struct engine *e);
 	engine_track track[ENGINE_CLASSES];
 	bool shared_queue;        /* both tracks submit to one queue: large work is sliced */
 	uint64_t small_ns, slice_ns; /* resolved --small-job-us, --slice-us */
@@ -151,6 +155,7 @@ struct engine {
 	uint32_t launching;
 	pthread_mutex_t stream_mu, queue_mu, cal_mu;
 	uv_async_t async;
+	bool async_open;          /* initialised; engine_destroy closes it */
 	/* fault injection for tests (VKGRAD_FAULT_INJECT=submit:N,wait:N,
 	 * recreate:N): the Nth submission or wait reports VK_ERROR_DEVICE_LOST;
 	 * the first N device recreations fail (recovery.c counts it down) */

@@ -1,6 +1,22 @@
 /* daemon/sched/internal.h — what the engine's files share among themselves
  * (engine.c: batches submitted and finished, setup; sched/trace.c,
- * sched/track.c, sched/lanes.c). Not for any other module. */
+ * sched/track.c, sched/lanes.c). Not for any other module.
+ *
+ * The room is layered, the owner on top; a file calls only files below it
+ * (tests/build/test_layers.sh checks it):
+ *
+ *   engine.c        forms and finishes batches, answers every job
+ *   lanes.c         queues, batch formation     -> stream_chunk, estimate, fair
+ *   submit.c        recording and submission    -> stream, track, trace, spin
+ *   setup.c         the Vulkan objects          -> stream
+ *   stream.c        a streamed job's steps      -> stream_chunk
+ *   track.c         completion threads, polling
+ *   stream_chunk.c, stream_timeline.c, trace.c, spin.c, estimate.c, fair.c,
+ *   engine_job.c, engine_stats.c    leaves
+ *
+ * Where a lower file must reach the owner it goes through what the owner
+ * gave it: track.c's polling finishes the batches it saw done through
+ * e->reap (engine_priv.h), never by calling engine.c. */
 #ifndef VKG_DAEMON_SCHED_INTERNAL_H
 #define VKG_DAEMON_SCHED_INTERNAL_H
 
@@ -12,8 +28,7 @@ void sched_answer(engine *e, job *j, proto_code code, const char *msg, uint64_t 
 		  uint64_t gpu_us, uint32_t batch_jobs);
 /* A job the engine is done with: kept as a spare or freed. */
 void sched_job_release(engine *e, job *j);
-/* Finish every batch seen done, in submission order, then submit more. */
-void sched_reap(engine *e);
+/* (finishing the batches seen done: e->reap, engine_priv.h) */
 
 /* ---- sched/submit.c ---- */
 /* Slot si's batch (its next slice, when sliced), formed: recorded and
@@ -53,6 +68,12 @@ uint64_t sched_job_kind(const job *j);
 engine_slot *sched_track_oldest(engine_track *t);
 /* A track's completion thread (arg: the engine_track). */
 void *sched_completion_main(void *arg);
+/* Start the tracks' completion threads not running (0, or -1: the rest
+ * not started); stop and join those running, each once out of its wait
+ * (at most ENGINE_WAIT_NS): true when there were any. Nothing of the
+ * device is used by them afterwards. */
+int sched_completion_start(engine *e);
+bool sched_completion_stop(engine *e);
 /* The loop polls (uv_idle) from now, or stops. */
 void sched_poll_start(engine *e, uint64_t now);
 void sched_poll_stop(engine *e, uint64_t now);
@@ -61,9 +82,6 @@ void sched_poll_expected(engine *e);
 void sched_poll_cb(uv_idle_t *h);
 
 /* ---- sched/lanes.c ---- */
-/* Did a lane other than l queue a small job in the
- * CONFIG_STREAM_SHARED_WINDOW_NS before now? (stream_wants) */
-bool sched_others_small(const engine *e, const engine_lane *l, uint64_t now);
 job *sched_lane_first(const engine_lane *l);
 /* Job j leaves its lane's in-flight work; frees a closed lane left empty. */
 void sched_lane_release(job *j);

@@ -211,23 +211,6 @@ engine_lane *engine_lane_open(engine *e)
 	return l;
 }
 
-void engine_lane_close(engine *e, engine_lane *l)
-{
-	if (!l)
-		return;
-	sched_lane_deactivate(e, l);
-	while (sched_lane_first(l)) {
-		job *j = sched_lane_pop(e, l);
-		e->jobs_failed++;
-		sched_answer(e, j, PROTO_INTERNAL, "the connection closed before the job ran", 0, 0, 0);
-		sched_job_release(e, j);
-	}
-	if (l->running) /* finish_slot frees it after the last one */
-		l->closed = true;
-	else
-		free(l);
-}
-
 /* Lane l queued a small job at time ns: e->small_seen_* keep the two
  * lanes whose small jobs came last, the most recent first. */
 static void small_seen(engine *e, const engine_lane *l, uint64_t ns)
@@ -238,15 +221,6 @@ static void small_seen(engine *e, const engine_lane *l, uint64_t ns)
 		e->small_seen_lane[0] = l;
 	}
 	e->small_seen_ns[0] = ns;
-}
-
-bool sched_others_small(const engine *e, const engine_lane *l, uint64_t now)
-{
-	for (int i = 0; i < 2; i++)
-		if (e->small_seen_ns[i] && e->small_seen_lane[i] != l &&
-		    now - e->small_seen_ns[i] < CONFIG_STREAM_SHARED_WINDOW_NS)
-			return true;
-	return false;
 }
 
 void engine_enqueue(engine *e, engine_lane *l, job *j)

@@ -44,6 +44,18 @@ void stream_init(engine *e)
 			 : d->xfer_queues ? "one transfer queue" : "the compute queue (no overlap)");
 }
 
+/* Did a lane other than l queue a small job in the
+ * CONFIG_STREAM_SHARED_WINDOW_NS before now? (lanes.c keeps the two lanes
+ * whose small jobs came last: e->small_seen_*) */
+static bool others_small(const engine *e, const engine_lane *l, uint64_t now)
+{
+	for (int i = 0; i < 2; i++)
+		if (e->small_seen_ns[i] && e->small_seen_lane[i] != l &&
+		    now - e->small_seen_ns[i] < CONFIG_STREAM_SHARED_WINDOW_NS)
+			return true;
+	return false;
+}
+
 bool stream_wants(const engine *e, const job *j)
 {
 	/* (linear_forward runs unstreamed: its kernels are record.c's alone) */
@@ -56,7 +68,7 @@ bool stream_wants(const engine *e, const job *j)
 	 * are about, whole on the compute queue (faster) while not */
 	return b >= e->stream_min ||
 	       (j->cls == ENGINE_LARGE && e->stream_shared_min != CONFIG_OFF && b >= e->stream_shared_min &&
-		sched_others_small(e, j->lane, clock_now_ns()));
+		others_small(e, j->lane, clock_now_ns()));
 }
 
 /* The rows every chunk boundary falls on a multiple of: a chunk's rows of

@@ -127,6 +127,42 @@ void *sched_completion_main(void *arg)
 	return NULL;
 }
 
+int sched_completion_start(engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	e->stop = false;
+	pthread_mutex_unlock(&e->mu);
+	for (int c = 0; c < ENGINE_CLASSES; c++) {
+		engine_track *t = &e->track[c];
+		if (t->thread_started)
+			continue;
+		if (pthread_create(&t->thread, NULL, sched_completion_main, t) != 0)
+			return -1;
+		t->thread_started = true;
+	}
+	return 0;
+}
+
+bool sched_completion_stop(engine *e)
+{
+	bool any = false;
+	for (int c = 0; c < ENGINE_CLASSES; c++)
+		any |= e->track[c].thread_started;
+	if (!any)
+		return false;
+	pthread_mutex_lock(&e->mu);
+	e->stop = true;
+	for (int c = 0; c < ENGINE_CLASSES; c++)
+		pthread_cond_signal(&e->track[c].cv);
+	pthread_mutex_unlock(&e->mu);
+	for (int c = 0; c < ENGINE_CLASSES; c++)
+		if (e->track[c].thread_started) {
+			pthread_join(e->track[c].thread, NULL);
+			e->track[c].thread_started = false;
+		}
+	return true;
+}
+
 /* Loop thread: mark every batch of track t whose value its semaphore has
  * reached as seen. Returns whether there was one. */
 static bool poll_track(engine *e, engine_track *t)
@@ -223,7 +259,7 @@ void sched_poll_cb(uv_idle_t *h)
 {
 	engine *e = h->data;
 	if (poll_gpu(e)) {
-		sched_reap(e);
+		e->reap(e); /* engine.c's: finish them (track.c never calls up) */
 		engine_activity(e); /* replies went out: the next requests come soon */
 	}
 	const uint64_t now = clock_now_ns();
