@@ -160,6 +160,7 @@ TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 # python/vkgrad against real daemons (unittest, /usr/bin/python3 with Debian's
 # numpy and torch); scripts that run.sh runs like the test binaries
 PY_TESTS  := tests/python/test_python tests/python/test_python_survive tests/python/test_python_package \
+             tests/python/test_python_ops \
              tests/python/test_pytorch tests/python/test_pytorch_regions \
              tests/python/test_train_smoke_run tests/python/test_ddp_run
 # what libvkgrad.so exports; the build's shader toolchain, both ways (fetched

@@ -1,10 +1,6 @@
 /* proto/job.c — see job.h. */
 #include "job.h"
 
-static bool is_output(int t)
-{
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX || t == PROTO_T_Y;
-}
 
 uint64_t proto_tensor_elems(const proto_request *req, int t)
 {
@@ -12,7 +8,8 @@ uint64_t proto_tensor_elems(const proto_request *req, int t)
 	case PROTO_T_X:
 	case PROTO_T_DX: return req->batch * req->in;
 	case PROTO_T_DY:
-	case PROTO_T_Y: return req->batch * req->out;
+	case PROTO_T_Y:
+	case PROTO_T_Z: return req->batch * req->out;
 	case PROTO_T_B: return req->out;
 	case PROTO_T_W:
 	case PROTO_T_DW: return req->out * req->in;
@@ -29,7 +26,7 @@ static uint64_t dim_a(const proto_request *req, int t)
 
 static uint64_t dim_b(const proto_request *req, int t)
 {
-	return t == PROTO_T_DY || t == PROTO_T_Y ? req->out
+	return t == PROTO_T_DY || t == PROTO_T_Y || t == PROTO_T_Z ? req->out
 	       : t == PROTO_T_DB || t == PROTO_T_B ? 1
 						   : req->in;
 }
@@ -46,6 +43,7 @@ void proto_forward_as_input(const proto_request *f, proto_request *b)
 	b->t[PROTO_T_W] = f->t[PROTO_T_W];
 	b->t[PROTO_T_DX] = f->t[PROTO_T_Y];
 	b->accumulate = f->accumulate || f->t[PROTO_T_B].present;
+	b->activation = PROTO_ACT_NONE; /* a pass of its own after the GEMM (dispatch.c) */
 }
 
 int proto_job_check(const proto_request *req, const proto_limits *lim,
@@ -95,10 +93,11 @@ int proto_job_check(const proto_request *req, const proto_limits *lim,
 		bytes[t] = nb;
 	}
 	for (int a = 0; a < PROTO_T_COUNT; a++) {
-		if (!req->t[a].present || !is_output(a))
+		if (!req->t[a].present || !proto_slot_is_output(req->op, a))
 			continue;
 		for (int b = 0; b < PROTO_T_COUNT; b++) {
-			if (b == a || !req->t[b].present || (is_output(b) && b < a))
+			const bool b_out = proto_slot_is_output(req->op, b);
+			if (b == a || !req->t[b].present || (b_out && b < a))
 				continue;
 			const proto_tensor *ta = &req->t[a], *tb = &req->t[b];
 			if (ta->region != tb->region)
@@ -107,7 +106,7 @@ int proto_job_check(const proto_request *req, const proto_limits *lim,
 			if (ta->offset < tb->offset + bytes[b] && tb->offset < ta->offset + bytes[a])
 				return proto_fail(err, PROTO_OVERLAP,
 						  "output '%s' overlaps %s '%s' in region %llu",
-						  proto_tensor_key[a], is_output(b) ? "output" : "input",
+						  proto_tensor_key[a], b_out ? "output" : "input",
 						  proto_tensor_key[b], (unsigned long long)ta->region);
 		}
 	}

@@ -134,7 +134,22 @@ void proto_reply_put_time(uint8_t *end, uint64_t ns)
 		end[-i] = (uint8_t)ns;
 }
 
-const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx", "b", "y"};
+const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx", "b", "y", "z"};
+
+static const char *const activation_names[PROTO_ACT_COUNT] = {"none", "relu", "gelu"};
+
+const char *proto_activation_name(proto_activation a)
+{
+	return (unsigned)a < PROTO_ACT_COUNT ? activation_names[a] : "none";
+}
+
+int proto_activation_parse(const char *s, size_t n)
+{
+	for (int i = 0; i < PROTO_ACT_COUNT; i++)
+		if (strlen(activation_names[i]) == n && memcmp(activation_names[i], s, n) == 0)
+			return i;
+	return -1;
+}
 
 const char *proto_code_name(proto_code c)
 {
@@ -295,7 +310,7 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 	case PROTO_OP_UNREGISTER: n += 1; break;
 	case PROTO_OP_LINEAR_BACKWARD:
 	case PROTO_OP_LINEAR_FORWARD:
-		n += 5 + (req->variant != PROTO_VARIANT_AUTO);
+		n += 5 + (req->variant != PROTO_VARIANT_AUTO) + (req->activation != PROTO_ACT_NONE);
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			n += req->t[t].present;
 		break;
@@ -336,6 +351,8 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 		}
 		if (req->variant != PROTO_VARIANT_AUTO)
 			pk_kv_s(&pk, "variant", proto_variant_name(req->variant));
+		if (req->activation != PROTO_ACT_NONE)
+			pk_kv_s(&pk, "activation", proto_activation_name(req->activation));
 		pk_str(&pk, "accumulate");
 		if (req->accumulate)
 			msgpack_pack_true(&pk);

@@ -92,13 +92,32 @@ unsigned proto_variant_list(char *buf, size_t cap, int d,
 
 /* Tensor slots of linear_backward, in wire-key order, then linear_forward's
  * own: b (its bias, an input of out elements) and y (its output, batch ×
- * out). linear_forward also names x and w; a linear_backward request
- * never has b or y present, a linear_forward one only x, w, b, y. */
+ * out), then z (addition, the fused activations: batch × out, the
+ * pre-activation X·Wᵀ + b). linear_forward names x, w, b, y, z (y and z
+ * outputs); linear_backward x, dy, w, dw, db, dx and, with an activation,
+ * y (relu) or z (gelu) as inputs: a linear_backward request never has b
+ * present, nor y or z without the activation that reads it. */
 enum { PROTO_T_X, PROTO_T_DY, PROTO_T_W, PROTO_T_DW, PROTO_T_DB, PROTO_T_DX, PROTO_T_B, PROTO_T_Y,
-       PROTO_T_COUNT };
+       PROTO_T_Z, PROTO_T_COUNT };
 /* linear_backward's slots are the first ones: x, dy, w, dw, db, dx */
 #define PROTO_T_BACKWARD_COUNT (PROTO_T_DX + 1)
 extern const char *const proto_tensor_key[PROTO_T_COUNT];
+
+/* Is slot t an output of a request of op `op`? (dw, db, dx; linear_forward's
+ * y and z. In a linear_backward y and z are inputs.) */
+static inline bool proto_slot_is_output(proto_op op, int t)
+{
+	if (t == PROTO_T_Y || t == PROTO_T_Z)
+		return op == PROTO_OP_LINEAR_FORWARD;
+	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
+}
+
+/* Fused activations (addition, key `activation` of linear_forward and
+ * linear_backward): none, relu, gelu (torch's tanh form). */
+typedef enum proto_activation { PROTO_ACT_NONE, PROTO_ACT_RELU, PROTO_ACT_GELU, PROTO_ACT_COUNT } proto_activation;
+const char *proto_activation_name(proto_activation a);
+/* The activation of the n bytes at s, or -1. */
+int proto_activation_parse(const char *s, size_t n);
 
 typedef struct proto_tensor {
 	bool present;
@@ -125,6 +144,9 @@ typedef struct proto_request {
 	proto_tensor t[PROTO_T_COUNT];
 	bool accumulate;
 	proto_variant variant; /* optional key `variant`: kernel family to force */
+	/* optional key `activation` (addition): forward y = act(z); backward
+	 * dZ = dY ⊙ act'(y or z) feeds dW, db, dX */
+	proto_activation activation;
 	/* set when decoding failed (bad_request) because `variant` names no
 	 * family of the request's dtype: the daemon then adds which of them
 	 * its device cannot run */

@@ -39,6 +39,11 @@ struct job {
 	uint64_t splitk_dx_off; /* dX's partials' offset, when plan.input is split-K */
 	bool wt;                /* linear_forward: Wᵀ transposed into scratch at wt_off (its GEMM's B) */
 	uint64_t wt_off;
+	/* linear_backward with an activation: dZ = dY ⊙ act'(y or z) in the
+	 * slot's scratch at dz_off (activation.h), what its kernels read as
+	 * dY; `act_no_scratch` when it got none (the engine answers it) */
+	uint64_t dz_off;
+	bool act_no_scratch;
 	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
 	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
 	bool streamed;          /* devlocal, alone in its batch, copies overlapped (stream.h) */
@@ -88,10 +93,11 @@ static inline uint64_t job_macs(const job *j)
 	       (q->t[PROTO_T_DB].present ? q->batch * q->out : 0) + (q->t[PROTO_T_Y].present ? bio : 0);
 }
 
-/* Is tensor slot t an output (dw, db, dx; linear_forward's y)? */
-static inline bool job_is_output(int t)
+/* Is tensor slot t an output of j (dw, db, dx; linear_forward's y and z;
+ * a linear_backward's y and z are inputs)? */
+static inline bool job_is_output(const job *j, int t)
 {
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX || t == PROTO_T_Y;
+	return proto_slot_is_output(j->req.op, t);
 }
 
 #endif

@@ -44,12 +44,14 @@ from ._region import Region
 from .dtypes import normalize, numpy_dtype, to_bf16
 
 __all__ = ["Error", "Client", "Region", "Future", "connect", "default_socket", "CODES",
-           "VARIANTS"]
+           "VARIANTS", "ACTIVATIONS"]
 
 # kernel families a job may force (proto/msg.c variant_names)
 VARIANTS = ("auto", "generic", "tiled", "splitk", "coopmat", "tiled128", "coopmat_khr",
             "coopmat_nv2", "coopmat_khr_f32x3")
 OUTPUTS = ("dw", "db", "dx")
+# fused activations (proto/README.md, key `activation`): gelu is torch's tanh form
+ACTIVATIONS = ("none", "relu", "gelu")
 _POOL_MIN = 1 << 20
 _ALIGN = 64
 # a library error with one of these errnos means the connection is gone
@@ -487,12 +489,16 @@ class Client:
     def linear_backward(self, x: ArrayLike, dy: ArrayLike, w: Optional[ArrayLike] = None,
                         outputs: Optional[Iterable[str]] = None,
                         out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
-                        dtype: Any = None, variant: Optional[str] = None) -> Dict[str, np.ndarray]:
+                        dtype: Any = None, variant: Optional[str] = None,
+                        activation: Optional[str] = None, y: Optional[ArrayLike] = None,
+                        z: Optional[ArrayLike] = None) -> Dict[str, np.ndarray]:
         """Gradients of Y = X·Wᵀ + b: {"dw": dYᵀ·X, "db": Σ rows of dY,
         "dx": dY·W} for the names in outputs (default: every one the inputs
-        allow, or the keys of out). See submit()."""
+        allow, or the keys of out); with an activation, of act(X·Wᵀ + b),
+        dZ = dY ⊙ act'(·) in dY's place. See submit()."""
         return self.submit(x, dy, w, outputs=outputs, out=out, accumulate=accumulate,
-                           dtype=dtype, variant=variant).result()
+                           dtype=dtype, variant=variant, activation=activation, y=y,
+                           z=z).result()
 
     async def linear_backward_async(self, x: ArrayLike, dy: ArrayLike,
                                     w: Optional[ArrayLike] = None,
@@ -509,7 +515,9 @@ class Client:
     def submit(self, x: ArrayLike, dy: ArrayLike, w: Optional[ArrayLike] = None,
                outputs: Optional[Iterable[str]] = None,
                out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
-               dtype: Any = None, variant: Optional[str] = None) -> Future:
+               dtype: Any = None, variant: Optional[str] = None,
+               activation: Optional[str] = None, y: Optional[ArrayLike] = None,
+               z: Optional[ArrayLike] = None) -> Future:
         """Send a linear_backward job and return its Future at once.
 
         x (batch × in), dy (batch × out), w (out × in, needed for dx): numpy
@@ -519,11 +527,22 @@ class Client:
         views: in place, no copy; other arrays: filled when the job ends).
         accumulate: add to the outputs instead of overwriting them.
         variant: None/"auto", or a kernel family to force (VARIANTS).
+        activation: None/"none", "relu" or "gelu" (torch's tanh form): the
+        layer's output was act(X·Wᵀ + b), and dZ = dY ⊙ act'(·) is what dw,
+        db and dx use; relu reads y (the forward's output, batch × out),
+        gelu z (the pre-activation, batch × out). Not with accumulate.
         Bad arguments raise ValueError/TypeError before anything is sent."""
         _check_flags(accumulate, variant)
+        act = _check_activation(activation, accumulate)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "dy": dy, "w": w}
+        need = {"relu": "y", "gelu": "z"}.get(act)
+        if need is not None:
+            v = y if need == "y" else z
+            if v is None:
+                raise TypeError("activation %r reads %s (a batch × out array)" % (act, need))
+            ins[need] = v
         for k, a in ins.items():
             if a is not None or k != "w":
                 ins[k] = self._input(k, a, dt, npdt, dtype is not None)
@@ -531,6 +550,9 @@ class Client:
         if x.ndim != 2 or dy.ndim != 2 or x.shape[0] != dy.shape[0]:
             raise ValueError("x must be batch × in and dy batch × out; got %s and %s"
                              % (x.shape, dy.shape))
+        if need is not None and ins[need].shape != dy.shape:
+            raise ValueError("%s must be batch × out = %s; got %s" % (need, dy.shape,
+                                                                     ins[need].shape))
         batch, n_in, n_out = x.shape[0], x.shape[1], dy.shape[1]
         _check_dims(batch, n_in, n_out)
         if w is not None and w.shape != (n_out, n_in):
@@ -554,7 +576,7 @@ class Client:
             if not a.flags.writeable:
                 raise ValueError("out[%r] is read-only" % k)
         return self._send(dt, npdt, (batch, n_in, n_out), ins, out, want, shapes,
-                          accumulate, variant)
+                          accumulate, variant, activation=act)
 
     def _input(self, k, a, dt, npdt, convert):
         if a is None:
@@ -575,20 +597,28 @@ class Client:
 
     def linear_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
                        out: Optional[np.ndarray] = None, accumulate: bool = False,
-                       dtype: Any = None, variant: Optional[str] = None) -> np.ndarray:
-        """Y = X·Wᵀ (+ b) as a numpy array (out: the array to write, a
-        region view for no copy). See submit_forward()."""
-        return self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
-                                   variant=variant).result()["y"]
+                       dtype: Any = None, variant: Optional[str] = None,
+                       activation: Optional[str] = None, z: Any = None) -> Any:
+        """Y = act(X·Wᵀ (+ b)) as a numpy array (out: the array to write, a
+        region view for no copy); with z given (True, or an array to
+        write), the pair (Y, Z), Z the pre-activation. See submit_forward()."""
+        r = self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
+                                variant=variant, activation=activation, z=z).result()
+        return r["y"] if z is None or z is False else (r["y"], r["z"])
 
     def submit_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
                        out: Optional[np.ndarray] = None, accumulate: bool = False,
-                       dtype: Any = None, variant: Optional[str] = None) -> Future:
+                       dtype: Any = None, variant: Optional[str] = None,
+                       activation: Optional[str] = None, z: Any = None) -> Future:
         """Send a linear_forward job (proto/README.md) and return its Future,
-        whose result() is {"y": Y}: x batch × in, w out × in, b (out,) or
-        None, out the batch × out array to write (else a new one); dtypes,
-        conversion, region views and accumulate as in submit()."""
+        whose result() is {"y": Y} (and "z" when asked for): x batch × in, w
+        out × in, b (out,) or None, out the batch × out array to write (else
+        a new one); dtypes, conversion, region views and accumulate as in
+        submit(). activation: None/"none", "relu" or "gelu" (torch's tanh
+        form): Y = act(Z), Z = X·Wᵀ (+ b); not with accumulate. z: None, True
+        (Z as a new array) or the batch × out array to write Z into."""
         _check_flags(accumulate, variant)
+        act = _check_activation(activation, accumulate)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "w": w, "b": b}
@@ -602,35 +632,42 @@ class Client:
         _check_dims(batch, n_in, n_out)
         if b is not None and b.shape != (n_out,):
             raise ValueError("b must have shape %s; got %s" % ((n_out,), b.shape))
-        shapes = {"y": (batch, n_out)}
+        shapes = {"y": (batch, n_out), "z": (batch, n_out)}
         outd = {} if out is None else {"y": out}
+        want = {"y"}
+        if z is not None and z is not False:
+            want.add("z")
+            if z is not True:
+                outd["z"] = z
         for k, a in outd.items():
+            name = "out" if k == "y" else "z"
             if not isinstance(a, np.ndarray) or a.shape != shapes[k] or a.dtype != npdt:
-                raise ValueError("out must be a %s numpy array of shape %s" % (npdt, shapes[k]))
+                raise ValueError("%s must be a %s numpy array of shape %s" % (name, npdt, shapes[k]))
             if not a.flags.writeable:
-                raise ValueError("out is read-only")
-        return self._send(dt, npdt, (batch, n_in, n_out), ins, outd, {"y"}, shapes, accumulate,
-                          variant, forward=True)
+                raise ValueError("%s is read-only" % name)
+        return self._send(dt, npdt, (batch, n_in, n_out), ins, outd, want, shapes, accumulate,
+                          variant, forward=True, activation=act)
 
-    def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant, forward=False):
+    def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant, forward=False,
+              activation=None):
         from . import _forward
         self._ensure()
         try:
             with self._lock:
                 return self._send_locked(_forward, dt, npdt, dims, ins, out, want, shapes,
-                                         accumulate, variant, forward)
+                                         accumulate, variant, forward, activation)
         finally:
             self._flush()
 
     def _send_locked(self, _forward, dt, npdt, dims, ins, out, want, shapes, accumulate,
-                     variant, forward):
+                     variant, forward, activation=None):
         job = _forward.vkg_forward_job() if forward else _lib.vkg_job()
-        for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx")):
+        for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx", "y", "z")):
             getattr(job, k).region = _lib.VKG_NONE
         # where each tensor lives: a region view, else a piece of a pool region
         place, need = {}, 0
         tensors = [(k, a) for k, a in ins.items() if a is not None]
-        tensors += [(k, out.get(k)) for k in (("y",) if forward else OUTPUTS) if k in want]
+        tensors += [(k, out.get(k)) for k in (("y", "z") if forward else OUTPUTS) if k in want]
         for k, a in tensors:
             v = self._view_of(a) if a is not None else None
             if v is not None:
@@ -664,10 +701,11 @@ class Client:
             job.batch, job.in_, job.out = dims
             job.accumulate = bool(accumulate)
             job.variant = variant.encode() if variant else None
+            job.activation = activation.encode() if activation else None
             handle = ctypes.c_uint64()
             err = _lib.vkg_error()
             gen = self._gen
-            rc = self._c(_forward.submit if forward else lib.vkg_submit, ctypes.byref(job),
+            rc = self._c(_forward.submit if forward else _lib.submit_job, ctypes.byref(job),
                          ctypes.byref(handle), ctypes.byref(err), gen=gen)
             if rc:
                 raise self._fail(rc, err)
@@ -761,6 +799,21 @@ def _check_flags(accumulate, variant):
             raise TypeError("variant must be a str, not %s" % type(variant).__name__)
         if variant not in VARIANTS:
             raise ValueError("variant %r is not one of %s" % (variant, ", ".join(VARIANTS)))
+
+
+def _check_activation(activation, accumulate):
+    """activation's name, or None for none; ValueError/TypeError when bad."""
+    if activation is None:
+        return None
+    if not isinstance(activation, str):
+        raise TypeError("activation must be a str, not %s" % type(activation).__name__)
+    if activation not in ACTIVATIONS:
+        raise ValueError("activation %r is not one of %s" % (activation, ", ".join(ACTIVATIONS)))
+    if activation == "none":
+        return None
+    if accumulate:
+        raise ValueError("activation %r cannot go with accumulate=True" % activation)
+    return activation
 
 
 def _check_dims(batch, n_in, n_out):
