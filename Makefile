@@ -40,7 +40,7 @@ DAEMON_SRC := $(foreach d,$(DAEMON_DIRS),$(wildcard $(d)/*.c))
 # stats, ping), regions, jobs, the raw call; abi.c its growing ABI, ref.c
 # the float64 reference. The CLI is every other client/*.c.
 CLIENT_LIB_SRC := client/connection.c client/transport.c client/trace.c client/queries.c \
-                  client/regions.c client/jobs.c client/raw_call.c client/abi.c client/ref.c
+                  client/regions.c client/jobs.c client/tensors.c client/raw_call.c client/abi.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 # vkgrad-bench (`vkgrad bench` runs it): its own program, since its direct
 # mode runs the daemon's core in-process; it shares the CLI's helpers

@@ -79,6 +79,12 @@ static void job_tensors(const vkg_tensor *const t[PROTO_T_COUNT], proto_request 
 {
 	for (int i = 0; i < PROTO_T_COUNT; i++) {
 		req->t[i].present = t[i] && t[i]->region != VKG_NONE;
+		if (req->t[i].present && t[i]->region == VKG_DEVICE_TENSOR) {
+			/* a device tensor: its id in offset (vkg_device_tensor) */
+			req->t[i].is_tensor = true;
+			req->t[i].tensor = t[i]->offset;
+			continue;
+		}
 		req->t[i].region = t[i] ? t[i]->region : 0;
 		req->t[i].offset = t[i] ? t[i]->offset : 0;
 	}

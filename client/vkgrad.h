@@ -109,6 +109,11 @@ typedef struct vkg_info {
 	uint64_t max_total_region_bytes, max_region_bytes_per_uid;
 	uint32_t max_connections, max_connections_per_uid;
 	uint32_t protocol_version;
+	/* 0.2, device tensors (sized calls only; 0 from a daemon without
+	 * them): device bytes of all tensors, of one uid's, tensors per
+	 * connection */
+	uint64_t max_device_bytes, max_device_bytes_per_uid;
+	uint32_t max_tensors;
 } vkg_info;
 #define VKG_INFO_SIZE_0_1 offsetof(vkg_info, max_total_region_bytes)
 
@@ -144,6 +149,12 @@ typedef struct vkg_stats {
 	 * it): of stream_jobs, those that streamed because another
 	 * connection's small jobs were about (--stream-shared-min-bytes) */
 	uint64_t stream_shared_jobs;
+	/* 0.2, device tensors (sized calls only; 0 from a daemon without
+	 * them): tensors live now and the device bytes they hold, all
+	 * clients; client memory jobs and tensor ops read (host to device)
+	 * and wrote (device to host) since the daemon started */
+	uint64_t tensors, device_bytes;
+	uint64_t host_read_bytes, host_write_bytes;
 } vkg_stats;
 #define VKG_STATS_SIZE_0_1 offsetof(vkg_stats, requests_rejected)
 
@@ -374,6 +385,56 @@ int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *er
  * when none finished in time. */
 int vkg_wait_any(vkg_client *c, uint64_t *handle, int timeout_ms, vkg_result *res,
 		 vkg_error *err);
+
+/* ---- device tensors (proto/README.md, "Device tensors") ----
+ * A tensor the daemon keeps in the GPU's own memory, rows × cols elements
+ * of one dtype, named by an id of this connection (freed when it closes).
+ * It reads as zeros when new. Every call below takes effect in the order
+ * it was sent with the connection's jobs: a write, a job naming the tensor
+ * and a read submitted back to back, without waiting, see each other's
+ * results. Errors: `bad_tensor` (an id not this connection's, freed, or
+ * of the wrong dtype or shape for where it is named), `limit`
+ * (max_tensor_bytes, max_device_bytes, max_device_bytes_per_uid,
+ * max_tensors, or the device's memory), `device_lost` (the GPU was lost
+ * and recreated since the tensor was made: its contents are gone; free
+ * it). */
+
+/* In a vkg_tensor (a vkg_job's or vkg_forward_job's operand): region =
+ * VKG_DEVICE_TENSOR names the device tensor whose id is in `offset`
+ * (vkg_device_tensor builds one). Its dtype must be the job's, its
+ * rows × cols the operand's shape: x batch×in; dy, y batch×out; w, dw
+ * out×in; b, db 1×out. A library before 0.2's tensors sends it as a
+ * region id the daemon does not know (bad_region). */
+#define VKG_DEVICE_TENSOR (UINT64_MAX - 1)
+static inline vkg_tensor
+vkg_device_tensor(uint64_t tensor) /* (on its own line: not a library symbol) */
+{
+	vkg_tensor t = {VKG_DEVICE_TENSOR, tensor};
+	return t;
+}
+
+/* A new tensor: dtype "f32", "f16" or "bf16" (NULL: f32), rows, cols >= 1.
+ * *tensor receives its id. */
+int vkg_tensor_new(vkg_client *c, const char *dtype, uint64_t rows, uint64_t cols,
+		   uint64_t *tensor, vkg_error *err);
+/* Copy the tensor's rows × cols × element-size bytes from [region, offset)
+ * of client memory into it (write), or out of it into there (read: returns
+ * once the bytes are in the region). offset a multiple of the element
+ * size; the bytes must lie inside the region. */
+int vkg_tensor_write(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
+		     vkg_error *err);
+int vkg_tensor_read(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
+		    vkg_error *err);
+/* The id is gone at once (later use: bad_tensor); the memory is freed when
+ * the last job already sent that names it ends. */
+int vkg_tensor_free(vkg_client *c, uint64_t tensor, vkg_error *err);
+/* Asynchronous forms: *handle for vkg_poll / vkg_wait / vkg_poll_any (a
+ * read's bytes are in the region once its handle reports 0). */
+int vkg_submit_tensor_write(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
+			    uint64_t *handle, vkg_error *err);
+int vkg_submit_tensor_read(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
+			   uint64_t *handle, vkg_error *err);
+int vkg_submit_tensor_free(vkg_client *c, uint64_t tensor, uint64_t *handle, vkg_error *err);
 
 /* ---- any request ----
  * Send op with the keys of `args` (the bytes of one msgpack map, without

@@ -154,6 +154,13 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 uint64_t placement_place(const placement *p, job *j, uint64_t used)
 {
 	const proto_dtype t = j->req.dtype;
+	j->devlocal = false;
+	j->streamed = false;
+	if (job_is_copy(j)) {
+		/* a device tensor's copy or fill: no kernels, no scratch */
+		memset(&j->plan, 0, sizeof(j->plan));
+		return 0;
+	}
 	/* linear_forward: its kernels' view, the dX GEMM of a backward */
 	proto_request fq;
 	const proto_request *q = &j->req;
@@ -184,7 +191,10 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 				? scratch_round(j->bytes[PROTO_T_DY])
 				: 0;
 	uint64_t dl = 0;
-	if (p->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= p->devlocal_min[j->req.dtype])
+	/* a job naming a device tensor is not copied to scratch: its device
+	 * operands are device-local already */
+	if (p->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= p->devlocal_min[j->req.dtype] &&
+	    !job_has_device_tensor(j))
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present)
 				dl += scratch_round(j->bytes[t]);

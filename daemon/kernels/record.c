@@ -292,6 +292,32 @@ static void record_devlocal(const rec *r, uint32_t ts)
 	mark_touched(rc, r->j, out_mask);
 }
 
+/* A device tensor's op (job_is_copy): tensor_new's zero fill of y, or a
+ * copy of x's bytes into y (tensor_write: client → tensor; tensor_read:
+ * tensor → client), after a barrier when its ranges conflict with what
+ * the batch did since the last one. */
+#define MASK_COPY ((1u << PROTO_T_X) | (1u << PROTO_T_Y))
+static void record_copy(const rec *r)
+{
+	recorder *rc = r->rc;
+	const job *j = r->j;
+	if (needs_barrier(rc, j, MASK_COPY)) {
+		record_barrier_all(r->cb);
+		new_epoch(rc);
+		rc->untracked = false;
+	}
+	if (j->req.op == PROTO_OP_TENSOR_NEW) {
+		/* the whole buffer, rounded to words (tensor.c) */
+		vkCmdFillBuffer(r->cb, j->reg[PROTO_T_Y]->buf, 0, VK_WHOLE_SIZE, 0);
+	} else {
+		const VkBufferCopy c = {.srcOffset = j->req.t[PROTO_T_X].offset,
+					.dstOffset = j->req.t[PROTO_T_Y].offset,
+					.size = j->bytes[PROTO_T_Y]};
+		vkCmdCopyBuffer(r->cb, j->reg[PROTO_T_X]->buf, j->reg[PROTO_T_Y]->buf, 1, &c);
+	}
+	mark_touched(rc, j, MASK_COPY);
+}
+
 /* The order to record tg's jobs in: each lane's jobs in their order, the
  * lanes interleaved — every lane's first job, then every lane's second, ...
  * Jobs of different connections never share a region, so they never
@@ -462,6 +488,10 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 		const uint32_t i = rc->order[o];
 		rec r = {.rc = rc, .tg = tg, .cb = cb, .j = tg->jobs[i], .piece = tg->first_piece + i};
 		const proto_tensor *t = r.j->req.t;
+		if (job_is_copy(r.j)) {
+			record_copy(&r);
+			continue;
+		}
 		if (r.j->devlocal) {
 			record_devlocal(&r, r.j->ts_index);
 			continue;

@@ -87,6 +87,21 @@ static void learn_batch(engine *e, const engine_slot *s, uint64_t gpu_ns)
 	}
 }
 
+/* What finished job j moved from and to client memory (a device
+ * tensor's slots move nothing there). */
+static void host_bytes(engine *e, const job *j)
+{
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		const region *r = j->reg[t];
+		if (!r || r->device_local)
+			continue;
+		if (job_is_output(j, t))
+			e->host_write_bytes += j->bytes[t];
+		if (!job_is_output(j, t) || j->req.accumulate)
+			e->host_read_bytes += j->bytes[t];
+	}
+}
+
 static void finish_slot(engine *e, engine_slot *s)
 {
 	engine_track *tr = &e->track[s->cls];
@@ -177,6 +192,7 @@ static void finish_slot(engine *e, engine_slot *s)
 			}
 			if (rc == 0) {
 				e->jobs_done++;
+				host_bytes(e, j);
 				metrics_observe(&e->metrics, METRICS_JOB_QUEUED,
 						(j->t_submit_ns - j->t_queued_ns) / 1000);
 				metrics_observe(&e->metrics, METRICS_JOB_LATENCY,
@@ -264,7 +280,14 @@ static void stage_in(engine *e, engine_slot *s)
 		int rc = 0;
 		for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
 			region *r = j->reg[t];
-			if (r && r->staged && (!job_is_output(j, t) || j->req.accumulate))
+			/* a device tensor whose memory went with a lost device
+			 * (tensor.h): the job cannot run */
+			if (r && r->device_local && r->buf == VK_NULL_HANDLE)
+				rc = proto_fail(&err, PROTO_DEVICE_LOST,
+						"tensor '%s' was lost with the GPU (a device loss and recovery "
+						"since it was made): free it and make a new one",
+						proto_tensor_key[t]);
+			else if (r && r->staged && (!job_is_output(j, t) || j->req.accumulate))
 				rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], true,
 						       proto_tensor_key[t], &err);
 		}

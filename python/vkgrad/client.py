@@ -31,19 +31,20 @@ import select
 import socket
 import threading
 import weakref
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import msgpack
 import numpy as np
 
 from . import _lib
+from ._device import VKG_DEVICE_TENSOR, Tensor, _TensorOps
 from ._error import CODES, Error, _err_struct, _error
 from ._future import Future
 from ._lib import lib
 from ._region import Region
 from .dtypes import normalize, numpy_dtype, to_bf16
 
-__all__ = ["Error", "Client", "Region", "Future", "connect", "default_socket", "CODES",
+__all__ = ["Error", "Client", "Region", "Future", "Tensor", "connect", "default_socket", "CODES",
            "VARIANTS", "ACTIVATIONS"]
 
 # kernel families a job may force (proto/msg.c variant_names)
@@ -111,7 +112,7 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Client:
+class Client(_TensorOps):
     """One connection to vkgradd. Usable from several threads (calls are
     serialised by libvkgrad); a context manager closes it.
 
@@ -490,6 +491,7 @@ class Client:
                         outputs: Optional[Iterable[str]] = None,
                         out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
                         dtype: Any = None, variant: Optional[str] = None,
+                        dims: Optional[Tuple[int, int, int]] = None,
                         activation: Optional[str] = None, y: Optional[ArrayLike] = None,
                         z: Optional[ArrayLike] = None) -> Dict[str, np.ndarray]:
         """Gradients of Y = X·Wᵀ + b: {"dw": dYᵀ·X, "db": Σ rows of dY,
@@ -497,8 +499,8 @@ class Client:
         allow, or the keys of out); with an activation, of act(X·Wᵀ + b),
         dZ = dY ⊙ act'(·) in dY's place. See submit()."""
         return self.submit(x, dy, w, outputs=outputs, out=out, accumulate=accumulate,
-                           dtype=dtype, variant=variant, activation=activation, y=y,
-                           z=z).result()
+                           dtype=dtype, variant=variant, dims=dims, activation=activation,
+                           y=y, z=z).result()
 
     async def linear_backward_async(self, x: ArrayLike, dy: ArrayLike,
                                     w: Optional[ArrayLike] = None,
@@ -516,6 +518,7 @@ class Client:
                outputs: Optional[Iterable[str]] = None,
                out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
                dtype: Any = None, variant: Optional[str] = None,
+               dims: Optional[Tuple[int, int, int]] = None,
                activation: Optional[str] = None, y: Optional[ArrayLike] = None,
                z: Optional[ArrayLike] = None) -> Future:
         """Send a linear_backward job and return its Future at once.
@@ -527,10 +530,15 @@ class Client:
         views: in place, no copy; other arrays: filled when the job ends).
         accumulate: add to the outputs instead of overwriting them.
         variant: None/"auto", or a kernel family to force (VARIANTS).
+        Device tensors (vkgrad.Tensor, from tensor_new) may stand for any
+        input and, in out, any output: the job reads or writes them in
+        place (out's Tensor comes back as its result). dims=(batch, in,
+        out) where no operand tells them (bare Tensor(id)s).
         activation: None/"none", "relu" or "gelu" (torch's tanh form): the
         layer's output was act(X·Wᵀ + b), and dZ = dY ⊙ act'(·) is what dw,
         db and dx use; relu reads y (the forward's output, batch × out),
-        gelu z (the pre-activation, batch × out). Not with accumulate.
+        gelu z (the pre-activation, batch × out), arrays or Tensors. Not
+        with accumulate.
         Bad arguments raise ValueError/TypeError before anything is sent."""
         _check_flags(accumulate, variant)
         act = _check_activation(activation, accumulate)
@@ -544,19 +552,24 @@ class Client:
                 raise TypeError("activation %r reads %s (a batch × out array)" % (act, need))
             ins[need] = v
         for k, a in ins.items():
-            if a is not None or k != "w":
+            if isinstance(a, Tensor):
+                _check_tensor(k, a, dt)
+            elif a is not None or k != "w":
                 ins[k] = self._input(k, a, dt, npdt, dtype is not None)
         x, dy, w = ins["x"], ins["dy"], ins["w"]
-        if x.ndim != 2 or dy.ndim != 2 or x.shape[0] != dy.shape[0]:
-            raise ValueError("x must be batch × in and dy batch × out; got %s and %s"
-                             % (x.shape, dy.shape))
-        if need is not None and ins[need].shape != dy.shape:
-            raise ValueError("%s must be batch × out = %s; got %s" % (need, dy.shape,
-                                                                     ins[need].shape))
-        batch, n_in, n_out = x.shape[0], x.shape[1], dy.shape[1]
+        if dims is None and not any(isinstance(a, Tensor) for a in ins.values()):
+            if x.ndim != 2 or dy.ndim != 2 or x.shape[0] != dy.shape[0]:
+                raise ValueError("x must be batch × in and dy batch × out; got %s and %s"
+                                 % (x.shape, dy.shape))
+            batch, n_in, n_out = x.shape[0], x.shape[1], dy.shape[1]
+        else:
+            batch, n_in, n_out = _job_dims(dims, {"x": x, "dy": dy, "w": w}, backward=True)
+        if need is not None and _shape(ins[need]) not in (None, (batch, n_out)):
+            raise ValueError("%s must be batch × out = %s; got %s" % (need, (batch, n_out),
+                                                                     _shape(ins[need])))
         _check_dims(batch, n_in, n_out)
-        if w is not None and w.shape != (n_out, n_in):
-            raise ValueError("w must be out × in = %s; got %s" % ((n_out, n_in), w.shape))
+        if w is not None and _shape(w) not in (None, (n_out, n_in)):
+            raise ValueError("w must be out × in = %s; got %s" % ((n_out, n_in), _shape(w)))
         if out is not None and not isinstance(out, Mapping):
             raise TypeError("out must be a dict {name: array}, not %s" % type(out).__name__)
         out = dict(out or {})
@@ -571,6 +584,9 @@ class Client:
             raise ValueError("dx = dY·W needs w")
         shapes = {"dw": (n_out, n_in), "db": (n_out,), "dx": (batch, n_in)}
         for k, a in out.items():
+            if isinstance(a, Tensor):
+                _check_tensor(k, a, dt, shapes[k] if k != "db" else (1, n_out))
+                continue
             if not isinstance(a, np.ndarray) or a.shape != shapes[k] or a.dtype != npdt:
                 raise ValueError("out[%r] must be a %s numpy array of shape %s" % (k, npdt, shapes[k]))
             if not a.flags.writeable:
@@ -598,40 +614,53 @@ class Client:
     def linear_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
                        out: Optional[np.ndarray] = None, accumulate: bool = False,
                        dtype: Any = None, variant: Optional[str] = None,
+                       dims: Optional[Tuple[int, int, int]] = None,
                        activation: Optional[str] = None, z: Any = None) -> Any:
         """Y = act(X·Wᵀ (+ b)) as a numpy array (out: the array to write, a
-        region view for no copy); with z given (True, or an array to
-        write), the pair (Y, Z), Z the pre-activation. See submit_forward()."""
+        region view for no copy; a Tensor: y goes there, and comes back);
+        with z given (True, an array or a Tensor to write), the pair (Y,
+        Z), Z the pre-activation. See submit_forward()."""
         r = self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
-                                variant=variant, activation=activation, z=z).result()
+                                variant=variant, dims=dims, activation=activation, z=z).result()
         return r["y"] if z is None or z is False else (r["y"], r["z"])
 
     def submit_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
                        out: Optional[np.ndarray] = None, accumulate: bool = False,
                        dtype: Any = None, variant: Optional[str] = None,
+                       dims: Optional[Tuple[int, int, int]] = None,
                        activation: Optional[str] = None, z: Any = None) -> Future:
         """Send a linear_forward job (proto/README.md) and return its Future,
         whose result() is {"y": Y} (and "z" when asked for): x batch × in, w
         out × in, b (out,) or None, out the batch × out array to write (else
-        a new one); dtypes, conversion, region views and accumulate as in
-        submit(). activation: None/"none", "relu" or "gelu" (torch's tanh
-        form): Y = act(Z), Z = X·Wᵀ (+ b); not with accumulate. z: None, True
-        (Z as a new array) or the batch × out array to write Z into."""
+        a new one); dtypes, conversion, region views, accumulate, device
+        tensors (x, w, b, and out=Tensor for y) and dims as in submit().
+        activation: None/"none", "relu" or "gelu" (torch's tanh form): Y =
+        act(Z), Z = X·Wᵀ (+ b); not with accumulate. z: None, True (Z as a
+        new array), or the batch × out array or Tensor to write Z into."""
         _check_flags(accumulate, variant)
         act = _check_activation(activation, accumulate)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "w": w, "b": b}
         for k, a in ins.items():
-            if a is not None or k != "b":
+            if isinstance(a, Tensor):
+                _check_tensor(k, a, dt)
+            elif a is not None or k != "b":
                 ins[k] = self._input(k, a, dt, npdt, dtype is not None)
         x, w, b = ins["x"], ins["w"], ins["b"]
-        if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
-            raise ValueError("x must be batch × in and w out × in; got %s and %s" % (x.shape, w.shape))
-        batch, n_in, n_out = x.shape[0], x.shape[1], w.shape[0]
+        if dims is None and not isinstance(out, Tensor) and not any(
+                isinstance(a, Tensor) for a in ins.values()):
+            if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+                raise ValueError("x must be batch × in and w out × in; got %s and %s"
+                                 % (x.shape, w.shape))
+            batch, n_in, n_out = x.shape[0], x.shape[1], w.shape[0]
+        else:
+            batch, n_in, n_out = _job_dims(dims, {"x": x, "w": w, "y": out}, backward=False)
         _check_dims(batch, n_in, n_out)
-        if b is not None and b.shape != (n_out,):
-            raise ValueError("b must have shape %s; got %s" % ((n_out,), b.shape))
+        if b is not None and not isinstance(b, Tensor) and b.shape != (n_out,):
+            raise ValueError("b must have shape %s; got %s" % ((n_out,), _shape(b)))
+        if isinstance(b, Tensor) and b.shape not in (None, (1, n_out)):
+            raise ValueError("b's tensor must be 1 × out = %s; got %s" % ((1, n_out), b.shape))
         shapes = {"y": (batch, n_out), "z": (batch, n_out)}
         outd = {} if out is None else {"y": out}
         want = {"y"}
@@ -640,6 +669,9 @@ class Client:
             if z is not True:
                 outd["z"] = z
         for k, a in outd.items():
+            if isinstance(a, Tensor):
+                _check_tensor(k, a, dt, shapes[k])
+                continue
             name = "out" if k == "y" else "z"
             if not isinstance(a, np.ndarray) or a.shape != shapes[k] or a.dtype != npdt:
                 raise ValueError("%s must be a %s numpy array of shape %s" % (name, npdt, shapes[k]))
@@ -669,6 +701,9 @@ class Client:
         tensors = [(k, a) for k, a in ins.items() if a is not None]
         tensors += [(k, out.get(k)) for k in (("y", "z") if forward else OUTPUTS) if k in want]
         for k, a in tensors:
+            if isinstance(a, Tensor):
+                place[k] = (a, 0)  # a device tensor: named, not placed
+                continue
             v = self._view_of(a) if a is not None else None
             if v is not None:
                 place[k] = v
@@ -683,6 +718,10 @@ class Client:
         try:
             for k, a in tensors:
                 r, off = place[k]
+                if isinstance(r, Tensor):
+                    getattr(job, k).region = VKG_DEVICE_TENSOR
+                    getattr(job, k).offset = int(r)
+                    continue
                 if r is None:
                     r = pool
                     shape = a.shape if k in ins else shapes[k]
@@ -822,7 +861,55 @@ def _check_dims(batch, n_in, n_out):
                          % (batch, n_in, n_out))
 
 
+def _shape(a):
+    """An operand's shape: a Tensor's (rows, cols) or None, an array's."""
+    if isinstance(a, Tensor):
+        return a.shape
+    return None if a is None else tuple(a.shape)
+
+
+def _check_tensor(k, t, dt, shape=None):
+    """A Tensor operand k: its dtype the job's, its shape `shape` (both
+    where it knows them; the daemon checks too: bad_tensor)."""
+    if t.dtype is not None and t.dtype != dt:
+        raise ValueError("%s is a %s tensor; the job's dtype is %s" % (k, t.dtype, dt))
+    if shape is not None and t.shape is not None and t.shape != tuple(shape):
+        raise ValueError("%s's tensor is %d × %d; it must be %d × %d" % (k, *t.shape, *shape))
+
+
+def _job_dims(dims, ops, backward):
+    """(batch, in, out) from dims or the operands' shapes (x batch × in,
+    dy / y batch × out, w out × in), every known shape agreeing."""
+    got = {"batch": None, "in": None, "out": None}
+    if dims is not None:
+        if len(dims) != 3:
+            raise ValueError("dims must be (batch, in, out), not %r" % (dims,))
+        got = dict(zip(("batch", "in", "out"), (int(d) for d in dims)))
+    two = {"x": ("batch", "in"), "dy": ("batch", "out"), "y": ("batch", "out"), "w": ("out", "in")}
+    for k, a in ops.items():
+        s = _shape(a)
+        if s is None:
+            continue
+        if len(s) != 2:
+            raise ValueError("%s must be 2-D (%s × %s); got %s" % (k, two[k][0], two[k][1], s))
+        for name, v in zip(two[k], s):
+            if got[name] is None:
+                got[name] = int(v)
+            elif got[name] != v:
+                raise ValueError("%s is %s; its %s disagrees with %s = %d" % (
+                    k, s, name, name, got[name]))
+    missing = [n for n, v in got.items() if v is None]
+    if missing:
+        raise ValueError("%s unknown: no operand tells it (bare Tensor ids); pass dims=(batch, "
+                         "in, out)" % ", ".join(missing))
+    return got["batch"], got["in"], got["out"]
+
+
 def _dtype_of(x):
+    if isinstance(x, Tensor):
+        if x.dtype is None:
+            raise TypeError("x is a Tensor id without a dtype: pass dtype=")
+        return x.dtype
     if x is None:
         raise TypeError("x is required (a numpy array)")
     try:
