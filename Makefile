@@ -42,7 +42,8 @@ DAEMON_SRC := $(foreach d,$(DAEMON_DIRS),$(wildcard $(d)/*.c))
 # stats, ping), regions, jobs, the raw call; abi.c its growing ABI, ref.c
 # the float64 reference. The CLI is every other client/*.c.
 CLIENT_LIB_SRC := client/connection.c client/transport.c client/trace.c client/queries.c \
-                  client/regions.c client/jobs.c client/tensors.c client/raw_call.c client/abi.c client/ref.c
+                  client/regions.c client/jobs.c client/tensors.c client/optim.c client/raw_call.c \
+                  client/abi.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 # vkgrad-bench (`vkgrad bench` runs it): its own program, since its direct
 # mode runs the daemon's core in-process; it shares the CLI's helpers
@@ -129,7 +130,7 @@ $(BUILD)/gen/libvkgrad.map: client/vkgrad.h
 
 $(BUILD)/libvkgrad.so.$(VERSION): $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC)) $(BUILD)/gen/libvkgrad.map
 	$(CC) -shared -Wl,-soname,libvkgrad.so.$(SOMAJOR) -Wl,--version-script=$(BUILD)/gen/libvkgrad.map \
-		-o $@ $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC)) $(shell pkg-config --libs msgpack) -lpthread $(SAN)
+		-o $@ $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC)) $(shell pkg-config --libs msgpack) -lpthread -lm $(SAN)
 
 $(BUILD)/libvkgrad.so: $(BUILD)/libvkgrad.so.$(VERSION)
 	ln -sf libvkgrad.so.$(VERSION) $(BUILD)/libvkgrad.so.$(SOMAJOR)
@@ -162,6 +163,7 @@ TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 # python/vkgrad against real daemons (unittest, /usr/bin/python3 with Debian's
 # numpy and torch); scripts that run.sh runs like the test binaries
 PY_TESTS  := tests/python/test_python tests/python/test_python_survive tests/python/test_python_package \
+             tests/python/test_python_ops \
              tests/python/test_pytorch tests/python/test_pytorch_regions \
              tests/python/test_train_smoke_run tests/python/test_ddp_run
 # what libvkgrad.so exports; the build's shader toolchain, both ways (fetched
@@ -352,7 +354,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_TARGETS := frame request
-FUZZ_LIBS     = $(shell pkg-config --libs msgpack)
+FUZZ_LIBS     = $(shell pkg-config --libs msgpack) -lm
 FUZZ_CFLAGS   = -std=c17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -D_GNU_SOURCE \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -Iproto \
 	$(shell pkg-config --cflags msgpack)

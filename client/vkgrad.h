@@ -197,6 +197,16 @@ typedef struct vkg_tensor {
 	uint64_t offset; /* bytes from the start of the region */
 } vkg_tensor;
 
+/* 0.1's vkg_job, field for field: what vkg_job_init returns to a binary
+ * built against 0.1 (below). */
+typedef struct vkg_job_0_1 {
+	const char *dtype;
+	uint64_t batch, in, out;
+	vkg_tensor x, dy, w, dw, db, dx;
+	bool accumulate;
+	const char *variant;
+} vkg_job_0_1;
+
 typedef struct vkg_job {
 	const char *dtype; /* storage type of every tensor: "f32", "f16" or
 			    * "bf16" (NULL means f32) */
@@ -209,17 +219,34 @@ typedef struct vkg_job {
 			      * "splitk", "coopmat" (f16), "coopmat_khr" or
 			      * "coopmat_nv2" (f16, bf16) forces a family
 			      * (hello lists what this daemon has) */
+	/* 0.2 (read by the _sized calls, and so by the macros below) */
+	const char *activation; /* NULL or "none"; "relu" or "gelu" (torch's
+				 * tanh form): dZ = dY ⊙ act'(·) feeds dw, db
+				 * and dx; not with accumulate */
+	vkg_tensor y; /* relu: the forward's output act(z) (batch × out, an input) */
+	vkg_tensor z; /* gelu: the pre-activation X·Wᵀ + b (batch × out, an input) */
 } vkg_job;
 
-#define VKG_JOB_SIZE_0_1 sizeof(vkg_job) /* vkg_job has not grown since 0.1 */
+#define VKG_JOB_SIZE_0_1 offsetof(vkg_job, activation)
 
-/* A vkg_job with every tensor set to VKG_NONE (the 0.1 layout: returned
- * by value, so it never grows; use VKG_JOB_INIT for fields added later). */
-vkg_job vkg_job_init(void);
-/* The same into the caller's `size` bytes (fields this library does not
- * know are zeroed). */
+/* A vkg_job with every tensor set to VKG_NONE. The library's vkg_job_init
+ * returns 0.1's layout (a vkg_job_0_1, by value: it never grows), for
+ * binaries built against 0.1; a program built against this header calls
+ * vkg_job_init_sized with its own sizeof through the macro vkg_job_init()
+ * (the fields this library does not know are zeroed). */
+vkg_job_0_1 vkg_job_init(void);
 void vkg_job_init_sized(vkg_job *job, size_t size);
 #define VKG_JOB_INIT(job) vkg_job_init_sized((job), sizeof(*(job)))
+/* (a name and line form that the export list's sed leaves out: inline,
+ * not a library symbol) */
+static inline vkg_job
+vkg__job_init_now(void)
+{
+	vkg_job j;
+	vkg_job_init_sized(&j, sizeof(j));
+	return j;
+}
+#define vkg_job_init() vkg__job_init_now()
 
 /* What the daemon reports about a finished job (proto/README.md):
  *   queued_us   from the request's arrival to its submission
@@ -296,7 +323,8 @@ int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_
 /* A forward pass, Y = X·Wᵀ (+ b) (op linear_forward, proto/README.md):
  * x (batch × in), w (out × in) and y (batch × out) required, b (out)
  * optional; with accumulate y += X·Wᵀ (+ b). Same dtypes, variants, bounds
- * and overlap rules as vkg_job. */
+ * and overlap rules as vkg_job. (0.2's, not in 0.1: it grows at its end
+ * while 0.2 is made; vkg_forward_job_init fills the whole of it.) */
 typedef struct vkg_forward_job {
 	const char *dtype; /* "f32", "f16", "bf16" (NULL: f32) */
 	uint64_t batch, in, out;
@@ -304,6 +332,10 @@ typedef struct vkg_forward_job {
 	vkg_tensor y;       /* output */
 	bool accumulate;
 	const char *variant; /* as vkg_job's */
+	/* fused activation: NULL or "none", "relu", "gelu" (torch's tanh
+	 * form): y = act(X·Wᵀ + b); not with accumulate */
+	const char *activation;
+	vkg_tensor z; /* optional output: the pre-activation X·Wᵀ + b (batch × out) */
 } vkg_forward_job;
 
 /* A vkg_forward_job with every tensor set to VKG_NONE. */
@@ -326,6 +358,13 @@ int vkg_linear_backward_sized(vkg_client *c, const vkg_job *job, size_t size, vk
 			      vkg_error *err);
 int vkg_submit_sized(vkg_client *c, const vkg_job *job, size_t size, uint64_t *handle,
 		     vkg_error *err);
+/* vkg_linear_backward and vkg_submit read 0.1's part of the job
+ * (VKG_JOB_SIZE_0_1 bytes: a binary built against 0.1 passes no more); a
+ * program built against this header calls their _sized forms with its own
+ * sizeof through these macros, so the fields after 0.1's count. */
+#define vkg_linear_backward(c, job, res, err) \
+	vkg_linear_backward_sized((c), (job), sizeof(*(job)), (res), (err))
+#define vkg_submit(c, job, handle, err) vkg_submit_sized((c), (job), sizeof(*(job)), (handle), (err))
 int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err);
 int vkg_wait(vkg_client *c, uint64_t handle, int timeout_ms, vkg_result *res, vkg_error *err);
 /* A descriptor that becomes readable when replies arrive: put it in your own
@@ -396,6 +435,46 @@ int vkg_submit_tensor_write(vkg_client *c, uint64_t tensor, uint64_t region, uin
 int vkg_submit_tensor_read(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
 			   uint64_t *handle, vkg_error *err);
 int vkg_submit_tensor_free(vkg_client *c, uint64_t tensor, uint64_t *handle, vkg_error *err);
+
+/* ---- the optimizer step on the daemon (proto/README.md, "Optimizer steps")
+ * torch.optim.SGD / Adam / AdamW on device tensors (vkg_tensor_new), f32
+ * math, each stored value rounded once: n parameters (1 .. 256) in one
+ * request, param[i] updated in place from grad[i] and its buffers
+ * (momentum_buf[i]; m[i], v[i]), each of param[i]'s rows × cols, any
+ * dtypes. Ordered with the connection's jobs. The _args_init functions
+ * give torch's defaults. (0.2; both structs may grow at their end: always
+ * start from _args_init.) */
+typedef struct vkg_sgd_args {
+	double lr, momentum, dampening, weight_decay;
+	bool nesterov;
+	/* the momentum buffer's first step: buf = grad (torch's first step;
+	 * the buffer's old contents are not read) */
+	bool first_step;
+} vkg_sgd_args;
+
+typedef struct vkg_adam_args {
+	double lr, beta1, beta2, eps, weight_decay;
+	uint64_t step;  /* >= 1: the step count after this step (torch's state['step']) */
+	bool decoupled; /* AdamW: p *= 1 - lr·weight_decay instead of grad += weight_decay·p */
+} vkg_adam_args;
+
+/* lr, the rest torch's defaults (momentum 0, dampening 0, weight_decay 0;
+ * betas 0.9, 0.999, eps 1e-8). */
+vkg_sgd_args vkg_sgd_args_init(double lr);
+vkg_adam_args vkg_adam_args_init(double lr, uint64_t step);
+/* momentum_buf NULL: no momentum (args->momentum must be 0). Synchronous
+ * (res may be NULL) or submitted for a handle (vkg_wait). */
+int vkg_sgd_step(vkg_client *c, size_t n, const uint64_t *param, const uint64_t *grad,
+		 const uint64_t *momentum_buf, const vkg_sgd_args *args, vkg_result *res, vkg_error *err);
+int vkg_submit_sgd_step(vkg_client *c, size_t n, const uint64_t *param, const uint64_t *grad,
+			const uint64_t *momentum_buf, const vkg_sgd_args *args, uint64_t *handle,
+			vkg_error *err);
+int vkg_adam_step(vkg_client *c, size_t n, const uint64_t *param, const uint64_t *grad,
+		  const uint64_t *m, const uint64_t *v, const vkg_adam_args *args, vkg_result *res,
+		  vkg_error *err);
+int vkg_submit_adam_step(vkg_client *c, size_t n, const uint64_t *param, const uint64_t *grad,
+			 const uint64_t *m, const uint64_t *v, const vkg_adam_args *args,
+			 uint64_t *handle, vkg_error *err);
 
 /* ---- any request ----
  * Send op with the keys of `args` (the bytes of one msgpack map, without

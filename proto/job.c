@@ -13,6 +13,7 @@ static const struct slot_info {
 	[PROTO_T_W] = {DIM_OUT, DIM_IN, false},    [PROTO_T_DW] = {DIM_OUT, DIM_IN, true},
 	[PROTO_T_DB] = {DIM_ONE, DIM_OUT, true},   [PROTO_T_DX] = {DIM_BATCH, DIM_IN, true},
 	[PROTO_T_B] = {DIM_ONE, DIM_OUT, false},   [PROTO_T_Y] = {DIM_BATCH, DIM_OUT, true},
+	[PROTO_T_Z] = {DIM_BATCH, DIM_OUT, true},
 };
 
 static uint64_t dim(const proto_request *req, uint8_t d)
@@ -28,13 +29,16 @@ void proto_slot_shape(const proto_request *req, int t, uint64_t *rows, uint64_t 
 
 bool proto_slot_is_output(proto_op op, int t)
 {
-	(void)op; /* (every slot has one role so far) */
+	/* y and z: a linear_backward's inputs (its activation's: y for relu,
+	 * z for gelu), every other op's outputs (linear_forward's; a tensor
+	 * op's destination, daemon/ops/tensor_ops.c) */
+	if (t == PROTO_T_Y || t == PROTO_T_Z)
+		return op != PROTO_OP_LINEAR_BACKWARD;
+	/* an optimizer step's jobs (daemon/ops/optim.c): x the gradient,
+	 * read; w the parameter, dw and dx its buffers, updated in place */
+	if (op == PROTO_OP_SGD_STEP || op == PROTO_OP_ADAM_STEP)
+		return t == PROTO_T_W || t == PROTO_T_DW || t == PROTO_T_DX;
 	return (unsigned)t < PROTO_T_COUNT && slot_info[t].output;
-}
-
-static bool is_output(int t)
-{
-	return proto_slot_is_output(PROTO_OP_LINEAR_BACKWARD, t);
 }
 
 uint64_t proto_tensor_elems(const proto_request *req, int t)
@@ -56,6 +60,7 @@ void proto_forward_as_input(const proto_request *f, proto_request *b)
 	b->t[PROTO_T_W] = f->t[PROTO_T_W];
 	b->t[PROTO_T_DX] = f->t[PROTO_T_Y];
 	b->accumulate = f->accumulate || f->t[PROTO_T_B].present;
+	b->activation = PROTO_ACT_NONE; /* a pass of its own after the GEMM (dispatch.c) */
 }
 
 int proto_job_check(const proto_request *req, const proto_limits *lim,
@@ -110,10 +115,11 @@ int proto_job_check(const proto_request *req, const proto_limits *lim,
 		bytes[t] = nb;
 	}
 	for (int a = 0; a < PROTO_T_COUNT; a++) {
-		if (!req->t[a].present || !is_output(a))
+		if (!req->t[a].present || !proto_slot_is_output(req->op, a))
 			continue;
 		for (int b = 0; b < PROTO_T_COUNT; b++) {
-			if (b == a || !req->t[b].present || (is_output(b) && b < a))
+			const bool b_out = proto_slot_is_output(req->op, b);
+			if (b == a || !req->t[b].present || (b_out && b < a))
 				continue;
 			const proto_tensor *ta = &req->t[a], *tb = &req->t[b];
 			if (ta->is_tensor || tb->is_tensor || ta->region != tb->region)
@@ -122,7 +128,7 @@ int proto_job_check(const proto_request *req, const proto_limits *lim,
 			if (ta->offset < tb->offset + bytes[b] && tb->offset < ta->offset + bytes[a])
 				return proto_fail(err, PROTO_OVERLAP,
 						  "output '%s' overlaps %s '%s' in region %llu",
-						  proto_tensor_key[a], is_output(b) ? "output" : "input",
+						  proto_tensor_key[a], b_out ? "output" : "input",
 						  proto_tensor_key[b], (unsigned long long)ta->region);
 		}
 	}

@@ -6,6 +6,7 @@
 #include "frame.h"
 #include "mpcheck.h"
 #include "opstats.h"
+#include "optim.h"
 #include "text.h"
 
 #include <errno.h>
@@ -28,6 +29,8 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_TENSOR_WRITE] = "tensor_write",
 	[PROTO_OP_TENSOR_READ] = "tensor_read",
 	[PROTO_OP_TENSOR_FREE] = "tensor_free",
+	[PROTO_OP_SGD_STEP] = "sgd_step",
+	[PROTO_OP_ADAM_STEP] = "adam_step",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
@@ -126,7 +129,22 @@ void proto_reply_put_time(uint8_t *end, uint64_t ns)
 		end[-i] = (uint8_t)ns;
 }
 
-const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx", "b", "y"};
+const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx", "b", "y", "z"};
+
+static const char *const activation_names[PROTO_ACT_COUNT] = {"none", "relu", "gelu"};
+
+const char *proto_activation_name(proto_activation a)
+{
+	return (unsigned)a < PROTO_ACT_COUNT ? activation_names[a] : "none";
+}
+
+int proto_activation_parse(const char *s, size_t n)
+{
+	for (int i = 0; i < PROTO_ACT_COUNT; i++)
+		if (strlen(activation_names[i]) == n && memcmp(activation_names[i], s, n) == 0)
+			return i;
+	return -1;
+}
 
 const char *proto_op_name(proto_op op)
 {
@@ -287,7 +305,7 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 	case PROTO_OP_UNREGISTER: n += 1; break;
 	case PROTO_OP_LINEAR_BACKWARD:
 	case PROTO_OP_LINEAR_FORWARD:
-		n += 5 + (req->variant != PROTO_VARIANT_AUTO);
+		n += 5 + (req->variant != PROTO_VARIANT_AUTO) + (req->activation != PROTO_ACT_NONE);
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			n += req->t[t].present;
 		break;
@@ -295,6 +313,8 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 	case PROTO_OP_TENSOR_WRITE:
 	case PROTO_OP_TENSOR_READ: n += 2; break;
 	case PROTO_OP_TENSOR_FREE: n += 1; break;
+	case PROTO_OP_SGD_STEP:
+	case PROTO_OP_ADAM_STEP: n += req->optim ? proto_optim_count(req->op, req->optim) : 0; break;
 	default: break;
 	}
 	msgpack_pack_map(&pk, n);
@@ -330,6 +350,8 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 		}
 		if (req->variant != PROTO_VARIANT_AUTO)
 			pk_kv_s(&pk, "variant", proto_variant_name(req->variant));
+		if (req->activation != PROTO_ACT_NONE)
+			pk_kv_s(&pk, "activation", proto_activation_name(req->activation));
 		pk_str(&pk, "accumulate");
 		if (req->accumulate)
 			msgpack_pack_true(&pk);
@@ -351,6 +373,11 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 		break;
 	case PROTO_OP_TENSOR_FREE:
 		pk_kv_u(&pk, "tensor", req->tensor);
+		break;
+	case PROTO_OP_SGD_STEP:
+	case PROTO_OP_ADAM_STEP:
+		if (req->optim)
+			proto_optim_pack(&pk, req->op, req->optim);
 		break;
 	default:
 		break;

@@ -65,6 +65,9 @@ typedef enum proto_op {
 	PROTO_OP_TENSOR_WRITE, /* {tensor, src: [region, offset]} */
 	PROTO_OP_TENSOR_READ,  /* {tensor, dst: [region, offset]} */
 	PROTO_OP_TENSOR_FREE,  /* {tensor} */
+	/* additions: the optimizer step on device tensors (proto/optim.h) */
+	PROTO_OP_SGD_STEP,
+	PROTO_OP_ADAM_STEP,
 	PROTO_OP_COUNT
 } proto_op;
 
@@ -99,13 +102,23 @@ unsigned proto_variant_list(char *buf, size_t cap, int d,
 
 /* Tensor slots of linear_backward, in wire-key order, then linear_forward's
  * own: b (its bias, an input of out elements) and y (its output, batch ×
- * out). linear_forward also names x and w; a linear_backward request
- * never has b or y present, a linear_forward one only x, w, b, y. */
+ * out), then z (addition, the fused activations: batch × out, the
+ * pre-activation X·Wᵀ + b). linear_forward names x, w, b, y, z (y and z
+ * outputs); linear_backward x, dy, w, dw, db, dx and, with an activation,
+ * y (relu) or z (gelu) as inputs: a linear_backward request never has b
+ * present, nor y or z without the activation that reads it. */
 enum { PROTO_T_X, PROTO_T_DY, PROTO_T_W, PROTO_T_DW, PROTO_T_DB, PROTO_T_DX, PROTO_T_B, PROTO_T_Y,
-       PROTO_T_COUNT };
+       PROTO_T_Z, PROTO_T_COUNT };
 /* linear_backward's slots are the first ones: x, dy, w, dw, db, dx */
 #define PROTO_T_BACKWARD_COUNT (PROTO_T_DX + 1)
 extern const char *const proto_tensor_key[PROTO_T_COUNT];
+
+/* Fused activations (addition, key `activation` of linear_forward and
+ * linear_backward): none, relu, gelu (torch's tanh form). */
+typedef enum proto_activation { PROTO_ACT_NONE, PROTO_ACT_RELU, PROTO_ACT_GELU, PROTO_ACT_COUNT } proto_activation;
+const char *proto_activation_name(proto_activation a);
+/* The activation of the n bytes at s, or -1. */
+int proto_activation_parse(const char *s, size_t n);
 
 /* One operand: [region, byte_offset] in the client's memory, or (an
  * addition) {"tensor": T}, a device tensor of the connection (is_tensor:
@@ -138,6 +151,9 @@ typedef struct proto_request {
 	proto_tensor t[PROTO_T_COUNT];
 	bool accumulate;
 	proto_variant variant; /* optional key `variant`: kernel family to force */
+	/* optional key `activation` (addition): forward y = act(z); backward
+	 * dZ = dY ⊙ act'(y or z) feeds dW, db, dX */
+	proto_activation activation;
 	/* set when decoding failed (bad_request) because `variant` names no
 	 * family of the request's dtype: the daemon then adds which of them
 	 * its device cannot run */
@@ -148,6 +164,8 @@ typedef struct proto_request {
 	uint64_t rows, cols;
 	uint64_t tensor;
 	proto_tensor io;
+	/* addition: sgd_step, adam_step (proto/optim.h) */
+	struct proto_optim *optim;
 } proto_request;
 
 /* Decode one request body. Returns 0, or a negative value with err set:

@@ -5,6 +5,7 @@
 #include "frame.h"
 #include "mpcheck.h"
 #include "mpobj.h"
+#include "optim.h"
 #include "text.h"
 
 #include <errno.h>
@@ -154,19 +155,73 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 }
 
 /* Is tensor slot t one of op's keys? (linear_backward: x, dy, w, dw, db,
- * dx; linear_forward: x, w, b, y) */
+ * dx, and y, z, which only an activation reads (decode_fields clears the
+ * one it does not); linear_forward: x, w, b, y, z) */
 static bool op_has_tensor(proto_op op, int t)
 {
 	if (op == PROTO_OP_LINEAR_FORWARD)
-		return t == PROTO_T_X || t == PROTO_T_W || t == PROTO_T_B || t == PROTO_T_Y;
-	return t != PROTO_T_B && t != PROTO_T_Y;
+		return t == PROTO_T_X || t == PROTO_T_W || t == PROTO_T_B || t == PROTO_T_Y ||
+		       t == PROTO_T_Z;
+	return t != PROTO_T_B;
+}
+
+/* Key `activation` (a string, nil: absent) into req. */
+static int get_activation(const msgpack_object *v, proto_request *req, proto_err *err)
+{
+	const char *opn = proto_op_name(req->op);
+	if (v->type == MSGPACK_OBJECT_NIL)
+		return 0;
+	if (v->type != MSGPACK_OBJECT_STR)
+		return proto_fail(err, PROTO_BAD_REQUEST, "%s: key 'activation' must be a string", opn);
+	const int a = proto_activation_parse(v->via.str.ptr, v->via.str.size);
+	if (a < 0) {
+		char got[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_ECHO_NAME)];
+		return proto_fail(err, PROTO_BAD_REQUEST,
+				  "%s: key 'activation' = '%s' is not one of none, relu, gelu", opn,
+				  echo(v, got, sizeof(got), PROTO_TEXT_ECHO_NAME));
+	}
+	req->activation = (proto_activation)a;
+	return 0;
+}
+
+/* The activation's own checks, once every key is in: no accumulation
+ * with one; a backward's relu needs y, its gelu z (the other of the two
+ * is an unknown key, ignored, as both are without an activation: so is a
+ * malformed one, yz_err[0] for y and [1] for z when yz_bad has bit 1 or
+ * 2, which only counts where the activation reads it). */
+static int check_activation(proto_request *req, unsigned yz_bad, const proto_err yz_err[2],
+			    proto_err *err)
+{
+	const char *opn = proto_op_name(req->op);
+	if (req->activation != PROTO_ACT_NONE && req->accumulate)
+		return proto_fail(err, PROTO_BAD_REQUEST,
+				  "%s: key 'activation' = '%s' cannot go with 'accumulate': true", opn,
+				  proto_activation_name(req->activation));
+	if (req->op != PROTO_OP_LINEAR_BACKWARD)
+		return 0;
+	const int need = req->activation == PROTO_ACT_RELU ? PROTO_T_Y
+			 : req->activation == PROTO_ACT_GELU ? PROTO_T_Z
+							     : -1;
+	for (int t = PROTO_T_Y; t <= PROTO_T_Z; t++)
+		if (t != need)
+			req->t[t] = (proto_tensor){0};
+	if (need >= 0 && (yz_bad & (1u << (need - PROTO_T_Y)))) {
+		*err = yz_err[need - PROTO_T_Y];
+		return -(int)err->code;
+	}
+	if (need >= 0 && !req->t[need].present)
+		return proto_fail(err, PROTO_BAD_REQUEST,
+				  "linear_backward: key '%s' is missing (activation '%s' reads %s)",
+				  proto_tensor_key[need], proto_activation_name(req->activation),
+				  need == PROTO_T_Y ? "the forward's output y" : "the pre-activation z");
+	return 0;
 }
 
 /* The request keys decode knows, found with one comparison each. */
 typedef enum req_key {
 	K_OTHER, K_OP, K_ID, K_VERSION, K_CLIENT, K_SIZE, K_REGION, K_DTYPE, K_BATCH, K_IN,
 	K_OUT, K_VARIANT, K_ACCUMULATE, K_MONITOR, K_ROWS, K_COLS, K_TENSOR_ID, K_SRC, K_DST,
-	K_TENSOR /* + PROTO_T_* */
+	K_ACTIVATION, K_TENSOR /* + PROTO_T_* */
 } req_key;
 
 #define KEY_EQ(c, lit) (memcmp((c), (lit), sizeof(lit) - 1) == 0)
@@ -182,6 +237,7 @@ static int key_id(const msgpack_object *k)
 		       : c[0] == 'w' ? K_TENSOR + PROTO_T_W
 		       : c[0] == 'b' ? K_TENSOR + PROTO_T_B
 		       : c[0] == 'y' ? K_TENSOR + PROTO_T_Y
+		       : c[0] == 'z' ? K_TENSOR + PROTO_T_Z
 				     : K_OTHER;
 	case 2:
 		if (c[0] == 'd')
@@ -212,7 +268,10 @@ static int key_id(const msgpack_object *k)
 		       : KEY_EQ(c, "variant") ? K_VARIANT
 		       : KEY_EQ(c, "monitor") ? K_MONITOR
 					      : K_OTHER;
-	case 10: return KEY_EQ(c, "accumulate") ? K_ACCUMULATE : K_OTHER;
+	case 10:
+		return KEY_EQ(c, "accumulate")	 ? K_ACCUMULATE
+		       : KEY_EQ(c, "activation") ? K_ACTIVATION
+						 : K_OTHER;
 	default: return K_OTHER;
 	}
 }
@@ -227,6 +286,8 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 	bool have_batch = false, have_in = false, have_out = false;
 	bool have_rows = false, have_cols = false, have_tensor = false;
 	const msgpack_object *dtype = NULL, *variant = NULL; /* strings */
+	unsigned yz_bad = 0; /* a backward's malformed y (1), z (2): check_activation */
+	proto_err yz_err[2];
 	int rc = 0;
 	for (uint32_t i = 0; i < m->size; i++) {
 		const msgpack_object *v = &m->ptr[i].val;
@@ -281,6 +342,8 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 				else if (v->type != MSGPACK_OBJECT_NIL)
 					rc = proto_fail(err, PROTO_BAD_REQUEST,
 							"key 'accumulate' must be a boolean");
+			} else if (k == K_ACTIVATION) {
+				rc = get_activation(v, req, err);
 			} else if (k >= K_TENSOR) {
 				const int t = k - K_TENSOR;
 				/* each op's own tensor keys; another op's are
@@ -288,8 +351,15 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 				if (!op_has_tensor(req->op, t))
 					break;
 				/* nil means "not asked for", like an absent key */
-				if (v->type != MSGPACK_OBJECT_NIL)
-					rc = get_tensor(v, proto_tensor_key[t], &req->t[t], true, err);
+				if (v->type == MSGPACK_OBJECT_NIL)
+					break;
+				if (req->op == PROTO_OP_LINEAR_BACKWARD && (t == PROTO_T_Y || t == PROTO_T_Z)) {
+					if (get_tensor(v, proto_tensor_key[t], &req->t[t], true,
+						       &yz_err[t - PROTO_T_Y]) != 0)
+						yz_bad |= 1u << (t - PROTO_T_Y);
+					break;
+				}
+				rc = get_tensor(v, proto_tensor_key[t], &req->t[t], true, err);
 			}
 			break;
 		case PROTO_OP_TENSOR_NEW:
@@ -317,6 +387,15 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 			if (k == K_TENSOR_ID)
 				rc = get_uint(v, "tensor", &req->tensor, err), have_tensor = true;
 			break;
+		case PROTO_OP_SGD_STEP:
+		case PROTO_OP_ADAM_STEP: {
+			/* proto/optim.c's keys (not in key_id's table) */
+			const msgpack_object *key = &m->ptr[i].key;
+			if (key->type == MSGPACK_OBJECT_STR)
+				rc = proto_optim_field(req->op, req->optim, key->via.str.ptr, key->via.str.size,
+						       v, err);
+			break;
+		}
 		default:
 			break; /* unknown keys are ignored: additions stay compatible */
 		}
@@ -359,6 +438,8 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 		if (req->t[PROTO_T_DX].present && !req->t[PROTO_T_W].present)
 			return proto_fail(err, PROTO_BAD_REQUEST,
 					  "linear_backward: key 'w' is required when 'dx' is asked for");
+		if (check_activation(req, yz_bad, yz_err, err) != 0)
+			return -(int)err->code;
 		return decode_dtype_variant(dtype, variant, req, err);
 	}
 	case PROTO_OP_LINEAR_FORWARD: {
@@ -372,6 +453,8 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 			if (!req->t[need[i]].present)
 				return proto_fail(err, PROTO_BAD_REQUEST, "linear_forward: key '%s' is missing",
 						  proto_tensor_key[need[i]]);
+		if (check_activation(req, 0, NULL, err) != 0)
+			return -(int)err->code;
 		return decode_dtype_variant(dtype, variant, req, err);
 	}
 	case PROTO_OP_TENSOR_NEW: {
@@ -394,6 +477,9 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 			return proto_fail(err, PROTO_BAD_REQUEST, "%s: key 'tensor' is missing",
 					  proto_op_name(req->op));
 		break;
+	case PROTO_OP_SGD_STEP:
+	case PROTO_OP_ADAM_STEP:
+		return proto_optim_check(req->op, req->optim, err);
 	default:
 		break;
 	}
@@ -441,6 +527,10 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
 				  echo(op, name, sizeof(name), PROTO_TEXT_ECHO_OP));
 	}
 	req->op = (proto_op)found;
+	if (req->op == PROTO_OP_SGD_STEP || req->op == PROTO_OP_ADAM_STEP) {
+		req->optim = proto_optim_scratch();
+		proto_optim_defaults(req->optim);
+	}
 	return decode_fields(m, ids, req, err);
 }
 

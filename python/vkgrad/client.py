@@ -38,6 +38,7 @@ import numpy as np
 
 from . import _lib
 from ._device import VKG_DEVICE_TENSOR, Tensor, _TensorOps
+from ._optim import _OptimOps
 from ._error import CODES, Error, _err_struct, _error
 from ._future import Future
 from ._lib import lib
@@ -45,12 +46,14 @@ from ._region import Region
 from .dtypes import normalize, numpy_dtype, to_bf16
 
 __all__ = ["Error", "Client", "Region", "Future", "Tensor", "connect", "default_socket", "CODES",
-           "VARIANTS"]
+           "VARIANTS", "ACTIVATIONS"]
 
 # kernel families a job may force (proto/msg.c variant_names)
 VARIANTS = ("auto", "generic", "tiled", "splitk", "coopmat", "tiled128", "coopmat_khr",
             "coopmat_nv2", "coopmat_khr_f32x3")
 OUTPUTS = ("dw", "db", "dx")
+# fused activations (proto/README.md, key `activation`): gelu is torch's tanh form
+ACTIVATIONS = ("none", "relu", "gelu")
 _POOL_MIN = 1 << 20
 _ALIGN = 64
 # a library error with one of these errnos means the connection is gone
@@ -110,7 +113,7 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Client(_TensorOps):
+class Client(_TensorOps, _OptimOps):
     """One connection to vkgradd. Usable from several threads (calls are
     serialised by libvkgrad); a context manager closes it.
 
@@ -489,12 +492,16 @@ class Client(_TensorOps):
                         outputs: Optional[Iterable[str]] = None,
                         out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
                         dtype: Any = None, variant: Optional[str] = None,
-                        dims: Optional[Tuple[int, int, int]] = None) -> Dict[str, np.ndarray]:
+                        dims: Optional[Tuple[int, int, int]] = None,
+                        activation: Optional[str] = None, y: Optional[ArrayLike] = None,
+                        z: Optional[ArrayLike] = None) -> Dict[str, np.ndarray]:
         """Gradients of Y = X·Wᵀ + b: {"dw": dYᵀ·X, "db": Σ rows of dY,
         "dx": dY·W} for the names in outputs (default: every one the inputs
-        allow, or the keys of out). See submit()."""
+        allow, or the keys of out); with an activation, of act(X·Wᵀ + b),
+        dZ = dY ⊙ act'(·) in dY's place. See submit()."""
         return self.submit(x, dy, w, outputs=outputs, out=out, accumulate=accumulate,
-                           dtype=dtype, variant=variant, dims=dims).result()
+                           dtype=dtype, variant=variant, dims=dims, activation=activation,
+                           y=y, z=z).result()
 
     async def linear_backward_async(self, x: ArrayLike, dy: ArrayLike,
                                     w: Optional[ArrayLike] = None,
@@ -512,7 +519,9 @@ class Client(_TensorOps):
                outputs: Optional[Iterable[str]] = None,
                out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
                dtype: Any = None, variant: Optional[str] = None,
-               dims: Optional[Tuple[int, int, int]] = None) -> Future:
+               dims: Optional[Tuple[int, int, int]] = None,
+               activation: Optional[str] = None, y: Optional[ArrayLike] = None,
+               z: Optional[ArrayLike] = None) -> Future:
         """Send a linear_backward job and return its Future at once.
 
         x (batch × in), dy (batch × out), w (out × in, needed for dx): numpy
@@ -526,11 +535,23 @@ class Client(_TensorOps):
         input and, in out, any output: the job reads or writes them in
         place (out's Tensor comes back as its result). dims=(batch, in,
         out) where no operand tells them (bare Tensor(id)s).
+        activation: None/"none", "relu" or "gelu" (torch's tanh form): the
+        layer's output was act(X·Wᵀ + b), and dZ = dY ⊙ act'(·) is what dw,
+        db and dx use; relu reads y (the forward's output, batch × out),
+        gelu z (the pre-activation, batch × out), arrays or Tensors. Not
+        with accumulate.
         Bad arguments raise ValueError/TypeError before anything is sent."""
         _check_flags(accumulate, variant)
+        act = _check_activation(activation, accumulate)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "dy": dy, "w": w}
+        need = {"relu": "y", "gelu": "z"}.get(act)
+        if need is not None:
+            v = y if need == "y" else z
+            if v is None:
+                raise TypeError("activation %r reads %s (a batch × out array)" % (act, need))
+            ins[need] = v
         for k, a in ins.items():
             if isinstance(a, Tensor):
                 _check_tensor(k, a, dt)
@@ -544,6 +565,9 @@ class Client(_TensorOps):
             batch, n_in, n_out = x.shape[0], x.shape[1], dy.shape[1]
         else:
             batch, n_in, n_out = _job_dims(dims, {"x": x, "dy": dy, "w": w}, backward=True)
+        if need is not None and _shape(ins[need]) not in (None, (batch, n_out)):
+            raise ValueError("%s must be batch × out = %s; got %s" % (need, (batch, n_out),
+                                                                     _shape(ins[need])))
         _check_dims(batch, n_in, n_out)
         if w is not None and _shape(w) not in (None, (n_out, n_in)):
             raise ValueError("w must be out × in = %s; got %s" % ((n_out, n_in), _shape(w)))
@@ -569,7 +593,7 @@ class Client(_TensorOps):
             if not a.flags.writeable:
                 raise ValueError("out[%r] is read-only" % k)
         return self._send(dt, npdt, (batch, n_in, n_out), ins, out, want, shapes,
-                          accumulate, variant)
+                          accumulate, variant, activation=act)
 
     def _input(self, k, a, dt, npdt, convert):
         if a is None:
@@ -591,23 +615,31 @@ class Client(_TensorOps):
     def linear_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
                        out: Optional[np.ndarray] = None, accumulate: bool = False,
                        dtype: Any = None, variant: Optional[str] = None,
-                       dims: Optional[Tuple[int, int, int]] = None) -> np.ndarray:
-        """Y = X·Wᵀ (+ b) as a numpy array (out: the array to write, a
-        region view for no copy; a Tensor: y goes there, and comes back).
-        See submit_forward()."""
-        return self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
-                                   variant=variant, dims=dims).result()["y"]
+                       dims: Optional[Tuple[int, int, int]] = None,
+                       activation: Optional[str] = None, z: Any = None) -> Any:
+        """Y = act(X·Wᵀ (+ b)) as a numpy array (out: the array to write, a
+        region view for no copy; a Tensor: y goes there, and comes back);
+        with z given (True, an array or a Tensor to write), the pair (Y,
+        Z), Z the pre-activation. See submit_forward()."""
+        r = self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
+                                variant=variant, dims=dims, activation=activation, z=z).result()
+        return r["y"] if z is None or z is False else (r["y"], r["z"])
 
     def submit_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
                        out: Optional[np.ndarray] = None, accumulate: bool = False,
                        dtype: Any = None, variant: Optional[str] = None,
-                       dims: Optional[Tuple[int, int, int]] = None) -> Future:
+                       dims: Optional[Tuple[int, int, int]] = None,
+                       activation: Optional[str] = None, z: Any = None) -> Future:
         """Send a linear_forward job (proto/README.md) and return its Future,
-        whose result() is {"y": Y}: x batch × in, w out × in, b (out,) or
-        None, out the batch × out array to write (else a new one); dtypes,
-        conversion, region views, accumulate, device tensors (x, w, b, and
-        out=Tensor for y) and dims as in submit()."""
+        whose result() is {"y": Y} (and "z" when asked for): x batch × in, w
+        out × in, b (out,) or None, out the batch × out array to write (else
+        a new one); dtypes, conversion, region views, accumulate, device
+        tensors (x, w, b, and out=Tensor for y) and dims as in submit().
+        activation: None/"none", "relu" or "gelu" (torch's tanh form): Y =
+        act(Z), Z = X·Wᵀ (+ b); not with accumulate. z: None, True (Z as a
+        new array), or the batch × out array or Tensor to write Z into."""
         _check_flags(accumulate, variant)
+        act = _check_activation(activation, accumulate)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "w": w, "b": b}
@@ -630,38 +662,45 @@ class Client(_TensorOps):
             raise ValueError("b must have shape %s; got %s" % ((n_out,), _shape(b)))
         if isinstance(b, Tensor) and b.shape not in (None, (1, n_out)):
             raise ValueError("b's tensor must be 1 × out = %s; got %s" % ((1, n_out), b.shape))
-        shapes = {"y": (batch, n_out)}
+        shapes = {"y": (batch, n_out), "z": (batch, n_out)}
         outd = {} if out is None else {"y": out}
+        want = {"y"}
+        if z is not None and z is not False:
+            want.add("z")
+            if z is not True:
+                outd["z"] = z
         for k, a in outd.items():
             if isinstance(a, Tensor):
                 _check_tensor(k, a, dt, shapes[k])
                 continue
+            name = "out" if k == "y" else "z"
             if not isinstance(a, np.ndarray) or a.shape != shapes[k] or a.dtype != npdt:
-                raise ValueError("out must be a %s numpy array of shape %s" % (npdt, shapes[k]))
+                raise ValueError("%s must be a %s numpy array of shape %s" % (name, npdt, shapes[k]))
             if not a.flags.writeable:
-                raise ValueError("out is read-only")
-        return self._send(dt, npdt, (batch, n_in, n_out), ins, outd, {"y"}, shapes, accumulate,
-                          variant, forward=True)
+                raise ValueError("%s is read-only" % name)
+        return self._send(dt, npdt, (batch, n_in, n_out), ins, outd, want, shapes, accumulate,
+                          variant, forward=True, activation=act)
 
-    def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant, forward=False):
+    def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant, forward=False,
+              activation=None):
         from . import _forward
         self._ensure()
         try:
             with self._lock:
                 return self._send_locked(_forward, dt, npdt, dims, ins, out, want, shapes,
-                                         accumulate, variant, forward)
+                                         accumulate, variant, forward, activation)
         finally:
             self._flush()
 
     def _send_locked(self, _forward, dt, npdt, dims, ins, out, want, shapes, accumulate,
-                     variant, forward):
+                     variant, forward, activation=None):
         job = _forward.vkg_forward_job() if forward else _lib.vkg_job()
-        for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx")):
+        for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx", "y", "z")):
             getattr(job, k).region = _lib.VKG_NONE
         # where each tensor lives: a region view, else a piece of a pool region
         place, need = {}, 0
         tensors = [(k, a) for k, a in ins.items() if a is not None]
-        tensors += [(k, out.get(k)) for k in (("y",) if forward else OUTPUTS) if k in want]
+        tensors += [(k, out.get(k)) for k in (("y", "z") if forward else OUTPUTS) if k in want]
         for k, a in tensors:
             if isinstance(a, Tensor):
                 place[k] = (a, 0)  # a device tensor: named, not placed
@@ -702,10 +741,11 @@ class Client(_TensorOps):
             job.batch, job.in_, job.out = dims
             job.accumulate = bool(accumulate)
             job.variant = variant.encode() if variant else None
+            job.activation = activation.encode() if activation else None
             handle = ctypes.c_uint64()
             err = _lib.vkg_error()
             gen = self._gen
-            rc = self._c(_forward.submit if forward else lib.vkg_submit, ctypes.byref(job),
+            rc = self._c(_forward.submit if forward else _lib.submit_job, ctypes.byref(job),
                          ctypes.byref(handle), ctypes.byref(err), gen=gen)
             if rc:
                 raise self._fail(rc, err)
@@ -799,6 +839,21 @@ def _check_flags(accumulate, variant):
             raise TypeError("variant must be a str, not %s" % type(variant).__name__)
         if variant not in VARIANTS:
             raise ValueError("variant %r is not one of %s" % (variant, ", ".join(VARIANTS)))
+
+
+def _check_activation(activation, accumulate):
+    """activation's name, or None for none; ValueError/TypeError when bad."""
+    if activation is None:
+        return None
+    if not isinstance(activation, str):
+        raise TypeError("activation must be a str, not %s" % type(activation).__name__)
+    if activation not in ACTIVATIONS:
+        raise ValueError("activation %r is not one of %s" % (activation, ", ".join(ACTIVATIONS)))
+    if activation == "none":
+        return None
+    if accumulate:
+        raise ValueError("activation %r cannot go with accumulate=True" % activation)
+    return activation
 
 
 def _check_dims(batch, n_in, n_out):
