@@ -645,10 +645,10 @@ static const char *limit_problem(const bk_run *r, const cli_task *t, char *why, 
 {
 	static const char *const nm[CLI_NT] = {"x", "dy", "w", "dw", "db", "dx"};
 	const uint64_t dims[3] = {t->batch, t->in, t->out};
-	for (int k = 0; k < 3; k++)
+	for (int k = 1; k < 3; k++) /* (batch: the byte limits alone) */
 		if (r->info.max_dim && dims[k] > r->info.max_dim) {
 			snprintf(why, len, "%s %" PRIu64 " > max_dim %" PRIu64,
-				 k == 0 ? "batch" : k == 1 ? "in" : "out", dims[k], r->info.max_dim);
+				 k == 1 ? "in" : "out", dims[k], r->info.max_dim);
 			return why;
 		}
 	for (int s = 0; s < CLI_NT; s++)

@@ -40,6 +40,8 @@ static const probe_part parts[] = {
 	{KERN_SPLITK, false, {4, 8}, {4, 8}},   {KERN_TILED128, false, {4, 8}, {4, 8}},
 	{KERN_INPUT, true, {16, 32}, {2, 4}},   {KERN_TILED, true, {4, 8}, {4, 8}},
 	{KERN_TILED128, true, {4, 8}, {4, 8}},
+	{KERN_NARROW, false, {256, 1024}, {2, 4}},
+	{KERN_NARROW_DX, true, {256, 1024}, {2, 4}},
 };
 #define NPARTS (sizeof(parts) / sizeof(parts[0]))
 
@@ -70,8 +72,27 @@ typedef struct probe {
 	uint64_t n;
 } probe;
 
+static bool is_narrow(int kern)
+{
+	return kern == KERN_NARROW || kern == KERN_NARROW_DX;
+}
+
+/* Is kernel k one a dtype may lack and still be modelled (tiled128: 32
+ * KiB of shared memory; the narrow family likewise)? */
+static bool optional_part(int kern)
+{
+	return kern == KERN_TILED128 || is_narrow(kern);
+}
+
 static probe_shape shape_of(const probe_part *pp, int kind, uint64_t n)
 {
+	/* the narrow family: its own shapes, many rows of few features (long:
+	 * 16·n rows of 2x2, as the others'; wide: 1024·n rows of 8n x 8n);
+	 * its blocks are the shape's (variant_narrow_blocks) */
+	if (is_narrow(pp->kern) && kind == 2)
+		return (probe_shape){1024 * n, 8 * n, 8 * n, 0};
+	if (is_narrow(pp->kern))
+		return kind == 0 ? (probe_shape){16, 16, 16, 0} : (probe_shape){16 * n, 2, 2, 0};
 	/* split-K's long shape in one slice: one workgroup, its critical
 	 * path alone (as for the other kernels) */
 	const uint32_t S = pp->kern == KERN_SPLITK && kind != 1 ? PROBE_SLICES : 1;
@@ -183,6 +204,8 @@ const char *costmodel_kernel_name(int k)
 	case KERN_TILED: return "linear_tiled_gemm";
 	case KERN_SPLITK: return "linear_splitk_gemm";
 	case KERN_TILED128: return "linear_tiled128_gemm";
+	case KERN_NARROW: return "linear_narrow_param";
+	case KERN_NARROW_DX: return "linear_narrow_input";
 	default: return "(not modelled)";
 	}
 }
@@ -238,7 +261,9 @@ static uint64_t probe_job(job *j, const probe_shape *s, proto_dtype dt)
 	}
 	j->devlocal = true;
 	j->splitk_off = at;
-	at += scratch_round(variant_splitk_elems(&j->req, s->slices) * 4);
+	const uint64_t blocks = variant_narrow_blocks(&j->req);
+	const uint64_t sk = variant_splitk_elems(&j->req, s->slices), nw = variant_narrow_elems(&j->req, (uint32_t)blocks);
+	at += scratch_round((sk > nw ? sk : nw) * 4);
 	return at;
 }
 
@@ -312,6 +337,11 @@ static int prober_init(prober *pr, const device *d, const pipelines *pl, uint64_
 static probe_shape probe_shape_of(const probe *pb, bool cpu)
 {
 	const uint64_t scale = pb->kind == 1 ? (cpu ? 1 : GPU_LONG) : pb->kind == 2 ? (cpu ? 1 : GPU_WIDE) : 1;
+	if (is_narrow(pb->pp->kern) && pb->kind == 2) { /* more rows on a GPU, the features kept */
+		probe_shape s = shape_of(pb->pp, pb->kind, pb->n);
+		s.batch *= scale;
+		return s;
+	}
 	return shape_of(pb->pp, pb->kind, pb->n * scale);
 }
 
@@ -323,10 +353,10 @@ static unsigned probe_list(const pipelines *pl, probe *list)
 	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++) {
 		bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
 		for (unsigned p = 0; p < NPARTS; p++)
-			all = all && (parts[p].kern == KERN_TILED128 || pl->pipe[parts[p].kern][dt]);
+			all = all && (optional_part(parts[p].kern) || pl->pipe[parts[p].kern][dt]);
 		for (unsigned p = 0; p < NPARTS && all; p++) {
 			const probe_part *pp = &parts[p];
-			if (!pl->pipe[pp->kern][dt])
+			if (!pl->pipe[pp->kern][dt] || (pp->kern == KERN_NARROW && !pl->pipe[KERN_NARROW_RED][dt]))
 				continue;
 			list[n++] = (probe){pp, (proto_dtype)dt, 0, 1};
 			for (int i = dt == PROTO_F32 ? 0 : 1; i < 2; i++) {
@@ -378,7 +408,8 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 			const probe_part *pp = list[i].pp;
 			probe_job(&j, &sh, list[i].dt);
 			j.plan = (variant_plan){.param = pp->for_dx ? -1 : pp->kern, .input = pp->for_dx ? pp->kern : -1,
-						.slices = sh.slices, .min_slices = 1, .dx_slices = 1};
+						.slices = pp->kern == KERN_NARROW ? variant_narrow_blocks(&j.req) : sh.slices,
+						.min_slices = 1, .dx_slices = 1};
 			record_probe(&pr, &j, pp, reps, 2 * reps * i);
 		}
 		const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
@@ -409,7 +440,8 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 			const uint64_t *q = ts + 2 * reps * i + 2 * r;
 			ns = fmin(ns, (double)((q[1] - q[0]) & d->timestamp_mask) * d->timestamp_period);
 		}
-		const variant_geom g = variant_geometry(&j.req, pb->pp->for_dx, pb->pp->kern, sh.slices);
+		const variant_geom g = variant_geometry(&j.req, pb->pp->for_dx, pb->pp->kern,
+							pb->pp->kern == KERN_NARROW ? variant_narrow_blocks(&j.req) : sh.slices);
 		unsigned *k = &ns_n[pb->dt][pb->pp->kern];
 		if (*k < MAX_FIT)
 			smp[pb->dt][pb->pp->kern][(*k)++] =

@@ -62,7 +62,8 @@ static binding bind_partials(const rec *r, bool for_dx)
 {
 	const job *j = r->j;
 	const uint64_t elems = for_dx ? variant_splitk_dx_elems(&j->req, j->plan.dx_slices)
-				      : variant_splitk_elems(&j->req, j->plan.slices);
+			       : j->plan.param == KERN_NARROW ? variant_narrow_elems(&j->req, j->plan.slices)
+							       : variant_splitk_elems(&j->req, j->plan.slices);
 	binding b = {.info = {.buffer = r->tg->scratch,
 			      .offset = for_dx ? j->splitk_dx_off : j->splitk_off, .range = elems * 4}};
 	return b;
@@ -426,6 +427,78 @@ static void record_splitk(const rec *r, bool for_dx)
 	}
 }
 
+/* The narrow family's dW/db (variant.h): linear_narrow_param over every
+ * row block × 64x64 tile into the job's f32 partials in scratch (a block
+ * per slice of the split-K layout), one barrier, then linear_narrow_reduce
+ * adds the blocks in order into dW and db, rounding once. */
+static void record_narrow_param(const rec *r)
+{
+	const proto_request *q = &r->j->req;
+	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+	const uint32_t blocks = r->j->plan.slices;
+	const uint64_t rows = variant_narrow_rows(q, blocks), stride = variant_narrow_stride(q);
+	binding b[VKG_BINDINGS_NARROW] = {bind_tensor(r, PROTO_T_X), bind_tensor(r, PROTO_T_DY),
+					  bind_partials(r, false)};
+	bind_pipe(r, KERN_NARROW);
+	push_set(r, KERN_NARROW, b, VKG_BINDINGS_NARROW);
+	kiface_narrow pc = {
+		.batch = (uint32_t)q->batch, .n_in = (uint32_t)q->in, .n_out = (uint32_t)q->out,
+		.x_off = b[0].elem_off, .dy_off = b[1].elem_off, .p_off = 0, .stride = (uint32_t)stride,
+		.rows = (uint32_t)rows, .flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u),
+	};
+	dispatch_split(r, KERN_NARROW, &pc, sizeof(pc), &pc.b_base, 1, &pc.t_base, 1, variant_narrow_tiles(q),
+		       blocks, rows * VKG_NARROW_TILE * VKG_NARROW_TILE);
+	record_barrier_inside(r);
+	bind_pipe(r, KERN_NARROW_RED);
+	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
+	for (int t = PROTO_T_DW; t <= PROTO_T_DB; t++) {
+		if (!q->t[t].present)
+			continue;
+		const uint64_t cnt = t == PROTO_T_DB ? q->out : q->out * q->in;
+		binding rb[VKG_BINDINGS_REDUCE] = {bind_partials(r, false), bind_tensor(r, t)};
+		push_set(r, KERN_NARROW_RED, rb, VKG_BINDINGS_REDUCE);
+		kiface_reduce rp = {
+			.n = (uint32_t)cnt, .slices = blocks, .stride = (uint32_t)stride,
+			.part_off = t == PROTO_T_DB ? (uint32_t)(stride - q->out) : 0u,
+			.out_off = rb[1].elem_off, .flags = acc,
+		};
+		dispatch_split(r, KERN_NARROW_RED, &rp, sizeof(rp), NULL, 0, &rp.base, VKG_NARROW_RED_COLS,
+			       (cnt + VKG_NARROW_RED_COLS - 1) / VKG_NARROW_RED_COLS, 1,
+			       VKG_NARROW_RED_COLS * (uint64_t)blocks);
+	}
+}
+
+/* The narrow family's dX (linear_narrow_input): column tiles × row groups,
+ * out in pieces within the loop bound (variant_max_k), the later ones
+ * accumulating after a barrier. */
+static void record_narrow_input(const rec *r)
+{
+	const proto_request *q = &r->j->req;
+	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
+	binding b[VKG_BINDINGS_NARROW_DX] = {bind_tensor(r, PROTO_T_DY), bind_tensor(r, PROTO_T_W),
+					     bind_tensor(r, PROTO_T_DX)};
+	bind_pipe(r, KERN_NARROW_DX);
+	push_set(r, KERN_NARROW_DX, b, VKG_BINDINGS_NARROW_DX);
+	uint32_t tiles;
+	const uint64_t groups = variant_narrow_dx_groups(q, &tiles);
+	const uint64_t ctiles = (q->in + VKG_NARROW_TILE - 1) / VKG_NARROW_TILE;
+	const uint64_t tr = variant_narrow_dx_tile_rows(q->in);
+	const uint64_t step = variant_max_k(KERN_NARROW_DX, q->dtype);
+	for (uint64_t k0 = 0; k0 < q->out; k0 += step) {
+		const uint64_t len = piece_len(q->out, k0, step);
+		if (k0)
+			record_barrier_inside(r);
+		kiface_narrow_dx pc = {
+			.batch = (uint32_t)q->batch, .n_in = (uint32_t)q->in, .n_out = (uint32_t)q->out,
+			.dy_off = (uint32_t)(b[0].elem_off + k0), .w_off = (uint32_t)(b[1].elem_off + k0 * q->in),
+			.dx_off = b[2].elem_off, .flags = acc | (k0 ? VKG_FLAG_ACCUMULATE : 0u), .tiles = tiles,
+			.k_len = (uint32_t)len,
+		};
+		dispatch_split(r, KERN_NARROW_DX, &pc, sizeof(pc), &pc.r_base, 1, &pc.c_base, 1, ctiles, groups,
+			       tiles * tr * VKG_NARROW_TILE * len);
+	}
+}
+
 static void record_input(const rec *r)
 {
 	const proto_request *q = &r->j->req;
@@ -461,7 +534,7 @@ static void record_input(const rec *r)
 int dispatch_unit_kernel(const job *j, unsigned mask)
 {
 	const int k = mask == UNIT_PARAM ? j->plan.param : j->plan.input;
-	if (k == KERN_SPLITK || is_gemm(k))
+	if (k == KERN_SPLITK || k == KERN_NARROW || k == KERN_NARROW_DX || is_gemm(k))
 		return k;
 	return mask == UNIT_PARAM ? KERN_PARAM : KERN_INPUT;
 }
@@ -471,6 +544,10 @@ void dispatch_unit(const rec *r, unsigned mask)
 	const int k = dispatch_unit_kernel(r->j, mask);
 	if (k == KERN_SPLITK)
 		record_splitk(r, mask == UNIT_INPUT);
+	else if (k == KERN_NARROW)
+		record_narrow_param(r);
+	else if (k == KERN_NARROW_DX)
+		record_narrow_input(r);
 	else if (k == KERN_PARAM)
 		record_param(r);
 	else if (k == KERN_INPUT)

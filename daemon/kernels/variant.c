@@ -37,10 +37,88 @@ static int matrix_kernel(unsigned caps)
 	return caps & VARIANT_HAS_CMK ? KERN_CMK_DW : caps & VARIANT_HAS_COOPMAT ? KERN_COOPMAT : -1;
 }
 
+uint64_t variant_narrow_max_rows(void)
+{
+	const uint64_t r = (uint64_t)VARIANT_MAX_LOOP_TRIPS / 4 / VKG_NARROW_STEP * VKG_NARROW_STEP;
+	return r < VKG_NARROW_STEP ? VKG_NARROW_STEP : r;
+}
+
+uint64_t variant_narrow_tiles(const proto_request *q)
+{
+	return (q->t[PROTO_T_DW].present ? ceil_div(q->in, VKG_NARROW_TILE) : 1) * ceil_div(q->out, VKG_NARROW_TILE);
+}
+
+uint64_t variant_narrow_rows(const proto_request *q, uint32_t blocks)
+{
+	const uint64_t r = ceil_div(q->batch, blocks ? blocks : 1);
+	return ceil_div(r, VKG_NARROW_STEP) * VKG_NARROW_STEP;
+}
+
+uint32_t variant_narrow_blocks(const proto_request *q)
+{
+	uint64_t b = ceil_div(VARIANT_NARROW_WGS, variant_narrow_tiles(q));
+	b = min_u64(b, ceil_div(q->batch, VARIANT_NARROW_MIN_ROWS));
+	const uint64_t least = ceil_div(q->batch, variant_narrow_max_rows());
+	if (b < least)
+		b = least;
+	if (b < 1)
+		b = 1;
+	/* whole blocks of whole steps: the last block not empty */
+	return (uint32_t)ceil_div(q->batch, variant_narrow_rows(q, (uint32_t)min_u64(b, UINT32_MAX)));
+}
+
+uint32_t variant_narrow_min_blocks(const proto_request *q)
+{
+	return (uint32_t)ceil_div(q->batch, variant_narrow_max_rows());
+}
+
+uint64_t variant_narrow_dx_tile_rows(uint64_t in)
+{
+	const uint64_t cq = ceil_div(in < VKG_NARROW_TILE ? in : VKG_NARROW_TILE, 4);
+	uint64_t p2 = 1;
+	while (p2 < cq)
+		p2 <<= 1;
+	return 1024 / p2;
+}
+
+uint64_t variant_narrow_dx_groups(const proto_request *q, uint32_t *tiles)
+{
+	const uint64_t rowtiles = ceil_div(q->batch, variant_narrow_dx_tile_rows(q->in));
+	const uint64_t all = rowtiles * ceil_div(q->in, VKG_NARROW_TILE);
+	uint64_t t = ceil_div(all, VARIANT_NARROW_DX_WGS);
+	/* a workgroup's loops: per row tile, out (in pieces of variant_max_k)
+	 * and a trip per chunk, within half the loop bound */
+	const uint64_t k = min_u64(q->out, variant_max_k(KERN_NARROW_DX, q->dtype));
+	const uint64_t most = (uint64_t)VARIANT_MAX_LOOP_TRIPS / 2 / (k + 2);
+	t = min_u64(t, most ? most : 1);
+	t = t ? t : 1;
+	*tiles = (uint32_t)t;
+	return ceil_div(rowtiles, t);
+}
+
+bool variant_narrow_fits(const proto_request *q)
+{
+	return q->batch >= VARIANT_NARROW_MIN_BATCH && q->in <= VARIANT_NARROW_MAX_FEATURES &&
+	       q->out <= VARIANT_NARROW_MAX_FEATURES;
+}
+
+/* q's dW/db on the narrow family: its blocks, fewer down to the loop
+ * bound's least where the partials must shrink (placement.c). */
+static void take_narrow(const proto_request *q, variant_plan *p)
+{
+	p->param = KERN_NARROW;
+	p->slices = variant_narrow_blocks(q);
+	p->min_slices = variant_narrow_min_blocks(q);
+}
+
 /* dW (and db) when nothing is forced. */
 static void choose_param_auto(const proto_request *q, unsigned caps, variant_plan *p)
 {
 	const bool dw = q->t[PROTO_T_DW].present;
+	if ((caps & VARIANT_HAS_NARROW) && variant_narrow_fits(q)) {
+		take_narrow(q, p);
+		return;
+	}
 	if (!dw) {
 		p->param = KERN_PARAM; /* db alone: one pass over dY */
 		return;
@@ -102,6 +180,14 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 			      "variant 'coopmat' needs dtype f16 on a device with "
 			      "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s",
 			      dt, name, n && !dev->coopmat ? ", which lacks it" : "");
+	case PROTO_VARIANT_NARROW:
+		if (pl->pipe[KERN_NARROW][d] && pl->pipe[KERN_NARROW_RED][d] && pl->pipe[KERN_NARROW_DX][d])
+			return false;
+		return refuse(why, n,
+			      "variant 'narrow' needs %u bytes of shared memory per "
+			      "workgroup; %s offers maxComputeSharedMemorySize = %u",
+			      PIPELINES_NARROW_SHARED_BYTES, name,
+			      n ? dev->props.limits.maxComputeSharedMemorySize : 0u);
 	case PROTO_VARIANT_TILED128:
 		if (pl->pipe[KERN_TILED128][d])
 			return false;
@@ -155,6 +241,8 @@ uint64_t variant_max_k(int kern, proto_dtype dt)
 	case KERN_TILED:
 	case KERN_SPLITK: per = 16; break;
 	case KERN_TILED128: per = dt == PROTO_F32 ? 16 : 8; break;
+	case KERN_NARROW: return UINT64_MAX; /* any batch: its blocks (variant_narrow_blocks) */
+	case KERN_NARROW_DX: return (uint64_t)VARIANT_MAX_LOOP_TRIPS / 4; /* out, one row tile per workgroup */
 	case KERN_COOPMAT: per = 32; break;
 	case KERN_NV2_DW:
 	case KERN_NV2_DX:
@@ -211,6 +299,35 @@ variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32
 		wgs = for_dx ? ceil_div(q->in, WIDE_TILE) * ceil_div(q->batch, WIDE_TILE)
 			     : ceil_div(n, WIDE_TILE) * ceil_div(q->out, WIDE_TILE);
 		trips = ceil_div(for_dx ? q->out : q->batch, per);
+	} else if (k == KERN_NARROW && !for_dx) {
+		/* a workgroup-iteration is one step of 64 rows through shared
+		 * memory (loads and two barriers), weighted by its tile's
+		 * multiply-adds: 1 + o·i / 1024 (a 64x64 tile's step 5, a 2x2
+		 * one's about 1); the reduce pass one per 256 partials read */
+		const uint64_t blocks = slices ? slices : variant_narrow_blocks(q);
+		const uint64_t rows = variant_narrow_rows(q, (uint32_t)blocks);
+		const uint64_t o4 = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4) * 4;
+		const uint64_t i4 = dw ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) * 4 : 4;
+		wgs = blocks * variant_narrow_tiles(q);
+		trips = ceil_div(rows, VKG_NARROW_STEP);
+		const double steps = (double)variant_narrow_tiles(q) * (double)ceil_div(q->batch, VKG_NARROW_STEP);
+		const double red = (double)blocks * (double)variant_narrow_stride(q) / 256.0;
+		return (variant_geom){.wgs = (double)wgs + (double)ceil_div(variant_narrow_stride(q), VKG_NARROW_RED_COLS),
+				      .work = steps * (1.0 + (double)(o4 * i4) / 1024.0) + red,
+				      .trips = (double)trips};
+	} else if (k == KERN_NARROW_DX && for_dx) {
+		uint32_t tiles;
+		const uint64_t groups = variant_narrow_dx_groups(q, &tiles);
+		/* elements loaded and stored plus a sixteenth of the
+		 * multiply-adds, per 4096; and one per row tile */
+		const uint64_t i4 = ceil_div(q->in, 4) * 4;
+		const uint64_t rowtiles = ceil_div(q->batch, variant_narrow_dx_tile_rows(q->in)) *
+					  ceil_div(q->in, VKG_NARROW_TILE);
+		const double el = (double)q->batch * (double)(q->out + q->in) +
+				  (double)q->batch * (double)q->out * (double)i4 / 16.0;
+		return (variant_geom){.wgs = (double)(groups * ceil_div(q->in, VKG_NARROW_TILE)),
+				      .work = el / 4096.0 + (double)rowtiles,
+				      .trips = (double)tiles * (double)(q->out + 1)};
 	} else if (k == KERN_SPLITK && slices >= 1) {
 		const uint64_t tiles = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE)
 					      : ceil_div(n, TILE) * ceil_div(q->out, TILE);
@@ -264,10 +381,10 @@ static bool model_may(const proto_request *q, bool for_dx, int k)
  * tiled128, split-K at 2, 4, ... 64 slices of at least 16 rows), where the
  * rules took one of them and the model's pick is VARIANT_MODEL_MARGIN
  * times cheaper. */
-static void cost_param(const proto_request *q, const costmodel *cm, variant_plan *p)
+static void cost_param(const proto_request *q, const costmodel *cm, bool narrow, variant_plan *p)
 {
-	if (!q->t[PROTO_T_DW].present ||
-	    (p->param != KERN_PARAM && p->param != KERN_TILED && p->param != KERN_SPLITK))
+	if (!q->t[PROTO_T_DW].present || (p->param != KERN_PARAM && p->param != KERN_TILED &&
+					   p->param != KERN_SPLITK && p->param != KERN_NARROW))
 		return;
 	const double rules = part_ns(cm, q, false, p->param, p->slices);
 	if (rules < 0)
@@ -286,8 +403,18 @@ static void cost_param(const proto_request *q, const costmodel *cm, variant_plan
 		if (t >= 0 && (best < 0 || t < best_ns))
 			best = KERN_SPLITK, best_s = s, best_ns = t;
 	}
+	if (narrow) {
+		const uint32_t s = variant_narrow_blocks(q);
+		const double t = part_ns(cm, q, false, KERN_NARROW, s);
+		if (t >= 0 && (best < 0 || t < best_ns))
+			best = KERN_NARROW, best_s = s, best_ns = t;
+	}
 	if (best < 0 || best_ns * VARIANT_MODEL_MARGIN > rules)
 		return;
+	if (best == KERN_NARROW) {
+		take_narrow(q, p);
+		return;
+	}
 	p->param = best;
 	p->slices = best_s;
 	p->min_slices = 2;
@@ -295,17 +422,19 @@ static void cost_param(const proto_request *q, const costmodel *cm, variant_plan
 
 /* dX the same, among linear_input_backward, linear_tiled_gemm and
  * linear_tiled128_gemm. */
-static void cost_input(const proto_request *q, const costmodel *cm, variant_plan *p)
+static void cost_input(const proto_request *q, const costmodel *cm, bool narrow, variant_plan *p)
 {
-	if (p->input != KERN_INPUT && p->input != KERN_TILED)
+	if (p->input != KERN_INPUT && p->input != KERN_TILED && p->input != KERN_NARROW_DX)
 		return;
 	const double rules = part_ns(cm, q, true, p->input, 1);
 	if (rules < 0)
 		return;
-	static const int plain[] = {KERN_INPUT, KERN_TILED, KERN_TILED128};
+	static const int plain[] = {KERN_INPUT, KERN_TILED, KERN_TILED128, KERN_NARROW_DX};
 	int best = -1;
 	double best_ns = 0;
 	for (unsigned i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		if (plain[i] == KERN_NARROW_DX && !narrow)
+			continue;
 		const double t = part_ns(cm, q, true, plain[i], 1);
 		if (t >= 0 && model_may(q, true, plain[i]) && (best < 0 || t < best_ns))
 			best = plain[i], best_ns = t;
@@ -341,6 +470,8 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.min_slices = 1;
 		} else if (q->variant == PROTO_VARIANT_TILED128) {
 			p.param = dw ? KERN_TILED128 : KERN_PARAM;
+		} else if (q->variant == PROTO_VARIANT_NARROW) {
+			take_narrow(q, &p);
 		} else {
 			p.param = q->variant == PROTO_VARIANT_GENERIC ? KERN_PARAM : KERN_TILED;
 		}
@@ -352,6 +483,9 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.input = KERN_NV2_DX;
 		else if (force_cm)
 			p.input = KERN_COOPMAT;
+		else if (q->variant == PROTO_VARIANT_NARROW ||
+			 (q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_NARROW) && variant_narrow_fits(q)))
+			p.input = KERN_NARROW_DX;
 		else if (q->variant == PROTO_VARIANT_AUTO && mk >= 0 && q->batch >= TILE && q->in >= TILE &&
 			 q->out >= TILE)
 			p.input = mk == KERN_CMK_DW ? KERN_CMK_DX : KERN_COOPMAT;
@@ -364,8 +498,9 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
 	if (cm && q->variant == PROTO_VARIANT_AUTO) {
-		cost_param(q, cm, &p);
-		cost_input(q, cm, &p);
+		const bool narrow = (caps & VARIANT_HAS_NARROW) != 0;
+		cost_param(q, cm, narrow, &p);
+		cost_input(q, cm, narrow, &p);
 	}
 	keep_one_rounding(q, &p);
 	return p;
@@ -445,6 +580,16 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
 		p->param = KERN_CMK_DW_S;
 	if (p->input == KERN_CMK_DX && ceil_div(q->batch, bm) * ceil_div(q->in, bn) < small_below)
 		p->input = KERN_CMK_DX_S;
+}
+
+uint64_t variant_narrow_elems(const proto_request *q, uint32_t blocks)
+{
+	return (uint64_t)blocks * variant_narrow_stride(q);
+}
+
+uint64_t variant_narrow_stride(const proto_request *q)
+{
+	return (q->t[PROTO_T_DW].present ? q->out * q->in : 0) + q->out;
 }
 
 uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices)

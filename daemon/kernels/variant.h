@@ -159,6 +159,9 @@ uint64_t variant_max_k(int kern, proto_dtype dt);
  * placement.c never gives f32 VARIANT_HAS_CMK, so auto keeps f32 off the
  * tensor cores */
 #define VARIANT_HAS_F32X3 8u
+/* the narrow family (linear_narrow_param + linear_narrow_reduce,
+ * linear_narrow_input): auto takes it where variant_narrow_fits */
+#define VARIANT_HAS_NARROW 16u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
 
 /* The same with a measured cost model (costmodel.h; NULL: none): where
@@ -231,5 +234,52 @@ uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices);
  * linear_tiled128_gemm where it has at least 512 tiles of 128x128 and a
  * reduction of at least 1024. */
 void variant_widen(variant_plan *p, const proto_request *q);
+
+/* ---- the narrow family -------------------------------------------------
+ * For layers of few features over many rows (16-256 features, 2^16-2^24
+ * rows: neural fields, radiance caches, per-pixel MLPs), bound by one
+ * pass over X and dY. dW/db: the batch cut into row blocks, each block ×
+ * 64x64 tile of dW one workgroup of linear_narrow_param writing f32
+ * partials to the slot's scratch (the split-K layout: `slices` blocks of
+ * out·in + out), then linear_narrow_reduce adding the blocks in order:
+ * the same bits every run. dX: linear_narrow_input, W's chunk in shared
+ * memory while the rows stream past. `auto` takes it (dW/db and dX), where
+ * the device has it, for batch >= VARIANT_NARROW_MIN_BATCH and in, out <=
+ * VARIANT_NARROW_MAX_FEATURES, ahead of the tensor-core kernels; with a
+ * cost model, the model may move a part to another plain family that it
+ * finds VARIANT_MODEL_MARGIN times cheaper (and a part the rules gave to a
+ * plain family to narrow). These bounds are not yet measured on a GPU
+ * (docs/performance.md: the command that measures them). */
+#define VARIANT_NARROW_MIN_BATCH 16384
+#define VARIANT_NARROW_MAX_FEATURES 256
+#define VARIANT_NARROW_WGS 512     /* stage one's workgroups aimed for (blocks × tiles): ~4 per SM on an H100 */
+#define VARIANT_NARROW_MIN_ROWS 256 /* rows per block at least (4 steps) */
+#define VARIANT_NARROW_DX_WGS 1024 /* dX's workgroups aimed for (row groups × column tiles) */
+bool variant_narrow_fits(const proto_request *q);
+/* Rows per block at most: a quarter of the loop bound (each step of 64
+ * rows is 64 / row groups inner trips), at least one step. */
+uint64_t variant_narrow_max_rows(void);
+/* Workgroups of one block: 64x64 tiles of dW (one column of them for db
+ * alone). */
+uint64_t variant_narrow_tiles(const proto_request *q);
+/* Blocks for q (a function of the shape and the loop bound alone): about
+ * VARIANT_NARROW_WGS workgroups, blocks of at least VARIANT_NARROW_MIN_ROWS
+ * rows and at most variant_narrow_max_rows, every block a whole number of
+ * 64-row steps and none empty. */
+uint32_t variant_narrow_blocks(const proto_request *q);
+/* The fewest blocks the loop bound allows (placement lowers the blocks no
+ * further when the partials must shrink). */
+uint32_t variant_narrow_min_blocks(const proto_request *q);
+/* Rows of each block (the last may have fewer) with `blocks` blocks. */
+uint64_t variant_narrow_rows(const proto_request *q, uint32_t blocks);
+/* linear_narrow_input: rows of one row tile for a column tile of min(64,
+ * in) features (1024 / P, P the least power of two >= ceil(features / 4)),
+ * and the row groups (gl_WorkGroupID.y) with *tiles row tiles each. */
+uint64_t variant_narrow_dx_tile_rows(uint64_t in);
+/* f32 partials of q's dW/db on the narrow family with `blocks` blocks:
+ * each block out·in (dW asked for) then out (db), its stride. */
+uint64_t variant_narrow_elems(const proto_request *q, uint32_t blocks);
+uint64_t variant_narrow_stride(const proto_request *q);
+uint64_t variant_narrow_dx_groups(const proto_request *q, uint32_t *tiles);
 
 #endif
