@@ -11,9 +11,10 @@
 // the work is one pass over X and dY at the memory's speed:
 //  - many workgroups whatever the layer's width (blocks × tiles), so the
 //    device is full even for a 16×32 layer;
-//  - X and dY stream through shared memory 64 rows at a time, 16 bytes per
-//    thread per load where aligned, the next rows' loads issued before the
-//    current rows are multiplied;
+//  - X and dY stream through shared memory a step at a time (64 rows of a
+//    64-wide tile, up to 1024 of a narrower one: 4096 elements of each),
+//    16 bytes per thread per load where aligned, the next step's loads
+//    issued before the current rows are multiplied;
 //  - the threads are 4×4 output micro-tiles (a vec4 of dY's column times a
 //    vec4 of X's: 16 FMAs per two shared loads) times row groups: a layer
 //    of few features gets as many row groups as its micro-tiles leave
@@ -36,19 +37,23 @@ layout(std430, set = 0, binding = 2) writeonly buffer BufP { float part[]; };
 // push constants, flags, bindings: shaders/iface/kernels.h
 layout(push_constant) uniform Params { VKG_PC_NARROW(uint) } pc;
 
-// 64 rows × 64 columns of dY and of X (16 vec4 per row); at the end, the
-// row groups' sums (ys4: 4 vec4 of dW per thread, xs4: one of db)
-shared vec4 ys4[VKG_NARROW_STEP * 16];
-shared vec4 xs4[VKG_NARROW_STEP * 16];
+// a step's rows of dY and of X, wq vec4 per row (the tile's wider side in
+// quads, a power of two): 64 rows of a 64-wide tile, 1024 of a 1-4 wide
+// one; at the end, the row groups' sums (ys4: 4 vec4 of dW per thread,
+// xs4: one of db)
+shared vec4 ys4[1024];
+shared vec4 xs4[1024];
+
+uint wq; // vec4 per shared row
 
 void put_y(uint r, uint c, float f)
 {
-	ys4[r * 16u + (c >> 2)][c & 3u] = f;
+	ys4[r * wq + (c >> 2)][c & 3u] = f;
 }
 
 void put_x(uint r, uint c, float f)
 {
-	xs4[r * 16u + (c >> 2)][c & 3u] = f;
+	xs4[r * wq + (c >> 2)][c & 3u] = f;
 }
 
 void main()
@@ -69,14 +74,16 @@ void main()
 	const uint m = tid & (p2 - 1u), g = tid / p2;
 	const bool busy = m < nmt;
 	const uint oq = m / mtc, iq = m - oq * mtc;
+	wq = narrow_pow2(max(mtr, mtc));
+	const uint SR = 1024u / wq; // rows per step: 64 for a 64-wide tile
 
 	const uint blk = pc.b_base + gl_WorkGroupID.y;
 	const uint r_begin = blk * pc.rows;
 	const uint r_end = r_begin < pc.batch ? min(pc.batch, r_begin + pc.rows) : r_begin;
-	const uint steps = (r_end - r_begin + VKG_NARROW_STEP - 1u) / VKG_NARROW_STEP;
-	// 16-byte loads: offsets on VW elements (each block's first row is a
-	// multiple of 64, its first column of 64), and the block contiguous or
-	// its rows whole vectors
+	const uint steps = (r_end - r_begin + SR - 1u) / SR;
+	// 16-byte loads: offsets on VW elements (each block's and step's first
+	// row is a multiple of 64, its first column of 64), and the block
+	// contiguous or its rows whole vectors
 	const bool vy = pc.dy_off % VW == 0u && (nco == pc.n_out || pc.n_out % VW == 0u);
 	const bool vx = pc.x_off % VW == 0u && (nci == pc.n_in || pc.n_in % VW == 0u);
 
@@ -84,7 +91,7 @@ void main()
 	float ry[NARROW_EPT], rx[NARROW_EPT];
 	uint row = r_begin;
 	if (steps > 0u) {
-		const uint nr = min(VKG_NARROW_STEP, r_end - row);
+		const uint nr = min(SR, r_end - row);
 		NARROW_LOAD(dy, dyv4, ry, pc.dy_off + row * pc.n_out + o0, pc.n_out, nco, nr * nco, vy)
 		if (want_dw) {
 			NARROW_LOAD(x, xv4, rx, pc.x_off + row * pc.n_in + i0, pc.n_in, nci, nr * nci, vx)
@@ -92,25 +99,25 @@ void main()
 	}
 	for (uint s = 0u; s < steps; s++) {
 		barrier();
-		NARROW_PUT(ry, nco, VKG_NARROW_STEP * nco, put_y)
+		NARROW_PUT(ry, nco, SR * nco, put_y)
 		if (want_dw) {
-			NARROW_PUT(rx, nci, VKG_NARROW_STEP * nci, put_x)
+			NARROW_PUT(rx, nci, SR * nci, put_x)
 		}
 		barrier();
 		if (s + 1u < steps) { // the next rows in flight while these are multiplied
-			row += VKG_NARROW_STEP;
-			const uint nr = min(VKG_NARROW_STEP, r_end - row);
+			row += SR;
+			const uint nr = min(SR, r_end - row);
 			NARROW_LOAD(dy, dyv4, ry, pc.dy_off + row * pc.n_out + o0, pc.n_out, nco, nr * nco, vy)
 			if (want_dw) {
 				NARROW_LOAD(x, xv4, rx, pc.x_off + row * pc.n_in + i0, pc.n_in, nci, nr * nci, vx)
 			}
 		}
 		if (busy) {
-			for (uint r = g; r < VKG_NARROW_STEP; r += G) {
-				const vec4 yv = ys4[r * 16u + oq];
+			for (uint r = g; r < SR; r += G) {
+				const vec4 yv = ys4[r * wq + oq];
 				bs += yv;
 				if (want_dw) {
-					const vec4 xv = xs4[r * 16u + iq];
+					const vec4 xv = xs4[r * wq + iq];
 					a0 += yv.x * xv;
 					a1 += yv.y * xv;
 					a2 += yv.z * xv;

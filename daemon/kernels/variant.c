@@ -72,13 +72,25 @@ uint32_t variant_narrow_min_blocks(const proto_request *q)
 	return (uint32_t)ceil_div(q->batch, variant_narrow_max_rows());
 }
 
+/* The least power of two >= n. */
+static uint64_t pow2_ceil(uint64_t n)
+{
+	uint64_t p = 1;
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+uint64_t variant_narrow_step_rows(const proto_request *q)
+{
+	const uint64_t oq = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4);
+	const uint64_t iq = q->t[PROTO_T_DW].present ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) : 1;
+	return 1024 / pow2_ceil(oq > iq ? oq : iq);
+}
+
 uint64_t variant_narrow_dx_tile_rows(uint64_t in)
 {
-	const uint64_t cq = ceil_div(in < VKG_NARROW_TILE ? in : VKG_NARROW_TILE, 4);
-	uint64_t p2 = 1;
-	while (p2 < cq)
-		p2 <<= 1;
-	return 1024 / p2;
+	return 1024 / pow2_ceil(ceil_div(in < VKG_NARROW_TILE ? in : VKG_NARROW_TILE, 4));
 }
 
 uint64_t variant_narrow_dx_groups(const proto_request *q, uint32_t *tiles)
@@ -300,20 +312,23 @@ variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32
 			     : ceil_div(n, WIDE_TILE) * ceil_div(q->out, WIDE_TILE);
 		trips = ceil_div(for_dx ? q->out : q->batch, per);
 	} else if (k == KERN_NARROW && !for_dx) {
-		/* a workgroup-iteration is one step of 64 rows through shared
-		 * memory (loads and two barriers), weighted by its tile's
-		 * multiply-adds: 1 + o·i / 1024 (a 64x64 tile's step 5, a 2x2
-		 * one's about 1); the reduce pass one per 256 partials read */
+		/* work: per tile, a step's loads and barriers (one per
+		 * step of variant_narrow_step_rows) and its multiply-adds
+		 * (o·i / 1024 per 64 rows: a 64x64 tile's 64 rows 4); the reduce
+		 * pass one per 256 partials read */
 		const uint64_t blocks = slices ? slices : variant_narrow_blocks(q);
 		const uint64_t rows = variant_narrow_rows(q, (uint32_t)blocks);
 		const uint64_t o4 = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4) * 4;
 		const uint64_t i4 = dw ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) * 4 : 4;
+		const uint64_t sr = variant_narrow_step_rows(q);
 		wgs = blocks * variant_narrow_tiles(q);
-		trips = ceil_div(rows, VKG_NARROW_STEP);
-		const double steps = (double)variant_narrow_tiles(q) * (double)ceil_div(q->batch, VKG_NARROW_STEP);
+		trips = ceil_div(rows, sr);
+		const double tiles = (double)variant_narrow_tiles(q);
+		const double steps = tiles * (double)blocks * (double)trips;
+		const double fma = tiles * (double)q->batch / VKG_NARROW_STEP * (double)(o4 * i4) / 1024.0;
 		const double red = (double)blocks * (double)variant_narrow_stride(q) / 256.0;
 		return (variant_geom){.wgs = (double)wgs + (double)ceil_div(variant_narrow_stride(q), VKG_NARROW_RED_COLS),
-				      .work = steps * (1.0 + (double)(o4 * i4) / 1024.0) + red,
+				      .work = steps + fma + red,
 				      .trips = (double)trips};
 	} else if (k == KERN_NARROW_DX && for_dx) {
 		uint32_t tiles;
@@ -367,14 +382,18 @@ uint64_t variant_estimate_ns(const costmodel *cm, const variant_plan *p, const p
 }
 
 /* Is kernel k one the model may put on q's dW/db (for_dx false) or dX?
- * A 16-bit job's tiled128 only where it walks the reduction in one
- * dispatch (its 8 rows per iteration would otherwise cut one the 64 tile
- * does not: a rounding per piece). */
+ * A 16-bit job's plain kernels only where they walk the reduction in one
+ * dispatch: a longer one would go split-K after the model's choice
+ * (keep_one_rounding), at a cost the model did not estimate (f16
+ * 1048576x1x1 dW/db on lavapipe: the model took generic, which became
+ * split-K's 64 slices of 64x64 tiles, 13 s against the narrow family's
+ * 1.6 s); tiled128 likewise (its 8 rows per iteration would cut one the
+ * 64 tile does not). */
 static bool model_may(const proto_request *q, bool for_dx, int k)
 {
-	if (k != KERN_TILED128 || q->dtype == PROTO_F32)
+	if (q->dtype == PROTO_F32 || k == KERN_SPLITK || k == KERN_NARROW)
 		return true;
-	return (for_dx ? q->out : q->batch) <= variant_max_k(KERN_TILED128, q->dtype);
+	return (for_dx ? q->out : q->batch) <= variant_max_k(k, q->dtype);
 }
 
 /* dW (and db) by the cheapest plain family on the model (generic, tiled,

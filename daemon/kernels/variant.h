@@ -259,6 +259,10 @@ bool variant_narrow_fits(const proto_request *q);
 /* Rows per block at most: a quarter of the loop bound (each step of 64
  * rows is 64 / row groups inner trips), at least one step. */
 uint64_t variant_narrow_max_rows(void);
+/* Rows of one step of linear_narrow_param through shared memory for q's
+ * first (widest) tile: 1024 / the least power of two >= its wider side in
+ * quads (64 for a 64-wide tile, 1024 for one of 1-4 features). */
+uint64_t variant_narrow_step_rows(const proto_request *q);
 /* Workgroups of one block: 64x64 tiles of dW (one column of them for db
  * alone). */
 uint64_t variant_narrow_tiles(const proto_request *q);

@@ -99,8 +99,9 @@
  * of tiles for db alone) and writes the block's f32 partial sums to
  * part[p_off + block·stride + o·n_in + i] (dW) and
  * part[p_off + block·stride + stride − n_out + o] (db). Rows walk through
- * shared memory VKG_NARROW_STEP at a time, loaded 16 bytes per thread where
- * aligned; the threads split as 4×4 output micro-tiles × row groups, the
+ * shared memory a step at a time (4096 elements of dY and of X: 64 rows of
+ * a 64-wide tile, up to 1024 of a narrow one), loaded 16 bytes per thread
+ * where aligned; the threads split as 4×4 output micro-tiles × row groups, the
  * groups summed by a fixed tree at the end (no atomics).
  * linear_narrow_reduce: stage two, out[i] (+)= Σ_blocks part (VKG_PC_REDUCE,
  * `slices` = blocks), VKG_NARROW_RED_COLS elements per workgroup, each
@@ -120,7 +121,7 @@
 	u b_base; /* first block of this dispatch (chunking) */
 #define VKG_BINDINGS_NARROW 3 /* X, dY, partials */
 #define VKG_NARROW_TILE 64    /* dW tile per workgroup, rows and columns */
-#define VKG_NARROW_STEP 64    /* rows through shared memory at a time */
+#define VKG_NARROW_STEP 64    /* blocks are whole multiples of this many rows */
 #define VKG_NARROW_THREADS 256
 #define VKG_NARROW_RED_COLS 16
 #define VKG_NARROW_RED_LANES 16

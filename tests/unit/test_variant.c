@@ -599,6 +599,86 @@ static void test_variant_names_round_trip(void **state)
 	assert_int_equal(proto_variant_parse(""), -1);
 }
 
+/* The narrow family: auto takes it (dW/db and dX) where the device has it
+ * and the shape is narrow, ahead of the tensor cores; its blocks depend on
+ * the shape alone, are whole 64-row steps within the loop bound, and none
+ * is empty. */
+static void test_narrow_family(void **state)
+{
+	(void)state;
+	const unsigned all = VARIANT_HAS_NARROW | VARIANT_HAS_CMK;
+	proto_request q = job(1u << 20, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	variant_plan p = variant_choose(&q, all);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_equal(p.input, KERN_NARROW_DX);
+	/* about VARIANT_NARROW_WGS workgroups: one tile, 512 blocks of 2048 rows */
+	assert_int_equal(p.slices, 512);
+	assert_int_equal(variant_narrow_rows(&q, p.slices), 2048);
+	/* without the family (a device with 16 KiB of shared memory): the rules before */
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	/* below the batch bound, or wider than 256: not narrow */
+	q = job(VARIANT_NARROW_MIN_BATCH - 1, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, all);
+	assert_int_not_equal(p.param, KERN_NARROW);
+	assert_int_not_equal(p.input, KERN_NARROW_DX);
+	q = job(1u << 20, 257, 64, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, all);
+	assert_int_not_equal(p.param, KERN_NARROW);
+	/* db alone on it too */
+	q = job(1u << 20, 64, 64, false, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, all);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_equal(p.input, -1);
+	/* forced: any shape, 1x1x1 included */
+	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_NARROW);
+	p = variant_choose(&q, 0);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_equal(p.input, KERN_NARROW_DX);
+	assert_int_equal(p.slices, 1);
+	/* blocks: shape-only, whole steps, within the loop bound, none empty */
+	static const uint64_t shapes[][3] = {{1000003, 3, 5}, {65537, 1, 1}, {262147, 33, 17},
+					     {131071, 257, 2}, {1ull << 24, 64, 64}, {4194304, 1, 1},
+					     {64, 1024, 1024}, {65, 1, 1}};
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		q = job(shapes[i][0], shapes[i][1], shapes[i][2], true, true, true, PROTO_VARIANT_NARROW);
+		const uint32_t b = variant_narrow_blocks(&q);
+		const uint64_t r = variant_narrow_rows(&q, b);
+		assert_true(b >= 1);
+		assert_int_equal(r % VKG_NARROW_STEP, 0);
+		assert_true(r <= variant_narrow_max_rows());
+		assert_true((uint64_t)b * r >= q.batch);       /* covers the batch */
+		assert_true((uint64_t)(b - 1) * r < q.batch); /* the last block not empty */
+		assert_true(b >= variant_narrow_min_blocks(&q));
+		assert_int_equal(variant_narrow_blocks(&q), b);
+		/* 16-bit: no cut reduction, so no split-K for one rounding */
+		q.dtype = PROTO_F16;
+		p = variant_choose(&q, all);
+		assert_int_equal(p.param, KERN_NARROW);
+		assert_int_equal(p.input, KERN_NARROW_DX);
+		/* dX's row groups cover every row tile within half the loop bound */
+		uint32_t tiles;
+		const uint64_t groups = variant_narrow_dx_groups(&q, &tiles);
+		const uint64_t tr = variant_narrow_dx_tile_rows(q.in);
+		assert_true(groups * tiles * tr >= q.batch);
+		assert_true((uint64_t)tiles * (q.out < variant_max_k(KERN_NARROW_DX, q.dtype)
+						       ? q.out + 2 : variant_max_k(KERN_NARROW_DX, q.dtype) + 2) <=
+			    VARIANT_MAX_LOOP_TRIPS / 2);
+	}
+	/* the dX tile: 1024 / P rows, P the power of two covering min(in, 64) / 4 */
+	assert_int_equal(variant_narrow_dx_tile_rows(64), 64);
+	assert_int_equal(variant_narrow_dx_tile_rows(1000), 64);
+	assert_int_equal(variant_narrow_dx_tile_rows(32), 128);
+	assert_int_equal(variant_narrow_dx_tile_rows(17), 128);
+	assert_int_equal(variant_narrow_dx_tile_rows(3), 1024);
+	/* a lower loop bound: shorter blocks, more of them */
+	variant_set_loop_trips(256);
+	q = job(262147, 33, 17, true, true, false, PROTO_VARIANT_NARROW);
+	assert_true(variant_narrow_rows(&q, variant_narrow_blocks(&q)) <= 64);
+	variant_set_loop_trips(VARIANT_LOOP_TRIPS_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -616,6 +696,7 @@ int main(void)
 		cmocka_unit_test(test_coopmat_khr_f32x3_forced_only),
 		cmocka_unit_test(test_nv2_large),
 		cmocka_unit_test(test_nv2_small),
+		cmocka_unit_test(test_narrow_family),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
