@@ -334,10 +334,12 @@ variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32
 		uint32_t tiles;
 		const uint64_t groups = variant_narrow_dx_groups(q, &tiles);
 		/* elements loaded and stored plus a sixteenth of the
-		 * multiply-adds, per 4096; and one per row tile */
+		 * multiply-adds, per 4096; and one per chunk of out of each
+		 * row tile (its loads and barriers) */
 		const uint64_t i4 = ceil_div(q->in, 4) * 4;
-		const uint64_t rowtiles = ceil_div(q->batch, variant_narrow_dx_tile_rows(q->in)) *
-					  ceil_div(q->in, VKG_NARROW_TILE);
+		const uint64_t tr = variant_narrow_dx_tile_rows(q->in);
+		const uint64_t rowtiles = ceil_div(q->batch, tr) * ceil_div(q->in, VKG_NARROW_TILE) *
+					  ceil_div(q->out, 4096 / tr);
 		const double el = (double)q->batch * (double)(q->out + q->in) +
 				  (double)q->batch * (double)q->out * (double)i4 / 16.0;
 		return (variant_geom){.wgs = (double)(groups * ceil_div(q->in, VKG_NARROW_TILE)),
@@ -422,7 +424,7 @@ static void cost_param(const proto_request *q, const costmodel *cm, bool narrow,
 		if (t >= 0 && (best < 0 || t < best_ns))
 			best = KERN_SPLITK, best_s = s, best_ns = t;
 	}
-	if (narrow) {
+	if (narrow && variant_narrow_fits(q)) {
 		const uint32_t s = variant_narrow_blocks(q);
 		const double t = part_ns(cm, q, false, KERN_NARROW, s);
 		if (t >= 0 && (best < 0 || t < best_ns))
@@ -452,7 +454,7 @@ static void cost_input(const proto_request *q, const costmodel *cm, bool narrow,
 	int best = -1;
 	double best_ns = 0;
 	for (unsigned i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
-		if (plain[i] == KERN_NARROW_DX && !narrow)
+		if (plain[i] == KERN_NARROW_DX && !(narrow && variant_narrow_fits(q)))
 			continue;
 		const double t = part_ns(cm, q, true, plain[i], 1);
 		if (t >= 0 && model_may(q, true, plain[i]) && (best < 0 || t < best_ns))
