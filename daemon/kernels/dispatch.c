@@ -5,7 +5,7 @@
  * between jobs go is record.c's. */
 #include "record_priv.h"
 
-#include "variant.h"
+#include "kshape.h"
 
 #include <assert.h>
 #include <string.h>
@@ -61,9 +61,9 @@ static binding bind_dummy(const rec *r, uint64_t which)
 static binding bind_partials(const rec *r, bool for_dx)
 {
 	const job *j = r->j;
-	const uint64_t elems = for_dx ? variant_splitk_dx_elems(&j->req, j->plan.dx_slices)
-			       : j->plan.param == KERN_NARROW ? variant_narrow_elems(&j->req, j->plan.slices)
-							       : variant_splitk_elems(&j->req, j->plan.slices);
+	const uint64_t elems = for_dx ? kshape_splitk_dx_elems(&j->req, j->plan.dx_slices)
+			       : j->plan.param == KERN_NARROW ? kshape_narrow_elems(&j->req, j->plan.slices)
+							       : kshape_splitk_elems(&j->req, j->plan.slices);
 	binding b = {.info = {.buffer = r->tg->scratch,
 			      .offset = for_dx ? j->splitk_dx_off : j->splitk_off, .range = elems * 4}};
 	return b;
@@ -124,14 +124,14 @@ static void push_set(const rec *r, int k, const binding *b, uint32_t n)
 }
 
 /* Length of the piece of a reduction of K elements that starts at k0, in
- * pieces of at most `step` (variant_max_k: the loop bound, variant.h). */
+ * pieces of at most `step` (kshape_max_k: the loop bound, variant.h). */
 static uint64_t piece_len(uint64_t K, uint64_t k0, uint64_t step)
 {
 	return K - k0 < step ? K - k0 : step;
 }
 
 /* A slice cuts a job's grid, never its reductions: the pieces of a
- * reduction are those of the loop bound (variant_max_k) on every path, so
+ * reduction are those of the loop bound (kshape_max_k) on every path, so
  * a sliced job sums in the order of the same job whole, devlocal or
  * streamed (the same bits). At most SLICE_MAX_PIECES dispatches per grid. */
 #define SLICE_MAX_PIECES 32
@@ -174,7 +174,7 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 		gy = r->gy1;
 	/* pieces whose bound ranges meet: a barrier between them (rare: only
 	 * tensors packed at unaligned offsets, and only a grid in pieces) */
-	const bool apart = (gx > cols || gy - y0 > rows) && record_bound_overlap(rc, r->j);
+	const bool apart = (gx > cols || gy - y0 > rows) && rc->ops.bound_overlap(rc, r->j);
 	bool first = true;
 	for (uint64_t y = y0; y < gy; y += rows)
 		for (uint64_t x = 0; x < gx; x += cols) {
@@ -194,7 +194,7 @@ static void dispatch_split(const rec *r, int k, const void *pc, uint32_t pc_byte
 				}
 			}
 			if (apart && !first)
-				record_barrier_inside(r);
+				r->rc->ops.barrier_inside(r);
 			first = false;
 			if (ybase)
 				*ybase = (uint32_t)(y * yscale);
@@ -229,11 +229,11 @@ static void record_param(const rec *r)
 	const uint64_t gx = dw ? (q->in + VKG_PARAM_COLS - 1) / VKG_PARAM_COLS : 1;
 	/* the batch in pieces within the loop bound: rows k0.. of X and dY,
 	 * the later pieces accumulating */
-	const uint64_t step = variant_max_k(KERN_PARAM, q->dtype);
+	const uint64_t step = kshape_max_k(KERN_PARAM, q->dtype);
 	for (uint64_t k0 = 0; k0 < q->batch; k0 += step) {
 		const uint64_t len = piece_len(q->batch, k0, step);
 		if (k0)
-			record_barrier_inside(r);
+			r->rc->ops.barrier_inside(r);
 		pc.batch = (uint32_t)len;
 		pc.x_off = (uint32_t)(b[0].elem_off + k0 * q->in);
 		pc.dy_off = (uint32_t)(b[1].elem_off + k0 * q->out);
@@ -258,18 +258,18 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 	return VKG_FLAG_VEC_LOADS;
 }
 
-/* The longest reduction GEMM kernel k walks in one dispatch: variant_max_k,
+/* The longest reduction GEMM kernel k walks in one dispatch: kshape_max_k,
  * for linear_coopmat_khr_gemm with its pipelines' own BK (two k steps per
  * loop iteration). */
 static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 {
 	if (pipelines_is_cmk(k))
-		return 2ull * pipelines_cmk_tile_for(rc->pl, k, dt).bk * VARIANT_MAX_LOOP_TRIPS;
+		return 2ull * pipelines_cmk_tile_for(rc->pl, k, dt).bk * KSHAPE_MAX_LOOP_TRIPS;
 	if (k == KERN_TILED128 && dt == PROTO_F32 && rc->pl->t128.on)
-		return (uint64_t)rc->pl->t128.bk * VARIANT_MAX_LOOP_TRIPS;
+		return (uint64_t)rc->pl->t128.bk * KSHAPE_MAX_LOOP_TRIPS;
 	if (pipelines_is_nv2(k))
-		return (uint64_t)pipelines_nv2_tile(rc->pl, k, dt)->bk * VARIANT_MAX_LOOP_TRIPS;
-	return variant_max_k(k, dt);
+		return (uint64_t)pipelines_nv2_tile(rc->pl, k, dt)->bk * KSHAPE_MAX_LOOP_TRIPS;
+	return kshape_max_k(k, dt);
 }
 
 /* Dispatch GEMM kernel k (push constants in pc) over a gx × gy grid of
@@ -286,7 +286,7 @@ static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uin
 	for (uint64_t k0 = 0; k0 < K; k0 += step) {
 		const uint64_t len = piece_len(K, k0, step);
 		if (k0)
-			record_barrier_inside(r);
+			r->rc->ops.barrier_inside(r);
 		pc->K = (uint32_t)len;
 		pc->a_off = (uint32_t)(a_off + k0 * pc->sak);
 		pc->b_off = (uint32_t)(b_off + k0 * pc->N);
@@ -408,7 +408,7 @@ static void record_splitk(const rec *r, bool for_dx)
 		dispatch_gemm(r, KERN_SPLITK, &pc, (n + tile - 1) / tile, (m + tile - 1) / tile,
 			      tile * tile);
 	}
-	record_barrier_inside(r);
+	r->rc->ops.barrier_inside(r);
 	bind_pipe(r, KERN_REDUCE);
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
@@ -436,7 +436,7 @@ static void record_narrow_param(const rec *r)
 	const proto_request *q = &r->j->req;
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
 	const uint32_t blocks = r->j->plan.slices;
-	const uint64_t rows = variant_narrow_rows(q, blocks), stride = variant_narrow_stride(q);
+	const uint64_t rows = kshape_narrow_rows(q, blocks), stride = kshape_narrow_stride(q);
 	binding b[VKG_BINDINGS_NARROW] = {bind_tensor(r, PROTO_T_X), bind_tensor(r, PROTO_T_DY),
 					  bind_partials(r, false)};
 	bind_pipe(r, KERN_NARROW);
@@ -446,9 +446,9 @@ static void record_narrow_param(const rec *r)
 		.x_off = b[0].elem_off, .dy_off = b[1].elem_off, .p_off = 0, .stride = (uint32_t)stride,
 		.rows = (uint32_t)rows, .flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u),
 	};
-	dispatch_split(r, KERN_NARROW, &pc, sizeof(pc), &pc.b_base, 1, &pc.t_base, 1, variant_narrow_tiles(q),
+	dispatch_split(r, KERN_NARROW, &pc, sizeof(pc), &pc.b_base, 1, &pc.t_base, 1, kshape_narrow_tiles(q),
 		       blocks, rows * VKG_NARROW_TILE * VKG_NARROW_TILE);
-	record_barrier_inside(r);
+	r->rc->ops.barrier_inside(r);
 	bind_pipe(r, KERN_NARROW_RED);
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	for (int t = PROTO_T_DW; t <= PROTO_T_DB; t++) {
@@ -469,7 +469,7 @@ static void record_narrow_param(const rec *r)
 }
 
 /* The narrow family's dX (linear_narrow_input): column tiles × row groups,
- * out in pieces within the loop bound (variant_max_k), the later ones
+ * out in pieces within the loop bound (kshape_max_k), the later ones
  * accumulating after a barrier. */
 static void record_narrow_input(const rec *r)
 {
@@ -480,14 +480,14 @@ static void record_narrow_input(const rec *r)
 	bind_pipe(r, KERN_NARROW_DX);
 	push_set(r, KERN_NARROW_DX, b, VKG_BINDINGS_NARROW_DX);
 	uint32_t tiles;
-	const uint64_t groups = variant_narrow_dx_groups(q, &tiles);
+	const uint64_t groups = kshape_narrow_dx_groups(q, &tiles);
 	const uint64_t ctiles = (q->in + VKG_NARROW_TILE - 1) / VKG_NARROW_TILE;
-	const uint64_t tr = variant_narrow_dx_tile_rows(q->in);
-	const uint64_t step = variant_max_k(KERN_NARROW_DX, q->dtype);
+	const uint64_t tr = kshape_narrow_dx_tile_rows(q->in);
+	const uint64_t step = kshape_max_k(KERN_NARROW_DX, q->dtype);
 	for (uint64_t k0 = 0; k0 < q->out; k0 += step) {
 		const uint64_t len = piece_len(q->out, k0, step);
 		if (k0)
-			record_barrier_inside(r);
+			r->rc->ops.barrier_inside(r);
 		kiface_narrow_dx pc = {
 			.batch = (uint32_t)q->batch, .n_in = (uint32_t)q->in, .n_out = (uint32_t)q->out,
 			.dy_off = (uint32_t)(b[0].elem_off + k0), .w_off = (uint32_t)(b[1].elem_off + k0 * q->in),
@@ -516,11 +516,11 @@ static void record_input(const rec *r)
 	/* the reduction over out in pieces within the loop bound: columns k0..
 	 * of dY, rows k0.. of W, the later pieces accumulating */
 	const uint64_t tile = VKG_INPUT_TILE;
-	const uint64_t step = variant_max_k(KERN_INPUT, q->dtype);
+	const uint64_t step = kshape_max_k(KERN_INPUT, q->dtype);
 	for (uint64_t k0 = 0; k0 < q->out; k0 += step) {
 		const uint64_t len = piece_len(q->out, k0, step);
 		if (k0)
-			record_barrier_inside(r);
+			r->rc->ops.barrier_inside(r);
 		pc.dy_off = (uint32_t)(b[0].elem_off + k0);
 		/* (transposed, W's rows k0.. are its columns k0..) */
 		pc.w_off = (uint32_t)(b[1].elem_off + k0 * (trans ? 1 : q->in));
@@ -602,7 +602,7 @@ void dispatch_forward(const rec *r)
 		prep = true;
 	}
 	if (prep)
-		record_barrier_inside(r);
+		r->rc->ops.barrier_inside(r);
 	dispatch_unit(&fr, UNIT_INPUT);
 }
 

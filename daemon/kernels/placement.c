@@ -11,13 +11,13 @@
 void placement_init(placement *p, const device *d, const pipelines *pl, const config *cfg,
 		    uint32_t nslots)
 {
-	_Static_assert(CONFIG_LOOP_TRIPS_DEFAULT == VARIANT_LOOP_TRIPS_MAX, "--loop-trips' default");
+	_Static_assert(CONFIG_LOOP_TRIPS_DEFAULT == KSHAPE_LOOP_TRIPS_MAX, "--loop-trips' default");
 	p->dev = d;
 	p->pl = pl;
-	variant_set_loop_trips(cfg->loop_trips);
-	if (cfg->loop_trips != VARIANT_LOOP_TRIPS_MAX)
+	kshape_set_loop_trips(cfg->loop_trips);
+	if (cfg->loop_trips != KSHAPE_LOOP_TRIPS_MAX)
 		log_notice("kernel loops: at most %u iterations per dispatch (--loop-trips; default %u)",
-			   variant_loop_trips(), VARIANT_LOOP_TRIPS_MAX);
+			   kshape_loop_trips(), KSHAPE_LOOP_TRIPS_MAX);
 	p->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, nslots)
 							       : cfg->scratch_max_bytes;
 	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
@@ -116,7 +116,7 @@ static uint32_t fit_slices(const placement *p, uint64_t elems_per_slice, uint32_
  * (narrow). */
 static uint64_t param_elems(const job *j, const proto_request *q, uint32_t slices)
 {
-	return j->plan.param == KERN_NARROW ? variant_narrow_elems(q, slices) : variant_splitk_elems(q, slices);
+	return j->plan.param == KERN_NARROW ? kshape_narrow_elems(q, slices) : kshape_splitk_elems(q, slices);
 }
 
 /* Split-K partials of j's dW/db and dX in scratch: their bytes, the
@@ -130,14 +130,14 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 		const uint32_t s = fit_slices(p, param_elems(j, q, 1), j->plan.slices);
 		if (j->plan.param == KERN_NARROW && s < j->plan.slices && s >= j->plan.min_slices)
 			/* fewer, longer blocks: whole steps again */
-			j->plan.slices = (uint32_t)((q->batch + variant_narrow_rows(q, s) - 1) / variant_narrow_rows(q, s));
+			j->plan.slices = (uint32_t)((q->batch + kshape_narrow_rows(q, s) - 1) / kshape_narrow_rows(q, s));
 		else
 			j->plan.slices = s;
 		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
 			drop_param_splitk(j);
 	}
 	if (j->plan.input == KERN_SPLITK) {
-		j->plan.dx_slices = fit_slices(p, variant_splitk_dx_elems(q, 1), j->plan.dx_slices);
+		j->plan.dx_slices = fit_slices(p, kshape_splitk_dx_elems(q, 1), j->plan.dx_slices);
 		if (j->plan.dx_slices == 0)
 			drop_input_splitk(j);
 	}
@@ -147,7 +147,7 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 	}
 	if (j->plan.input == KERN_SPLITK) {
 		j->splitk_dx_off = bytes;
-		bytes += scratch_round(variant_splitk_dx_elems(q, j->plan.dx_slices) * 4);
+		bytes += scratch_round(kshape_splitk_dx_elems(q, j->plan.dx_slices) * 4);
 	}
 	/* linear_forward's GEMMs but the generic kernel read Wᵀ from scratch */
 	j->wt = j->req.op == PROTO_OP_LINEAR_FORWARD && j->plan.input != KERN_INPUT;

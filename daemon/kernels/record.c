@@ -59,7 +59,7 @@ static void new_epoch(recorder *rc)
 	rc->ntouch = 0;
 }
 
-void record_barrier_inside(const rec *r)
+static void barrier_inside(const rec *r)
 {
 	record_barrier_all(r->cb);
 	new_epoch(r->rc);
@@ -75,7 +75,7 @@ static void bound_range(const recorder *rc, const job *j, int t, uint64_t *lo, u
 	*hi = j->req.t[t].offset + j->bytes[t];
 }
 
-bool record_bound_overlap(const recorder *rc, const job *j)
+static bool bound_overlap(const recorder *rc, const job *j)
 {
 	for (int o = 0; o < PROTO_T_COUNT; o++) {
 		if (!j->reg[o] || !job_is_output(o))
@@ -310,6 +310,7 @@ recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max
 	recorder *rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		return NULL;
+	rc->ops = (record_ops){.barrier_inside = barrier_inside, .bound_overlap = bound_overlap};
 	rc->dev = d;
 	rc->pl = pl;
 	rc->dispatch_max_macs = dispatch_max_macs;

@@ -12,12 +12,34 @@
 #include "job.h"
 #include "kiface.h"
 
+typedef struct rec rec;
+
+/* What dispatch.c asks of the batch it records into, record.c's (set by
+ * record_new): dispatch.c reaches up only through these, so the calls run
+ * one way, record.c (the batch) on top of dispatch.c (its dispatches). */
+typedef struct record_ops {
+	/* A barrier inside a job's kernels (between the pieces of a cut
+	 * reduction, or the two passes of split-K and of the narrow family):
+	 * everything recorded before it is ordered before everything after,
+	 * so the batch's conflict tracking starts afresh. */
+	void (*barrier_inside)(const rec *r);
+	/* Do two of j's tensors in one region, one read and one written, have
+	 * bound ranges that overlap? Their bytes never do (proto_job_check),
+	 * but a binding starts at its offset aligned down (dispatch.c's
+	 * bind_tensor), so an output right behind an input shares the input's
+	 * last aligned bytes. Dispatches of one kernel that bind both then need
+	 * a barrier between them, or the second reads bytes the first wrote
+	 * (as far as ranges tell). */
+	bool (*bound_overlap)(const struct recorder *rc, const job *j);
+} record_ops;
+
 /* The conflict tracking's entries (record.c). */
 typedef struct record_touch record_touch;
 typedef struct record_region record_region;
 typedef struct record_lane record_lane;
 
 struct recorder {
+	record_ops ops; /* record.c's, for dispatch.c */
 	const device *dev;
 	const pipelines *pl;
 	uint64_t dispatch_max_macs;
@@ -90,23 +112,7 @@ typedef struct rec {
 #define UNIT_PARAM ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_DW) | (1u << PROTO_T_DB))
 #define UNIT_INPUT ((1u << PROTO_T_DY) | (1u << PROTO_T_W) | (1u << PROTO_T_DX))
 
-/* record.c */
-
-/* A barrier inside a job's kernels (between the pieces of a cut reduction,
- * or split-K's two passes): everything recorded before it is ordered before
- * everything after, so the batch's conflict tracking starts afresh. */
-void record_barrier_inside(const rec *r);
-
-/* Do two of j's tensors in one region, one read and one written, have
- * bound ranges that overlap? Their bytes never do (proto_job_check), but a
- * binding starts at its offset aligned down (dispatch.c's bind_tensor), so
- * an output right behind an input shares the input's last aligned bytes.
- * Dispatches of one kernel that bind both then need a barrier between
- * them, or the second reads bytes the first wrote (as far as ranges
- * tell). */
-bool record_bound_overlap(const recorder *rc, const job *j);
-
-/* dispatch.c */
+/* dispatch.c (record.c's parts it needs: recorder.ops) */
 
 /* Nothing bound: a command buffer's start. */
 void dispatch_forget_bound(recorder *rc);
@@ -117,7 +123,7 @@ void dispatch_forget_bound(recorder *rc);
 int dispatch_unit_kernel(const job *j, unsigned mask);
 
 /* The kernels of one unit (dW/db, or dX) of the job. Barriers only inside
- * them (record_barrier_inside); the caller orders the rest. */
+ * them (recorder.ops.barrier_inside); the caller orders the rest. */
 void dispatch_unit(const rec *r, unsigned mask);
 
 /* A linear_forward job's kernels (proto_forward_as_input: the dX GEMM of

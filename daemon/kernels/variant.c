@@ -37,76 +37,14 @@ static int matrix_kernel(unsigned caps)
 	return caps & VARIANT_HAS_CMK ? KERN_CMK_DW : caps & VARIANT_HAS_COOPMAT ? KERN_COOPMAT : -1;
 }
 
-uint64_t variant_narrow_max_rows(void)
-{
-	const uint64_t r = (uint64_t)VARIANT_MAX_LOOP_TRIPS / 4 / VKG_NARROW_STEP * VKG_NARROW_STEP;
-	return r < VKG_NARROW_STEP ? VKG_NARROW_STEP : r;
-}
 
-uint64_t variant_narrow_tiles(const proto_request *q)
-{
-	return (q->t[PROTO_T_DW].present ? ceil_div(q->in, VKG_NARROW_TILE) : 1) * ceil_div(q->out, VKG_NARROW_TILE);
-}
 
-uint64_t variant_narrow_rows(const proto_request *q, uint32_t blocks)
-{
-	const uint64_t r = ceil_div(q->batch, blocks ? blocks : 1);
-	return ceil_div(r, VKG_NARROW_STEP) * VKG_NARROW_STEP;
-}
 
-uint32_t variant_narrow_blocks(const proto_request *q)
-{
-	uint64_t b = ceil_div(VARIANT_NARROW_WGS, variant_narrow_tiles(q));
-	b = min_u64(b, ceil_div(q->batch, VARIANT_NARROW_MIN_ROWS));
-	const uint64_t least = ceil_div(q->batch, variant_narrow_max_rows());
-	if (b < least)
-		b = least;
-	if (b < 1)
-		b = 1;
-	/* whole blocks of whole steps: the last block not empty */
-	return (uint32_t)ceil_div(q->batch, variant_narrow_rows(q, (uint32_t)min_u64(b, UINT32_MAX)));
-}
 
-uint32_t variant_narrow_min_blocks(const proto_request *q)
-{
-	return (uint32_t)ceil_div(q->batch, variant_narrow_max_rows());
-}
 
-/* The least power of two >= n. */
-static uint64_t pow2_ceil(uint64_t n)
-{
-	uint64_t p = 1;
-	while (p < n)
-		p <<= 1;
-	return p;
-}
 
-uint64_t variant_narrow_step_rows(const proto_request *q)
-{
-	const uint64_t oq = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4);
-	const uint64_t iq = q->t[PROTO_T_DW].present ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) : 1;
-	return 1024 / pow2_ceil(oq > iq ? oq : iq);
-}
 
-uint64_t variant_narrow_dx_tile_rows(uint64_t in)
-{
-	return 1024 / pow2_ceil(ceil_div(in < VKG_NARROW_TILE ? in : VKG_NARROW_TILE, 4));
-}
 
-uint64_t variant_narrow_dx_groups(const proto_request *q, uint32_t *tiles)
-{
-	const uint64_t rowtiles = ceil_div(q->batch, variant_narrow_dx_tile_rows(q->in));
-	const uint64_t all = rowtiles * ceil_div(q->in, VKG_NARROW_TILE);
-	uint64_t t = ceil_div(all, VARIANT_NARROW_DX_WGS);
-	/* a workgroup's loops: per row tile, out (in pieces of variant_max_k)
-	 * and a trip per chunk, within half the loop bound */
-	const uint64_t k = min_u64(q->out, variant_max_k(KERN_NARROW_DX, q->dtype));
-	const uint64_t most = (uint64_t)VARIANT_MAX_LOOP_TRIPS / 2 / (k + 2);
-	t = min_u64(t, most ? most : 1);
-	t = t ? t : 1;
-	*tiles = (uint32_t)t;
-	return ceil_div(rowtiles, t);
-}
 
 bool variant_narrow_fits(const proto_request *q)
 {
@@ -119,8 +57,8 @@ bool variant_narrow_fits(const proto_request *q)
 static void take_narrow(const proto_request *q, variant_plan *p)
 {
 	p->param = KERN_NARROW;
-	p->slices = variant_narrow_blocks(q);
-	p->min_slices = variant_narrow_min_blocks(q);
+	p->slices = kshape_narrow_blocks(q);
+	p->min_slices = kshape_narrow_min_blocks(q);
 }
 
 /* dW (and db) when nothing is forced. */
@@ -232,134 +170,38 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 	}
 }
 
-static uint32_t loop_trips = VARIANT_LOOP_TRIPS_MAX;
 
-uint32_t variant_loop_trips(void)
-{
-	return loop_trips;
-}
 
-void variant_set_loop_trips(uint32_t trips)
-{
-	loop_trips = trips >= 1 && trips <= VARIANT_LOOP_TRIPS_MAX ? trips : VARIANT_LOOP_TRIPS_MAX;
-}
 
-uint64_t variant_max_k(int kern, proto_dtype dt)
-{
-	uint64_t per; /* elements of the reduction per loop iteration */
-	switch (kern) {
-	case KERN_PARAM: per = VKG_PARAM_STRIPES; break; /* stripes walk the batch */
-	case KERN_INPUT:
-	case KERN_TILED:
-	case KERN_SPLITK: per = 16; break;
-	case KERN_TILED128: per = dt == PROTO_F32 ? 16 : 8; break;
-	case KERN_NARROW: return UINT64_MAX; /* any batch: its blocks (variant_narrow_blocks) */
-	case KERN_NARROW_DX: return (uint64_t)VARIANT_MAX_LOOP_TRIPS / 4; /* out, one row tile per workgroup */
-	case KERN_COOPMAT: per = 32; break;
-	case KERN_NV2_DW:
-	case KERN_NV2_DX:
-	case KERN_NV2_DW_S:
-	case KERN_NV2_DX_S: per = NV2_TILE_MIN_BK; break; /* its tiling's BK is at least this */
-	case KERN_CMK_DW:
-	case KERN_CMK_DX:
-	case KERN_CMK_DW_S:
-	case KERN_CMK_DX_S: per = 2 * VARIANT_CMK_MIN_BK; break; /* two k steps per trip */
-	default: per = 1; break;
-	}
-	return per * VARIANT_MAX_LOOP_TRIPS;
-}
 
 /* f16/bf16: a reduction longer than its kernel walks in one dispatch would
  * be cut into pieces that each round the running sum to 16 bits (dispatch.c);
  * split-K's f32 partials round each output once instead (variant.h). */
 static void keep_one_rounding(const proto_request *q, variant_plan *p)
 {
-	const uint64_t per_slice = variant_max_k(KERN_SPLITK, q->dtype);
+	const uint64_t per_slice = kshape_max_k(KERN_SPLITK, q->dtype);
 	if (q->dtype == PROTO_F32)
 		return;
 	if (p->param == KERN_SPLITK) {
 		/* without split-K it would run tiled (placement.c): cut there */
-		if (q->batch > variant_max_k(KERN_TILED, q->dtype))
+		if (q->batch > kshape_max_k(KERN_TILED, q->dtype))
 			p->min_slices = 1;
-	} else if (p->param >= 0 && q->batch > variant_max_k(p->param, q->dtype)) {
+	} else if (p->param >= 0 && q->batch > kshape_max_k(p->param, q->dtype)) {
 		p->param = KERN_SPLITK;
 		p->slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->batch, per_slice));
 		p->min_slices = 1;
 	}
-	if (p->input >= 0 && q->out > variant_max_k(p->input, q->dtype)) {
+	if (p->input >= 0 && q->out > kshape_max_k(p->input, q->dtype)) {
 		p->input = KERN_SPLITK;
 		p->dx_slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->out, per_slice));
 	}
 }
 
-variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices)
-{
-	const bool dw = q->t[PROTO_T_DW].present;
-	const uint64_t n = dw ? q->in : 1; /* dW's columns: one for db alone */
-	uint64_t wgs = 0, trips = 0, extra = 0;
-	if (k == KERN_PARAM && !for_dx) {
-		wgs = (dw ? ceil_div(q->in, VKG_PARAM_COLS) : 1) * q->out;
-		trips = ceil_div(q->batch, VKG_PARAM_STRIPES);
-	} else if (k == KERN_INPUT && for_dx) {
-		wgs = ceil_div(q->in, VKG_INPUT_TILE) * ceil_div(q->batch, VKG_INPUT_TILE);
-		trips = ceil_div(q->out, 16);
-	} else if (k == KERN_TILED) {
-		wgs = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE) : ceil_div(n, TILE) * ceil_div(q->out, TILE);
-		trips = ceil_div(for_dx ? q->out : q->batch, 16);
-	} else if (k == KERN_TILED128) {
-		const uint64_t per = q->dtype == PROTO_F32 ? 16 : 8; /* rows per iteration */
-		wgs = for_dx ? ceil_div(q->in, WIDE_TILE) * ceil_div(q->batch, WIDE_TILE)
-			     : ceil_div(n, WIDE_TILE) * ceil_div(q->out, WIDE_TILE);
-		trips = ceil_div(for_dx ? q->out : q->batch, per);
-	} else if (k == KERN_NARROW && !for_dx) {
-		/* work: per tile, a step's loads and barriers (one per
-		 * step of variant_narrow_step_rows) and its multiply-adds
-		 * (o·i / 1024 per 64 rows: a 64x64 tile's 64 rows 4); the reduce
-		 * pass one per 256 partials read */
-		const uint64_t blocks = slices ? slices : variant_narrow_blocks(q);
-		const uint64_t rows = variant_narrow_rows(q, (uint32_t)blocks);
-		const uint64_t o4 = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4) * 4;
-		const uint64_t i4 = dw ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) * 4 : 4;
-		const uint64_t sr = variant_narrow_step_rows(q);
-		wgs = blocks * variant_narrow_tiles(q);
-		trips = ceil_div(rows, sr);
-		const double tiles = (double)variant_narrow_tiles(q);
-		const double steps = tiles * (double)blocks * (double)trips;
-		const double fma = tiles * (double)q->batch / VKG_NARROW_STEP * (double)(o4 * i4) / 1024.0;
-		const double red = (double)blocks * (double)variant_narrow_stride(q) / 256.0;
-		return (variant_geom){.wgs = (double)wgs + (double)ceil_div(variant_narrow_stride(q), VKG_NARROW_RED_COLS),
-				      .work = steps + fma + red,
-				      .trips = (double)trips};
-	} else if (k == KERN_NARROW_DX && for_dx) {
-		uint32_t tiles;
-		const uint64_t groups = variant_narrow_dx_groups(q, &tiles);
-		/* elements loaded and stored plus a sixteenth of the
-		 * multiply-adds, per 4096; and one per chunk of out of each
-		 * row tile (its loads and barriers) */
-		const uint64_t i4 = ceil_div(q->in, 4) * 4;
-		const uint64_t tr = variant_narrow_dx_tile_rows(q->in);
-		const uint64_t rowtiles = ceil_div(q->batch, tr) * ceil_div(q->in, VKG_NARROW_TILE) *
-					  ceil_div(q->out, 4096 / tr);
-		const double el = (double)q->batch * (double)(q->out + q->in) +
-				  (double)q->batch * (double)q->out * (double)i4 / 16.0;
-		return (variant_geom){.wgs = (double)(groups * ceil_div(q->in, VKG_NARROW_TILE)),
-				      .work = el / 4096.0 + (double)rowtiles,
-				      .trips = (double)tiles * (double)(q->out + 1)};
-	} else if (k == KERN_SPLITK && slices >= 1) {
-		const uint64_t tiles = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE)
-					      : ceil_div(n, TILE) * ceil_div(q->out, TILE);
-		wgs = slices * tiles;
-		trips = ceil_div(ceil_div(for_dx ? q->out : q->batch, slices), 16);
-		extra = slices * tiles; /* the reduce pass: each slice's tiles read once */
-	}
-	return (variant_geom){.wgs = (double)(wgs + extra), .work = (double)(wgs * trips + extra),
-			      .trips = (double)trips};
-}
 
 /* Model cm's estimate (ns) of one part on kernel k (S slices), or < 0. */
 static double part_ns(const costmodel *cm, const proto_request *q, bool for_dx, int k, uint32_t slices)
 {
-	const variant_geom g = variant_geometry(q, for_dx, k, slices);
+	const costmodel_geom g = costmodel_geometry(q, for_dx, k, slices);
 	return g.work > 0 ? costmodel_ns(cm, k, q->dtype, g.wgs, g.work, g.trips) : -1.0;
 }
 
@@ -395,7 +237,7 @@ static bool model_may(const proto_request *q, bool for_dx, int k)
 {
 	if (q->dtype == PROTO_F32 || k == KERN_SPLITK || k == KERN_NARROW)
 		return true;
-	return (for_dx ? q->out : q->batch) <= variant_max_k(k, q->dtype);
+	return (for_dx ? q->out : q->batch) <= kshape_max_k(k, q->dtype);
 }
 
 /* dW (and db) by the cheapest plain family on the model (generic, tiled,
@@ -425,7 +267,7 @@ static void cost_param(const proto_request *q, const costmodel *cm, bool narrow,
 			best = KERN_SPLITK, best_s = s, best_ns = t;
 	}
 	if (narrow && variant_narrow_fits(q)) {
-		const uint32_t s = variant_narrow_blocks(q);
+		const uint32_t s = kshape_narrow_blocks(q);
 		const double t = part_ns(cm, q, false, KERN_NARROW, s);
 		if (t >= 0 && (best < 0 || t < best_ns))
 			best = KERN_NARROW, best_s = s, best_ns = t;
@@ -552,7 +394,7 @@ void variant_widen(variant_plan *p, const proto_request *q)
 		return;
 	/* f16/bf16: not where the 128 tile (8 rows per iteration) would cut a
 	 * reduction the 64 tile walks in one dispatch (a rounding per piece) */
-	const uint64_t kmax = q->dtype == PROTO_F32 ? UINT64_MAX : variant_max_k(KERN_TILED128, q->dtype);
+	const uint64_t kmax = q->dtype == PROTO_F32 ? UINT64_MAX : kshape_max_k(KERN_TILED128, q->dtype);
 	if (p->param == KERN_TILED && q->t[PROTO_T_DW].present && wide_enough(q->out, q->in, q->batch) &&
 	    q->batch <= kmax)
 		p->param = KERN_TILED128;
@@ -575,7 +417,7 @@ static void nv2_take(variant_plan *p, const proto_request *q, uint32_t bm, uint3
 {
 	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 || !bm || !bn)
 		return;
-	const uint64_t kmax = variant_max_k(kdw, q->dtype);
+	const uint64_t kmax = kshape_max_k(kdw, q->dtype);
 	if (p->param == KERN_CMK_DW && q->batch <= kmax && nv2_fits(q->out, q->in, bm, bn, min_tiles, whole))
 		p->param = kdw;
 	if (p->input == KERN_CMK_DX && q->out <= kmax && nv2_fits(q->batch, q->in, bm, bn, min_tiles, whole))
@@ -603,22 +445,6 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
 		p->input = KERN_CMK_DX_S;
 }
 
-uint64_t variant_narrow_elems(const proto_request *q, uint32_t blocks)
-{
-	return (uint64_t)blocks * variant_narrow_stride(q);
-}
 
-uint64_t variant_narrow_stride(const proto_request *q)
-{
-	return (q->t[PROTO_T_DW].present ? q->out * q->in : 0) + q->out;
-}
 
-uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices)
-{
-	return (uint64_t)slices * (q->out * q->in + q->out);
-}
 
-uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices)
-{
-	return (uint64_t)slices * q->batch * q->in;
-}

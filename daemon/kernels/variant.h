@@ -53,12 +53,12 @@
  * within one storage-buffer binding; a job whose partials do not fit gets
  * fewer slices, or runs tiled (placement.c).
  *
- * Loop bound: no kernel's loop runs more than VARIANT_MAX_LOOP_TRIPS
+ * Loop bound: no kernel's loop runs more than KSHAPE_MAX_LOOP_TRIPS
  * iterations in one dispatch, on any device. llvmpipe (lavapipe) ends a
  * shader invocation's loops after 65,535 iterations in all (one counter
  * per invocation, shared by every loop in it) without an error, so a longer
  * reduction silently dropped terms (issue 13). dispatch.c cuts a reduction
- * longer than variant_max_k() of its kernel into pieces, one dispatch (per
+ * longer than kshape_max_k() of its kernel into pieces, one dispatch (per
  * grid piece) each, the pieces after the first accumulating into what the
  * earlier ones wrote, after a barrier:
  *   - f32: the pieces accumulate in the f32 output itself, one f32 rounding
@@ -66,7 +66,7 @@
  *   - f16/bf16: accumulating in the 16-bit output would round the running
  *     sum once per piece, so such a job goes split-K instead (dW/db, and dX:
  *     the same GEMM kernel over out with A = dY, B = W), with
- *     ceil(K / variant_max_k(split-K)) slices, whatever the forced family:
+ *     ceil(K / kshape_max_k(split-K)) slices, whatever the forced family:
  *     f32 partials (long slices cut into pieces accumulating in f32 there)
  *     and the output rounded once. Only when scratch cannot hold those
  *     partials (placement.c: past the cap or one binding, or the
@@ -95,6 +95,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kshape.h"
 #include "msg.h"
 
 typedef struct variant_plan {
@@ -125,29 +126,6 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
 bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, proto_dtype d,
 		     char *why, size_t n);
 
-/* Iterations of any kernel's loops in one dispatch, on every device (see
- * "Loop bound" above): at most VARIANT_LOOP_TRIPS_MAX, well under
- * llvmpipe's 65,535, leaving room for the kernels' short fixed loops (the
- * seed kernel's 3-step tree). A daemon's --loop-trips may lower it
- * (variant_set_loop_trips, once at start, by placement_init), so that
- * tests reach the cut reductions at small shapes; one setting per
- * process. */
-#define VARIANT_LOOP_TRIPS_MAX 32768u
-#define VARIANT_MAX_LOOP_TRIPS (variant_loop_trips())
-uint32_t variant_loop_trips(void);
-/* trips in [1, VARIANT_LOOP_TRIPS_MAX]; anything else sets the maximum */
-void variant_set_loop_trips(uint32_t trips);
-
-/* The longest reduction (elements of k) kernel `kern` walks in one dispatch
- * within VARIANT_MAX_LOOP_TRIPS: VARIANT_MAX_LOOP_TRIPS times the elements
- * its loop takes per iteration (seed dW: 8 stripes; dX, tiled, split-K: 16;
- * tiled128: 16 for f32, 8 for f16/bf16; coopmat, coopmat_nv2: 32;
- * coopmat_khr: two k steps of BK, at least VARIANT_CMK_MIN_BK, per
- * iteration — dispatch.c cuts by its pipelines' actual BK, 32 by default). A
- * kernel missing from variant.c's list counts as one element per
- * iteration. */
-#define VARIANT_CMK_MIN_BK 16u
-uint64_t variant_max_k(int kern, proto_dtype dt);
 
 /* What the device runs for q's dtype, as bits of `caps`:
  * VARIANT_HAS_COOPMAT linear_coopmat_gemm, VARIANT_HAS_CMK
@@ -181,17 +159,6 @@ variant_plan variant_choose(const proto_request *q, unsigned caps);
 #define VARIANT_MODEL_MARGIN 1.5
 variant_plan variant_choose_costed(const proto_request *q, unsigned caps, const costmodel *cm);
 
-/* One part of a job on one kernel, as the cost model counts it: `wgs`
- * workgroups (split-K: of its slices, plus one per 64x64 tile of each
- * slice for its reduce pass), `work` workgroup-iterations in all (workgroups × loop iterations of each; for
- * split-K plus one per 64x64 tile of each slice for its reduce pass) and
- * `trips`, the loop iterations of one workgroup (the critical path). k is
- * KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_TILED128 (its default 128x128
- * tile) or KERN_SPLITK (slices S); another gives work 0. */
-typedef struct variant_geom {
-	double wgs, work, trips;
-} variant_geom;
-variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices);
 
 /* The GPU time (ns) model cm estimates for q's kernels by plan p: the sum
  * over its parts (dW/db, dX). 0 when there is no model or a part's kernel
@@ -218,16 +185,12 @@ void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uin
 #define VARIANT_NV2_SMALL_MIN_TILES 64
 void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
 
-/* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
 /* linear_coopmat_khr_gemm's tiling for q's GEMMs (dW: m = out, n = in; dX:
  * m = batch, n = in): the small one (KERN_CMK_*_S) where a GEMM has fewer
  * than small_below tiles of bm × bn (the large tiling's). */
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
 			uint32_t bn);
 
-uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices);
-/* The same for q's dX (split over out) with `slices` slices. */
-uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices);
 
 /* For a job whose tensors are in device memory (the device-local path),
  * when the variant is auto: a GEMM by linear_tiled_gemm becomes
@@ -252,38 +215,7 @@ void variant_widen(variant_plan *p, const proto_request *q);
  * (docs/performance.md: the command that measures them). */
 #define VARIANT_NARROW_MIN_BATCH 16384
 #define VARIANT_NARROW_MAX_FEATURES 256
-#define VARIANT_NARROW_WGS 512     /* stage one's workgroups aimed for (blocks × tiles): ~4 per SM on an H100 */
-#define VARIANT_NARROW_MIN_ROWS 256 /* rows per block at least (4 steps) */
-#define VARIANT_NARROW_DX_WGS 1024 /* dX's workgroups aimed for (row groups × column tiles) */
 bool variant_narrow_fits(const proto_request *q);
-/* Rows per block at most: a quarter of the loop bound (each step of 64
- * rows is 64 / row groups inner trips), at least one step. */
-uint64_t variant_narrow_max_rows(void);
-/* Rows of one step of linear_narrow_param through shared memory for q's
- * first (widest) tile: 1024 / the least power of two >= its wider side in
- * quads (64 for a 64-wide tile, 1024 for one of 1-4 features). */
-uint64_t variant_narrow_step_rows(const proto_request *q);
-/* Workgroups of one block: 64x64 tiles of dW (one column of them for db
- * alone). */
-uint64_t variant_narrow_tiles(const proto_request *q);
-/* Blocks for q (a function of the shape and the loop bound alone): about
- * VARIANT_NARROW_WGS workgroups, blocks of at least VARIANT_NARROW_MIN_ROWS
- * rows and at most variant_narrow_max_rows, every block a whole number of
- * 64-row steps and none empty. */
-uint32_t variant_narrow_blocks(const proto_request *q);
-/* The fewest blocks the loop bound allows (placement lowers the blocks no
- * further when the partials must shrink). */
-uint32_t variant_narrow_min_blocks(const proto_request *q);
-/* Rows of each block (the last may have fewer) with `blocks` blocks. */
-uint64_t variant_narrow_rows(const proto_request *q, uint32_t blocks);
-/* linear_narrow_input: rows of one row tile for a column tile of min(64,
- * in) features (1024 / P, P the least power of two >= ceil(features / 4)),
- * and the row groups (gl_WorkGroupID.y) with *tiles row tiles each. */
-uint64_t variant_narrow_dx_tile_rows(uint64_t in);
-/* f32 partials of q's dW/db on the narrow family with `blocks` blocks:
- * each block out·in (dW asked for) then out (db), its stride. */
-uint64_t variant_narrow_elems(const proto_request *q, uint32_t blocks);
-uint64_t variant_narrow_stride(const proto_request *q);
-uint64_t variant_narrow_dx_groups(const proto_request *q, uint32_t *tiles);
+/* (its shapes: blocks, rows, tiles, partials: kshape.h) */
 
 #endif
