@@ -48,7 +48,7 @@ __all__ = ["Error", "Client", "Region", "Future", "connect", "default_socket", "
 
 # kernel families a job may force (proto/msg.c variant_names)
 VARIANTS = ("auto", "generic", "tiled", "splitk", "coopmat", "tiled128", "coopmat_khr",
-            "coopmat_nv2", "coopmat_khr_f32x3")
+            "coopmat_nv2", "coopmat_khr_f32x3", "narrow")
 OUTPUTS = ("dw", "db", "dx")
 _POOL_MIN = 1 << 20
 _ALIGN = 64
