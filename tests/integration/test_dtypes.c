@@ -182,8 +182,8 @@ static void run_dtype(bool bf16)
 	static const unsigned subsets[] = {1, 2, 4, 3, 7};
 	/* coopmat and coopmat_khr only where the daemon has them (f16 on
 	 * VK_NV_cooperative_matrix; f16, bf16 on VK_KHR_cooperative_matrix) */
-	const char *variants[7] = {"generic", "tiled", "tiled128", "splitk"};
-	int nv = 4;
+	const char *variants[8] = {"generic", "tiled", "tiled128", "splitk", "narrow"};
+	int nv = 5;
 	if (!bf16 && g_coopmat)
 		variants[nv++] = "coopmat";
 	else if (!bf16)
@@ -284,12 +284,12 @@ static void test_hello_lists_every_dtype(void **state)
 		if (strcmp(info.kernels[i].dtype, "bf16") == 0) seen[2]++;
 	}
 	vkg_close(c);
-	/* lavapipe has storageBuffer16BitAccess: the seven plain kernels in all
+	/* lavapipe has storageBuffer16BitAccess: the ten plain kernels in all
 	 * three dtypes (parameter, input, tiled, tiled128, split-K's two passes,
-	 * linear_forward_prep) */
-	assert_int_equal(seen[0], 7);
-	assert_int_equal(seen[1], 7);
-	assert_int_equal(seen[2], 7);
+	 * linear_forward_prep, the narrow family's three) */
+	assert_int_equal(seen[0], 10);
+	assert_int_equal(seen[1], 10);
+	assert_int_equal(seen[2], 10);
 }
 
 /* Forcing coopmat where it cannot run is `unsupported`, naming the variant,
