@@ -38,7 +38,11 @@ proto_code proto_code_from_name(const char *s, size_t n);
 
 typedef struct proto_err {
 	proto_code code;
-	char message[256];
+	/* (512: an unknown variant's message names every variant of the
+	 * dtype and those this device cannot run, past 256 on a device that
+	 * lacks tiled128, narrow and the cooperative matrices; a client's
+	 * vkg_error keeps its first 255 bytes) */
+	char message[512];
 } proto_err;
 
 /* Sets err and returns -(int)code (so callers can `return proto_fail(...)`).

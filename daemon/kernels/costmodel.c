@@ -34,18 +34,21 @@ typedef struct probe_part {
 	int kern;
 	bool for_dx;
 	uint64_t n_long[2], n_wide[2];
+	uint64_t n_long_16bit; /* the 16-bit dtypes' one long shape, 0: n_long[1] */
 } probe_part;
 static const probe_part parts[] = {
-	{KERN_PARAM, false, {64, 256}, {2, 4}}, {KERN_TILED, false, {4, 8}, {4, 8}},
-	/* split-K's long shapes long enough that the 16-bit dtypes' three
+	{KERN_PARAM, false, {64, 256}, {2, 4}, 0}, {KERN_TILED, false, {4, 8}, {4, 8}, 0},
+	/* split-K: the 16-bit dtypes' long shape long enough that their three
 	 * samples tell its cost per workgroup-iteration from its fixed cost
 	 * (at 128 rows the f16 fit gave the iterations 0 ns, and auto took 64
-	 * slices for 1048576x1x1 dW/db at 5 ms estimated: 13 s on lavapipe) */
-	{KERN_SPLITK, false, {32, 128}, {4, 8}}, {KERN_TILED128, false, {4, 8}, {4, 8}},
-	{KERN_INPUT, true, {16, 32}, {2, 4}},   {KERN_TILED, true, {4, 8}, {4, 8}},
-	{KERN_TILED128, true, {4, 8}, {4, 8}},
-	{KERN_NARROW, false, {256, 1024}, {2, 4}},
-	{KERN_NARROW_DX, true, {256, 1024}, {2, 4}},
+	 * slices for 1048576x1x1 dW/db at 5 ms estimated: 13 s on lavapipe);
+	 * f32's five samples keep the short ones (with 512 and 2048 rows its
+	 * fit put split-K below tiled128 for 160x160x160, 2-7x slower) */
+	{KERN_SPLITK, false, {4, 8}, {4, 8}, 128}, {KERN_TILED128, false, {4, 8}, {4, 8}, 0},
+	{KERN_INPUT, true, {16, 32}, {2, 4}, 0},   {KERN_TILED, true, {4, 8}, {4, 8}, 0},
+	{KERN_TILED128, true, {4, 8}, {4, 8}, 0},
+	{KERN_NARROW, false, {256, 1024}, {2, 4}, 0},
+	{KERN_NARROW_DX, true, {256, 1024}, {2, 4}, 0},
 };
 #define NPARTS (sizeof(parts) / sizeof(parts[0]))
 
@@ -443,7 +446,8 @@ static unsigned probe_list(const pipelines *pl, probe *list)
 				continue;
 			list[n++] = (probe){pp, (proto_dtype)dt, 0, 1};
 			for (int i = dt == PROTO_F32 ? 0 : 1; i < 2; i++) {
-				list[n++] = (probe){pp, (proto_dtype)dt, 1, pp->n_long[i]};
+				list[n++] = (probe){pp, (proto_dtype)dt, 1,
+						    dt != PROTO_F32 && pp->n_long_16bit ? pp->n_long_16bit : pp->n_long[i]};
 				list[n++] = (probe){pp, (proto_dtype)dt, 2, pp->n_wide[i]};
 			}
 		}

@@ -108,7 +108,7 @@ static void test_proto_fail(void **state)
 	assert_int_equal(err.code, PROTO_LIMIT);
 	assert_string_equal(err.message, "key 'batch' = 9");
 	/* long messages are cut, not overflowed */
-	char big[600];
+	char big[1100];
 	memset(big, 'z', sizeof(big) - 1);
 	big[sizeof(big) - 1] = 0;
 	proto_fail(&err, PROTO_INTERNAL, "%s", big);
@@ -1577,10 +1577,10 @@ static void test_messages_are_utf8(void **state)
 	}
 	/* proto_fail and proto_err_append cut long messages between characters */
 	proto_err err;
-	char euros[400];
-	for (int i = 0; i < 133; i++)
+	char euros[800];
+	for (int i = 0; i < 266; i++)
 		memcpy(euros + 3 * i, "\xe2\x82\xac", 3);
-	euros[399] = 0;
+	euros[798] = 0;
 	for (int skew = 0; skew < 3; skew++) {
 		proto_fail(&err, PROTO_INTERNAL, "%.*s%s", skew, "ab", euros);
 		assert_true(strlen(err.message) >= sizeof(err.message) - 4);
