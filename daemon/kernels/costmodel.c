@@ -560,7 +560,8 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 
 #define FILE_MAX 8192 /* bytes: a model is about 2 KiB */
 
-/* What a saved model must match: the daemon's version, the kernels
+/* What a saved model must match: its format (2: with the narrow family's
+ * fits, split-K's 16-bit long probe), the daemon's version, the kernels
  * (a hash of every registered SPIR-V module), the loop bound, and the
  * device and driver. */
 static void model_key(const device *d, char *key, size_t n)
@@ -574,7 +575,7 @@ static void model_key(const device *d, char *key, size_t n)
 	char uuid[2 * VK_UUID_SIZE + 1];
 	for (int i = 0; i < (int)VK_UUID_SIZE; i++)
 		snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
-	snprintf(key, n, "vkgrad-costmodel 1 %s kernels %016llx trips %u device %04x %04x %08x %s", VKG_VERSION,
+	snprintf(key, n, "vkgrad-costmodel 2 %s kernels %016llx trips %u device %04x %04x %08x %s", VKG_VERSION,
 		 (unsigned long long)h, kshape_loop_trips(), d->props.vendorID, d->props.deviceID,
 		 d->props.driverVersion, uuid);
 }

@@ -45,7 +45,11 @@ uint64_t kshape_splitk_dx_elems(const proto_request *q, uint32_t slices);
 
 /* ---- the narrow family's shapes (variant.h: when it runs) ---------------- */
 #define KSHAPE_NARROW_WGS 512     /* stage one's workgroups aimed for (blocks × tiles): ~4 per SM on an H100 */
-#define KSHAPE_NARROW_MIN_ROWS 256 /* rows per block at least (4 steps) */
+/* rows per block at least: each block costs its workgroups a tree of the
+ * row groups and a store of its partials (on lavapipe, blocks of 256 rows
+ * made 32768x3x5 dW+db 2-4x the seed kernel's time; B >= 2^19 keeps
+ * KSHAPE_NARROW_WGS workgroups either way) */
+#define KSHAPE_NARROW_MIN_ROWS 1024
 #define KSHAPE_NARROW_DX_WGS 1024 /* dX's workgroups aimed for (row groups × column tiles) */
 /* Rows per block at most: a quarter of the loop bound (each step of 64
  * rows is 64 / row groups inner trips), at least one step. */
