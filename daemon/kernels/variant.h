@@ -211,10 +211,12 @@ void variant_widen(variant_plan *p, const proto_request *q);
  * VARIANT_NARROW_MAX_FEATURES, ahead of the tensor-core kernels; with a
  * cost model, the model may move a part to another plain family that it
  * finds VARIANT_MODEL_MARGIN times cheaper (and a part the rules gave to a
- * plain family to narrow). These bounds are not yet measured on a GPU
+ * plain family to narrow, for batch >= VARIANT_NARROW_MODEL_MIN_BATCH and
+ * in, out <= VARIANT_NARROW_MAX_FEATURES). These bounds are not yet measured on a GPU
  * (docs/performance.md: the command that measures them). */
 #define VARIANT_NARROW_MIN_BATCH 16384
 #define VARIANT_NARROW_MAX_FEATURES 256
+#define VARIANT_NARROW_MODEL_MIN_BATCH 1024 /* with a cost model: from here on */
 bool variant_narrow_fits(const proto_request *q);
 /* (its shapes: blocks, rows, tiles, partials: kshape.h) */
 
