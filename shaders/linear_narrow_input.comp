@@ -48,6 +48,11 @@ void put_w(uint r, uint c, float f)
 	ws4[r * 16u + (c >> 2)][c & 3u] = f;
 }
 
+void put_w4(uint r, uint c, vec4 f)
+{
+	ws4[r * 16u + (c >> 2)] = f;
+}
+
 void main()
 {
 	const uint tid = gl_LocalInvocationIndex;
@@ -77,7 +82,7 @@ void main()
 			barrier();
 			if (nch > 1u || rt == rt0) {
 				NARROW_LOAD(w, wv4, rv, pc.w_off + k0 * pc.n_in + i0, pc.n_in, nci, nck * nci, vw)
-				NARROW_PUT(rv, nci, KC * nci, put_w)
+				NARROW_PUT_V(rv, nci, KC * nci, put_w, put_w4)
 			}
 			NARROW_LOAD(dy, dyv4, rv, pc.dy_off + r0 * pc.n_out + k0, pc.n_out, nck, nr * nck, vy)
 			NARROW_PUT(rv, nck, TR * nck, put_y)

@@ -56,6 +56,16 @@ void put_x(uint r, uint c, float f)
 	xs4[r * wq + (c >> 2)][c & 3u] = f;
 }
 
+void put_y4(uint r, uint c, vec4 f)
+{
+	ys4[r * wq + (c >> 2)] = f;
+}
+
+void put_x4(uint r, uint c, vec4 f)
+{
+	xs4[r * wq + (c >> 2)] = f;
+}
+
 void main()
 {
 	const uint tid = gl_LocalInvocationIndex;
@@ -99,9 +109,9 @@ void main()
 	}
 	for (uint s = 0u; s < steps; s++) {
 		barrier();
-		NARROW_PUT(ry, nco, SR * nco, put_y)
+		NARROW_PUT_V(ry, nco, SR * nco, put_y, put_y4)
 		if (want_dw) {
-			NARROW_PUT(rx, nci, SR * nci, put_x)
+			NARROW_PUT_V(rx, nci, SR * nci, put_x, put_x4)
 		}
 		barrier();
 		if (s + 1u < steps) { // the next rows in flight while these are multiplied

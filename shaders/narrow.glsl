@@ -73,6 +73,31 @@ float vlane(VTYPE w, uint k)
 		}                                                                              \
 	}
 
+// NARROW_PUT where rows of the shared block are vec4s (PUT4(row, column,
+// vec4), column a multiple of 4): a unit that starts on a multiple of 4
+// and lies within one row is stored 16 bytes at a time (consecutive
+// threads, consecutive vec4: no bank conflicts), others element by
+// element as NARROW_PUT.
+#define NARROW_PUT_V(v, nc, nblock, PUT, PUT4)                                                \
+	[[unroll]] for (uint j_ = 0u; j_ < NU; j_++) {                                         \
+		const uint e0_ = (gl_LocalInvocationIndex + j_ * 256u) * VW;                   \
+		uint r_ = e0_ / (nc), c_ = e0_ - r_ * (nc);                                   \
+		if ((c_ & 3u) == 0u && c_ + VW <= (nc) && e0_ + VW <= (nblock)) {              \
+			[[unroll]] for (uint q_ = 0u; q_ < VW / 4u; q_++)                      \
+				PUT4(r_, c_ + 4u * q_, vec4(v[j_ * VW + 4u * q_], v[j_ * VW + 4u * q_ + 1u], \
+							    v[j_ * VW + 4u * q_ + 2u], v[j_ * VW + 4u * q_ + 3u])); \
+		} else {                                                                       \
+			[[unroll]] for (uint k_ = 0u; k_ < VW; k_++) {                         \
+				if (e0_ + k_ < (nblock))                                       \
+					PUT(r_, c_, v[j_ * VW + k_]);                          \
+				if (++c_ == (nc)) {                                            \
+					c_ = 0u;                                               \
+					r_++;                                                  \
+				}                                                              \
+			}                                                                      \
+		}                                                                              \
+	}
+
 // The least power of two >= n (n <= 256).
 uint narrow_pow2(uint n)
 {
