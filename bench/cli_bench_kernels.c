@@ -20,6 +20,7 @@
  * a CPU device (lavapipe) so the default run stays short there. */
 #include "cli.h"
 #include "cli_bench.h"
+#include "peak_copy.h"
 #include "ref.h"
 
 #include <errno.h>
@@ -55,6 +56,18 @@ static const uint64_t bk_default_shapes[][3] = {
 	{32, 64, 8},        {256, 256, 16},     {4096, 1024, 16},    {8192, 4096, 32},
 	{2048, 1024, 1024}, {8192, 4096, 4096}, {16384, 8192, 8192},
 };
+/* --shapes narrow: issue 37's narrow layers over many rows */
+static const uint64_t bk_narrow_shapes[][3] = {
+	{1048576, 64, 64}, {1048576, 32, 16}, {4194304, 64, 64}, {1048576, 128, 128}, {262144, 256, 256},
+};
+/* --shapes grid: auto against every family, B from 2^10 to 2^22, I and O
+ * from 1 to 1024 with odd sizes (issue 37, item 2) */
+static const uint64_t bk_grid_shapes[][3] = {
+	{1024, 1, 1},       {1024, 3, 5},       {1024, 64, 64},       {1024, 257, 129},   {1024, 1024, 1024},
+	{16384, 1, 1},      {16384, 33, 17},    {16384, 64, 64},      {16384, 257, 129},  {16384, 1024, 1024},
+	{262144, 1, 1},     {262144, 33, 17},   {262144, 64, 64},     {262144, 257, 2},   {262144, 1024, 16},
+	{4194304, 1, 1},    {4194304, 3, 5},    {4194304, 32, 16},    {4194304, 64, 64},  {4194304, 128, 128},
+};
 
 static const char bk_usage[] =
 	"usage: vkgrad [--socket PATH] bench --kernels [--shapes B,I,O[;B,I,O...]]\n"
@@ -88,7 +101,20 @@ static const char bk_usage[] =
 	"(max_tensor_bytes, max_region_bytes, max_dim), prints a line with\n"
 	"\"skipped\"; a dtype/variant the daemon refuses prints one with \"error\".\n"
 	"  --shapes      default 32,64,8;256,256,16;4096,1024,16;8192,4096,32;\n"
-	"                2048,1024,1024;8192,4096,4096;16384,8192,8192\n"
+	"                2048,1024,1024;8192,4096,4096;16384,8192,8192; or a set by name:\n"
+	"                narrow (1048576,64,64;1048576,32,16;4194304,64,64;\n"
+	"                1048576,128,128;262144,256,256), grid (B 2^10..2^22 by I, O\n"
+	"                1..1024, odd sizes among them: 20 shapes)\n"
+	"  copy_gbps, copy_fraction  the device's copy bandwidth (bench --peak's\n"
+	"                copy: 2 x bytes of a device-to-device copy / its time,\n"
+	"                measured once in this process on the daemon's default\n"
+	"                device) and gbps / copy_gbps: how near the line is to\n"
+	"                the memory's speed\n"
+	"  --copy-gbps X take X as copy_gbps instead of measuring it (0: leave the\n"
+	"                fraction out)\n"
+	"After the lines, one {\"bench\":\"kernels_auto\"} line per shape and dtype\n"
+	"where auto and another variant ran: auto_us, best (the fastest other\n"
+	"variant), best_us, auto_over_best.\n"
 	"  --dtypes      default: every dtype the daemon's hello lists kernels for\n"
 	"  --variants    default auto,generic,tiled (the request key `variant`)\n"
 	"  --outputs L   the gradients each job computes (default dw,db,dx): one at a\n"
@@ -118,6 +144,8 @@ typedef struct bk_opts {
 	unsigned outputs; /* CLI_OUT_* */
 	double max_gflop;
 	bool max_gflop_set, json;
+	double copy_gbps; /* --copy-gbps */
+	bool copy_set;
 } bk_opts;
 
 /* One line's outcome, kept for the table at the end. */
@@ -130,6 +158,7 @@ typedef struct bk_line {
 	bk_kind kind;
 	uint64_t reps;
 	double gpu_us, batch_gpu_us, e2e_us, tflops, gbps, err;
+	double copy_frac; /* gbps / copy_gbps, NaN when unknown */
 	bool measured, ok, sampled;
 	char note[320];
 } bk_line;
@@ -140,6 +169,7 @@ typedef struct bk_run {
 	vkg_info info;
 	char device[300]; /* JSON-escaped */
 	double max_flop;  /* 0: no cap */
+	double copy_gbps; /* the device's copy bandwidth, 0 when unknown */
 	bk_line *lines;
 	size_t nlines, cap;
 	bool check_failed, daemon_failed;
@@ -217,7 +247,7 @@ static int dtype_lookup(const char *s)
 static int bk_parse(int argc, char **argv, bk_opts *o)
 {
 	enum { KO_KERNELS = 256, KO_SHAPES, KO_DTYPES, KO_VARIANTS, KO_REPS, KO_OUTPUTS, KO_MAXGF,
-	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP };
+	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP, KO_COPY };
 	static const struct option opts[] = {
 		{"kernels", no_argument, NULL, KO_KERNELS},
 		{"shapes", required_argument, NULL, KO_SHAPES},
@@ -230,6 +260,7 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 		{"socket", required_argument, NULL, KO_SOCKET},
 		{"daemon", required_argument, NULL, KO_DAEMON},
 		{"help", no_argument, NULL, KO_HELP},
+		{"copy-gbps", required_argument, NULL, KO_COPY},
 		{0},
 	};
 	memset(o, 0, sizeof(*o));
@@ -247,6 +278,14 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 		switch (c) {
 		case KO_KERNELS: break;
 		case KO_SHAPES:
+			if (strcmp(optarg, "narrow") == 0 || strcmp(optarg, "grid") == 0) {
+				const bool nw = optarg[0] == 'n';
+				o->nshapes = nw ? sizeof(bk_narrow_shapes) / sizeof(bk_narrow_shapes[0])
+						: sizeof(bk_grid_shapes) / sizeof(bk_grid_shapes[0]);
+				memcpy(o->shapes, nw ? (const void *)bk_narrow_shapes : (const void *)bk_grid_shapes,
+				       o->nshapes * sizeof(o->shapes[0]));
+				break;
+			}
 			if (parse_shapes(optarg, o) != 0)
 				return cli_usage_fail("bench --kernels: --shapes takes B,I,O[;B,I,O...] "
 						      "with each in [1, 2^32) (up to %d shapes; got '%s')",
@@ -290,6 +329,17 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 			break;
 		}
 		case KO_JSON: o->json = true; break;
+		case KO_COPY: {
+			char *end;
+			errno = 0;
+			o->copy_gbps = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->copy_gbps >= 0) || isinf(o->copy_gbps))
+				return cli_usage_fail("bench --kernels: --copy-gbps takes a number >= 0 "
+						      "(got '%s')",
+						      optarg);
+			o->copy_set = true;
+			break;
+		}
 		case KO_SOCKET: o->socket = optarg; break;
 		case KO_DAEMON: o->daemon = optarg; break;
 		case 'h':
@@ -617,6 +667,7 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	const double us = l->gpu_us > 0 ? l->gpu_us : NAN;
 	l->tflops = flop / us / 1e6;
 	l->gbps = bytes / us / 1e3;
+	l->copy_frac = r->copy_gbps > 0 ? l->gbps / r->copy_gbps : NAN;
 	l->err = cli_task_check(t);
 	l->sampled = t->sample[CLI_DW] != NULL;
 	const double tol = vkg_ref_tolerance(t->dtype);
@@ -624,16 +675,19 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	if (!l->ok)
 		r->check_failed = true;
 
-	char buf[3072], nb[4][40];
+	char buf[3072], nb[6][40];
 	int n = line_head(buf, sizeof(buf), shape);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\",\"reps\":%" PRIu64
 		 ",\"gpu_us\":%.1f,\"kernel_us_measured\":%s,\"batch_gpu_us\":%.1f,"
 		 "\"tflops\":%s,\"gbps\":%s,\"end_to_end_us\":%.1f,\"warmup_us\":%.0f,"
+		 "\"copy_gbps\":%s,\"copy_fraction\":%s,"
 		 "\"max_rel_err\":%s,\"tol\":%s,\"check\":\"%s\",\"ok\":%s,\"device\":\"%s\"%s}\n",
 		 dname, vname, outs, reps, l->gpu_us, all_kernel ? "true" : "false", l->batch_gpu_us,
 		 json_num(nb[0], sizeof(nb[0]), "%.4g", l->tflops),
 		 json_num(nb[1], sizeof(nb[1]), "%.4g", l->gbps), l->e2e_us, warm_us,
+		 json_num(nb[3], sizeof(nb[3]), "%.1f", r->copy_gbps > 0 ? r->copy_gbps : NAN),
+		 json_num(nb[4], sizeof(nb[4]), "%.3f", l->copy_frac),
 		 json_num(nb[2], sizeof(nb[2]), "%.3g", l->err), vkg_ref_tolerance_text(t->dtype),
 		 l->sampled ? "sampled" : "full", l->ok ? "true" : "false", r->device, tl_json);
 	cli_out("%s", buf);
@@ -645,10 +699,10 @@ static const char *limit_problem(const bk_run *r, const cli_task *t, char *why, 
 {
 	static const char *const nm[CLI_NT] = {"x", "dy", "w", "dw", "db", "dx"};
 	const uint64_t dims[3] = {t->batch, t->in, t->out};
-	for (int k = 0; k < 3; k++)
+	for (int k = 1; k < 3; k++) /* (batch: the byte limits alone) */
 		if (r->info.max_dim && dims[k] > r->info.max_dim) {
 			snprintf(why, len, "%s %" PRIu64 " > max_dim %" PRIu64,
-				 k == 0 ? "batch" : k == 1 ? "in" : "out", dims[k], r->info.max_dim);
+				 k == 1 ? "in" : "out", dims[k], r->info.max_dim);
 			return why;
 		}
 	for (int s = 0; s < CLI_NT; s++)
@@ -766,8 +820,8 @@ static const char *bk_daemon_up(const bk_opts *o, cli_daemon *priv)
 
 static void print_table(const bk_run *r)
 {
-	printf("\n%-18s %-5s %-8s %5s %11s %4s %9s %9s %12s %9s  %s\n", "shape", "dtype",
-	       "variant", "reps", "gpu_us", "kern", "TFLOP/s", "GB/s", "end2end_us", "max_err",
+	printf("\n%-18s %-5s %-8s %5s %11s %4s %9s %9s %7s %12s %9s  %s\n", "shape", "dtype",
+	       "variant", "reps", "gpu_us", "kern", "TFLOP/s", "GB/s", "of_copy", "end2end_us", "max_err",
 	       "check");
 	for (size_t i = 0; i < r->nlines; i++) {
 		const bk_line *l = &r->lines[i];
@@ -781,16 +835,97 @@ static void print_table(const bk_run *r)
 			printf("%-18s %-5s %-8s error: %s\n", shape, dn, proto_variant_name(l->variant),
 			       l->note);
 		} else {
-			printf("%-18s %-5s %-8s %5" PRIu64 " %11.1f %4s %9.4g %9.4g %12.1f %9.2g  %s%s\n",
+			char frac[16] = "-";
+			if (isfinite(l->copy_frac))
+				snprintf(frac, sizeof(frac), "%.3f", l->copy_frac);
+			printf("%-18s %-5s %-8s %5" PRIu64 " %11.1f %4s %9.4g %9.4g %7s %12.1f %9.2g  %s%s\n",
 			       shape, dn, proto_variant_name(l->variant), l->reps, l->gpu_us,
-			       l->measured ? "yes" : "no", l->tflops, l->gbps, l->e2e_us, l->err,
+			       l->measured ? "yes" : "no", l->tflops, l->gbps, frac, l->e2e_us, l->err,
 			       l->sampled ? "sampled " : "full ", l->ok ? "ok" : "MISMATCH");
 		}
 	}
-	printf("device: %s (%s)\n", r->info.device_name, r->info.device_type);
+	printf("device: %s (%s)", r->info.device_name, r->info.device_type);
+	if (r->copy_gbps > 0)
+		printf("; copy_gbps %.1f (of_copy: GB/s / copy_gbps)", r->copy_gbps);
+	printf("\n");
 	printf("gpu_us: kernel_us (the job's own dispatches) where kern=yes, else the batch's "
 	       "gpu_us\n");
 	fflush(stdout);
+}
+
+/* ---- auto against the others ------------------------------------------------------------ */
+
+/* For each shape and dtype where auto and another variant were measured:
+ * auto's gpu_us over the fastest other's, a JSON line each (and a table). */
+static void print_auto_summary(const bk_run *r)
+{
+	bool head = false;
+	double worst = 0;
+	for (size_t i = 0; i < r->nlines; i++) {
+		const bk_line *a = &r->lines[i];
+		if (a->kind != BK_MEASURED || a->variant != PROTO_VARIANT_AUTO || !(a->gpu_us > 0))
+			continue;
+		const bk_line *best = NULL;
+		for (size_t k = 0; k < r->nlines; k++) {
+			const bk_line *b = &r->lines[k];
+			if (b->kind == BK_MEASURED && b->variant != PROTO_VARIANT_AUTO && b->dtype == a->dtype &&
+			    !memcmp(b->shape, a->shape, sizeof(a->shape)) && b->gpu_us > 0 &&
+			    (!best || b->gpu_us < best->gpu_us))
+				best = b;
+		}
+		if (!best)
+			continue;
+		const double ratio = a->gpu_us / best->gpu_us;
+		worst = ratio > worst ? ratio : worst;
+		if (r->o->json) {
+			cli_out("{\"bench\":\"kernels_auto\",\"shape\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64
+				"],\"dtype\":\"%s\",\"auto_us\":%.1f,\"best\":\"%s\",\"best_us\":%.1f,"
+				"\"auto_over_best\":%.3f,\"device\":\"%s\"}\n",
+				a->shape[0], a->shape[1], a->shape[2], proto_dtype_name(a->dtype), a->gpu_us,
+				proto_variant_name(best->variant), best->gpu_us, ratio, r->device);
+			continue;
+		}
+		if (!head) {
+			printf("\nauto against the fastest other variant (gpu_us):\n%-18s %-5s %11s %-12s %11s %8s\n",
+			       "shape", "dtype", "auto", "best", "best_us", "auto/best");
+			head = true;
+		}
+		char shape[48];
+		snprintf(shape, sizeof(shape), "%" PRIu64 "x%" PRIu64 "x%" PRIu64, a->shape[0], a->shape[1],
+			 a->shape[2]);
+		printf("%-18s %-5s %11.1f %-12s %11.1f %8.2f\n", shape, proto_dtype_name(a->dtype), a->gpu_us,
+		       proto_variant_name(best->variant), best->gpu_us, ratio);
+	}
+	if (head)
+		printf("worst auto/best: %.2f\n", worst);
+}
+
+/* The device's copy bandwidth for the lines' copy_fraction: --copy-gbps,
+ * or measured here (peak_copy.h) on the default device; 0 when neither. */
+static double bk_copy_gbps(const bk_opts *o)
+{
+	if (o->copy_set)
+		return o->copy_gbps;
+	peak_vk *v = calloc(1, sizeof(*v));
+	char err[512];
+	peak_copy_result c = {0};
+	double g = 0;
+	if (!v) {
+		snprintf(err, sizeof(err), "out of memory");
+	} else if (peak_vk_open(v, 16u << 20, err, sizeof(err)) == 0) {
+		if (peak_copy_measure(v, 0, 5, &c, err, sizeof(err)) == 0 && c.ok)
+			g = c.gbps;
+		else if (!c.ok && !err[0])
+			snprintf(err, sizeof(err), "the copy read back wrong");
+		peak_vk_close(v);
+	}
+	if (g <= 0)
+		cli_errf("bench --kernels: copy_gbps not measured (%s); no copy_fraction\n", err);
+	else if (!o->json)
+		cli_errf("bench: copy_gbps %.1f (2 x %" PRIu64 " bytes copied device to device, median of %u)\n",
+			 g, c.bytes, c.reps);
+	free(v);
+	return g;
 }
 
 /* ---- the command ----------------------------------------------------------------------- */
@@ -829,6 +964,7 @@ int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv)
 				o.dtypes[o.ndtypes++] = (proto_dtype)d;
 		}
 	}
+	r.copy_gbps = bk_copy_gbps(&o);
 	const bool cpu = strcmp(r.info.device_type, "cpu") == 0;
 	const double max_gflop = o.max_gflop_set ? o.max_gflop : cpu ? BK_CPU_MAX_GFLOP : 0;
 	r.max_flop = max_gflop * 1e9;
@@ -854,6 +990,7 @@ int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv)
 	}
 	if (!o.json && r.nlines)
 		print_table(&r);
+	print_auto_summary(&r);
 out:
 	vkg_close(r.c);
 	if (priv.pid && cli_daemon_stop(&priv, 60000, why, sizeof(why)) != 0) {

@@ -28,6 +28,7 @@
  * (daemon/device.c, daemon/coopmat_khr.c), opened in this process. */
 #include "cli.h"
 #include "cli_bench.h"
+#include "peak_copy.h"
 #include "peak_ref.h"
 #include "peak_vk.h"
 #include "ref.h"
@@ -81,6 +82,10 @@ static const char pk_usage[] =
 	"            view, as its dW pass (A = dY transposed)\n"
 	"  nv2_smem  the same loads from a copy of one k-slice in shared memory\n"
 	"  (the nv2_* lines only where --only names them)\n"
+	"  copy      the memory bandwidth: a device-to-device vkCmdCopyBuffer of 1 GiB\n"
+	"            (64 MiB on a CPU device), copy_gbps = 2 x bytes (read and\n"
+	"            written) / the median GPU time, as bench --kernels counts a\n"
+	"            line's gbps; its first bytes read back and compared\n"
 	"Fields: kernel, dtype, shape [M,N,K] (nv2: [BM,BN,BK]), accs (frags [A,B]),\n"
 	"  chains, or (nv2) slices (k-slices the steps cycle through), steps (per\n"
 	"  loop trip), copies, a_kmajor,\n"
@@ -91,7 +96,7 @@ static const char pk_usage[] =
 	"  equals the float64 reference exactly (the inputs are small integers).\n"
 	"  A line the device cannot run says \"unsupported\" with what it lacks.\n"
 	"  --only LIST      mma_regs,mma_smem,mma_smem_dw,fma_f32,fma_outer,nv2_regs,\n"
-	"                   nv2_load,nv2_load_dw,nv2_smem (default all but nv2_*)\n"
+	"                   nv2_load,nv2_load_dw,nv2_smem,copy (default all but nv2_*)\n"
 	"  --dtypes LIST    f16,bf16 (default both)\n"
 	"  --accs LIST      accumulators per subgroup, of 1,2,4,8,16 (default 4,8,16:\n"
 	"                   2x2, 2x4, 4x4 fragments)\n"
@@ -114,11 +119,12 @@ enum {
 	PK_NV2_LOAD,
 	PK_NV2_LOAD_DW,
 	PK_NV2_SMEM,
+	PK_COPY,
 	PK_NKERN
 };
 static const char *const pk_kernel_name[PK_NKERN] = {
 	"mma_regs", "mma_smem", "mma_smem_dw", "fma_f32", "fma_outer",
-	"nv2_regs", "nv2_load", "nv2_load_dw", "nv2_smem",
+	"nv2_regs", "nv2_load", "nv2_load_dw", "nv2_smem", "copy",
 };
 
 typedef struct pk_opts {
@@ -236,6 +242,7 @@ static int pk_parse(int argc, char **argv, pk_opts *o)
 			return cli_usage_fail("bench --peak: --accs takes 1, 2, 4, 8 or 16, not %u", o->accs[i]);
 	for (int k = 0; !kern_set && k < PK_NV2_REGS; k++)
 		o->kern[k] = true;
+	o->kern[PK_COPY] |= !kern_set;
 	/* a malformed tiling is a usage error before any device work */
 	const char *tile = getenv(NV2_TILE_ENV);
 	char terr[512];
@@ -697,9 +704,33 @@ static int run_nv2(pk_run *r, proto_dtype t, int kern, char *err, size_t errlen)
 
 /* ---- the command ---- */
 
+/* The copy bandwidth (peak_copy.h): copy_gbps. */
+static int run_copy(pk_run *r, char *err, size_t errlen)
+{
+	peak_copy_result c;
+	if (peak_copy_measure(&r->v, 0, (unsigned)r->o->reps, &c, err, errlen) != 0)
+		return -1;
+	if (!c.ok)
+		r->failed_check = true;
+	if (r->o->json)
+		cli_out("{\"bench\":\"peak\",\"kernel\":\"copy\",\"bytes\":%" PRIu64 ",\"reps\":%u,"
+			"\"gpu_us\":%.1f,\"copy_gbps\":%.1f,\"copy_gbps_best\":%.1f,\"ok\":%s,\"device\":\"%s\"}\n",
+			c.bytes, c.reps, c.med_us, c.gbps, c.best_gbps, c.ok ? "true" : "false", r->device);
+	else
+		cli_out("%-11s %-5s %-16s %6s %8s %11.1f %9s %9s %5s  %s  copy_gbps %.1f (best %.1f): "
+			"2 x %" PRIu64 " bytes / GPU time\n",
+			"copy", "-", "device->device", "-", "-", c.med_us, "-", "-", "-", c.ok ? "ok" : "MISMATCH",
+			c.gbps, c.best_gbps, c.bytes);
+	return 0;
+}
+
 static int run_all(pk_run *r)
 {
 	char err[512] = "";
+	if (r->o->kern[PK_COPY] && run_copy(r, err, sizeof(err)) != 0) {
+		cli_errf("vkgrad: bench --peak: copy: %s\n", err);
+		return CLI_EXIT_DAEMON;
+	}
 	const proto_dtype dts[2] = {PROTO_F16, PROTO_BF16};
 	for (int k = PK_MMA_REGS; k <= PK_MMA_SMEM_DW; k++)
 		for (int d = 0; d < 2 && r->o->kern[k]; d++)

@@ -354,3 +354,34 @@ int peak_dispatch(peak_vk *v, const peak_pipe *p, peak_buf *const *bufs, const v
 	*gpu_us = (double)ticks * v->dev.timestamp_period / 1e3;
 	return 0;
 }
+
+int peak_copy(peak_vk *v, peak_buf *src, peak_buf *dst, VkDeviceSize bytes, double *gpu_us, char *err,
+	      size_t errlen)
+{
+	if (bytes == 0 || bytes > src->size || bytes > dst->size) {
+		snprintf(err, errlen, "a copy of %llu bytes between buffers of %llu and %llu",
+			 (unsigned long long)bytes, (unsigned long long)src->size, (unsigned long long)dst->size);
+		return -1;
+	}
+	if (begin(v, err, errlen) != 0)
+		return -1;
+	vkCmdResetQueryPool(v->cb, v->qp, 0, 2);
+	/* the previous copy (same buffers) done before this one starts */
+	barrier(v, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+		VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, v->qp, 0);
+	const VkBufferCopy region = {.srcOffset = 0, .dstOffset = 0, .size = bytes};
+	vkCmdCopyBuffer(v->cb, src->buf, dst->buf, 1, &region);
+	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->qp, 1);
+	if (submit_wait(v, err, errlen) != 0)
+		return -1;
+	uint64_t ts[2];
+	VkResult r = vkGetQueryPoolResults(v->dev.dev, v->qp, 0, 2, sizeof(ts), ts, sizeof(ts[0]),
+					   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkGetQueryPoolResults failed (VkResult %d)", r);
+		return -1;
+	}
+	*gpu_us = (double)((ts[1] - ts[0]) & v->dev.timestamp_mask) * v->dev.timestamp_period / 1e3;
+	return 0;
+}

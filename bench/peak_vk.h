@@ -75,4 +75,9 @@ void peak_pipe_destroy(peak_vk *v, peak_pipe *p);
 int peak_dispatch(peak_vk *v, const peak_pipe *p, peak_buf *const *bufs, const void *push, uint32_t groups,
 		  double *gpu_us, char *err, size_t errlen);
 
+/* vkCmdCopyBuffer of the first `bytes` of src into dst, device memory to
+ * device memory; *gpu_us from the timestamps around it. 0, or -1 with err. */
+int peak_copy(peak_vk *v, peak_buf *src, peak_buf *dst, VkDeviceSize bytes, double *gpu_us, char *err,
+	      size_t errlen);
+
 #endif

@@ -116,7 +116,7 @@ int cli_info(const cli_ctx *ctx, int argc, char **argv)
 	printf("  %-18s %" PRIu32 " per connection\n", "max_regions", info.max_regions);
 	print_bytes("max_region_bytes", info.max_region_bytes);
 	printf("  %-18s %" PRIu32 " jobs per connection\n", "max_inflight", info.max_inflight);
-	printf("  %-18s %" PRIu64 " (batch, in, out each)\n", "max_dim", info.max_dim);
+	printf("  %-18s %" PRIu64 " (in, out each; batch by the byte limits)\n", "max_dim", info.max_dim);
 	print_bytes("max_tensor_bytes", info.max_tensor_bytes);
 
 	/* an aligned table: widths from the longest cell of each column */

@@ -19,7 +19,7 @@ static const char run_usage[] =
 	"               and rounds each output once\n"
 	"  --accumulate add to the outputs' contents instead of overwriting them\n"
 	"  --variant V  force the kernel family: auto (default), generic, tiled,\n"
-	"               tiled128, splitk, coopmat (f16 only), coopmat_khr, coopmat_nv2\n"
+	"               tiled128, splitk, narrow, coopmat (f16 only), coopmat_khr, coopmat_nv2\n"
 	"               (f16, bf16), coopmat_khr_f32x3 (f32 on bf16 tensor cores)\n"
 	"  --repeat N   run the job N times (default 1)\n"
 	"  --check      compare with a float64 CPU reference computed from the stored\n"

@@ -8,6 +8,7 @@
 
 #include "frame.h"
 #include "msg.h"
+#include "text.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -141,7 +142,10 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len, uin
 	e->done = true;
 	e->ok = r->ok;
 	e->code = r->err.code;
-	snprintf(e->message, sizeof(e->message), "%s", r->err.message);
+	/* (the reply's message may be longer than ours: cut between characters) */
+	const size_t ml = proto_text_truncate(r->err.message, strlen(r->err.message), sizeof(e->message) - 1);
+	memcpy(e->message, r->err.message, ml);
+	e->message[ml] = 0;
 	e->region = r->region;
 	e->tensor = r->tensor;
 	e->queued_us = r->queued_us;

@@ -216,8 +216,9 @@ typedef struct vkg_job {
 	bool accumulate;
 	const char *variant; /* NULL or "auto": the daemon picks kernels by
 			      * shape; "generic", "tiled", "tiled128",
-			      * "splitk", "coopmat" (f16), "coopmat_khr" or
-			      * "coopmat_nv2" (f16, bf16) forces a family
+			      * "splitk", "narrow", "coopmat" (f16),
+			      * "coopmat_khr" or "coopmat_nv2" (f16, bf16)
+			      * forces a family
 			      * (hello lists what this daemon has) */
 	/* 0.2 (read by the _sized calls, and so by the macros below) */
 	const char *activation; /* NULL or "none"; "relu" or "gelu" (torch's

@@ -175,7 +175,7 @@ static void usage(const config *d)
 	       "                         of one user (default auto: half of the total)\n"
 	       "  --max-tensors N        device tensors per connection (default %u)\n"
 	       "  --max-inflight N       queued+running jobs per connection (default %u)\n"
-	       "  --max-dim N            largest batch/in/out (default %" PRIu64 ")\n"
+	       "  --max-dim N            largest in/out; batch: the byte limits (default %" PRIu64 ")\n"
 	       "  --max-connections N    connections at once (default %u)\n"
 	       "  --max-connections-per-uid N  connections at once of one user (default %u)\n"
 	       "  --batch-jobs N         jobs per command buffer (default %u)\n"

@@ -47,7 +47,7 @@
 #define CONFIG_SMALL_JOB_AUTO_CPU_US 5000
 #define CONFIG_SLICE_AUTO_GPU_US 2000
 #define CONFIG_SLICE_AUTO_CPU_US 10000
-/* --loop-trips: the default is the most (variant.h's VARIANT_LOOP_TRIPS_MAX) */
+/* --loop-trips: the default is the most (variant.h's KSHAPE_LOOP_TRIPS_MAX) */
 #define CONFIG_LOOP_TRIPS_DEFAULT 32768u
 #define CONFIG_LOOP_TRIPS_MIN 16u
 /* what --loop-spin-us auto means: on a GPU, polling this long after a

@@ -72,7 +72,10 @@ int proto_job_check(const proto_request *req, const proto_limits *lim,
 	for (int i = 0; i < 3; i++) {
 		if (dv[i] == 0)
 			return proto_fail(err, PROTO_BAD_REQUEST, "key '%s' must be >= 1", dn[i]);
-		if (dv[i] > lim->max_dim)
+		/* batch is bounded by the byte limits alone (X and dY are
+		 * batch rows each, both within max_tensor_bytes); max_dim bounds
+		 * the features, in and out */
+		if (i > 0 && dv[i] > lim->max_dim)
 			return proto_fail(err, PROTO_LIMIT, "key '%s' = %llu exceeds max_dim %llu",
 					  dn[i], (unsigned long long)dv[i],
 					  (unsigned long long)lim->max_dim);

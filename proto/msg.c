@@ -1,6 +1,6 @@
 /* proto/msg.c — see msg.h: names, errors and encoding (requests, hello,
  * stats, job replies); decoding is request_decode.c and reply_decode.c,
- * the error codes' names codes.c. */
+ * the names of error codes and ops and the errors as values codes.c. */
 #include "msg.h"
 
 #include "frame.h"
@@ -15,28 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* (the error codes' names: codes.c) */
-static const char *const op_names[PROTO_OP_COUNT] = {
-	[PROTO_OP_HELLO] = "hello",
-	[PROTO_OP_REGISTER] = "register",
-	[PROTO_OP_UNREGISTER] = "unregister",
-	[PROTO_OP_LINEAR_BACKWARD] = "linear_backward",
-	[PROTO_OP_STATS] = "stats",
-	[PROTO_OP_PING] = "ping",
-	[PROTO_OP_CLIENTS] = "clients",
-	[PROTO_OP_LINEAR_FORWARD] = "linear_forward",
-	[PROTO_OP_TENSOR_NEW] = "tensor_new",
-	[PROTO_OP_TENSOR_WRITE] = "tensor_write",
-	[PROTO_OP_TENSOR_READ] = "tensor_read",
-	[PROTO_OP_TENSOR_FREE] = "tensor_free",
-	[PROTO_OP_SGD_STEP] = "sgd_step",
-	[PROTO_OP_ADAM_STEP] = "adam_step",
-};
-
+/* (the names of error codes and ops, and proto_fail: codes.c) */
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
 static const char *const variant_names[PROTO_VARIANT_COUNT] = {"auto", "generic", "tiled", "splitk",
 								       "coopmat", "tiled128", "coopmat_khr",
-								       "coopmat_nv2", "coopmat_khr_f32x3"};
+								       "coopmat_nv2", "coopmat_khr_f32x3", "narrow"};
 
 const char *proto_variant_name(proto_variant v)
 {
@@ -54,7 +37,7 @@ int proto_variant_parse(const char *s)
 /* The order in which messages list them: from the default to the special */
 static const proto_variant variant_order[PROTO_VARIANT_COUNT] = {
 	PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED,
-	PROTO_VARIANT_TILED128, PROTO_VARIANT_SPLITK, PROTO_VARIANT_COOPMAT, PROTO_VARIANT_COOPMAT_KHR,
+	PROTO_VARIANT_TILED128, PROTO_VARIANT_SPLITK, PROTO_VARIANT_NARROW, PROTO_VARIANT_COOPMAT, PROTO_VARIANT_COOPMAT_KHR,
 	PROTO_VARIANT_COOPMAT_NV2, PROTO_VARIANT_COOPMAT_KHR_F32X3,
 };
 
@@ -146,19 +129,6 @@ int proto_activation_parse(const char *s, size_t n)
 	return -1;
 }
 
-const char *proto_op_name(proto_op op)
-{
-	return (unsigned)op < PROTO_OP_COUNT ? op_names[op] : "?";
-}
-
-int proto_op_parse(const char *s, size_t n)
-{
-	for (int i = 0; i < PROTO_OP_COUNT; i++)
-		if (strlen(op_names[i]) == n && memcmp(op_names[i], s, n) == 0)
-			return i;
-	return -1;
-}
-
 const char *proto_dtype_name(proto_dtype d)
 {
 	return (unsigned)d < PROTO_DTYPE_COUNT ? dtype_names[d] : "?";
@@ -167,42 +137,6 @@ const char *proto_dtype_name(proto_dtype d)
 unsigned proto_dtype_size(proto_dtype d)
 {
 	return d == PROTO_F32 ? 4 : 2;
-}
-
-/* vsnprintf into err->message from byte `at`, cut on a character boundary
- * when it does not fit. */
-static void err_vprint(proto_err *err, size_t at, const char *fmt, va_list ap)
-{
-	/* room for the bytes past the cut too: where it falls inside a
-	 * character, its first byte is found from them */
-	char tmp[sizeof(err->message) + 8];
-	const size_t room = sizeof(err->message) - 1 - at;
-	if (at >= sizeof(err->message) - 1)
-		return;
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	size_t len = n < 0 ? 0 : (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1;
-	len = proto_text_truncate(tmp, len, room);
-	memcpy(err->message + at, tmp, len);
-	err->message[at + len] = 0;
-}
-
-int proto_fail(proto_err *err, proto_code code, const char *fmt, ...)
-{
-	va_list ap;
-	err->code = code;
-	va_start(ap, fmt);
-	err_vprint(err, 0, fmt, ap);
-	va_end(ap);
-	return -(int)code;
-}
-
-int proto_err_append(proto_err *err, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	err_vprint(err, strlen(err->message), fmt, ap);
-	va_end(ap);
-	return -(int)err->code;
 }
 
 /* ---- encoding helpers --------------------------------------------------- */

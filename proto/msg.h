@@ -40,7 +40,11 @@ proto_code proto_code_from_name(const char *s, size_t n);
 
 typedef struct proto_err {
 	proto_code code;
-	char message[256];
+	/* (512: an unknown variant's message names every variant of the
+	 * dtype and those this device cannot run, past 256 on a device that
+	 * lacks tiled128, narrow and the cooperative matrices; a client's
+	 * vkg_error keeps its first 255 bytes) */
+	char message[512];
 } proto_err;
 
 /* Sets err and returns -(int)code (so callers can `return proto_fail(...)`).
@@ -82,10 +86,11 @@ unsigned proto_dtype_size(proto_dtype d);
 /* Kernel families a linear_backward request may force (key `variant`);
  * AUTO lets the daemon choose by shape and device. Each has one name, on
  * the wire and in hello's kernel list alike: auto, generic, tiled (64x64
- * tiles), tiled128, splitk, coopmat. */
+ * tiles), tiled128, splitk, narrow (row blocks for layers of few
+ * features), coopmat. */
 typedef enum proto_variant { PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED, PROTO_VARIANT_SPLITK,
 			     PROTO_VARIANT_COOPMAT, PROTO_VARIANT_TILED128, PROTO_VARIANT_COOPMAT_KHR,
-			     PROTO_VARIANT_COOPMAT_NV2, PROTO_VARIANT_COOPMAT_KHR_F32X3,
+			     PROTO_VARIANT_COOPMAT_NV2, PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_VARIANT_NARROW,
 			     PROTO_VARIANT_COUNT } proto_variant;
 const char *proto_variant_name(proto_variant v);
 /* Returns the variant for a name, or -1. */
@@ -210,7 +215,7 @@ typedef struct proto_limits {
 	uint32_t max_regions;       /* per connection */
 	uint64_t max_region_bytes;  /* one region */
 	uint32_t max_inflight;      /* queued+running jobs per connection */
-	uint64_t max_dim;           /* batch, in and out each */
+	uint64_t max_dim;           /* in and out each (batch: the byte limits alone) */
 	uint64_t max_tensor_bytes;  /* one tensor (device storage-buffer range) */
 	/* additions (hello.limits keys of the same names) */
 	uint64_t max_total_region_bytes;  /* registered bytes, all connections */

@@ -37,6 +37,14 @@
 #            vkgrad bench` (Client.linear_backward on region views) beside
 #            `bench --kernels`, $BIG f32 and bf16; `stats --prometheus`;
 #            the GPU's SM clock during each way (nvidia-smi samples)
+#   narrow   issue 37's narrow set (1048576x64x64, 1048576x32x16,
+#            4194304x64x64, 1048576x128x128, 262144x256x256), f32 and bf16,
+#            dW+db and the full backward, auto and narrow forced, kernels on
+#            device memory (--stream-chunk-bytes off), each line's GB/s as a
+#            fraction of `bench --peak`'s copy_gbps, beside
+#            torch_narrow.py (cuBLAS, its copy bandwidth): the issue's table;
+#            then auto against every family on `bench --kernels --shapes
+#            grid` (f32, bf16)
 #   all      kernels e2e tiny tenants python (torch_multiproc.py runs once)
 # Each suite takes about 1-5 minutes of device time, all about 9-10.
 #
@@ -288,6 +296,36 @@ suite_kernels() {
 	fi
 }
 
+suite_narrow() {
+	if in_budget "bench --peak --only copy"; then
+		say "bench --peak --only copy"
+		(. "$B/env.sh" && timeout 60 "$B/bin/vkgrad" bench --peak --only copy --json) \
+			>"$R/peak_copy.jsonl" 2>>"$R/bench.err" || fail "bench --peak --only copy"
+		$REPORT peak "$R/peak_copy.jsonl" | tee -a "$S"
+	fi
+	local copy
+	copy=$(sed -n 's/.*"copy_gbps":\([0-9.]*\).*/\1/p' "$R/peak_copy.jsonl" 2>/dev/null | head -1)
+	: >"$R/narrow.jsonl"
+	# shellcheck disable=SC2086
+	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
+		"$NSET" f32,bf16 --variants auto,narrow --outputs dw,db ${copy:+--copy-gbps $copy}
+	# shellcheck disable=SC2086
+	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
+		"$NSET" f32,bf16 --variants auto,narrow ${copy:+--copy-gbps $copy}
+	if [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
+		say "torch_narrow.py"
+		(cd "$B" && timeout 240 "$PY" torch_narrow.py "$NSET" f32,bf16) >"$R/torch_narrow.jsonl" \
+			2>>"$R/torch.err" || note "torch_narrow.py rc=$?"
+	fi
+	$REPORT narrow "$R/narrow.jsonl" "$R/torch_narrow.jsonl" | tee -a "$S"
+	: >"$R/grid.jsonl"
+	# shellcheck disable=SC2086
+	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
+		"$GSET" f32,bf16 --variants auto,generic,tiled,tiled128,splitk,narrow,coopmat_khr,coopmat_nv2 \
+		--reps "$GREPS" ${copy:+--copy-gbps $copy}
+	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
+}
+
 suite_e2e() {
 	local rep w
 	: >"$R/e2e.jsonl"
@@ -436,8 +474,8 @@ suites=()
 for a in "$@"; do
 	case $a in
 	all) suites+=(kernels e2e tiny tenants python) ;;
-	check | kernels | e2e | tiny | tenants | python) suites+=("$a") ;;
-	*) echo "device-run: unknown suite '$a' (check kernels e2e tiny tenants python all)" >&2; exit 2 ;;
+	check | kernels | narrow | e2e | tiny | tenants | python) suites+=("$a") ;;
+	*) echo "device-run: unknown suite '$a' (check kernels narrow e2e tiny tenants python all)" >&2; exit 2 ;;
 	esac
 done
 B=${BUNDLE:-.device-bundle}
@@ -461,12 +499,14 @@ QUICK=${QUICK:-}
 PY=${PYTHON:-python3}
 if [ -n "$QUICK" ]; then
 	KSHAPES="64,64,32;96,64,48" BIG=128,64,64 MID=64,32,32 WIDE=32,64,64 NARROW=256,64,8
+	NSET="16384,64,64;16384,32,16" GSET="1024,3,5;16384,16,8;256,64,64" GREPS=2
 	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 HEAVY_INFLIGHT=2 TENANT_REPS=1 REPS=1 E2E_REPS=2 TJOBS=100 SYNC_REPS=1 SYNC_JOBS=100
 	CHECK_SHAPES="1x1x1 33x257x31 64x64x8" COMPARE_ARGS="--scenario tiny_latency --jobs 50"
 	export MLP_SIZES=${MLP_SIZES:-64,128,32} MLP_BATCH=${MLP_BATCH:-32} MLP_STEPS=${MLP_STEPS:-3} MLP_WARMUP=${MLP_WARMUP:-1}
 else
 	KSHAPES="8192,4096,4096;16384,8192,8192;2048,1024,1024" BIG=8192,4096,4096 MID=2048,1024,1024
 	WIDE=1024,4096,4096 NARROW="4096,1024,16;8192,4096,32"
+	NSET="1048576,64,64;1048576,32,16;4194304,64,64;1048576,128,128;262144,256,256" GSET=grid GREPS=5
 	HEAVY=${HEAVY:-8192x4096x4096 2048x1024x1024} TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000 SYNC_REPS=3 SYNC_JOBS=6000
 	CHECK_SHAPES="1x1x1 1x33x1 31x1x7 33x257x31 257x33x16 64x64x8 100x100x100 128x31x257
 		4096x1024x16 8192x4096x32 2048x1024x1024 512x512x512 70000x64x8" COMPARE_ARGS=

@@ -14,6 +14,12 @@
     device_report.py pybench FILE     `python -m vkgrad bench --json` lines beside
                      `bench --kernels --json` lines of the same dtypes: the ratio
                      of their end-to-end medians
+    device_report.py narrow BENCH.jsonl TORCH.jsonl  issue 37's table: `bench --kernels
+                     --json` lines of the narrow set (dW+db and the full backward,
+                     auto and narrow) beside torch_narrow.py's cuBLAS times, with
+                     each line's GB/s and its fraction of copy_gbps
+    device_report.py auto FILE        `bench --kernels --json`'s kernels_auto lines:
+                     auto over the fastest other variant, per shape and dtype
     device_report.py clocks TRAIN.jsonl CLOCKS.csv  the GPU's SM clock (nvidia-smi
                      samples: timestamp, clocks.sm, ...) while each way and dtype of
                      torch_train.py --json ran its timed steps (its t0, t1)
@@ -60,6 +66,44 @@ def kernels(bench_path, torch_path):
             j.get("max_rel_err", 0), "ok" if j.get("ok") else "FAIL", fmt(tus),
             "%.2f×" % (j["gpu_us"] / tus) if tus else "—", fmt(ve), fmt(te),
             "%.2f×" % (ve / te) if ve and te else "—"))
+
+
+def narrow(bench_path, torch_path):
+    bench = [j for j in lines(bench_path) if "gpu_us" in j]
+    trows = lines(torch_path)
+    torch = {(j["dtype"], j["B"], j["I"], j["O"]): j for j in trows if "full_us" in j}
+    hbm = [j["hbm_copy_GBps"] for j in trows if "hbm_copy_GBps" in j]
+    if not bench:
+        print("narrow: no bench lines in %s" % bench_path)
+        return
+    copy = next((j.get("copy_gbps") for j in bench if j.get("copy_gbps")), None)
+    print("copy bandwidth: vkgrad bench --peak copy_gbps %s, torch_narrow.py hbm_copy_GBps %s" % (
+        copy if copy else "?", hbm[0] if hbm else "?"))
+    print("| B×I×O | dtype | outputs | variant | vkgrad µs | GB/s | of copy_gbps | cuBLAS µs "
+          "| vkgrad ÷ cuBLAS | max_rel_err (ok) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for j in bench:
+        B, I, O = j["shape"]
+        t = torch.get((j["dtype"], B, I, O)) or {}
+        tus = t.get("full_us") if j.get("outputs") == "dw,db,dx" else t.get("param_us")
+        frac = j.get("copy_fraction")
+        print("| %d×%d×%d | %s | %s | %s | %s | %s | %s | %s | %s | %.2g (%s) |" % (
+            B, I, O, j["dtype"], j.get("outputs", "?"), j.get("variant", "?"), fmt(j["gpu_us"]),
+            fmt(j.get("gbps")), "%.2f" % frac if frac is not None else "—", fmt(tus),
+            "%.2f×" % (j["gpu_us"] / tus) if tus else "—", j.get("max_rel_err") or 0,
+            "ok" if j.get("ok") else "FAIL"))
+
+
+def auto(path):
+    rows = [j for j in lines(path) if j.get("bench") == "kernels_auto"]
+    if not rows:
+        print("auto: no kernels_auto lines in %s" % path)
+        return
+    for j in rows:
+        print("auto %-5s %-18s auto %10.1f  best %-12s %10.1f  auto/best %.2f" % (
+            j["dtype"], "x".join(str(x) for x in j["shape"]), j["auto_us"], j["best"], j["best_us"],
+            j["auto_over_best"]))
+    print("worst auto/best: %.2f over %d shape-dtype pairs" % (max(j["auto_over_best"] for j in rows), len(rows)))
 
 
 def kernel_lines(path):
@@ -167,7 +211,8 @@ def clocks(train_path, csv_path):
 
 def main(a):
     cmds = {"clocks": (clocks, 2), "pybench": (pybench, 1), "kernels": (kernels, 2), "lines": (kernel_lines, 1), "tiny": (tiny, 1),
-            "sync16": (sync16, 2), "torch": (torch_lines, 1), "peak": (peak, 1)}
+            "sync16": (sync16, 2), "torch": (torch_lines, 1), "peak": (peak, 1), "narrow": (narrow, 2),
+            "auto": (auto, 1)}
     if len(a) < 1 or a[0] not in cmds or len(a) - 1 != cmds[a[0]][1]:
         sys.stderr.write(__doc__)
         return 2

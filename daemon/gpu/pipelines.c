@@ -43,6 +43,9 @@ static const struct {
 	[KERN_PREP] = {"linear_forward_prep", "generic", VKG_BINDINGS_PREP, sizeof(kiface_prep)},
 	[KERN_ACT] = {"linear_activation", "generic", VKG_BINDINGS_ACT, sizeof(kiface_act)},
 	[KERN_OPTIM] = {"optim_step", "generic", VKG_BINDINGS_OPTIM, sizeof(kiface_optim)},
+	[KERN_NARROW] = {"linear_narrow_param", "narrow", VKG_BINDINGS_NARROW, sizeof(kiface_narrow)},
+	[KERN_NARROW_RED] = {"linear_narrow_reduce", "narrow", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
+	[KERN_NARROW_DX] = {"linear_narrow_input", "narrow", VKG_BINDINGS_NARROW_DX, sizeof(kiface_narrow_dx)},
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -412,6 +415,10 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16 */
 			if (k == KERN_TILED128 && d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
+				continue;
+			/* the narrow kernels' two 16 KiB blocks */
+			if ((k == KERN_NARROW || k == KERN_NARROW_RED || k == KERN_NARROW_DX) &&
+			    d->props.limits.maxComputeSharedMemorySize < PIPELINES_NARROW_SHARED_BYTES)
 				continue;
 			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]))
 				continue;

@@ -24,13 +24,18 @@
  * VK_NV_cooperative_matrix2's workgroup-scope matrices, where device.cmk
  * says so), for dW and for dX, each with the tiling for large layers
  * (VKGRAD_NV2_TILE or NV2_TILE_DEFAULT) and the one for small ones (_S:
- * NV2_TILE_SMALL_DEFAULT). Their interfaces: shaders/iface/kernels.h. */
+ * NV2_TILE_SMALL_DEFAULT); and the narrow family (narrow: layers of few
+ * features over many rows, where the device offers 32 KiB of shared
+ * memory): linear_narrow_param + linear_narrow_reduce for dW/db, and
+ * linear_narrow_input for dX. Their interfaces: shaders/iface/kernels.h. */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
        KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_NV2_DW_S,
        KERN_NV2_DX_S, KERN_PREP /* linear_forward_prep: linear_forward's transpose and bias */,
        KERN_ACT /* linear_activation: the fused activations (daemon/kernels/activation.c) */,
        KERN_OPTIM /* optim_step: sgd_step and adam_step (daemon/kernels/optim_step.c) */,
-       KERN_COUNT };
+       KERN_NARROW /* linear_narrow_param: row blocks' partial dW/db */,
+       KERN_NARROW_RED /* linear_narrow_reduce: the blocks added in order */,
+       KERN_NARROW_DX /* linear_narrow_input: dX with W in shared memory */, KERN_COUNT };
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
 static inline bool pipelines_is_nv2(int k)
@@ -68,6 +73,10 @@ typedef struct pipelines_cmk_tile {
  * only): k steps of 16, one slice in flight, so that its hi and lo tiles
  * (twice linear_coopmat_khr_gemm's) fit 48 KiB of shared memory. */
 #define PIPELINES_F32X3_BK 16u
+
+/* Shared memory the narrow kernels take (shaders/linear_narrow_*.comp: two
+ * blocks of 1024 vec4). */
+#define PIPELINES_NARROW_SHARED_BYTES 32768u
 
 typedef struct pipelines {
 	VkPipelineCache cache;

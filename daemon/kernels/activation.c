@@ -17,8 +17,8 @@ static uint32_t act_code(proto_activation a)
 
 static void act_dispatch(const rec *r, const binding b[VKG_BINDINGS_ACT], kiface_act *pc)
 {
-	dispatch_kernel(r, KERN_ACT, b, VKG_BINDINGS_ACT);
-	dispatch_grid(r, KERN_ACT, pc, sizeof(*pc), &pc->base, VKG_ACT_WG,
+	grid_kernel(r, KERN_ACT, b, VKG_BINDINGS_ACT);
+	grid_row(r, KERN_ACT, pc, sizeof(*pc), &pc->base, VKG_ACT_WG,
 		      (pc->n + VKG_ACT_WG - 1) / VKG_ACT_WG, VKG_ACT_WG);
 }
 
@@ -27,9 +27,9 @@ void activation_forward(const rec *r)
 	const proto_request *q = &r->j->req;
 	const bool z = q->t[PROTO_T_Z].present;
 	const binding b[VKG_BINDINGS_ACT] = {
-		dispatch_bind(r, PROTO_T_Y),
-		z ? dispatch_bind(r, PROTO_T_Z) : dispatch_bind_dummy(r, 0),
-		dispatch_bind_dummy(r, 1),
+		grid_bind_tensor(r, PROTO_T_Y),
+		z ? grid_bind_tensor(r, PROTO_T_Z) : grid_bind_dummy(r, 0),
+		grid_bind_dummy(r, 1),
 	};
 	kiface_act pc = {.n = (uint32_t)(q->batch * q->out), .a_off = b[0].elem_off,
 			 .b_off = b[1].elem_off, .c_off = 0, .act = act_code(q->activation),
@@ -61,9 +61,9 @@ void activation_backward(const rec *r)
 	rec zr = *r;
 	zr.j = &dz;
 	const binding b[VKG_BINDINGS_ACT] = {
-		dispatch_bind(r, PROTO_T_DY),
-		dispatch_bind(r, src),
-		dispatch_bind(&zr, PROTO_T_DY),
+		grid_bind_tensor(r, PROTO_T_DY),
+		grid_bind_tensor(r, src),
+		grid_bind_tensor(&zr, PROTO_T_DY),
 	};
 	kiface_act pc = {.n = (uint32_t)(q->batch * q->out), .a_off = b[0].elem_off,
 			 .b_off = b[1].elem_off, .c_off = b[2].elem_off, .act = act_code(q->activation),

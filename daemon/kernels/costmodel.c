@@ -5,7 +5,7 @@
 #include "log.h"
 #include "record.h"
 #include "scratch.h"
-#include "variant.h"
+#include "kshape.h"
 
 #include "kernel_registry.h"
 
@@ -34,12 +34,21 @@ typedef struct probe_part {
 	int kern;
 	bool for_dx;
 	uint64_t n_long[2], n_wide[2];
+	uint64_t n_long_16bit; /* the 16-bit dtypes' one long shape, 0: n_long[1] */
 } probe_part;
 static const probe_part parts[] = {
-	{KERN_PARAM, false, {64, 256}, {2, 4}}, {KERN_TILED, false, {4, 8}, {4, 8}},
-	{KERN_SPLITK, false, {4, 8}, {4, 8}},   {KERN_TILED128, false, {4, 8}, {4, 8}},
-	{KERN_INPUT, true, {16, 32}, {2, 4}},   {KERN_TILED, true, {4, 8}, {4, 8}},
-	{KERN_TILED128, true, {4, 8}, {4, 8}},
+	{KERN_PARAM, false, {64, 256}, {2, 4}, 0}, {KERN_TILED, false, {4, 8}, {4, 8}, 0},
+	/* split-K: the 16-bit dtypes' long shape long enough that their three
+	 * samples tell its cost per workgroup-iteration from its fixed cost
+	 * (at 128 rows the f16 fit gave the iterations 0 ns, and auto took 64
+	 * slices for 1048576x1x1 dW/db at 5 ms estimated: 13 s on lavapipe);
+	 * f32's five samples keep the short ones (with 512 and 2048 rows its
+	 * fit put split-K below tiled128 for 160x160x160, 2-7x slower) */
+	{KERN_SPLITK, false, {4, 8}, {4, 8}, 128}, {KERN_TILED128, false, {4, 8}, {4, 8}, 0},
+	{KERN_INPUT, true, {16, 32}, {2, 4}, 0},   {KERN_TILED, true, {4, 8}, {4, 8}, 0},
+	{KERN_TILED128, true, {4, 8}, {4, 8}, 0},
+	{KERN_NARROW, false, {256, 1024}, {2, 4}, 0},
+	{KERN_NARROW_DX, true, {256, 1024}, {2, 4}, 0},
 };
 #define NPARTS (sizeof(parts) / sizeof(parts[0]))
 
@@ -70,8 +79,27 @@ typedef struct probe {
 	uint64_t n;
 } probe;
 
+static bool is_narrow(int kern)
+{
+	return kern == KERN_NARROW || kern == KERN_NARROW_DX;
+}
+
+/* Is kernel k one a dtype may lack and still be modelled (tiled128: 32
+ * KiB of shared memory; the narrow family likewise)? */
+static bool optional_part(int kern)
+{
+	return kern == KERN_TILED128 || is_narrow(kern);
+}
+
 static probe_shape shape_of(const probe_part *pp, int kind, uint64_t n)
 {
+	/* the narrow family: its own shapes, many rows of few features (long:
+	 * 16·n rows of 2x2, as the others'; wide: 1024·n rows of 8n x 8n);
+	 * its blocks are the shape's (kshape_narrow_blocks) */
+	if (is_narrow(pp->kern) && kind == 2)
+		return (probe_shape){1024 * n, 8 * n, 8 * n, 0};
+	if (is_narrow(pp->kern))
+		return kind == 0 ? (probe_shape){16, 16, 16, 0} : (probe_shape){16 * n, 2, 2, 0};
 	/* split-K's long shape in one slice: one workgroup, its critical
 	 * path alone (as for the other kernels) */
 	const uint32_t S = pp->kern == KERN_SPLITK && kind != 1 ? PROBE_SLICES : 1;
@@ -87,6 +115,85 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the geometry: what one part of a job is, for the fit ----------------------- */
+
+#define TILE VKG_TILE_TILED
+#define WIDE_TILE VKG_TILE_TILED128
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+costmodel_geom costmodel_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices)
+{
+	const bool dw = q->t[PROTO_T_DW].present;
+	const uint64_t n = dw ? q->in : 1; /* dW's columns: one for db alone */
+	uint64_t wgs = 0, trips = 0, extra = 0;
+	if (k == KERN_PARAM && !for_dx) {
+		wgs = (dw ? ceil_div(q->in, VKG_PARAM_COLS) : 1) * q->out;
+		trips = ceil_div(q->batch, VKG_PARAM_STRIPES);
+	} else if (k == KERN_INPUT && for_dx) {
+		wgs = ceil_div(q->in, VKG_INPUT_TILE) * ceil_div(q->batch, VKG_INPUT_TILE);
+		trips = ceil_div(q->out, 16);
+	} else if (k == KERN_TILED) {
+		wgs = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE) : ceil_div(n, TILE) * ceil_div(q->out, TILE);
+		trips = ceil_div(for_dx ? q->out : q->batch, 16);
+	} else if (k == KERN_TILED128) {
+		const uint64_t per = q->dtype == PROTO_F32 ? 16 : 8; /* rows per iteration */
+		wgs = for_dx ? ceil_div(q->in, WIDE_TILE) * ceil_div(q->batch, WIDE_TILE)
+			     : ceil_div(n, WIDE_TILE) * ceil_div(q->out, WIDE_TILE);
+		trips = ceil_div(for_dx ? q->out : q->batch, per);
+	} else if (k == KERN_NARROW && !for_dx) {
+		/* work: per tile, a step's loads and barriers (one per
+		 * step of kshape_narrow_step_rows) and its multiply-adds
+		 * (o·i / 1024 per 64 rows: a 64x64 tile's 64 rows 4); the reduce
+		 * pass one per 256 partials read */
+		const uint64_t blocks = slices ? slices : kshape_narrow_blocks(q);
+		const uint64_t rows = kshape_narrow_rows(q, (uint32_t)blocks);
+		const uint64_t o4 = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4) * 4;
+		const uint64_t i4 = dw ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) * 4 : 4;
+		const uint64_t sr = kshape_narrow_step_rows(q);
+		wgs = blocks * kshape_narrow_tiles(q);
+		trips = ceil_div(rows, sr);
+		const double tiles = (double)kshape_narrow_tiles(q);
+		const double steps = tiles * (double)blocks * (double)trips;
+		const double fma = tiles * (double)q->batch / VKG_NARROW_STEP * (double)(o4 * i4) / 1024.0;
+		const double red = (double)blocks * (double)kshape_narrow_stride(q) / 256.0;
+		return (costmodel_geom){.wgs = (double)wgs + (double)ceil_div(kshape_narrow_stride(q), VKG_NARROW_RED_COLS),
+				      .work = steps + fma + red,
+				      .trips = (double)trips};
+	} else if (k == KERN_NARROW_DX && for_dx) {
+		uint32_t tiles;
+		const uint64_t groups = kshape_narrow_dx_groups(q, &tiles);
+		/* elements loaded and stored plus a sixteenth of the
+		 * multiply-adds, per 4096; and one per chunk of out of each
+		 * row tile (its loads and barriers) */
+		const uint64_t i4 = ceil_div(q->in, 4) * 4;
+		const uint64_t tr = kshape_narrow_dx_tile_rows(q->in);
+		const uint64_t rowtiles = ceil_div(q->batch, tr) * ceil_div(q->in, VKG_NARROW_TILE) *
+					  ceil_div(q->out, 4096 / tr);
+		const double el = (double)q->batch * (double)(q->out + q->in) +
+				  (double)q->batch * (double)q->out * (double)i4 / 16.0;
+		return (costmodel_geom){.wgs = (double)(groups * ceil_div(q->in, VKG_NARROW_TILE)),
+				      .work = el / 4096.0 + (double)rowtiles,
+				      .trips = (double)tiles * (double)(q->out + 1)};
+	} else if (k == KERN_SPLITK && slices >= 1) {
+		const uint64_t tiles = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE)
+					      : ceil_div(n, TILE) * ceil_div(q->out, TILE);
+		wgs = slices * tiles;
+		trips = ceil_div(ceil_div(for_dx ? q->out : q->batch, slices), 16);
+		extra = slices * tiles; /* the reduce pass: each slice's tiles read once */
+	}
+	return (costmodel_geom){.wgs = (double)(wgs + extra), .work = (double)(wgs * trips + extra),
+			      .trips = (double)trips};
 }
 
 /* ---- the fit ------------------------------------------------------------------ */
@@ -183,6 +290,8 @@ const char *costmodel_kernel_name(int k)
 	case KERN_TILED: return "linear_tiled_gemm";
 	case KERN_SPLITK: return "linear_splitk_gemm";
 	case KERN_TILED128: return "linear_tiled128_gemm";
+	case KERN_NARROW: return "linear_narrow_param";
+	case KERN_NARROW_DX: return "linear_narrow_input";
 	default: return "(not modelled)";
 	}
 }
@@ -238,7 +347,9 @@ static uint64_t probe_job(job *j, const probe_shape *s, proto_dtype dt)
 	}
 	j->devlocal = true;
 	j->splitk_off = at;
-	at += scratch_round(variant_splitk_elems(&j->req, s->slices) * 4);
+	const uint64_t blocks = kshape_narrow_blocks(&j->req);
+	const uint64_t sk = kshape_splitk_elems(&j->req, s->slices), nw = kshape_narrow_elems(&j->req, (uint32_t)blocks);
+	at += scratch_round((sk > nw ? sk : nw) * 4);
 	return at;
 }
 
@@ -312,6 +423,11 @@ static int prober_init(prober *pr, const device *d, const pipelines *pl, uint64_
 static probe_shape probe_shape_of(const probe *pb, bool cpu)
 {
 	const uint64_t scale = pb->kind == 1 ? (cpu ? 1 : GPU_LONG) : pb->kind == 2 ? (cpu ? 1 : GPU_WIDE) : 1;
+	if (is_narrow(pb->pp->kern) && pb->kind == 2) { /* more rows on a GPU, the features kept */
+		probe_shape s = shape_of(pb->pp, pb->kind, pb->n);
+		s.batch *= scale;
+		return s;
+	}
 	return shape_of(pb->pp, pb->kind, pb->n * scale);
 }
 
@@ -323,14 +439,15 @@ static unsigned probe_list(const pipelines *pl, probe *list)
 	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++) {
 		bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
 		for (unsigned p = 0; p < NPARTS; p++)
-			all = all && (parts[p].kern == KERN_TILED128 || pl->pipe[parts[p].kern][dt]);
+			all = all && (optional_part(parts[p].kern) || pl->pipe[parts[p].kern][dt]);
 		for (unsigned p = 0; p < NPARTS && all; p++) {
 			const probe_part *pp = &parts[p];
-			if (!pl->pipe[pp->kern][dt])
+			if (!pl->pipe[pp->kern][dt] || (pp->kern == KERN_NARROW && !pl->pipe[KERN_NARROW_RED][dt]))
 				continue;
 			list[n++] = (probe){pp, (proto_dtype)dt, 0, 1};
 			for (int i = dt == PROTO_F32 ? 0 : 1; i < 2; i++) {
-				list[n++] = (probe){pp, (proto_dtype)dt, 1, pp->n_long[i]};
+				list[n++] = (probe){pp, (proto_dtype)dt, 1,
+						    dt != PROTO_F32 && pp->n_long_16bit ? pp->n_long_16bit : pp->n_long[i]};
 				list[n++] = (probe){pp, (proto_dtype)dt, 2, pp->n_wide[i]};
 			}
 		}
@@ -378,7 +495,8 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 			const probe_part *pp = list[i].pp;
 			probe_job(&j, &sh, list[i].dt);
 			j.plan = (variant_plan){.param = pp->for_dx ? -1 : pp->kern, .input = pp->for_dx ? pp->kern : -1,
-						.slices = sh.slices, .min_slices = 1, .dx_slices = 1};
+						.slices = pp->kern == KERN_NARROW ? kshape_narrow_blocks(&j.req) : sh.slices,
+						.min_slices = 1, .dx_slices = 1};
 			record_probe(&pr, &j, pp, reps, 2 * reps * i);
 		}
 		const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
@@ -409,7 +527,8 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 			const uint64_t *q = ts + 2 * reps * i + 2 * r;
 			ns = fmin(ns, (double)((q[1] - q[0]) & d->timestamp_mask) * d->timestamp_period);
 		}
-		const variant_geom g = variant_geometry(&j.req, pb->pp->for_dx, pb->pp->kern, sh.slices);
+		const costmodel_geom g = costmodel_geometry(&j.req, pb->pp->for_dx, pb->pp->kern,
+							pb->pp->kern == KERN_NARROW ? kshape_narrow_blocks(&j.req) : sh.slices);
 		unsigned *k = &ns_n[pb->dt][pb->pp->kern];
 		if (*k < MAX_FIT)
 			smp[pb->dt][pb->pp->kern][(*k)++] =
@@ -441,7 +560,8 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 
 #define FILE_MAX 8192 /* bytes: a model is about 2 KiB */
 
-/* What a saved model must match: the daemon's version, the kernels
+/* What a saved model must match: its format (2: with the narrow family's
+ * fits, split-K's 16-bit long probe), the daemon's version, the kernels
  * (a hash of every registered SPIR-V module), the loop bound, and the
  * device and driver. */
 static void model_key(const device *d, char *key, size_t n)
@@ -455,8 +575,8 @@ static void model_key(const device *d, char *key, size_t n)
 	char uuid[2 * VK_UUID_SIZE + 1];
 	for (int i = 0; i < (int)VK_UUID_SIZE; i++)
 		snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
-	snprintf(key, n, "vkgrad-costmodel 1 %s kernels %016llx trips %u device %04x %04x %08x %s", VKG_VERSION,
-		 (unsigned long long)h, variant_loop_trips(), d->props.vendorID, d->props.deviceID,
+	snprintf(key, n, "vkgrad-costmodel 2 %s kernels %016llx trips %u device %04x %04x %08x %s", VKG_VERSION,
+		 (unsigned long long)h, kshape_loop_trips(), d->props.vendorID, d->props.deviceID,
 		 d->props.driverVersion, uuid);
 }
 

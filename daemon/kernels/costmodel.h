@@ -11,7 +11,7 @@
  *
  *     t = a + g·G + b·W + c·T   (ns, each coefficient >= 0, least squares)
  *
- * where, for one part of a job on that kernel (variant_geometry), G is its
+ * where, for one part of a job on that kernel (costmodel_geometry), G is its
  * workgroups (what each costs besides its loop: its set-up, the epilogue's
  * shared-memory reductions and barriers), W the work in
  * workgroup-iterations (workgroups × loop iterations each: what a device
@@ -78,6 +78,18 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
  * `work` workgroup-iterations on kernel k for dtype dt; a negative value
  * when (k, dt) has no fit. */
 double costmodel_ns(const costmodel *m, int k, proto_dtype dt, double wgs, double work, double trips);
+
+/* One part of a job on one kernel, as the cost model counts it: `wgs`
+ * workgroups (split-K: of its slices, plus one per 64x64 tile of each
+ * slice for its reduce pass), `work` workgroup-iterations in all (workgroups × loop iterations of each; for
+ * split-K plus one per 64x64 tile of each slice for its reduce pass) and
+ * `trips`, the loop iterations of one workgroup (the critical path). k is
+ * KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_TILED128 (its default 128x128
+ * tile) or KERN_SPLITK (slices S); another gives work 0. */
+typedef struct costmodel_geom {
+	double wgs, work, trips;
+} costmodel_geom;
+costmodel_geom costmodel_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices);
 
 /* The model saved in cache directory `dir` (costmodel-VVVV-DDDD.txt, by
  * vendor and device ID) for d: loaded only when it was made by this

@@ -36,7 +36,7 @@
 #define NV2_TILE_FORM                                                                          \
 	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]], e.g. 128x128x32x256 or 128x256x64x256x1x8x1 " \
 	"(see daemon/kernels/nv2_tile.h)"
-/* the smallest k step it takes (variant_max_k's bound holds for any) */
+/* the smallest k step it takes (kshape_max_k's bound holds for any) */
 #define NV2_TILE_MIN_BK 16u
 /* workgroup-scope entries kept per dtype */
 #define NV2_FLEX_MAX 16

@@ -40,7 +40,7 @@ void dispatch_optim(const rec *r)
 	for (int k = 0; k < VKG_BINDINGS_OPTIM; k++) {
 		const region *g = j->reg[slot[k]];
 		if (!g) {
-			b[k] = dispatch_bind_dummy(r, (uint64_t)(k - 2));
+			b[k] = grid_bind_dummy(r, (uint64_t)(k - 2));
 			continue;
 		}
 		/* the whole buffer: whole words, a 16-bit tensor's last one too */
@@ -70,8 +70,8 @@ void dispatch_optim(const rec *r)
 		pc.inv_sqrt_bc2 = f32_bits(1 / sqrt(bc2));
 		pc.flags = o->decoupled ? VKG_OPT_DECOUPLED : 0u;
 	}
-	dispatch_kernel(r, KERN_OPTIM, b, VKG_BINDINGS_OPTIM);
+	grid_kernel(r, KERN_OPTIM, b, VKG_BINDINGS_OPTIM);
 	const uint64_t pairs = (n + 1) / 2;
-	dispatch_grid(r, KERN_OPTIM, &pc, sizeof(pc), &pc.base, VKG_OPTIM_WG,
+	grid_row(r, KERN_OPTIM, &pc, sizeof(pc), &pc.base, VKG_OPTIM_WG,
 		      (pairs + VKG_OPTIM_WG - 1) / VKG_OPTIM_WG, VKG_OPTIM_WG);
 }

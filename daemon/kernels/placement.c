@@ -11,13 +11,13 @@
 void placement_init(placement *p, const device *d, const pipelines *pl, const config *cfg,
 		    uint32_t nslots)
 {
-	_Static_assert(CONFIG_LOOP_TRIPS_DEFAULT == VARIANT_LOOP_TRIPS_MAX, "--loop-trips' default");
+	_Static_assert(CONFIG_LOOP_TRIPS_DEFAULT == KSHAPE_LOOP_TRIPS_MAX, "--loop-trips' default");
 	p->dev = d;
 	p->pl = pl;
-	variant_set_loop_trips(cfg->loop_trips);
-	if (cfg->loop_trips != VARIANT_LOOP_TRIPS_MAX)
+	kshape_set_loop_trips(cfg->loop_trips);
+	if (cfg->loop_trips != KSHAPE_LOOP_TRIPS_MAX)
 		log_notice("kernel loops: at most %u iterations per dispatch (--loop-trips; default %u)",
-			   variant_loop_trips(), VARIANT_LOOP_TRIPS_MAX);
+			   kshape_loop_trips(), KSHAPE_LOOP_TRIPS_MAX);
 	p->scratch_cap = cfg->scratch_max_bytes == CONFIG_AUTO ? scratch_default_cap(d, nslots)
 							       : cfg->scratch_max_bytes;
 	const bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
@@ -70,10 +70,12 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 			 (unsigned long long)p->devlocal_min[PROTO_F16], (unsigned long long)p->scratch_cap);
 }
 
+/* Split-K's or the narrow family's partials given up: dW (and db) by the
+ * tiled kernel, db alone by the seed kernel. */
 static void drop_param_splitk(job *j)
 {
-	if (j->plan.param == KERN_SPLITK) {
-		j->plan.param = KERN_TILED;
+	if (j->plan.param == KERN_SPLITK || j->plan.param == KERN_NARROW) {
+		j->plan.param = j->req.t[PROTO_T_DW].present ? KERN_TILED : KERN_PARAM;
 		j->plan.slices = 1;
 	}
 }
@@ -113,28 +115,42 @@ static uint32_t fit_slices(const placement *p, uint64_t elems_per_slice, uint32_
 	return fit < slices ? (uint32_t)fit : slices;
 }
 
+/* f32 partials of j's dW/db with `slices` slices (split-K) or blocks
+ * (narrow). */
+static uint64_t param_elems(const job *j, const proto_request *q, uint32_t slices)
+{
+	return j->plan.param == KERN_NARROW ? kshape_narrow_elems(q, slices) : kshape_splitk_elems(q, slices);
+}
+
 /* Split-K partials of j's dW/db and dX in scratch: their bytes, the
  * offsets relative to the job's first scratch byte set. */
 static uint64_t place_partials(const placement *p, job *j, const proto_request *q)
 {
 	uint64_t bytes = 0;
-	if (j->plan.param == KERN_SPLITK) {
-		j->plan.slices = fit_slices(p, variant_splitk_elems(q, 1), j->plan.slices);
+	/* (the narrow family's partials: split-K's layout, a slice per block) */
+	const bool partials = j->plan.param == KERN_SPLITK || j->plan.param == KERN_NARROW;
+	if (partials) {
+		const uint32_t s = fit_slices(p, param_elems(j, q, 1), j->plan.slices);
+		if (j->plan.param == KERN_NARROW && s < j->plan.slices && s >= j->plan.min_slices)
+			/* fewer, longer blocks: whole steps again */
+			j->plan.slices = (uint32_t)((q->batch + kshape_narrow_rows(q, s) - 1) / kshape_narrow_rows(q, s));
+		else
+			j->plan.slices = s;
 		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
 			drop_param_splitk(j);
 	}
 	if (j->plan.input == KERN_SPLITK) {
-		j->plan.dx_slices = fit_slices(p, variant_splitk_dx_elems(q, 1), j->plan.dx_slices);
+		j->plan.dx_slices = fit_slices(p, kshape_splitk_dx_elems(q, 1), j->plan.dx_slices);
 		if (j->plan.dx_slices == 0)
 			drop_input_splitk(j);
 	}
-	if (j->plan.param == KERN_SPLITK) {
+	if (j->plan.param == KERN_SPLITK || j->plan.param == KERN_NARROW) {
 		j->splitk_off = 0;
-		bytes += scratch_round(variant_splitk_elems(q, j->plan.slices) * 4);
+		bytes += scratch_round(param_elems(j, q, j->plan.slices) * 4);
 	}
 	if (j->plan.input == KERN_SPLITK) {
 		j->splitk_dx_off = bytes;
-		bytes += scratch_round(variant_splitk_dx_elems(q, j->plan.dx_slices) * 4);
+		bytes += scratch_round(kshape_splitk_dx_elems(q, j->plan.dx_slices) * 4);
 	}
 	/* linear_forward's GEMMs but the generic kernel read Wᵀ from scratch */
 	j->wt = j->req.op == PROTO_OP_LINEAR_FORWARD && j->plan.input != KERN_INPUT;
@@ -171,7 +187,10 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	}
 	/* (f32's KERN_CMK_* are coopmat_khr_f32x3's: forced only) */
 	const bool cmk = p->pl->pipe[KERN_CMK_DW][t] && p->pl->pipe[KERN_CMK_DX][t];
+	const bool narrow = p->pl->pipe[KERN_NARROW][t] && p->pl->pipe[KERN_NARROW_RED][t] &&
+			    p->pl->pipe[KERN_NARROW_DX][t];
 	j->plan = variant_choose_costed(q, (p->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
+						  (narrow ? VARIANT_HAS_NARROW : 0u) |
 						  (cmk ? (t == PROTO_F32 ? VARIANT_HAS_F32X3 : VARIANT_HAS_CMK) : 0u) |
 						  (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t]
 							   ? VARIANT_HAS_NV2 : 0u),

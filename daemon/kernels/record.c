@@ -59,7 +59,7 @@ static void new_epoch(recorder *rc)
 	rc->ntouch = 0;
 }
 
-void record_barrier_inside(const rec *r)
+static void barrier_inside(const rec *r)
 {
 	record_barrier_all(r->cb);
 	new_epoch(r->rc);
@@ -67,7 +67,7 @@ void record_barrier_inside(const rec *r)
 }
 
 /* The bytes a dispatch binds for tensor t: from the offset aligned down as
- * dispatch.c's bind_tensor() binds it, to the tensor's end. */
+ * dispatch.c's grid_bind_tensor() binds it, to the tensor's end. */
 static void bound_range(const recorder *rc, const job *j, int t, uint64_t *lo, uint64_t *hi)
 {
 	const VkDeviceSize align = rc->dev->props.limits.minStorageBufferOffsetAlignment;
@@ -75,7 +75,7 @@ static void bound_range(const recorder *rc, const job *j, int t, uint64_t *lo, u
 	*hi = j->req.t[t].offset + j->bytes[t];
 }
 
-bool record_bound_overlap(const recorder *rc, const job *j)
+static bool bound_overlap(const recorder *rc, const job *j)
 {
 	for (int o = 0; o < PROTO_T_COUNT; o++) {
 		if (!j->reg[o] || !job_is_output(j, o))
@@ -375,6 +375,7 @@ recorder *record_new(const device *d, const pipelines *pl, uint64_t dispatch_max
 	recorder *rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		return NULL;
+	rc->ops = (record_ops){.barrier_inside = barrier_inside, .bound_overlap = bound_overlap};
 	rc->dev = d;
 	rc->pl = pl;
 	rc->dispatch_max_macs = dispatch_max_macs;
@@ -469,7 +470,7 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 	rc->slice_from = tg->slice_from;
 	rc->slice_len = tg->slice_len;
 	rc->slice_pos = 0;
-	dispatch_forget_bound(rc);
+	grid_forget_bound(rc);
 	vkResetCommandPool(rc->dev->dev, tg->pool, 0);
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};

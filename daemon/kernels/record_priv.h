@@ -13,12 +13,34 @@
 #include "job.h"
 #include "kiface.h"
 
+typedef struct rec rec;
+
+/* What dispatch.c asks of the batch it records into, record.c's (set by
+ * record_new): dispatch.c reaches up only through these, so the calls run
+ * one way, record.c (the batch) on top of dispatch.c (its dispatches). */
+typedef struct record_ops {
+	/* A barrier inside a job's kernels (between the pieces of a cut
+	 * reduction, or the two passes of split-K and of the narrow family):
+	 * everything recorded before it is ordered before everything after,
+	 * so the batch's conflict tracking starts afresh. */
+	void (*barrier_inside)(const rec *r);
+	/* Do two of j's tensors in one region, one read and one written, have
+	 * bound ranges that overlap? Their bytes never do (proto_job_check),
+	 * but a binding starts at its offset aligned down (dispatch.c's
+	 * grid_bind_tensor), so an output right behind an input shares the input's
+	 * last aligned bytes. Dispatches of one kernel that bind both then need
+	 * a barrier between them, or the second reads bytes the first wrote
+	 * (as far as ranges tell). */
+	bool (*bound_overlap)(const struct recorder *rc, const job *j);
+} record_ops;
+
 /* The conflict tracking's entries (record.c). */
 typedef struct record_touch record_touch;
 typedef struct record_region record_region;
 typedef struct record_lane record_lane;
 
 struct recorder {
+	record_ops ops; /* record.c's, for dispatch.c */
 	const device *dev;
 	const pipelines *pl;
 	uint64_t dispatch_max_macs;
@@ -91,26 +113,7 @@ typedef struct rec {
 #define UNIT_PARAM ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_DW) | (1u << PROTO_T_DB))
 #define UNIT_INPUT ((1u << PROTO_T_DY) | (1u << PROTO_T_W) | (1u << PROTO_T_DX))
 
-/* record.c */
-
-/* A barrier inside a job's kernels (between the pieces of a cut reduction,
- * or split-K's two passes): everything recorded before it is ordered before
- * everything after, so the batch's conflict tracking starts afresh. */
-void record_barrier_inside(const rec *r);
-
-/* Do two of j's tensors in one region, one read and one written, have
- * bound ranges that overlap? Their bytes never do (proto_job_check), but a
- * binding starts at its offset aligned down (dispatch.c's bind_tensor), so
- * an output right behind an input shares the input's last aligned bytes.
- * Dispatches of one kernel that bind both then need a barrier between
- * them, or the second reads bytes the first wrote (as far as ranges
- * tell). */
-bool record_bound_overlap(const recorder *rc, const job *j);
-
-/* dispatch.c */
-
-/* Nothing bound: a command buffer's start. */
-void dispatch_forget_bound(recorder *rc);
+/* dispatch.c (record.c's parts it needs: recorder.ops) */
 
 /* The kernel one unit (UNIT_PARAM: dW/db, UNIT_INPUT: dX) of the job
  * starts with: its plan's split-K or GEMM kernel, else the plain
@@ -118,7 +121,7 @@ void dispatch_forget_bound(recorder *rc);
 int dispatch_unit_kernel(const job *j, unsigned mask);
 
 /* The kernels of one unit (dW/db, or dX) of the job. Barriers only inside
- * them (record_barrier_inside); the caller orders the rest. */
+ * them (recorder.ops.barrier_inside); the caller orders the rest. */
 void dispatch_unit(const rec *r, unsigned mask);
 
 /* A linear_forward job's kernels (proto_forward_as_input: the dX GEMM of
@@ -134,16 +137,30 @@ void dispatch_forward(const rec *r);
  * reading dZ as dY. The caller orders the rest. */
 void dispatch_backward_units(const rec *r, bool param, bool input);
 
-/* For activation.c: tensor t's binding (bind_tensor: the client's buffer,
- * or scratch for a device-local job or a slot with reg NULL), a dummy
- * piece (0..2), kernel k bound with its n bindings pushed, and a grid of
- * gx workgroups in one row (dispatch_split: cut into bounded pieces, the
- * piece's first workgroup × xscale into *xbase). */
-binding dispatch_bind(const rec *r, int t);
-binding dispatch_bind_dummy(const rec *r, uint64_t which);
-void dispatch_kernel(const rec *r, int k, const binding *b, uint32_t n);
-void dispatch_grid(const rec *r, int k, const void *pc, uint32_t pc_bytes, uint32_t *xbase,
-		   uint32_t xscale, uint64_t gx, uint64_t wg_macs);
+/* grid.c (below dispatch.c, activation.c and optim_step.c) */
+
+/* Nothing bound: a command buffer's start. */
+void grid_forget_bound(recorder *rc);
+/* Tensor t's binding: the client's buffer from its offset aligned down (the
+ * remainder in elem_off), or scratch for a device-local job or a slot with
+ * reg NULL; a dummy piece (0..2); split-K's or narrow's partials; the
+ * running sums of a streamed dW. */
+binding grid_bind_tensor(const rec *r, int t);
+binding grid_bind_dummy(const rec *r, uint64_t which);
+binding grid_bind_partials(const rec *r, bool for_dx);
+binding grid_bind_sums(const rec *r);
+/* Pipeline k bound, and its n bindings pushed, each only when it changes. */
+void grid_bind_pipe(const rec *r, int k);
+void grid_push_set(const rec *r, int k, const binding *b, uint32_t n);
+void grid_kernel(const rec *r, int k, const binding *b, uint32_t n);
+/* A gx × gy grid of kernel k, cut into pieces of at most the recorder's
+ * dispatch_max_macs (wg_macs a workgroup), each piece's first workgroup ×
+ * scale into *xbase / *ybase of the push constants pc; grid_row: one row. */
+void grid_split(const rec *r, int k, const void *pc, uint32_t pc_bytes, uint32_t *ybase,
+		uint32_t yscale, uint32_t *xbase, uint32_t xscale, uint64_t gx, uint64_t gy,
+		uint64_t wg_macs);
+void grid_row(const rec *r, int k, const void *pc, uint32_t pc_bytes, uint32_t *xbase,
+	      uint32_t xscale, uint64_t gx, uint64_t wg_macs);
 
 /* activation.c */
 

@@ -37,10 +37,38 @@ static int matrix_kernel(unsigned caps)
 	return caps & VARIANT_HAS_CMK ? KERN_CMK_DW : caps & VARIANT_HAS_COOPMAT ? KERN_COOPMAT : -1;
 }
 
+
+
+
+
+
+
+
+
+
+bool variant_narrow_fits(const proto_request *q)
+{
+	return q->batch >= VARIANT_NARROW_MIN_BATCH && q->in <= VARIANT_NARROW_MAX_FEATURES &&
+	       q->out <= VARIANT_NARROW_MAX_FEATURES;
+}
+
+/* q's dW/db on the narrow family: its blocks, fewer down to the loop
+ * bound's least where the partials must shrink (placement.c). */
+static void take_narrow(const proto_request *q, variant_plan *p)
+{
+	p->param = KERN_NARROW;
+	p->slices = kshape_narrow_blocks(q);
+	p->min_slices = kshape_narrow_min_blocks(q);
+}
+
 /* dW (and db) when nothing is forced. */
 static void choose_param_auto(const proto_request *q, unsigned caps, variant_plan *p)
 {
 	const bool dw = q->t[PROTO_T_DW].present;
+	if ((caps & VARIANT_HAS_NARROW) && variant_narrow_fits(q)) {
+		take_narrow(q, p);
+		return;
+	}
 	if (!dw) {
 		p->param = KERN_PARAM; /* db alone: one pass over dY */
 		return;
@@ -102,6 +130,14 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 			      "variant 'coopmat' needs dtype f16 on a device with "
 			      "VK_NV_cooperative_matrix (16x16x16 f16 -> f32); this job is %s on %s%s",
 			      dt, name, n && !dev->coopmat ? ", which lacks it" : "");
+	case PROTO_VARIANT_NARROW:
+		if (pl->pipe[KERN_NARROW][d] && pl->pipe[KERN_NARROW_RED][d] && pl->pipe[KERN_NARROW_DX][d])
+			return false;
+		return refuse(why, n,
+			      "variant 'narrow' needs %u bytes of shared memory per "
+			      "workgroup; %s offers maxComputeSharedMemorySize = %u",
+			      PIPELINES_NARROW_SHARED_BYTES, name,
+			      n ? dev->props.limits.maxComputeSharedMemorySize : 0u);
 	case PROTO_VARIANT_TILED128:
 		if (pl->pipe[KERN_TILED128][d])
 			return false;
@@ -134,98 +170,38 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 	}
 }
 
-static uint32_t loop_trips = VARIANT_LOOP_TRIPS_MAX;
 
-uint32_t variant_loop_trips(void)
-{
-	return loop_trips;
-}
 
-void variant_set_loop_trips(uint32_t trips)
-{
-	loop_trips = trips >= 1 && trips <= VARIANT_LOOP_TRIPS_MAX ? trips : VARIANT_LOOP_TRIPS_MAX;
-}
 
-uint64_t variant_max_k(int kern, proto_dtype dt)
-{
-	uint64_t per; /* elements of the reduction per loop iteration */
-	switch (kern) {
-	case KERN_PARAM: per = VKG_PARAM_STRIPES; break; /* stripes walk the batch */
-	case KERN_INPUT:
-	case KERN_TILED:
-	case KERN_SPLITK: per = 16; break;
-	case KERN_TILED128: per = dt == PROTO_F32 ? 16 : 8; break;
-	case KERN_COOPMAT: per = 32; break;
-	case KERN_NV2_DW:
-	case KERN_NV2_DX:
-	case KERN_NV2_DW_S:
-	case KERN_NV2_DX_S: per = NV2_TILE_MIN_BK; break; /* its tiling's BK is at least this */
-	case KERN_CMK_DW:
-	case KERN_CMK_DX:
-	case KERN_CMK_DW_S:
-	case KERN_CMK_DX_S: per = 2 * VARIANT_CMK_MIN_BK; break; /* two k steps per trip */
-	default: per = 1; break;
-	}
-	return per * VARIANT_MAX_LOOP_TRIPS;
-}
 
 /* f16/bf16: a reduction longer than its kernel walks in one dispatch would
  * be cut into pieces that each round the running sum to 16 bits (dispatch.c);
  * split-K's f32 partials round each output once instead (variant.h). */
 static void keep_one_rounding(const proto_request *q, variant_plan *p)
 {
-	const uint64_t per_slice = variant_max_k(KERN_SPLITK, q->dtype);
+	const uint64_t per_slice = kshape_max_k(KERN_SPLITK, q->dtype);
 	if (q->dtype == PROTO_F32)
 		return;
 	if (p->param == KERN_SPLITK) {
 		/* without split-K it would run tiled (placement.c): cut there */
-		if (q->batch > variant_max_k(KERN_TILED, q->dtype))
+		if (q->batch > kshape_max_k(KERN_TILED, q->dtype))
 			p->min_slices = 1;
-	} else if (p->param >= 0 && q->batch > variant_max_k(p->param, q->dtype)) {
+	} else if (p->param >= 0 && q->batch > kshape_max_k(p->param, q->dtype)) {
 		p->param = KERN_SPLITK;
 		p->slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->batch, per_slice));
 		p->min_slices = 1;
 	}
-	if (p->input >= 0 && q->out > variant_max_k(p->input, q->dtype)) {
+	if (p->input >= 0 && q->out > kshape_max_k(p->input, q->dtype)) {
 		p->input = KERN_SPLITK;
 		p->dx_slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->out, per_slice));
 	}
 }
 
-variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices)
-{
-	const bool dw = q->t[PROTO_T_DW].present;
-	const uint64_t n = dw ? q->in : 1; /* dW's columns: one for db alone */
-	uint64_t wgs = 0, trips = 0, extra = 0;
-	if (k == KERN_PARAM && !for_dx) {
-		wgs = (dw ? ceil_div(q->in, VKG_PARAM_COLS) : 1) * q->out;
-		trips = ceil_div(q->batch, VKG_PARAM_STRIPES);
-	} else if (k == KERN_INPUT && for_dx) {
-		wgs = ceil_div(q->in, VKG_INPUT_TILE) * ceil_div(q->batch, VKG_INPUT_TILE);
-		trips = ceil_div(q->out, 16);
-	} else if (k == KERN_TILED) {
-		wgs = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE) : ceil_div(n, TILE) * ceil_div(q->out, TILE);
-		trips = ceil_div(for_dx ? q->out : q->batch, 16);
-	} else if (k == KERN_TILED128) {
-		const uint64_t per = q->dtype == PROTO_F32 ? 16 : 8; /* rows per iteration */
-		wgs = for_dx ? ceil_div(q->in, WIDE_TILE) * ceil_div(q->batch, WIDE_TILE)
-			     : ceil_div(n, WIDE_TILE) * ceil_div(q->out, WIDE_TILE);
-		trips = ceil_div(for_dx ? q->out : q->batch, per);
-	} else if (k == KERN_SPLITK && slices >= 1) {
-		const uint64_t tiles = for_dx ? ceil_div(q->in, TILE) * ceil_div(q->batch, TILE)
-					      : ceil_div(n, TILE) * ceil_div(q->out, TILE);
-		wgs = slices * tiles;
-		trips = ceil_div(ceil_div(for_dx ? q->out : q->batch, slices), 16);
-		extra = slices * tiles; /* the reduce pass: each slice's tiles read once */
-	}
-	return (variant_geom){.wgs = (double)(wgs + extra), .work = (double)(wgs * trips + extra),
-			      .trips = (double)trips};
-}
 
 /* Model cm's estimate (ns) of one part on kernel k (S slices), or < 0. */
 static double part_ns(const costmodel *cm, const proto_request *q, bool for_dx, int k, uint32_t slices)
 {
-	const variant_geom g = variant_geometry(q, for_dx, k, slices);
+	const costmodel_geom g = costmodel_geometry(q, for_dx, k, slices);
 	return g.work > 0 ? costmodel_ns(cm, k, q->dtype, g.wgs, g.work, g.trips) : -1.0;
 }
 
@@ -249,25 +225,40 @@ uint64_t variant_estimate_ns(const costmodel *cm, const variant_plan *p, const p
 	return ns > 1 ? (uint64_t)ns : 1;
 }
 
+/* May the model put q on the narrow family? Over a wider range than the
+ * rules' (variant_narrow_fits): a batch of VARIANT_NARROW_MODEL_MIN_BATCH
+ * rows or more (on lavapipe 4096x16x8 took 5.5 ms on it against the seed
+ * kernels' 11.8), in and out within its bound; not the short batches of
+ * square and wide layers, whose few long rows its probes do not cover. */
+static bool model_narrow(const proto_request *q)
+{
+	return q->batch >= VARIANT_NARROW_MODEL_MIN_BATCH && q->in <= VARIANT_NARROW_MAX_FEATURES &&
+	       q->out <= VARIANT_NARROW_MAX_FEATURES;
+}
+
 /* Is kernel k one the model may put on q's dW/db (for_dx false) or dX?
- * A 16-bit job's tiled128 only where it walks the reduction in one
- * dispatch (its 8 rows per iteration would otherwise cut one the 64 tile
- * does not: a rounding per piece). */
+ * A 16-bit job's plain kernels only where they walk the reduction in one
+ * dispatch: a longer one would go split-K after the model's choice
+ * (keep_one_rounding), at a cost the model did not estimate (f16
+ * 1048576x1x1 dW/db on lavapipe: the model took generic, which became
+ * split-K's 64 slices of 64x64 tiles, 13 s against the narrow family's
+ * 1.6 s); tiled128 likewise (its 8 rows per iteration would cut one the
+ * 64 tile does not). */
 static bool model_may(const proto_request *q, bool for_dx, int k)
 {
-	if (k != KERN_TILED128 || q->dtype == PROTO_F32)
+	if (q->dtype == PROTO_F32 || k == KERN_SPLITK || k == KERN_NARROW)
 		return true;
-	return (for_dx ? q->out : q->batch) <= variant_max_k(KERN_TILED128, q->dtype);
+	return (for_dx ? q->out : q->batch) <= kshape_max_k(k, q->dtype);
 }
 
 /* dW (and db) by the cheapest plain family on the model (generic, tiled,
  * tiled128, split-K at 2, 4, ... 64 slices of at least 16 rows), where the
  * rules took one of them and the model's pick is VARIANT_MODEL_MARGIN
  * times cheaper. */
-static void cost_param(const proto_request *q, const costmodel *cm, variant_plan *p)
+static void cost_param(const proto_request *q, const costmodel *cm, bool narrow, variant_plan *p)
 {
-	if (!q->t[PROTO_T_DW].present ||
-	    (p->param != KERN_PARAM && p->param != KERN_TILED && p->param != KERN_SPLITK))
+	if (!q->t[PROTO_T_DW].present || (p->param != KERN_PARAM && p->param != KERN_TILED &&
+					   p->param != KERN_SPLITK && p->param != KERN_NARROW))
 		return;
 	const double rules = part_ns(cm, q, false, p->param, p->slices);
 	if (rules < 0)
@@ -286,8 +277,18 @@ static void cost_param(const proto_request *q, const costmodel *cm, variant_plan
 		if (t >= 0 && (best < 0 || t < best_ns))
 			best = KERN_SPLITK, best_s = s, best_ns = t;
 	}
+	if (narrow && model_narrow(q)) {
+		const uint32_t s = kshape_narrow_blocks(q);
+		const double t = part_ns(cm, q, false, KERN_NARROW, s);
+		if (t >= 0 && (best < 0 || t < best_ns))
+			best = KERN_NARROW, best_s = s, best_ns = t;
+	}
 	if (best < 0 || best_ns * VARIANT_MODEL_MARGIN > rules)
 		return;
+	if (best == KERN_NARROW) {
+		take_narrow(q, p);
+		return;
+	}
 	p->param = best;
 	p->slices = best_s;
 	p->min_slices = 2;
@@ -295,17 +296,19 @@ static void cost_param(const proto_request *q, const costmodel *cm, variant_plan
 
 /* dX the same, among linear_input_backward, linear_tiled_gemm and
  * linear_tiled128_gemm. */
-static void cost_input(const proto_request *q, const costmodel *cm, variant_plan *p)
+static void cost_input(const proto_request *q, const costmodel *cm, bool narrow, variant_plan *p)
 {
-	if (p->input != KERN_INPUT && p->input != KERN_TILED)
+	if (p->input != KERN_INPUT && p->input != KERN_TILED && p->input != KERN_NARROW_DX)
 		return;
 	const double rules = part_ns(cm, q, true, p->input, 1);
 	if (rules < 0)
 		return;
-	static const int plain[] = {KERN_INPUT, KERN_TILED, KERN_TILED128};
+	static const int plain[] = {KERN_INPUT, KERN_TILED, KERN_TILED128, KERN_NARROW_DX};
 	int best = -1;
 	double best_ns = 0;
 	for (unsigned i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		if (plain[i] == KERN_NARROW_DX && !(narrow && model_narrow(q)))
+			continue;
 		const double t = part_ns(cm, q, true, plain[i], 1);
 		if (t >= 0 && model_may(q, true, plain[i]) && (best < 0 || t < best_ns))
 			best = plain[i], best_ns = t;
@@ -341,6 +344,8 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.min_slices = 1;
 		} else if (q->variant == PROTO_VARIANT_TILED128) {
 			p.param = dw ? KERN_TILED128 : KERN_PARAM;
+		} else if (q->variant == PROTO_VARIANT_NARROW) {
+			take_narrow(q, &p);
 		} else {
 			p.param = q->variant == PROTO_VARIANT_GENERIC ? KERN_PARAM : KERN_TILED;
 		}
@@ -352,6 +357,9 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.input = KERN_NV2_DX;
 		else if (force_cm)
 			p.input = KERN_COOPMAT;
+		else if (q->variant == PROTO_VARIANT_NARROW ||
+			 (q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_NARROW) && variant_narrow_fits(q)))
+			p.input = KERN_NARROW_DX;
 		else if (q->variant == PROTO_VARIANT_AUTO && mk >= 0 && q->batch >= TILE && q->in >= TILE &&
 			 q->out >= TILE)
 			p.input = mk == KERN_CMK_DW ? KERN_CMK_DX : KERN_COOPMAT;
@@ -364,8 +372,9 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
 	if (cm && q->variant == PROTO_VARIANT_AUTO) {
-		cost_param(q, cm, &p);
-		cost_input(q, cm, &p);
+		const bool narrow = (caps & VARIANT_HAS_NARROW) != 0;
+		cost_param(q, cm, narrow, &p);
+		cost_input(q, cm, narrow, &p);
 	}
 	keep_one_rounding(q, &p);
 	return p;
@@ -396,7 +405,7 @@ void variant_widen(variant_plan *p, const proto_request *q)
 		return;
 	/* f16/bf16: not where the 128 tile (8 rows per iteration) would cut a
 	 * reduction the 64 tile walks in one dispatch (a rounding per piece) */
-	const uint64_t kmax = q->dtype == PROTO_F32 ? UINT64_MAX : variant_max_k(KERN_TILED128, q->dtype);
+	const uint64_t kmax = q->dtype == PROTO_F32 ? UINT64_MAX : kshape_max_k(KERN_TILED128, q->dtype);
 	if (p->param == KERN_TILED && q->t[PROTO_T_DW].present && wide_enough(q->out, q->in, q->batch) &&
 	    q->batch <= kmax)
 		p->param = KERN_TILED128;
@@ -419,7 +428,7 @@ static void nv2_take(variant_plan *p, const proto_request *q, uint32_t bm, uint3
 {
 	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 || !bm || !bn)
 		return;
-	const uint64_t kmax = variant_max_k(kdw, q->dtype);
+	const uint64_t kmax = kshape_max_k(kdw, q->dtype);
 	if (p->param == KERN_CMK_DW && q->batch <= kmax && nv2_fits(q->out, q->in, bm, bn, min_tiles, whole))
 		p->param = kdw;
 	if (p->input == KERN_CMK_DX && q->out <= kmax && nv2_fits(q->batch, q->in, bm, bn, min_tiles, whole))
@@ -447,12 +456,6 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
 		p->input = KERN_CMK_DX_S;
 }
 
-uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices)
-{
-	return (uint64_t)slices * (q->out * q->in + q->out);
-}
 
-uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices)
-{
-	return (uint64_t)slices * q->batch * q->in;
-}
+
+

@@ -53,12 +53,12 @@
  * within one storage-buffer binding; a job whose partials do not fit gets
  * fewer slices, or runs tiled (placement.c).
  *
- * Loop bound: no kernel's loop runs more than VARIANT_MAX_LOOP_TRIPS
+ * Loop bound: no kernel's loop runs more than KSHAPE_MAX_LOOP_TRIPS
  * iterations in one dispatch, on any device. llvmpipe (lavapipe) ends a
  * shader invocation's loops after 65,535 iterations in all (one counter
  * per invocation, shared by every loop in it) without an error, so a longer
  * reduction silently dropped terms (issue 13). dispatch.c cuts a reduction
- * longer than variant_max_k() of its kernel into pieces, one dispatch (per
+ * longer than kshape_max_k() of its kernel into pieces, one dispatch (per
  * grid piece) each, the pieces after the first accumulating into what the
  * earlier ones wrote, after a barrier:
  *   - f32: the pieces accumulate in the f32 output itself, one f32 rounding
@@ -66,7 +66,7 @@
  *   - f16/bf16: accumulating in the 16-bit output would round the running
  *     sum once per piece, so such a job goes split-K instead (dW/db, and dX:
  *     the same GEMM kernel over out with A = dY, B = W), with
- *     ceil(K / variant_max_k(split-K)) slices, whatever the forced family:
+ *     ceil(K / kshape_max_k(split-K)) slices, whatever the forced family:
  *     f32 partials (long slices cut into pieces accumulating in f32 there)
  *     and the output rounded once. Only when scratch cannot hold those
  *     partials (placement.c: past the cap or one binding, or the
@@ -95,6 +95,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kshape.h"
 #include "msg.h"
 
 typedef struct variant_plan {
@@ -125,29 +126,6 @@ bool variant_available(const pipelines *pl, proto_variant v, proto_dtype d);
 bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, proto_dtype d,
 		     char *why, size_t n);
 
-/* Iterations of any kernel's loops in one dispatch, on every device (see
- * "Loop bound" above): at most VARIANT_LOOP_TRIPS_MAX, well under
- * llvmpipe's 65,535, leaving room for the kernels' short fixed loops (the
- * seed kernel's 3-step tree). A daemon's --loop-trips may lower it
- * (variant_set_loop_trips, once at start, by placement_init), so that
- * tests reach the cut reductions at small shapes; one setting per
- * process. */
-#define VARIANT_LOOP_TRIPS_MAX 32768u
-#define VARIANT_MAX_LOOP_TRIPS (variant_loop_trips())
-uint32_t variant_loop_trips(void);
-/* trips in [1, VARIANT_LOOP_TRIPS_MAX]; anything else sets the maximum */
-void variant_set_loop_trips(uint32_t trips);
-
-/* The longest reduction (elements of k) kernel `kern` walks in one dispatch
- * within VARIANT_MAX_LOOP_TRIPS: VARIANT_MAX_LOOP_TRIPS times the elements
- * its loop takes per iteration (seed dW: 8 stripes; dX, tiled, split-K: 16;
- * tiled128: 16 for f32, 8 for f16/bf16; coopmat, coopmat_nv2: 32;
- * coopmat_khr: two k steps of BK, at least VARIANT_CMK_MIN_BK, per
- * iteration — dispatch.c cuts by its pipelines' actual BK, 32 by default). A
- * kernel missing from variant.c's list counts as one element per
- * iteration. */
-#define VARIANT_CMK_MIN_BK 16u
-uint64_t variant_max_k(int kern, proto_dtype dt);
 
 /* What the device runs for q's dtype, as bits of `caps`:
  * VARIANT_HAS_COOPMAT linear_coopmat_gemm, VARIANT_HAS_CMK
@@ -159,6 +137,9 @@ uint64_t variant_max_k(int kern, proto_dtype dt);
  * placement.c never gives f32 VARIANT_HAS_CMK, so auto keeps f32 off the
  * tensor cores */
 #define VARIANT_HAS_F32X3 8u
+/* the narrow family (linear_narrow_param + linear_narrow_reduce,
+ * linear_narrow_input): auto takes it where variant_narrow_fits */
+#define VARIANT_HAS_NARROW 16u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
 
 /* The same with a measured cost model (costmodel.h; NULL: none): where
@@ -178,17 +159,6 @@ variant_plan variant_choose(const proto_request *q, unsigned caps);
 #define VARIANT_MODEL_MARGIN 1.5
 variant_plan variant_choose_costed(const proto_request *q, unsigned caps, const costmodel *cm);
 
-/* One part of a job on one kernel, as the cost model counts it: `wgs`
- * workgroups (split-K: of its slices, plus one per 64x64 tile of each
- * slice for its reduce pass), `work` workgroup-iterations in all (workgroups × loop iterations of each; for
- * split-K plus one per 64x64 tile of each slice for its reduce pass) and
- * `trips`, the loop iterations of one workgroup (the critical path). k is
- * KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_TILED128 (its default 128x128
- * tile) or KERN_SPLITK (slices S); another gives work 0. */
-typedef struct variant_geom {
-	double wgs, work, trips;
-} variant_geom;
-variant_geom variant_geometry(const proto_request *q, bool for_dx, int k, uint32_t slices);
 
 /* The GPU time (ns) model cm estimates for q's kernels by plan p: the sum
  * over its parts (dW/db, dX). 0 when there is no model or a part's kernel
@@ -215,21 +185,39 @@ void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uin
 #define VARIANT_NV2_SMALL_MIN_TILES 64
 void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
 
-/* f32 scratch elements split-K needs for q's dW/db with `slices` slices. */
 /* linear_coopmat_khr_gemm's tiling for q's GEMMs (dW: m = out, n = in; dX:
  * m = batch, n = in): the small one (KERN_CMK_*_S) where a GEMM has fewer
  * than small_below tiles of bm × bn (the large tiling's). */
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
 			uint32_t bn);
 
-uint64_t variant_splitk_elems(const proto_request *q, uint32_t slices);
-/* The same for q's dX (split over out) with `slices` slices. */
-uint64_t variant_splitk_dx_elems(const proto_request *q, uint32_t slices);
 
 /* For a job whose tensors are in device memory (the device-local path),
  * when the variant is auto: a GEMM by linear_tiled_gemm becomes
  * linear_tiled128_gemm where it has at least 512 tiles of 128x128 and a
  * reduction of at least 1024. */
 void variant_widen(variant_plan *p, const proto_request *q);
+
+/* ---- the narrow family -------------------------------------------------
+ * For layers of few features over many rows (16-256 features, 2^16-2^24
+ * rows: neural fields, radiance caches, per-pixel MLPs), bound by one
+ * pass over X and dY. dW/db: the batch cut into row blocks, each block ×
+ * 64x64 tile of dW one workgroup of linear_narrow_param writing f32
+ * partials to the slot's scratch (the split-K layout: `slices` blocks of
+ * out·in + out), then linear_narrow_reduce adding the blocks in order:
+ * the same bits every run. dX: linear_narrow_input, W's chunk in shared
+ * memory while the rows stream past. `auto` takes it (dW/db and dX), where
+ * the device has it, for batch >= VARIANT_NARROW_MIN_BATCH and in, out <=
+ * VARIANT_NARROW_MAX_FEATURES, ahead of the tensor-core kernels; with a
+ * cost model, the model may move a part to another plain family that it
+ * finds VARIANT_MODEL_MARGIN times cheaper (and a part the rules gave to a
+ * plain family to narrow, for batch >= VARIANT_NARROW_MODEL_MIN_BATCH and
+ * in, out <= VARIANT_NARROW_MAX_FEATURES). These bounds are not yet measured on a GPU
+ * (docs/performance.md: the command that measures them). */
+#define VARIANT_NARROW_MIN_BATCH 16384
+#define VARIANT_NARROW_MAX_FEATURES 256
+#define VARIANT_NARROW_MODEL_MIN_BATCH 1024 /* with a cost model: from here on */
+bool variant_narrow_fits(const proto_request *q);
+/* (its shapes: blocks, rows, tiles, partials: kshape.h) */
 
 #endif

@@ -66,43 +66,9 @@ static void ops_close(conn *c)
 
 /* ---- ops --------------------------------------------------------------------- */
 
-static region *find_region(conn *c, uint64_t id, uint32_t *index)
-{
-	for (uint32_t i = 0; i < c->session->nregs; i++)
-		if (c->session->regs[i]->id == id) {
-			if (index)
-				*index = i;
-			return c->session->regs[i];
-		}
-	return NULL;
-}
-
-region *ops_find_region(conn *c, uint64_t id)
-{
-	return find_region(c, id, NULL);
-}
-
-int ops_enqueue(conn *c, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
-		region *const regs[PROTO_T_COUNT], proto_err *err)
-{
-	server *s = c->srv;
-	if (c->session->inflight >= s->limits.max_inflight)
-		return proto_fail(err, PROTO_LIMIT,
-				  "%s: this connection has max_inflight = %u jobs queued or running",
-				  proto_op_name(q->op), s->limits.max_inflight);
-	job *j = engine_job_new(s->eng, c, q, bytes, regs, c->rx_ns);
-	if (!j)
-		return proto_fail(err, PROTO_INTERNAL, "%s: out of memory", proto_op_name(q->op));
-	conn_ref(c);
-	c->session->inflight++;
-	engine_enqueue(s->eng, c->session->lane, j);
-	engine_pump(s->eng);
-	return 0;
-}
-
 static int region_size_cb(void *ctx, uint64_t id, uint64_t *size)
 {
-	region *r = find_region(ctx, id, NULL);
+	region *r = session_find_region(ctx, id, NULL);
 	if (!r)
 		return -1;
 	*size = r->size;
@@ -318,7 +284,7 @@ static void unregister_done(void *ctx, uint64_t id)
 static void op_unregister(conn *c, const proto_request *q)
 {
 	uint32_t i;
-	region *r = find_region(c, q->region, &i);
+	region *r = session_find_region(c, q->region, &i);
 	if (!r) {
 		proto_err err;
 		proto_fail(&err, PROTO_BAD_REGION,
@@ -362,11 +328,11 @@ static void op_linear_job(conn *c, const proto_request *q)
 	region *regs[PROTO_T_COUNT] = {0};
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		if (q->t[t].present && !q->t[t].is_tensor)
-			regs[t] = find_region(c, q->t[t].region, NULL);
+			regs[t] = session_find_region(c, q->t[t].region, NULL);
 	/* {"tensor": T} operands: the connection's device tensors */
 	if (tensor_ops_operands(c, q, regs, &err) != 0)
 		goto fail;
-	if (ops_enqueue(c, q, bytes, regs, &err) != 0)
+	if (session_enqueue(c, q, bytes, regs, &err) != 0)
 		goto fail;
 	return;
 fail:

@@ -150,7 +150,7 @@ void op_tensor_new(conn *c, const proto_request *q)
 	fill.t[PROTO_T_Y] = (proto_tensor){.present = true, .is_tensor = true, .tensor = t->id};
 	uint64_t jb[PROTO_T_COUNT] = {[PROTO_T_Y] = t->alloc};
 	region *regs[PROTO_T_COUNT] = {[PROTO_T_Y] = &t->reg};
-	if (ops_enqueue(c, &fill, jb, regs, &err) != 0) {
+	if (session_enqueue(c, &fill, jb, regs, &err) != 0) {
 		region_unref(&t->reg);
 		goto fail;
 	}
@@ -186,7 +186,7 @@ void op_tensor_copy(conn *c, const proto_request *q)
 	tensor *t = tensor_ops_lookup(c, q->tensor, opn, "tensor", &err);
 	if (!t)
 		goto fail;
-	region *r = ops_find_region(c, q->io.region);
+	region *r = session_find_region(c, q->io.region, NULL);
 	if (!r) {
 		proto_fail(&err, PROTO_BAD_REGION, "%s: key '%s': region %llu is not registered on this connection",
 			   opn, key, (unsigned long long)q->io.region);
@@ -218,7 +218,7 @@ void op_tensor_copy(conn *c, const proto_request *q)
 	jq.t[PROTO_T_Y] = write ? dev : host;
 	uint64_t jb[PROTO_T_COUNT] = {[PROTO_T_X] = t->bytes, [PROTO_T_Y] = t->bytes};
 	region *regs[PROTO_T_COUNT] = {[PROTO_T_X] = write ? r : &t->reg, [PROTO_T_Y] = write ? &t->reg : r};
-	if (ops_enqueue(c, &jq, jb, regs, &err) != 0)
+	if (session_enqueue(c, &jq, jb, regs, &err) != 0)
 		goto fail;
 	return;
 fail:

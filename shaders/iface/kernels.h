@@ -91,6 +91,61 @@
 #define VKG_BINDINGS_REDUCE 2 /* part, out */
 #define VKG_REDUCE_WG 256     /* elements per workgroup */
 
+/* ---- the narrow family: layers of few features over many rows --------------
+ * linear_narrow_param: stage one of dW = dYᵀ·X and db = Σ dY, the batch cut
+ * into row blocks. A workgroup of 256 threads owns one block's rows and a
+ * 64×64 tile of dW (64 output features × 64 input features; the tiles of
+ * one block: t_base + gl_WorkGroupID.x, input tiles fastest, one column
+ * of tiles for db alone) and writes the block's f32 partial sums to
+ * part[p_off + block·stride + o·n_in + i] (dW) and
+ * part[p_off + block·stride + stride − n_out + o] (db). Rows walk through
+ * shared memory a step at a time (4096 elements of dY and of X: 64 rows of
+ * a 64-wide tile, up to 1024 of a narrow one), loaded 16 bytes per thread
+ * where aligned; the threads split as 4×4 output micro-tiles × row groups, the
+ * groups summed by a fixed tree at the end (no atomics).
+ * linear_narrow_reduce: stage two, out[i] (+)= Σ_blocks part (VKG_PC_REDUCE,
+ * `slices` = blocks), VKG_NARROW_RED_COLS elements per workgroup, each
+ * summed by VKG_NARROW_RED_LANES lanes taking every LANES-th block in
+ * order and a fixed tree: the same bits every run, rounded once. */
+#define VKG_PC_NARROW(u)                                                       \
+	u batch;  /* rows of X and dY */                                       \
+	u n_in;                                                                \
+	u n_out;                                                               \
+	u x_off;  /* element offsets into the bound buffers */                 \
+	u dy_off;                                                              \
+	u p_off;  /* partials (f32) */                                         \
+	u stride; /* f32 elements per block of partials: (dW ? out·in : 0) + out */ \
+	u rows;   /* rows per block (a multiple of VKG_NARROW_STEP) */         \
+	u flags;  /* VKG_FLAG_WRITE_C (dW), VKG_FLAG_WRITE_D (db) */           \
+	u t_base; /* first tile of this dispatch (chunking) */                 \
+	u b_base; /* first block of this dispatch (chunking) */
+#define VKG_BINDINGS_NARROW 3 /* X, dY, partials */
+#define VKG_NARROW_TILE 64    /* dW tile per workgroup, rows and columns */
+#define VKG_NARROW_STEP 64    /* blocks are whole multiples of this many rows */
+#define VKG_NARROW_THREADS 256
+#define VKG_NARROW_RED_COLS 16
+#define VKG_NARROW_RED_LANES 16
+/* linear_narrow_input: dX = dY·W. A workgroup owns a column tile of up to
+ * 64 input features (c_base + gl_WorkGroupID.x) and `tiles` consecutive
+ * row tiles ((r_base + gl_WorkGroupID.y)·tiles on); its threads are 4×4
+ * micro-tiles, as many columns of them as the tile's features need (a
+ * power of two, P), so a tile is 1024/P rows; out walks through shared
+ * memory in chunks of 4·P (W's chunk stays there while the rows stream
+ * when out fits one chunk). */
+#define VKG_PC_NARROW_DX(u)                                                    \
+	u batch;                                                               \
+	u n_in;                                                                \
+	u n_out;                                                               \
+	u dy_off;                                                              \
+	u w_off;                                                               \
+	u dx_off;                                                              \
+	u flags;  /* VKG_FLAG_ACCUMULATE */                                    \
+	u tiles;  /* row tiles per workgroup */                                \
+	u r_base; /* first row group of this dispatch (chunking) */            \
+	u c_base; /* first column tile of this dispatch (chunking) */          \
+	u k_len;  /* out positions this dispatch sums (n_out stays dY's row stride) */
+#define VKG_BINDINGS_NARROW_DX 3 /* dY, W, dX */
+
 /* ---- linear_forward_prep: what linear_forward's GEMM needs first -----------
  * linear_forward (Y = X·Wᵀ + b) runs as the dX GEMM of a backward with in and
  * out swapped (proto/job.h proto_forward_as_input): B = Wᵀ, and the bias

@@ -330,7 +330,7 @@ static void test_bench_client_spin(void **state)
 static const char *const measured_keys[] = {
 	"shape", "dtype", "variant", "outputs", "reps", "gpu_us", "kernel_us_measured",
 	"batch_gpu_us", "tflops", "gbps", "end_to_end_us", "max_rel_err", "tol", "check", "ok",
-	"device",
+	"device", "copy_gbps", "copy_fraction",
 };
 
 /* Every key of a measured line present, ok true, numbers sane. */
@@ -361,7 +361,19 @@ static void test_bench_kernels_json(void **state)
 		 "--dtypes f32,bf16 --variants auto,tiled --reps 2 --json", build_dir(), g_d.sock);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	unsigned n = json_lines(out, lines, 64);
-	assert_int_equal(n, 8); /* 2 shapes x 2 dtypes x 2 variants, in that order */
+	/* 2 shapes x 2 dtypes x 2 variants, in that order, then auto against
+	 * the other per shape and dtype */
+	assert_int_equal(n, 12);
+	for (unsigned i = 8; i < 12; i++) {
+		assert_string_equal(json_get(lines[i], "bench", v, sizeof(v)), "\"kernels_auto\"");
+		assert_string_equal(json_get(lines[i], "best", v, sizeof(v)), "\"tiled\"");
+		const double a = strtod(json_get(lines[i], "auto_us", v, sizeof(v)), NULL);
+		const double b = strtod(json_get(lines[i], "best_us", v, sizeof(v)), NULL);
+		const double r = strtod(json_get(lines[i], "auto_over_best", v, sizeof(v)), NULL);
+		assert_true(a > 0 && b > 0 && r > 0);
+		assert_true(r > a / b * 0.99 && r < a / b * 1.01);
+	}
+	n = 8;
 	static const char *const shape[] = {"[32,64,8]", "[67,65,33]"};
 	static const char *const dtype[] = {"\"f32\"", "\"bf16\""};
 	static const char *const variant[] = {"\"auto\"", "\"tiled\""};
@@ -387,12 +399,17 @@ static void test_bench_kernels_outputs(void **state)
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		char cmd[1024], out[16384], v[64], want[32], *lines[8];
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes 67,65,33 "
-			 "--dtypes f32 --variants tiled128 --outputs %s --reps 2 --json",
+			 "--dtypes f32 --variants tiled128 --outputs %s --reps 2 --copy-gbps 1000 --json",
 			 build_dir(), g_d.sock, cases[c].outputs);
 		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 		assert_int_equal(json_lines(out, lines, 8), 1);
 		snprintf(want, sizeof(want), "\"%s\"", cases[c].outputs);
 		assert_string_equal(json_get(lines[0], "outputs", v, sizeof(v)), want);
+		/* --copy-gbps taken as given: the line's fraction of it */
+		assert_string_equal(json_get(lines[0], "copy_gbps", v, sizeof(v)), "1000.0");
+		const double g = strtod(json_get(lines[0], "gbps", v, sizeof(v)), NULL);
+		const double f = strtod(json_get(lines[0], "copy_fraction", v, sizeof(v)), NULL);
+		assert_true(f >= 0 && fabs(f - g / 1000) < 0.0006);
 		assert_string_equal(json_get(lines[0], "variant", v, sizeof(v)), "\"tiled128\"");
 		assert_string_equal(json_get(lines[0], "ok", v, sizeof(v)), "true");
 		const double us = strtod(json_get(lines[0], "gpu_us", v, sizeof(v)), NULL);
@@ -528,7 +545,19 @@ static void test_bench_peak_json(void **state)
 		 "--ms 2 --reps 2", build_dir());
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	unsigned n = json_lines(out, lines, 32);
-	assert_int_equal(n, 10); /* mma_regs, mma_smem, mma_smem_dw x f16, bf16; fma_f32, fma_outer x 2 */
+	/* copy; mma_regs, mma_smem, mma_smem_dw x f16, bf16; fma_f32, fma_outer x 2 */
+	assert_int_equal(n, 11);
+	/* the copy bandwidth first: copy_gbps = 2 x bytes / the median, read back exact */
+	assert_string_equal(json_get(lines[0], "kernel", v, sizeof(v)), "\"copy\"");
+	assert_string_equal(json_get(lines[0], "ok", v, sizeof(v)), "true");
+	const double cb = strtod(json_get(lines[0], "bytes", v, sizeof(v)), NULL);
+	const double cus = strtod(json_get(lines[0], "gpu_us", v, sizeof(v)), NULL);
+	const double cg = strtod(json_get(lines[0], "copy_gbps", v, sizeof(v)), NULL);
+	assert_true(cb > 0 && cus > 0 && cg > 0);
+	assert_true(fabs(cg - 2 * cb / cus / 1e3) <= 0.051 + cg * 1e-3);
+	assert_true(strtod(json_get(lines[0], "copy_gbps_best", v, sizeof(v)), NULL) >= cg);
+	n--;
+	memmove(lines, lines + 1, n * sizeof(lines[0]));
 	static const char *const kernel[] = {"\"mma_regs\"", "\"mma_regs\"", "\"mma_smem\"", "\"mma_smem\"",
 					     "\"mma_smem_dw\"", "\"mma_smem_dw\"", "\"fma_f32\"", "\"fma_f32\"",
 					     "\"fma_outer\"", "\"fma_outer\""};

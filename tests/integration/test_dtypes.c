@@ -182,8 +182,8 @@ static void run_dtype(bool bf16)
 	static const unsigned subsets[] = {1, 2, 4, 3, 7};
 	/* coopmat and coopmat_khr only where the daemon has them (f16 on
 	 * VK_NV_cooperative_matrix; f16, bf16 on VK_KHR_cooperative_matrix) */
-	const char *variants[7] = {"generic", "tiled", "tiled128", "splitk"};
-	int nv = 4;
+	const char *variants[8] = {"generic", "tiled", "tiled128", "splitk", "narrow"};
+	int nv = 5;
 	if (!bf16 && g_coopmat)
 		variants[nv++] = "coopmat";
 	else if (!bf16)
@@ -262,34 +262,38 @@ static void test_hello_lists_every_dtype(void **state)
 	vkg_info info;
 	assert_int_equal(vkg_hello(c, "test_dtypes", &info, &err), 0);
 	unsigned seen[3] = {0};
+	/* info.kernels holds the first 32 only: vkg_info_kernel reads all */
 	for (unsigned i = 0; i < info.n_kernels; i++) {
-		if (strcmp(info.kernels[i].name, "linear_coopmat_gemm") == 0) {
-			assert_string_equal(info.kernels[i].dtype, "f16");
+		vkg_kernel_info k;
+		assert_int_equal(vkg_info_kernel(c, i, &k), 0);
+		if (strcmp(k.name, "linear_coopmat_gemm") == 0) {
+			assert_string_equal(k.dtype, "f16");
 			continue;
 		}
-		if (strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0 ||
-		    strcmp(info.kernels[i].name, "linear_coopmat_nv2_gemm") == 0) {
-			assert_string_not_equal(info.kernels[i].dtype, "f32");
-			assert_string_equal(info.kernels[i].variant, info.kernels[i].name[15] == 'k'
+		if (strcmp(k.name, "linear_coopmat_khr_gemm") == 0 ||
+		    strcmp(k.name, "linear_coopmat_nv2_gemm") == 0) {
+			assert_string_not_equal(k.dtype, "f32");
+			assert_string_equal(k.variant, k.name[15] == 'k'
 									     ? "coopmat_khr" : "coopmat_nv2");
 			continue;
 		}
-		if (strcmp(info.kernels[i].name, "linear_coopmat_khr_f32x3_gemm") == 0) {
-			assert_string_equal(info.kernels[i].dtype, "f32");
-			assert_string_equal(info.kernels[i].variant, "coopmat_khr_f32x3");
+		if (strcmp(k.name, "linear_coopmat_khr_f32x3_gemm") == 0) {
+			assert_string_equal(k.dtype, "f32");
+			assert_string_equal(k.variant, "coopmat_khr_f32x3");
 			continue;
 		}
-		if (strcmp(info.kernels[i].dtype, "f32") == 0) seen[0]++;
-		if (strcmp(info.kernels[i].dtype, "f16") == 0) seen[1]++;
-		if (strcmp(info.kernels[i].dtype, "bf16") == 0) seen[2]++;
+		if (strcmp(k.dtype, "f32") == 0) seen[0]++;
+		if (strcmp(k.dtype, "f16") == 0) seen[1]++;
+		if (strcmp(k.dtype, "bf16") == 0) seen[2]++;
 	}
 	vkg_close(c);
-	/* lavapipe has storageBuffer16BitAccess: the nine plain kernels in all
-	 * three dtypes (parameter, input, tiled, tiled128, split-K's two passes,
-	 * linear_forward_prep, linear_activation, optim_step) */
-	assert_int_equal(seen[0], 9);
-	assert_int_equal(seen[1], 9);
-	assert_int_equal(seen[2], 9);
+	/* lavapipe has storageBuffer16BitAccess: the twelve plain kernels in
+	 * all three dtypes (parameter, input, tiled, tiled128, split-K's two
+	 * passes, linear_forward_prep, linear_activation, optim_step, the
+	 * narrow family's three) */
+	assert_int_equal(seen[0], 12);
+	assert_int_equal(seen[1], 12);
+	assert_int_equal(seen[2], 12);
 }
 
 /* Forcing coopmat where it cannot run is `unsupported`, naming the variant,

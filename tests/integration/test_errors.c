@@ -920,9 +920,10 @@ static void test_limit_max_dim(void **state)
 	(void)state;
 	rconn c;
 	rconn_open(&c, 8192);
+	/* batch is bounded by the bytes alone: X of 2^40 rows of 16 f32 */
 	proto_request q = small_job(&c, 111);
-	q.batch = MAX_DIM + 1;
-	job_error(&c, q, PROTO_LIMIT, "batch", "4096");
+	q.batch = 1ull << 40;
+	job_error(&c, q, PROTO_LIMIT, "tensor 'x'", "max_tensor_bytes");
 	q = small_job(&c, 112);
 	q.in = MAX_DIM + 1;
 	job_error(&c, q, PROTO_LIMIT, "'in'", "4096");
@@ -930,12 +931,19 @@ static void test_limit_max_dim(void **state)
 	q.out = 1u << 30;
 	job_error(&c, q, PROTO_LIMIT, "'out'", "max_dim");
 	rconn_close(&c);
-	/* max_dim itself is allowed: 4096 × 1 × 1 */
+	/* max_dim itself is allowed (1 × 4096 × 1), and a batch past it (4 ×
+	 * 4096 + 3 rows; 16 outputs, so that db's largest element is not one
+	 * sum of 16,387 terms that happens to cancel to near 0, where f32
+	 * summation's error is larger than 1e-4 of it): max_dim bounds in and
+	 * out alone */
 	jobcase jc;
-	jobcase_init(&jc, MAX_DIM, 1, 1, JC_ALL, false);
 	vkg_error err;
 	vkg_client *cl = vkg_connect(g_d.sock, &err);
 	assert_non_null(cl);
+	jobcase_init(&jc, 1, MAX_DIM, 1, JC_ALL, false);
+	assert_int_equal(jobcase_run(cl, &jc, 1, 1, 5, NULL), 0);
+	jobcase_free(&jc);
+	jobcase_init(&jc, 4 * MAX_DIM + 3, 1, 16, JC_ALL, false);
 	assert_int_equal(jobcase_run(cl, &jc, 1, 1, 5, NULL), 0);
 	vkg_close(cl);
 }

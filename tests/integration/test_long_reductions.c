@@ -5,7 +5,7 @@
  * one counter per shader invocation, shared by all its loops — without an
  * error: a kernel whose reduction loop runs longer returns a wrong sum. The
  * daemon cuts every reduction into dispatches of at most
- * VARIANT_MAX_LOOP_TRIPS (daemon/kernels/variant.h) loop iterations, on every
+ * KSHAPE_MAX_LOOP_TRIPS (daemon/kernels/variant.h) loop iterations, on every
  * device.
  *
  * Each kernel family the device offers is forced on

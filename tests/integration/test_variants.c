@@ -286,23 +286,23 @@ static void test_unknown_variant_is_bad_request(void **state)
 	expect_hello_variants_parse(&g_d);
 	expect_variant_message(&g_d, "f32", "fast!",
 			       "linear_backward: key 'variant' = 'fast!' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
+			       "tiled, tiled128, splitk, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
 			       "only; coopmat_khr, coopmat_nv2 are f16 and bf16 only); this device cannot "
 			       "run coopmat_khr_f32x3");
 	expect_variant_message(&g_d, "bf16", "tiled64",
 			       "linear_backward: key 'variant' = 'tiled64' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, coopmat_khr, coopmat_nv2 for dtype bf16 (coopmat "
+			       "tiled, tiled128, splitk, narrow, coopmat_khr, coopmat_nv2 for dtype bf16 (coopmat "
 			       "is f16 only; coopmat_khr_f32x3 is f32 only); this device cannot run "
 			       "coopmat_khr, coopmat_nv2");
 	expect_variant_message(&g_d, "f16", "",
 			       "linear_backward: key 'variant' = '' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2 for dtype f16 "
+			       "tiled, tiled128, splitk, narrow, coopmat, coopmat_khr, coopmat_nv2 for dtype f16 "
 			       "(coopmat_khr_f32x3 is f32 only); this device cannot run coopmat, "
 			       "coopmat_khr, coopmat_nv2");
 }
 
 /* A device with only the 16 KiB of shared memory Vulkan promises cannot run
- * the 128x128 kernel (32 KiB): hello does not list it, forcing it is
+ * the 128x128 kernel nor the narrow family (32 KiB each): hello does not list it, forcing it is
  * `unsupported` naming the limit, nothing is written, and auto jobs still
  * run (VKGRAD_FAULT_SHARED_16K makes lavapipe report 16384). */
 static void test_tiled128_unsupported_with_16k_shared_memory(void **state)
@@ -321,17 +321,22 @@ static void test_tiled128_unsupported_with_16k_shared_memory(void **state)
 		assert_string_not_equal(info.kernels[i].name, "linear_tiled128_gemm");
 	expect_refused_untouched(c, NULL, "tiled128", "unsupported", "tiled128",
 				 "maxComputeSharedMemorySize = 16384");
+	/* the narrow family (32 KiB) likewise */
+	for (unsigned i = 0; i < info.n_kernels; i++)
+		assert_string_not_equal(info.kernels[i].variant, "narrow");
+	expect_refused_untouched(c, NULL, "narrow", "unsupported", "narrow",
+				 "maxComputeSharedMemorySize = 16384");
 	vkg_close(c);
 	expect_variant_message(&d, "f16", "Tiled",
 			       "linear_backward: key 'variant' = 'Tiled' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, coopmat, coopmat_khr, coopmat_nv2 for dtype f16 "
-			       "(coopmat_khr_f32x3 is f32 only); this device cannot run tiled128, coopmat, "
-			       "coopmat_khr, coopmat_nv2");
+			       "tiled, tiled128, splitk, narrow, coopmat, coopmat_khr, coopmat_nv2 for dtype f16 "
+			       "(coopmat_khr_f32x3 is f32 only); this device cannot run tiled128, narrow, "
+			       "coopmat, coopmat_khr, coopmat_nv2");
 	expect_variant_message(&d, "f32", "Tiled",
 			       "linear_backward: key 'variant' = 'Tiled' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
+			       "tiled, tiled128, splitk, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
 			       "only; coopmat_khr, coopmat_nv2 are f16 and bf16 only); this device cannot "
-			       "run tiled128, coopmat_khr_f32x3");
+			       "run tiled128, narrow, coopmat_khr_f32x3");
 	expect_hello_variants_parse(&d);
 	/* the other families still serve, on the device-local path too */
 	assert_int_equal(run_family_on(&d, "auto"), 0);

@@ -493,8 +493,12 @@ class TestErrors(Case):
 
     def test_limit(self):
         self.expect("limit", lambda: self.c.region(MAX_REGION + 1), "max_region_bytes")
+        # max_dim bounds the features; a batch past it is bounded by bytes alone
+        x, dy = np.ones((1, MAX_DIM + 1), np.float32), np.ones((1, 1), np.float32)
+        self.expect("limit", lambda: self.c.linear_backward(x, dy), "max_dim")
         x = np.ones((MAX_DIM + 1, 1), np.float32)
-        self.expect("limit", lambda: self.c.linear_backward(x, x), "max_dim")
+        g = self.c.linear_backward(x, x)
+        np.testing.assert_array_equal(g["db"], np.full(1, MAX_DIM + 1, np.float32))
         self.assertServes()
 
     def test_device_lost(self):

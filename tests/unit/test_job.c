@@ -215,8 +215,9 @@ static void test_dim_limit(void **state)
 	r.t[PROTO_T_DB].region = UINT64_MAX;
 	expect_ok_lim(&r, &lim);
 
+	/* max_dim bounds in and out; batch only the bytes do (issue 37) */
 	static const char *const names[] = {"'batch'", "'in'", "'out'"};
-	for (int d = 0; d < 3; d++) {
+	for (int d = 1; d < 3; d++) {
 		r = base();
 		uint64_t *dim = d == 0 ? &r.batch : d == 1 ? &r.in : &r.out;
 		*dim = 65;
@@ -225,6 +226,15 @@ static void test_dim_limit(void **state)
 		expect_fail_lim(&r, &lim, PROTO_LIMIT, names[d]);
 		expect_fail_lim(&r, &lim, PROTO_LIMIT, "max_dim");
 	}
+	/* a batch past max_dim within the bytes: only where the region ends */
+	r = base();
+	r.batch = 65;
+	expect_fail_lim(&r, &lim, PROTO_OUT_OF_BOUNDS, "do not lie inside region");
+	/* past the bytes: max_tensor_bytes names it, never a wrapped size */
+	r.batch = 1ull << 40;
+	expect_fail_lim(&r, &lim, PROTO_LIMIT, "max_tensor_bytes");
+	r.batch = UINT64_MAX;
+	expect_fail_lim(&r, &lim, PROTO_LIMIT, "'x'");
 }
 
 static void test_size_overflow(void **state)

@@ -36,6 +36,9 @@ static const struct {
 	{"linear_forward_prep", VKG_BINDINGS_PREP, sizeof(kiface_prep)},
 	{"linear_activation", VKG_BINDINGS_ACT, sizeof(kiface_act)},
 	{"optim_step", VKG_BINDINGS_OPTIM, sizeof(kiface_optim)},
+	{"linear_narrow_param", VKG_BINDINGS_NARROW, sizeof(kiface_narrow)},
+	{"linear_narrow_reduce", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
+	{"linear_narrow_input", VKG_BINDINGS_NARROW_DX, sizeof(kiface_narrow_dx)},
 	/* `vkgrad bench --peak` only (bench/peak_vk.c checks them the same way) */
 	{"bench_peak_fma", VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma)},
 	{"bench_peak_mma", VKG_BINDINGS_PEAK_MMA, sizeof(kiface_peak_mma)},

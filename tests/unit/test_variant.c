@@ -154,7 +154,7 @@ static void test_splitk_for_tall_skinny(void **state)
 	q = job(1u << 20, 1, 1, true, false, false, PROTO_VARIANT_SPLITK);
 	assert_int_equal(variant_choose(&q, false).slices, 64);
 	/* scratch: S * (out*in + out) f32 */
-	assert_int_equal(variant_splitk_elems(&q, 64), 64 * 2);
+	assert_int_equal(kshape_splitk_elems(&q, 64), 64 * 2);
 }
 
 static void test_coopmat_where_the_device_has_it(void **state)
@@ -293,8 +293,8 @@ static void test_coopmat_khr_f32x3_forced_only(void **state)
 	p = variant_choose(&q, all | VARIANT_HAS_CMK);
 	assert_false(pipelines_is_cmk(p.param) || pipelines_is_cmk(p.input));
 	/* its loop bound: two k steps of 16 per trip */
-	assert_int_equal(variant_max_k(KERN_CMK_DW, PROTO_F32), 32 * 32768);
-	assert_int_equal(PIPELINES_F32X3_BK, VARIANT_CMK_MIN_BK);
+	assert_int_equal(kshape_max_k(KERN_CMK_DW, PROTO_F32), 32 * 32768);
+	assert_int_equal(PIPELINES_F32X3_BK, KSHAPE_CMK_MIN_BK);
 }
 
 /* auto takes coopmat_nv2 for a GEMM of at least VARIANT_NV2_MIN_TILES of
@@ -350,7 +350,7 @@ static void test_nv2_large(void **state)
 	assert_int_equal(p.param, before.param);
 	assert_int_equal(p.input, before.input);
 	/* a reduction past nv2's loop bound (16 per trip) keeps coopmat_khr */
-	const uint64_t kmax = variant_max_k(KERN_NV2_DW, PROTO_BF16);
+	const uint64_t kmax = kshape_max_k(KERN_NV2_DW, PROTO_BF16);
 	q = job(kmax + 16, 4096, 4096, true, false, false, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, caps);
@@ -421,7 +421,7 @@ static void test_nv2_small(void **state)
 	const variant_plan f32 = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_NV2);
 	expect_kernels(nv2_plan(q, PROTO_F32, VARIANT_HAS_F32X3 | VARIANT_HAS_NV2, 128), f32.param, f32.input);
 	/* a reduction past the loop bound keeps coopmat_khr */
-	q = job(variant_max_k(KERN_NV2_DW_S, PROTO_BF16) + 16, 1024, 1024, true, false, false, PROTO_VARIANT_AUTO);
+	q = job(kshape_max_k(KERN_NV2_DW_S, PROTO_BF16) + 16, 1024, 1024, true, false, false, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
 	if (variant_choose(&q, caps).param == KERN_CMK_DW)
 		assert_int_equal(nv2_plan(q, PROTO_BF16, caps, 128).param, KERN_CMK_DW);
@@ -522,20 +522,20 @@ static void test_widen_large_gemms(void **state)
 static void test_long_16bit_reductions_go_split_k(void **state)
 {
 	(void)state;
-	assert_int_equal(VARIANT_MAX_LOOP_TRIPS, 32768);
-	assert_int_equal(variant_max_k(KERN_PARAM, PROTO_F32), 8 * 32768);
-	assert_int_equal(variant_max_k(KERN_INPUT, PROTO_BF16), 16 * 32768);
-	assert_int_equal(variant_max_k(KERN_TILED, PROTO_F16), 16 * 32768);
-	assert_int_equal(variant_max_k(KERN_SPLITK, PROTO_F32), 16 * 32768);
-	assert_int_equal(variant_max_k(KERN_TILED128, PROTO_F32), 16 * 32768);
-	assert_int_equal(variant_max_k(KERN_TILED128, PROTO_BF16), 8 * 32768);
-	assert_int_equal(variant_max_k(KERN_COOPMAT, PROTO_F16), 32 * 32768);
-	assert_int_equal(variant_max_k(KERN_CMK_DW, PROTO_BF16), 32 * 32768); /* 2 steps of BK >= 16 */
-	assert_int_equal(variant_max_k(KERN_CMK_DX_S, PROTO_F16), 32 * 32768);
+	assert_int_equal(KSHAPE_MAX_LOOP_TRIPS, 32768);
+	assert_int_equal(kshape_max_k(KERN_PARAM, PROTO_F32), 8 * 32768);
+	assert_int_equal(kshape_max_k(KERN_INPUT, PROTO_BF16), 16 * 32768);
+	assert_int_equal(kshape_max_k(KERN_TILED, PROTO_F16), 16 * 32768);
+	assert_int_equal(kshape_max_k(KERN_SPLITK, PROTO_F32), 16 * 32768);
+	assert_int_equal(kshape_max_k(KERN_TILED128, PROTO_F32), 16 * 32768);
+	assert_int_equal(kshape_max_k(KERN_TILED128, PROTO_BF16), 8 * 32768);
+	assert_int_equal(kshape_max_k(KERN_COOPMAT, PROTO_F16), 32 * 32768);
+	assert_int_equal(kshape_max_k(KERN_CMK_DW, PROTO_BF16), 32 * 32768); /* 2 steps of BK >= 16 */
+	assert_int_equal(kshape_max_k(KERN_CMK_DX_S, PROTO_F16), 32 * 32768);
 	/* coopmat_nv2: VKGRAD_NV2_TILE's BK may be as small as 16 (dispatch.c cuts by the real one) */
-	assert_int_equal(variant_max_k(KERN_NV2_DW, PROTO_F16), 16 * 32768);
-	assert_int_equal(variant_max_k(KERN_NV2_DX, PROTO_BF16), NV2_TILE_MIN_BK * 32768);
-	assert_int_equal(variant_max_k(KERN_REDUCE, PROTO_F32), 32768); /* not a reduction over k: 1 per trip */
+	assert_int_equal(kshape_max_k(KERN_NV2_DW, PROTO_F16), 16 * 32768);
+	assert_int_equal(kshape_max_k(KERN_NV2_DX, PROTO_BF16), NV2_TILE_MIN_BK * 32768);
+	assert_int_equal(kshape_max_k(KERN_REDUCE, PROTO_F32), 32768); /* not a reduction over k: 1 per trip */
 	/* f32 keeps the family (dispatch.c cuts it into accumulating pieces) */
 	proto_request q = job(1048560, 1, 1, true, true, false, PROTO_VARIANT_GENERIC);
 	variant_plan p = variant_choose(&q, false);
@@ -563,7 +563,7 @@ static void test_long_16bit_reductions_go_split_k(void **state)
 	p = variant_choose(&q, false);
 	assert_int_equal(p.input, KERN_SPLITK);
 	assert_int_equal(p.dx_slices, 2);
-	assert_int_equal(variant_splitk_dx_elems(&q, 2), 2);
+	assert_int_equal(kshape_splitk_dx_elems(&q, 2), 2);
 	q.dtype = PROTO_F32;
 	assert_int_equal(variant_choose(&q, false).input, KERN_TILED128);
 	q = job(4, 3, 16 * 32768, false, false, true, PROTO_VARIANT_GENERIC);
@@ -599,6 +599,86 @@ static void test_variant_names_round_trip(void **state)
 	assert_int_equal(proto_variant_parse(""), -1);
 }
 
+/* The narrow family: auto takes it (dW/db and dX) where the device has it
+ * and the shape is narrow, ahead of the tensor cores; its blocks depend on
+ * the shape alone, are whole 64-row steps within the loop bound, and none
+ * is empty. */
+static void test_narrow_family(void **state)
+{
+	(void)state;
+	const unsigned all = VARIANT_HAS_NARROW | VARIANT_HAS_CMK;
+	proto_request q = job(1u << 20, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	variant_plan p = variant_choose(&q, all);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_equal(p.input, KERN_NARROW_DX);
+	/* about KSHAPE_NARROW_WGS workgroups: one tile, 512 blocks of 2048 rows */
+	assert_int_equal(p.slices, 512);
+	assert_int_equal(kshape_narrow_rows(&q, p.slices), 2048);
+	/* without the family (a device with 16 KiB of shared memory): the rules before */
+	p = variant_choose(&q, VARIANT_HAS_CMK);
+	assert_int_equal(p.param, KERN_CMK_DW);
+	/* below the batch bound, or wider than 256: not narrow */
+	q = job(VARIANT_NARROW_MIN_BATCH - 1, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, all);
+	assert_int_not_equal(p.param, KERN_NARROW);
+	assert_int_not_equal(p.input, KERN_NARROW_DX);
+	q = job(1u << 20, 257, 64, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, all);
+	assert_int_not_equal(p.param, KERN_NARROW);
+	/* db alone on it too */
+	q = job(1u << 20, 64, 64, false, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, all);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_equal(p.input, -1);
+	/* forced: any shape, 1x1x1 included */
+	q = job(1, 1, 1, true, true, true, PROTO_VARIANT_NARROW);
+	p = variant_choose(&q, 0);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_equal(p.input, KERN_NARROW_DX);
+	assert_int_equal(p.slices, 1);
+	/* blocks: shape-only, whole steps, within the loop bound, none empty */
+	static const uint64_t shapes[][3] = {{1000003, 3, 5}, {65537, 1, 1}, {262147, 33, 17},
+					     {131071, 257, 2}, {1ull << 24, 64, 64}, {4194304, 1, 1},
+					     {64, 1024, 1024}, {65, 1, 1}};
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		q = job(shapes[i][0], shapes[i][1], shapes[i][2], true, true, true, PROTO_VARIANT_NARROW);
+		const uint32_t b = kshape_narrow_blocks(&q);
+		const uint64_t r = kshape_narrow_rows(&q, b);
+		assert_true(b >= 1);
+		assert_int_equal(r % VKG_NARROW_STEP, 0);
+		assert_true(r <= kshape_narrow_max_rows());
+		assert_true((uint64_t)b * r >= q.batch);       /* covers the batch */
+		assert_true((uint64_t)(b - 1) * r < q.batch); /* the last block not empty */
+		assert_true(b >= kshape_narrow_min_blocks(&q));
+		assert_int_equal(kshape_narrow_blocks(&q), b);
+		/* 16-bit: no cut reduction, so no split-K for one rounding */
+		q.dtype = PROTO_F16;
+		p = variant_choose(&q, all);
+		assert_int_equal(p.param, KERN_NARROW);
+		assert_int_equal(p.input, KERN_NARROW_DX);
+		/* dX's row groups cover every row tile within half the loop bound */
+		uint32_t tiles;
+		const uint64_t groups = kshape_narrow_dx_groups(&q, &tiles);
+		const uint64_t tr = kshape_narrow_dx_tile_rows(q.in);
+		assert_true(groups * tiles * tr >= q.batch);
+		assert_true((uint64_t)tiles * (q.out < kshape_max_k(KERN_NARROW_DX, q.dtype)
+						       ? q.out + 2 : kshape_max_k(KERN_NARROW_DX, q.dtype) + 2) <=
+			    KSHAPE_MAX_LOOP_TRIPS / 2);
+	}
+	/* the dX tile: 1024 / P rows, P the power of two covering min(in, 64) / 4 */
+	assert_int_equal(kshape_narrow_dx_tile_rows(64), 64);
+	assert_int_equal(kshape_narrow_dx_tile_rows(1000), 64);
+	assert_int_equal(kshape_narrow_dx_tile_rows(32), 128);
+	assert_int_equal(kshape_narrow_dx_tile_rows(17), 128);
+	assert_int_equal(kshape_narrow_dx_tile_rows(3), 1024);
+	/* a lower loop bound: shorter blocks, more of them */
+	kshape_set_loop_trips(256);
+	q = job(262147, 33, 17, true, true, false, PROTO_VARIANT_NARROW);
+	assert_true(kshape_narrow_rows(&q, kshape_narrow_blocks(&q)) <= 64);
+	kshape_set_loop_trips(KSHAPE_LOOP_TRIPS_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -616,6 +696,7 @@ int main(void)
 		cmocka_unit_test(test_coopmat_khr_f32x3_forced_only),
 		cmocka_unit_test(test_nv2_large),
 		cmocka_unit_test(test_nv2_small),
+		cmocka_unit_test(test_narrow_family),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
