@@ -46,7 +46,7 @@ import torch as _torch
 from ._tensors import _DTYPES, default_client, empty, in_region
 
 __all__ = ["ResidentLinear", "ResidentParameter", "ResidentSequential", "convert_resident",
-           "sync", "is_resident", "stream_of"]
+           "sync", "synchronize", "is_resident", "stream_of"]
 
 _ACTS = ("none", "relu", "gelu")
 
@@ -342,6 +342,12 @@ def _sync_param(p):
     if is_resident(p):
         p._vk.pull(p)
         p._vk.push_grad()
+
+
+def synchronize(client=None):
+    """Wait for every resident request the client (default_client()) sent
+    so far; raises the first that failed."""
+    stream_of(client).finish()
 
 
 def sync(module):

@@ -42,7 +42,7 @@ import torch as _torch
 from ._tensors import (_DTYPES, _np, bytes_copied, default_client, empty, in_region,
                        in_region_copy, set_default_client, to_region)
 
-__all__ = ["optim", "sync", "LinearFunction", "Linear", "ReLUFunction", "ReLU", "convert", "default_client",
+__all__ = ["optim", "resident", "sync", "synchronize", "LinearFunction", "Linear", "ReLUFunction", "ReLU", "convert", "default_client",
            "set_default_client", "empty", "in_region", "to_region", "bytes_copied",
            "daemon_seconds", "profile"]
 
@@ -50,8 +50,8 @@ _log = logging.getLogger("vkgrad.torch")
 
 # resident mode (convert(model, resident=True)): its optimizers, also
 # importable as vkgrad.torch.optim, and sync(model)
-from . import optim  # noqa: E402
-from .resident import sync  # noqa: E402
+from . import optim, resident  # noqa: E402
+from .resident import sync, synchronize  # noqa: E402
 
 _sys.modules[__name__ + ".optim"] = optim
 
