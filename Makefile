@@ -161,7 +161,8 @@ TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 # numpy and torch); scripts that run.sh runs like the test binaries
 PY_TESTS  := tests/python/test_python tests/python/test_python_survive tests/python/test_python_package \
              tests/python/test_pytorch tests/python/test_pytorch_regions \
-             tests/python/test_train_smoke_run tests/python/test_ddp_run
+             tests/python/test_train_smoke_run tests/python/test_ddp_run \
+             tests/python/test_resident_run tests/python/test_train_bench_run
 # what libvkgrad.so exports; the build's shader toolchain, both ways (fetched
 # or system tools, and an offline build without them into $(BUILD)/offline)
 BUILD_TESTS := tests/build/test_exports.sh tests/build/test_shader_tools.sh tests/build/test_abi.sh
