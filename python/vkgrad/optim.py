@@ -18,6 +18,8 @@ torch 2's default); the next backward overwrites them. state_dict() brings
 the daemon's state down (torch's keys: momentum_buffer; step, exp_avg,
 exp_avg_sq); load_state_dict() sends it up."""
 
+import weakref
+
 import torch as _torch
 
 from .resident import is_resident
@@ -31,6 +33,15 @@ def _refuse(name, why):
     raise ValueError("vkgrad.torch.optim.%s: %s" % (name, why))
 
 
+def _free_state(dev):
+    """The optimizer is gone: its state tensors go (with each stream's next
+    request)."""
+    for p, d in list(dev.items()):
+        for k, v in d.items():
+            if k in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
+                p._vk.s.free(v)
+
+
 class _DaemonOptimizer(_torch.optim.Optimizer):
     _torch_cls = None
     _keys = ()            # torch's state keys of tensors
@@ -38,6 +49,7 @@ class _DaemonOptimizer(_torch.optim.Optimizer):
     def __init__(self, params, defaults):
         super().__init__(params, defaults)
         self._dev = {}    # resident parameter -> {key: daemon tensor id, ...}
+        weakref.finalize(self, _free_state, self._dev)
         self._inner = None
         self._host_ok = True  # self.state matches the daemon's
 

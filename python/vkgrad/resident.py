@@ -65,6 +65,7 @@ class _Stream:
         self.pending = []    # [(future, keep)]
         self.scratch = {}    # (dtype, rows, cols) -> [tensor ids], gradient scratch
         self.free_acts = {}  # key -> [_Acts], activation sets not in use
+        self.dead = []       # tensor ids to free (finalizers only note them)
 
     # -- bookkeeping
     def _add(self, f, keep=None):
@@ -113,13 +114,21 @@ class _Stream:
 
     # -- requests
     def new(self, dtype, rows, cols):
+        self._free_dead()
         return self.c.tensor_new(dtype, rows, cols)
 
     def free(self, t):
-        try:
-            self._add(self.c.submit_tensor_free(t))
-        except Exception:  # noqa: BLE001 — connection gone: the daemon freed it
-            pass
+        """Free tensor t with the next request (called from finalizers,
+        which may run inside another call of the client)."""
+        self.dead.append(t)
+
+    def _free_dead(self):
+        while self.dead:
+            t = self.dead.pop()
+            try:
+                self._add(self.c.submit_tensor_free(t))
+            except Exception:  # noqa: BLE001 — connection gone: the daemon freed it
+                pass
 
     def _place(self, host):
         p = in_region(host, self.c)
@@ -130,6 +139,7 @@ class _Stream:
     def write(self, t, host):
         """Upload host (a region tensor) into tensor t; host stays alive
         until the copy is done."""
+        self._free_dead()
         r, off = self._place(host)
         return self._add(self.c.submit_tensor_write(t, r, off), host)
 
@@ -163,6 +173,16 @@ class _Stream:
         return self._add(self.c.submit_adam_step(**keys))
 
     # -- gradient scratch: ordered on the connection, so reused at once
+    def trim_scratch(self):
+        """Between backward passes: past _KEEP_SCRATCH shapes, free them all
+        (jobs already sent keep them alive on the daemon until they end)."""
+        with self.lock:
+            if len(self.scratch) > _KEEP_SCRATCH:
+                for lst in self.scratch.values():
+                    for t in lst:
+                        self.free(t)
+                self.scratch = {}
+
     def scratch_for(self, dtype, rows, cols, avoid):
         key = (dtype, rows, cols)
         with self.lock:
@@ -387,15 +407,25 @@ def _take_acts(s, dtype, batch, dims, acts):
     return _Acts(s, key, dtype, batch, dims, acts)
 
 
+_KEEP_ACTS = 8      # activation sets a stream keeps for reuse (all shapes)
+_KEEP_SCRATCH = 16  # gradient scratch shapes a stream keeps
+
+
 def _give_acts(a):
+    """a back into its stream's free list; past _KEEP_ACTS sets the oldest
+    go (freed with the stream's next request)."""
     s = a.s
     with s.lock:
-        lst = s.free_acts.setdefault(a.key, [])
-        if len(lst) < 2:
-            lst.append(a)
-            return
-    for t in a.ids():
-        s.free(t)
+        s.free_acts.setdefault(a.key, []).append(a)
+        n = sum(len(v) for v in s.free_acts.values())
+        while n > _KEEP_ACTS:
+            key = next(iter(s.free_acts))
+            old = s.free_acts[key].pop(0)
+            if not s.free_acts[key]:
+                del s.free_acts[key]
+            for t in old.ids():
+                s.free(t)
+            n -= 1
 
 
 class _Release:
@@ -411,15 +441,11 @@ class _Release:
 
 def _act_of(m):
     """"relu" / "gelu" for an activation module the kernels fuse, else None."""
-    if type(m) in (_torch.nn.ReLU, _ResidentReLU):
+    if type(m) is _torch.nn.ReLU:
         return "relu"
     if type(m) is _torch.nn.GELU and getattr(m, "approximate", "none") == "tanh":
         return "gelu"
     return None
-
-
-class _ResidentReLU(_torch.nn.ReLU):
-    pass
 
 
 class _ChainFn(_torch.autograd.Function):
@@ -463,13 +489,15 @@ class _ChainFn(_torch.autograd.Function):
             s.forward(dt, cur, m._parameters["weight"]._vk.t, b._vk.t if b is not None else None,
                       a.y[k], a.z[k], acts[k])
             cur = a.y[k]
-        out = empty((batch, dims[-1]), x.dtype, s.c)
+        # (a tensor of its own, not a view: torch lets a Function's output
+        # be changed in place only then)
+        out = empty(lead + (dims[-1],), x.dtype, s.c)
         s.wait(s.read(cur, out))
         if keep:
             ctx.rel = _Release(a)
         else:
             _give_acts(a)
-        return out.view(lead + (dims[-1],))
+        return out
 
     @staticmethod
     def backward(ctx, gy):
@@ -494,6 +522,7 @@ class _ChainFn(_torch.autograd.Function):
         gh = g.contiguous()
         if in_region(gh, s.c) is None:
             gh = empty(g.shape, w0.dtype, s.c).copy_(g)
+        s.trim_scratch()
         cur = s.scratch_for(dt, batch, layers[-1].out_features, ())
         s.write(cur, gh)
         for k in range(len(layers) - 1, -1, -1):
@@ -525,9 +554,8 @@ class _ChainFn(_torch.autograd.Function):
                 cur = over["dx"]
         dx = None
         if need_x:
-            out = empty((batch, layers[0].in_features), w0.dtype, s.c)
-            s.wait(s.read(cur, out))
-            dx = out.view(ctx.lead + (layers[0].in_features,))
+            dx = empty(ctx.lead + (layers[0].in_features,), w0.dtype, s.c)
+            s.wait(s.read(cur, dx))
         return (None, None, None, dx) + (None,) * nparams
 
 
