@@ -11,7 +11,7 @@ found; this runner starts and stops a private MPS daemon).
     scripts/train_bench.py --smoke --socket PATH   # lavapipe: tiny, vkgrad only
 
 The model: Linear/ReLU layers of --dims (default 512-2048-2048-512), MSE
-against a fixed target, batch --batch (1024), SGD (lr 1e-3) or Adam. Each
+against a fixed target, batch --batch (1024), SGD or Adam (--lr 1e-3). Each
 process builds it from its own seed, warms up (--warmup steps), waits at a
 barrier, then steps for --seconds. A step is what a training loop does:
 zero_grad, forward, loss, backward, optimizer step, and the loss read on
@@ -31,7 +31,7 @@ take (the issue's target is <= 1.2); for CUDA the bytes of the copies
 each step issues (input, target, the loss). With --json one JSON line per
 row too.
 
---smoke: dims 16-32-32-8, batch 8, 1 and 2 processes, 1.5 s, vkgrad only,
+--smoke: dims 16-32-32-8, batch 8, lr 0.05, 1 and 2 processes, 1.5 s, vkgrad only,
 f32 and bf16 (lavapipe: these timings are not GPU timings). It checks that
 every process trained (the loss fell) and that the PCIe bytes per step are
 within 1.2x of input + output + output gradient; exit status 1 otherwise
@@ -107,9 +107,9 @@ def _train(k, cfg, barrier):
         copies = xh.numel() * xh.element_size() + th.numel() * th.element_size() + \
             torch.tensor(0, dtype=dt).element_size()
     if cfg["optim"] == "adam":
-        opt = optim.Adam(model.parameters(), lr=1e-3)
+        opt = optim.Adam(model.parameters(), lr=cfg["lr"])
     else:
-        opt = optim.SGD(model.parameters(), lr=1e-3)
+        opt = optim.SGD(model.parameters(), lr=cfg["lr"])
 
     def step():
         if way == "vkgrad":
@@ -296,13 +296,14 @@ def main():
     ap.add_argument("--dims", default="512,2048,2048,512")
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--optim", default="sgd", choices=["sgd", "adam"])
+    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--smoke", action="store_true",
                     help="lavapipe: tiny model, vkgrad only, checks training and PCIe bytes")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.smoke:
-        a.dims, a.batch, a.procs, a.seconds, a.warmup, a.ways = "16,32,32,8", 8, "1,2", 1.5, 3, \
-            "vkgrad"
+        a.dims, a.batch, a.procs, a.seconds, a.warmup, a.ways, a.lr = "16,32,32,8", 8, "1,2", \
+            1.5, 3, "vkgrad", 0.05
     ways = [w for w in a.ways.split(",") if w]
     bad = [w for w in ways if w not in ("vkgrad", "cuda", "mps")]
     if bad:
@@ -312,7 +313,7 @@ def main():
         ap.error("--dtype: f32 and/or bf16")
     procs = [int(n) for n in a.procs.split(",")]
     dims = [int(d) for d in a.dims.split(",")]
-    cfg = dict(dims=dims, batch=a.batch, seconds=a.seconds, warmup=a.warmup, optim=a.optim,
+    cfg = dict(dims=dims, batch=a.batch, seconds=a.seconds, warmup=a.warmup, optim=a.optim, lr=a.lr,
                socket=a.socket, start_timeout=300)
     notes = []
     if ("cuda" in ways or "mps" in ways) and not cuda_available():
@@ -322,8 +323,8 @@ def main():
     if "mps" in ways and not mps.ctl:
         notes.append("nvidia-cuda-mps-control not found: the mps way is left out")
         ways.remove("mps")
-    print("MLP %s ReLU, MSE, %s, batch %d, %g s per row after %d warm-up steps; processes %s"
-          % ("-".join(map(str, dims)), a.optim.upper(), a.batch, a.seconds, a.warmup, a.procs))
+    print("MLP %s ReLU, MSE, %s lr %g, batch %d, %g s per row after %d warm-up steps; processes %s"
+          % ("-".join(map(str, dims)), a.optim.upper(), a.lr, a.batch, a.seconds, a.warmup, a.procs))
     for n in notes:
         print(n)
     print("%-7s %-5s %5s %10s %8s %10s %9s %26s" % ("way", "dtype", "procs", "steps/s", "vs cuda",
