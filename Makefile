@@ -40,7 +40,7 @@ DAEMON_SRC := $(foreach d,$(DAEMON_DIRS),$(wildcard $(d)/*.c))
 # stats, ping), regions, jobs, the raw call; abi.c its growing ABI, ref.c
 # the float64 reference. The CLI is every other client/*.c.
 CLIENT_LIB_SRC := client/connection.c client/transport.c client/trace.c client/queries.c \
-                  client/regions.c client/jobs.c client/raw_call.c client/abi.c client/ref.c
+                  client/regions.c client/jobs.c client/tensors.c client/raw_call.c client/abi.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 # vkgrad-bench (`vkgrad bench` runs it): its own program, since its direct
 # mode runs the daemon's core in-process; it shares the CLI's helpers
@@ -160,6 +160,7 @@ TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 # python/vkgrad against real daemons (unittest, /usr/bin/python3 with Debian's
 # numpy and torch); scripts that run.sh runs like the test binaries
 PY_TESTS  := tests/python/test_python tests/python/test_python_survive tests/python/test_python_package \
+             tests/python/test_python_ops \
              tests/python/test_pytorch tests/python/test_pytorch_regions \
              tests/python/test_train_smoke_run tests/python/test_ddp_run \
              tests/python/test_resident_run tests/python/test_train_bench_run

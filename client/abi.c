@@ -65,7 +65,7 @@ int vkg_stats_get(vkg_client *c, vkg_stats *out, vkg_error *err)
 
 void vkg_job_init_sized(vkg_job *job, size_t size)
 {
-	vkg_job j = vkg_job_init();
+	vkg_job j = vkg_full_job_init();
 	copy_sized(job, size, &j, sizeof(j));
 }
 
@@ -82,7 +82,8 @@ static int job_of_size(vkg_job *j, const vkg_job *job, size_t size, vkg_error *e
 		}
 		return -EINVAL;
 	}
-	memcpy(j, job, sizeof(*j));
+	*j = vkg_full_job_init(); /* a 0.1 caller's job leaves the 0.2 fields as none */
+	memcpy(j, job, size < sizeof(*j) ? size : sizeof(*j));
 	for (size_t i = sizeof(*j); i < size; i++)
 		if (((const unsigned char *)job)[i]) {
 			if (err) {
@@ -103,7 +104,7 @@ int vkg_linear_backward_sized(vkg_client *c, const vkg_job *job, size_t size, vk
 {
 	vkg_job j;
 	int rc = job_of_size(&j, job, size, err);
-	return rc ? rc : vkg_linear_backward(c, &j, res, err);
+	return rc ? rc : vkg_full_linear_backward(c, &j, res, err);
 }
 
 int vkg_submit_sized(vkg_client *c, const vkg_job *job, size_t size, uint64_t *handle,
@@ -111,5 +112,5 @@ int vkg_submit_sized(vkg_client *c, const vkg_job *job, size_t size, uint64_t *h
 {
 	vkg_job j;
 	int rc = job_of_size(&j, job, size, err);
-	return rc ? rc : vkg_submit(c, &j, handle, err);
+	return rc ? rc : vkg_full_submit(c, &j, handle, err);
 }

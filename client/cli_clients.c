@@ -1,7 +1,8 @@
 /* client/cli_clients.c — `vkgrad clients`: the daemon's open connections
  * (the `clients` op, proto/clients.h), one line each, the way pw-top lists
  * PipeWire's: pid, uid, the name its hello gave, jobs finished and failed,
- * in flight, GPU time charged to them, regions and bytes registered, and
+ * in flight, GPU time charged to them, regions and bytes registered,
+ * device tensors and their bytes, and
  * how long ago it connected. --json: the reply as JSON. */
 #include "cli.h"
 
@@ -93,19 +94,21 @@ int cli_clients(const cli_ctx *ctx, int argc, char **argv)
 		return CLI_EXIT_DAEMON;
 	}
 	free(body);
-	printf("%-8s %-6s %-24s %9s %7s %8s %12s %7s %8s %10s\n", "PID", "UID", "NAME", "JOBS",
-	       "FAILED", "INFLIGHT", "GPU_TIME_S", "REGIONS", "BYTES", "CONNECTED");
+	printf("%-8s %-6s %-24s %9s %7s %8s %12s %7s %8s %7s %9s %10s\n", "PID", "UID", "NAME", "JOBS",
+	       "FAILED", "INFLIGHT", "GPU_TIME_S", "REGIONS", "BYTES", "TENSORS", "DEV_BYTES",
+	       "CONNECTED");
 	const int self = (int)getpid();
 	for (unsigned i = 0; i < n; i++) {
 		const proto_client_info *e = &v[i];
-		char name[32], bytes[16], pid[16];
+		char name[32], bytes[16], dbytes[16], pid[16];
 		safe_name(name, e->name);
 		human_bytes(bytes, e->region_bytes);
+		human_bytes(dbytes, e->device_bytes);
 		snprintf(pid, sizeof(pid), "%" PRId32 "%s", e->pid, e->pid == self ? "*" : "");
 		printf("%-8s %-6" PRIu32 " %-24s %9" PRIu64 " %7" PRIu64 " %8" PRIu64 " %12.6f %7" PRIu64
-		       " %8s %9.1fs\n",
+		       " %8s %7" PRIu64 " %9s %9.1fs\n",
 		       pid, e->uid, name, e->jobs_done, e->jobs_failed, e->inflight,
-		       (double)e->gpu_us / 1e6, e->regions, bytes, e->connected_s);
+		       (double)e->gpu_us / 1e6, e->regions, bytes, e->tensors, dbytes, e->connected_s);
 	}
 	free(v);
 	return CLI_EXIT_OK;

@@ -281,6 +281,22 @@ int cli_stats(const cli_ctx *ctx, int argc, char **argv)
 	       "scratch_bytes", s.scratch_bytes);
 	printf("  %-20s %" PRIu64 " (batches run without scratch: allocation failed)\n",
 	       "scratch_failures", s.scratch_failures);
+	if (s.has_tensors) {
+		printf("  %-20s %" PRIu64 " (device tensors live now, all clients)\n", "tensors", s.tensors);
+		printf("  %-20s %" PRIu64 " (device memory they hold)\n", "device_bytes", s.device_bytes);
+		for (unsigned i = 0; i < s.n_dev_uids; i++) {
+			char uid[32];
+			if (s.dev_uids[i].uid == PROTO_UID_OTHER)
+				snprintf(uid, sizeof(uid), "device_bytes other");
+			else
+				snprintf(uid, sizeof(uid), "device_bytes uid %u", s.dev_uids[i].uid);
+			printf("  %-20s %" PRIu64 "\n", uid, s.dev_uids[i].bytes);
+		}
+		printf("  %-20s %" PRIu64 " (client memory jobs and tensor ops read: host to device)\n",
+		       "host_read_bytes", s.host_read_bytes);
+		printf("  %-20s %" PRIu64 " (client memory they wrote: device to host)\n",
+		       "host_write_bytes", s.host_write_bytes);
+	}
 	if (s.n_hist)
 		printf("latency (in the daemon; vkgrad stats --prometheus has every bucket)\n");
 	for (unsigned i = 0; i < s.n_hist; i++)

@@ -282,6 +282,29 @@ static void uid_samples(FILE *f, const prom_family *m, const prom_target *t)
 	}
 }
 
+/* Device tensors (a daemon that sends them): vkgrad_device_bytes per
+ * uid holding any. */
+static void dev_uid_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	for (unsigned i = 0; i < t->st.n_dev_uids; i++) {
+		const proto_uid_bytes *u = &t->st.dev_uids[i];
+		sample_start(f, m->name, "", t);
+		if (u->uid == PROTO_UID_OTHER)
+			fputs(",uid=\"other\"", f);
+		else
+			fprintf(f, ",uid=\"%u\"", u->uid);
+		fprintf(f, "} %" PRIu64 "\n", u->bytes);
+	}
+}
+
+/* One value of proto_stats at m->off, only from a daemon with device
+ * tensors (has_tensors). */
+static void tensor_stat_samples(FILE *f, const prom_family *m, const prom_target *t)
+{
+	if (t->st.has_tensors)
+		stat_samples(f, m, t);
+}
+
 /* vkgrad_stage_seconds, a summary: each stage's median and 99th
  * percentile over its last 1024 jobs, and its count and sum since start. */
 static void stage_samples(FILE *f, const prom_family *m, const prom_target *t)
@@ -331,6 +354,18 @@ static const prom_family families[] = {
 	U("vkgrad_clients", "gauge", clients, "Connections open now."),
 	U("vkgrad_regions", "gauge", regions, "Shared-memory regions registered now, all clients."),
 	U("vkgrad_region_bytes", "gauge", region_bytes, "Bytes of the regions registered now."),
+	{"vkgrad_tensors", "gauge", "Device tensors live now, all clients.", tensor_stat_samples,
+	 offsetof(proto_stats, tensors), false, false, 1.0},
+	{"vkgrad_device_tensor_bytes", "gauge", "Device memory the live device tensors hold, all clients.",
+	 tensor_stat_samples, offsetof(proto_stats, device_bytes), false, false, 1.0},
+	{"vkgrad_device_bytes", "gauge", "Device memory the live device tensors of a uid hold.",
+	 dev_uid_samples, 0, false, false, 1.0},
+	{"vkgrad_host_read_bytes_total", "counter",
+	 "Client memory jobs and tensor ops read (host to device traffic).", tensor_stat_samples,
+	 offsetof(proto_stats, host_read_bytes), false, false, 1.0},
+	{"vkgrad_host_write_bytes_total", "counter",
+	 "Client memory jobs and tensor ops wrote (device to host traffic).", tensor_stat_samples,
+	 offsetof(proto_stats, host_write_bytes), false, false, 1.0},
 	U("vkgrad_host_import_regions", "gauge", host_imports,
 	  "Regions registered now that the GPU uses in place (host-memory import)."),
 	U("vkgrad_staged_regions", "gauge", staged_regions,

@@ -2,6 +2,7 @@
  * synchronously or submitted for a handle, and the handle's end: polled,
  * waited for, or the next finished one of any. */
 #include "vkgrad_priv.h"
+#include "vkgrad_full.h"
 
 #include "msg.h"
 
@@ -11,13 +12,36 @@
 #include <pthread.h>
 #include <string.h>
 
-vkg_job vkg_job_init(void)
+vkg_job vkg_full_job_init(void)
 {
 	vkg_job j;
 	memset(&j, 0, sizeof(j));
 	j.x.region = j.dy.region = j.w.region = VKG_NONE;
 	j.dw.region = j.db.region = j.dx.region = VKG_NONE;
+	j.y.region = j.z.region = VKG_NONE;
 	return j;
+}
+
+vkg_job_0_1 vkg_job_init(void)
+{
+	const vkg_job full = vkg_full_job_init();
+	vkg_job_0_1 j;
+	_Static_assert(sizeof(j) == VKG_JOB_SIZE_0_1, "vkg_job_0_1 is vkg_job's 0.1 part");
+	memcpy(&j, &full, sizeof(j));
+	return j;
+}
+
+/* Key `activation` (NULL: none) into req. */
+static int job_activation(const char *activation, proto_request *req, vkg_error *err)
+{
+	if (!activation)
+		return 0;
+	const int a = proto_activation_parse(activation, strlen(activation));
+	if (a < 0)
+		return vkg__set_err(err, -EINVAL, "io", "activation '%s' is not one of none, relu, gelu",
+				    activation);
+	req->activation = (proto_activation)a;
+	return 0;
 }
 
 /* A job's dtype, variant and shape into req (op set by the caller). */
@@ -55,6 +79,12 @@ static void job_tensors(const vkg_tensor *const t[PROTO_T_COUNT], proto_request 
 {
 	for (int i = 0; i < PROTO_T_COUNT; i++) {
 		req->t[i].present = t[i] && t[i]->region != VKG_NONE;
+		if (req->t[i].present && t[i]->region == VKG_DEVICE_TENSOR) {
+			/* a device tensor: its id in offset (vkg_device_tensor) */
+			req->t[i].is_tensor = true;
+			req->t[i].tensor = t[i]->offset;
+			continue;
+		}
 		req->t[i].region = t[i] ? t[i]->region : 0;
 		req->t[i].offset = t[i] ? t[i]->offset : 0;
 	}
@@ -71,16 +101,17 @@ static int job_to_request(const vkg_job *job, proto_request *req, vkg_error *err
 	const vkg_tensor *t[PROTO_T_COUNT] = {
 		[PROTO_T_X] = &job->x,	 [PROTO_T_DY] = &job->dy, [PROTO_T_W] = &job->w,
 		[PROTO_T_DW] = &job->dw, [PROTO_T_DB] = &job->db, [PROTO_T_DX] = &job->dx,
+		[PROTO_T_Y] = &job->y,	 [PROTO_T_Z] = &job->z,
 	};
 	job_tensors(t, req);
-	return 0;
+	return job_activation(job->activation, req, err);
 }
 
 vkg_forward_job vkg_forward_job_init(void)
 {
 	vkg_forward_job j;
 	memset(&j, 0, sizeof(j));
-	j.x.region = j.w.region = j.b.region = j.y.region = VKG_NONE;
+	j.x.region = j.w.region = j.b.region = j.y.region = j.z.region = VKG_NONE;
 	return j;
 }
 
@@ -94,9 +125,10 @@ static int forward_to_request(const vkg_forward_job *job, proto_request *req, vk
 		return rc;
 	const vkg_tensor *t[PROTO_T_COUNT] = {
 		[PROTO_T_X] = &job->x, [PROTO_T_W] = &job->w, [PROTO_T_B] = &job->b, [PROTO_T_Y] = &job->y,
+		[PROTO_T_Z] = &job->z,
 	};
 	job_tensors(t, req);
-	return 0;
+	return job_activation(job->activation, req, err);
 }
 
 /* A built request (rc 0 from its builder), waited for into res. */
@@ -139,18 +171,38 @@ int vkg_submit_forward(vkg_client *c, const vkg_forward_job *job, uint64_t *hand
 	return submit_built(c, forward_to_request(job, &req, err), &req, handle, err);
 }
 
-int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err)
+int vkg_full_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err)
 {
 	vkg__clear_err(err);
 	proto_request req;
 	return call_built(c, job_to_request(job, &req, err), &req, res, err);
 }
 
-int vkg_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *err)
+int vkg_full_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *err)
 {
 	vkg__clear_err(err);
 	proto_request req;
 	return submit_built(c, job_to_request(job, &req, err), &req, handle, err);
+}
+
+/* 0.1's entry points: the caller's job is 0.1's size */
+static vkg_job job_0_1(const vkg_job *job)
+{
+	vkg_job j = vkg_full_job_init();
+	memcpy(&j, job, VKG_JOB_SIZE_0_1);
+	return j;
+}
+
+int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_error *err)
+{
+	const vkg_job j = job_0_1(job);
+	return vkg_full_linear_backward(c, &j, res, err);
+}
+
+int vkg_submit(vkg_client *c, const vkg_job *job, uint64_t *handle, vkg_error *err)
+{
+	const vkg_job j = job_0_1(job);
+	return vkg_full_submit(c, &j, handle, err);
 }
 
 int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err)

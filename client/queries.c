@@ -54,6 +54,9 @@ int vkg_full_hello(vkg_client *c, const char *client_name, vkg_info *out, vkg_er
 		out->max_region_bytes_per_uid = h->limits.max_region_bytes_per_uid;
 		out->max_connections = h->limits.max_connections;
 		out->max_connections_per_uid = h->limits.max_connections_per_uid;
+		out->max_device_bytes = h->limits.max_device_bytes;
+		out->max_device_bytes_per_uid = h->limits.max_device_bytes_per_uid;
+		out->max_tensors = h->limits.max_tensors;
 		/* every kernel, for vkg_info_kernel (the struct holds 32) */
 		c->n_kernels = 0;
 		for (unsigned i = 0; i < h->n_kernels && i < VKG_FULL_MAX_KERNELS; i++) {
@@ -125,6 +128,10 @@ int vkg_full_stats(vkg_client *c, vkg_stats *out, vkg_error *err)
 			.started_unix_s = s->started_unix_s,
 			.device_losses = s->device_losses,
 			.device_recoveries = s->device_recoveries,
+			.tensors = s->tensors,
+			.device_bytes = s->device_bytes,
+			.host_read_bytes = s->host_read_bytes,
+			.host_write_bytes = s->host_write_bytes,
 		};
 		for (int k = 0; k < PROTO_CODE_COUNT; k++)
 			out->requests_rejected += s->requests_rejected_by_code[k];

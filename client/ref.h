@@ -26,6 +26,14 @@ void vkg_ref_linear_backward(uint64_t batch, uint64_t in, uint64_t out, const fl
 			     const float *dy, const float *w, double *dw, double *db,
 			     double *dx);
 
+/* ---- fused activations (proto/README.md, key `activation`) ----------------
+ * In float64: act(x) (none: x; relu: max(x, 0); gelu: torch's tanh form,
+ * ½x(1 + tanh(√(2/π)(x + 0.044715x³)))), and its derivative act'(v) as a
+ * backward reads it: relu from the forward's output y (1 where y > 0, else
+ * 0: torch's threshold_backward), gelu from the pre-activation z. */
+double vkg_ref_act(proto_activation a, double x);
+double vkg_ref_act_grad(proto_activation a, double v);
+
 /* The error of n computed values against the reference:
  *
  *   target[i] = want[i] + (base ? base[i] : 0)

@@ -143,6 +143,7 @@ static void dispatch_frame(vkg_client *c, const uint8_t *body, uint32_t len, uin
 	e->code = r->err.code;
 	snprintf(e->message, sizeof(e->message), "%s", r->err.message);
 	e->region = r->region;
+	e->tensor = r->tensor;
 	e->queued_us = r->queued_us;
 	e->gpu_us = r->gpu_us;
 	e->batch_jobs = r->batch_jobs;

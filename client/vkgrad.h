@@ -109,6 +109,11 @@ typedef struct vkg_info {
 	uint64_t max_total_region_bytes, max_region_bytes_per_uid;
 	uint32_t max_connections, max_connections_per_uid;
 	uint32_t protocol_version;
+	/* 0.2, device tensors (sized calls only; 0 from a daemon without
+	 * them): device bytes of all tensors, of one uid's, tensors per
+	 * connection */
+	uint64_t max_device_bytes, max_device_bytes_per_uid;
+	uint32_t max_tensors;
 } vkg_info;
 #define VKG_INFO_SIZE_0_1 offsetof(vkg_info, max_total_region_bytes)
 
@@ -144,6 +149,12 @@ typedef struct vkg_stats {
 	 * it): of stream_jobs, those that streamed because another
 	 * connection's small jobs were about (--stream-shared-min-bytes) */
 	uint64_t stream_shared_jobs;
+	/* 0.2, device tensors (sized calls only; 0 from a daemon without
+	 * them): tensors live now and the device bytes they hold, all
+	 * clients; client memory jobs and tensor ops read (host to device)
+	 * and wrote (device to host) since the daemon started */
+	uint64_t tensors, device_bytes;
+	uint64_t host_read_bytes, host_write_bytes;
 } vkg_stats;
 #define VKG_STATS_SIZE_0_1 offsetof(vkg_stats, requests_rejected)
 
@@ -186,6 +197,16 @@ typedef struct vkg_tensor {
 	uint64_t offset; /* bytes from the start of the region */
 } vkg_tensor;
 
+/* 0.1's vkg_job, field for field: what vkg_job_init returns to a binary
+ * built against 0.1 (below). */
+typedef struct vkg_job_0_1 {
+	const char *dtype;
+	uint64_t batch, in, out;
+	vkg_tensor x, dy, w, dw, db, dx;
+	bool accumulate;
+	const char *variant;
+} vkg_job_0_1;
+
 typedef struct vkg_job {
 	const char *dtype; /* storage type of every tensor: "f32", "f16" or
 			    * "bf16" (NULL means f32) */
@@ -198,17 +219,34 @@ typedef struct vkg_job {
 			      * "splitk", "coopmat" (f16), "coopmat_khr" or
 			      * "coopmat_nv2" (f16, bf16) forces a family
 			      * (hello lists what this daemon has) */
+	/* 0.2 (read by the _sized calls, and so by the macros below) */
+	const char *activation; /* NULL or "none"; "relu" or "gelu" (torch's
+				 * tanh form): dZ = dY ⊙ act'(·) feeds dw, db
+				 * and dx; not with accumulate */
+	vkg_tensor y; /* relu: the forward's output act(z) (batch × out, an input) */
+	vkg_tensor z; /* gelu: the pre-activation X·Wᵀ + b (batch × out, an input) */
 } vkg_job;
 
-#define VKG_JOB_SIZE_0_1 sizeof(vkg_job) /* vkg_job has not grown since 0.1 */
+#define VKG_JOB_SIZE_0_1 offsetof(vkg_job, activation)
 
-/* A vkg_job with every tensor set to VKG_NONE (the 0.1 layout: returned
- * by value, so it never grows; use VKG_JOB_INIT for fields added later). */
-vkg_job vkg_job_init(void);
-/* The same into the caller's `size` bytes (fields this library does not
- * know are zeroed). */
+/* A vkg_job with every tensor set to VKG_NONE. The library's vkg_job_init
+ * returns 0.1's layout (a vkg_job_0_1, by value: it never grows), for
+ * binaries built against 0.1; a program built against this header calls
+ * vkg_job_init_sized with its own sizeof through the macro vkg_job_init()
+ * (the fields this library does not know are zeroed). */
+vkg_job_0_1 vkg_job_init(void);
 void vkg_job_init_sized(vkg_job *job, size_t size);
 #define VKG_JOB_INIT(job) vkg_job_init_sized((job), sizeof(*(job)))
+/* (a name and line form that the export list's sed leaves out: inline,
+ * not a library symbol) */
+static inline vkg_job
+vkg__job_init_now(void)
+{
+	vkg_job j;
+	vkg_job_init_sized(&j, sizeof(j));
+	return j;
+}
+#define vkg_job_init() vkg__job_init_now()
 
 /* What the daemon reports about a finished job (proto/README.md):
  *   queued_us   from the request's arrival to its submission
@@ -285,7 +323,8 @@ int vkg_linear_backward(vkg_client *c, const vkg_job *job, vkg_result *res, vkg_
 /* A forward pass, Y = X·Wᵀ (+ b) (op linear_forward, proto/README.md):
  * x (batch × in), w (out × in) and y (batch × out) required, b (out)
  * optional; with accumulate y += X·Wᵀ (+ b). Same dtypes, variants, bounds
- * and overlap rules as vkg_job. */
+ * and overlap rules as vkg_job. (0.2's, not in 0.1: it grows at its end
+ * while 0.2 is made; vkg_forward_job_init fills the whole of it.) */
 typedef struct vkg_forward_job {
 	const char *dtype; /* "f32", "f16", "bf16" (NULL: f32) */
 	uint64_t batch, in, out;
@@ -293,6 +332,10 @@ typedef struct vkg_forward_job {
 	vkg_tensor y;       /* output */
 	bool accumulate;
 	const char *variant; /* as vkg_job's */
+	/* fused activation: NULL or "none", "relu", "gelu" (torch's tanh
+	 * form): y = act(X·Wᵀ + b); not with accumulate */
+	const char *activation;
+	vkg_tensor z; /* optional output: the pre-activation X·Wᵀ + b (batch × out) */
 } vkg_forward_job;
 
 /* A vkg_forward_job with every tensor set to VKG_NONE. */
@@ -315,6 +358,13 @@ int vkg_linear_backward_sized(vkg_client *c, const vkg_job *job, size_t size, vk
 			      vkg_error *err);
 int vkg_submit_sized(vkg_client *c, const vkg_job *job, size_t size, uint64_t *handle,
 		     vkg_error *err);
+/* vkg_linear_backward and vkg_submit read 0.1's part of the job
+ * (VKG_JOB_SIZE_0_1 bytes: a binary built against 0.1 passes no more); a
+ * program built against this header calls their _sized forms with its own
+ * sizeof through these macros, so the fields after 0.1's count. */
+#define vkg_linear_backward(c, job, res, err) \
+	vkg_linear_backward_sized((c), (job), sizeof(*(job)), (res), (err))
+#define vkg_submit(c, job, handle, err) vkg_submit_sized((c), (job), sizeof(*(job)), (handle), (err))
 int vkg_poll(vkg_client *c, uint64_t handle, vkg_result *res, vkg_error *err);
 int vkg_wait(vkg_client *c, uint64_t handle, int timeout_ms, vkg_result *res, vkg_error *err);
 /* A descriptor that becomes readable when replies arrive: put it in your own
@@ -335,6 +385,56 @@ int vkg_poll_any(vkg_client *c, uint64_t *handle, vkg_result *res, vkg_error *er
  * when none finished in time. */
 int vkg_wait_any(vkg_client *c, uint64_t *handle, int timeout_ms, vkg_result *res,
 		 vkg_error *err);
+
+/* ---- device tensors (proto/README.md, "Device tensors") ----
+ * A tensor the daemon keeps in the GPU's own memory, rows × cols elements
+ * of one dtype, named by an id of this connection (freed when it closes).
+ * It reads as zeros when new. Every call below takes effect in the order
+ * it was sent with the connection's jobs: a write, a job naming the tensor
+ * and a read submitted back to back, without waiting, see each other's
+ * results. Errors: `bad_tensor` (an id not this connection's, freed, or
+ * of the wrong dtype or shape for where it is named), `limit`
+ * (max_tensor_bytes, max_device_bytes, max_device_bytes_per_uid,
+ * max_tensors, or the device's memory), `device_lost` (the GPU was lost
+ * and recreated since the tensor was made: its contents are gone; free
+ * it). */
+
+/* In a vkg_tensor (a vkg_job's or vkg_forward_job's operand): region =
+ * VKG_DEVICE_TENSOR names the device tensor whose id is in `offset`
+ * (vkg_device_tensor builds one). Its dtype must be the job's, its
+ * rows × cols the operand's shape: x batch×in; dy, y batch×out; w, dw
+ * out×in; b, db 1×out. A library before 0.2's tensors sends it as a
+ * region id the daemon does not know (bad_region). */
+#define VKG_DEVICE_TENSOR (UINT64_MAX - 1)
+static inline vkg_tensor
+vkg_device_tensor(uint64_t tensor) /* (on its own line: not a library symbol) */
+{
+	vkg_tensor t = {VKG_DEVICE_TENSOR, tensor};
+	return t;
+}
+
+/* A new tensor: dtype "f32", "f16" or "bf16" (NULL: f32), rows, cols >= 1.
+ * *tensor receives its id. */
+int vkg_tensor_new(vkg_client *c, const char *dtype, uint64_t rows, uint64_t cols,
+		   uint64_t *tensor, vkg_error *err);
+/* Copy the tensor's rows × cols × element-size bytes from [region, offset)
+ * of client memory into it (write), or out of it into there (read: returns
+ * once the bytes are in the region). offset a multiple of the element
+ * size; the bytes must lie inside the region. */
+int vkg_tensor_write(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
+		     vkg_error *err);
+int vkg_tensor_read(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
+		    vkg_error *err);
+/* The id is gone at once (later use: bad_tensor); the memory is freed when
+ * the last job already sent that names it ends. */
+int vkg_tensor_free(vkg_client *c, uint64_t tensor, vkg_error *err);
+/* Asynchronous forms: *handle for vkg_poll / vkg_wait / vkg_poll_any (a
+ * read's bytes are in the region once its handle reports 0). */
+int vkg_submit_tensor_write(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
+			    uint64_t *handle, vkg_error *err);
+int vkg_submit_tensor_read(vkg_client *c, uint64_t tensor, uint64_t region, uint64_t offset,
+			   uint64_t *handle, vkg_error *err);
+int vkg_submit_tensor_free(vkg_client *c, uint64_t tensor, uint64_t *handle, vkg_error *err);
 
 /* ---- any request ----
  * Send op with the keys of `args` (the bytes of one msgpack map, without

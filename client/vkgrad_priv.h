@@ -30,6 +30,7 @@ typedef struct vkg_entry {
 	proto_code code;
 	char message[256];
 	uint64_t region;
+	uint64_t tensor;   /* tensor_new's reply */
 	uint64_t queued_us, gpu_us, batch_jobs, kernel_us; /* kernel_us 0: not sent */
 	uint64_t t_submit_ns, t_seen_ns; /* CLOCK_MONOTONIC: request about to go, reply decoded */
 	proto_trace trace;               /* the daemon's part, when the reply had one */

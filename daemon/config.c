@@ -90,6 +90,9 @@ void config_defaults(config *c)
 	c->limits.max_tensor_bytes = 4ull << 30;
 	c->max_total_region_bytes = CONFIG_AUTO;
 	c->max_region_bytes_per_uid = CONFIG_AUTO;
+	c->max_device_bytes = CONFIG_AUTO;
+	c->max_device_bytes_per_uid = CONFIG_AUTO;
+	c->limits.max_tensors = CONFIG_MAX_TENSORS_DEFAULT;
 	c->max_connections = 2048;
 	c->max_connections_per_uid = 256;
 	c->max_batch_jobs = 256;
@@ -130,6 +133,19 @@ void config_region_budget(const config *c, uint64_t host_ram, uint64_t heap, uin
 	*per_uid = c->max_region_bytes_per_uid == CONFIG_AUTO ? t / 2 : c->max_region_bytes_per_uid;
 }
 
+void config_device_budget(const config *c, uint64_t heap, uint64_t *total, uint64_t *per_uid)
+{
+	uint64_t t = c->max_device_bytes;
+	if (t == CONFIG_AUTO) {
+		t = heap ? heap / 2 : 1ull << 30;
+		t &= ~((1ull << 20) - 1);
+		if (t < 1ull << 20)
+			t = 1ull << 20;
+	}
+	*total = t;
+	*per_uid = c->max_device_bytes_per_uid == CONFIG_AUTO ? t / 2 : c->max_device_bytes_per_uid;
+}
+
 static void usage(const config *d)
 {
 	printf("usage: vkgradd [options]\n"
@@ -153,6 +169,11 @@ static void usage(const config *d)
 	       "                         " CONFIG_REGION_TOTAL_AUTO_DOC ")\n"
 	       "  --max-region-bytes-per-uid N|auto  registered bytes of all connections of one\n"
 	       "                         user (default auto: half of the total)\n"
+	       "  --max-device-bytes N|auto  device tensors' bytes, all clients (default auto:\n"
+	       "                         half of the device-local heap)\n"
+	       "  --max-device-bytes-per-uid N|auto  device tensors' bytes of all connections\n"
+	       "                         of one user (default auto: half of the total)\n"
+	       "  --max-tensors N        device tensors per connection (default %u)\n"
 	       "  --max-inflight N       queued+running jobs per connection (default %u)\n"
 	       "  --max-dim N            largest batch/in/out (default %" PRIu64 ")\n"
 	       "  --max-connections N    connections at once (default %u)\n"
@@ -245,7 +266,7 @@ static void usage(const config *d)
 	       "every variable, the other switches too: vkgradd(8), ENVIRONMENT.\n",
 	       d->socket_path, d->cache_dir[0] ? d->cache_dir : "(none)", d->limits.max_frame,
 	       d->limits.max_regions, d->limits.max_region_bytes,
-	       d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,
+	       d->limits.max_tensors, d->limits.max_inflight, d->limits.max_dim, d->max_connections, d->max_connections_per_uid, d->max_batch_jobs,
 	       d->batch_per_client, d->max_batch_bytes, d->spin_us, CONFIG_LOOP_SPIN_AUTO_GPU,
 	       CONFIG_LOOP_SPIN_AUTO_CPU, d->inflight_batches, d->max_outbound_bytes,
 	       CONFIG_DEVLOCAL_AUTO_DOC, CONFIG_STREAM_AUTO_CHUNK, CONFIG_STREAM_AUTO_MIN,
@@ -349,7 +370,7 @@ enum { O_SOCKET = 256, O_CACHE, O_DEVICE, O_LOG, O_FRAME, O_REGIONS, O_RBYTES, O
        O_CONNS_UID, O_CONFIG, O_ALLOW_UID, O_ALLOW_GID, O_DEVLOCAL, O_SCRATCH, O_DISPATCH,
        O_RBYTES_UID, O_CLIENT_MACS, O_SMALL_JOB, O_SLICE, O_LOOPSPIN, O_STREAM_CHUNK, O_STREAM_MIN,
        O_COPY_PIECE, O_STREAM_SHARED, O_SUBMIT_THREAD,
-       O_DRAIN, O_LOOP_TRIPS, O_NO_COST_MODEL, O_COST_MODEL, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
+       O_DRAIN, O_LOOP_TRIPS, O_NO_COST_MODEL, O_COST_MODEL, O_DBYTES, O_DBYTES_UID, O_TENSORS, O_HELP, O_VERSION, O_LISTDEV, O_KERNELS };
 /* in the enum's order: opts[o - O_SOCKET] is option o */
 static const struct option opts[] = {
 	{"socket", required_argument, 0, O_SOCKET},
@@ -391,6 +412,9 @@ static const struct option opts[] = {
 	{"loop-trips", required_argument, 0, O_LOOP_TRIPS},
 	{"no-cost-model", no_argument, 0, O_NO_COST_MODEL},
 	{"cost-model", no_argument, 0, O_COST_MODEL},
+	{"max-device-bytes", required_argument, 0, O_DBYTES},
+	{"max-device-bytes-per-uid", required_argument, 0, O_DBYTES_UID},
+	{"max-tensors", required_argument, 0, O_TENSORS},
 	{"help", no_argument, 0, O_HELP},
 	{"version", no_argument, 0, O_VERSION},
 	{"list-devices", no_argument, 0, O_LISTDEV},
@@ -453,6 +477,16 @@ static int apply(config *c, source *src, int o, const char *arg)
 			return -1;
 		*(o == O_TBYTES ? &c->max_total_region_bytes : &c->max_region_bytes_per_uid) = v;
 		break;
+	case O_DBYTES:
+	case O_DBYTES_UID:
+		v = CONFIG_AUTO;
+		if (strcmp(arg, "auto") != 0 && parse_u64(src->where, name, arg, 4096, UINT64_MAX / 2, &v))
+			return -1;
+		*(o == O_DBYTES ? &c->max_device_bytes : &c->max_device_bytes_per_uid) = v;
+		break;
+	case O_TENSORS:
+		if (parse_u64(src->where, name, arg, 1, 1u << 20, &v)) return -1;
+		c->limits.max_tensors = (uint32_t)v; break;
 	case O_INFL:
 		if (parse_u64(src->where, name, arg, 1, 1u << 20, &v)) return -1;
 		c->limits.max_inflight = (uint32_t)v; break;

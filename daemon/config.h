@@ -113,6 +113,11 @@ typedef struct config {
 	 * connections of one peer uid; CONFIG_AUTO: config_region_budget */
 	uint64_t max_total_region_bytes;
 	uint64_t max_region_bytes_per_uid;
+	/* device tensors' bytes, all connections and one peer uid's;
+	 * CONFIG_AUTO: config_device_budget. limits.max_tensors: per
+	 * connection (CONFIG_MAX_TENSORS_DEFAULT) */
+	uint64_t max_device_bytes;
+	uint64_t max_device_bytes_per_uid;
 	uint32_t max_connections;
 	uint32_t max_connections_per_uid; /* connections at once of one peer uid */
 	uint32_t max_batch_jobs;  /* jobs recorded into one command buffer */
@@ -183,6 +188,12 @@ typedef struct config {
  * the total, so one user never keeps everyone else out. */
 void config_region_budget(const config *c, uint64_t host_ram, uint64_t heap, uint64_t *total,
 			  uint64_t *per_uid);
+
+/* The device tensors' budget: --max-device-bytes, or `auto`: half of the
+ * device-local heap (heap; 0: unknown gives 1 GiB), rounded down to MiB;
+ * --max-device-bytes-per-uid, or `auto`: half of the total. */
+#define CONFIG_MAX_TENSORS_DEFAULT 4096
+void config_device_budget(const config *c, uint64_t heap, uint64_t *total, uint64_t *per_uid);
 
 /* Read every environment variable the daemon acts on into *e (the
  * process's environment as it is now). */

@@ -41,7 +41,7 @@ int proto_clients_encode(msgpack_sbuffer *sb, uint64_t id, const proto_client_in
 	msgpack_pack_array(&pk, n);
 	for (unsigned i = 0; i < n; i++) {
 		const proto_client_info *c = &v[i];
-		msgpack_pack_map(&pk, 11);
+		msgpack_pack_map(&pk, 13);
 		put_key(&pk, "pid");
 		msgpack_pack_int64(&pk, c->pid);
 		put_u(&pk, "uid", c->uid);
@@ -56,6 +56,8 @@ int proto_clients_encode(msgpack_sbuffer *sb, uint64_t id, const proto_client_in
 		put_u(&pk, "gpu_us", c->gpu_us);
 		put_u(&pk, "regions", c->regions);
 		put_u(&pk, "region_bytes", c->region_bytes);
+		put_u(&pk, "tensors", c->tensors);
+		put_u(&pk, "device_bytes", c->device_bytes);
 	}
 	if (!sb->data || sb->size < at + PROTO_FRAME_HDR || sb->size - at - PROTO_FRAME_HDR > UINT32_MAX)
 		return -ENOMEM;
@@ -95,6 +97,10 @@ static void get_entry(const msgpack_object *m, proto_client_info *c)
 			c->regions = mpobj_u64(v);
 		} else if (mpobj_key_is(k, "region_bytes")) {
 			c->region_bytes = mpobj_u64(v);
+		} else if (mpobj_key_is(k, "tensors")) {
+			c->tensors = mpobj_u64(v);
+		} else if (mpobj_key_is(k, "device_bytes")) {
+			c->device_bytes = mpobj_u64(v);
 		}
 	}
 }

@@ -2,7 +2,8 @@
  * proto/README.md): the connections open now, one entry each, the way
  * pw-top lists PipeWire's clients. Request {op: "clients", id}; reply
  * {id, ok: true, clients: [{pid, uid, gid, name, connected_s, jobs_done,
- * jobs_failed, inflight, gpu_us, regions, region_bytes}, ...]}, the
+ * jobs_failed, inflight, gpu_us, regions, region_bytes, tensors,
+ * device_bytes}, ...]}, the
  * asking connection included. A daemon before the addition answers
  * unknown_op. */
 #ifndef VKG_PROTO_CLIENTS_H
@@ -23,6 +24,7 @@ typedef struct proto_client_info {
 	uint64_t inflight;    /* jobs queued or running now */
 	uint64_t gpu_us;      /* GPU time charged to its jobs (proto/README.md) */
 	uint64_t regions, region_bytes; /* registered now */
+	uint64_t tensors, device_bytes; /* device tensors held now (addition) */
 } proto_client_info;
 
 /* Append one framed reply to sb: n entries of v. 0 or -ENOMEM. */

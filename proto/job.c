@@ -1,37 +1,46 @@
 /* proto/job.c — see job.h. */
 #include "job.h"
 
-static bool is_output(int t)
+/* Which dimension a slot's rows or cols are. */
+enum { DIM_ONE, DIM_BATCH, DIM_IN, DIM_OUT };
+
+/* Each slot's shape and role; a new slot is one more entry here. */
+static const struct slot_info {
+	uint8_t rows, cols;
+	bool output;
+} slot_info[PROTO_T_COUNT] = {
+	[PROTO_T_X] = {DIM_BATCH, DIM_IN, false},  [PROTO_T_DY] = {DIM_BATCH, DIM_OUT, false},
+	[PROTO_T_W] = {DIM_OUT, DIM_IN, false},    [PROTO_T_DW] = {DIM_OUT, DIM_IN, true},
+	[PROTO_T_DB] = {DIM_ONE, DIM_OUT, true},   [PROTO_T_DX] = {DIM_BATCH, DIM_IN, true},
+	[PROTO_T_B] = {DIM_ONE, DIM_OUT, false},   [PROTO_T_Y] = {DIM_BATCH, DIM_OUT, true},
+	[PROTO_T_Z] = {DIM_BATCH, DIM_OUT, true},
+};
+
+static uint64_t dim(const proto_request *req, uint8_t d)
 {
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX || t == PROTO_T_Y;
+	return d == DIM_BATCH ? req->batch : d == DIM_IN ? req->in : d == DIM_OUT ? req->out : 1;
+}
+
+void proto_slot_shape(const proto_request *req, int t, uint64_t *rows, uint64_t *cols)
+{
+	*rows = (unsigned)t < PROTO_T_COUNT ? dim(req, slot_info[t].rows) : 0;
+	*cols = (unsigned)t < PROTO_T_COUNT ? dim(req, slot_info[t].cols) : 0;
+}
+
+bool proto_slot_is_output(proto_op op, int t)
+{
+	/* y and z: a linear_forward's outputs, a linear_backward's inputs
+	 * (its activation's: y for relu, z for gelu) */
+	if (t == PROTO_T_Y || t == PROTO_T_Z)
+		return op == PROTO_OP_LINEAR_FORWARD;
+	return (unsigned)t < PROTO_T_COUNT && slot_info[t].output;
 }
 
 uint64_t proto_tensor_elems(const proto_request *req, int t)
 {
-	switch (t) {
-	case PROTO_T_X:
-	case PROTO_T_DX: return req->batch * req->in;
-	case PROTO_T_DY:
-	case PROTO_T_Y: return req->batch * req->out;
-	case PROTO_T_B: return req->out;
-	case PROTO_T_W:
-	case PROTO_T_DW: return req->out * req->in;
-	case PROTO_T_DB: return req->out;
-	default: return 0;
-	}
-}
-
-static uint64_t dim_a(const proto_request *req, int t)
-{
-	return (t == PROTO_T_W || t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_B) ? req->out
-											  : req->batch;
-}
-
-static uint64_t dim_b(const proto_request *req, int t)
-{
-	return t == PROTO_T_DY || t == PROTO_T_Y ? req->out
-	       : t == PROTO_T_DB || t == PROTO_T_B ? 1
-						   : req->in;
+	uint64_t r, c;
+	proto_slot_shape(req, t, &r, &c);
+	return r * c;
 }
 
 void proto_forward_as_input(const proto_request *f, proto_request *b)
@@ -46,6 +55,7 @@ void proto_forward_as_input(const proto_request *f, proto_request *b)
 	b->t[PROTO_T_W] = f->t[PROTO_T_W];
 	b->t[PROTO_T_DX] = f->t[PROTO_T_Y];
 	b->accumulate = f->accumulate || f->t[PROTO_T_B].present;
+	b->activation = PROTO_ACT_NONE; /* a pass of its own after the GEMM (dispatch.c) */
 }
 
 int proto_job_check(const proto_request *req, const proto_limits *lim,
@@ -69,8 +79,9 @@ int proto_job_check(const proto_request *req, const proto_limits *lim,
 		if (!tp->present)
 			continue;
 		const char *key = proto_tensor_key[t];
-		uint64_t elems, nb, end, rsize;
-		if (__builtin_mul_overflow(dim_a(req, t), dim_b(req, t), &elems) ||
+		uint64_t elems, nb, end, rsize, rows, cols;
+		proto_slot_shape(req, t, &rows, &cols);
+		if (__builtin_mul_overflow(rows, cols, &elems) ||
 		    __builtin_mul_overflow(elems, (uint64_t)es, &nb))
 			return proto_fail(err, PROTO_LIMIT,
 					  "tensor '%s': size overflows 64 bits for these dims", key);
@@ -79,6 +90,10 @@ int proto_job_check(const proto_request *req, const proto_limits *lim,
 					  "tensor '%s': %llu bytes exceeds max_tensor_bytes %llu", key,
 					  (unsigned long long)nb,
 					  (unsigned long long)lim->max_tensor_bytes);
+		if (tp->is_tensor) {
+			bytes[t] = nb; /* a device tensor: the daemon checks it */
+			continue;
+		}
 		if (region_size(ctx, tp->region, &rsize) != 0)
 			return proto_fail(err, PROTO_BAD_REGION,
 					  "tensor '%s': region %llu is not registered on this connection",
@@ -95,19 +110,20 @@ int proto_job_check(const proto_request *req, const proto_limits *lim,
 		bytes[t] = nb;
 	}
 	for (int a = 0; a < PROTO_T_COUNT; a++) {
-		if (!req->t[a].present || !is_output(a))
+		if (!req->t[a].present || !proto_slot_is_output(req->op, a))
 			continue;
 		for (int b = 0; b < PROTO_T_COUNT; b++) {
-			if (b == a || !req->t[b].present || (is_output(b) && b < a))
+			const bool b_out = proto_slot_is_output(req->op, b);
+			if (b == a || !req->t[b].present || (b_out && b < a))
 				continue;
 			const proto_tensor *ta = &req->t[a], *tb = &req->t[b];
-			if (ta->region != tb->region)
+			if (ta->is_tensor || tb->is_tensor || ta->region != tb->region)
 				continue;
 			/* both ends are in-bounds, so no overflow here */
 			if (ta->offset < tb->offset + bytes[b] && tb->offset < ta->offset + bytes[a])
 				return proto_fail(err, PROTO_OVERLAP,
 						  "output '%s' overlaps %s '%s' in region %llu",
-						  proto_tensor_key[a], is_output(b) ? "output" : "input",
+						  proto_tensor_key[a], b_out ? "output" : "input",
 						  proto_tensor_key[b], (unsigned long long)ta->region);
 		}
 	}

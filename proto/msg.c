@@ -25,6 +25,7 @@ static const char *const code_names[PROTO_CODE_COUNT] = {
 	[PROTO_LIMIT] = "limit",
 	[PROTO_DEVICE_LOST] = "device_lost",
 	[PROTO_INTERNAL] = "internal",
+	[PROTO_BAD_TENSOR] = "bad_tensor",
 };
 
 static const char *const op_names[PROTO_OP_COUNT] = {
@@ -36,6 +37,10 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_PING] = "ping",
 	[PROTO_OP_CLIENTS] = "clients",
 	[PROTO_OP_LINEAR_FORWARD] = "linear_forward",
+	[PROTO_OP_TENSOR_NEW] = "tensor_new",
+	[PROTO_OP_TENSOR_WRITE] = "tensor_write",
+	[PROTO_OP_TENSOR_READ] = "tensor_read",
+	[PROTO_OP_TENSOR_FREE] = "tensor_free",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
@@ -134,7 +139,22 @@ void proto_reply_put_time(uint8_t *end, uint64_t ns)
 		end[-i] = (uint8_t)ns;
 }
 
-const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx", "b", "y"};
+const char *const proto_tensor_key[PROTO_T_COUNT] = {"x", "dy", "w", "dw", "db", "dx", "b", "y", "z"};
+
+static const char *const activation_names[PROTO_ACT_COUNT] = {"none", "relu", "gelu"};
+
+const char *proto_activation_name(proto_activation a)
+{
+	return (unsigned)a < PROTO_ACT_COUNT ? activation_names[a] : "none";
+}
+
+int proto_activation_parse(const char *s, size_t n)
+{
+	for (int i = 0; i < PROTO_ACT_COUNT; i++)
+		if (strlen(activation_names[i]) == n && memcmp(activation_names[i], s, n) == 0)
+			return i;
+	return -1;
+}
 
 const char *proto_code_name(proto_code c)
 {
@@ -283,6 +303,19 @@ static int frame_end(msgpack_sbuffer *sb, size_t at)
 	return 0;
 }
 
+/* An operand: [region, byte_offset], or {"tensor": T} */
+static void pk_operand(msgpack_packer *pk, const proto_tensor *t)
+{
+	if (t->is_tensor) {
+		msgpack_pack_map(pk, 1);
+		pk_kv_u(pk, "tensor", t->tensor);
+		return;
+	}
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_uint64(pk, t->region);
+	msgpack_pack_uint64(pk, t->offset);
+}
+
 int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 {
 	msgpack_packer pk;
@@ -295,10 +328,14 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 	case PROTO_OP_UNREGISTER: n += 1; break;
 	case PROTO_OP_LINEAR_BACKWARD:
 	case PROTO_OP_LINEAR_FORWARD:
-		n += 5 + (req->variant != PROTO_VARIANT_AUTO);
+		n += 5 + (req->variant != PROTO_VARIANT_AUTO) + (req->activation != PROTO_ACT_NONE);
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			n += req->t[t].present;
 		break;
+	case PROTO_OP_TENSOR_NEW: n += 3; break;
+	case PROTO_OP_TENSOR_WRITE:
+	case PROTO_OP_TENSOR_READ: n += 2; break;
+	case PROTO_OP_TENSOR_FREE: n += 1; break;
 	default: break;
 	}
 	msgpack_pack_map(&pk, n);
@@ -330,17 +367,33 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 			if (!req->t[t].present)
 				continue;
 			pk_str(&pk, proto_tensor_key[t]);
-			msgpack_pack_array(&pk, 2);
-			msgpack_pack_uint64(&pk, req->t[t].region);
-			msgpack_pack_uint64(&pk, req->t[t].offset);
+			pk_operand(&pk, &req->t[t]);
 		}
 		if (req->variant != PROTO_VARIANT_AUTO)
 			pk_kv_s(&pk, "variant", proto_variant_name(req->variant));
+		if (req->activation != PROTO_ACT_NONE)
+			pk_kv_s(&pk, "activation", proto_activation_name(req->activation));
 		pk_str(&pk, "accumulate");
 		if (req->accumulate)
 			msgpack_pack_true(&pk);
 		else
 			msgpack_pack_false(&pk);
+		break;
+	case PROTO_OP_TENSOR_NEW:
+		pk_kv_s(&pk, "dtype", proto_dtype_name(req->dtype));
+		pk_kv_u(&pk, "rows", req->rows);
+		pk_kv_u(&pk, "cols", req->cols);
+		break;
+	case PROTO_OP_TENSOR_WRITE:
+	case PROTO_OP_TENSOR_READ:
+		pk_kv_u(&pk, "tensor", req->tensor);
+		pk_str(&pk, req->op == PROTO_OP_TENSOR_WRITE ? "src" : "dst");
+		msgpack_pack_array(&pk, 2);
+		msgpack_pack_uint64(&pk, req->io.region);
+		msgpack_pack_uint64(&pk, req->io.offset);
+		break;
+	case PROTO_OP_TENSOR_FREE:
+		pk_kv_u(&pk, "tensor", req->tensor);
 		break;
 	default:
 		break;
@@ -361,7 +414,7 @@ static void pack_hello(msgpack_packer *pk, const proto_hello *h)
 	pk_kv_text(pk, "api", h->device.api);
 	pk_kv_text(pk, "type", h->device.type);
 	pk_str(pk, "limits");
-	msgpack_pack_map(pk, 13);
+	msgpack_pack_map(pk, 16);
 	pk_kv_u(pk, "max_frame", h->limits.max_frame);
 	pk_kv_u(pk, "max_regions", h->limits.max_regions);
 	pk_kv_u(pk, "max_region_bytes", h->limits.max_region_bytes);
@@ -375,6 +428,9 @@ static void pack_hello(msgpack_packer *pk, const proto_hello *h)
 	pk_kv_u(pk, "max_fds_per_message", h->limits.max_fds_per_message);
 	pk_kv_u(pk, "max_fds_held", h->limits.max_fds_held);
 	pk_kv_u(pk, "max_outbound_bytes", h->limits.max_outbound_bytes);
+	pk_kv_u(pk, "max_device_bytes", h->limits.max_device_bytes);
+	pk_kv_u(pk, "max_device_bytes_per_uid", h->limits.max_device_bytes_per_uid);
+	pk_kv_u(pk, "max_tensors", h->limits.max_tensors);
 	pk_str(pk, "kernels");
 	msgpack_pack_array(pk, h->n_kernels);
 	for (unsigned i = 0; i < h->n_kernels; i++) {
@@ -429,6 +485,20 @@ static void pack_stats(msgpack_packer *pk, const proto_stats *s)
 	pk_kv_u(pk, "sched_large_jobs", s->sched_large_jobs);
 	pk_kv_u(pk, "sched_slices", s->sched_slices);
 	proto_opstats_pack(pk, s);
+	if (s->has_tensors) {
+		pk_kv_u(pk, "device_bytes", s->device_bytes);
+		pk_kv_u(pk, "tensors", s->tensors);
+		pk_kv_u(pk, "host_read_bytes", s->host_read_bytes);
+		pk_kv_u(pk, "host_write_bytes", s->host_write_bytes);
+		pk_str(pk, "device_bytes_by_uid");
+		const unsigned n = s->n_dev_uids < PROTO_MAX_UIDS ? s->n_dev_uids : PROTO_MAX_UIDS;
+		msgpack_pack_array(pk, n);
+		for (unsigned i = 0; i < n; i++) {
+			msgpack_pack_map(pk, 2);
+			pk_kv_u(pk, "uid", s->dev_uids[i].uid);
+			pk_kv_u(pk, "bytes", s->dev_uids[i].bytes);
+		}
+	}
 	if (s->n_stages) {
 		pk_str(pk, "stages");
 		msgpack_pack_map(pk, s->n_stages);
@@ -633,9 +703,10 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_JOB: break; /* encode_job */
 	case PROTO_R_STATS:
 		extra = 38 + proto_opstats_keys(&r->stats) + (r->stats.n_stages > 0) +
-			(r->stats.n_hist > 0);
+			(r->stats.n_hist > 0) + 5 * r->stats.has_tensors;
 		break;
 	case PROTO_R_ERROR: extra = 1; break;
+	case PROTO_R_TENSOR: extra = 1; break;
 	}
 	msgpack_pack_map(&pk, 2 + extra);
 	pk_kv_u(&pk, "id", r->id);
@@ -648,6 +719,7 @@ int proto_reply_encode(msgpack_sbuffer *sb, proto_reply_kind kind, const proto_r
 	case PROTO_R_PLAIN: break;
 	case PROTO_R_HELLO: pack_hello(&pk, &r->hello); break;
 	case PROTO_R_REGISTER: pk_kv_u(&pk, "region", r->region); break;
+	case PROTO_R_TENSOR: pk_kv_u(&pk, "tensor", r->tensor); break;
 	case PROTO_R_JOB: break; /* encode_job */
 	case PROTO_R_STATS: pack_stats(&pk, &r->stats); break;
 	case PROTO_R_ERROR:

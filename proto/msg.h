@@ -29,6 +29,7 @@ typedef enum proto_code {
 	PROTO_LIMIT,
 	PROTO_DEVICE_LOST,
 	PROTO_INTERNAL,
+	PROTO_BAD_TENSOR, /* addition: a device tensor id this connection may not use here */
 	PROTO_CODE_COUNT
 } proto_code;
 
@@ -58,6 +59,11 @@ typedef enum proto_op {
 	PROTO_OP_PING,
 	PROTO_OP_CLIENTS, /* addition: the connections open now (proto/clients.h) */
 	PROTO_OP_LINEAR_FORWARD, /* addition: Y = X·Wᵀ (+ b), proto/README.md */
+	/* additions: device tensors (proto/README.md, "Device tensors") */
+	PROTO_OP_TENSOR_NEW,   /* {dtype, rows, cols} -> {tensor} */
+	PROTO_OP_TENSOR_WRITE, /* {tensor, src: [region, offset]} */
+	PROTO_OP_TENSOR_READ,  /* {tensor, dst: [region, offset]} */
+	PROTO_OP_TENSOR_FREE,  /* {tensor} */
 	PROTO_OP_COUNT
 } proto_op;
 
@@ -92,19 +98,35 @@ unsigned proto_variant_list(char *buf, size_t cap, int d,
 
 /* Tensor slots of linear_backward, in wire-key order, then linear_forward's
  * own: b (its bias, an input of out elements) and y (its output, batch ×
- * out). linear_forward also names x and w; a linear_backward request
- * never has b or y present, a linear_forward one only x, w, b, y. */
+ * out), then z (addition, the fused activations: batch × out, the
+ * pre-activation X·Wᵀ + b). linear_forward names x, w, b, y, z (y and z
+ * outputs); linear_backward x, dy, w, dw, db, dx and, with an activation,
+ * y (relu) or z (gelu) as inputs: a linear_backward request never has b
+ * present, nor y or z without the activation that reads it. */
 enum { PROTO_T_X, PROTO_T_DY, PROTO_T_W, PROTO_T_DW, PROTO_T_DB, PROTO_T_DX, PROTO_T_B, PROTO_T_Y,
-       PROTO_T_COUNT };
+       PROTO_T_Z, PROTO_T_COUNT };
 /* linear_backward's slots are the first ones: x, dy, w, dw, db, dx */
 #define PROTO_T_BACKWARD_COUNT (PROTO_T_DX + 1)
 extern const char *const proto_tensor_key[PROTO_T_COUNT];
 
+/* Fused activations (addition, key `activation` of linear_forward and
+ * linear_backward): none, relu, gelu (torch's tanh form). */
+typedef enum proto_activation { PROTO_ACT_NONE, PROTO_ACT_RELU, PROTO_ACT_GELU, PROTO_ACT_COUNT } proto_activation;
+const char *proto_activation_name(proto_activation a);
+/* The activation of the n bytes at s, or -1. */
+int proto_activation_parse(const char *s, size_t n);
+
+/* One operand: [region, byte_offset] in the client's memory, or (an
+ * addition) {"tensor": T}, a device tensor of the connection (is_tensor:
+ * `tensor` holds T; region and offset are unused and 0). */
 typedef struct proto_tensor {
 	bool present;
 	uint64_t region;
 	uint64_t offset; /* bytes */
+	bool is_tensor;  /* (after the older fields: {present, region, offset} still reads right) */
+	uint64_t tensor;
 } proto_tensor;
+
 
 typedef struct proto_request {
 	proto_op op;
@@ -125,10 +147,19 @@ typedef struct proto_request {
 	proto_tensor t[PROTO_T_COUNT];
 	bool accumulate;
 	proto_variant variant; /* optional key `variant`: kernel family to force */
+	/* optional key `activation` (addition): forward y = act(z); backward
+	 * dZ = dY ⊙ act'(y or z) feeds dW, db, dX */
+	proto_activation activation;
 	/* set when decoding failed (bad_request) because `variant` names no
 	 * family of the request's dtype: the daemon then adds which of them
 	 * its device cannot run */
 	bool variant_unknown;
+	/* additions, device tensors: tensor_new's dtype (above), rows and
+	 * cols; tensor_write/read/free's `tensor`; tensor_write's `src` and
+	 * tensor_read's `dst` in io ([region, offset], never is_tensor) */
+	uint64_t rows, cols;
+	uint64_t tensor;
+	proto_tensor io;
 } proto_request;
 
 /* Decode one request body. Returns 0, or a negative value with err set:
@@ -183,6 +214,10 @@ typedef struct proto_limits {
 	uint32_t max_fds_per_message;     /* descriptors in one sendmsg */
 	uint32_t max_fds_held;            /* descriptors held awaiting their frame */
 	uint64_t max_outbound_bytes;      /* unread reply bytes before a drop */
+	/* additions, device tensors (0 in a reply from an older daemon) */
+	uint64_t max_device_bytes;         /* tensor bytes, all connections */
+	uint64_t max_device_bytes_per_uid; /* tensor bytes, all connections of one peer uid */
+	uint32_t max_tensors;              /* tensors per connection */
 } proto_limits;
 
 #define PROTO_MAX_KERNELS 128
@@ -321,6 +356,13 @@ typedef struct proto_uid_stat {
 	uint64_t jobs_done, jobs_failed, gpu_us;
 } proto_uid_stat;
 
+/* One uid's device-tensor bytes now (stats `device_bytes_by_uid`, an
+ * addition): uids holding none are left out. */
+typedef struct proto_uid_bytes {
+	uint32_t uid;
+	uint64_t bytes;
+} proto_uid_bytes;
+
 typedef struct proto_stats {
 	double uptime_s;
 	uint64_t clients, regions, region_bytes, jobs_done, jobs_failed, batches;
@@ -369,6 +411,15 @@ typedef struct proto_stats {
 	double started_unix_s; /* when the daemon started, seconds since the epoch */
 	unsigned n_uids;
 	proto_uid_stat uids[PROTO_MAX_UIDS];
+	/* additions, device tensors: bytes and count of the live tensors,
+	 * per uid; bytes jobs and tensor ops read from and wrote to client
+	 * memory (the host traffic, PCIe on a discrete GPU). has_tensors when
+	 * the daemon sent them. */
+	bool has_tensors;
+	uint64_t device_bytes, tensors;
+	uint64_t host_read_bytes, host_write_bytes;
+	unsigned n_dev_uids;
+	proto_uid_bytes dev_uids[PROTO_MAX_UIDS];
 } proto_stats;
 
 typedef enum proto_reply_kind {
@@ -377,7 +428,8 @@ typedef enum proto_reply_kind {
 	PROTO_R_REGISTER,
 	PROTO_R_JOB,
 	PROTO_R_STATS,
-	PROTO_R_ERROR
+	PROTO_R_ERROR,
+	PROTO_R_TENSOR   /* addition: tensor_new's {tensor} */
 } proto_reply_kind;
 
 typedef struct proto_reply {
@@ -385,6 +437,7 @@ typedef struct proto_reply {
 	bool ok;
 	proto_err err;           /* when !ok */
 	uint64_t region;         /* register */
+	uint64_t tensor;         /* tensor_new (addition) */
 	uint64_t queued_us, gpu_us, batch_jobs; /* linear_backward */
 	/* linear_backward, optional (addition): GPU time of this job's own
 	 * dispatches alone, from timestamps around them, where gpu_us is the

@@ -89,6 +89,9 @@ static void unpack_hello(const msgpack_object *m, proto_hello *h)
 				else if (mpobj_key_is(k2, "max_fds_per_message")) h->limits.max_fds_per_message = (uint32_t)as_u64(v2);
 				else if (mpobj_key_is(k2, "max_fds_held")) h->limits.max_fds_held = (uint32_t)as_u64(v2);
 				else if (mpobj_key_is(k2, "max_outbound_bytes")) h->limits.max_outbound_bytes = as_u64(v2);
+				else if (mpobj_key_is(k2, "max_device_bytes")) h->limits.max_device_bytes = as_u64(v2);
+				else if (mpobj_key_is(k2, "max_device_bytes_per_uid")) h->limits.max_device_bytes_per_uid = as_u64(v2);
+				else if (mpobj_key_is(k2, "max_tensors")) h->limits.max_tensors = (uint32_t)as_u64(v2);
 			}
 		} else if (mpobj_key_is(k, "kernels") && v->type == MSGPACK_OBJECT_ARRAY) {
 			for (uint32_t i = 0; i < v->via.array.size && h->n_kernels < PROTO_MAX_KERNELS; i++) {
@@ -225,6 +228,28 @@ static void unpack_stats_kv(const msgpack_object *k, const msgpack_object *v, pr
 	else if (mpobj_key_is(k, "sched_small_jobs")) s->sched_small_jobs = as_u64(v);
 	else if (mpobj_key_is(k, "sched_large_jobs")) s->sched_large_jobs = as_u64(v);
 	else if (mpobj_key_is(k, "sched_slices")) s->sched_slices = as_u64(v);
+	else if (mpobj_key_is(k, "device_bytes")) s->device_bytes = as_u64(v), s->has_tensors = true;
+	else if (mpobj_key_is(k, "tensors")) s->tensors = as_u64(v), s->has_tensors = true;
+	else if (mpobj_key_is(k, "host_read_bytes")) s->host_read_bytes = as_u64(v), s->has_tensors = true;
+	else if (mpobj_key_is(k, "host_write_bytes")) s->host_write_bytes = as_u64(v), s->has_tensors = true;
+	else if (mpobj_key_is(k, "device_bytes_by_uid") && v->type == MSGPACK_OBJECT_ARRAY) {
+		s->n_dev_uids = 0;
+		for (uint32_t i = 0; i < v->via.array.size && s->n_dev_uids < PROTO_MAX_UIDS; i++) {
+			const msgpack_object *e = &v->via.array.ptr[i], *k2, *v2;
+			if (e->type != MSGPACK_OBJECT_MAP)
+				continue;
+			proto_uid_bytes *u = &s->dev_uids[s->n_dev_uids++];
+			memset(u, 0, sizeof(*u));
+			FOR_KV(e, k2, v2) {
+				if (mpobj_key_is(k2, "uid")) {
+					uint64_t x = as_u64(v2);
+					u->uid = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
+				} else if (mpobj_key_is(k2, "bytes")) {
+					u->bytes = as_u64(v2);
+				}
+			}
+		}
+	}
 	else if (mpobj_key_is(k, "stages")) {
 		const msgpack_object *k2, *v2;
 		s->n_stages = 0;
@@ -276,6 +301,8 @@ int proto_reply_decode(const uint8_t *body, size_t len, proto_reply *r, proto_er
 			}
 		} else if (mpobj_key_is(k, "region")) {
 			r->region = as_u64(v);
+		} else if (mpobj_key_is(k, "tensor")) {
+			r->tensor = as_u64(v);
 		} else if (mpobj_key_is(k, "queued_us")) {
 			r->queued_us = as_u64(v);
 		} else if (mpobj_key_is(k, "gpu_us")) {

@@ -42,11 +42,31 @@ static int get_str(const msgpack_object *v, const char *key, char *out, size_t c
 	return 0;
 }
 
-static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t, proto_err *err)
+/* A job operand: [region, byte_offset], or (allow_tensor) {"tensor": T}. */
+static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t, bool allow_tensor,
+		      proto_err *err)
 {
+	if (allow_tensor && v->type == MSGPACK_OBJECT_MAP) {
+		const msgpack_object_map *m = &v->via.map;
+		if (m->size != 1 || m->ptr[0].key.type != MSGPACK_OBJECT_STR ||
+		    m->ptr[0].key.via.str.size != 6 || memcmp(m->ptr[0].key.via.str.ptr, "tensor", 6) != 0)
+			return proto_fail(err, PROTO_BAD_REQUEST,
+					  "key '%s' must be [region, byte_offset] or {\"tensor\": id}", key);
+		char sub[32];
+		snprintf(sub, sizeof(sub), "%s.tensor", key);
+		int rc = get_uint(&m->ptr[0].val, sub, &t->tensor, err);
+		if (rc)
+			return rc;
+		t->is_tensor = true;
+		t->present = true;
+		return 0;
+	}
 	if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 2)
 		return proto_fail(err, PROTO_BAD_REQUEST,
-				  "key '%s' must be a two-element array [region, byte_offset]", key);
+				  allow_tensor ? "key '%s' must be a two-element array [region, byte_offset] "
+						 "or {\"tensor\": id}"
+					       : "key '%s' must be a two-element array [region, byte_offset]",
+				  key);
 	static const char *const part[2] = {"[0] (region)", "[1] (byte_offset)"};
 	uint64_t *dst[2] = {&t->region, &t->offset};
 	for (int i = 0; i < 2; i++) {
@@ -132,18 +152,73 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 }
 
 /* Is tensor slot t one of op's keys? (linear_backward: x, dy, w, dw, db,
- * dx; linear_forward: x, w, b, y) */
+ * dx, and y, z, which only an activation reads (decode_fields clears the
+ * one it does not); linear_forward: x, w, b, y, z) */
 static bool op_has_tensor(proto_op op, int t)
 {
 	if (op == PROTO_OP_LINEAR_FORWARD)
-		return t == PROTO_T_X || t == PROTO_T_W || t == PROTO_T_B || t == PROTO_T_Y;
-	return t != PROTO_T_B && t != PROTO_T_Y;
+		return t == PROTO_T_X || t == PROTO_T_W || t == PROTO_T_B || t == PROTO_T_Y ||
+		       t == PROTO_T_Z;
+	return t != PROTO_T_B;
+}
+
+/* Key `activation` (a string, nil: absent) into req. */
+static int get_activation(const msgpack_object *v, proto_request *req, proto_err *err)
+{
+	const char *opn = proto_op_name(req->op);
+	if (v->type == MSGPACK_OBJECT_NIL)
+		return 0;
+	if (v->type != MSGPACK_OBJECT_STR)
+		return proto_fail(err, PROTO_BAD_REQUEST, "%s: key 'activation' must be a string", opn);
+	const int a = proto_activation_parse(v->via.str.ptr, v->via.str.size);
+	if (a < 0) {
+		char got[PROTO_TEXT_ESCAPED_CAP(PROTO_TEXT_ECHO_NAME)];
+		return proto_fail(err, PROTO_BAD_REQUEST,
+				  "%s: key 'activation' = '%s' is not one of none, relu, gelu", opn,
+				  echo(v, got, sizeof(got), PROTO_TEXT_ECHO_NAME));
+	}
+	req->activation = (proto_activation)a;
+	return 0;
+}
+
+/* The activation's own checks, once every key is in: no accumulation
+ * with one; a backward's relu needs y, its gelu z (the other of the two
+ * is an unknown key, ignored, as both are without an activation: so is a
+ * malformed one, yz_err[0] for y and [1] for z when yz_bad has bit 1 or
+ * 2, which only counts where the activation reads it). */
+static int check_activation(proto_request *req, unsigned yz_bad, const proto_err yz_err[2],
+			    proto_err *err)
+{
+	const char *opn = proto_op_name(req->op);
+	if (req->activation != PROTO_ACT_NONE && req->accumulate)
+		return proto_fail(err, PROTO_BAD_REQUEST,
+				  "%s: key 'activation' = '%s' cannot go with 'accumulate': true", opn,
+				  proto_activation_name(req->activation));
+	if (req->op != PROTO_OP_LINEAR_BACKWARD)
+		return 0;
+	const int need = req->activation == PROTO_ACT_RELU ? PROTO_T_Y
+			 : req->activation == PROTO_ACT_GELU ? PROTO_T_Z
+							     : -1;
+	for (int t = PROTO_T_Y; t <= PROTO_T_Z; t++)
+		if (t != need)
+			req->t[t] = (proto_tensor){0};
+	if (need >= 0 && (yz_bad & (1u << (need - PROTO_T_Y)))) {
+		*err = yz_err[need - PROTO_T_Y];
+		return -(int)err->code;
+	}
+	if (need >= 0 && !req->t[need].present)
+		return proto_fail(err, PROTO_BAD_REQUEST,
+				  "linear_backward: key '%s' is missing (activation '%s' reads %s)",
+				  proto_tensor_key[need], proto_activation_name(req->activation),
+				  need == PROTO_T_Y ? "the forward's output y" : "the pre-activation z");
+	return 0;
 }
 
 /* The request keys decode knows, found with one comparison each. */
 typedef enum req_key {
 	K_OTHER, K_OP, K_ID, K_VERSION, K_CLIENT, K_SIZE, K_REGION, K_DTYPE, K_BATCH, K_IN,
-	K_OUT, K_VARIANT, K_ACCUMULATE, K_MONITOR, K_TENSOR /* + PROTO_T_* */
+	K_OUT, K_VARIANT, K_ACCUMULATE, K_MONITOR, K_ROWS, K_COLS, K_TENSOR_ID, K_SRC, K_DST,
+	K_ACTIVATION, K_TENSOR /* + PROTO_T_* */
 } req_key;
 
 #define KEY_EQ(c, lit) (memcmp((c), (lit), sizeof(lit) - 1) == 0)
@@ -159,6 +234,7 @@ static int key_id(const msgpack_object *k)
 		       : c[0] == 'w' ? K_TENSOR + PROTO_T_W
 		       : c[0] == 'b' ? K_TENSOR + PROTO_T_B
 		       : c[0] == 'y' ? K_TENSOR + PROTO_T_Y
+		       : c[0] == 'z' ? K_TENSOR + PROTO_T_Z
 				     : K_OTHER;
 	case 2:
 		if (c[0] == 'd')
@@ -168,16 +244,31 @@ static int key_id(const msgpack_object *k)
 			       : c[1] == 'x' ? K_TENSOR + PROTO_T_DX
 					     : K_OTHER;
 		return KEY_EQ(c, "op") ? K_OP : KEY_EQ(c, "id") ? K_ID : KEY_EQ(c, "in") ? K_IN : K_OTHER;
-	case 3: return KEY_EQ(c, "out") ? K_OUT : K_OTHER;
-	case 4: return KEY_EQ(c, "size") ? K_SIZE : K_OTHER;
+	case 3:
+		return KEY_EQ(c, "out")   ? K_OUT
+		       : KEY_EQ(c, "src") ? K_SRC
+		       : KEY_EQ(c, "dst") ? K_DST
+					  : K_OTHER;
+	case 4:
+		return KEY_EQ(c, "size")   ? K_SIZE
+		       : KEY_EQ(c, "rows") ? K_ROWS
+		       : KEY_EQ(c, "cols") ? K_COLS
+					   : K_OTHER;
 	case 5: return KEY_EQ(c, "dtype") ? K_DTYPE : KEY_EQ(c, "batch") ? K_BATCH : K_OTHER;
-	case 6: return KEY_EQ(c, "client") ? K_CLIENT : KEY_EQ(c, "region") ? K_REGION : K_OTHER;
+	case 6:
+		return KEY_EQ(c, "client")   ? K_CLIENT
+		       : KEY_EQ(c, "region") ? K_REGION
+		       : KEY_EQ(c, "tensor") ? K_TENSOR_ID
+					     : K_OTHER;
 	case 7:
 		return KEY_EQ(c, "version")   ? K_VERSION
 		       : KEY_EQ(c, "variant") ? K_VARIANT
 		       : KEY_EQ(c, "monitor") ? K_MONITOR
 					      : K_OTHER;
-	case 10: return KEY_EQ(c, "accumulate") ? K_ACCUMULATE : K_OTHER;
+	case 10:
+		return KEY_EQ(c, "accumulate")	 ? K_ACCUMULATE
+		       : KEY_EQ(c, "activation") ? K_ACTIVATION
+						 : K_OTHER;
 	default: return K_OTHER;
 	}
 }
@@ -190,7 +281,10 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 {
 	bool have_version = false, have_size = false, have_region = false;
 	bool have_batch = false, have_in = false, have_out = false;
+	bool have_rows = false, have_cols = false, have_tensor = false;
 	const msgpack_object *dtype = NULL, *variant = NULL; /* strings */
+	unsigned yz_bad = 0; /* a backward's malformed y (1), z (2): check_activation */
+	proto_err yz_err[2];
 	int rc = 0;
 	for (uint32_t i = 0; i < m->size; i++) {
 		const msgpack_object *v = &m->ptr[i].val;
@@ -245,6 +339,8 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 				else if (v->type != MSGPACK_OBJECT_NIL)
 					rc = proto_fail(err, PROTO_BAD_REQUEST,
 							"key 'accumulate' must be a boolean");
+			} else if (k == K_ACTIVATION) {
+				rc = get_activation(v, req, err);
 			} else if (k >= K_TENSOR) {
 				const int t = k - K_TENSOR;
 				/* each op's own tensor keys; another op's are
@@ -252,9 +348,41 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 				if (!op_has_tensor(req->op, t))
 					break;
 				/* nil means "not asked for", like an absent key */
-				if (v->type != MSGPACK_OBJECT_NIL)
-					rc = get_tensor(v, proto_tensor_key[t], &req->t[t], err);
+				if (v->type == MSGPACK_OBJECT_NIL)
+					break;
+				if (req->op == PROTO_OP_LINEAR_BACKWARD && (t == PROTO_T_Y || t == PROTO_T_Z)) {
+					if (get_tensor(v, proto_tensor_key[t], &req->t[t], true,
+						       &yz_err[t - PROTO_T_Y]) != 0)
+						yz_bad |= 1u << (t - PROTO_T_Y);
+					break;
+				}
+				rc = get_tensor(v, proto_tensor_key[t], &req->t[t], true, err);
 			}
+			break;
+		case PROTO_OP_TENSOR_NEW:
+			if (k == K_DTYPE) {
+				if (v->type == MSGPACK_OBJECT_STR)
+					dtype = v;
+				else
+					rc = proto_fail(err, PROTO_BAD_REQUEST,
+							"tensor_new: key 'dtype' must be a string");
+			} else if (k == K_ROWS) {
+				rc = get_uint(v, "rows", &req->rows, err), have_rows = true;
+			} else if (k == K_COLS) {
+				rc = get_uint(v, "cols", &req->cols, err), have_cols = true;
+			}
+			break;
+		case PROTO_OP_TENSOR_WRITE:
+		case PROTO_OP_TENSOR_READ:
+			if (k == (req->op == PROTO_OP_TENSOR_WRITE ? K_SRC : K_DST)) {
+				rc = get_tensor(v, req->op == PROTO_OP_TENSOR_WRITE ? "src" : "dst", &req->io,
+						false, err);
+				break;
+			}
+			__attribute__((fallthrough)); /* `tensor` */
+		case PROTO_OP_TENSOR_FREE:
+			if (k == K_TENSOR_ID)
+				rc = get_uint(v, "tensor", &req->tensor, err), have_tensor = true;
 			break;
 		default:
 			break; /* unknown keys are ignored: additions stay compatible */
@@ -298,6 +426,8 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 		if (req->t[PROTO_T_DX].present && !req->t[PROTO_T_W].present)
 			return proto_fail(err, PROTO_BAD_REQUEST,
 					  "linear_backward: key 'w' is required when 'dx' is asked for");
+		if (check_activation(req, yz_bad, yz_err, err) != 0)
+			return -(int)err->code;
 		return decode_dtype_variant(dtype, variant, req, err);
 	}
 	case PROTO_OP_LINEAR_FORWARD: {
@@ -311,8 +441,30 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 			if (!req->t[need[i]].present)
 				return proto_fail(err, PROTO_BAD_REQUEST, "linear_forward: key '%s' is missing",
 						  proto_tensor_key[need[i]]);
+		if (check_activation(req, 0, NULL, err) != 0)
+			return -(int)err->code;
 		return decode_dtype_variant(dtype, variant, req, err);
 	}
+	case PROTO_OP_TENSOR_NEW: {
+		if (!dtype || !have_rows || !have_cols)
+			return proto_fail(err, PROTO_BAD_REQUEST, "tensor_new: key '%s' is missing",
+					  !dtype ? "dtype" : !have_rows ? "rows" : "cols");
+		if (req->rows == 0 || req->cols == 0)
+			return proto_fail(err, PROTO_BAD_REQUEST, "tensor_new: key '%s' must be >= 1",
+					  req->rows == 0 ? "rows" : "cols");
+		return decode_dtype_variant(dtype, NULL, req, err);
+	}
+	case PROTO_OP_TENSOR_WRITE:
+	case PROTO_OP_TENSOR_READ:
+		if (!req->io.present)
+			return proto_fail(err, PROTO_BAD_REQUEST, "%s: key '%s' is missing",
+					  proto_op_name(req->op), req->op == PROTO_OP_TENSOR_WRITE ? "src" : "dst");
+		__attribute__((fallthrough));
+	case PROTO_OP_TENSOR_FREE:
+		if (!have_tensor)
+			return proto_fail(err, PROTO_BAD_REQUEST, "%s: key 'tensor' is missing",
+					  proto_op_name(req->op));
+		break;
 	default:
 		break;
 	}

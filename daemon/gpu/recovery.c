@@ -35,6 +35,9 @@ static void teardown(server *s)
 {
 	engine_gpu_release(s->eng);
 	region_gpu_release_all(&s->regions);
+	/* device tensors are not made again: their contents went with the
+	 * device (an op naming one answers device_lost) */
+	tensor_set_lose_all(&s->tensors);
 	pipelines_destroy(s->pl, s->dev);
 	device_close(s->dev);
 }

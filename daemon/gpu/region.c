@@ -312,6 +312,10 @@ void region_unref(region *r)
 	assert(r->refs > 0);
 	if (--r->refs > 0)
 		return;
+	if (r->destroy) {
+		r->destroy(r);
+		return;
+	}
 	gpu_release(r);
 	region_set *set = r->set;
 	queue_remove(&r->live);

@@ -59,6 +59,11 @@ struct region {
 	region_release_fn on_release;
 	void *release_ctx;
 	uint64_t release_arg;
+	/* addition: a device tensor (tensor.h) — device-local memory, no
+	 * mapping, not on a region_set; never staged. Its last region_unref
+	 * calls destroy (which frees it) instead of the mapping's teardown. */
+	bool device_local;
+	void (*destroy)(region *r);
 };
 
 /* Take ownership of fd (closed in every case), check it, map it and make it
@@ -74,7 +79,8 @@ struct region {
 int region_create(region **out, region_set *set, const device *d, int fd, uint64_t size,
 		  bool allow_import, const void *owner, proto_err *err);
 void region_ref(region *r);
-/* Drop a reference; the last one frees everything and calls on_release. */
+/* Drop a reference; the last one frees everything and calls on_release
+ * (a device tensor's: its destroy hook). */
 void region_unref(region *r);
 
 /* A staged region's bytes [off, off + n): the client's memory into the

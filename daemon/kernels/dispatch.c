@@ -479,6 +479,28 @@ void dispatch_unit(const rec *r, unsigned mask)
 		record_tiled(r, mask == UNIT_INPUT, k);
 }
 
+binding dispatch_bind(const rec *r, int t)
+{
+	return bind_tensor(r, t);
+}
+
+binding dispatch_bind_dummy(const rec *r, uint64_t which)
+{
+	return bind_dummy(r, which);
+}
+
+void dispatch_kernel(const rec *r, int k, const binding *b, uint32_t n)
+{
+	bind_pipe(r, k);
+	push_set(r, k, b, n);
+}
+
+void dispatch_grid(const rec *r, int k, const void *pc, uint32_t pc_bytes, uint32_t *xbase,
+		   uint32_t xscale, uint64_t gx, uint64_t wg_macs)
+{
+	dispatch_split(r, k, pc, pc_bytes, NULL, 0, xbase, xscale, gx, 1, wg_macs);
+}
+
 /* linear_forward_prep over a rows × cols source (kernels.h): W into Wᵀ
  * (VKG_FLAG_PREP_TRANSPOSE) or the bias into Y's rows (_BIAS). */
 static void record_prep(const rec *r, binding src, binding dst, uint64_t rows, uint64_t cols,
@@ -503,6 +525,7 @@ void dispatch_forward(const rec *r)
 	for (int t = 0; t < PROTO_T_COUNT; t++)
 		fj.reg[t] = NULL;
 	const int from[3] = {PROTO_T_X, PROTO_T_W, PROTO_T_Y}, to[3] = {PROTO_T_DY, PROTO_T_W, PROTO_T_DX};
+	fj.req.t[PROTO_T_Z] = (proto_tensor){0}; /* (the activation's, below) */
 	for (int i = 0; i < 3; i++) {
 		fj.reg[to[i]] = j->reg[from[i]];
 		fj.bytes[to[i]] = j->bytes[from[i]];
@@ -527,6 +550,34 @@ void dispatch_forward(const rec *r)
 	if (prep)
 		record_barrier_inside(r);
 	dispatch_unit(&fr, UNIT_INPUT);
+	/* y = act(z) over the GEMM's Y, z copied out first (activation.c) */
+	if (q->activation != PROTO_ACT_NONE || q->t[PROTO_T_Z].present) {
+		record_barrier_inside(r);
+		activation_forward(r);
+	}
+}
+
+void dispatch_backward_units(const rec *r, bool param, bool input)
+{
+	if (r->j->req.activation == PROTO_ACT_NONE) {
+		if (param)
+			dispatch_unit(r, UNIT_PARAM);
+		if (input)
+			dispatch_unit(r, UNIT_INPUT);
+		return;
+	}
+	/* dZ = dY ⊙ act'(·) into scratch, a barrier, then the kernels read
+	 * it as dY: the job's view with dY's slot at dz_off (activation.c) */
+	activation_backward(r);
+	record_barrier_inside(r);
+	job aj;
+	rec ar = *r;
+	activation_view(r->j, &aj);
+	ar.j = &aj;
+	if (param)
+		dispatch_unit(&ar, UNIT_PARAM);
+	if (input)
+		dispatch_unit(&ar, UNIT_INPUT);
 }
 
 /* Record r's dW/db kernels (param) and dX kernels (input) into r->cb, the
@@ -536,10 +587,7 @@ static void record_units_into(const rec *r, bool param, bool input, record_count
 	assert(r->j->devlocal);
 	r->rc->counts = (record_counts){0};
 	dispatch_forget_bound(r->rc); /* the caller's command buffer, with what it recorded */
-	if (param)
-		dispatch_unit(r, UNIT_PARAM);
-	if (input)
-		dispatch_unit(r, UNIT_INPUT);
+	dispatch_backward_units(r, param, input);
 	counts->dispatches += r->rc->counts.dispatches;
 }
 

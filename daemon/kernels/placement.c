@@ -99,6 +99,9 @@ void placement_drop(job *j)
 		j->plan.input = KERN_INPUT;
 		j->wt = false;
 	}
+	/* a backward's dZ has no place but scratch: the engine answers it */
+	if (j->req.op == PROTO_OP_LINEAR_BACKWARD && j->req.activation != PROTO_ACT_NONE)
+		j->act_no_scratch = true;
 }
 
 /* The partials are one storage-buffer binding each: fewer slices when they
@@ -151,6 +154,13 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 uint64_t placement_place(const placement *p, job *j, uint64_t used)
 {
 	const proto_dtype t = j->req.dtype;
+	j->devlocal = false;
+	j->streamed = false;
+	if (job_is_copy(j)) {
+		/* a device tensor's copy or fill: no kernels, no scratch */
+		memset(&j->plan, 0, sizeof(j->plan));
+		return 0;
+	}
 	/* linear_forward: its kernels' view, the dX GEMM of a backward */
 	proto_request fq;
 	const proto_request *q = &j->req;
@@ -173,19 +183,32 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	variant_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */
+	j->act_no_scratch = false;
 	uint64_t split = place_partials(p, j, q);
+	/* a linear_backward with an activation: dZ (as many bytes as dY),
+	 * which nothing can do without (activation.c) */
+	uint64_t must = j->req.op == PROTO_OP_LINEAR_BACKWARD && j->req.activation != PROTO_ACT_NONE
+				? scratch_round(j->bytes[PROTO_T_DY])
+				: 0;
 	uint64_t dl = 0;
-	if (p->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= p->devlocal_min[j->req.dtype])
+	/* a job naming a device tensor is not copied to scratch: its device
+	 * operands are device-local already */
+	if (p->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= p->devlocal_min[j->req.dtype] &&
+	    !job_has_device_tensor(j))
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present)
 				dl += scratch_round(j->bytes[t]);
-	if (split + dl > p->scratch_cap)
+	if (split + must + dl > p->scratch_cap)
 		dl = 0;
-	if (split > p->scratch_cap) {
-		placement_drop(j);
+	if (split + must > p->scratch_cap) {
+		placement_drop(j); /* (sets act_no_scratch for a dZ) */
 		split = 0;
+		if (must <= p->scratch_cap)
+			j->act_no_scratch = false; /* dZ alone fits */
+		else
+			must = 0;
 	}
-	if (used + split + dl > p->scratch_cap)
+	if (used + split + must + dl > p->scratch_cap)
 		return UINT64_MAX;
 	uint64_t at = used;
 	if (split) {
@@ -193,6 +216,10 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		j->splitk_dx_off += at;
 		j->wt_off += at;
 		at += split;
+	}
+	if (must) {
+		j->dz_off = at;
+		at += must;
 	}
 	if (dl) {
 		j->devlocal = true;

@@ -78,7 +78,7 @@ static void bound_range(const recorder *rc, const job *j, int t, uint64_t *lo, u
 bool record_bound_overlap(const recorder *rc, const job *j)
 {
 	for (int o = 0; o < PROTO_T_COUNT; o++) {
-		if (!j->reg[o] || !job_is_output(o))
+		if (!j->reg[o] || !job_is_output(j, o))
 			continue;
 		uint64_t olo, ohi;
 		bound_range(rc, j, o, &olo, &ohi);
@@ -138,7 +138,7 @@ static bool needs_barrier(recorder *rc, const job *j, unsigned mask)
 		bound_range(rc, j, t, &lo, &hi);
 		for (uint32_t i = g->last; i != TOUCH_NONE; i = rc->touch[i].prev) {
 			const record_touch *k = &rc->touch[i];
-			if (k->lo < hi && lo < k->hi && (k->write || job_is_output(t)))
+			if (k->lo < hi && lo < k->hi && (k->write || job_is_output(j, t)))
 				return true;
 		}
 	}
@@ -174,7 +174,7 @@ static void mark_touched(recorder *rc, const job *j, unsigned mask)
 		}
 		uint64_t lo, hi;
 		bound_range(rc, j, t, &lo, &hi);
-		rc->touch[rc->ntouch] = (record_touch){lo, hi, job_is_output(t), g->last};
+		rc->touch[rc->ntouch] = (record_touch){lo, hi, job_is_output(j, t), g->last};
 		g->last = rc->ntouch++;
 	}
 }
@@ -215,23 +215,47 @@ static void copy_tensors(const rec *r, unsigned mask, bool to_scratch)
 	}
 }
 
-#define MASK_INPUTS ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_W) | (1u << PROTO_T_B))
-#define MASK_OUTPUTS ((1u << PROTO_T_DW) | (1u << PROTO_T_DB) | (1u << PROTO_T_DX) | (1u << PROTO_T_Y))
-/* linear_forward's tensors */
-#define MASK_FORWARD ((1u << PROTO_T_X) | (1u << PROTO_T_W) | (1u << PROTO_T_B) | (1u << PROTO_T_Y))
+/* j's present slots that are its outputs (outputs true) or its inputs
+ * (a linear_backward's y and z are inputs, a linear_forward's outputs) */
+static unsigned job_mask(const job *j, bool outputs)
+{
+	unsigned m = 0;
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		if (j->req.t[t].present && job_is_output(j, t) == outputs)
+			m |= 1u << t;
+	return m;
+}
+
+#define MASK_ALL ((1u << PROTO_T_COUNT) - 1u)
 
 /* A linear_forward job reading the client's memory, after a barrier when
  * its ranges conflict with what the batch did since the last one. */
 static void record_forward(const rec *r)
 {
 	recorder *rc = r->rc;
-	if (needs_barrier(rc, r->j, MASK_FORWARD)) {
+	if (needs_barrier(rc, r->j, MASK_ALL)) {
 		record_barrier_all(r->cb);
 		new_epoch(rc);
 		rc->untracked = false;
 	}
 	dispatch_forward(r);
-	mark_touched(rc, r->j, MASK_FORWARD);
+	mark_touched(rc, r->j, MASK_ALL);
+}
+
+/* A linear_backward job with an activation reading the client's memory:
+ * its dZ pass, then its units reading dZ (dispatch_backward_units), with
+ * barriers inside; before it one when its ranges conflict with what the
+ * batch did since the last one. */
+static void record_activated(const rec *r, bool param, bool input)
+{
+	recorder *rc = r->rc;
+	if (needs_barrier(rc, r->j, MASK_ALL)) {
+		record_barrier_all(r->cb);
+		new_epoch(rc);
+		rc->untracked = false;
+	}
+	dispatch_backward_units(r, param, input);
+	mark_touched(rc, r->j, MASK_ALL);
 }
 
 /* A job on the device-local path: its inputs (and, accumulating, its
@@ -244,8 +268,9 @@ static void record_devlocal(const rec *r, uint32_t ts)
 {
 	recorder *rc = r->rc;
 	const job *j = r->j;
-	const unsigned in_mask = MASK_INPUTS | (j->req.accumulate ? MASK_OUTPUTS : 0);
-	if (needs_barrier(rc, j, MASK_INPUTS | MASK_OUTPUTS))
+	const unsigned out_mask = job_mask(j, true);
+	const unsigned in_mask = job_mask(j, false) | (j->req.accumulate ? out_mask : 0);
+	if (needs_barrier(rc, j, MASK_ALL))
 		record_barrier_all(r->cb);
 	copy_tensors(r, in_mask, true);
 	record_barrier_all(r->cb);
@@ -256,16 +281,41 @@ static void record_devlocal(const rec *r, uint32_t ts)
 	const proto_tensor *t = j->req.t;
 	if (j->req.op == PROTO_OP_LINEAR_FORWARD)
 		dispatch_forward(r);
-	if (t[PROTO_T_DW].present || t[PROTO_T_DB].present)
-		dispatch_unit(r, UNIT_PARAM);
-	if (t[PROTO_T_DX].present)
-		dispatch_unit(r, UNIT_INPUT);
+	else
+		dispatch_backward_units(r, t[PROTO_T_DW].present || t[PROTO_T_DB].present,
+					t[PROTO_T_DX].present);
 	if (rc->dev->timestamps)
 		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, r->tg->queries, ts + 1);
 	record_barrier_all(r->cb);
 	new_epoch(rc);
-	copy_tensors(r, MASK_OUTPUTS, false);
-	mark_touched(rc, r->j, MASK_OUTPUTS);
+	copy_tensors(r, out_mask, false);
+	mark_touched(rc, r->j, out_mask);
+}
+
+/* A device tensor's op (job_is_copy): tensor_new's zero fill of y, or a
+ * copy of x's bytes into y (tensor_write: client → tensor; tensor_read:
+ * tensor → client), after a barrier when its ranges conflict with what
+ * the batch did since the last one. */
+#define MASK_COPY ((1u << PROTO_T_X) | (1u << PROTO_T_Y))
+static void record_copy(const rec *r)
+{
+	recorder *rc = r->rc;
+	const job *j = r->j;
+	if (needs_barrier(rc, j, MASK_COPY)) {
+		record_barrier_all(r->cb);
+		new_epoch(rc);
+		rc->untracked = false;
+	}
+	if (j->req.op == PROTO_OP_TENSOR_NEW) {
+		/* the whole buffer, rounded to words (tensor.c) */
+		vkCmdFillBuffer(r->cb, j->reg[PROTO_T_Y]->buf, 0, VK_WHOLE_SIZE, 0);
+	} else {
+		const VkBufferCopy c = {.srcOffset = j->req.t[PROTO_T_X].offset,
+					.dstOffset = j->req.t[PROTO_T_Y].offset,
+					.size = j->bytes[PROTO_T_Y]};
+		vkCmdCopyBuffer(r->cb, j->reg[PROTO_T_X]->buf, j->reg[PROTO_T_Y]->buf, 1, &c);
+	}
+	mark_touched(rc, j, MASK_COPY);
 }
 
 /* The order to record tg's jobs in: each lane's jobs in their order, the
@@ -438,6 +488,10 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 		const uint32_t i = rc->order[o];
 		rec r = {.rc = rc, .tg = tg, .cb = cb, .j = tg->jobs[i], .piece = tg->first_piece + i};
 		const proto_tensor *t = r.j->req.t;
+		if (job_is_copy(r.j)) {
+			record_copy(&r);
+			continue;
+		}
 		if (r.j->devlocal) {
 			record_devlocal(&r, r.j->ts_index);
 			continue;
@@ -448,6 +502,10 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 		}
 		const bool param = t[PROTO_T_DW].present || t[PROTO_T_DB].present;
 		const bool input = t[PROTO_T_DX].present;
+		if (r.j->req.activation != PROTO_ACT_NONE) {
+			record_activated(&r, param, input);
+			continue;
+		}
 		/* a job's two units are independent (proto_job_check: no output
 		 * overlaps another tensor of the job), so either may go first:
 		 * dX first when its kernel is the one bound (the previous job's

@@ -1,9 +1,10 @@
-/* daemon/kernels/record_priv.h — the recorder's insides, shared by its two
+/* daemon/kernels/record_priv.h — the recorder's insides, shared by its
  * files: record.c (the batch and its hazards: job order, conflict
- * tracking, barriers, device-local copies, timestamps) and dispatch.c (the
+ * tracking, barriers, device-local copies, timestamps), dispatch.c (the
  * dispatches: bindings, push descriptors, the kernels of a job's units,
- * grids and reductions cut into bounded pieces, slices). Nothing outside
- * those two includes it. Loop thread only. */
+ * grids and reductions cut into bounded pieces, slices) and activation.c
+ * (the fused activations' pass). Nothing outside them includes it. Loop
+ * thread only. */
 #ifndef VKG_DAEMON_RECORD_PRIV_H
 #define VKG_DAEMON_RECORD_PRIV_H
 
@@ -124,7 +125,35 @@ void dispatch_unit(const rec *r, unsigned mask);
  * a backward with in and out swapped, dY' = X, W' = Wᵀ, dX' = Y): W
  * transposed into its scratch (j->wt; else the generic kernel reads W
  * transposed) and the bias written into Y's rows, a barrier, then the GEMM
- * by j->plan, accumulating onto the bias. The caller orders the rest. */
+ * by j->plan, accumulating onto the bias; with an activation (or z) a
+ * barrier and activation_forward. The caller orders the rest. */
 void dispatch_forward(const rec *r);
+
+/* A linear_backward job's units, dW/db (param) and dX (input); with an
+ * activation first dZ (activation_backward) and a barrier, the units then
+ * reading dZ as dY. The caller orders the rest. */
+void dispatch_backward_units(const rec *r, bool param, bool input);
+
+/* For activation.c: tensor t's binding (bind_tensor: the client's buffer,
+ * or scratch for a device-local job or a slot with reg NULL), a dummy
+ * piece (0..2), kernel k bound with its n bindings pushed, and a grid of
+ * gx workgroups in one row (dispatch_split: cut into bounded pieces, the
+ * piece's first workgroup × xscale into *xbase). */
+binding dispatch_bind(const rec *r, int t);
+binding dispatch_bind_dummy(const rec *r, uint64_t which);
+void dispatch_kernel(const rec *r, int k, const binding *b, uint32_t n);
+void dispatch_grid(const rec *r, int k, const void *pc, uint32_t pc_bytes, uint32_t *xbase,
+		   uint32_t xscale, uint64_t gx, uint64_t wg_macs);
+
+/* activation.c */
+
+/* linear_forward's y = act(z) over Y (after the GEMM and a barrier), in
+ * place, z copied into the z slot first when asked for. */
+void activation_forward(const rec *r);
+/* linear_backward's dZ = dY ⊙ act'(y or z) into j->dz_off in scratch. */
+void activation_backward(const rec *r);
+/* j's view for the kernels after activation_backward: dY's slot is dZ in
+ * scratch (reg NULL, soff dz_off), y and z gone. */
+void activation_view(const job *j, job *view);
 
 #endif

@@ -203,6 +203,15 @@ static uint64_t staging_heap_bytes(const device *d)
 	return 0;
 }
 
+/* The size of the heap device-local memory comes from (0: none found). */
+static uint64_t device_heap_bytes(const device *d)
+{
+	for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
+		if (d->mem.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+			return d->mem.memoryHeaps[d->mem.memoryTypes[i].heapIndex].size;
+	return 0;
+}
+
 int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pipelines *pl,
 		 const conn_handler *handler, engine_done_fn done)
 {
@@ -219,6 +228,8 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 	s->limits = cfg->limits;
 	config_region_budget(cfg, host_ram_bytes(), staging_heap_bytes(dev),
 			     &s->limits.max_total_region_bytes, &s->limits.max_region_bytes_per_uid);
+	config_device_budget(cfg, device_heap_bytes(dev), &s->limits.max_device_bytes,
+			     &s->limits.max_device_bytes_per_uid);
 	s->limits.max_connections = cfg->max_connections;
 	s->limits.max_connections_per_uid = cfg->max_connections_per_uid;
 	s->limits.max_fds_per_message = CONN_CMSG_FDS;
@@ -277,6 +288,13 @@ int server_start(server *s, uv_loop_t *loop, const config *cfg, device *dev, pip
 		 (unsigned long long)s->limits.max_region_bytes_per_uid,
 		 cfg->max_region_bytes_per_uid == CONFIG_AUTO ? " (auto)" : "",
 		 (unsigned long long)host_ram_bytes(), (unsigned long long)staging_heap_bytes(dev));
+	log_info("device tensors: max_device_bytes %llu%s, max_device_bytes_per_uid %llu%s, "
+		 "max_tensors %u per connection (device-local heap %llu)",
+		 (unsigned long long)s->limits.max_device_bytes,
+		 cfg->max_device_bytes == CONFIG_AUTO ? " (auto)" : "",
+		 (unsigned long long)s->limits.max_device_bytes_per_uid,
+		 cfg->max_device_bytes_per_uid == CONFIG_AUTO ? " (auto)" : "", s->limits.max_tensors,
+		 (unsigned long long)device_heap_bytes(dev));
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "queue.h"
 #include "recovery.h"
 #include "service.h"
+#include "tensor.h"
 #include "usage.h"
 
 
@@ -40,6 +41,8 @@ typedef struct server {
 	proto_reply job_reply;     /* a job's reply (ops_job_done), not zeroed per job */
 	region_set regions;        /* every live region (device recovery, stats, the
 				    * registered-bytes limits) */
+	tensor_set tensors;        /* every live device tensor (the device-bytes
+				    * limits, stats, device recovery) */
 	uint64_t started_ns;
 	bool draining;
 	uint64_t drain_deadline_ns; /* clock_now_ns: past it the drain closes the

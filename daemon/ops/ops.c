@@ -1,6 +1,8 @@
 /* daemon/ops/ops.c — see ops.h. */
 #include "ops.h"
+#include "ops_priv.h"
 #include "session.h"
+#include "tensor_ops.h"
 #include "clock.h"
 
 #include "clients.h"
@@ -39,6 +41,7 @@ static void ops_release(conn *c)
 	if (!c->session)
 		return;
 	free(c->session->regs);
+	free(c->session->tensors);
 	free(c->session);
 	c->session = NULL;
 }
@@ -57,6 +60,7 @@ static void ops_close(conn *c)
 	}
 	c->session->nregs = 0;
 	c->session->region_bytes = 0;
+	tensor_ops_close(c);
 }
 
 /* ---- ops --------------------------------------------------------------------- */
@@ -70,6 +74,29 @@ static region *find_region(conn *c, uint64_t id, uint32_t *index)
 			return c->session->regs[i];
 		}
 	return NULL;
+}
+
+region *ops_find_region(conn *c, uint64_t id)
+{
+	return find_region(c, id, NULL);
+}
+
+int ops_enqueue(conn *c, const proto_request *q, const uint64_t bytes[PROTO_T_COUNT],
+		region *const regs[PROTO_T_COUNT], proto_err *err)
+{
+	server *s = c->srv;
+	if (c->session->inflight >= s->limits.max_inflight)
+		return proto_fail(err, PROTO_LIMIT,
+				  "%s: this connection has max_inflight = %u jobs queued or running",
+				  proto_op_name(q->op), s->limits.max_inflight);
+	job *j = engine_job_new(s->eng, c, q, bytes, regs, c->rx_ns);
+	if (!j)
+		return proto_fail(err, PROTO_INTERNAL, "%s: out of memory", proto_op_name(q->op));
+	conn_ref(c);
+	c->session->inflight++;
+	engine_enqueue(s->eng, c->session->lane, j);
+	engine_pump(s->eng);
+	return 0;
 }
 
 static int region_size_cb(void *ctx, uint64_t id, uint64_t *size)
@@ -143,6 +170,10 @@ static void op_stats(conn *c, const proto_request *q)
 	st->device_losses = s->rec.losses;
 	st->device_recoveries = s->rec.recovered;
 	st->device_recovery_failures = s->rec.attempts_failed;
+	st->has_tensors = true;
+	st->device_bytes = s->tensors.bytes;
+	st->tensors = s->tensors.count;
+	st->n_dev_uids = tensor_set_by_uid(&s->tensors, st->dev_uids, PROTO_MAX_UIDS);
 	conn_reply(c, PROTO_R_STATS, &r);
 }
 
@@ -175,6 +206,7 @@ static void op_clients(conn *c, const proto_request *q)
 		e->gpu_us = o->session->gpu_us;
 		e->regions = o->session->nregs;
 		e->region_bytes = o->session->region_bytes;
+		tensor_ops_usage(o, &e->tensors, &e->device_bytes);
 	}
 	/* a buffer of its own: rare, and up to max_connections entries */
 	msgpack_sbuffer sb;
@@ -328,17 +360,13 @@ static void op_linear_job(conn *c, const proto_request *q)
 		goto fail;
 	region *regs[PROTO_T_COUNT] = {0};
 	for (int t = 0; t < PROTO_T_COUNT; t++)
-		if (q->t[t].present)
+		if (q->t[t].present && !q->t[t].is_tensor)
 			regs[t] = find_region(c, q->t[t].region, NULL);
-	job *j = engine_job_new(s->eng, c, q, bytes, regs, c->rx_ns);
-	if (!j) {
-		proto_fail(&err, PROTO_INTERNAL, "%s: out of memory", opn);
+	/* {"tensor": T} operands: the connection's device tensors */
+	if (tensor_ops_operands(c, q, regs, &err) != 0)
 		goto fail;
-	}
-	conn_ref(c);
-	c->session->inflight++;
-	engine_enqueue(s->eng, c->session->lane, j);
-	engine_pump(s->eng);
+	if (ops_enqueue(c, q, bytes, regs, &err) != 0)
+		goto fail;
 	return;
 fail:
 	conn_reply_err(c, q->id, &err);
@@ -359,7 +387,15 @@ void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t 
 		c->session->jobs_done++;
 	else
 		c->session->jobs_failed++;
-	if (code == PROTO_OK) {
+	if (j->req.op == PROTO_OP_TENSOR_NEW) {
+		/* a new tensor's zero fill: the reply names the tensor */
+		tensor_ops_new_done(c, &j->req, code);
+		if (code != PROTO_OK) {
+			proto_err err;
+			proto_fail(&err, code, "tensor_new: %s", msg);
+			conn_reply_err(c, j->req.id, &err);
+		}
+	} else if (code == PROTO_OK) {
 		/* the server's, zero but for what a job reply encodes, all of
 		 * which is set here: a proto_reply is 8 KiB (hello, stats) */
 		proto_reply *r = &c->srv->job_reply;
@@ -454,6 +490,10 @@ static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsi
 	case PROTO_OP_STATS: op_stats(c, &q); break;
 	case PROTO_OP_PING: op_ping(c, &q); break;
 	case PROTO_OP_CLIENTS: op_clients(c, &q); break;
+	case PROTO_OP_TENSOR_NEW: op_tensor_new(c, &q); break;
+	case PROTO_OP_TENSOR_WRITE:
+	case PROTO_OP_TENSOR_READ: op_tensor_copy(c, &q); break;
+	case PROTO_OP_TENSOR_FREE: op_tensor_free(c, &q); break;
 	default: break;
 	}
 	return true;

@@ -10,6 +10,7 @@
 
 #include "engine.h"
 #include "region.h"
+#include "tensor.h"
 
 typedef struct session {
 	region **regs;         /* regions table, by insertion */
@@ -18,6 +19,10 @@ typedef struct session {
 	uint64_t region_bytes; /* bytes of the regions in regs (the `clients` op;
 				* the limits count region_set's, which keep an
 				* unregistered region's bytes while jobs use it) */
+	/* its device tensors (tensor_ops.h), by id ascending (ids only grow):
+	 * one reference each; lost ones stay until tensor_free */
+	tensor **tensors;
+	uint32_t ntensors, tensors_cap;
 	uint32_t inflight;     /* queued + running jobs */
 	uint32_t unreg_pending; /* unregister replies not sent yet */
 	engine_lane *lane;     /* this connection's queue in the engine */

@@ -87,6 +87,21 @@ static void learn_batch(engine *e, const engine_slot *s, uint64_t gpu_ns)
 	}
 }
 
+/* What finished job j moved from and to client memory (a device
+ * tensor's slots move nothing there). */
+static void host_bytes(engine *e, const job *j)
+{
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		const region *r = j->reg[t];
+		if (!r || r->device_local)
+			continue;
+		if (job_is_output(j, t))
+			e->host_write_bytes += j->bytes[t];
+		if (!job_is_output(j, t) || j->req.accumulate)
+			e->host_read_bytes += j->bytes[t];
+	}
+}
+
 static void finish_slot(engine *e, engine_slot *s)
 {
 	engine_track *tr = &e->track[s->cls];
@@ -171,12 +186,13 @@ static void finish_slot(engine *e, engine_slot *s)
 			int rc = 0;
 			for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
 				region *r = j->reg[t];
-				if (r && r->staged && job_is_output(t))
+				if (r && r->staged && job_is_output(j, t))
 					rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], false,
 							       proto_tensor_key[t], &err);
 			}
 			if (rc == 0) {
 				e->jobs_done++;
+				host_bytes(e, j);
 				metrics_observe(&e->metrics, METRICS_JOB_QUEUED,
 						(j->t_submit_ns - j->t_queued_ns) / 1000);
 				metrics_observe(&e->metrics, METRICS_JOB_LATENCY,
@@ -264,7 +280,14 @@ static void stage_in(engine *e, engine_slot *s)
 		int rc = 0;
 		for (int t = 0; t < PROTO_T_COUNT && rc == 0; t++) {
 			region *r = j->reg[t];
-			if (r && r->staged && (!job_is_output(t) || j->req.accumulate))
+			/* a device tensor whose memory went with a lost device
+			 * (tensor.h): the job cannot run */
+			if (r && r->device_local && r->buf == VK_NULL_HANDLE)
+				rc = proto_fail(&err, PROTO_DEVICE_LOST,
+						"tensor '%s' was lost with the GPU (a device loss and recovery "
+						"since it was made): free it and make a new one",
+						proto_tensor_key[t]);
+			else if (r && r->staged && (!job_is_output(j, t) || j->req.accumulate))
 				rc = region_stage_copy(r, j->req.t[t].offset, j->bytes[t], true,
 						       proto_tensor_key[t], &err);
 		}
@@ -275,6 +298,33 @@ static void stage_in(engine *e, engine_slot *s)
 		e->jobs_failed++;
 		sched_lane_release(j);
 		sched_answer(e, j, err.code, err.message, (now - j->t_queued_ns) / 1000, 0, 0);
+		sched_job_release(e, j);
+	}
+	s->njobs = kept;
+}
+
+/* Jobs that cannot run without scratch (a linear_backward's dZ,
+ * placement.c: act_no_scratch) leave the batch, answered `limit`, nothing
+ * written. */
+static void no_scratch_out(engine *e, engine_slot *s)
+{
+	const uint64_t now = clock_now_ns();
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		job *j = s->jobs[i];
+		if (!j->act_no_scratch) {
+			s->jobs[kept++] = j;
+			continue;
+		}
+		char msg[200];
+		snprintf(msg, sizeof(msg),
+			 "activation '%s' needs %llu bytes of device scratch for dZ (scratch cap %llu "
+			 "bytes per slot); none could be had now",
+			 proto_activation_name(j->req.activation), (unsigned long long)j->bytes[PROTO_T_DY],
+			 (unsigned long long)e->place.scratch_cap);
+		e->jobs_failed++;
+		sched_lane_release(j);
+		sched_answer(e, j, PROTO_LIMIT, msg, (now - j->t_queued_ns) / 1000, 0, 0);
 		sched_job_release(e, j);
 	}
 	s->njobs = kept;
@@ -298,6 +348,9 @@ static void submit_slot(engine *e, uint32_t si)
 		for (uint32_t i = 0; i < s->njobs; i++)
 			placement_drop(s->jobs[i]);
 	}
+	no_scratch_out(e, s);
+	if (s->njobs == 0)
+		return;
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		e->devlocal_jobs += s->jobs[i]->devlocal;
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK;

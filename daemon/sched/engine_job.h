@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "job.h"
 #include "msg.h"
 #include "queue.h"
 #include "region.h"
@@ -39,6 +40,11 @@ struct job {
 	uint64_t splitk_dx_off; /* dX's partials' offset, when plan.input is split-K */
 	bool wt;                /* linear_forward: Wᵀ transposed into scratch at wt_off (its GEMM's B) */
 	uint64_t wt_off;
+	/* linear_backward with an activation: dZ = dY ⊙ act'(y or z) in the
+	 * slot's scratch at dz_off (activation.h), what its kernels read as
+	 * dY; `act_no_scratch` when it got none (the engine answers it) */
+	uint64_t dz_off;
+	bool act_no_scratch;
 	bool devlocal;          /* tensors copied to scratch and back (device-local path) */
 	uint64_t soff[PROTO_T_COUNT]; /* each tensor's offset in scratch, when devlocal */
 	bool streamed;          /* devlocal, alone in its batch, copies overlapped (stream.h) */
@@ -69,6 +75,25 @@ void job_init(job *j, void *owner, const proto_request *q, const uint64_t bytes[
  * the free of j). */
 void job_drop_refs(job *j);
 
+/* A device-tensor op run as a job (daemon/ops/tensor_ops.c): tensor_new's
+ * zero fill (slot y: the tensor), tensor_write (x: the client's bytes, y:
+ * the tensor), tensor_read (x: the tensor, y: the client's bytes). It
+ * records copies, not kernels (record.c), and has no placement. */
+static inline bool job_is_copy(const job *j)
+{
+	const proto_op op = j->req.op;
+	return op == PROTO_OP_TENSOR_NEW || op == PROTO_OP_TENSOR_WRITE || op == PROTO_OP_TENSOR_READ;
+}
+
+/* Does the job name a device tensor (tensor.h) in any slot? */
+static inline bool job_has_device_tensor(const job *j)
+{
+	for (int t = 0; t < PROTO_T_COUNT; t++)
+		if (j->reg[t] && j->reg[t]->device_local)
+			return true;
+	return false;
+}
+
 /* Tensor bytes of a job, all slots together. */
 static inline uint64_t job_bytes(const job *j)
 {
@@ -79,19 +104,22 @@ static inline uint64_t job_bytes(const job *j)
 }
 
 /* The multiply-adds a job costs, estimated: batch·in·out for dW, for dX and
- * for linear_forward's Y each, batch·out for db. What fairness in time counts (engine_lane). */
+ * for linear_forward's Y each, batch·out for db; a copy job's, its bytes / 8. What fairness in time counts (engine_lane). */
 static inline uint64_t job_macs(const job *j)
 {
 	const proto_request *q = &j->req;
+	if (job_is_copy(j)) /* a copy's cost: one "multiply-add" per 8 bytes moved */
+		return j->bytes[PROTO_T_Y] / 8 + 1;
 	const uint64_t bio = q->batch * q->in * q->out;
 	return (q->t[PROTO_T_DW].present ? bio : 0) + (q->t[PROTO_T_DX].present ? bio : 0) +
 	       (q->t[PROTO_T_DB].present ? q->batch * q->out : 0) + (q->t[PROTO_T_Y].present ? bio : 0);
 }
 
-/* Is tensor slot t an output (dw, db, dx; linear_forward's y)? */
-static inline bool job_is_output(int t)
+/* Is tensor slot t an output of j (dw, db, dx; linear_forward's y and z;
+ * a linear_backward's y and z are inputs)? */
+static inline bool job_is_output(const job *j, int t)
 {
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX || t == PROTO_T_Y;
+	return proto_slot_is_output(j->req.op, t);
 }
 
 #endif

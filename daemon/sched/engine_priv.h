@@ -182,6 +182,9 @@ struct engine {
 	/* stats */
 	uint64_t batches, jobs_done, jobs_failed, jobs_in_batches;
 	uint64_t devlocal_jobs, splitk_jobs;
+	/* client memory the finished jobs (tensor ops included) read and
+	 * wrote: their host traffic (stats host_read_bytes, host_write_bytes) */
+	uint64_t host_read_bytes, host_write_bytes;
 	/* written where batches are recorded (the submission thread) */
 	atomic_uint_fast64_t dispatches, devlocal_copy_bytes, stream_jobs, stream_chunks,
 		stream_dw_blocks;

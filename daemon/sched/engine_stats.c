@@ -57,4 +57,6 @@ void engine_stats(const engine *e, proto_stats *st)
 	st->sched_large_jobs = e->track[ENGINE_LARGE].jobs;
 	st->sched_slices = e->track[ENGINE_LARGE].submissions;
 	st->blocking_waits = atomic_load(&e->blocking_waits);
+	st->host_read_bytes = e->host_read_bytes;
+	st->host_write_bytes = e->host_write_bytes;
 }

@@ -46,8 +46,10 @@ void stream_init(engine *e)
 
 bool stream_wants(const engine *e, const job *j)
 {
-	/* (linear_forward runs unstreamed: its kernels are record.c's alone) */
-	if (!e->stream || !j->devlocal || j->req.op == PROTO_OP_LINEAR_FORWARD || e->stream_chunk == CONFIG_OFF)
+	/* (linear_forward, and a backward with an activation, run unstreamed:
+	 * their kernels are record.c's alone) */
+	if (!e->stream || !j->devlocal || j->req.op == PROTO_OP_LINEAR_FORWARD ||
+	    j->req.activation != PROTO_ACT_NONE || e->stream_chunk == CONFIG_OFF)
 		return false;
 	const uint64_t b = job_bytes(j);
 	/* a large job's copies on the compute queue hold up the small

@@ -7,7 +7,7 @@ from . import _lib
 
 # every error code of the protocol (proto/README.md); "io" is local
 CODES = ("bad_frame", "bad_request", "unknown_op", "unsupported", "bad_region",
-         "out_of_bounds", "overlap", "limit", "device_lost", "internal")
+         "out_of_bounds", "overlap", "limit", "device_lost", "internal", "bad_tensor")
 
 
 class Error(Exception):

@@ -5,7 +5,7 @@ import ctypes
 
 from . import _lib
 
-FIELDS = ("x", "w", "b", "y")
+FIELDS = ("x", "w", "b", "y", "z")
 
 
 class vkg_forward_job(ctypes.Structure):
@@ -14,7 +14,9 @@ class vkg_forward_job(ctypes.Structure):
                 ("x", _lib.vkg_tensor), ("w", _lib.vkg_tensor), ("b", _lib.vkg_tensor),
                 ("y", _lib.vkg_tensor),
                 ("accumulate", ctypes.c_bool),
-                ("variant", ctypes.c_char_p)]
+                ("variant", ctypes.c_char_p),
+                ("activation", ctypes.c_char_p),
+                ("z", _lib.vkg_tensor)]
 
 
 submit = _lib.lib.vkg_submit_forward

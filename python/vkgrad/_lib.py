@@ -32,7 +32,10 @@ class vkg_job(ctypes.Structure):
                 ("x", vkg_tensor), ("dy", vkg_tensor), ("w", vkg_tensor),
                 ("dw", vkg_tensor), ("db", vkg_tensor), ("dx", vkg_tensor),
                 ("accumulate", ctypes.c_bool),
-                ("variant", ctypes.c_char_p)]
+                ("variant", ctypes.c_char_p),
+                # 0.2: the fused activation (read through vkg_submit_sized)
+                ("activation", ctypes.c_char_p),
+                ("y", vkg_tensor), ("z", vkg_tensor)]
 
 
 class vkg_result(ctypes.Structure):
@@ -87,7 +90,7 @@ _decl("vkg_default_socket", ctypes.c_char_p)
 _decl("vkg_ping", ctypes.c_int, _P, _ERR)
 _decl("vkg_region_register_fd", ctypes.c_int, _P, ctypes.c_int, ctypes.c_size_t, _U64P, _ERR)
 _decl("vkg_region_destroy", ctypes.c_int, _P, ctypes.c_uint64, _P, ctypes.c_size_t, _ERR)
-_decl("vkg_submit", ctypes.c_int, _P, ctypes.POINTER(vkg_job), _U64P, _ERR)
+_decl("vkg_submit_sized", ctypes.c_int, _P, ctypes.POINTER(vkg_job), ctypes.c_size_t, _U64P, _ERR)
 _decl("vkg_poll", ctypes.c_int, _P, ctypes.c_uint64, ctypes.POINTER(vkg_result), _ERR)
 _decl("vkg_wait", ctypes.c_int, _P, ctypes.c_uint64, ctypes.c_int, ctypes.POINTER(vkg_result),
       _ERR)
@@ -95,6 +98,14 @@ _decl("vkg_poll_any", ctypes.c_int, _P, _U64P, ctypes.POINTER(vkg_result), _ERR)
 _decl("vkg_fd", ctypes.c_int, _P)
 _decl("vkg_call_raw", ctypes.c_int, _P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
       ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t), _ERR)
+
+
+
+def submit_job(h, job, handle, err):
+    """vkg_submit for this package's whole vkg_job (its 0.2 fields too:
+    vkg_submit reads 0.1's part only)."""
+    return lib.vkg_submit_sized(h, job, ctypes.sizeof(vkg_job), handle, err)
+
 
 # the C library's free(), for vkg_call_raw's reply buffers
 libc = ctypes.CDLL(None)

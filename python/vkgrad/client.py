@@ -31,25 +31,28 @@ import select
 import socket
 import threading
 import weakref
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import msgpack
 import numpy as np
 
 from . import _lib
+from ._device import VKG_DEVICE_TENSOR, Tensor, _TensorOps
 from ._error import CODES, Error, _err_struct, _error
 from ._future import Future
 from ._lib import lib
 from ._region import Region
 from .dtypes import normalize, numpy_dtype, to_bf16
 
-__all__ = ["Error", "Client", "Region", "Future", "connect", "default_socket", "CODES",
-           "VARIANTS"]
+__all__ = ["Error", "Client", "Region", "Future", "Tensor", "connect", "default_socket", "CODES",
+           "VARIANTS", "ACTIVATIONS"]
 
 # kernel families a job may force (proto/msg.c variant_names)
 VARIANTS = ("auto", "generic", "tiled", "splitk", "coopmat", "tiled128", "coopmat_khr",
             "coopmat_nv2", "coopmat_khr_f32x3")
 OUTPUTS = ("dw", "db", "dx")
+# fused activations (proto/README.md, key `activation`): gelu is torch's tanh form
+ACTIVATIONS = ("none", "relu", "gelu")
 _POOL_MIN = 1 << 20
 _ALIGN = 64
 # a library error with one of these errnos means the connection is gone
@@ -109,7 +112,7 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Client:
+class Client(_TensorOps):
     """One connection to vkgradd. Usable from several threads (calls are
     serialised by libvkgrad); a context manager closes it.
 
@@ -487,12 +490,17 @@ class Client:
     def linear_backward(self, x: ArrayLike, dy: ArrayLike, w: Optional[ArrayLike] = None,
                         outputs: Optional[Iterable[str]] = None,
                         out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
-                        dtype: Any = None, variant: Optional[str] = None) -> Dict[str, np.ndarray]:
+                        dtype: Any = None, variant: Optional[str] = None,
+                        dims: Optional[Tuple[int, int, int]] = None,
+                        activation: Optional[str] = None, y: Optional[ArrayLike] = None,
+                        z: Optional[ArrayLike] = None) -> Dict[str, np.ndarray]:
         """Gradients of Y = X·Wᵀ + b: {"dw": dYᵀ·X, "db": Σ rows of dY,
         "dx": dY·W} for the names in outputs (default: every one the inputs
-        allow, or the keys of out). See submit()."""
+        allow, or the keys of out); with an activation, of act(X·Wᵀ + b),
+        dZ = dY ⊙ act'(·) in dY's place. See submit()."""
         return self.submit(x, dy, w, outputs=outputs, out=out, accumulate=accumulate,
-                           dtype=dtype, variant=variant).result()
+                           dtype=dtype, variant=variant, dims=dims, activation=activation,
+                           y=y, z=z).result()
 
     async def linear_backward_async(self, x: ArrayLike, dy: ArrayLike,
                                     w: Optional[ArrayLike] = None,
@@ -509,7 +517,10 @@ class Client:
     def submit(self, x: ArrayLike, dy: ArrayLike, w: Optional[ArrayLike] = None,
                outputs: Optional[Iterable[str]] = None,
                out: Optional[Mapping[str, np.ndarray]] = None, accumulate: bool = False,
-               dtype: Any = None, variant: Optional[str] = None) -> Future:
+               dtype: Any = None, variant: Optional[str] = None,
+               dims: Optional[Tuple[int, int, int]] = None,
+               activation: Optional[str] = None, y: Optional[ArrayLike] = None,
+               z: Optional[ArrayLike] = None) -> Future:
         """Send a linear_backward job and return its Future at once.
 
         x (batch × in), dy (batch × out), w (out × in, needed for dx): numpy
@@ -519,22 +530,46 @@ class Client:
         views: in place, no copy; other arrays: filled when the job ends).
         accumulate: add to the outputs instead of overwriting them.
         variant: None/"auto", or a kernel family to force (VARIANTS).
+        Device tensors (vkgrad.Tensor, from tensor_new) may stand for any
+        input and, in out, any output: the job reads or writes them in
+        place (out's Tensor comes back as its result). dims=(batch, in,
+        out) where no operand tells them (bare Tensor(id)s).
+        activation: None/"none", "relu" or "gelu" (torch's tanh form): the
+        layer's output was act(X·Wᵀ + b), and dZ = dY ⊙ act'(·) is what dw,
+        db and dx use; relu reads y (the forward's output, batch × out),
+        gelu z (the pre-activation, batch × out), arrays or Tensors. Not
+        with accumulate.
         Bad arguments raise ValueError/TypeError before anything is sent."""
         _check_flags(accumulate, variant)
+        act = _check_activation(activation, accumulate)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "dy": dy, "w": w}
+        need = {"relu": "y", "gelu": "z"}.get(act)
+        if need is not None:
+            v = y if need == "y" else z
+            if v is None:
+                raise TypeError("activation %r reads %s (a batch × out array)" % (act, need))
+            ins[need] = v
         for k, a in ins.items():
-            if a is not None or k != "w":
+            if isinstance(a, Tensor):
+                _check_tensor(k, a, dt)
+            elif a is not None or k != "w":
                 ins[k] = self._input(k, a, dt, npdt, dtype is not None)
         x, dy, w = ins["x"], ins["dy"], ins["w"]
-        if x.ndim != 2 or dy.ndim != 2 or x.shape[0] != dy.shape[0]:
-            raise ValueError("x must be batch × in and dy batch × out; got %s and %s"
-                             % (x.shape, dy.shape))
-        batch, n_in, n_out = x.shape[0], x.shape[1], dy.shape[1]
+        if dims is None and not any(isinstance(a, Tensor) for a in ins.values()):
+            if x.ndim != 2 or dy.ndim != 2 or x.shape[0] != dy.shape[0]:
+                raise ValueError("x must be batch × in and dy batch × out; got %s and %s"
+                                 % (x.shape, dy.shape))
+            batch, n_in, n_out = x.shape[0], x.shape[1], dy.shape[1]
+        else:
+            batch, n_in, n_out = _job_dims(dims, {"x": x, "dy": dy, "w": w}, backward=True)
+        if need is not None and _shape(ins[need]) not in (None, (batch, n_out)):
+            raise ValueError("%s must be batch × out = %s; got %s" % (need, (batch, n_out),
+                                                                     _shape(ins[need])))
         _check_dims(batch, n_in, n_out)
-        if w is not None and w.shape != (n_out, n_in):
-            raise ValueError("w must be out × in = %s; got %s" % ((n_out, n_in), w.shape))
+        if w is not None and _shape(w) not in (None, (n_out, n_in)):
+            raise ValueError("w must be out × in = %s; got %s" % ((n_out, n_in), _shape(w)))
         if out is not None and not isinstance(out, Mapping):
             raise TypeError("out must be a dict {name: array}, not %s" % type(out).__name__)
         out = dict(out or {})
@@ -549,12 +584,15 @@ class Client:
             raise ValueError("dx = dY·W needs w")
         shapes = {"dw": (n_out, n_in), "db": (n_out,), "dx": (batch, n_in)}
         for k, a in out.items():
+            if isinstance(a, Tensor):
+                _check_tensor(k, a, dt, shapes[k] if k != "db" else (1, n_out))
+                continue
             if not isinstance(a, np.ndarray) or a.shape != shapes[k] or a.dtype != npdt:
                 raise ValueError("out[%r] must be a %s numpy array of shape %s" % (k, npdt, shapes[k]))
             if not a.flags.writeable:
                 raise ValueError("out[%r] is read-only" % k)
         return self._send(dt, npdt, (batch, n_in, n_out), ins, out, want, shapes,
-                          accumulate, variant)
+                          accumulate, variant, activation=act)
 
     def _input(self, k, a, dt, npdt, convert):
         if a is None:
@@ -575,63 +613,97 @@ class Client:
 
     def linear_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
                        out: Optional[np.ndarray] = None, accumulate: bool = False,
-                       dtype: Any = None, variant: Optional[str] = None) -> np.ndarray:
-        """Y = X·Wᵀ (+ b) as a numpy array (out: the array to write, a
-        region view for no copy). See submit_forward()."""
-        return self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
-                                   variant=variant).result()["y"]
+                       dtype: Any = None, variant: Optional[str] = None,
+                       dims: Optional[Tuple[int, int, int]] = None,
+                       activation: Optional[str] = None, z: Any = None) -> Any:
+        """Y = act(X·Wᵀ (+ b)) as a numpy array (out: the array to write, a
+        region view for no copy; a Tensor: y goes there, and comes back);
+        with z given (True, an array or a Tensor to write), the pair (Y,
+        Z), Z the pre-activation. See submit_forward()."""
+        r = self.submit_forward(x, w, b, out=out, accumulate=accumulate, dtype=dtype,
+                                variant=variant, dims=dims, activation=activation, z=z).result()
+        return r["y"] if z is None or z is False else (r["y"], r["z"])
 
     def submit_forward(self, x: ArrayLike, w: ArrayLike, b: Optional[ArrayLike] = None,
                        out: Optional[np.ndarray] = None, accumulate: bool = False,
-                       dtype: Any = None, variant: Optional[str] = None) -> Future:
+                       dtype: Any = None, variant: Optional[str] = None,
+                       dims: Optional[Tuple[int, int, int]] = None,
+                       activation: Optional[str] = None, z: Any = None) -> Future:
         """Send a linear_forward job (proto/README.md) and return its Future,
-        whose result() is {"y": Y}: x batch × in, w out × in, b (out,) or
-        None, out the batch × out array to write (else a new one); dtypes,
-        conversion, region views and accumulate as in submit()."""
+        whose result() is {"y": Y} (and "z" when asked for): x batch × in, w
+        out × in, b (out,) or None, out the batch × out array to write (else
+        a new one); dtypes, conversion, region views, accumulate, device
+        tensors (x, w, b, and out=Tensor for y) and dims as in submit().
+        activation: None/"none", "relu" or "gelu" (torch's tanh form): Y =
+        act(Z), Z = X·Wᵀ (+ b); not with accumulate. z: None, True (Z as a
+        new array), or the batch × out array or Tensor to write Z into."""
         _check_flags(accumulate, variant)
+        act = _check_activation(activation, accumulate)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "w": w, "b": b}
         for k, a in ins.items():
-            if a is not None or k != "b":
+            if isinstance(a, Tensor):
+                _check_tensor(k, a, dt)
+            elif a is not None or k != "b":
                 ins[k] = self._input(k, a, dt, npdt, dtype is not None)
         x, w, b = ins["x"], ins["w"], ins["b"]
-        if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
-            raise ValueError("x must be batch × in and w out × in; got %s and %s" % (x.shape, w.shape))
-        batch, n_in, n_out = x.shape[0], x.shape[1], w.shape[0]
+        if dims is None and not isinstance(out, Tensor) and not any(
+                isinstance(a, Tensor) for a in ins.values()):
+            if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+                raise ValueError("x must be batch × in and w out × in; got %s and %s"
+                                 % (x.shape, w.shape))
+            batch, n_in, n_out = x.shape[0], x.shape[1], w.shape[0]
+        else:
+            batch, n_in, n_out = _job_dims(dims, {"x": x, "w": w, "y": out}, backward=False)
         _check_dims(batch, n_in, n_out)
-        if b is not None and b.shape != (n_out,):
-            raise ValueError("b must have shape %s; got %s" % ((n_out,), b.shape))
-        shapes = {"y": (batch, n_out)}
+        if b is not None and not isinstance(b, Tensor) and b.shape != (n_out,):
+            raise ValueError("b must have shape %s; got %s" % ((n_out,), _shape(b)))
+        if isinstance(b, Tensor) and b.shape not in (None, (1, n_out)):
+            raise ValueError("b's tensor must be 1 × out = %s; got %s" % ((1, n_out), b.shape))
+        shapes = {"y": (batch, n_out), "z": (batch, n_out)}
         outd = {} if out is None else {"y": out}
+        want = {"y"}
+        if z is not None and z is not False:
+            want.add("z")
+            if z is not True:
+                outd["z"] = z
         for k, a in outd.items():
+            if isinstance(a, Tensor):
+                _check_tensor(k, a, dt, shapes[k])
+                continue
+            name = "out" if k == "y" else "z"
             if not isinstance(a, np.ndarray) or a.shape != shapes[k] or a.dtype != npdt:
-                raise ValueError("out must be a %s numpy array of shape %s" % (npdt, shapes[k]))
+                raise ValueError("%s must be a %s numpy array of shape %s" % (name, npdt, shapes[k]))
             if not a.flags.writeable:
-                raise ValueError("out is read-only")
-        return self._send(dt, npdt, (batch, n_in, n_out), ins, outd, {"y"}, shapes, accumulate,
-                          variant, forward=True)
+                raise ValueError("%s is read-only" % name)
+        return self._send(dt, npdt, (batch, n_in, n_out), ins, outd, want, shapes, accumulate,
+                          variant, forward=True, activation=act)
 
-    def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant, forward=False):
+    def _send(self, dt, npdt, dims, ins, out, want, shapes, accumulate, variant, forward=False,
+              activation=None):
         from . import _forward
         self._ensure()
         try:
             with self._lock:
                 return self._send_locked(_forward, dt, npdt, dims, ins, out, want, shapes,
-                                         accumulate, variant, forward)
+                                         accumulate, variant, forward, activation)
         finally:
             self._flush()
 
     def _send_locked(self, _forward, dt, npdt, dims, ins, out, want, shapes, accumulate,
-                     variant, forward):
+                     variant, forward, activation=None):
         job = _forward.vkg_forward_job() if forward else _lib.vkg_job()
-        for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx")):
+        for k in (_forward.FIELDS if forward else ("x", "dy", "w", "dw", "db", "dx", "y", "z")):
             getattr(job, k).region = _lib.VKG_NONE
         # where each tensor lives: a region view, else a piece of a pool region
         place, need = {}, 0
         tensors = [(k, a) for k, a in ins.items() if a is not None]
-        tensors += [(k, out.get(k)) for k in (("y",) if forward else OUTPUTS) if k in want]
+        tensors += [(k, out.get(k)) for k in (("y", "z") if forward else OUTPUTS) if k in want]
         for k, a in tensors:
+            if isinstance(a, Tensor):
+                place[k] = (a, 0)  # a device tensor: named, not placed
+                continue
             v = self._view_of(a) if a is not None else None
             if v is not None:
                 place[k] = v
@@ -646,6 +718,10 @@ class Client:
         try:
             for k, a in tensors:
                 r, off = place[k]
+                if isinstance(r, Tensor):
+                    getattr(job, k).region = VKG_DEVICE_TENSOR
+                    getattr(job, k).offset = int(r)
+                    continue
                 if r is None:
                     r = pool
                     shape = a.shape if k in ins else shapes[k]
@@ -664,10 +740,11 @@ class Client:
             job.batch, job.in_, job.out = dims
             job.accumulate = bool(accumulate)
             job.variant = variant.encode() if variant else None
+            job.activation = activation.encode() if activation else None
             handle = ctypes.c_uint64()
             err = _lib.vkg_error()
             gen = self._gen
-            rc = self._c(_forward.submit if forward else lib.vkg_submit, ctypes.byref(job),
+            rc = self._c(_forward.submit if forward else _lib.submit_job, ctypes.byref(job),
                          ctypes.byref(handle), ctypes.byref(err), gen=gen)
             if rc:
                 raise self._fail(rc, err)
@@ -763,13 +840,76 @@ def _check_flags(accumulate, variant):
             raise ValueError("variant %r is not one of %s" % (variant, ", ".join(VARIANTS)))
 
 
+def _check_activation(activation, accumulate):
+    """activation's name, or None for none; ValueError/TypeError when bad."""
+    if activation is None:
+        return None
+    if not isinstance(activation, str):
+        raise TypeError("activation must be a str, not %s" % type(activation).__name__)
+    if activation not in ACTIVATIONS:
+        raise ValueError("activation %r is not one of %s" % (activation, ", ".join(ACTIVATIONS)))
+    if activation == "none":
+        return None
+    if accumulate:
+        raise ValueError("activation %r cannot go with accumulate=True" % activation)
+    return activation
+
+
 def _check_dims(batch, n_in, n_out):
     if min(batch, n_in, n_out) < 1:
         raise ValueError("batch, in and out must each be at least 1; got %d, %d, %d"
                          % (batch, n_in, n_out))
 
 
+def _shape(a):
+    """An operand's shape: a Tensor's (rows, cols) or None, an array's."""
+    if isinstance(a, Tensor):
+        return a.shape
+    return None if a is None else tuple(a.shape)
+
+
+def _check_tensor(k, t, dt, shape=None):
+    """A Tensor operand k: its dtype the job's, its shape `shape` (both
+    where it knows them; the daemon checks too: bad_tensor)."""
+    if t.dtype is not None and t.dtype != dt:
+        raise ValueError("%s is a %s tensor; the job's dtype is %s" % (k, t.dtype, dt))
+    if shape is not None and t.shape is not None and t.shape != tuple(shape):
+        raise ValueError("%s's tensor is %d × %d; it must be %d × %d" % (k, *t.shape, *shape))
+
+
+def _job_dims(dims, ops, backward):
+    """(batch, in, out) from dims or the operands' shapes (x batch × in,
+    dy / y batch × out, w out × in), every known shape agreeing."""
+    got = {"batch": None, "in": None, "out": None}
+    if dims is not None:
+        if len(dims) != 3:
+            raise ValueError("dims must be (batch, in, out), not %r" % (dims,))
+        got = dict(zip(("batch", "in", "out"), (int(d) for d in dims)))
+    two = {"x": ("batch", "in"), "dy": ("batch", "out"), "y": ("batch", "out"), "w": ("out", "in")}
+    for k, a in ops.items():
+        s = _shape(a)
+        if s is None:
+            continue
+        if len(s) != 2:
+            raise ValueError("%s must be 2-D (%s × %s); got %s" % (k, two[k][0], two[k][1], s))
+        for name, v in zip(two[k], s):
+            if got[name] is None:
+                got[name] = int(v)
+            elif got[name] != v:
+                raise ValueError("%s is %s; its %s disagrees with %s = %d" % (
+                    k, s, name, name, got[name]))
+    missing = [n for n, v in got.items() if v is None]
+    if missing:
+        raise ValueError("%s unknown: no operand tells it (bare Tensor ids); pass dims=(batch, "
+                         "in, out)" % ", ".join(missing))
+    return got["batch"], got["in"], got["out"]
+
+
 def _dtype_of(x):
+    if isinstance(x, Tensor):
+        if x.dtype is None:
+            raise TypeError("x is a Tensor id without a dtype: pass dtype=")
+        return x.dtype
     if x is None:
         raise TypeError("x is required (a numpy array)")
     try:

@@ -113,6 +113,29 @@
 #define VKG_PREP_TILE 32
 #define VKG_PREP_ROWS 8 /* thread rows per workgroup: each walks 4 tile rows */
 
+/* ---- linear_activation: the fused activations ------------------------------
+ * linear_forward's y = act(z) and linear_backward's dZ = dY ⊙ act'(·)
+ * (proto/README.md, `activation`), a pass of its own beside the GEMMs
+ * (docs/kernels.md says why), elementwise over n elements of a batch × out
+ * tensor, one per thread, f32 arithmetic. act: VKG_ACT_*. By flag:
+ *  - VKG_FLAG_ACT_FORWARD: a holds z (the GEMM's Y, bias included): writes
+ *    b[i] = z (the output z, with VKG_FLAG_WRITE_C) and a[i] = act(z);
+ *  - otherwise (backward): c[i] = a[i] · act'(b[i]) with a = dY, b = y
+ *    (relu: 1 where y > 0, else 0, torch's threshold_backward) or z (gelu:
+ *    the tanh form's derivative), c = dZ in the daemon's scratch. */
+#define VKG_PC_ACT(u)                                                          \
+	u n;     /* elements */                                                \
+	u a_off; /* element offsets into the bound buffers */                  \
+	u b_off;                                                               \
+	u c_off;                                                               \
+	u act;   /* VKG_ACT_RELU or VKG_ACT_GELU (0: none, forward's copy of z) */ \
+	u flags; /* VKG_FLAG_ACT_FORWARD, VKG_FLAG_WRITE_C */                  \
+	u base;  /* first element of this dispatch (chunking) */
+#define VKG_BINDINGS_ACT 3 /* a, b, c */
+#define VKG_ACT_WG 256     /* elements per workgroup */
+#define VKG_ACT_RELU 1u
+#define VKG_ACT_GELU 2u
+
 /* ---- flags (the push constants' `flags` word) ------------------------------- */
 #define VKG_FLAG_WRITE_C 1u    /* GEMM: write C (param: dW) */
 #define VKG_FLAG_WRITE_D 2u    /* GEMM: write d, the row sums (param: db) */
@@ -134,6 +157,8 @@
 /* linear_forward_prep's two jobs (above) */
 #define VKG_FLAG_PREP_TRANSPOSE 128u
 #define VKG_FLAG_PREP_BIAS 256u
+/* linear_activation: y = act(z) in place (else dZ = dY ⊙ act') */
+#define VKG_FLAG_ACT_FORWARD 512u
 
 /* ---- bench_peak_fma, bench_peak_mma, bench_peak_nv2: `vkgrad bench --peak` only
  * Microkernels that measure ceilings (bench/cli_bench_peak.c): FP32 FMA

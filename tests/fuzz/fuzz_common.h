@@ -75,9 +75,12 @@ static bool fuzz_msg_ok(const proto_err *err)
 
 typedef unsigned __int128 fuzz_u128;
 
-static bool fuzz_is_output(int t)
+/* (a linear_backward's y and z are inputs: its activation's) */
+static bool fuzz_is_output(const proto_request *q, int t)
 {
-	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX || t == PROTO_T_Y;
+	if (t == PROTO_T_Y || t == PROTO_T_Z)
+		return q->op == PROTO_OP_LINEAR_FORWARD;
+	return t == PROTO_T_DW || t == PROTO_T_DB || t == PROTO_T_DX;
 }
 
 /* Bytes of tensor t in 128 bits: the product of two dims (each < 2^64)
@@ -90,7 +93,8 @@ static fuzz_u128 fuzz_tensor_bytes(const proto_request *q, int t)
 	case PROTO_T_X:
 	case PROTO_T_DX: elems = (fuzz_u128)q->batch * q->in; break;
 	case PROTO_T_DY:
-	case PROTO_T_Y: elems = (fuzz_u128)q->batch * q->out; break;
+	case PROTO_T_Y:
+	case PROTO_T_Z: elems = (fuzz_u128)q->batch * q->out; break;
 	case PROTO_T_W:
 	case PROTO_T_DW: elems = (fuzz_u128)q->out * q->in; break;
 	default: elems = q->out; break; /* db, b */
@@ -125,7 +129,7 @@ static bool fuzz_job_valid(const proto_request *q, const proto_limits *lim,
 		for (int b = 0; b < PROTO_T_COUNT; b++) {
 			if (a == b || !q->t[a].present || !q->t[b].present)
 				continue;
-			if (!fuzz_is_output(a) && !fuzz_is_output(b))
+			if (!fuzz_is_output(q, a) && !fuzz_is_output(q, b))
 				continue; /* two inputs may share bytes */
 			if (q->t[a].region != q->t[b].region)
 				continue;
@@ -269,13 +273,18 @@ static proto_code fuzz_request(const uint8_t *body, size_t len, const fuzz_regio
 		FUZZ_ASSERT(q.t[PROTO_T_DW].present || q.t[PROTO_T_DB].present ||
 			    q.t[PROTO_T_DX].present);
 		FUZZ_ASSERT(!q.t[PROTO_T_DX].present || q.t[PROTO_T_W].present);
-		FUZZ_ASSERT(!q.t[PROTO_T_B].present && !q.t[PROTO_T_Y].present);
+		FUZZ_ASSERT(!q.t[PROTO_T_B].present);
+		/* y only for relu, z only for gelu, each then present */
+		FUZZ_ASSERT(q.t[PROTO_T_Y].present == (q.activation == PROTO_ACT_RELU));
+		FUZZ_ASSERT(q.t[PROTO_T_Z].present == (q.activation == PROTO_ACT_GELU));
+		FUZZ_ASSERT(q.activation == PROTO_ACT_NONE || !q.accumulate);
 		break;
 	case PROTO_OP_LINEAR_FORWARD:
 		FUZZ_ASSERT((unsigned)q.dtype < PROTO_DTYPE_COUNT);
 		FUZZ_ASSERT(q.t[PROTO_T_X].present && q.t[PROTO_T_W].present && q.t[PROTO_T_Y].present);
 		FUZZ_ASSERT(!q.t[PROTO_T_DY].present && !q.t[PROTO_T_DW].present &&
 			    !q.t[PROTO_T_DB].present && !q.t[PROTO_T_DX].present);
+		FUZZ_ASSERT(q.activation == PROTO_ACT_NONE || !q.accumulate);
 		break;
 	default:
 		break;

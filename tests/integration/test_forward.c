@@ -421,10 +421,10 @@ static proto_request fwd_job(const rconn *c, uint64_t id)
 	q.id = id;
 	q.dtype = PROTO_F32;
 	q.batch = 8, q.in = 16, q.out = 4;
-	q.t[PROTO_T_X] = (proto_tensor){true, c->region, 0};
-	q.t[PROTO_T_W] = (proto_tensor){true, c->region, 1024};
-	q.t[PROTO_T_B] = (proto_tensor){true, c->region, 2048};
-	q.t[PROTO_T_Y] = (proto_tensor){true, c->region, 4096};
+	q.t[PROTO_T_X] = (proto_tensor){.present = true, .region = c->region, .offset = 0};
+	q.t[PROTO_T_W] = (proto_tensor){.present = true, .region = c->region, .offset = 1024};
+	q.t[PROTO_T_B] = (proto_tensor){.present = true, .region = c->region, .offset = 2048};
+	q.t[PROTO_T_Y] = (proto_tensor){.present = true, .region = c->region, .offset = 4096};
 	return q;
 }
 

@@ -79,10 +79,10 @@ static proto_request job_req(uint64_t id, uint64_t rin, uint64_t rout, unsigned 
 {
 	proto_request q = {.op = PROTO_OP_LINEAR_BACKWARD, .id = id, .dtype = PROTO_F32,
 			   .batch = JB, .in = JI, .out = JO, .accumulate = acc};
-	q.t[PROTO_T_X] = (proto_tensor){true, rin, OFF_X};
-	q.t[PROTO_T_DY] = (proto_tensor){true, rin, OFF_DY};
-	q.t[PROTO_T_DW] = (proto_tensor){true, rout, OFF_DW(slot)};
-	q.t[PROTO_T_DB] = (proto_tensor){true, rout, OFF_DB(slot)};
+	q.t[PROTO_T_X] = (proto_tensor){.present = true, .region = rin, .offset = OFF_X};
+	q.t[PROTO_T_DY] = (proto_tensor){.present = true, .region = rin, .offset = OFF_DY};
+	q.t[PROTO_T_DW] = (proto_tensor){.present = true, .region = rout, .offset = OFF_DW(slot)};
+	q.t[PROTO_T_DB] = (proto_tensor){.present = true, .region = rout, .offset = OFF_DB(slot)};
 	return q;
 }
 

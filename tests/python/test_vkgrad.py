@@ -530,7 +530,7 @@ class TestErrors(Case):
     def test_every_code_is_known(self):
         self.assertEqual(set(vkgrad.CODES), {
             "bad_frame", "bad_request", "unknown_op", "unsupported", "bad_region",
-            "out_of_bounds", "overlap", "limit", "device_lost", "internal"})
+            "out_of_bounds", "overlap", "limit", "device_lost", "internal", "bad_tensor"})
 
 
 class FakeDaemon:

@@ -73,12 +73,12 @@ static proto_request base(void)
 	r.batch = 2;
 	r.in = 3;
 	r.out = 4;
-	r.t[PROTO_T_X] = (proto_tensor){true, 1, 0};
-	r.t[PROTO_T_DY] = (proto_tensor){true, 1, 256};
-	r.t[PROTO_T_W] = (proto_tensor){true, 1, 512};
-	r.t[PROTO_T_DW] = (proto_tensor){true, 2, 0};
-	r.t[PROTO_T_DB] = (proto_tensor){true, 2, 256};
-	r.t[PROTO_T_DX] = (proto_tensor){true, 2, 512};
+	r.t[PROTO_T_X] = (proto_tensor){.present = true, .region = 1, .offset = 0};
+	r.t[PROTO_T_DY] = (proto_tensor){.present = true, .region = 1, .offset = 256};
+	r.t[PROTO_T_W] = (proto_tensor){.present = true, .region = 1, .offset = 512};
+	r.t[PROTO_T_DW] = (proto_tensor){.present = true, .region = 2, .offset = 0};
+	r.t[PROTO_T_DB] = (proto_tensor){.present = true, .region = 2, .offset = 256};
+	r.t[PROTO_T_DX] = (proto_tensor){.present = true, .region = 2, .offset = 512};
 	return r;
 }
 
@@ -474,10 +474,10 @@ static void test_forward(void **state)
 	r.id = 1;
 	r.dtype = PROTO_F32;
 	r.batch = 2, r.in = 3, r.out = 4;
-	r.t[PROTO_T_X] = (proto_tensor){true, 1, 0};
-	r.t[PROTO_T_W] = (proto_tensor){true, 1, 256};
-	r.t[PROTO_T_B] = (proto_tensor){true, 1, 512};
-	r.t[PROTO_T_Y] = (proto_tensor){true, 2, 0};
+	r.t[PROTO_T_X] = (proto_tensor){.present = true, .region = 1, .offset = 0};
+	r.t[PROTO_T_W] = (proto_tensor){.present = true, .region = 1, .offset = 256};
+	r.t[PROTO_T_B] = (proto_tensor){.present = true, .region = 1, .offset = 512};
+	r.t[PROTO_T_Y] = (proto_tensor){.present = true, .region = 2, .offset = 0};
 	proto_limits lim = limits();
 	uint64_t bytes[PROTO_T_COUNT];
 	proto_err err;
@@ -495,13 +495,13 @@ static void test_forward(void **state)
 			      "output 'y' overlaps input 'b'"};
 	for (int i = 0; i < 3; i++) {
 		proto_request o = r;
-		o.t[PROTO_T_Y] = (proto_tensor){true, 1, r.t[in[i]].offset + 4};
+		o.t[PROTO_T_Y] = (proto_tensor){.present = true, .region = 1, .offset = r.t[in[i]].offset + 4};
 		expect_fail(&o, PROTO_OVERLAP, msg[i]);
 	}
 	/* inputs may share bytes; y just past b does not overlap it */
 	proto_request o = r;
 	o.t[PROTO_T_W].offset = 0;
-	o.t[PROTO_T_Y] = (proto_tensor){true, 1, 512 + 16};
+	o.t[PROTO_T_Y] = (proto_tensor){.present = true, .region = 1, .offset = 512 + 16};
 	expect_ok(&o);
 	/* y past its region's end (region 2 is 1 KiB) */
 	o = r;

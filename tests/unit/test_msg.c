@@ -82,7 +82,7 @@ static void test_code_names(void **state)
 	(void)state;
 	static const char *const want[PROTO_CODE_COUNT] = {
 		"ok", "bad_frame", "bad_request", "unknown_op", "unsupported", "bad_region",
-		"out_of_bounds", "overlap", "limit", "device_lost", "internal",
+		"out_of_bounds", "overlap", "limit", "device_lost", "internal", "bad_tensor",
 	};
 	for (int c = 0; c < PROTO_CODE_COUNT; c++) {
 		assert_string_equal(proto_code_name((proto_code)c), want[c]);
@@ -179,10 +179,10 @@ static void test_request_linear_forward(void **state)
 	in.id = 77;
 	in.dtype = PROTO_BF16;
 	in.batch = 5, in.in = 6, in.out = 7;
-	in.t[PROTO_T_X] = (proto_tensor){true, 1, 0};
-	in.t[PROTO_T_W] = (proto_tensor){true, 1, 64};
-	in.t[PROTO_T_B] = (proto_tensor){true, 2, 8};
-	in.t[PROTO_T_Y] = (proto_tensor){true, 3, 1ull << 36};
+	in.t[PROTO_T_X] = (proto_tensor){.present = true, .region = 1, .offset = 0};
+	in.t[PROTO_T_W] = (proto_tensor){.present = true, .region = 1, .offset = 64};
+	in.t[PROTO_T_B] = (proto_tensor){.present = true, .region = 2, .offset = 8};
+	in.t[PROTO_T_Y] = (proto_tensor){.present = true, .region = 3, .offset = 1ull << 36};
 	in.variant = PROTO_VARIANT_TILED;
 	in.accumulate = true;
 	request_round_trip(&in, &out);
@@ -197,15 +197,15 @@ static void test_request_linear_forward(void **state)
 	/* a backward's keys on a forward are unknown keys there, and the
 	 * forward's on a backward */
 	proto_request mix = in;
-	mix.t[PROTO_T_DY] = (proto_tensor){true, 1, 128};
-	mix.t[PROTO_T_DX] = (proto_tensor){true, 1, 256};
+	mix.t[PROTO_T_DY] = (proto_tensor){.present = true, .region = 1, .offset = 128};
+	mix.t[PROTO_T_DX] = (proto_tensor){.present = true, .region = 1, .offset = 256};
 	request_round_trip(&mix, &out);
 	assert_false(out.t[PROTO_T_DY].present || out.t[PROTO_T_DX].present);
 	assert_true(out.t[PROTO_T_Y].present);
 	mix.op = PROTO_OP_LINEAR_BACKWARD;
 	mix.t[PROTO_T_W].present = false;
 	mix.t[PROTO_T_DX].present = false;
-	mix.t[PROTO_T_DW] = (proto_tensor){true, 1, 512};
+	mix.t[PROTO_T_DW] = (proto_tensor){.present = true, .region = 1, .offset = 512};
 	request_round_trip(&mix, &out);
 	assert_false(out.t[PROTO_T_B].present || out.t[PROTO_T_Y].present);
 	assert_true(out.t[PROTO_T_DW].present && out.t[PROTO_T_DY].present);
@@ -267,9 +267,9 @@ static void test_request_linear_backward(void **state)
 		m.batch = 1;
 		m.in = 1;
 		m.out = 7;
-		m.t[PROTO_T_X] = (proto_tensor){true, 1, 0};
-		m.t[PROTO_T_DY] = (proto_tensor){true, 1, 64};
-		m.t[PROTO_T_DB] = (proto_tensor){true, 2, 0};
+		m.t[PROTO_T_X] = (proto_tensor){.present = true, .region = 1, .offset = 0};
+		m.t[PROTO_T_DY] = (proto_tensor){.present = true, .region = 1, .offset = 64};
+		m.t[PROTO_T_DB] = (proto_tensor){.present = true, .region = 2, .offset = 0};
 		request_round_trip(&m, &out);
 		assert_int_equal(out.dtype, dts[d]);
 		assert_false(out.accumulate);
@@ -1701,6 +1701,236 @@ static void test_lb_tensor_shape(void **state)
 	}
 }
 
+/* ---- device tensors (additions) ------------------------------------------------- */
+
+static void v_op_tnew(msgpack_packer *pk) { pk_s(pk, "tensor_new"); }
+static void v_op_twrite(msgpack_packer *pk) { pk_s(pk, "tensor_write"); }
+static void v_op_tread(msgpack_packer *pk) { pk_s(pk, "tensor_read"); }
+static void v_op_tfree(msgpack_packer *pk) { pk_s(pk, "tensor_free"); }
+static void v_tref(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	pk_s(pk, "tensor");
+	msgpack_pack_uint64(pk, 42);
+}
+static void v_tref_neg(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	pk_s(pk, "tensor");
+	msgpack_pack_int64(pk, -3);
+}
+static void v_tref_str(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	pk_s(pk, "tensor");
+	pk_s(pk, "t1");
+}
+static void v_tref_key(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	pk_s(pk, "tensr");
+	msgpack_pack_uint64(pk, 42);
+}
+static void v_tref_two(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 2);
+	pk_s(pk, "tensor");
+	msgpack_pack_uint64(pk, 42);
+	pk_s(pk, "offset");
+	msgpack_pack_uint64(pk, 0);
+}
+
+/* Every op's round trip, and a job's {"tensor": T} operands beside
+ * [region, offset] ones. */
+static void test_request_tensor_ops(void **state)
+{
+	(void)state;
+	proto_request in = {0}, out;
+	in.op = PROTO_OP_TENSOR_NEW;
+	in.id = 9;
+	in.dtype = PROTO_F16;
+	in.rows = 3;
+	in.cols = 1ull << 33;
+	request_round_trip(&in, &out);
+	assert_int_equal(out.dtype, PROTO_F16);
+	assert_int_equal(out.rows, 3);
+	assert_int_equal(out.cols, 1ull << 33);
+	const proto_op copies[2] = {PROTO_OP_TENSOR_WRITE, PROTO_OP_TENSOR_READ};
+	for (int i = 0; i < 2; i++) {
+		memset(&in, 0, sizeof(in));
+		in.op = copies[i];
+		in.id = 10 + (uint64_t)i;
+		in.tensor = 1ull << 40;
+		in.io = (proto_tensor){.present = true, .region = 5, .offset = 4096};
+		request_round_trip(&in, &out);
+		assert_int_equal(out.tensor, 1ull << 40);
+		assert_true(out.io.present && !out.io.is_tensor);
+		assert_int_equal(out.io.region, 5);
+		assert_int_equal(out.io.offset, 4096);
+	}
+	memset(&in, 0, sizeof(in));
+	in.op = PROTO_OP_TENSOR_FREE;
+	in.id = 12;
+	in.tensor = 77;
+	request_round_trip(&in, &out);
+	assert_int_equal(out.tensor, 77);
+	/* operands: x, dw, b, y tensors, the rest regions */
+	const proto_op jobs[2] = {PROTO_OP_LINEAR_BACKWARD, PROTO_OP_LINEAR_FORWARD};
+	for (int i = 0; i < 2; i++) {
+		memset(&in, 0, sizeof(in));
+		in.op = jobs[i];
+		in.id = 13;
+		in.batch = 2, in.in = 3, in.out = 4;
+		in.t[PROTO_T_X] = (proto_tensor){.present = true, .is_tensor = true, .tensor = 1};
+		in.t[PROTO_T_W] = (proto_tensor){.present = true, .region = 2, .offset = 64};
+		if (jobs[i] == PROTO_OP_LINEAR_BACKWARD) {
+			in.t[PROTO_T_DY] = (proto_tensor){.present = true, .region = 2, .offset = 0};
+			in.t[PROTO_T_DW] = (proto_tensor){.present = true, .is_tensor = true, .tensor = UINT64_MAX};
+		} else {
+			in.t[PROTO_T_B] = (proto_tensor){.present = true, .is_tensor = true, .tensor = 3};
+			in.t[PROTO_T_Y] = (proto_tensor){.present = true, .is_tensor = true, .tensor = 4};
+		}
+		request_round_trip(&in, &out);
+		for (int t = 0; t < PROTO_T_COUNT; t++) {
+			assert_int_equal(out.t[t].present, in.t[t].present);
+			assert_int_equal(out.t[t].is_tensor, in.t[t].is_tensor);
+			assert_int_equal(out.t[t].tensor, in.t[t].tensor);
+			assert_int_equal(out.t[t].region, in.t[t].region);
+			assert_int_equal(out.t[t].offset, in.t[t].offset);
+		}
+	}
+}
+
+/* Both decoders (decode_buf compares them) on good and bad tensor requests. */
+static void test_tensor_validation(void **state)
+{
+	(void)state;
+	proto_request req;
+	/* an operand {"tensor": T} */
+	fields fs = lb_base();
+	f_set(&fs, "w", v_tref);
+	expect_ok(&fs, &req);
+	assert_true(req.t[PROTO_T_W].present && req.t[PROTO_T_W].is_tensor);
+	assert_int_equal(req.t[PROTO_T_W].tensor, 42);
+	assert_int_equal(req.t[PROTO_T_W].region, 0);
+	assert_true(req.t[PROTO_T_X].present && !req.t[PROTO_T_X].is_tensor);
+	f_set(&fs, "w", v_tref_neg);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'w.tensor' must be >= 0");
+	f_set(&fs, "w", v_tref_str);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'w.tensor'");
+	f_set(&fs, "w", v_tref_key);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "{\"tensor\": id}");
+	f_set(&fs, "w", v_w);
+	f_set(&fs, "dw", v_tref_two);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dw'");
+	/* tensor_new */
+	fs = simple(v_op_tnew);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype' is missing");
+	f_add(&fs, "dtype", v_f32);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'rows' is missing");
+	f_add(&fs, "rows", v_2);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'cols' is missing");
+	f_add(&fs, "cols", v_0);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'cols' must be >= 1");
+	f_set(&fs, "cols", v_neg);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'cols'");
+	f_set(&fs, "cols", v_str);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'cols'");
+	f_set(&fs, "cols", v_2);
+	f_set(&fs, "dtype", v_f64);
+	expect_fail(&fs, PROTO_UNSUPPORTED, 7, "tensor_new: dtype 'f64'");
+	f_set(&fs, "dtype", v_2);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'dtype' must be a string");
+	f_set(&fs, "dtype", v_f32);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.op, PROTO_OP_TENSOR_NEW);
+	assert_int_equal(req.rows, 2);
+	assert_int_equal(req.cols, 2);
+	/* tensor_write / tensor_read: tensor and src / dst */
+	const pack_fn ops[2] = {v_op_twrite, v_op_tread};
+	const char *const keys[2] = {"src", "dst"};
+	for (int i = 0; i < 2; i++) {
+		char missing[32];
+		snprintf(missing, sizeof(missing), "'%s' is missing", keys[i]);
+		fs = simple(ops[i]);
+		f_add(&fs, "tensor", v_2);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, missing);
+		f_add(&fs, keys[i], v_tref); /* a tensor is not client memory */
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, "[region, byte_offset]");
+		f_set(&fs, keys[i], v_neg_off);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, "byte_offset");
+		f_set(&fs, keys[i], v_x);
+		expect_ok(&fs, &req);
+		assert_int_equal(req.tensor, 2);
+		assert_true(req.io.present);
+		f_del(&fs, "tensor");
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'tensor' is missing");
+		f_add(&fs, "tensor", v_neg);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'tensor' must be >= 0");
+		/* the other op's key is an unknown one here */
+		f_set(&fs, "tensor", v_2);
+		f_del(&fs, keys[i]);
+		f_add(&fs, keys[!i], v_x);
+		expect_fail(&fs, PROTO_BAD_REQUEST, 7, missing);
+	}
+	fs = simple(v_op_tfree);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "tensor_free: key 'tensor' is missing");
+	f_add(&fs, "tensor", v_str);
+	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'tensor' must be an unsigned integer");
+	f_set(&fs, "tensor", v_2);
+	expect_ok(&fs, &req);
+	assert_int_equal(req.tensor, 2);
+}
+
+/* tensor_new's reply, hello's and stats' additions */
+static void test_reply_tensor(void **state)
+{
+	(void)state;
+	proto_reply in = {.id = 31, .ok = true, .tensor = 1ull << 50}, *out = malloc(sizeof(*out));
+	assert_non_null(out);
+	reply_round_trip(PROTO_R_TENSOR, &in, out);
+	assert_int_equal(out->tensor, 1ull << 50);
+	proto_reply *h = calloc(1, sizeof(*h));
+	assert_non_null(h);
+	h->id = 1;
+	h->ok = true;
+	h->hello.limits.max_device_bytes = 1ull << 35;
+	h->hello.limits.max_device_bytes_per_uid = 1ull << 34;
+	h->hello.limits.max_tensors = 4096;
+	reply_round_trip(PROTO_R_HELLO, h, out);
+	assert_int_equal(out->hello.limits.max_device_bytes, 1ull << 35);
+	assert_int_equal(out->hello.limits.max_device_bytes_per_uid, 1ull << 34);
+	assert_int_equal(out->hello.limits.max_tensors, 4096);
+	memset(h, 0, sizeof(*h));
+	h->id = 2;
+	h->ok = true;
+	h->stats.has_tensors = true;
+	h->stats.device_bytes = 123456789;
+	h->stats.tensors = 17;
+	h->stats.host_read_bytes = 1ull << 41;
+	h->stats.host_write_bytes = 99;
+	h->stats.n_dev_uids = 2;
+	h->stats.dev_uids[0] = (proto_uid_bytes){1000, 4096};
+	h->stats.dev_uids[1] = (proto_uid_bytes){PROTO_UID_OTHER, 8};
+	reply_round_trip(PROTO_R_STATS, h, out);
+	assert_true(out->stats.has_tensors);
+	assert_int_equal(out->stats.device_bytes, 123456789);
+	assert_int_equal(out->stats.tensors, 17);
+	assert_int_equal(out->stats.host_read_bytes, 1ull << 41);
+	assert_int_equal(out->stats.host_write_bytes, 99);
+	assert_int_equal(out->stats.n_dev_uids, 2);
+	assert_int_equal(out->stats.dev_uids[0].uid, 1000);
+	assert_int_equal(out->stats.dev_uids[0].bytes, 4096);
+	assert_int_equal(out->stats.dev_uids[1].uid, PROTO_UID_OTHER);
+	/* an older daemon's stats: no tensor keys, has_tensors false */
+	h->stats.has_tensors = false;
+	reply_round_trip(PROTO_R_STATS, h, out);
+	assert_false(out->stats.has_tensors);
+	assert_int_equal(out->stats.n_dev_uids, 0);
+	free(h);
+	free(out);
+}
+
 static void test_lb_outputs(void **state)
 {
 	(void)state;
@@ -2171,6 +2401,9 @@ int main(void)
 		cmocka_unit_test(test_request_linear_backward),
 		cmocka_unit_test(test_request_linear_forward),
 		cmocka_unit_test(test_request_encode_appends),
+		cmocka_unit_test(test_request_tensor_ops),
+		cmocka_unit_test(test_tensor_validation),
+		cmocka_unit_test(test_reply_tensor),
 		cmocka_unit_test(test_reply_plain),
 		cmocka_unit_test(test_reply_register),
 		cmocka_unit_test(test_reply_job),
