@@ -260,7 +260,8 @@ static void usage(const config *d)
 	       "XDG_RUNTIME_DIR (socket default), JOURNAL_STREAM (journald log prefixes),\n"
 	       "LISTEN_FDS/LISTEN_PID (socket activation), NOTIFY_SOCKET, WATCHDOG_USEC\n"
 	       "(readiness, status, watchdog), VKGRAD_VALIDATION=1 (Khronos validation layer),\n"
-	       "VKGRAD_FAULT_INJECT=submit:N|wait:N|recreate:N|late_wait:MS|unsealed (tests),\n"
+	       "VKGRAD_FAULT_INJECT=submit:N|wait:N|recreate:N|late_wait:MS|unsealed|tensor_alloc:N\n"
+	       "(tests),\n"
 	       "VKGRAD_CPU_IMPORT=1 (import client memory on a CPU device too; tests),\n"
 	       "VKGRAD_NO_TRANSFER_QUEUE=1 (streamed jobs' copies on the compute queue);\n"
 	       "every variable, the other switches too: vkgradd(8), ENVIRONMENT.\n",

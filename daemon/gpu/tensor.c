@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+uint64_t tensor_fault_alloc_at;
+static uint64_t allocs;
+
 static queue_node *set_live(tensor_set *set)
 {
 	if (!set->live.next)
@@ -49,7 +52,14 @@ int tensor_create(tensor **out, tensor_set *set, const device *d, proto_dtype dt
 		.required = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
 	};
 	char why[200];
-	VkResult vr = gpu_buffer_create(d, &bi, &t->reg.buf, &t->reg.mem, NULL, why, sizeof(why));
+	VkResult vr;
+	if (++allocs == tensor_fault_alloc_at) {
+		vr = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+		snprintf(why, sizeof(why), "fault injection: allocating %llu bytes for the device tensor "
+			 "failed (VkResult %d)", (unsigned long long)alloc, vr);
+	} else {
+		vr = gpu_buffer_create(d, &bi, &t->reg.buf, &t->reg.mem, NULL, why, sizeof(why));
+	}
 	if (vr != VK_SUCCESS) {
 		free(t);
 		if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY || vr == VK_ERROR_OUT_OF_HOST_MEMORY)

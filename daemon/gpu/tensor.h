@@ -67,6 +67,10 @@ static inline tensor *tensor_of(region *r)
 int tensor_create(tensor **out, tensor_set *set, const device *d, proto_dtype dt, uint64_t rows,
 		  uint64_t cols, uint64_t bytes, uid_t uid, proto_err *err);
 
+/* Fault injection (VKGRAD_FAULT_INJECT=tensor_alloc:N, tests): the Nth
+ * tensor_create's allocation fails as VK_ERROR_OUT_OF_DEVICE_MEMORY. */
+extern uint64_t tensor_fault_alloc_at;
+
 /* Device bytes uid's live tensors hold (a walk of the set). */
 uint64_t tensor_set_uid_bytes(const tensor_set *set, uid_t uid);
 /* Up to max (uid, bytes) pairs into out, one per uid holding tensor bytes,

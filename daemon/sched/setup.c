@@ -3,6 +3,7 @@
  * buffer, query pool and timestamp buffer; and the fault injection the
  * tests use (VKGRAD_FAULT_INJECT). */
 #include "sched/internal.h"
+#include "tensor.h"
 
 #include "buffer.h"
 #include "log.h"
@@ -38,7 +39,8 @@ static int make_ts_buffer(const device *d, engine_slot *s, uint32_t nq)
  * submission or wait reports VK_ERROR_DEVICE_LOST), recreate:N (the
  * first N device recreations fail; recovery.c), late_wait:MS (the
  * completion thread reports each batch MS ms late, at most 10000, so the
- * polling loop sees it first) and unsealed (region.h). */
+ * polling loop sees it first), unsealed (region.h) and tensor_alloc:N (the
+ * Nth device tensor's allocation fails; tensor.h). */
 void sched_parse_faults(engine *e)
 {
 	const char *fi = e->cfg->env.fault_inject;
@@ -58,6 +60,8 @@ void sched_parse_faults(engine *e)
 			e->fault_late_us = (useconds_t)n * 1000;
 		else if (strcmp(t, "unsealed") == 0)
 			region_fault_unsealed = true;
+		else if (sscanf(t, "tensor_alloc:%llu", &n) == 1)
+			tensor_fault_alloc_at = n;
 		else
 			log_warn("VKGRAD_FAULT_INJECT: '%s' not understood", t);
 	}

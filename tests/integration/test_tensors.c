@@ -5,7 +5,8 @@
  *
  *  - ordering: writes, a job naming the tensors and reads, submitted back to
  *    back without waiting, give the float64 reference's result (f32 and
- *    bf16, backward and forward, tensors and client memory mixed);
+ *    bf16, backward and forward, tensors and client memory mixed; client
+ *    memory staged, lavapipe's default, and imported in place);
  *  - zeros: a new tensor reads as zeros, also after another client freed a
  *    tensor full of its data;
  *  - isolation and bad input (each followed by a job that succeeds):
@@ -297,7 +298,31 @@ static void test_pipelined_backward(void **state)
 	vkg_close(c);
 }
 
-/* A forward with x and b in client memory, w a tensor, y a tensor; the
+/* The same on a daemon that imports client memory in place (as on a GPU;
+ * lavapipe stages it by default): tensor_read writes the client's pages
+ * directly. */
+static void test_pipelined_imported(void **state)
+{
+	(void)state;
+	daemon_proc d = {0};
+	const char *const env[] = {"VKGRAD_CPU_IMPORT=1", NULL};
+	if (daemon_proc_start(&d, NULL, env) != 0)
+		fail_msg("could not start the daemon");
+	vkg_client *c = expect_client(d.sock);
+	pipelined_backward(c, PROTO_F32, 29, 40, 16);
+	vkg_error err;
+	uint64_t rid;
+	void *m = vkg_region_create(c, 1 << 16, &rid, &err);
+	assert_non_null(m);
+	proto_stats st;
+	assert_int_equal(rawsock_stats(d.sock, &st), 0);
+	vkg_close(c);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+	if (st.host_imports == 0)
+		fail_msg("the daemon staged the regions: the imported path was not tested");
+}
+
+/* A forward with x in client memory, w, b and y tensors; the
  * backward that follows reads y's tensor as dy, w's as w, and writes dW to
  * client memory and dX to a tensor; then reads. Everything pipelined. */
 static void test_pipelined_forward_chain(void **state)
@@ -308,18 +333,19 @@ static void test_pipelined_forward_chain(void **state)
 	prob p;
 	prob_make(c, &p, PROTO_F32, batch, in, out, 99);
 	const uint64_t TW = tnew(c, "f32", out, in), TY = tnew(c, "f32", batch, out),
-		       TDX = tnew(c, "f32", batch, in);
+		       TDX = tnew(c, "f32", batch, in), TB = tnew(c, "f32", 1, out);
 	vkg_error err;
 	uint64_t h[8];
 	unsigned nh = 0;
 	assert_int_equal(vkg_submit_tensor_write(c, TW, p.region, p.off[PROTO_T_W], &h[nh++], &err), 0);
+	assert_int_equal(vkg_submit_tensor_write(c, TB, p.region, p.off[PROTO_T_B], &h[nh++], &err), 0);
 	vkg_forward_job f = vkg_forward_job_init();
 	f.batch = batch;
 	f.in = in;
 	f.out = out;
 	f.x = (vkg_tensor){p.region, p.off[PROTO_T_X]};
 	f.w = vkg_device_tensor(TW);
-	f.b = (vkg_tensor){p.region, p.off[PROTO_T_B]};
+	f.b = vkg_device_tensor(TB);
 	f.y = vkg_device_tensor(TY);
 	assert_int_equal(vkg_submit_forward(c, &f, &h[nh++], &err), 0);
 	assert_int_equal(vkg_submit_tensor_read(c, TY, p.region, p.off[PROTO_T_Y], &h[nh++], &err), 0);
@@ -358,8 +384,8 @@ static void test_pipelined_forward_chain(void **state)
 		if (p.map[p.off[PROTO_T_DX] + i] != 0)
 			fail_msg("a new tensor's byte %llu reads %u, not 0", (unsigned long long)i,
 				 p.map[p.off[PROTO_T_DX] + i]);
-	uint64_t ts[4] = {TW, TY, TDX, TZ};
-	for (int i = 0; i < 4; i++)
+	uint64_t ts[5] = {TW, TY, TDX, TZ, TB};
+	for (int i = 0; i < 5; i++)
 		assert_int_equal(vkg_tensor_free(c, ts[i], &err), 0);
 	prob_free(c, &p);
 	vkg_close(c);
@@ -659,7 +685,9 @@ static void test_limits(void **state)
 	daemon_proc d = {0};
 	const char *const args[] = {"--max-device-bytes", "65536", "--max-device-bytes-per-uid", "32768",
 				    "--max-tensors", "4", NULL};
-	if (daemon_proc_start(&d, args, NULL) != 0)
+	/* the first allocation fails as the device's would (out of memory) */
+	const char *const env[] = {"VKGRAD_FAULT_INJECT=tensor_alloc:1", NULL};
+	if (daemon_proc_start(&d, args, env) != 0)
 		fail_msg("could not start the daemon");
 	proto_hello h;
 	expect_hello(d.sock, &h);
@@ -669,6 +697,10 @@ static void test_limits(void **state)
 	vkg_client *c = expect_client(d.sock), *c2 = expect_client(d.sock);
 	vkg_error err;
 	uint64_t t[5];
+	expect_remote(vkg_tensor_new(c, "f32", 8, 8, &t[0], &err), &err, "limit", "no memory for 256 bytes",
+		      "VkResult", "a failed allocation");
+	job_ok(c, "a failed allocation");
+	assert_int_equal(device_bytes(d.sock, UINT64_MAX), 0);
 	/* per uid: 16 KiB + 16 KiB fit, 4 more bytes do not (c2 is the same uid) */
 	t[0] = tnew(c, "f32", 64, 64);
 	t[1] = tnew(c2, "f32", 64, 64);
@@ -791,6 +823,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipelined_backward),
+		cmocka_unit_test(test_pipelined_imported),
 		cmocka_unit_test(test_pipelined_forward_chain),
 		cmocka_unit_test(test_new_reads_zeros_after_free),
 		cmocka_unit_test(test_bad_tensors),
