@@ -46,6 +46,8 @@ static int get_str(const msgpack_object *v, const char *key, char *out, size_t c
 static int get_tensor(const msgpack_object *v, const char *key, proto_tensor *t, bool allow_tensor,
 		      proto_err *err)
 {
+	/* a key given twice: the last value alone counts, whatever its form */
+	*t = (proto_tensor){0};
 	if (allow_tensor && v->type == MSGPACK_OBJECT_MAP) {
 		const msgpack_object_map *m = &v->via.map;
 		if (m->size != 1 || m->ptr[0].key.type != MSGPACK_OBJECT_STR ||
@@ -517,8 +519,9 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
 
 /* ---- the direct way: a map of scalars and short arrays ---------------------
  * Every request vkgrad's clients send is one map whose keys are strings and
- * whose values are unsigned integers, strings, booleans, nil or
- * [region, byte_offset] pairs. fast_unpack reads such a frame straight into
+ * whose values are unsigned integers, strings, booleans, nil,
+ * [region, byte_offset] pairs or {"tensor": T} operands (maps of one
+ * scalar key and value). fast_unpack reads such a frame straight into
  * msgpack_objects on the stack, the very objects msgpack_unpack makes
  * (strings pointing into the frame, a signed encoding of a value >= 0 a
  * positive integer), and decode_map takes them from there, so every check
@@ -529,12 +532,14 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
  * malformation (proto_mpcheck) and decodes everything else. */
 #define FAST_KEYS 32
 #define FAST_ELEMS 32
+#define FAST_MAPS 16 /* one-entry maps as values: {"tensor": T} operands */
 
 typedef struct fast_frame {
 	const uint8_t *p, *end;
-	uint32_t nel;
+	uint32_t nel, nmap;
 	msgpack_object_kv kv[FAST_KEYS];
 	msgpack_object el[FAST_ELEMS];
+	msgpack_object_kv mkv[FAST_MAPS];
 } fast_frame;
 
 static bool fast_be(fast_frame *f, unsigned k, uint64_t *v)
@@ -622,13 +627,25 @@ static inline bool fast_next_scalar(fast_frame *f, msgpack_object *o)
 	return f->p < f->end && fast_scalar(f, *f->p++, o);
 }
 
-/* A value: a scalar, or an array of scalars. */
+/* A value: a scalar, an array of scalars, or a map of one scalar key
+ * and value (a fixmap of one entry; any other map goes the general way). */
 static bool fast_value(fast_frame *f, msgpack_object *o)
 {
 	if (f->p >= f->end)
 		return false;
 	const uint8_t t = *f->p++;
 	uint64_t n;
+	if (t == 0x81) {
+		if (f->nmap >= FAST_MAPS)
+			return false;
+		msgpack_object_kv *kv = &f->mkv[f->nmap++];
+		if (!fast_next_scalar(f, &kv->key) || !fast_next_scalar(f, &kv->val))
+			return false;
+		o->type = MSGPACK_OBJECT_MAP;
+		o->via.map.size = 1;
+		o->via.map.ptr = kv;
+		return true;
+	}
 	if (t >= 0x90 && t <= 0x9f)
 		n = t & 0x0f;
 	else if (t == 0xdc || t == 0xdd) {
@@ -654,6 +671,7 @@ static bool fast_unpack(fast_frame *f, const uint8_t *body, size_t len, msgpack_
 	f->p = body;
 	f->end = body + len;
 	f->nel = 0;
+	f->nmap = 0;
 	uint64_t n;
 	if (len == 0)
 		return false;

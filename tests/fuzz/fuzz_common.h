@@ -120,6 +120,8 @@ static bool fuzz_job_valid(const proto_request *q, const proto_limits *lim,
 		nb[t] = fuzz_tensor_bytes(q, t);
 		if (nb[t] > lim->max_tensor_bytes)
 			return false;
+		if (q->t[t].is_tensor)
+			continue; /* a device tensor: the daemon checks it (tensor_ops.c) */
 		if (fuzz_region_size((void *)rt, q->t[t].region, &rsize) != 0)
 			return false;
 		if (q->t[t].offset % es != 0 || (fuzz_u128)q->t[t].offset + nb[t] > rsize)
@@ -131,6 +133,8 @@ static bool fuzz_job_valid(const proto_request *q, const proto_limits *lim,
 				continue;
 			if (!fuzz_is_output(q, a) && !fuzz_is_output(q, b))
 				continue; /* two inputs may share bytes */
+			if (q->t[a].is_tensor || q->t[b].is_tensor)
+				continue; /* tensors are no region's bytes */
 			if (q->t[a].region != q->t[b].region)
 				continue;
 			const fuzz_u128 a0 = q->t[a].offset, b0 = q->t[b].offset;
@@ -202,10 +206,20 @@ static bool fuzz_request_equal(const proto_request *a, const proto_request *b)
 			if (a->t[t].present != b->t[t].present)
 				return false;
 			if (a->t[t].present && (a->t[t].region != b->t[t].region ||
-						a->t[t].offset != b->t[t].offset))
+						a->t[t].offset != b->t[t].offset ||
+						a->t[t].is_tensor != b->t[t].is_tensor ||
+						a->t[t].tensor != b->t[t].tensor))
 				return false;
 		}
 		return true;
+	case PROTO_OP_TENSOR_NEW:
+		return a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols;
+	case PROTO_OP_TENSOR_WRITE:
+	case PROTO_OP_TENSOR_READ:
+		return a->tensor == b->tensor && a->io.region == b->io.region &&
+		       a->io.offset == b->io.offset;
+	case PROTO_OP_TENSOR_FREE:
+		return a->tensor == b->tensor;
 	default:
 		return true;
 	}

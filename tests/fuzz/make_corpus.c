@@ -163,6 +163,20 @@ static void valid_seeds(void)
 	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++)
 		q.t[t].region = 2;
 	request_seed("valid-linear-two-regions", &q);
+	/* device tensors: the ops, and {"tensor": T} operands */
+	q = (proto_request){.op = PROTO_OP_TENSOR_NEW, .id = 6, .dtype = PROTO_BF16, .rows = 3, .cols = 5};
+	request_seed("valid-tensor-new", &q);
+	q = (proto_request){.op = PROTO_OP_TENSOR_WRITE, .id = 7, .tensor = 2,
+			    .io = {.present = true, .region = 1, .offset = 64}};
+	request_seed("valid-tensor-write", &q);
+	q.op = PROTO_OP_TENSOR_READ;
+	request_seed("valid-tensor-read", &q);
+	q = (proto_request){.op = PROTO_OP_TENSOR_FREE, .id = 8, .tensor = 2};
+	request_seed("valid-tensor-free", &q);
+	q = lb_request(PROTO_F32);
+	q.t[PROTO_T_W] = (proto_tensor){.present = true, .is_tensor = true, .tensor = 1};
+	q.t[PROTO_T_DW] = (proto_tensor){.present = true, .is_tensor = true, .tensor = 2};
+	request_seed("valid-linear-tensor-operands", &q);
 
 	proto_reply r = {.id = 9, .ok = true, .region = 3, .queued_us = 12, .gpu_us = 34,
 			 .batch_jobs = 2};

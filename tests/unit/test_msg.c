@@ -1814,6 +1814,17 @@ static void test_tensor_validation(void **state)
 	assert_int_equal(req.t[PROTO_T_W].tensor, 42);
 	assert_int_equal(req.t[PROTO_T_W].region, 0);
 	assert_true(req.t[PROTO_T_X].present && !req.t[PROTO_T_X].is_tensor);
+	/* a key twice, in both forms: the last alone counts (fuzz_request) */
+	fields dup = lb_base();
+	f_add(&dup, "dy", v_tref);
+	expect_ok(&dup, &req);
+	assert_true(req.t[PROTO_T_DY].is_tensor);
+	assert_int_equal(req.t[PROTO_T_DY].region, 0);
+	assert_int_equal(req.t[PROTO_T_DY].offset, 0);
+	f_add(&dup, "dy", v_dy);
+	expect_ok(&dup, &req);
+	assert_false(req.t[PROTO_T_DY].is_tensor);
+	assert_int_equal(req.t[PROTO_T_DY].tensor, 0);
 	f_set(&fs, "w", v_tref_neg);
 	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'w.tensor' must be >= 0");
 	f_set(&fs, "w", v_tref_str);
@@ -2173,6 +2184,17 @@ static void test_decode_ways(void **state)
 	expect_way(&fs, 1, -(int)PROTO_BAD_REQUEST);
 	fs = lb_base();
 	f_set(&fs, "x", v_tensor_map);
+	expect_way(&fs, 1, -(int)PROTO_BAD_REQUEST);
+	/* {"tensor": T} operands (one-entry maps) the direct way, good or bad */
+	fs = lb_base();
+	f_set(&fs, "x", v_tref);
+	f_set(&fs, "dw", v_tref);
+	expect_way(&fs, 0, -(int)PROTO_OK);
+	f_set(&fs, "dw", v_tref_key);
+	expect_way(&fs, 0, -(int)PROTO_BAD_REQUEST);
+	f_set(&fs, "dw", v_tref_str);
+	expect_way(&fs, 0, -(int)PROTO_BAD_REQUEST);
+	f_set(&fs, "dw", v_tref_two); /* two entries: the general way */
 	expect_way(&fs, 1, -(int)PROTO_BAD_REQUEST);
 	fs = lb_base();
 	f_set(&fs, "pad", v_arr40);
