@@ -30,9 +30,11 @@ void proto_slot_shape(const proto_request *req, int t, uint64_t *rows, uint64_t 
 bool proto_slot_is_output(proto_op op, int t)
 {
 	/* y and z: a linear_forward's outputs, a linear_backward's inputs
-	 * (its activation's: y for relu, z for gelu) */
+	 * (its activation's: y for relu, z for gelu); y is also a tensor op's
+	 * destination (tensor_new's fill, tensor_write's tensor, tensor_read's
+	 * client memory: engine_job.h, job_is_copy) */
 	if (t == PROTO_T_Y || t == PROTO_T_Z)
-		return op == PROTO_OP_LINEAR_FORWARD;
+		return op != PROTO_OP_LINEAR_BACKWARD;
 	return (unsigned)t < PROTO_T_COUNT && slot_info[t].output;
 }
 
