@@ -40,7 +40,8 @@ DAEMON_SRC := $(foreach d,$(DAEMON_DIRS),$(wildcard $(d)/*.c))
 # stats, ping), regions, jobs, the raw call; abi.c its growing ABI, ref.c
 # the float64 reference. The CLI is every other client/*.c.
 CLIENT_LIB_SRC := client/connection.c client/transport.c client/trace.c client/queries.c \
-                  client/regions.c client/jobs.c client/tensors.c client/raw_call.c client/abi.c client/ref.c
+                  client/regions.c client/jobs.c client/tensors.c client/optim.c client/raw_call.c \
+                  client/abi.c client/ref.c
 CLI_SRC    := $(filter-out $(CLIENT_LIB_SRC),$(wildcard client/*.c))
 # vkgrad-bench (`vkgrad bench` runs it): its own program, since its direct
 # mode runs the daemon's core in-process; it shares the CLI's helpers
@@ -127,7 +128,7 @@ $(BUILD)/gen/libvkgrad.map: client/vkgrad.h
 
 $(BUILD)/libvkgrad.so.$(VERSION): $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC)) $(BUILD)/gen/libvkgrad.map
 	$(CC) -shared -Wl,-soname,libvkgrad.so.$(SOMAJOR) -Wl,--version-script=$(BUILD)/gen/libvkgrad.map \
-		-o $@ $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC)) $(shell pkg-config --libs msgpack) -lpthread $(SAN)
+		-o $@ $(call obj,$(CLIENT_LIB_SRC) $(PROTO_SRC)) $(shell pkg-config --libs msgpack) -lpthread -lm $(SAN)
 
 $(BUILD)/libvkgrad.so: $(BUILD)/libvkgrad.so.$(VERSION)
 	ln -sf libvkgrad.so.$(VERSION) $(BUILD)/libvkgrad.so.$(SOMAJOR)

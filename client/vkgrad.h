@@ -436,6 +436,46 @@ int vkg_submit_tensor_read(vkg_client *c, uint64_t tensor, uint64_t region, uint
 			   uint64_t *handle, vkg_error *err);
 int vkg_submit_tensor_free(vkg_client *c, uint64_t tensor, uint64_t *handle, vkg_error *err);
 
+/* ---- the optimizer step on the daemon (proto/README.md, "Optimizer steps")
+ * torch.optim.SGD / Adam / AdamW on device tensors (vkg_tensor_new), f32
+ * math, each stored value rounded once: n parameters (1 .. 256) in one
+ * request, param[i] updated in place from grad[i] and its buffers
+ * (momentum_buf[i]; m[i], v[i]), each of param[i]'s rows × cols, any
+ * dtypes. Ordered with the connection's jobs. The _args_init functions
+ * give torch's defaults. (0.2; both structs may grow at their end: always
+ * start from _args_init.) */
+typedef struct vkg_sgd_args {
+	double lr, momentum, dampening, weight_decay;
+	bool nesterov;
+	/* the momentum buffer's first step: buf = grad (torch's first step;
+	 * the buffer's old contents are not read) */
+	bool first_step;
+} vkg_sgd_args;
+
+typedef struct vkg_adam_args {
+	double lr, beta1, beta2, eps, weight_decay;
+	uint64_t step;  /* >= 1: the step count after this step (torch's state['step']) */
+	bool decoupled; /* AdamW: p *= 1 - lr·weight_decay instead of grad += weight_decay·p */
+} vkg_adam_args;
+
+/* lr, the rest torch's defaults (momentum 0, dampening 0, weight_decay 0;
+ * betas 0.9, 0.999, eps 1e-8). */
+vkg_sgd_args vkg_sgd_args_init(double lr);
+vkg_adam_args vkg_adam_args_init(double lr, uint64_t step);
+/* momentum_buf NULL: no momentum (args->momentum must be 0). Synchronous
+ * (res may be NULL) or submitted for a handle (vkg_wait). */
+int vkg_sgd_step(vkg_client *c, size_t n, const uint64_t *param, const uint64_t *grad,
+		 const uint64_t *momentum_buf, const vkg_sgd_args *args, vkg_result *res, vkg_error *err);
+int vkg_submit_sgd_step(vkg_client *c, size_t n, const uint64_t *param, const uint64_t *grad,
+			const uint64_t *momentum_buf, const vkg_sgd_args *args, uint64_t *handle,
+			vkg_error *err);
+int vkg_adam_step(vkg_client *c, size_t n, const uint64_t *param, const uint64_t *grad,
+		  const uint64_t *m, const uint64_t *v, const vkg_adam_args *args, vkg_result *res,
+		  vkg_error *err);
+int vkg_submit_adam_step(vkg_client *c, size_t n, const uint64_t *param, const uint64_t *grad,
+			 const uint64_t *m, const uint64_t *v, const vkg_adam_args *args,
+			 uint64_t *handle, vkg_error *err);
+
 /* ---- any request ----
  * Send op with the keys of `args` (the bytes of one msgpack map, without
  * `op` and `id`; NULL/0 for none) and wait for the reply. The reply's whole

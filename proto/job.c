@@ -29,12 +29,15 @@ void proto_slot_shape(const proto_request *req, int t, uint64_t *rows, uint64_t 
 
 bool proto_slot_is_output(proto_op op, int t)
 {
-	/* y and z: a linear_forward's outputs, a linear_backward's inputs
-	 * (its activation's: y for relu, z for gelu); y is also a tensor op's
-	 * destination (tensor_new's fill, tensor_write's tensor, tensor_read's
-	 * client memory: engine_job.h, job_is_copy) */
+	/* y and z: a linear_backward's inputs (its activation's: y for relu,
+	 * z for gelu), every other op's outputs (linear_forward's; a tensor
+	 * op's destination, daemon/ops/tensor_ops.c) */
 	if (t == PROTO_T_Y || t == PROTO_T_Z)
 		return op != PROTO_OP_LINEAR_BACKWARD;
+	/* an optimizer step's jobs (daemon/ops/optim.c): x the gradient,
+	 * read; w the parameter, dw and dx its buffers, updated in place */
+	if (op == PROTO_OP_SGD_STEP || op == PROTO_OP_ADAM_STEP)
+		return t == PROTO_T_W || t == PROTO_T_DW || t == PROTO_T_DX;
 	return (unsigned)t < PROTO_T_COUNT && slot_info[t].output;
 }
 

@@ -5,6 +5,7 @@
 #include "frame.h"
 #include "mpcheck.h"
 #include "opstats.h"
+#include "optim.h"
 #include "text.h"
 
 #include <errno.h>
@@ -41,6 +42,8 @@ static const char *const op_names[PROTO_OP_COUNT] = {
 	[PROTO_OP_TENSOR_WRITE] = "tensor_write",
 	[PROTO_OP_TENSOR_READ] = "tensor_read",
 	[PROTO_OP_TENSOR_FREE] = "tensor_free",
+	[PROTO_OP_SGD_STEP] = "sgd_step",
+	[PROTO_OP_ADAM_STEP] = "adam_step",
 };
 
 static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"};
@@ -336,6 +339,8 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 	case PROTO_OP_TENSOR_WRITE:
 	case PROTO_OP_TENSOR_READ: n += 2; break;
 	case PROTO_OP_TENSOR_FREE: n += 1; break;
+	case PROTO_OP_SGD_STEP:
+	case PROTO_OP_ADAM_STEP: n += req->optim ? proto_optim_count(req->op, req->optim) : 0; break;
 	default: break;
 	}
 	msgpack_pack_map(&pk, n);
@@ -394,6 +399,11 @@ int proto_request_encode(msgpack_sbuffer *sb, const proto_request *req)
 		break;
 	case PROTO_OP_TENSOR_FREE:
 		pk_kv_u(&pk, "tensor", req->tensor);
+		break;
+	case PROTO_OP_SGD_STEP:
+	case PROTO_OP_ADAM_STEP:
+		if (req->optim)
+			proto_optim_pack(&pk, req->op, req->optim);
 		break;
 	default:
 		break;

@@ -64,6 +64,9 @@ typedef enum proto_op {
 	PROTO_OP_TENSOR_WRITE, /* {tensor, src: [region, offset]} */
 	PROTO_OP_TENSOR_READ,  /* {tensor, dst: [region, offset]} */
 	PROTO_OP_TENSOR_FREE,  /* {tensor} */
+	/* additions: the optimizer step on device tensors (proto/optim.h) */
+	PROTO_OP_SGD_STEP,
+	PROTO_OP_ADAM_STEP,
 	PROTO_OP_COUNT
 } proto_op;
 
@@ -160,6 +163,8 @@ typedef struct proto_request {
 	uint64_t rows, cols;
 	uint64_t tensor;
 	proto_tensor io;
+	/* addition: sgd_step, adam_step (proto/optim.h) */
+	struct proto_optim *optim;
 } proto_request;
 
 /* Decode one request body. Returns 0, or a negative value with err set:

@@ -5,6 +5,7 @@
 #include "frame.h"
 #include "mpcheck.h"
 #include "mpobj.h"
+#include "optim.h"
 #include "text.h"
 
 #include <errno.h>
@@ -386,6 +387,15 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 			if (k == K_TENSOR_ID)
 				rc = get_uint(v, "tensor", &req->tensor, err), have_tensor = true;
 			break;
+		case PROTO_OP_SGD_STEP:
+		case PROTO_OP_ADAM_STEP: {
+			/* proto/optim.c's keys (not in key_id's table) */
+			const msgpack_object *key = &m->ptr[i].key;
+			if (key->type == MSGPACK_OBJECT_STR)
+				rc = proto_optim_field(req->op, req->optim, key->via.str.ptr, key->via.str.size,
+						       v, err);
+			break;
+		}
 		default:
 			break; /* unknown keys are ignored: additions stay compatible */
 		}
@@ -467,6 +477,9 @@ static int decode_fields(const msgpack_object_map *m, const uint8_t ids[KEY_IDS]
 			return proto_fail(err, PROTO_BAD_REQUEST, "%s: key 'tensor' is missing",
 					  proto_op_name(req->op));
 		break;
+	case PROTO_OP_SGD_STEP:
+	case PROTO_OP_ADAM_STEP:
+		return proto_optim_check(req->op, req->optim, err);
 	default:
 		break;
 	}
@@ -514,6 +527,10 @@ static int decode_map(const msgpack_object_map *m, proto_request *req, uint64_t 
 				  echo(op, name, sizeof(name), PROTO_TEXT_ECHO_OP));
 	}
 	req->op = (proto_op)found;
+	if (req->op == PROTO_OP_SGD_STEP || req->op == PROTO_OP_ADAM_STEP) {
+		req->optim = proto_optim_scratch();
+		proto_optim_defaults(req->optim);
+	}
 	return decode_fields(m, ids, req, err);
 }
 

@@ -42,6 +42,7 @@ static const struct {
 	[KERN_NV2_DX_S] = GEMM_SUMS("linear_coopmat_nv2_gemm", "coopmat_nv2"),
 	[KERN_PREP] = {"linear_forward_prep", "generic", VKG_BINDINGS_PREP, sizeof(kiface_prep)},
 	[KERN_ACT] = {"linear_activation", "generic", VKG_BINDINGS_ACT, sizeof(kiface_act)},
+	[KERN_OPTIM] = {"optim_step", "generic", VKG_BINDINGS_OPTIM, sizeof(kiface_optim)},
 #undef GEMM
 #undef GEMM_SUMS
 };

@@ -28,7 +28,8 @@
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
        KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_NV2_DW_S,
        KERN_NV2_DX_S, KERN_PREP /* linear_forward_prep: linear_forward's transpose and bias */,
-       KERN_ACT /* linear_activation: the fused activations (daemon/kernels/activation.h) */,
+       KERN_ACT /* linear_activation: the fused activations (daemon/kernels/activation.c) */,
+       KERN_OPTIM /* optim_step: sgd_step and adam_step (daemon/kernels/optim_step.c) */,
        KERN_COUNT };
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */

@@ -16,6 +16,7 @@ typedef struct kiface_gemm { VKG_PC_GEMM(uint32_t) } kiface_gemm;
 typedef struct kiface_reduce { VKG_PC_REDUCE(uint32_t) } kiface_reduce;
 typedef struct kiface_prep { VKG_PC_PREP(uint32_t) } kiface_prep;
 typedef struct kiface_act { VKG_PC_ACT(uint32_t) } kiface_act;
+typedef struct kiface_optim { VKG_PC_OPTIM(uint32_t) } kiface_optim;
 /* `vkgrad bench --peak`'s microkernels (bench/cli_bench_peak.c) */
 typedef struct kiface_peak_fma { VKG_PC_PEAK_FMA(uint32_t) } kiface_peak_fma;
 typedef struct kiface_peak_mma { VKG_PC_PEAK_MMA(uint32_t) } kiface_peak_mma;
@@ -30,6 +31,7 @@ _Static_assert(sizeof(kiface_gemm) == 12 * sizeof(uint32_t), "GEMM kernels' push
 _Static_assert(sizeof(kiface_reduce) == 7 * sizeof(uint32_t), "linear_splitk_reduce push constants");
 _Static_assert(sizeof(kiface_prep) == 7 * sizeof(uint32_t), "linear_forward_prep push constants");
 _Static_assert(sizeof(kiface_act) == 7 * sizeof(uint32_t), "linear_activation push constants");
+_Static_assert(sizeof(kiface_optim) == 12 * sizeof(uint32_t), "optim_step push constants");
 _Static_assert(sizeof(kiface_peak_fma) == 4 * sizeof(uint32_t), "bench_peak_fma push constants");
 _Static_assert(sizeof(kiface_peak_mma) == 1 * sizeof(uint32_t), "bench_peak_mma push constants");
 _Static_assert(sizeof(kiface_peak_nv2) == 2 * sizeof(uint32_t), "bench_peak_nv2 push constants");

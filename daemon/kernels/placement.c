@@ -156,8 +156,9 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	const proto_dtype t = j->req.dtype;
 	j->devlocal = false;
 	j->streamed = false;
-	if (job_is_copy(j)) {
-		/* a device tensor's copy or fill: no kernels, no scratch */
+	if (job_is_copy(j) || job_is_optim(j)) {
+		/* a device tensor's copy or fill, an optimizer step: no GEMMs,
+		 * no scratch */
 		memset(&j->plan, 0, sizeof(j->plan));
 		return 0;
 	}

@@ -318,6 +318,21 @@ static void record_copy(const rec *r)
 	mark_touched(rc, j, MASK_COPY);
 }
 
+/* One parameter of an optimizer step (job_is_optim): optim_step over it,
+ * after a barrier when its ranges conflict with what the batch did since
+ * the last one. */
+static void record_optim(const rec *r)
+{
+	recorder *rc = r->rc;
+	if (needs_barrier(rc, r->j, MASK_ALL)) {
+		record_barrier_all(r->cb);
+		new_epoch(rc);
+		rc->untracked = false;
+	}
+	dispatch_optim(r);
+	mark_touched(rc, r->j, MASK_ALL);
+}
+
 /* The order to record tg's jobs in: each lane's jobs in their order, the
  * lanes interleaved — every lane's first job, then every lane's second, ...
  * Jobs of different connections never share a region, so they never
@@ -488,6 +503,10 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 		const uint32_t i = rc->order[o];
 		rec r = {.rc = rc, .tg = tg, .cb = cb, .j = tg->jobs[i], .piece = tg->first_piece + i};
 		const proto_tensor *t = r.j->req.t;
+		if (job_is_optim(r.j)) {
+			record_optim(&r);
+			continue;
+		}
 		if (job_is_copy(r.j)) {
 			record_copy(&r);
 			continue;

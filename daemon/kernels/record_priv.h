@@ -2,9 +2,9 @@
  * files: record.c (the batch and its hazards: job order, conflict
  * tracking, barriers, device-local copies, timestamps), dispatch.c (the
  * dispatches: bindings, push descriptors, the kernels of a job's units,
- * grids and reductions cut into bounded pieces, slices) and activation.c
- * (the fused activations' pass). Nothing outside them includes it. Loop
- * thread only. */
+ * grids and reductions cut into bounded pieces, slices), activation.c
+ * (the fused activations' pass) and optim_step.c (the optimizer steps).
+ * Nothing outside them includes it. Loop thread only. */
 #ifndef VKG_DAEMON_RECORD_PRIV_H
 #define VKG_DAEMON_RECORD_PRIV_H
 
@@ -155,5 +155,10 @@ void activation_backward(const rec *r);
 /* j's view for the kernels after activation_backward: dY's slot is dZ in
  * scratch (reg NULL, soff dz_off), y and z gone. */
 void activation_view(const job *j, job *view);
+
+/* optim_step.c */
+
+/* An optimizer step's job (job_is_optim): optim_step over its parameter. */
+void dispatch_optim(const rec *r);
 
 #endif

@@ -2,6 +2,7 @@
 #include "ops.h"
 #include "ops_priv.h"
 #include "session.h"
+#include "optim_ops.h"
 #include "tensor_ops.h"
 #include "clock.h"
 
@@ -387,7 +388,10 @@ void ops_job_done(void *ctx, job *j, proto_code code, const char *msg, uint64_t 
 		c->session->jobs_done++;
 	else
 		c->session->jobs_failed++;
-	if (j->req.op == PROTO_OP_TENSOR_NEW) {
+	if (j->group) {
+		/* one parameter of an optimizer step: the group answers once */
+		optim_job_done(c, j, code, msg, queued_us, gpu_us, batch_jobs);
+	} else if (j->req.op == PROTO_OP_TENSOR_NEW) {
 		/* a new tensor's zero fill: the reply names the tensor */
 		tensor_ops_new_done(c, &j->req, code);
 		if (code != PROTO_OK) {
@@ -494,6 +498,8 @@ static bool ops_frame(conn *c, const uint8_t *body, uint32_t len, int *fds, unsi
 	case PROTO_OP_TENSOR_WRITE:
 	case PROTO_OP_TENSOR_READ: op_tensor_copy(c, &q); break;
 	case PROTO_OP_TENSOR_FREE: op_tensor_free(c, &q); break;
+	case PROTO_OP_SGD_STEP:
+	case PROTO_OP_ADAM_STEP: op_optim_step(c, &q); break;
 	default: break;
 	}
 	return true;

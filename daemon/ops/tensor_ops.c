@@ -35,6 +35,11 @@ static tensor *find(conn *c, uint64_t id)
 	return i < 0 ? NULL : c->session->tensors[i];
 }
 
+tensor *tensor_ops_find(conn *c, uint64_t id)
+{
+	return find(c, id);
+}
+
 /* Remove the entry at i (the table's reference goes to the caller). */
 static tensor *take(session *ss, uint32_t i)
 {

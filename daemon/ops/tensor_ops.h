@@ -25,6 +25,11 @@
 #include "msg.h"
 #include "region.h"
 
+#include "tensor.h"
+
+/* c's tensor `id` (its table's, alive or lost), or NULL: not c's. */
+tensor *tensor_ops_find(conn *c, uint64_t id);
+
 void op_tensor_new(conn *c, const proto_request *q);
 /* tensor_write and tensor_read */
 void op_tensor_copy(conn *c, const proto_request *q);

@@ -58,6 +58,7 @@ struct job {
 	uint32_t cls;
 	uint64_t est_key, est_macs, est_ns;
 	job *next_spare;        /* on its engine's list of spare jobs (engine_job_new) */
+	void *group;            /* the request it is one part of (opaque here: daemon/ops/optim_ops.c) */
 };
 
 /* A job for request q (checked by proto_job_check, which gave bytes), owned
@@ -85,6 +86,17 @@ static inline bool job_is_copy(const job *j)
 	return op == PROTO_OP_TENSOR_NEW || op == PROTO_OP_TENSOR_WRITE || op == PROTO_OP_TENSOR_READ;
 }
 
+/* One parameter of an optimizer step (daemon/ops/optim_ops.c): x its
+ * gradient, w the parameter, dw and dx its buffers (momentum_buf; m, v),
+ * all device tensors; req.optim the step's hyperparameters, kept by its
+ * group (j->group) until the group's last job is answered. It records
+ * optim_step (daemon/kernels/optim_step.c), has no placement, is never
+ * sliced nor streamed. */
+static inline bool job_is_optim(const job *j)
+{
+	return j->req.op == PROTO_OP_SGD_STEP || j->req.op == PROTO_OP_ADAM_STEP;
+}
+
 /* Does the job name a device tensor (tensor.h) in any slot? */
 static inline bool job_has_device_tensor(const job *j)
 {
@@ -110,6 +122,8 @@ static inline uint64_t job_macs(const job *j)
 	const proto_request *q = &j->req;
 	if (job_is_copy(j)) /* a copy's cost: one "multiply-add" per 8 bytes moved */
 		return j->bytes[PROTO_T_Y] / 8 + 1;
+	if (job_is_optim(j)) /* elementwise: as a copy of its bytes */
+		return job_bytes(j) / 8 + 1;
 	const uint64_t bio = q->batch * q->in * q->out;
 	return (q->t[PROTO_T_DW].present ? bio : 0) + (q->t[PROTO_T_DX].present ? bio : 0) +
 	       (q->t[PROTO_T_DB].present ? q->batch * q->out : 0) + (q->t[PROTO_T_Y].present ? bio : 0);

@@ -75,7 +75,7 @@ uint64_t sched_slice_len(const engine *e, const engine_slot *s)
 	if (!e->shared_queue || s->cls != ENGINE_LARGE || s->njobs != 1)
 		return 0;
 	const job *j = s->jobs[0];
-	if (j->devlocal || j->streamed || job_is_copy(j) || j->est_ns <= e->slice_ns || !j->est_macs)
+	if (j->devlocal || j->streamed || job_is_copy(j) || job_is_optim(j) || j->est_ns <= e->slice_ns || !j->est_macs)
 		return 0;
 	const double len = (double)j->est_macs * (double)e->slice_ns / (double)j->est_ns;
 	return len >= 1 ? (uint64_t)len : 1;

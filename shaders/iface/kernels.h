@@ -136,6 +136,39 @@
 #define VKG_ACT_RELU 1u
 #define VKG_ACT_GELU 2u
 
+/* ---- optim_step: the optimizer steps on device tensors ---------------------
+ * sgd_step and adam_step (proto/README.md; torch.optim.SGD, Adam, AdamW) on
+ * one parameter: p, its gradient g and its buffers (SGD: the momentum
+ * buffer; Adam: m and v), each of its own storage dtype (dtypes: 2 bits
+ * each, VKG_OPT_F32/F16/BF16, p | g << 2 | b1 << 4 | b2 << 6), bound as
+ * 32-bit words: a thread owns elements 2i and 2i + 1 (one word of a
+ * 16-bit tensor, so no two threads write one word), f32 arithmetic, each
+ * stored value rounded once. Floats travel as their bits. */
+#define VKG_PC_OPTIM(u)                                                        \
+	u n;      /* elements */                                               \
+	u kind;   /* VKG_OPT_SGD or VKG_OPT_ADAM */                            \
+	u flags;  /* VKG_OPT_* flags below */                                  \
+	u dtypes;                                                              \
+	u lr;     /* f32 bits, as the rest */                                  \
+	u c1;     /* SGD: momentum; Adam: beta1 */                             \
+	u c2;     /* SGD: dampening; Adam: beta2 */                            \
+	u wd;     /* weight_decay */                                           \
+	u eps;    /* Adam */                                                   \
+	u step_size;    /* Adam: lr / (1 - beta1^step) */                      \
+	u inv_sqrt_bc2; /* Adam: 1 / sqrt(1 - beta2^step) */                   \
+	u base;   /* first element pair of this dispatch (chunking) */
+#define VKG_BINDINGS_OPTIM 4 /* p, g, b1, b2 */
+#define VKG_OPTIM_WG 256     /* element pairs per workgroup */
+#define VKG_OPT_SGD 0u
+#define VKG_OPT_ADAM 1u
+#define VKG_OPT_F32 0u
+#define VKG_OPT_F16 1u
+#define VKG_OPT_BF16 2u
+#define VKG_OPT_MOMENTUM 1u   /* SGD: momentum != 0 (b1 is the buffer) */
+#define VKG_OPT_NESTEROV 2u
+#define VKG_OPT_FIRST 4u      /* SGD: the buffer's first step: buf = g */
+#define VKG_OPT_DECOUPLED 8u  /* Adam: AdamW's decay of p */
+
 /* ---- flags (the push constants' `flags` word) ------------------------------- */
 #define VKG_FLAG_WRITE_C 1u    /* GEMM: write C (param: dW) */
 #define VKG_FLAG_WRITE_D 2u    /* GEMM: write d, the row sums (param: db) */
