@@ -43,12 +43,14 @@ import weakref
 
 import torch as _torch
 
+from ._device import Tensor
 from ._tensors import _DTYPES, default_client, empty, in_region
 
 __all__ = ["ResidentLinear", "ResidentParameter", "ResidentSequential", "convert_resident",
            "sync", "synchronize", "is_resident", "stream_of"]
 
 _ACTS = ("none", "relu", "gelu")
+_DT_OF = {v: k for k, v in _DTYPES.items()}
 
 
 # ---- the wire: one connection's requests, sent without waiting -------------------
@@ -66,6 +68,7 @@ class _Stream:
         self.scratch = {}    # (dtype, rows, cols) -> [tensor ids], gradient scratch
         self.free_acts = {}  # key -> [_Acts], activation sets not in use
         self.dead = []       # tensor ids to free (finalizers only note them)
+        self.consts = {}     # (name, dtype, rows, cols) -> tensor of constants
 
     # -- bookkeeping
     def _add(self, f, keep=None):
@@ -148,7 +151,6 @@ class _Stream:
         return self._add(self.c.submit_tensor_read(t, r, off), host)
 
     def forward(self, dtype, x, w, b, y, z, activation):
-        from .client import Tensor
         kw = {"activation": activation}
         if z is not None:
             kw["z"] = Tensor(z)
@@ -156,7 +158,6 @@ class _Stream:
                                                else None, out=Tensor(y), dtype=dtype, **kw))
 
     def backward(self, dtype, x, dy, w, out, activation, y, z, accumulate):
-        from .client import Tensor
         kw = {"activation": activation}
         if y is not None:
             kw["y"] = Tensor(y)
@@ -171,6 +172,32 @@ class _Stream:
 
     def adam_step(self, **keys):
         return self._add(self.c.submit_adam_step(**keys))
+
+    def add_into(self, dtype, dst, src):
+        """dst += src (tensors of one shape) by a linear_backward with
+        accumulate: for a rows × cols gradient, dW += I·src with dY the
+        rows × rows identity; for a 1 × cols bias, db += Σ rows of dY with
+        dY = src. Exact in the f32 accumulation (one product by 1 per
+        element), rounded once into dst."""
+        rows, cols = dst.shape
+        if rows == 1:
+            one = self.constant(dtype, "zero1", 1, 1, lambda: _torch.zeros(1, 1))
+            return self.backward(dtype, one, src, None, {"db": dst}, "none", None, None, True)
+        eye = self.constant(dtype, "eye", rows, rows, lambda: _torch.eye(rows))
+        return self.backward(dtype, src, eye, None, {"dw": dst}, "none", None, None, True)
+
+    def constant(self, dtype, name, rows, cols, make):
+        """A tensor of constant values (made once per stream, dtype, shape)."""
+        key = (name, dtype, rows, cols)
+        with self.lock:
+            t = self.consts.get(key)
+            if t is None:
+                t = self.new(dtype, rows, cols)
+                host = empty((rows, cols), _DT_OF[dtype], self.c)
+                host.copy_(make())
+                self.write(t, host)
+                self.consts[key] = t
+            return t
 
     # -- gradient scratch: ordered on the connection, so reused at once
     def trim_scratch(self):
@@ -543,10 +570,23 @@ class _ChainFn(_torch.autograd.Function):
             yk = a.y[k] if act == "relu" else None
             zk = a.z[k] if act == "gelu" else None
             wt = w._vk.t if want_dx else None
+            adds = []
+            if accum and act != "none":
+                # the daemon takes no accumulate with an activation: the
+                # gradient goes into scratch, then is added
+                used = [cur] + list(over.values())
+                for key, dst in accum.items():
+                    tmp = s.scratch_for(dt, *dst.shape, used)
+                    used.append(tmp)
+                    over[key] = tmp
+                    adds.append((dst, tmp))
+                accum = {}
             if over:
                 s.backward(dt, xin, cur, wt if "dx" in over else None, over, act, yk, zk, False)
             if accum:
                 s.backward(dt, xin, cur, None, accum, act, yk, zk, True)
+            for dst, tmp in adds:
+                s.add_into(dt, dst, tmp)
             for key, p in (("dw", w), ("db", b)):
                 if key in over or key in accum:
                     p._vk.grad_changed_on_daemon()

@@ -1,12 +1,13 @@
 """vkgrad.torch resident mode (convert(model, resident=True)) and
 vkgrad.torch.optim on a real daemon (lavapipe), against float64 references.
 
-Tolerances (relative to max |want|): one optimizer step or one pass
-(forward, backward) at vkgrad.TOLERANCE (f32 1e-4, bf16 1e-2); a model
-trained 50 steps: f32 1e-3, bf16 5e-2 (every stored value of a bf16
-model is rounded each step; the reference rounds its parameters the same
-way after each step, so what differs is the rounding of activations and
-gradients on the way). Shapes are tiny (lavapipe).
+Tolerances (relative to max |want|): vkgrad.TOLERANCE (f32 1e-4, bf16
+1e-2) for one pass or optimizer steps, and for a model trained 50 steps in
+f32 (lavapipe gave 2e-7); 3e-2 for the bf16 model after 50 steps (every
+stored value is rounded each step; the reference rounds its parameters the
+same way after each step, so what differs is the rounding of activations
+and gradients on the way, which compounds: lavapipe gave up to 9.7e-3).
+Shapes are tiny (lavapipe).
 
 Skipped, saying so, only when torch cannot be imported (python3-torch)."""
 
@@ -27,7 +28,7 @@ from daemon import Daemon
 
 D = None
 TOL = vkgrad.TOLERANCE
-TRAIN_TOL = {"f32": 1e-3, "bf16": 5e-2}
+TRAIN_TOL = {"f32": 1e-4, "bf16": 3e-2}
 DT = {"f32": None, "bf16": None}
 
 
@@ -91,9 +92,6 @@ class TestResident(unittest.TestCase):
         e = rel_err(f64(got) if isinstance(got, torch.Tensor) else got,
                     f64(want) if isinstance(want, torch.Tensor) else want)
         self.assertLessEqual(e, tol, "%s: error %.3g > %g" % (what, e, tol))
-        import os
-        if os.environ.get("SHOWERR"):
-            print("  %s: %.3g (tol %g)" % (what, e, tol))
 
     def pair(self, dt, make=mlp, seed=0):
         """(float64 reference, resident model) of the same stored values."""
@@ -271,7 +269,7 @@ class TestResident(unittest.TestCase):
                 (m(xi) - ti).pow(2).mean().backward()
                 o.step()
             for (k, a), b in zip(ref.state_dict().items(), ours.state_dict().values()):
-                self.check(b, a, 10 * TOL["f32"], "%s step %d" % (k, step))
+                self.check(b, a, TOL["f32"], "%s step %d" % (k, step))
 
     def test_empty_batch_and_no_grad(self):
         ours = self.vt.convert(mlp(), resident=True)
