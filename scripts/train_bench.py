@@ -127,7 +127,8 @@ def _train(k, cfg, barrier):
         v = step()
         first = v if first is None else first
     finish()
-    barrier.wait()
+    barrier.wait()  # warmed up: the parent reads the counters
+    barrier.wait()  # ... and starts the clock
     times, n, last = [], 0, None
     t_end = time.perf_counter() + cfg["seconds"]
     t_start = time.perf_counter()
@@ -183,6 +184,7 @@ def run(cfg, procs):
         barrier.wait(timeout=cfg["start_timeout"])   # every process warmed up
         if cfg["way"] == "vkgrad":
             s0 = daemon_stats(cfg["socket"])
+        barrier.wait(timeout=60)                     # go
         barrier.wait(timeout=cfg["seconds"] * 4 + 120)  # every process done
         mem = gpu_mem_mib()
         if cfg["way"] == "vkgrad":
