@@ -271,6 +271,48 @@ class TestResident(unittest.TestCase):
             for (k, a), b in zip(ref.state_dict().items(), ours.state_dict().values()):
                 self.check(b, a, TOL["f32"], "%s step %d" % (k, step))
 
+    def test_refusals_raise_and_the_model_still_serves(self):
+        """The daemon's refusals reach the caller as vkgrad.Error: a
+        tensor over --max-device-bytes at convert(); a backward whose dZ
+        needs more scratch than --scratch-max-bytes, answered after the
+        backward returned (nothing waits on it), at the next wait. Then a
+        model that fits trains right on the same connection."""
+        d = Daemon(["--max-device-bytes", "262144", "--scratch-max-bytes", "4096"])
+        c = vkgrad.connect(d.sock, name="test_resident-limits")
+        try:
+            with self.assertRaises(vkgrad.Error) as cm:
+                self.vt.convert(torch.nn.Linear(256, 256), client=c, resident=True)
+            self.assertEqual(cm.exception.code, "limit")
+            torch.manual_seed(13)
+            base = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(),
+                                       torch.nn.Linear(64, 4))
+            ref = copy.deepcopy(base).double()
+            ours = self.vt.convert(base, client=c, resident=True)
+            opt = self.vt.optim.SGD(ours.parameters(), lr=0.1)
+            ours(torch.randn(32, 8)).sum().backward()  # dZ: 32 x 64 f32, 8 KiB
+            with self.assertRaises(vkgrad.Error) as cm:
+                self.vt.synchronize(c)
+            self.assertEqual(cm.exception.code, "limit")
+            self.assertIn("scratch", cm.exception.message)
+            with self.assertRaisesRegex(TypeError, "input"):
+                ours(torch.randn(8, 8, dtype=torch.float64))
+            x = torch.randn(8, 8)  # dZ: 2 KiB
+            opt.zero_grad()
+            ours(x).pow(2).mean().backward()
+            ref(x.double()).pow(2).mean().backward()
+            for (n, a), b in zip(ref.named_parameters(), ours.parameters()):
+                self.check(b.grad, a.grad, TOL["f32"], "d" + n)
+            opt.step()
+            with torch.no_grad():
+                for a in ref.parameters():
+                    a -= 0.1 * a.grad
+            for (k, a), b in zip(ref.state_dict().items(), ours.state_dict().values()):
+                self.check(b, a, TOL["f32"], k)
+        finally:
+            c.close()
+            problems = d.stop()
+        self.assertFalse(problems, problems)
+
     def test_empty_batch_and_no_grad(self):
         ours = self.vt.convert(mlp(), resident=True)
         with torch.no_grad():
