@@ -38,6 +38,7 @@ import numpy as np
 
 from . import _lib
 from ._device import VKG_DEVICE_TENSOR, Tensor, _TensorOps
+from ._optim import _OptimOps
 from ._error import CODES, Error, _err_struct, _error
 from ._future import Future
 from ._lib import lib
@@ -112,7 +113,7 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Client(_TensorOps):
+class Client(_TensorOps, _OptimOps):
     """One connection to vkgradd. Usable from several threads (calls are
     serialised by libvkgrad); a context manager closes it.
 

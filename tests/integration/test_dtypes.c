@@ -284,12 +284,12 @@ static void test_hello_lists_every_dtype(void **state)
 		if (strcmp(info.kernels[i].dtype, "bf16") == 0) seen[2]++;
 	}
 	vkg_close(c);
-	/* lavapipe has storageBuffer16BitAccess: the eight plain kernels in all
+	/* lavapipe has storageBuffer16BitAccess: the nine plain kernels in all
 	 * three dtypes (parameter, input, tiled, tiled128, split-K's two passes,
-	 * linear_forward_prep, linear_activation) */
-	assert_int_equal(seen[0], 8);
-	assert_int_equal(seen[1], 8);
-	assert_int_equal(seen[2], 8);
+	 * linear_forward_prep, linear_activation, optim_step) */
+	assert_int_equal(seen[0], 9);
+	assert_int_equal(seen[1], 9);
+	assert_int_equal(seen[2], 9);
 }
 
 /* Forcing coopmat where it cannot run is `unsupported`, naming the variant,

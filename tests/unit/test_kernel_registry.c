@@ -204,6 +204,8 @@ static void test_every_entry_valid(void **state)
 			assert_string_equal(e->name, "linear_forward_prep");
 		else if (strcmp(e->domain, "linear_activation") == 0)
 			assert_string_equal(e->name, "linear_activation"); /* the fused activations */
+		else if (strcmp(e->domain, "optim") == 0)
+			assert_string_equal(e->name, "optim_step"); /* sgd_step, adam_step */
 		else
 			assert_string_equal(e->domain, "linear_backward");
 		int v = proto_variant_parse(e->variant);

@@ -20,6 +20,8 @@
 #include "frame.h"
 #include "mpcheck.h"
 #include "msg.h"
+#include "job.h"
+#include "optim.h"
 #include "text.h"
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -2006,6 +2008,97 @@ static void test_lb_accumulate(void **state)
 	expect_fail(&fs, PROTO_BAD_REQUEST, 7, "'accumulate'");
 }
 
+/* The additions of issue 36: a forward's activation and z, a backward's
+ * activation with the y or z it reads, and the optimizer steps' keys,
+ * through encode and decode; their refusals. */
+static void test_activation_and_optim_round_trip(void **state)
+{
+	(void)state;
+	proto_request in = {0}, out;
+	in.op = PROTO_OP_LINEAR_FORWARD;
+	in.id = 5;
+	in.batch = 2, in.in = 3, in.out = 4;
+	in.t[PROTO_T_X] = (proto_tensor){.present = true, .region = 1, .offset = 0};
+	in.t[PROTO_T_W] = (proto_tensor){.present = true, .region = 1, .offset = 64};
+	in.t[PROTO_T_Y] = (proto_tensor){.present = true, .region = 1, .offset = 128};
+	in.t[PROTO_T_Z] = (proto_tensor){.present = true, .region = 2, .offset = 8};
+	in.activation = PROTO_ACT_GELU;
+	request_round_trip(&in, &out);
+	assert_int_equal(out.activation, PROTO_ACT_GELU);
+	assert_true(out.t[PROTO_T_Z].present && out.t[PROTO_T_Z].region == 2 && out.t[PROTO_T_Z].offset == 8);
+	/* a backward with relu keeps y, drops z (unread) */
+	proto_request b = {0};
+	b.op = PROTO_OP_LINEAR_BACKWARD;
+	b.id = 6;
+	b.batch = 2, b.in = 3, b.out = 4;
+	b.t[PROTO_T_X] = (proto_tensor){.present = true, .region = 1, .offset = 0};
+	b.t[PROTO_T_DY] = (proto_tensor){.present = true, .region = 1, .offset = 64};
+	b.t[PROTO_T_DW] = (proto_tensor){.present = true, .region = 1, .offset = 256};
+	b.t[PROTO_T_Y] = (proto_tensor){.present = true, .region = 1, .offset = 512};
+	b.t[PROTO_T_Z] = (proto_tensor){.present = true, .region = 1, .offset = 768};
+	b.activation = PROTO_ACT_RELU;
+	request_round_trip(&b, &out);
+	assert_int_equal(out.activation, PROTO_ACT_RELU);
+	assert_true(out.t[PROTO_T_Y].present);
+	assert_false(out.t[PROTO_T_Z].present);
+	assert_true(proto_slot_is_output(PROTO_OP_LINEAR_FORWARD, PROTO_T_Z));
+	assert_false(proto_slot_is_output(PROTO_OP_LINEAR_BACKWARD, PROTO_T_Y));
+	assert_false(proto_slot_is_output(PROTO_OP_LINEAR_BACKWARD, PROTO_T_Z));
+	/* the optimizer steps */
+	const uint64_t p[3] = {1, 2, 3}, g[3] = {4, 5, 6}, m[3] = {7, 8, 9}, v[3] = {10, 11, 12};
+	proto_optim o;
+	proto_optim_defaults(&o);
+	o.n = 3;
+	o.has[0] = o.has[1] = o.has[2] = o.has[3] = true;
+	o.ids[0] = p, o.ids[1] = g, o.ids[2] = m, o.ids[3] = v;
+	o.lr = 0.25, o.weight_decay = 0.5, o.step = 7, o.decoupled = true, o.beta1 = 0.8;
+	o.has_lr = o.has_step = true;
+	proto_request a = {.op = PROTO_OP_ADAM_STEP, .id = 9, .optim = &o};
+	request_round_trip(&a, &out);
+	assert_non_null(out.optim);
+	assert_int_equal(out.optim->n, 3);
+	for (int k = 0; k < PROTO_OPT_SLOTS; k++)
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(out.optim->ids[k][i], o.ids[k][i]);
+	assert_true(out.optim->lr == 0.25 && out.optim->weight_decay == 0.5 && out.optim->beta1 == 0.8 &&
+		    out.optim->beta2 == 0.999 && out.optim->step == 7 && out.optim->decoupled);
+	/* refusals: step 0, v missing, nesterov with dampening */
+	msgpack_sbuffer sb;
+	uint64_t id;
+	proto_err err;
+	o.step = 0;
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(proto_request_encode(&sb, &a), 0);
+	size_t len;
+	const uint8_t *body = one_frame(&sb, &len);
+	assert_true(proto_request_decode(body, len, &out, &id, &err) < 0);
+	assert_int_equal(err.code, PROTO_BAD_REQUEST);
+	assert_non_null(strstr(err.message, "'step'"));
+	msgpack_sbuffer_destroy(&sb);
+	o.step = 1, o.has[3] = false;
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(proto_request_encode(&sb, &a), 0);
+	body = one_frame(&sb, &len);
+	assert_true(proto_request_decode(body, len, &out, &id, &err) < 0);
+	assert_non_null(strstr(err.message, "key 'v' is missing"));
+	msgpack_sbuffer_destroy(&sb);
+	proto_optim so;
+	proto_optim_defaults(&so);
+	so.n = 1, so.has[0] = so.has[1] = so.has[2] = true;
+	so.ids[0] = p, so.ids[1] = g, so.ids[2] = m;
+	so.lr = 0.1, so.momentum = 0.9, so.dampening = 0.1, so.nesterov = true, so.has_lr = true;
+	proto_request sg = {.op = PROTO_OP_SGD_STEP, .id = 10, .optim = &so};
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(proto_request_encode(&sb, &sg), 0);
+	body = one_frame(&sb, &len);
+	assert_true(proto_request_decode(body, len, &out, &id, &err) < 0);
+	assert_non_null(strstr(err.message, "'nesterov'"));
+	msgpack_sbuffer_destroy(&sb);
+	so.dampening = 0;
+	request_round_trip(&sg, &out);
+	assert_true(out.optim->nesterov && out.optim->momentum == 0.9 && out.optim->has[PROTO_OPT_BUF1]);
+}
+
 static void test_unknown_keys_ignored(void **state)
 {
 	(void)state;
@@ -2459,6 +2552,7 @@ int main(void)
 		cmocka_unit_test(test_lb_outputs),
 		cmocka_unit_test(test_lb_accumulate),
 		cmocka_unit_test(test_unknown_keys_ignored),
+		cmocka_unit_test(test_activation_and_optim_round_trip),
 		cmocka_unit_test(test_decoder_reuse),
 		cmocka_unit_test(test_sbuffer_reuse),
 		cmocka_unit_test(test_reply_job_bytes),

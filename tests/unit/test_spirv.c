@@ -35,6 +35,7 @@ static const struct {
 	{"linear_coopmat_khr_f32x3_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_forward_prep", VKG_BINDINGS_PREP, sizeof(kiface_prep)},
 	{"linear_activation", VKG_BINDINGS_ACT, sizeof(kiface_act)},
+	{"optim_step", VKG_BINDINGS_OPTIM, sizeof(kiface_optim)},
 	/* `vkgrad bench --peak` only (bench/peak_vk.c checks them the same way) */
 	{"bench_peak_fma", VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma)},
 	{"bench_peak_mma", VKG_BINDINGS_PEAK_MMA, sizeof(kiface_peak_mma)},
