@@ -27,6 +27,11 @@ The forward is Y = X·Wᵀ (+ b) by op linear_forward; the backward dX = dY·W,
 dW = dYᵀ·X, db = Σ dY by linear_backward, only those autograd asks for,
 returned to autograd, which adds them to .grad as for nn.Linear.
 
+Resident mode, convert(model, resident=True) (vkgrad/resident.py), keeps
+weights, gradients and activations on the daemon instead (only a chain's
+input, output and output gradient cross), with vkgrad.torch.optim (SGD,
+Adam, AdamW) stepping there; docs/python.md.
+
 CPU tensors of float32, float16 and bfloat16 (bf16 travels as its bit
 patterns); float64 is refused (run gradcheck-style checks in float32 at
 vkgrad.TOLERANCE["f32"], as tests/python/test_torch.py does). Inputs of any
