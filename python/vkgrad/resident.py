@@ -538,7 +538,7 @@ class _ChainFn(_torch.autograd.Function):
                 none[3:]
         if ctx.rel is None:
             raise RuntimeError("vkgrad.torch resident: backward through a chain whose forward kept "
-                               "no activations (run twice with retain_graph?)")
+                               "no activations (it ran without grad)")
         a = ctx.rel.a
         s = layers[0]._stream()
         w0 = layers[0]._parameters["weight"]
@@ -646,8 +646,12 @@ class ResidentLinear(_torch.nn.Linear):
             if p is not None:
                 _sync_param(p)  # (what the state dict leaves out stays current)
         super()._load_from_state_dict(*args, **kw)
-        for p in self._parameters.values():
-            if p is not None:
+        for name, p in self._parameters.items():
+            if p is None:
+                continue
+            if not is_resident(p):  # load_state_dict(assign=True): a new Parameter
+                self._parameters[name] = _make_resident(p, self._stream())
+            else:
                 p._vk.push(p)   # what it copied in (in place: the version moved)
 
 
