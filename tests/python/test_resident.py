@@ -198,11 +198,18 @@ class TestResident(unittest.TestCase):
         b = self.vt.convert(mlp(), resident=True)
         oa = self.vt.optim.Adam(a.parameters(), lr=0.01)
         x, t = torch.randn(8, 12), torch.randn(8, 6)
+        p0 = next(a.parameters())
+        before = p0.detach().clone()
         for _ in range(2):
             oa.zero_grad()
             (a(x) - t).pow(2).mean().backward()
             oa.step()
+        # parameters() are not brought down by reading them; sync() does
+        self.assertTrue(torch.equal(p0.detach(), before))
+        self.vt.sync(a)
+        self.assertFalse(torch.equal(p0.detach(), before))
         sd = a.state_dict()
+        self.assertTrue(torch.equal(sd["0.weight"], p0.detach()))
         b.load_state_dict(sd)
         for k, v in b.state_dict().items():
             self.assertTrue(torch.equal(v, sd[k]), k)
