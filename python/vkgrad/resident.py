@@ -69,6 +69,7 @@ class _Stream:
         self.free_acts = {}  # key -> [_Acts], activation sets not in use
         self.dead = []       # tensor ids to free (finalizers only note them)
         self.consts = {}     # (name, dtype, rows, cols) -> tensor of constants
+        self.staging = {}    # (shape, torch dtype) -> [region tensor, last write]
 
     # -- bookkeeping
     def _add(self, f, keep=None):
@@ -145,6 +146,26 @@ class _Stream:
         self._free_dead()
         r, off = self._place(host)
         return self._add(self.c.submit_tensor_write(t, r, off), host)
+
+    def upload(self, t, src):
+        """Upload CPU tensor src (t's shape) into tensor t: from src's own
+        memory when it lies in a region, else through a staging buffer of
+        the stream's, one per shape and dtype (reused once its previous
+        copy is done: in practice always, since a wait came between)."""
+        if src.is_contiguous() and in_region(src, self.c) is not None:
+            return self.write(t, src)
+        key = (tuple(src.shape), src.dtype)
+        with self.lock:
+            ent = self.staging.get(key)
+            if ent is None:
+                if len(self.staging) >= _KEEP_STAGING:
+                    self.staging = {}  # (pending copies keep theirs alive)
+                ent = self.staging[key] = [empty(src.shape, src.dtype, self.c), None]
+        if ent[1] is not None and not ent[1].done():
+            ent[1].result()
+        ent[0].copy_(src)
+        ent[1] = self.write(t, ent[0])
+        return ent[1]
 
     def read(self, t, host):
         r, off = self._place(host)
@@ -436,6 +457,7 @@ def _take_acts(s, dtype, batch, dims, acts):
 
 _KEEP_ACTS = 8      # activation sets a stream keeps for reuse (all shapes)
 _KEEP_SCRATCH = 16  # gradient scratch shapes a stream keeps
+_KEEP_STAGING = 16  # host staging buffers a stream keeps
 
 
 def _give_acts(a):
@@ -506,10 +528,7 @@ class _ChainFn(_torch.autograd.Function):
                 if p is not None:
                     p._vk.push(p)
         a = _take_acts(s, dt, batch, dims, acts)
-        xh = x.reshape(batch, dims[0])
-        if in_region(xh, s.c) is None:
-            xh = empty(xh.shape, x.dtype, s.c).copy_(xh)
-        s.write(a.x, xh)
+        s.upload(a.x, x.reshape(batch, dims[0]))
         cur = a.x
         for k, m in enumerate(layers):
             b = m._parameters.get("bias")
@@ -546,12 +565,9 @@ class _ChainFn(_torch.autograd.Function):
         g = gy.reshape(batch, layers[-1].out_features)
         if g.dtype != w0.dtype:
             g = g.to(w0.dtype)
-        gh = g.contiguous()
-        if in_region(gh, s.c) is None:
-            gh = empty(g.shape, w0.dtype, s.c).copy_(g)
         s.trim_scratch()
         cur = s.scratch_for(dt, batch, layers[-1].out_features, ())
-        s.write(cur, gh)
+        s.upload(cur, g)
         for k in range(len(layers) - 1, -1, -1):
             m = layers[k]
             w, b = m._parameters["weight"], m._parameters.get("bias")
