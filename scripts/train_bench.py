@@ -23,7 +23,9 @@ pinned host memory to the GPU each step and read the loss back.
 Per way, dtype and N it prints: total steps/s over all processes; p50 step
 time (over every step of every process); GPU memory in use at the end of
 the timed phase (nvidia-smi's memory.used, the whole GPU: every process's
-context and the daemon's); the daemon's device_bytes (its tensors); PCIe
+context and the daemon's) and, in brackets, its growth over the value
+before the row's processes started (the daemon's idle memory left out);
+the daemon's device_bytes (its tensors); PCIe
 bytes per step: for vkgrad the daemon's stats host_read_bytes +
 host_write_bytes over the timed phase divided by the steps (all clients),
 and the ratio to the bytes the model's input, output and output gradient
@@ -172,6 +174,7 @@ def daemon_stats(sock):
 def run(cfg, procs):
     """One row: cfg's way and dtype with procs processes."""
     cfg = dict(cfg, procs=procs)
+    idle = gpu_mem_mib()  # before the row's processes: the daemon's idle memory included
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(procs + 1)
     q = ctx.Queue()
@@ -212,6 +215,7 @@ def run(cfg, procs):
     row["steps_per_s"] = sum(r["steps"] / r["elapsed"] for r in results.values())
     row["p50_step_ms"] = statistics.median(times) * 1e3
     row["gpu_mem_MiB"] = mem
+    row["gpu_mem_row_MiB"] = mem - idle if mem is not None and idle is not None else None
     row["trained"] = all(r["last_loss"] < r["first_loss"] for r in results.values())
     dims, es = cfg["dims"], ES[cfg["dtype"]]
     row["io_bytes_per_step"] = cfg["batch"] * (dims[0] + 2 * dims[-1]) * es
@@ -278,11 +282,12 @@ def fmt(row, base):
     ratio = ""
     if base and base.get("steps_per_s"):
         ratio = "%.2fx" % (row["steps_per_s"] / base["steps_per_s"])
-    mem = "-" if row["gpu_mem_MiB"] is None else "%d" % row["gpu_mem_MiB"]
+    mem = "-" if row["gpu_mem_MiB"] is None else "%d (+%d)" % (row["gpu_mem_MiB"],
+                                                              row["gpu_mem_row_MiB"])
     pcie = "%d" % row["pcie_bytes_per_step"]
     if "pcie_vs_io" in row:
         pcie += " (%.2fx io)" % row["pcie_vs_io"]
-    return "%-7s %-5s %5d %10.1f %8s %10.2f %9s %26s" % (
+    return "%-7s %-5s %5d %10.1f %8s %10.2f %15s %26s" % (
         row["way"], row["dtype"], row["procs"], row["steps_per_s"], ratio, row["p50_step_ms"],
         mem, pcie)
 
@@ -329,8 +334,8 @@ def main():
           % ("-".join(map(str, dims)), a.optim.upper(), a.lr, a.batch, a.seconds, a.warmup, a.procs))
     for n in notes:
         print(n)
-    print("%-7s %-5s %5s %10s %8s %10s %9s %26s" % ("way", "dtype", "procs", "steps/s", "vs cuda",
-                                                   "p50 ms", "GPU MiB", "PCIe B/step"))
+    print("%-7s %-5s %5s %10s %8s %10s %15s %26s" % ("way", "dtype", "procs", "steps/s", "vs cuda",
+                                                    "p50 ms", "GPU MiB (+row)", "PCIe B/step"))
     rows, failed = [], False
     for dt in dtypes:
         for n in procs:
