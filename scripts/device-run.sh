@@ -426,10 +426,10 @@ suite_train() {
 	local lib="$B/bin/libvkgrad.so.0"
 	case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
 	local left=$((BUDGET_S - SECONDS))
+	say "scripts/train_bench.py --procs ${TRAIN_PROCS:-1,4,16} --seconds ${TRAIN_SECONDS:-6}${QUICK:+ --smoke}"
 	(
 		. "$B/env.sh"
 		export VKGRAD_SOCKET="$D/s" VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-		say "scripts/train_bench.py --procs ${TRAIN_PROCS:-1,4,16} --seconds ${TRAIN_SECONDS:-6}${QUICK:+ --smoke}"
 		exec timeout "$left" "$PY" "$ROOT/scripts/train_bench.py" --socket "$D/s" --json \
 			--procs "${TRAIN_PROCS:-1,4,16}" --seconds "${TRAIN_SECONDS:-6}" --optim "${TRAIN_OPTIM:-sgd}" \
 			${QUICK:+--smoke}
