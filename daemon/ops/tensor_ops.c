@@ -66,6 +66,20 @@ static int lost(proto_err *err, const char *opn, const char *key, uint64_t id)
 			  opn, key, (unsigned long long)id);
 }
 
+tensor *tensor_ops_lookup(conn *c, uint64_t id, const char *opn, const char *key, proto_err *err)
+{
+	tensor *t = find(c, id);
+	if (!t) {
+		not_ours(err, opn, key, id);
+		return NULL;
+	}
+	if (t->lost) {
+		lost(err, opn, key, id);
+		return NULL;
+	}
+	return t;
+}
+
 /* ---- ops ----------------------------------------------------------------------- */
 
 void op_tensor_new(conn *c, const proto_request *q)
@@ -169,15 +183,9 @@ void op_tensor_copy(conn *c, const proto_request *q)
 	const bool write = q->op == PROTO_OP_TENSOR_WRITE;
 	const char *opn = proto_op_name(q->op), *key = write ? "src" : "dst";
 	proto_err err;
-	tensor *t = find(c, q->tensor);
-	if (!t) {
-		not_ours(&err, opn, "tensor", q->tensor);
+	tensor *t = tensor_ops_lookup(c, q->tensor, opn, "tensor", &err);
+	if (!t)
 		goto fail;
-	}
-	if (t->lost) {
-		lost(&err, opn, "tensor", q->tensor);
-		goto fail;
-	}
 	region *r = ops_find_region(c, q->io.region);
 	if (!r) {
 		proto_fail(&err, PROTO_BAD_REGION, "%s: key '%s': region %llu is not registered on this connection",
@@ -240,11 +248,9 @@ int tensor_ops_operands(conn *c, const proto_request *q, region *regs[PROTO_T_CO
 		if (!p->present || !p->is_tensor)
 			continue;
 		const char *key = proto_tensor_key[s];
-		tensor *t = find(c, p->tensor);
+		tensor *t = tensor_ops_lookup(c, p->tensor, opn, key, err);
 		if (!t)
-			return not_ours(err, opn, key, p->tensor);
-		if (t->lost)
-			return lost(err, opn, key, p->tensor);
+			return -(int)err->code;
 		if (t->dtype != q->dtype)
 			return proto_fail(err, PROTO_BAD_TENSOR,
 					  "%s: key '%s' names tensor %llu of dtype %s; the job's dtype is %s", opn,

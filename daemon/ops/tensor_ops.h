@@ -24,6 +24,7 @@
 #include "conn.h"
 #include "msg.h"
 #include "region.h"
+#include "tensor.h"
 
 #include "tensor.h"
 
@@ -34,6 +35,13 @@ void op_tensor_new(conn *c, const proto_request *q);
 /* tensor_write and tensor_read */
 void op_tensor_copy(conn *c, const proto_request *q);
 void op_tensor_free(conn *c, const proto_request *q);
+
+/* c's tensor `id`, named by op `opn`'s key `key`, usable: the tensor, or
+ * NULL with err (bad_tensor: not c's — unknown, freed, another
+ * connection's; device_lost: its contents went with a lost device). For
+ * the ops that name tensors by id (sgd_step, adam_step: their message
+ * says which key, e.g. "param[3]"). */
+tensor *tensor_ops_lookup(conn *c, uint64_t id, const char *opn, const char *key, proto_err *err);
 
 /* A job's device-tensor operands (q->t[t].is_tensor): each found in c's
  * table, alive, of the job's dtype and of the slot's shape, its region

@@ -2,7 +2,7 @@
  * what `auto` comes to for a given host and device, and the flags that
  * set them; the streamed-job options' values; the environment
  * (config_read_env): each variable's switch on exactly the values the
- * daemon acts on. */
+ * daemon acts on; the device-tensor limits (config_device_budget). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -82,6 +83,53 @@ static int parse2(config *c, const char *opt, const char *val)
 	snprintf(a2, sizeof(a2), "%s", val);
 	char *argv[] = {a0, a1, a2, NULL};
 	return config_parse_args(c, 3, argv);
+}
+
+static void device_budget(const config *c, uint64_t heap, uint64_t want_total, uint64_t want_uid)
+{
+	uint64_t total = 0, uid = 0;
+	config_device_budget(c, heap, &total, &uid);
+	assert_int_equal(total, want_total);
+	assert_int_equal(uid, want_uid);
+}
+
+/* Device tensors: --max-device-bytes, --max-device-bytes-per-uid (auto:
+ * half of the device-local heap, one uid half of that), --max-tensors;
+ * the same keys in a config file. */
+static void test_device_tensor_limits(void **state)
+{
+	(void)state;
+	config c;
+	config_defaults(&c);
+	assert_int_equal(c.limits.max_tensors, CONFIG_MAX_TENSORS_DEFAULT);
+	device_budget(&c, 80 * GiB, 40 * GiB, 20 * GiB);
+	device_budget(&c, 3 * GiB + 12345, 1536 * MiB, 768 * MiB); /* MiB-rounded */
+	device_budget(&c, 0, 1 * GiB, 512 * MiB);                  /* heap unknown */
+	device_budget(&c, 1024, 1 * MiB, 512 * 1024);              /* at least a MiB */
+	assert_int_equal(parse2(&c, "--max-device-bytes", "1048576"), 0);
+	device_budget(&c, 80 * GiB, 1 * MiB, 512 * 1024);
+	assert_int_equal(parse2(&c, "--max-device-bytes-per-uid", "65536"), 0);
+	device_budget(&c, 80 * GiB, 1 * MiB, 65536);
+	assert_int_equal(parse2(&c, "--max-device-bytes", "auto"), 0);
+	assert_int_equal(parse2(&c, "--max-device-bytes-per-uid", "auto"), 0);
+	device_budget(&c, 80 * GiB, 40 * GiB, 20 * GiB);
+	assert_int_equal(parse2(&c, "--max-device-bytes", "100"), -1);
+	assert_int_equal(parse2(&c, "--max-tensors", "0"), -1);
+	assert_int_equal(parse2(&c, "--max-tensors", "12"), 0);
+	assert_int_equal(c.limits.max_tensors, 12);
+	/* as config keys */
+	char path[] = "/tmp/vkgrad-test-config-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	FILE *f = fdopen(fd, "w");
+	assert_non_null(f);
+	fputs("max-tensors = 7\nmax-device-bytes = 2097152\nmax-device-bytes-per-uid = 8192\n", f);
+	fclose(f);
+	config_defaults(&c);
+	assert_int_equal(parse2(&c, "--config", path), 0);
+	unlink(path);
+	assert_int_equal(c.limits.max_tensors, 7);
+	device_budget(&c, 80 * GiB, 2 * MiB, 8192);
 }
 
 static void test_stream_options(void **state)
@@ -241,6 +289,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_auto_budget),
 		cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_device_tensor_limits),
 		cmocka_unit_test(test_stream_options),
 		cmocka_unit_test(test_copy_piece_and_shared_stream_options),
 		cmocka_unit_test(test_submit_thread_option),
