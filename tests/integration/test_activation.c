@@ -463,10 +463,11 @@ static void test_long(void **state)
 	vkg_client *c = expect_client(g_d.sock);
 	proto_stats st0;
 	assert_int_equal(rawsock_stats(g_d.sock, &st0), 0);
-	static const char *const v[] = {"auto", "splitk", "tiled"};
+	/* auto: split-K for 16-bit, pieces at the loop bound for f32 */
+	static const char *const v[] = {"auto", "splitk"};
 	unsigned failed = 0;
 	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++)
-		for (int k = 0; k < 3; k++) {
+		for (int k = 0; k < 2; k++) {
 			bool unsup;
 			acase f = {.dt = (proto_dtype)dt, .act = PROTO_ACT_GELU, .batch = 3, .in = 600000,
 				   .out = 2, .bias = true, .want_z = true, .variant = v[k]};
