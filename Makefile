@@ -351,7 +351,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_TARGETS := frame request
-FUZZ_LIBS     = $(shell pkg-config --libs msgpack)
+FUZZ_LIBS     = $(shell pkg-config --libs msgpack) -lm
 FUZZ_CFLAGS   = -std=c17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -D_GNU_SOURCE \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -Iproto \
 	$(shell pkg-config --cflags msgpack)

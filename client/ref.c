@@ -51,7 +51,7 @@ void vkg_ref_linear_backward(uint64_t batch, uint64_t in, uint64_t out, const fl
 double vkg_ref_act(proto_activation a, double x)
 {
 	if (a == PROTO_ACT_RELU)
-		return x > 0 ? x : 0;
+		return x <= 0 ? 0 : x; /* (NaN stays NaN) */
 	if (a == PROTO_ACT_GELU)
 		return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 	return x;
@@ -60,7 +60,7 @@ double vkg_ref_act(proto_activation a, double x)
 double vkg_ref_act_grad(proto_activation a, double v)
 {
 	if (a == PROTO_ACT_RELU)
-		return v > 0 ? 1 : 0;
+		return v <= 0 ? 0 : 1;
 	if (a == PROTO_ACT_GELU) {
 		const double k = 0.7978845608028654, c = 0.044715;
 		const double t = tanh(k * (v + c * v * v * v));

@@ -37,8 +37,8 @@ float tanh_safe(float u)
 
 float act(float x)
 {
-	if (pc.act == VKG_ACT_RELU)
-		return x > 0.0 ? x : 0.0;
+	if (pc.act == VKG_ACT_RELU) // (a NaN stays NaN, as torch's relu)
+		return x <= 0.0 ? 0.0 : x;
 	if (pc.act == VKG_ACT_GELU)
 		return 0.5 * x * (1.0 + tanh_safe(K_SQRT_2_PI * (x + K_C * x * x * x)));
 	return x;
@@ -48,7 +48,7 @@ float act(float x)
 float act_grad(float v)
 {
 	if (pc.act == VKG_ACT_RELU)
-		return v > 0.0 ? 1.0 : 0.0;
+		return v <= 0.0 ? 0.0 : 1.0;
 	if (pc.act == VKG_ACT_GELU) {
 		const float t = tanh_safe(K_SQRT_2_PI * (v + K_C * v * v * v));
 		return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * K_SQRT_2_PI * (1.0 + 3.0 * K_C * v * v);
@@ -70,10 +70,10 @@ void main()
 		return;
 	}
 	const float g = LOAD(a[pc.a_off + i]);
-	// relu: torch's threshold_backward, dY where y > 0 else 0 (a NaN dY
-	// where y <= 0 gives 0, as there)
+	// relu: torch's threshold_backward, 0 where y <= 0, else dY (a NaN dY
+	// where y <= 0 gives 0, a NaN y passes dY, as there)
 	if (pc.act == VKG_ACT_RELU) {
-		c[pc.c_off + i] = STORE(LOAD(b[pc.b_off + i]) > 0.0 ? g : 0.0);
+		c[pc.c_off + i] = STORE(LOAD(b[pc.b_off + i]) <= 0.0 ? 0.0 : g);
 		return;
 	}
 	c[pc.c_off + i] = STORE(g * act_grad(LOAD(b[pc.b_off + i])));

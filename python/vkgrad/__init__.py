@@ -16,10 +16,11 @@ shared-memory regions. See README.md ("Python") and proto/README.md.
 """
 
 from ._lib import path as library_path
-from .client import (CODES, VARIANTS, Client, Error, Future, Region, Tensor, connect,
+from ._optim import MAX_PARAMS
+from .client import (ACTIVATIONS, CODES, VARIANTS, Client, Error, Future, Region, Tensor, connect,
                      default_socket)
 from .dtypes import TOLERANCE, from_bf16, to_bf16
 
 __version__ = "0.2.0"
-__all__ = ["CODES", "VARIANTS", "Client", "Error", "Future", "Region", "TOLERANCE", "Tensor", "connect",
+__all__ = ["ACTIVATIONS", "CODES", "MAX_PARAMS", "VARIANTS", "Client", "Error", "Future", "Region", "TOLERANCE", "Tensor", "connect",
            "default_socket", "from_bf16", "library_path", "to_bf16"]

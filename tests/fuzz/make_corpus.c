@@ -16,6 +16,7 @@
 
 #include "frame.h"
 #include "msg.h"
+#include "optim.h"
 
 static const char *g_dir;
 
@@ -177,6 +178,23 @@ static void valid_seeds(void)
 	q.t[PROTO_T_W] = (proto_tensor){.present = true, .is_tensor = true, .tensor = 1};
 	q.t[PROTO_T_DW] = (proto_tensor){.present = true, .is_tensor = true, .tensor = 2};
 	request_seed("valid-linear-tensor-operands", &q);
+	/* fused activations: a forward's z, a backward's y (relu) or z (gelu) */
+	q = lb_request(PROTO_F16);
+	q.activation = PROTO_ACT_GELU;
+	q.t[PROTO_T_Z] = (proto_tensor){.present = true, .region = 1, .offset = 1024};
+	request_seed("valid-linear-gelu", &q);
+	/* the optimizer steps */
+	static const uint64_t ids[4][2] = {{1, 2}, {3, 4}, {5, 6}, {7, 8}};
+	proto_optim o;
+	proto_optim_defaults(&o);
+	o.n = 2, o.lr = 0.01, o.step = 3, o.has_lr = o.has_step = true;
+	for (int k = 0; k < PROTO_OPT_SLOTS; k++)
+		o.has[k] = true, o.ids[k] = ids[k];
+	q = (proto_request){.op = PROTO_OP_ADAM_STEP, .id = 10, .optim = &o};
+	request_seed("valid-adam-step", &q);
+	o.has[PROTO_OPT_BUF2] = false, o.momentum = 0.9, o.nesterov = true;
+	q = (proto_request){.op = PROTO_OP_SGD_STEP, .id = 11, .optim = &o};
+	request_seed("valid-sgd-step", &q);
 
 	proto_reply r = {.id = 9, .ok = true, .region = 3, .queued_us = 12, .gpu_us = 34,
 			 .batch_jobs = 2};
