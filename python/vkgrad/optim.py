@@ -22,11 +22,10 @@ import weakref
 
 import torch as _torch
 
+from ._optim import MAX_PARAMS as _MAX_LIST  # parameters per request (the daemon's limit)
 from .resident import is_resident
 
 __all__ = ["SGD", "Adam", "AdamW"]
-
-_MAX_LIST = 256  # parameters per request (the daemon's limit)
 
 
 def _refuse(name, why):
