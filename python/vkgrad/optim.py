@@ -217,8 +217,9 @@ class SGD(_DaemonOptimizer):
 
 class Adam(_DaemonOptimizer):
     """torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-    weight_decay=0); amsgrad, maximize, capturable, differentiable and
-    fused are refused when on; foreach is ignored."""
+    weight_decay=0, decoupled_weight_decay=False: True is AdamW's update);
+    amsgrad, maximize, capturable, differentiable and fused are refused
+    when on; foreach is ignored."""
 
     _torch_cls = _torch.optim.Adam
     _keys = ("exp_avg", "exp_avg_sq")
@@ -227,7 +228,9 @@ class Adam(_DaemonOptimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
-                 differentiable=False, fused=None):
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        if decoupled_weight_decay:  # (newer torch's Adam flag: AdamW's update)
+            self._decoupled, self._torch_cls = True, _torch.optim.AdamW
         for flag, what in ((amsgrad, "amsgrad"), (maximize, "maximize"), (capturable, "capturable"),
                            (differentiable, "differentiable"), (fused, "fused")):
             if flag:

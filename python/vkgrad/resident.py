@@ -282,6 +282,7 @@ class _State:
         self.ghost = None
         self.ghost_ok = False
         self.ghost_ver = 0
+        self.ghost_up = None  # the last upload from ghost (set_grad)
         self.host_ok = True
         self.host_ver = -1   # uploaded below
         self.p = weakref.ref(p)
@@ -346,8 +347,10 @@ class _State:
                                "dtype %s" % (self.shape, p.dtype))
         if self.ghost is None:
             self.ghost = empty(self.shape, p.dtype, self.s.c)
+        elif self.ghost_up is not None and not self.ghost_up.done():
+            self.ghost_up.result()  # the last upload from it has read it
         self.ghost.copy_(v.detach())
-        self.s.write(self.grad_tensor(), self.ghost)
+        self.ghost_up = self.s.write(self.grad_tensor(), self.ghost)
         self.grad, self.ghost_ok, self.ghost_ver = "dev", True, self.ghost._version
 
 
