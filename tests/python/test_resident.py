@@ -267,6 +267,25 @@ class TestResident(unittest.TestCase):
         self.assertIsNone(ours[0].weight.grad)
         self.assertIsNotNone(ours[0].bias.grad)
 
+    def test_gradients_changed_on_the_host_go_up(self):
+        """clip_grad_norm_ reads .grad (down) and scales it in place; the
+        step then uses the scaled gradients (up again)."""
+        ref, ours = self.pair(torch.float32, seed=17)
+        oa = torch.optim.SGD(ref.parameters(), lr=0.5)
+        ob = self.vt.optim.SGD(ours.parameters(), lr=0.5)
+        x, t = torch.randn(6, 12), torch.randn(6, 6)
+        for step in range(2):
+            norms = []
+            for m, o, xi, ti in ((ref, oa, x.double(), t.double()), (ours, ob, x, t)):
+                o.zero_grad()
+                (m(xi) - ti).pow(2).mean().backward()
+                norms.append(float(torch.nn.utils.clip_grad_norm_(m.parameters(), 0.05)))
+                o.step()
+            self.check(norms[1], norms[0], TOL["f32"], "grad norm step %d" % step)
+            self.assertGreater(norms[0], 0.05)  # (so that clipping changed them)
+            for (k, a), b in zip(ref.state_dict().items(), ours.state_dict().values()):
+                self.check(b, a, TOL["f32"], "%s step %d" % (k, step))
+
     def test_non_chain_module_in_the_middle(self):
         def make():
             return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.ReLU(),
