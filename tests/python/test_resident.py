@@ -138,13 +138,13 @@ class TestResident(unittest.TestCase):
                 self.assertEqual(got[k].dtype, dt)
                 self.check(got[k], want[k], TRAIN_TOL[name], "%s %s after 50 steps" % (name, k))
 
-    def opt_case(self, torch_cls, ours_cls, kw, steps=4, ours_kw=None):
+    def opt_case(self, torch_cls, ours_cls, kw, steps=4, ours_kw=None, name="f32"):
         """Set the same gradients on a resident layer's parameters and on
         float64 copies; step both; compare after every second step (the
         f32 tolerance): two steps whose gradients were set without a wait
         in between must each have used their own."""
         torch.manual_seed(5)
-        lin = torch.nn.Linear(7, 5)
+        lin = torch.nn.Linear(7, 5).to(DT[name])
         ref = copy.deepcopy(lin).double()
         ours = self.vt.convert(torch.nn.Sequential(lin), resident=True)
         oa = torch_cls(ref.parameters(), **kw)
@@ -155,15 +155,18 @@ class TestResident(unittest.TestCase):
                 if step == 2 and i == 1:  # the bias has no gradient this step: skipped
                     a.grad = b.grad = None
                     continue
-                g = torch.randn(a.shape)
+                g = torch.randn(a.shape).to(DT[name])
                 a.grad = g.double()
                 b.grad = g
             oa.step()
             ob.step()
+            with torch.no_grad():  # the reference keeps the stored values
+                for a in ref.parameters():
+                    a.copy_(a.to(DT[name]).double())
             if step % 2 == 0 and step != steps - 1:
                 continue
             for (n, a), b in zip(ref.named_parameters(), ours[0].state_dict().values()):
-                self.check(b, a, TOL["f32"], "%s %s step %d" % (ours_cls.__name__, n, step))
+                self.check(b, a, TOL[name], "%s %s %s step %d" % (ours_cls.__name__, name, n, step))
         return ours, ob
 
     def test_sgd_against_torch(self):
@@ -172,6 +175,9 @@ class TestResident(unittest.TestCase):
                    dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.02)):
             with self.subTest(**kw):
                 self.opt_case(torch.optim.SGD, self.vt.optim.SGD, kw)
+        # bf16 parameters (a float32 momentum buffer on the daemon)
+        self.opt_case(torch.optim.SGD, self.vt.optim.SGD, dict(lr=0.1, momentum=0.9),
+                      name="bf16")
 
     def test_adam_and_adamw_against_torch(self):
         for tc, oc, kw in ((torch.optim.Adam, self.vt.optim.Adam, dict(lr=0.01)),
@@ -182,6 +188,9 @@ class TestResident(unittest.TestCase):
                             dict(lr=0.02, betas=(0.85, 0.995), weight_decay=0.3))):
             with self.subTest(opt=oc.__name__, **kw):
                 self.opt_case(tc, oc, kw, steps=5)
+        # bf16 parameters (float32 state on the daemon)
+        self.opt_case(torch.optim.Adam, self.vt.optim.Adam, dict(lr=0.01, weight_decay=0.1),
+                      name="bf16")
         # newer torch's Adam(decoupled_weight_decay=True) is AdamW
         self.opt_case(torch.optim.AdamW, self.vt.optim.Adam, dict(lr=0.05, weight_decay=0.2),
                       ours_kw=dict(decoupled_weight_decay=True))
