@@ -165,7 +165,8 @@ TEST_COMMON := $(call obj,$(wildcard tests/common/*.c))
 PY_TESTS  := tests/python/test_python tests/python/test_python_survive tests/python/test_python_package \
              tests/python/test_python_ops \
              tests/python/test_pytorch tests/python/test_pytorch_regions \
-             tests/python/test_train_smoke_run tests/python/test_ddp_run
+             tests/python/test_train_smoke_run tests/python/test_ddp_run \
+             tests/python/test_resident_run tests/python/test_train_bench_run
 # what libvkgrad.so exports; the build's shader toolchain, both ways (fetched
 # or system tools, and an offline build without them into $(BUILD)/offline);
 # no loop between the files of one folder (from the objects' symbols)

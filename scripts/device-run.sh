@@ -45,7 +45,13 @@
 #            torch_narrow.py (cuBLAS, its copy bandwidth): the table;
 #            then auto against every family on `bench --kernels --shapes
 #            grid` (f32, bf16)
-#   all      kernels e2e tiny tenants python (torch_multiproc.py runs once)
+#   train    scripts/train_bench.py: N = 1, 4, 16 processes each training an
+#            MLP 512-2048-2048-512 for 6 s, resident vkgrad, CUDA torch and
+#            CUDA torch under MPS, f32 and bf16 (steps/s, p50 step, GPU
+#            memory, PCIe bytes per step); TRAIN_PROCS, TRAIN_SECONDS,
+#            TRAIN_OPTIM (sgd|adam) change it (about 5-7 minutes)
+#   all      kernels e2e tiny tenants python (torch_multiproc.py runs once;
+#            train is not in all: run it on its own)
 # Each suite takes about 1-5 minutes of device time, all about 9-10.
 #
 # Settings (environment):
@@ -452,6 +458,26 @@ suite_python() {
 	daemon_stop
 }
 
+suite_train() {
+	in_budget "train" || return
+	daemon_start "$B/bin/vkgradd" "$R/daemon.log" || { fail "daemon did not start"; return; }
+	local lib="$B/bin/libvkgrad.so.0"
+	case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
+	local left=$((BUDGET_S - SECONDS))
+	say "scripts/train_bench.py --procs ${TRAIN_PROCS:-1,4,16} --seconds ${TRAIN_SECONDS:-6}${QUICK:+ --smoke}"
+	(
+		. "$B/env.sh"
+		export VKGRAD_SOCKET="$D/s" VKGRAD_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+		exec timeout "$left" "$PY" "$ROOT/scripts/train_bench.py" --socket "$D/s" --json \
+			--procs "${TRAIN_PROCS:-1,4,16}" --seconds "${TRAIN_SECONDS:-6}" --optim "${TRAIN_OPTIM:-sgd}" \
+			${QUICK:+--smoke}
+	) >"$R/train_bench.txt" 2>"$R/train_bench.err" || fail "the training benchmark (scripts/train_bench.py)"
+	grep -v '^{' "$R/train_bench.txt" | tee -a "$S"
+	tail -5 "$R/train_bench.err" | tee -a "$S"
+	vk --socket "$D/s" stats >"$R/stats.txt" 2>&1
+	daemon_stop
+}
+
 # run_suite NAME: the suite's raw files in a folder of their own, then
 # NAME.tar.gz in $OUT
 run_suite() {
@@ -474,8 +500,8 @@ suites=()
 for a in "$@"; do
 	case $a in
 	all) suites+=(kernels e2e tiny tenants python) ;;
-	check | kernels | narrow | e2e | tiny | tenants | python) suites+=("$a") ;;
-	*) echo "device-run: unknown suite '$a' (check kernels narrow e2e tiny tenants python all)" >&2; exit 2 ;;
+	check | kernels | narrow | e2e | tiny | tenants | python | train) suites+=("$a") ;;
+	*) echo "device-run: unknown suite '$a' (check kernels narrow e2e tiny tenants python train all)" >&2; exit 2 ;;
 	esac
 done
 B=${BUNDLE:-.device-bundle}

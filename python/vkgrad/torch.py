@@ -27,6 +27,11 @@ The forward is Y = X·Wᵀ (+ b) by op linear_forward; the backward dX = dY·W,
 dW = dYᵀ·X, db = Σ dY by linear_backward, only those autograd asks for,
 returned to autograd, which adds them to .grad as for nn.Linear.
 
+Resident mode, convert(model, resident=True) (vkgrad/resident.py), keeps
+weights, gradients and activations on the daemon instead (only a chain's
+input, output and output gradient cross), with vkgrad.torch.optim (SGD,
+Adam, AdamW) stepping there; docs/python.md.
+
 CPU tensors of float32, float16 and bfloat16 (bf16 travels as its bit
 patterns); float64 is refused (run gradcheck-style checks in float32 at
 vkgrad.TOLERANCE["f32"], as tests/python/test_torch.py does). Inputs of any
@@ -34,6 +39,7 @@ leading shape (..., in), as nn.Linear.
 """
 
 import logging
+import sys as _sys
 import time
 
 import torch as _torch
@@ -41,11 +47,18 @@ import torch as _torch
 from ._tensors import (_DTYPES, _np, bytes_copied, default_client, empty, in_region,
                        in_region_copy, set_default_client, to_region)
 
-__all__ = ["LinearFunction", "Linear", "ReLUFunction", "ReLU", "convert", "default_client",
+__all__ = ["optim", "resident", "sync", "synchronize", "LinearFunction", "Linear", "ReLUFunction", "ReLU", "convert", "default_client",
            "set_default_client", "empty", "in_region", "to_region", "bytes_copied",
            "daemon_seconds", "profile"]
 
 _log = logging.getLogger("vkgrad.torch")
+
+# resident mode (convert(model, resident=True)): its optimizers, also
+# importable as vkgrad.torch.optim, and sync(model)
+from . import optim, resident  # noqa: E402
+from .resident import sync, synchronize  # noqa: E402
+
+_sys.modules[__name__ + ".optim"] = optim
 
 _waited = {"forward": 0.0, "backward": 0.0}
 _profile = {"on": False, "jobs": []}
@@ -248,7 +261,7 @@ def _why_not(m):
     return None
 
 
-def convert(module, client=None, move=True, report=None, activations=True):
+def convert(module, client=None, move=True, report=None, activations=True, resident=False):
     """Replace every nn.Linear inside module, subclasses included (and module
     itself, when it is one), by a vkgrad Linear sharing its parameters;
     returns the module. With move (the default) their parameters and
@@ -261,7 +274,17 @@ def convert(module, client=None, move=True, report=None, activations=True):
     parameters are the same objects.) With activations (the default), plain
     nn.ReLU modules become vkgrad.torch.ReLU, whose gradient lands in a
     region, so the layer before it copies no dY (report["activations"]:
-    their names)."""
+    their names).
+
+    With resident=True the layers are kept on the daemon instead
+    (vkgrad.resident: weight, bias and gradients in daemon tensors, chains of
+    Linear and ReLU/GELU(tanh) in nn.Sequential run there; step with
+    vkgrad.torch.optim); report gets "replaced", "skipped" and "chains" (the
+    names of the nn.Sequential modules that run chains). move and
+    activations do not apply."""
+    if resident:
+        from .resident import convert_resident
+        return convert_resident(module, client, report, _log)
     rep = report if report is not None else {}
     rep.setdefault("replaced", [])
     rep.setdefault("skipped", [])
