@@ -957,9 +957,10 @@ int cli_bench_kernels(const cli_ctx *ctx, int argc, char **argv)
 	if (!o.ndtypes) {
 		for (int d = 0; d < PROTO_DTYPE_COUNT; d++) {
 			bool served = false;
+			vkg_kernel_info ki; /* every one: vkg_info.kernels holds 32 */
 			for (unsigned k = 0; k < r.info.n_kernels; k++)
-				served |= strcmp(r.info.kernels[k].dtype,
-						 proto_dtype_name((proto_dtype)d)) == 0;
+				served |= vkg_info_kernel(r.c, k, &ki) == 0 &&
+					  strcmp(ki.dtype, proto_dtype_name((proto_dtype)d)) == 0;
 			if (served)
 				o.dtypes[o.ndtypes++] = (proto_dtype)d;
 		}

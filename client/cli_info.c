@@ -124,9 +124,13 @@ int cli_info(const cli_ctx *ctx, int argc, char **argv)
 	int w[5];
 	for (int k = 0; k < 5; k++)
 		w[k] = (int)strlen(head[k]);
-	unsigned n = info.n_kernels < 32 ? info.n_kernels : 32;
+	/* every kernel (vkg_info.kernels holds the first 32): vkg_info_kernel */
+	const unsigned n = info.n_kernels;
 	for (unsigned i = 0; i < n; i++) {
-		const vkg_kernel_info *k = &info.kernels[i];
+		vkg_kernel_info kb;
+		if (vkg_info_kernel(c, i, &kb) != 0)
+			break;
+		const vkg_kernel_info *k = &kb;
 		const char *cell[5] = {k->name, k->domain, k->variant, k->dtype, k->status};
 		for (int j = 0; j < 5; j++)
 			if ((int)strlen(cell[j]) > w[j])
@@ -136,7 +140,10 @@ int cli_info(const cli_ctx *ctx, int argc, char **argv)
 	printf("  %-*s  %-*s  %-*s  %-*s  %s\n", w[0], head[0], w[1], head[1], w[2], head[2],
 	       w[3], head[3], head[4]);
 	for (unsigned i = 0; i < n; i++) {
-		const vkg_kernel_info *k = &info.kernels[i];
+		vkg_kernel_info kb;
+		if (vkg_info_kernel(c, i, &kb) != 0)
+			break;
+		const vkg_kernel_info *k = &kb;
 		printf("  %-*s  %-*s  %-*s  %-*s  %s\n", w[0], k->name, w[1], k->domain, w[2],
 		       k->variant, w[3], k->dtype, k->status);
 	}

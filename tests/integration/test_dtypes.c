@@ -382,8 +382,11 @@ static void test_dtype_unsupported_without_16bit_storage(void **state)
 	assert_non_null(c);
 	vkg_info info;
 	assert_int_equal(vkg_hello(c, "test_dtypes", &info, &err), 0);
-	for (unsigned i = 0; i < info.n_kernels; i++)
-		assert_string_equal(info.kernels[i].dtype, "f32");
+	for (unsigned i = 0; i < info.n_kernels; i++) {
+		vkg_kernel_info k; /* every one: vkg_info.kernels holds 32 */
+		assert_int_equal(vkg_info_kernel(c, i, &k), 0);
+		assert_string_equal(k.dtype, "f32");
+	}
 	for (int bf = 0; bf < 2; bf++) {
 		uint64_t reg;
 		void *m = vkg_region_create(c, 4096, &reg, &err);
@@ -419,12 +422,15 @@ static int group_setup(void **state)
 	if (!c || vkg_hello(c, "test_dtypes", &info, &err) != 0)
 		return -1;
 	for (unsigned i = 0; i < info.n_kernels; i++) {
-		g_coopmat |= strcmp(info.kernels[i].name, "linear_coopmat_gemm") == 0;
+		vkg_kernel_info k; /* every one: vkg_info.kernels holds 32 */
+		if (vkg_info_kernel(c, i, &k) != 0)
+			return -1;
+		g_coopmat |= strcmp(k.name, "linear_coopmat_gemm") == 0;
 		for (int t = 0; t < 3; t++) {
-			const bool dt = strcmp(info.kernels[i].dtype, (const char *[]){"f32", "f16", "bf16"}[t]) == 0;
-			g_cmk[t] |= dt && strcmp(info.kernels[i].name, "linear_coopmat_khr_gemm") == 0;
-			g_nv2[t] |= dt && strcmp(info.kernels[i].name, "linear_coopmat_nv2_gemm") == 0;
-			g_f32x3 |= dt && strcmp(info.kernels[i].name, "linear_coopmat_khr_f32x3_gemm") == 0;
+			const bool dt = strcmp(k.dtype, (const char *[]){"f32", "f16", "bf16"}[t]) == 0;
+			g_cmk[t] |= dt && strcmp(k.name, "linear_coopmat_khr_gemm") == 0;
+			g_nv2[t] |= dt && strcmp(k.name, "linear_coopmat_nv2_gemm") == 0;
+			g_f32x3 |= dt && strcmp(k.name, "linear_coopmat_khr_f32x3_gemm") == 0;
 		}
 	}
 	snprintf(g_device, sizeof(g_device), "%s", info.device_name);

@@ -57,6 +57,9 @@
 
 static daemon_proc g_d;
 static vkg_info g_info;
+/* every kernel hello listed (vkg_info.kernels holds the first 32) */
+static vkg_kernel_info g_kern[256];
+static unsigned g_nkern;
 
 /* the loop bound and max_dim both 1/128 of the defaults (32768, 1048560) */
 #define SMALL_ARGS "--loop-trips", "256", "--max-dim", "8176"
@@ -88,8 +91,8 @@ static bool offered(const char *kernel, const char *dtype)
 {
 	if (!kernel)
 		return true;
-	for (unsigned i = 0; i < g_info.n_kernels; i++)
-		if (!strcmp(g_info.kernels[i].name, kernel) && !strcmp(g_info.kernels[i].dtype, dtype))
+	for (unsigned i = 0; i < g_nkern; i++)
+		if (!strcmp(g_kern[i].name, kernel) && !strcmp(g_kern[i].dtype, dtype))
 			return true;
 	return false;
 }
@@ -333,6 +336,9 @@ static int group_setup(void **state)
 		vkg_close(c);
 		return -1;
 	}
+	for (g_nkern = 0; g_nkern < g_info.n_kernels && g_nkern < 256; g_nkern++)
+		if (vkg_info_kernel(c, g_nkern, &g_kern[g_nkern]) != 0)
+			break;
 	vkg_close(c);
 	printf("max_dim %llu on %s\n", (unsigned long long)g_info.max_dim, g_info.device_name);
 	return 0;

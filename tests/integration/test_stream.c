@@ -430,11 +430,13 @@ static bool has_variant(int d, const char *variant, const char *dt)
 	assert_non_null(c);
 	vkg_info info;
 	assert_int_equal(vkg_hello(c, "test_stream", &info, &err), 0);
+	bool found = false;
+	vkg_kernel_info k; /* every one: vkg_info.kernels holds 32 */
+	for (unsigned i = 0; i < info.n_kernels && !found; i++)
+		found = vkg_info_kernel(c, i, &k) == 0 && strcmp(k.variant, variant) == 0 &&
+			strstr(k.dtype, dt);
 	vkg_close(c);
-	for (unsigned i = 0; i < info.n_kernels && i < 32; i++)
-		if (strcmp(info.kernels[i].variant, variant) == 0 && strstr(info.kernels[i].dtype, dt))
-			return true;
-	return false;
+	return found;
 }
 
 /* dW resumed chunk by chunk (stream.h): on the kernels that resume (tiled;
