@@ -174,3 +174,19 @@ def in_region_copy(t, c):
         with c._lock:
             c.bytes_copied += r.numel() * r.element_size()
     return r
+
+
+def linear_params_why_not(m):
+    """Why nn.Linear m's weight or bias cannot live in the daemon (lazy,
+    not on the CPU, a dtype it does not serve), or None: the check both
+    torch.py's convert and resident.py's share."""
+    for n, p in (("weight", m.weight), ("bias", m.bias)):
+        if p is None:
+            continue
+        if isinstance(p, _torch.nn.parameter.UninitializedParameter):
+            return "%s is not initialised yet (lazy)" % n
+        if p.device.type != "cpu":
+            return "%s is on %s" % (n, p.device)
+        if p.dtype not in _DTYPES:
+            return "%s has dtype %s (served: float32, float16, bfloat16)" % (n, p.dtype)
+    return None

@@ -44,7 +44,7 @@ import weakref
 import torch as _torch
 
 from ._device import Tensor
-from ._tensors import _DTYPES, default_client, empty, in_region
+from ._tensors import linear_params_why_not, _DTYPES, default_client, empty, in_region
 
 __all__ = ["ResidentLinear", "ResidentParameter", "ResidentSequential", "convert_resident",
            "sync", "synchronize", "is_resident", "stream_of"]
@@ -718,16 +718,7 @@ ResidentLinear.weight_dtype = _weight_dtype
 def _why_not(m):
     if type(m).forward is not _torch.nn.Linear.forward and not isinstance(m, ResidentLinear):
         return "%s overrides forward()" % type(m).__name__
-    for n, p in (("weight", m.weight), ("bias", m.bias)):
-        if p is None:
-            continue
-        if isinstance(p, _torch.nn.parameter.UninitializedParameter):
-            return "%s is not initialised yet (lazy)" % n
-        if p.device.type != "cpu":
-            return "%s is on %s" % (n, p.device)
-        if p.dtype not in _DTYPES:
-            return "%s has dtype %s (served: float32, float16, bfloat16)" % (n, p.dtype)
-    return None
+    return linear_params_why_not(m)
 
 
 def convert_resident(module, client=None, report=None, log=None):

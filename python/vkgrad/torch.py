@@ -45,6 +45,7 @@ import time
 import torch as _torch
 
 from ._tensors import (_DTYPES, _np, bytes_copied, default_client, empty, in_region,
+                       linear_params_why_not,
                        in_region_copy, set_default_client, to_region)
 
 __all__ = ["optim", "resident", "sync", "synchronize", "LinearFunction", "Linear", "ReLUFunction", "ReLU", "convert", "default_client",
@@ -249,16 +250,7 @@ def _why_not(m):
         return "already a vkgrad.torch.Linear"
     if type(m).forward is not _torch.nn.Linear.forward:
         return "%s overrides forward()" % type(m).__name__
-    for n, p in (("weight", m.weight), ("bias", m.bias)):
-        if p is None:
-            continue
-        if isinstance(p, _torch.nn.parameter.UninitializedParameter):
-            return "%s is not initialised yet (lazy)" % n
-        if p.device.type != "cpu":
-            return "%s is on %s" % (n, p.device)
-        if p.dtype not in _DTYPES:
-            return "%s has dtype %s (served: float32, float16, bfloat16)" % (n, p.dtype)
-    return None
+    return linear_params_why_not(m)
 
 
 def convert(module, client=None, move=True, report=None, activations=True, resident=False):
