@@ -185,7 +185,7 @@ static int get_activation(const msgpack_object *v, proto_request *req, proto_err
 }
 
 /* The activation's own checks, once every key is in: no accumulation
- * with one; a backward's relu needs y, its gelu z (the other of the two
+ * with one in a forward; a backward's relu needs y, its gelu z (the other of the two
  * is an unknown key, ignored, as both are without an activation: so is a
  * malformed one, yz_err[0] for y and [1] for z when yz_bad has bit 1 or
  * 2, which only counts where the activation reads it). */
@@ -193,7 +193,9 @@ static int check_activation(proto_request *req, unsigned yz_bad, const proto_err
 			    proto_err *err)
 {
 	const char *opn = proto_op_name(req->op);
-	if (req->activation != PROTO_ACT_NONE && req->accumulate)
+	/* a forward's y = act(z) cannot add to y; a backward's dZ feeds
+	 * GEMMs that add to dW, db and dX like any others */
+	if (req->op == PROTO_OP_LINEAR_FORWARD && req->activation != PROTO_ACT_NONE && req->accumulate)
 		return proto_fail(err, PROTO_BAD_REQUEST,
 				  "%s: key 'activation' = '%s' cannot go with 'accumulate': true", opn,
 				  proto_activation_name(req->activation));

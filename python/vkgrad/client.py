@@ -538,11 +538,11 @@ class Client(_TensorOps, _OptimOps):
         activation: None/"none", "relu" or "gelu" (torch's tanh form): the
         layer's output was act(X·Wᵀ + b), and dZ = dY ⊙ act'(·) is what dw,
         db and dx use; relu reads y (the forward's output, batch × out),
-        gelu z (the pre-activation, batch × out), arrays or Tensors. Not
-        with accumulate.
+        gelu z (the pre-activation, batch × out), arrays or Tensors; with
+        accumulate too.
         Bad arguments raise ValueError/TypeError before anything is sent."""
         _check_flags(accumulate, variant)
-        act = _check_activation(activation, accumulate)
+        act = _check_activation(activation, False)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
         npdt = numpy_dtype(dt)
         ins = {"x": x, "dy": dy, "w": w}
@@ -842,7 +842,8 @@ def _check_flags(accumulate, variant):
 
 
 def _check_activation(activation, accumulate):
-    """activation's name, or None for none; ValueError/TypeError when bad."""
+    """activation's name, or None for none; ValueError/TypeError when bad
+    (accumulate: a forward's, which cannot go with an activation)."""
     if activation is None:
         return None
     if not isinstance(activation, str):

@@ -68,7 +68,6 @@ class _Stream:
         self.scratch = {}    # (dtype, rows, cols) -> [tensor ids], gradient scratch
         self.free_acts = {}  # key -> [_Acts], activation sets not in use
         self.dead = []       # tensor ids to free (finalizers only note them)
-        self.consts = {}     # (name, dtype, rows, cols) -> tensor of constants
         self.staging = {}    # (shape, torch dtype) -> [region tensor, last write]
 
     # -- bookkeeping
@@ -193,32 +192,6 @@ class _Stream:
 
     def adam_step(self, **keys):
         return self._add(self.c.submit_adam_step(**keys))
-
-    def add_into(self, dtype, dst, src):
-        """dst += src (tensors of one shape) by a linear_backward with
-        accumulate: for a rows × cols gradient, dW += I·src with dY the
-        rows × rows identity; for a 1 × cols bias, db += Σ rows of dY with
-        dY = src. Exact in the f32 accumulation (one product by 1 per
-        element), rounded once into dst."""
-        rows, cols = dst.shape
-        if rows == 1:
-            one = self.constant(dtype, "zero1", 1, 1, lambda: _torch.zeros(1, 1))
-            return self.backward(dtype, one, src, None, {"db": dst}, "none", None, None, True)
-        eye = self.constant(dtype, "eye", rows, rows, lambda: _torch.eye(rows))
-        return self.backward(dtype, src, eye, None, {"dw": dst}, "none", None, None, True)
-
-    def constant(self, dtype, name, rows, cols, make):
-        """A tensor of constant values (made once per stream, dtype, shape)."""
-        key = (name, dtype, rows, cols)
-        with self.lock:
-            t = self.consts.get(key)
-            if t is None:
-                t = self.new(dtype, rows, cols)
-                host = empty((rows, cols), _DT_OF[dtype], self.c)
-                host.copy_(make())
-                self.write(t, host)
-                self.consts[key] = t
-            return t
 
     # -- gradient scratch: ordered on the connection, so reused at once
     def trim_scratch(self):
@@ -589,23 +562,10 @@ class _ChainFn(_torch.autograd.Function):
             yk = a.y[k] if act == "relu" else None
             zk = a.z[k] if act == "gelu" else None
             wt = w._vk.t if want_dx else None
-            adds = []
-            if accum and act != "none":
-                # the daemon takes no accumulate with an activation: the
-                # gradient goes into scratch, then is added
-                used = [cur] + list(over.values())
-                for key, dst in accum.items():
-                    tmp = s.scratch_for(dt, *dst.shape, used)
-                    used.append(tmp)
-                    over[key] = tmp
-                    adds.append((dst, tmp))
-                accum = {}
             if over:
                 s.backward(dt, xin, cur, wt if "dx" in over else None, over, act, yk, zk, False)
             if accum:
                 s.backward(dt, xin, cur, None, accum, act, yk, zk, True)
-            for dst, tmp in adds:
-                s.add_into(dt, dst, tmp)
             for key, p in (("dw", w), ("db", b)):
                 if key in over or key in accum:
                     p._vk.grad_changed_on_daemon()

@@ -17,7 +17,8 @@
  * Then the order of one connection's jobs (a forward with relu and the
  * backward reading its y, pipelined), and bad input: an unknown
  * activation, one that is not a string, a missing y or z, an activation
- * with accumulate, z overlapping y, z out of bounds, y in an unknown
+ * in a forward with accumulate (a backward adds: half the backward cases
+ * above accumulate onto values already there), z overlapping y, z out of bounds, y in an unknown
  * region, and a dZ larger than the daemon's scratch: each refused with its
  * code and a message naming the key, nothing written, and a job after it
  * succeeds. */
@@ -130,7 +131,7 @@ static void place_all(layout *l, const proto_request *shape, unsigned mask, uint
 
 static const char *const families[] = {"auto",        "generic",     "tiled",
 				       "tiled128",    "splitk",      "coopmat",
-				       "coopmat_khr", "coopmat_nv2", "coopmat_khr_f32x3"};
+				       "coopmat_khr", "coopmat_nv2", "coopmat_khr_f32x3", "narrow"};
 #define NFAM (sizeof(families) / sizeof(families[0]))
 
 static bool listed(const proto_hello *h, const char *variant, proto_dtype dt)
@@ -149,6 +150,7 @@ typedef struct acase {
 	proto_activation act;
 	uint64_t batch, in, out;
 	bool bias, want_z; /* forward */
+	bool accumulate;   /* backward: dW, db and dX added to what is there */
 	uint64_t skew;
 	const char *variant;
 } acase;
@@ -327,6 +329,25 @@ static int run_backward(vkg_client *c, const acase *a, uint64_t seed, bool *unsu
 	for (uint64_t i = 0; i < nw; i++)
 		aww[i] = fabsf(w[i]);
 	vkg_ref_linear_backward(a->batch, a->in, a->out, axx, adz, aww, aw, ab, ax);
+	if (a->accumulate) {
+		/* outputs hold values first, which the job adds to: the
+		 * reference adds them too (as stored, rounded to the dtype) */
+		const struct {
+			int t;
+			double *want, *mag;
+			uint64_t n;
+		} acc[3] = {{PROTO_T_DW, dw, aw, nw}, {PROTO_T_DB, db, ab, a->out}, {PROTO_T_DX, dx, ax, nx}};
+		for (int k = 0; k < 3; k++) {
+			for (uint64_t i = 0; i < acc[k].n; i++)
+				got[i] = rand_unit(&s);
+			vkg_ref_store(a->dt, map + l.off[acc[k].t], got, acc[k].n);
+			vkg_ref_load(a->dt, got, map + l.off[acc[k].t], acc[k].n);
+			for (uint64_t i = 0; i < acc[k].n; i++) {
+				acc[k].want[i] += got[i];
+				acc[k].mag[i] += fabs((double)got[i]);
+			}
+		}
+	}
 	memcpy(before, map, l.size);
 	vkg_job j;
 	VKG_JOB_INIT(&j);
@@ -344,8 +365,9 @@ static int run_backward(vkg_client *c, const acase *a, uint64_t seed, bool *unsu
 		j.z = (vkg_tensor){reg, l.off[PROTO_T_Z]};
 	j.variant = a->variant;
 	j.activation = proto_activation_name(a->act);
+	j.accumulate = a->accumulate;
 	char name[160];
-	case_name(name, sizeof(name), "backward", a);
+	case_name(name, sizeof(name), a->accumulate ? "backward +=" : "backward", a);
 	vkg_result res;
 	int rc = -1;
 	*unsup = false;
@@ -395,7 +417,8 @@ static void run_dtype_on(const daemon_proc *d, proto_dtype dt)
 			for (unsigned k = 0; k < 4; k++) {
 				acase a = {.dt = dt, .act = k & 1 ? PROTO_ACT_GELU : PROTO_ACT_RELU,
 					   .batch = shapes[si][0], .in = shapes[si][1], .out = shapes[si][2],
-					   .bias = k & 2, .want_z = (k + si) & 1, .skew = (si + k) % 3 == 2,
+					   .bias = k & 2, .want_z = (k + si) & 1, .accumulate = k & 2,
+					   .skew = (si + k) % 3 == 2,
 					   .variant = families[f]};
 				bool unsup;
 				const uint64_t seed = 1000 + f * 97 + si * 8 + k;
@@ -674,9 +697,7 @@ static void test_errors(void **state)
 	f = bad_fwd(&b), f.accumulate = true;
 	bad_check(&b, vkg_linear_forward(b.c, &f, NULL, &err), &err, "bad_request", "'activation'",
 		  "accumulate");
-	j = bad_bwd(&b), j.accumulate = true;
-	bad_check(&b, vkg_linear_backward(b.c, &j, NULL, &err), &err, "bad_request", "'activation'",
-		  "accumulate");
+	/* (a backward takes accumulate with an activation: run_backward) */
 	/* z overlapping y, z out of bounds, z overlapping an input */
 	f = bad_fwd(&b), f.z.offset = 3072 + 8;
 	bad_check(&b, vkg_linear_forward(b.c, &f, NULL, &err), &err, "overlap", "'z'", "'y'");
