@@ -9,8 +9,11 @@
  * layers over many rows (issue 37, where auto takes the narrow family) — each
  * f32 job runs forced to every family the device offers (generic, tiled,
  * tiled128, splitk, narrow) and on auto, interleaved, REPS times each after one
- * warm-up; the median of the reply's gpu_us (one job in flight: the batch
- * is that job) of auto must be at most MAX_RATIO times the best forced
+ * warm-up; the least of the reply's gpu_us (one job in flight: the batch
+ * is that job; the least, since a loaded host only adds time, as the cost
+ * model's probes take theirs: make test runs two binaries at once, and a
+ * median there once put tiled at 2.3x tiled128 on 160x160x160, where it is
+ * 1.5x quiet) of auto must be at most MAX_RATIO times the best forced
  * family's. A ratio with a generous bound, as the issue asks: the times
  * are measured, not asserted. Every result is checked against the float64
  * reference (JC_TOL_F32). The model persists in the cache directory: a
@@ -33,7 +36,7 @@
 #include "jobcase.h"
 #include "vkgrad.h"
 
-#define REPS 3
+#define REPS 5
 #define MAX_RATIO 2.0
 #define ATTEMPTS 3 /* measurements of a shape before it counts as over the bound */
 #define NVAR 6
@@ -165,24 +168,24 @@ static void test_auto_within_twice_the_best_forced(void **state)
 					if (have[v] && run_once(c, &jc, map, reg, variants[v], s * 100 + (uint64_t)r,
 								&t[v][r]) != 0)
 						failed++;
-			double med[NVAR] = {0}, best = 0;
+			double least[NVAR] = {0}, best = 0;
 			for (int v = 0; v < NVAR && !failed; v++) {
 				if (!have[v])
 					continue;
 				qsort(&t[v][1], REPS, sizeof(uint64_t), cmp_u64);
-				med[v] = (double)t[v][1 + REPS / 2];
-				if (v > 0 && (best == 0 || med[v] < best))
-					best = med[v];
+				least[v] = (double)t[v][1]; /* the least */
+				if (v > 0 && (best == 0 || least[v] < best))
+					best = least[v];
 			}
 			if (!failed) {
-				const double ratio = best > 0 ? med[0] / best : 1.0;
+				const double ratio = best > 0 ? least[0] / best : 1.0;
 				char dims[48];
 				snprintf(dims, sizeof(dims), "%llux%llux%llu", (unsigned long long)g->batch,
 					 (unsigned long long)g->in, (unsigned long long)g->out);
 				printf("%-13s %-16s", g->kind, dims);
 				for (int v = 0; v < NVAR; v++)
 					if (have[v])
-						printf(" %9.0f", med[v]);
+						printf(" %9.0f", least[v]);
 					else
 						printf(" %9s", "-");
 				printf("  %.2f%s\n", ratio, ratio > MAX_RATIO ? "  <- more than 2x the best" : "");
@@ -195,7 +198,7 @@ static void test_auto_within_twice_the_best_forced(void **state)
 		assert_int_equal(vkg_region_destroy(c, reg[0], map[0], jc.size[0], &err), 0);
 		jobcase_free(&jc);
 	}
-	printf("(median gpu_us of %d jobs each, f32, one in flight)\n", REPS);
+	printf("(least gpu_us of %d jobs each, f32, one in flight)\n", REPS);
 	if (bad)
 		print_model();
 	vkg_close(c);
