@@ -153,3 +153,14 @@ void expect_refused_untouched(vkg_client *c, const char *dtype, const char *vari
 			fail_msg("byte %d of the region written by a refused job", i);
 	assert_int_equal(vkg_region_destroy(c, reg, m, 4096, &err), 0);
 }
+
+bool expect_hello_lists(const proto_hello *h, const char *variant, proto_dtype dt)
+{
+	if (strcmp(variant, "auto") == 0)
+		return true;
+	for (unsigned i = 0; i < h->n_kernels; i++)
+		if (strcmp(h->kernels[i].variant, variant) == 0 &&
+		    strcmp(h->kernels[i].dtype, proto_dtype_name(dt)) == 0)
+			return true;
+	return false;
+}

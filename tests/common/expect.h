@@ -3,6 +3,7 @@
 #ifndef VKG_TEST_EXPECT_H
 #define VKG_TEST_EXPECT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "daemon_proc.h"
@@ -34,6 +35,8 @@ void expect_serves(const char *path);
 /* Say hello (version 1, id 1) on a new connection to path: the reply must
  * come and be ok; its hello into out. */
 void expect_hello(const char *path, proto_hello *out);
+/* Does hello h list a kernel of `variant` for dtype dt? ("auto": always) */
+bool expect_hello_lists(const proto_hello *h, const char *variant, proto_dtype dt);
 /* The connection s itself still answers ping (ids from 900001 up). */
 void expect_conn_serves(rawsock *s);
 /* A 4x4x4 dW job of `dtype` with `variant` on a fresh 4096-byte region is

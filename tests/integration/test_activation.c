@@ -134,17 +134,6 @@ static const char *const families[] = {"auto",        "generic",     "tiled",
 				       "coopmat_khr", "coopmat_nv2", "coopmat_khr_f32x3", "narrow"};
 #define NFAM (sizeof(families) / sizeof(families[0]))
 
-static bool listed(const proto_hello *h, const char *variant, proto_dtype dt)
-{
-	if (strcmp(variant, "auto") == 0)
-		return true;
-	for (unsigned i = 0; i < h->n_kernels; i++)
-		if (strcmp(h->kernels[i].variant, variant) == 0 &&
-		    strcmp(h->kernels[i].dtype, proto_dtype_name(dt)) == 0)
-			return true;
-	return false;
-}
-
 typedef struct acase {
 	proto_dtype dt;
 	proto_activation act;
@@ -411,7 +400,7 @@ static void run_dtype_on(const daemon_proc *d, proto_dtype dt)
 	vkg_client *c = expect_client(d->sock);
 	unsigned failed = 0, n = 0, ran[NFAM] = {0};
 	for (size_t f = 0; f < NFAM; f++) {
-		if (!listed(&h, families[f], dt))
+		if (!expect_hello_lists(&h, families[f], dt))
 			continue;
 		for (size_t si = 0; si < NSHAPES; si++)
 			for (unsigned k = 0; k < 4; k++) {

@@ -34,6 +34,7 @@
 #include "daemon_proc.h"
 #include "deadline.h"
 #include "jobcase.h"
+#include "lregion.h"
 #include "rawsock.h"
 
 static int rounds(void)
@@ -41,30 +42,6 @@ static int rounds(void)
 	const char *s = getenv("VKGRAD_TEST_RACE_ROUNDS");
 	int n = s ? atoi(s) : 0;
 	return n > 0 ? n : 12;
-}
-
-typedef struct lregion {
-	jobcase jc;
-	uint64_t id;
-	void *map;
-} lregion;
-
-static void lregion_make(vkg_client *c, lregion *r, uint64_t batch, uint64_t in, uint64_t out,
-			 bool acc, uint64_t seed)
-{
-	vkg_error err;
-	jobcase_init(&r->jc, batch, in, out, JC_ALL, acc);
-	r->map = vkg_region_create(c, r->jc.size[0], &r->id, &err);
-	if (!r->map)
-		fail_msg("region: %s: %s", err.code, err.message);
-	assert_int_equal(jobcase_fill(&r->jc, &r->map, seed), 0);
-}
-
-static void lregion_free(vkg_client *c, lregion *r)
-{
-	vkg_error err;
-	assert_int_equal(vkg_region_destroy(c, r->id, r->map, r->jc.size[0], &err), 0);
-	jobcase_free(&r->jc);
 }
 
 static void lregion_check(lregion *r, const char *what, int round)

@@ -25,6 +25,7 @@ except ImportError as e:  # pragma: no cover — reported as a skip
 
 import vkgrad
 from daemon import Daemon
+from numerics import f64, rel_err
 
 D = None
 TOL = vkgrad.TOLERANCE
@@ -52,17 +53,6 @@ def tearDownModule():
     problems = D.stop()
     if problems:
         raise AssertionError("daemon: " + problems)
-
-
-def rel_err(got, want):
-    got = np.asarray(got, np.float64)
-    want = np.asarray(want, np.float64)
-    m = np.abs(want).max()
-    return np.abs(got - want).max() / m if m > 0 else np.abs(got).max()
-
-
-def f64(t):
-    return t.detach().float().numpy().astype(np.float64)
 
 
 def mlp(gelu=True):

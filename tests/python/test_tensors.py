@@ -13,6 +13,7 @@ import numpy as np
 
 import vkgrad
 from daemon import Daemon
+from numerics import rel_err
 
 D = None
 
@@ -26,12 +27,6 @@ def tearDownModule():
     problems = D.stop()
     if problems:
         raise AssertionError("tensors daemon: " + problems)
-
-
-def rel_err(got, want):
-    got = np.asarray(got, dtype=np.float64)
-    scale = np.max(np.abs(want))
-    return float(np.max(np.abs(got - want)) / (scale if scale else 1.0))
 
 
 def bf16_to_f64(bits):

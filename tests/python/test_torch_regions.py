@@ -30,6 +30,7 @@ except ImportError as e:  # pragma: no cover — reported as a skip
 
 import vkgrad
 from daemon import Daemon
+from numerics import f64, rel_err
 
 D = None
 C = None
@@ -57,16 +58,6 @@ def tearDownModule():
     problems = D.stop()
     if problems:
         raise AssertionError("daemon: " + problems)
-
-
-def f64(t):
-    return t.detach().float().numpy().astype(np.float64)
-
-
-def rel_err(got, want):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    m = np.abs(want).max()
-    return np.abs(got - want).max() / m if m > 0 else np.abs(got).max()
 
 
 @unittest.skipIf(TORCH_MISSING, TORCH_MISSING or "")
