@@ -14,7 +14,6 @@ Skipped, saying so, only when torch cannot be imported (python3-torch)."""
 import copy
 import unittest
 
-import numpy as np
 
 try:
     import torch

@@ -13,7 +13,6 @@ python3-torch)."""
 
 import unittest
 
-import numpy as np
 
 try:
     import torch

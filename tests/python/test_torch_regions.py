@@ -19,7 +19,6 @@ Skipped, saying so, only when torch cannot be imported."""
 
 import unittest
 
-import numpy as np
 
 try:
     import torch
