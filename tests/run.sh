@@ -8,7 +8,9 @@
 # summary lists the binaries in the order given. The queue starts with the
 # binaries that took longest last time ($BUILD/tests/.run-times, written at
 # the end of every run that finished; without it, those listed in
-# tests/slow-first.list), so the slowest does not start last.
+# tests/slow-first.list), so the slowest does not start last. The binaries
+# of tests/alone.list (those that compare speeds: a neighbour's load skews
+# them) run last, one at a time, once every other binary has finished.
 # Afterwards: one line per binary (in the order given), a table of the
 # binaries by wall time, slowest first, with the CPU time each used (with
 # the daemons it started: on a shared machine wall time says little), then the totals of binaries
@@ -64,7 +66,20 @@ slow_list=$(dirname "$0")/slow-first.list
 		fi
 		printf '%s %s\n' "${t:--1}" "$i"
 	done
-} | sort -s -k1,1 -g -r | awk '{ print $2 }' >"$tmp/queue"
+} | sort -s -k1,1 -g -r | awk '{ print $2 }' >"$tmp/queue.all"
+
+# Those of tests/alone.list into $tmp/alone, the rest stay in the queue.
+alone_list=$(dirname "$0")/alone.list
+: >"$tmp/queue"
+: >"$tmp/alone"
+while read -r i; do
+	name=$(basename "$(cat "$tmp/bin.$i")")
+	if [ -r "$alone_list" ] && grep -v '^#' "$alone_list" | grep -qx "$name"; then
+		echo "$i" >>"$tmp/alone"
+	else
+		echo "$i" >>"$tmp/queue"
+	fi
+done <"$tmp/queue.all"
 
 # CPU seconds (user + system) of this shell's children that have ended,
 # from `times` run in this shell (not a subshell's) into file $1.
@@ -130,6 +145,24 @@ while [ "$w" -lt "$TEST_JOBS" ] && [ "$w" -lt "$n" ]; do
 	workers="$workers $!"
 	w=$((w + 1))
 done
+# The alone ones: once every queued binary has its status, one at a time.
+if [ -s "$tmp/alone" ]; then
+	(
+		while ! [ -e "$tmp/stop" ]; do
+			left=0
+			while read -r i; do
+				[ -e "$tmp/rc.$i" ] || left=1
+			done <"$tmp/queue"
+			[ "$left" -eq 0 ] && break
+			sleep 0.2
+		done
+		while read -r i; do
+			[ -e "$tmp/stop" ] && break
+			run_one "$i"
+		done <"$tmp/alone"
+	) &
+	workers="$workers $!"
+fi
 
 bins_pass=0
 bins_fail=0
