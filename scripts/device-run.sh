@@ -82,6 +82,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 REPORT="python3 $HERE/device_report.py"
 
+# the test binaries a bundle carries: the older three (suite check runs them
+# below) and GPU_TESTS_NEW, run first on the GPU, each alone
+GPU_TESTS_NEW="test_narrow test_activation test_optim test_tensors test_auto_variant"
+GPU_TESTS="test_stream test_forward test_dtypes $GPU_TESTS_NEW"
+# the Python tests (tests/python/NAME) suite check runs against the bundle
+PY_TESTS="test_resident_run test_python_ops test_python"
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
 # ---- here: the bundle ------------------------------------------------------------
@@ -97,8 +103,8 @@ shared_dir() {
 make_bundle() {
 	local dir=${1:-.device-bundle} sh progs=()
 	sh=$(shared_dir) || exit 1
-	make -C "$ROOT" -j2 all build/tests/test_stream build/tests/test_forward build/tests/test_dtypes || exit 1
-	for p in vkgradd vkgrad vkgrad-bench tests/test_stream tests/test_forward tests/test_dtypes; do
+	make -C "$ROOT" -j2 all $(printf 'build/tests/%s ' $GPU_TESTS) || exit 1
+	for p in vkgradd vkgrad vkgrad-bench $(printf 'tests/%s ' $GPU_TESTS); do
 		[ -x "$ROOT/build/$p" ] && progs+=("$ROOT/build/$p")
 	done
 	"$sh/device/bundle.sh" "$dir" "${progs[@]}" || exit 1
@@ -227,6 +233,23 @@ gpu_line() {
 # ---- the suites ------------------------------------------------------------------
 
 suite_check() {
+	local t
+	for t in $GPU_TESTS_NEW; do
+		[ -x "$B/bin/$t" ] || continue
+		in_budget "$t" || return
+		say "$t on this GPU"
+		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 150 "$B/bin/$t") \
+			>"$R/$t.txt" 2>&1 || fail "$t"
+		grep -E "PASSED|FAILED|ERROR|ratio" "$R/$t.txt" | head -20 | tee -a "$S"
+	done
+	for t in $PY_TESTS; do
+		in_budget "$t" || return
+		say "tests/python/$t on this GPU"
+		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 VKGRAD_TEST_SYNC_VALIDATION=0 \
+			PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" timeout 150 "$PY" "$ROOT/tests/python/$t") \
+			>"$R/$t.txt" 2>&1 || fail "$t"
+		grep -E "PASSED|FAILED|ERROR|Error|ok$" "$R/$t.txt" | tail -8 | tee -a "$S"
+	done
 	if [ -x "$B/bin/test_stream" ] && in_budget "test_stream"; then
 		say "test_stream on this GPU"
 		(. "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 timeout 200 "$B/bin/test_stream") \
