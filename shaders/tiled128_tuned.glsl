@@ -1,6 +1,7 @@
 // shaders/tiled128_tuned.glsl — linear_tiled128_gemm's tunable f32 path,
-// included by shaders/linear_tiled128_gemm.comp for f32 only. It runs where
-// the pipeline is specialised with T_ON = 1 (daemon/pipelines.c, from
+// included by shaders/tiled128_gemm.glsl for linear_tiled128_gemm's f32 build
+// only. It runs where the pipeline is specialised with T_ON = 1
+// (daemon/pipelines.c, from
 // VKGRAD_T128_TILE); otherwise the fixed 128×128 kernel of that file runs.
 //
 // C[m, n] (+)= Σ_k A(m, k) · B[k, n]: a T_BM × T_BN tile of C per workgroup

@@ -46,6 +46,7 @@ static const struct {
 	[KERN_NARROW] = {"linear_narrow_param", "narrow", VKG_BINDINGS_NARROW, sizeof(kiface_narrow)},
 	[KERN_NARROW_RED] = {"linear_narrow_reduce", "narrow", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
 	[KERN_NARROW_DX] = {"linear_narrow_input", "narrow", VKG_BINDINGS_NARROW_DX, sizeof(kiface_narrow_dx)},
+	[KERN_SPLITK128] = GEMM("linear_splitk128_gemm", "splitk128"),
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -413,8 +414,10 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			if (k == KERN_COOPMAT && (!d->coopmat || t != PROTO_F16))
 				continue;
-			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16 */
-			if (k == KERN_TILED128 && d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
+			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16
+			 * (split-K's 128 tile: the same body) */
+			if ((k == KERN_TILED128 || k == KERN_SPLITK128) &&
+			    d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
 				continue;
 			/* the narrow kernels' two 16 KiB blocks */
 			if ((k == KERN_NARROW || k == KERN_NARROW_RED || k == KERN_NARROW_DX) &&

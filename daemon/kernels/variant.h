@@ -198,6 +198,33 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
  * reduction of at least 1024. */
 void variant_widen(variant_plan *p, const proto_request *q);
 
+/* Split-K on the 128 tile (linear_splitk128_gemm + linear_splitk_reduce,
+ * KERN_SPLITK128), for mid-size f32 GEMMs whose 128x128 tiles are too few
+ * to fill a GPU (issue 37: 2048x1024x1024 has 64 tiles for dW, 128 for
+ * dX, on 132 SMs). placement.c applies it on devices that are not CPU
+ * devices (on lavapipe auto is as before; the cost model does not know
+ * this kernel), where the pipeline exists, when the variant is auto and
+ * the dtype f32: a GEMM (dW: m = out, n = in, k = batch, the rules' pick
+ * generic, tiled or split-K on the 64 tile; dX: m = batch, n = in, k =
+ * out, the rules' pick generic or tiled) with m, n >= 128, fewer than
+ * VARIANT_S128_MIN_WGS tiles of 128x128 and k >= VARIANT_S128_MIN_K is cut
+ * into S = min(ceil(VARIANT_S128_MIN_WGS / tiles), k / VARIANT_S128_MIN_ROWS,
+ * 64) slices (tiles x S in [264, 528)), each kshape_s128_len long (whole
+ * 16-row steps; kshape_s128_slices: none empty), when S >= 2.
+ * All four numbers are unmeasured until a GPU run: they follow the shape
+ * of the problem (two 256-thread workgroups per SM of a 132-SM H100/H200;
+ * slices long enough that the partials' write and the reduce pass stay
+ * small against the slice's multiply-adds), not a timing. Forced
+ * (`variant: "splitk128"`, any dtype) both parts run on it, slices of at
+ * least KSHAPE_S128_STEP rows aiming at the same VARIANT_S128_MIN_WGS. */
+#define VARIANT_S128_MIN_WGS 264 /* 2 workgroups per SM on 132 SMs (unmeasured) */
+#define VARIANT_S128_MIN_K 1024  /* the reduction at least this (unmeasured) */
+#define VARIANT_S128_MIN_ROWS 256 /* a slice at least this long (unmeasured) */
+void variant_splitk128(variant_plan *p, const proto_request *q);
+/* The slices of split-K on the 128 tile for an m x n GEMM over k, slices
+ * of at least min_rows (see variant_splitk128); >= 1. */
+uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_rows);
+
 /* ---- the narrow family -------------------------------------------------
  * For layers of few features over many rows (16-256 features, 2^16-2^24
  * rows: neural fields, radiance caches, per-pixel MLPs), bound by one

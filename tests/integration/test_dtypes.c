@@ -182,8 +182,8 @@ static void run_dtype(bool bf16)
 	static const unsigned subsets[] = {1, 2, 4, 3, 7};
 	/* coopmat and coopmat_khr only where the daemon has them (f16 on
 	 * VK_NV_cooperative_matrix; f16, bf16 on VK_KHR_cooperative_matrix) */
-	const char *variants[8] = {"generic", "tiled", "tiled128", "splitk", "narrow"};
-	int nv = 5;
+	const char *variants[10] = {"generic", "tiled", "tiled128", "splitk", "narrow", "splitk128"};
+	int nv = 6;
 	if (!bf16 && g_coopmat)
 		variants[nv++] = "coopmat";
 	else if (!bf16)
@@ -204,7 +204,7 @@ static void run_dtype(bool bf16)
 	assert_non_null(c);
 	unsigned failed = 0, cases = 0;
 	double worst = 0;
-	uint64_t mis[7] = {0}, all[7] = {0};
+	uint64_t mis[10] = {0}, all[10] = {0};
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 		for (unsigned k = 0; k < 5; k++)
 			for (int v = 0; v < nv; v++) {
