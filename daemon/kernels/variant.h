@@ -45,6 +45,11 @@
  * batch, n = in, k = out) with at least 512 tiles of 128x128 and k >= 1024
  * runs on linear_tiled128_gemm instead.
  *
+ * And on a device that is not a CPU device, variant_splitk128() (below): a
+ * mid-size f32 GEMM with fewer than 264 tiles of 128x128 and k >= 1024
+ * runs split-K on the 128 tile (linear_splitk128_gemm +
+ * linear_splitk_reduce).
+ *
  * Split-K slices: narrow dW S = min(64, batch / 64); tiled dW S = min(64,
  * ceil(1024 / tiles), batch / 256); forced S = min(64, max(1, batch / 16));
  * each slice covers ceil(batch / S) rows. S depends on the shape only, and
