@@ -159,9 +159,9 @@ static void test_same_bits_every_path_and_run(void **state)
 {
 	(void)state;
 	static const uint64_t shp[][3] = {{1040, 70, 65}, {4100, 33, 5}, {129, 127, 65}};
-	static const char *const families[] = {"splitk", "tiled", "tiled128", "generic", "auto"};
+	static const char *const families[] = {"splitk", "tiled", "tiled128", "generic", "auto", "splitk128"};
 	for (size_t s = 0; s < 3; s++)
-		for (int f = 0; f < 5; f++) {
+		for (int f = 0; f < 6; f++) {
 			jobcase jc;
 			jobcase_init(&jc, shp[s][0], shp[s][1], shp[s][2], JC_ALL, true);
 			jobcase_layout(&jc);
