@@ -10,7 +10,9 @@
 // scratch, in linear_splitk_gemm's layout: the second pass is
 // linear_splitk_reduce, the slices added in a fixed order (no atomics).
 // For mid-size GEMMs (2048×1024×1024) whose 128×128 tiles are too few to
-// fill the GPU: the slices multiply the workgroups. The tunable path of
-// linear_tiled128_gemm (VKGRAD_T128_TILE) is not in it.
+// fill the GPU: the slices multiply the workgroups. Its f32 build carries
+// linear_tiled128_gemm's tunable path too, specialised as that kernel is
+// (VKGRAD_T128_TILE; on by default, 128×128 tiles): its C tile is that
+// tiling's.
 #define VKG_PARTIAL
 #include "tiled128_gemm.glsl"

@@ -1,10 +1,11 @@
 // shaders/tiled128_gemm.glsl — the body of the 128×128-tile GEMM (8×8
 // outputs per thread, double-buffered shared memory), shared by
-// linear_tiled128_gemm (writes the tensors, in their dtype; its f32 build
-// also carries the tunable path of tiled128_tuned.glsl) and
+// linear_tiled128_gemm (writes the tensors, in their dtype) and
 // linear_splitk128_gemm (VKG_PARTIAL: writes one slice's f32 partial sums
 // into the daemon's scratch, as linear_splitk_gemm does for the 64 tile;
-// linear_splitk_reduce adds the slices up). See linear_tiled128_gemm.comp
+// linear_splitk_reduce adds the slices up). The f32 builds of both also
+// carry the tunable path of tiled128_tuned.glsl, which the daemon turns on
+// (specialisation constants, VKGRAD_T128_TILE, on by default) for both. See linear_tiled128_gemm.comp
 // for why this kernel exists and how its threads share a tile.
 #extension GL_EXT_control_flow_attributes : require
 #include "iface/kernels.h"
@@ -33,10 +34,10 @@
 #define TWO_GROUPS 1
 #endif
 
-#if defined(VKG_DTYPE_F16) || defined(VKG_DTYPE_BF16) || defined(VKG_PARTIAL)
+#if defined(VKG_DTYPE_F16) || defined(VKG_DTYPE_BF16)
 layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
 #else
-// f32 (not the partials): specialisation constants, whose defaults are this fixed kernel; the
+// f32 (the tensors' kernel and the partials' alike): specialisation constants, whose defaults are this fixed kernel; the
 // daemon sets them only for the tunable path (shaders/tiled128_tuned.glsl,
 // VKGRAD_T128_TILE): T_ON = 1, its workgroup size and shared tiles.
 #define TUNABLE 1

@@ -76,7 +76,7 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 {
 	if (pipelines_is_cmk(k))
 		return 2ull * pipelines_cmk_tile_for(rc->pl, k, dt).bk * KSHAPE_MAX_LOOP_TRIPS;
-	if (k == KERN_TILED128 && dt == PROTO_F32 && rc->pl->t128.on)
+	if ((k == KERN_TILED128 || k == KERN_SPLITK128) && dt == PROTO_F32 && rc->pl->t128.on)
 		return (uint64_t)rc->pl->t128.bk * KSHAPE_MAX_LOOP_TRIPS;
 	if (pipelines_is_nv2(k))
 		return (uint64_t)pipelines_nv2_tile(rc->pl, k, dt)->bk * KSHAPE_MAX_LOOP_TRIPS;
@@ -112,7 +112,7 @@ static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uin
 static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, uint64_t *tn)
 {
 	*tm = *tn = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
-	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
+	if (k == KERN_TILED128 || k == KERN_SPLITK128) /* f32: VKGRAD_T128_TILE's where set */
 		*tm = pipelines_t128_bm(rc->pl, dt), *tn = pipelines_t128_bn(rc->pl, dt);
 	if (pipelines_is_nv2(k)) { /* VKGRAD_NV2_TILE's, or the small layers' */
 		const nv2_tile *t = pipelines_nv2_tile(rc->pl, k, dt);
@@ -211,7 +211,9 @@ static void record_splitk(const rec *r, bool for_dx, int k)
 					grid_bind_dummy(r, 2)};
 	grid_bind_pipe(r, k);
 	grid_push_set(r, k, b, pipelines_bindings(k));
-	const uint64_t tile = k == KERN_SPLITK128 ? VKG_TILE_TILED128 : VKG_TILE_TILED;
+	uint64_t tm = VKG_TILE_TILED, tn = VKG_TILE_TILED; /* the 128 tile's: VKGRAD_T128_TILE's (f32) */
+	if (k == KERN_SPLITK128)
+		gemm_tile(r->rc, k, q->dtype, &tm, &tn);
 	for (uint32_t s = 0; s < SK; s++) {
 		const uint64_t k0 = s * L, len = piece_len(K, k0, L);
 		kiface_gemm pc = {
@@ -225,7 +227,7 @@ static void record_splitk(const rec *r, bool for_dx, int k)
 					: (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u),
 		};
 		pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);
-		dispatch_gemm(r, k, &pc, (n + tile - 1) / tile, (m + tile - 1) / tile, tile * tile);
+		dispatch_gemm(r, k, &pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
 	}
 	r->rc->ops.barrier_inside(r);
 	grid_bind_pipe(r, KERN_REDUCE);

@@ -14,7 +14,12 @@
  *    (--devlocal-min-bytes 1, --dispatch-max-macs) — the same bits as the
  *    first — and 20000x130x129 (dW in 64 slices of 320 rows) on one whose
  *    loops stop after 16 iterations (--loop-trips 16: 256 rows, so each
- *    slice is walked in two pieces that accumulate in the f32 partials);
+ *    slice is walked in two pieces that accumulate in the f32 partials)
+ *    and whose f32 kernel is the fixed one (VKGRAD_T128_TILE=fixed; the
+ *    others run the default tunable path);
+ *  - the odd shapes on a daemon with a non-square tiling of the tunable
+ *    path (VKGRAD_T128_TILE=128x64x8x4x16x1x0x8: 128x64 tiles, so more of
+ *    them);
  *  - determinism: the same job twice on one daemon, the same bytes;
  *  - stats.splitk_jobs counts the forced jobs; auto on lavapipe (a CPU
  *    device) keeps its rules for 2048x256x256, which do not run split-K
@@ -35,8 +40,9 @@
 #include "rawsock.h"
 #include "vkgrad.h"
 
-/* g_d: direct; g_dl: device-local, small dispatches; g_lt: loops cut at 16 */
-static daemon_proc g_d, g_dl, g_lt;
+/* g_d: direct; g_dl: device-local, small dispatches; g_lt: loops cut at
+ * 16, the fixed kernel; g_nt: 128x64 tiles */
+static daemon_proc g_d, g_dl, g_lt, g_nt;
 
 /* Run jc (laid out) with `variant` on d from seed; check it; its region's
  * bytes after the job into *bytes (malloc'ed) when bytes is not NULL.
@@ -93,7 +99,7 @@ static unsigned run_odd(const daemon_proc *d, bool flip)
 			jobcase_free(&jc);
 		}
 	printf("splitk128 odd shapes (%s): %u cases, %u failed (tol %g)\n",
-	       d == &g_d ? "direct" : d == &g_dl ? "device-local, small dispatches" : "loops cut at 16", n,
+	       d == &g_d ? "direct" : d == &g_dl ? "device-local, small dispatches" : "128x64 tiles", n,
 	       failed, JC_TOL_F32);
 	return failed;
 }
@@ -144,8 +150,16 @@ static void test_loops_cut_inside_slices(void **state)
 		failed += run_case(&g_lt, &jc, "splitk128", 7050 + i, NULL);
 		jobcase_free(&jc);
 	}
-	printf("splitk128 20000x130x129, loops cut at 16: 2 cases, %u failed\n", failed);
+	printf("splitk128 20000x130x129, loops cut at 16, the fixed kernel: 2 cases, %u failed\n", failed);
 	assert_int_equal(failed, 0);
+	assert_true(daemon_proc_log_contains(&g_lt, "VKGRAD_T128_TILE=fixed"));
+}
+
+static void test_non_square_tiling(void **state)
+{
+	(void)state;
+	assert_true(daemon_proc_log_contains(&g_nt, "with 128x64 tiles"));
+	assert_int_equal(run_odd(&g_nt, false), 0);
 }
 
 /* The same job twice on one daemon, and on the device-local daemon with
@@ -202,7 +216,11 @@ static int group_setup(void **state)
 		return -1;
 	if (daemon_proc_start(&g_dl, dl, NULL) != 0)
 		return -1;
-	return daemon_proc_start(&g_lt, lt, NULL);
+	static const char *const fixed[] = {"VKGRAD_T128_TILE=fixed", NULL};
+	if (daemon_proc_start(&g_lt, lt, fixed) != 0)
+		return -1;
+	static const char *const nsq[] = {"VKGRAD_T128_TILE=128x64x8x4x16x1x0x8", NULL};
+	return daemon_proc_start(&g_nt, plain, nsq);
 }
 
 static int group_teardown(void **state)
@@ -211,6 +229,7 @@ static int group_teardown(void **state)
 	int rc = daemon_proc_stop(&g_d);
 	rc |= daemon_proc_stop(&g_dl);
 	rc |= daemon_proc_stop(&g_lt);
+	rc |= daemon_proc_stop(&g_nt);
 	return rc;
 }
 
@@ -220,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_odd_shapes_every_output_subset),
 		cmocka_unit_test(test_device_local_small_dispatches),
 		cmocka_unit_test(test_loops_cut_inside_slices),
+		cmocka_unit_test(test_non_square_tiling),
 		cmocka_unit_test(test_same_bits_every_run),
 		cmocka_unit_test(test_stats_count_it_auto_keeps_cpu_rules),
 	};
