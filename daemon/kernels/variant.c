@@ -353,7 +353,7 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.min_slices = 1;
 		} else if (q->variant == PROTO_VARIANT_SPLITK128) {
 			p.param = KERN_SPLITK128;
-			p.slices = variant_s128_slices(q->out, dw ? q->in : 1, q->batch, KSHAPE_S128_STEP);
+			p.slices = variant_s128_slices(q->out, dw ? q->in : 1, q->batch, KSHAPE_S128_STEP, 1);
 			p.min_slices = 1;
 		} else if (q->variant == PROTO_VARIANT_TILED128) {
 			p.param = dw ? KERN_TILED128 : KERN_PARAM;
@@ -381,7 +381,7 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 					  ? KERN_TILED : KERN_INPUT;
 		else if (q->variant == PROTO_VARIANT_SPLITK128) {
 			p.input = KERN_SPLITK128;
-			p.dx_slices = variant_s128_slices(q->batch, q->in, q->out, KSHAPE_S128_STEP);
+			p.dx_slices = variant_s128_slices(q->batch, q->in, q->out, KSHAPE_S128_STEP, 1);
 		} else if (q->variant == PROTO_VARIANT_TILED128)
 			p.input = KERN_TILED128;
 		else
@@ -429,10 +429,12 @@ void variant_widen(variant_plan *p, const proto_request *q)
 		p->input = KERN_TILED128;
 }
 
-uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_rows)
+uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_rows, uint32_t least)
 {
 	const uint64_t tiles = ceil_div(m ? m : 1, WIDE_TILE) * ceil_div(n ? n : 1, WIDE_TILE);
-	uint64_t s = ceil_div(VARIANT_S128_MIN_WGS, tiles);
+	uint64_t s = VARIANT_S128_WAVE / tiles; /* one wave, not just past it */
+	if (s < least)
+		s = least;
 	s = min_u64(s, min_u64(SPLITK_MAX, k / (min_rows ? min_rows : 1)));
 	return kshape_s128_slices(k, (uint32_t)(s ? s : 1));
 }
@@ -441,7 +443,7 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
 static bool s128_fits(uint64_t m, uint64_t n, uint64_t k)
 {
 	return m >= WIDE_TILE && n >= WIDE_TILE && k >= VARIANT_S128_MIN_K &&
-	       ceil_div(m, WIDE_TILE) * ceil_div(n, WIDE_TILE) < VARIANT_S128_MIN_WGS;
+	       ceil_div(m, WIDE_TILE) * ceil_div(n, WIDE_TILE) < VARIANT_S128_WAVE;
 }
 
 void variant_splitk128(variant_plan *p, const proto_request *q)
@@ -450,7 +452,7 @@ void variant_splitk128(variant_plan *p, const proto_request *q)
 		return;
 	if ((p->param == KERN_PARAM || p->param == KERN_TILED || p->param == KERN_SPLITK) &&
 	    q->t[PROTO_T_DW].present && s128_fits(q->out, q->in, q->batch)) {
-		const uint32_t s = variant_s128_slices(q->out, q->in, q->batch, VARIANT_S128_MIN_ROWS);
+		const uint32_t s = variant_s128_slices(q->out, q->in, q->batch, VARIANT_S128_MIN_ROWS, 2);
 		if (s >= 2) {
 			p->param = KERN_SPLITK128;
 			p->slices = s;
@@ -458,7 +460,7 @@ void variant_splitk128(variant_plan *p, const proto_request *q)
 		}
 	}
 	if ((p->input == KERN_INPUT || p->input == KERN_TILED) && s128_fits(q->batch, q->in, q->out)) {
-		const uint32_t s = variant_s128_slices(q->batch, q->in, q->out, VARIANT_S128_MIN_ROWS);
+		const uint32_t s = variant_s128_slices(q->batch, q->in, q->out, VARIANT_S128_MIN_ROWS, 2);
 		if (s >= 2) {
 			p->input = KERN_SPLITK128;
 			p->dx_slices = s;

@@ -681,9 +681,9 @@ static void test_narrow_family(void **state)
 
 /* Split-K on the 128 tile (issue 37 item 3): auto on a GPU (placement.c
  * applies variant_splitk128 after the rules where the device is not a CPU
- * device) takes it for 2048x1024x1024 f32, dW (+ db) in 5 slices of 416
- * rows (64 tiles: 320 workgroups) and dX in 3 slices of 352 (128 tiles:
- * 384 workgroups); not for f16/bf16, short reductions, narrow or
+ * device) takes it for 2048x1024x1024 f32, dW (+ db) in 4 slices of 512
+ * rows (64 tiles: 256 workgroups, one wave of 264) and dX in 2 slices of
+ * 512 (128 tiles: 256 workgroups); not for f16/bf16, short reductions, narrow or
  * many-tile shapes, nor a forced variant. Slices are whole 16-row steps,
  * none empty, at most 64. */
 static void test_splitk128_mid_size(void **state)
@@ -697,12 +697,15 @@ static void test_splitk128_mid_size(void **state)
 	assert_int_equal(p.input, KERN_TILED);
 	variant_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
-	assert_int_equal(p.slices, 5);
+	assert_int_equal(p.slices, 4);
 	assert_int_equal(p.min_slices, 2);
 	assert_int_equal(p.input, KERN_SPLITK128);
-	assert_int_equal(p.dx_slices, 3);
+	assert_int_equal(p.dx_slices, 2);
+	assert_int_equal(kshape_s128_len(2048, 4), 512);
+	assert_int_equal(kshape_s128_len(1024, 2), 512);
+	/* (ceil(264 / 64) = 5 slices would make 320 workgroups: a second
+	 * wave a fifth full) */
 	assert_int_equal(kshape_s128_len(2048, 5), 416);
-	assert_int_equal(kshape_s128_len(1024, 3), 352);
 	/* dW alone, dX alone */
 	q = job(2048, 1024, 1024, true, false, false, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
@@ -714,7 +717,8 @@ static void test_splitk128_mid_size(void **state)
 	variant_splitk128(&p, &q);
 	assert_int_equal(p.param, -1);
 	assert_int_equal(p.input, KERN_SPLITK128);
-	/* 2048x256x256: the rules' generic kernels, 4 tiles: 8 slices of 256 */
+	/* 2048x256x256: the rules' generic kernels, 4 tiles: floor(264 / 4) =
+	 * 66, at most 2048 / 256 = 8 slices of 256 */
 	q = job(2048, 256, 256, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
 	variant_splitk128(&p, &q);
@@ -762,6 +766,23 @@ static void test_splitk128_mid_size(void **state)
 	p = variant_choose(&q, gpu);
 	variant_splitk128(&p, &q);
 	assert_int_equal(p.input, KERN_SPLITK128);
+	/* 256 tiles (132 < tiles < 264): two slices, 512 workgroups */
+	q = job(2048, 2048, 1024, false, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.input, KERN_SPLITK128);
+	assert_int_equal(p.dx_slices, 2);
+	/* up to 132 tiles, a long reduction: one wave (tiles x S <= 264),
+	 * more than half of it (tiles x S > 132) */
+	for (uint64_t m = 128; m <= 2048; m += 128)
+		for (uint64_t n = 128; n <= 2048; n += 384) {
+			const uint64_t tiles = ((m + 127) / 128) * ((n + 127) / 128);
+			if (tiles > 132)
+				continue;
+			const uint32_t s = variant_s128_slices(m, n, 1u << 16, VARIANT_S128_MIN_ROWS, 2);
+			assert_true(tiles * s <= VARIANT_S128_WAVE);
+			assert_true(tiles * s > VARIANT_S128_WAVE / 2 || s == 64);
+		}
 	/* forced, any dtype: both parts; slices of at least 16 rows */
 	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++) {
 		q = job(1000, 130, 129, true, true, true, PROTO_VARIANT_SPLITK128);
@@ -770,10 +791,10 @@ static void test_splitk128_mid_size(void **state)
 		assert_int_equal(p.param, KERN_SPLITK128);
 		assert_int_equal(p.input, KERN_SPLITK128);
 		assert_int_equal(p.min_slices, 1);
-		/* 4 tiles: ceil(264 / 4) = 66, 62 by 16-row slices; ceil(1000 /
+		/* 4 tiles: floor(264 / 4) = 66, 62 by 16-row slices; ceil(1000 /
 		 * 62) = 17 rounded up to 32 rows: 32 slices */
 		assert_int_equal(p.slices, 32);
-		/* dX: 8 x 2 tiles, ceil(264 / 16) = 17, 129 / 16 = 8; ceil(129 /
+		/* dX: 8 x 2 tiles, floor(264 / 16) = 16, 129 / 16 = 8; ceil(129 /
 		 * 8) = 17 -> 32: 5 slices */
 		assert_int_equal(p.dx_slices, 5);
 	}
@@ -791,7 +812,7 @@ static void test_splitk128_mid_size(void **state)
 			assert_int_equal(kshape_s128_slices(K, s), s);
 		}
 	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
-		const uint32_t s = variant_s128_slices(128, 128, ks[i], KSHAPE_S128_STEP);
+		const uint32_t s = variant_s128_slices(128, 128, ks[i], KSHAPE_S128_STEP, 1);
 		assert_true(s >= 1 && s <= 64);
 		assert_true(ks[i] < 32 || kshape_s128_len(ks[i], s) >= KSHAPE_S128_STEP);
 	}
