@@ -453,7 +453,11 @@ void variant_splitk128(variant_plan *p, const proto_request *q)
 	if ((p->param == KERN_PARAM || p->param == KERN_TILED || p->param == KERN_SPLITK) &&
 	    q->t[PROTO_T_DW].present && s128_fits(q->out, q->in, q->batch)) {
 		const uint32_t s = variant_s128_slices(q->out, q->in, q->batch, VARIANT_S128_MIN_ROWS, 2);
-		if (s >= 2) {
+		const uint64_t wgs = (uint64_t)s * ceil_div(q->out, WIDE_TILE) * ceil_div(q->in, WIDE_TILE);
+		/* where the rules split on the 64 tile already, not for less than
+		 * half a wave (8192x256x256: 128 workgroups of slices of 256
+		 * rows, against split-K's 512) */
+		if (s >= 2 && (p->param != KERN_SPLITK || wgs >= VARIANT_S128_WAVE / 2)) {
 			p->param = KERN_SPLITK128;
 			p->slices = s;
 			p->min_slices = 2;

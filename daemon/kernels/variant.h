@@ -215,7 +215,10 @@ void variant_widen(variant_plan *p, const proto_request *q);
  * VARIANT_S128_WAVE tiles of 128x128 and k >= VARIANT_S128_MIN_K is cut
  * into S = min(max(2, floor(VARIANT_S128_WAVE / tiles)), k /
  * VARIANT_S128_MIN_ROWS, 64) slices, each kshape_s128_len long (whole
- * 16-row steps; kshape_s128_slices: none empty), when S >= 2: as many
+ * 16-row steps; kshape_s128_slices: none empty), when S >= 2 (and, where
+ * the rules took split-K on the 64 tile, tiles x S >= 132: half a wave,
+ * else their many small workgroups stay; 8192x256x256 would have 128 of
+ * the 128 tile against their 512): as many
  * workgroups as fit one wave (tiles x S <= 264) rather than just past it,
  * where a second wave would run almost empty (2048x1024x1024: dW 4 slices
  * = 256 workgroups, where ceil(264 / 64) = 5 would make 320: one full

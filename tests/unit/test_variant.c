@@ -726,6 +726,20 @@ static void test_splitk128_mid_size(void **state)
 	assert_int_equal(p.slices, 8);
 	assert_int_equal(p.input, KERN_INPUT); /* (out 256 < 1024: untouched) */
 	assert_int_equal(p.dx_slices, 1);
+	/* the rules' split-K on the 64 tile (512 workgroups) stays where the
+	 * 128 tile would make less than half a wave: 8192x256x256, 4 tiles x
+	 * 32 slices of 256 rows = 128; 8192x512x512 takes it: 16 x 16 = 256 */
+	q = job(8192, 256, 256, true, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_SPLITK);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK);
+	q = job(8192, 512, 512, true, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_SPLITK);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128);
+	assert_int_equal(p.slices, 16);
 	/* db alone: the seed kernel's one pass */
 	q = job(2048, 1024, 1024, false, true, false, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
