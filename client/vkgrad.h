@@ -216,7 +216,7 @@ typedef struct vkg_job {
 	bool accumulate;
 	const char *variant; /* NULL or "auto": the daemon picks kernels by
 			      * shape; "generic", "tiled", "tiled128",
-			      * "splitk", "narrow", "coopmat" (f16),
+			      * "splitk", "splitk128", "narrow", "coopmat" (f16),
 			      * "coopmat_khr" or "coopmat_nv2" (f16, bf16)
 			      * forces a family
 			      * (hello lists what this daemon has) */

@@ -86,11 +86,12 @@ unsigned proto_dtype_size(proto_dtype d);
 /* Kernel families a linear_backward request may force (key `variant`);
  * AUTO lets the daemon choose by shape and device. Each has one name, on
  * the wire and in hello's kernel list alike: auto, generic, tiled (64x64
- * tiles), tiled128, splitk, narrow (row blocks for layers of few
- * features), coopmat. */
+ * tiles), tiled128, splitk, splitk128 (split-K on the 128 tile), narrow
+ * (row blocks for layers of few features), coopmat. */
 typedef enum proto_variant { PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED, PROTO_VARIANT_SPLITK,
 			     PROTO_VARIANT_COOPMAT, PROTO_VARIANT_TILED128, PROTO_VARIANT_COOPMAT_KHR,
 			     PROTO_VARIANT_COOPMAT_NV2, PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_VARIANT_NARROW,
+			     PROTO_VARIANT_SPLITK128,
 			     PROTO_VARIANT_COUNT } proto_variant;
 const char *proto_variant_name(proto_variant v);
 /* Returns the variant for a name, or -1. */

@@ -1,6 +1,8 @@
 // shaders/tiled128_tuned.glsl — linear_tiled128_gemm's tunable f32 path,
-// included by shaders/linear_tiled128_gemm.comp for f32 only. It runs where
-// the pipeline is specialised with T_ON = 1 (daemon/pipelines.c, from
+// included by shaders/tiled128_gemm.glsl for the f32 builds of
+// linear_tiled128_gemm and linear_splitk128_gemm (f32 partials: C and d are
+// f32 there too). It runs where the pipeline is specialised with T_ON = 1
+// (daemon/pipelines.c, from
 // VKGRAD_T128_TILE); otherwise the fixed 128×128 kernel of that file runs.
 //
 // C[m, n] (+)= Σ_k A(m, k) · B[k, n]: a T_BM × T_BN tile of C per workgroup
@@ -214,6 +216,6 @@ void tuned_main()
 	}
 	if (sum_d && m0 + tid < pc.M) {
 		const uint k = pc.d_off + m0 + tid;
-		d[k] = STORE(acc ? LOAD(d[k]) + bias : bias);
+		d[k] = CSTORE(acc ? CLOAD(d[k]) + bias : bias);
 	}
 }

@@ -46,6 +46,7 @@ static const struct {
 	[KERN_NARROW] = {"linear_narrow_param", "narrow", VKG_BINDINGS_NARROW, sizeof(kiface_narrow)},
 	[KERN_NARROW_RED] = {"linear_narrow_reduce", "narrow", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
 	[KERN_NARROW_DX] = {"linear_narrow_input", "narrow", VKG_BINDINGS_NARROW_DX, sizeof(kiface_narrow_dx)},
+	[KERN_SPLITK128] = GEMM("linear_splitk128_gemm", "splitk128"),
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -116,7 +117,8 @@ static uint64_t cmk_small_below(const config_env *env)
 	return 256;
 }
 
-/* linear_tiled128_gemm's f32 tiling: VKGRAD_T128_TILE (t128_tile.h), else
+/* linear_tiled128_gemm's f32 tiling (linear_splitk128_gemm's too: the same
+ * body): VKGRAD_T128_TILE (t128_tile.h), else
  * T128_TILE_DEFAULT where the device holds it; "fixed": the fixed kernel.
  * A value that is malformed, or that the device cannot run, stops the
  * daemon: 0, or -1 with err naming it. */
@@ -127,8 +129,11 @@ static int t128_choice(pipelines *p, const device *d, const config_env *env, cha
 	if (dflt)
 		v = T128_TILE_DEFAULT;
 	memset(&p->t128, 0, sizeof(p->t128));
-	if (strcmp(v, "fixed") == 0)
+	if (strcmp(v, "fixed") == 0) {
+		log_info("%s=fixed: linear_tiled128_gemm and linear_splitk128_gemm (f32) run the fixed "
+			 "128x128 kernel", T128_TILE_ENV);
 		return 0;
+	}
 	if (t128_tile_parse(v, &p->t128, err, errlen) != 0)
 		return -1;
 	const t128_tile *t = &p->t128;
@@ -413,8 +418,10 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			if (k == KERN_COOPMAT && (!d->coopmat || t != PROTO_F16))
 				continue;
-			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16 */
-			if (k == KERN_TILED128 && d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
+			/* its double-buffered tiles take 32 KiB (f32); Vulkan promises 16
+			 * (split-K's 128 tile: the same body) */
+			if ((k == KERN_TILED128 || k == KERN_SPLITK128) &&
+			    d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
 				continue;
 			/* the narrow kernels' two 16 KiB blocks */
 			if ((k == KERN_NARROW || k == KERN_NARROW_RED || k == KERN_NARROW_DX) &&
@@ -433,7 +440,8 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				nv2_spec_fill(ns, pipelines_nv2_tile(p, k, (proto_dtype)t), pipelines_nv2_dw(k));
 				bj->spec = &ns->info;
 			}
-			if (k == KERN_TILED128 && t == PROTO_F32 && p->t128.on) {
+			/* (split-K's 128 tile: the same body, the same tiling) */
+			if ((k == KERN_TILED128 || k == KERN_SPLITK128) && t == PROTO_F32 && p->t128.on) {
 				t128_spec_fill(t128s, &p->t128);
 				bj->spec = &t128s->info;
 			}

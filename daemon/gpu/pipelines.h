@@ -35,7 +35,8 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
        KERN_OPTIM /* optim_step: sgd_step and adam_step (daemon/kernels/optim_step.c) */,
        KERN_NARROW /* linear_narrow_param: row blocks' partial dW/db */,
        KERN_NARROW_RED /* linear_narrow_reduce: the blocks added in order */,
-       KERN_NARROW_DX /* linear_narrow_input: dX with W in shared memory */, KERN_COUNT };
+       KERN_NARROW_DX /* linear_narrow_input: dX with W in shared memory */,
+       KERN_SPLITK128 /* linear_splitk128_gemm: split-K's partials on the 128 tile */, KERN_COUNT };
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
 static inline bool pipelines_is_nv2(int k)

@@ -61,7 +61,7 @@ static void record_param(const rec *r)
  * element offsets too. */
 static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
 {
-	uint32_t w = k == KERN_TILED128 || q->dtype == PROTO_F32 ? 4 : 0;
+	uint32_t w = k == KERN_TILED128 || k == KERN_SPLITK128 || q->dtype == PROTO_F32 ? 4 : 0;
 	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k))
 		w = 8;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
@@ -76,7 +76,7 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 {
 	if (pipelines_is_cmk(k))
 		return 2ull * pipelines_cmk_tile_for(rc->pl, k, dt).bk * KSHAPE_MAX_LOOP_TRIPS;
-	if (k == KERN_TILED128 && dt == PROTO_F32 && rc->pl->t128.on)
+	if ((k == KERN_TILED128 || k == KERN_SPLITK128) && dt == PROTO_F32 && rc->pl->t128.on)
 		return (uint64_t)rc->pl->t128.bk * KSHAPE_MAX_LOOP_TRIPS;
 	if (pipelines_is_nv2(k))
 		return (uint64_t)pipelines_nv2_tile(rc->pl, k, dt)->bk * KSHAPE_MAX_LOOP_TRIPS;
@@ -112,7 +112,7 @@ static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uin
 static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, uint64_t *tn)
 {
 	*tm = *tn = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
-	if (k == KERN_TILED128) /* f32: VKGRAD_T128_TILE's where set */
+	if (k == KERN_TILED128 || k == KERN_SPLITK128) /* f32: VKGRAD_T128_TILE's where set */
 		*tm = pipelines_t128_bm(rc->pl, dt), *tn = pipelines_t128_bn(rc->pl, dt);
 	if (pipelines_is_nv2(k)) { /* VKGRAD_NV2_TILE's, or the small layers' */
 		const nv2_tile *t = pipelines_nv2_tile(rc->pl, k, dt);
@@ -182,28 +182,39 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 }
 
 /* Split-K for dW (+ db), or for dX: each slice of the reduction (dW: the
- * batch's rows; dX: out) through linear_splitk_gemm into the job's f32
- * partials in scratch (a slice longer than the loop bound in pieces that
- * accumulate there), one barrier, then linear_splitk_reduce adds the slices
- * in order into the outputs, rounding once. dX = dY·W is the same GEMM with
- * A = dY along out (sam = out, sak = 1) and B = W. */
-static void record_splitk(const rec *r, bool for_dx)
+ * batch's rows; dX: out) through the first pass, kernel k
+ * (linear_splitk_gemm, KERN_SPLITK: 64x64 tiles; linear_splitk128_gemm,
+ * KERN_SPLITK128: 128x128 tiles, slices of whole 16-row steps), into the
+ * job's f32 partials in scratch (a slice longer than the loop bound in
+ * pieces that accumulate there), one barrier, then linear_splitk_reduce
+ * adds the slices in order into the outputs, rounding once. dX = dY·W is
+ * the same GEMM with A = dY along out (sam = out, sak = 1) and B = W. */
+static void record_splitk(const rec *r, bool for_dx, int k)
 {
 	const proto_request *q = &r->j->req;
 	const bool dw = !for_dx && q->t[PROTO_T_DW].present, db = !for_dx && q->t[PROTO_T_DB].present;
 	const uint32_t S = for_dx ? r->j->plan.dx_slices : r->j->plan.slices;
 	const uint64_t K = for_dx ? q->out : q->batch, m = for_dx ? q->batch : q->out;
 	const uint64_t n = for_dx || dw ? q->in : 1, mn = m * q->in;
-	const uint64_t L = (K + S - 1) / S; /* per slice; S·L covers K */
+	/* per slice; S·L covers K. The slices that start inside K, SK of them,
+	 * are computed and added: ceil(K / S) rows each can leave the last
+	 * ones empty (1040 rows in 64 slices of 17: 62 and 63 start past
+	 * the batch), and an empty slice has no rows to read (its partials
+	 * keep their place in the layout, unwritten and unread). On the 128
+	 * tile placement.c made S kshape_s128_slices: none empty. */
+	const uint64_t L = k == KERN_SPLITK128 ? kshape_s128_len(K, S) : (K + S - 1) / S;
+	const uint32_t SK = (uint32_t)((K + L - 1) / L);
 	const uint32_t sam = for_dx ? (uint32_t)q->out : 1, sak = for_dx ? 1 : (uint32_t)q->out;
 	binding b[VKG_BINDINGS_GEMM_SUMS] = {grid_bind_tensor(r, PROTO_T_DY),
 					grid_bind_tensor(r, for_dx ? PROTO_T_W : PROTO_T_X),
 					grid_bind_partials(r, for_dx), grid_bind_partials(r, for_dx),
 					grid_bind_dummy(r, 2)};
-	grid_bind_pipe(r, KERN_SPLITK);
-	grid_push_set(r, KERN_SPLITK, b, VKG_BINDINGS_GEMM_SUMS);
-	const uint64_t tile = VKG_TILE_TILED;
-	for (uint32_t s = 0; s < S; s++) {
+	grid_bind_pipe(r, k);
+	grid_push_set(r, k, b, pipelines_bindings(k));
+	uint64_t tm = VKG_TILE_TILED, tn = VKG_TILE_TILED; /* the 128 tile's: VKGRAD_T128_TILE's (f32) */
+	if (k == KERN_SPLITK128)
+		gemm_tile(r->rc, k, q->dtype, &tm, &tn);
+	for (uint32_t s = 0; s < SK; s++) {
 		const uint64_t k0 = s * L, len = piece_len(K, k0, L);
 		kiface_gemm pc = {
 			.M = (uint32_t)m, .N = (uint32_t)q->in, .K = (uint32_t)len,
@@ -215,9 +226,8 @@ static void record_splitk(const rec *r, bool for_dx)
 			.flags = for_dx ? VKG_FLAG_WRITE_C
 					: (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u),
 		};
-		pc.flags |= vec_flag(q, KERN_SPLITK, pc.a_off, pc.b_off);
-		dispatch_gemm(r, KERN_SPLITK, &pc, (n + tile - 1) / tile, (m + tile - 1) / tile,
-			      tile * tile);
+		pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);
+		dispatch_gemm(r, k, &pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
 	}
 	r->rc->ops.barrier_inside(r);
 	grid_bind_pipe(r, KERN_REDUCE);
@@ -229,12 +239,12 @@ static void record_splitk(const rec *r, bool for_dx)
 		binding rb[VKG_BINDINGS_REDUCE] = {grid_bind_partials(r, for_dx), grid_bind_tensor(r, t)};
 		grid_push_set(r, KERN_REDUCE, rb, VKG_BINDINGS_REDUCE);
 		kiface_reduce pc = {
-			.n = (uint32_t)cnt, .slices = S, .stride = (uint32_t)cnt,
+			.n = (uint32_t)cnt, .slices = SK, .stride = (uint32_t)cnt,
 			.part_off = t == PROTO_T_DB ? (uint32_t)(S * mn) : 0u,
 			.out_off = rb[1].elem_off, .flags = acc,
 		};
 		grid_split(r, KERN_REDUCE, &pc, sizeof(pc), NULL, 0, &pc.base, VKG_REDUCE_WG,
-			       (cnt + VKG_REDUCE_WG - 1) / VKG_REDUCE_WG, 1, VKG_REDUCE_WG * (uint64_t)S);
+			       (cnt + VKG_REDUCE_WG - 1) / VKG_REDUCE_WG, 1, VKG_REDUCE_WG * (uint64_t)SK);
 	}
 }
 
@@ -345,7 +355,7 @@ static void record_input(const rec *r)
 int dispatch_unit_kernel(const job *j, unsigned mask)
 {
 	const int k = mask == UNIT_PARAM ? j->plan.param : j->plan.input;
-	if (k == KERN_SPLITK || k == KERN_NARROW || k == KERN_NARROW_DX || is_gemm(k))
+	if (k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_NARROW || k == KERN_NARROW_DX || is_gemm(k))
 		return k;
 	return mask == UNIT_PARAM ? KERN_PARAM : KERN_INPUT;
 }
@@ -353,8 +363,8 @@ int dispatch_unit_kernel(const job *j, unsigned mask)
 void dispatch_unit(const rec *r, unsigned mask)
 {
 	const int k = dispatch_unit_kernel(r->j, mask);
-	if (k == KERN_SPLITK)
-		record_splitk(r, mask == UNIT_INPUT);
+	if (k == KERN_SPLITK || k == KERN_SPLITK128)
+		record_splitk(r, mask == UNIT_INPUT, k);
 	else if (k == KERN_NARROW)
 		record_narrow_param(r);
 	else if (k == KERN_NARROW_DX)

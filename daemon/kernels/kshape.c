@@ -105,7 +105,8 @@ uint64_t kshape_max_k(int kern, proto_dtype dt)
 	case KERN_INPUT:
 	case KERN_TILED:
 	case KERN_SPLITK: per = 16; break;
-	case KERN_TILED128: per = dt == PROTO_F32 ? 16 : 8; break;
+	case KERN_TILED128:
+	case KERN_SPLITK128: per = dt == PROTO_F32 ? 16 : 8; break;
 	case KERN_NARROW: return UINT64_MAX; /* any batch: its blocks (kshape_narrow_blocks) */
 	case KERN_NARROW_DX: return (uint64_t)KSHAPE_MAX_LOOP_TRIPS / 4; /* out, one row tile per workgroup */
 	case KERN_COOPMAT: per = 32; break;
@@ -140,5 +141,16 @@ uint64_t kshape_splitk_elems(const proto_request *q, uint32_t slices)
 uint64_t kshape_splitk_dx_elems(const proto_request *q, uint32_t slices)
 {
 	return (uint64_t)slices * q->batch * q->in;
+}
+
+uint64_t kshape_s128_len(uint64_t K, uint32_t slices)
+{
+	const uint64_t l = ceil_div(K ? K : 1, slices ? slices : 1);
+	return ceil_div(l, KSHAPE_S128_STEP) * KSHAPE_S128_STEP;
+}
+
+uint32_t kshape_s128_slices(uint64_t K, uint32_t slices)
+{
+	return (uint32_t)ceil_div(K ? K : 1, kshape_s128_len(K, slices));
 }
 

@@ -30,7 +30,7 @@ void kshape_set_loop_trips(uint32_t trips);
 /* The longest reduction (elements of k) kernel `kern` walks in one dispatch
  * within KSHAPE_MAX_LOOP_TRIPS: KSHAPE_MAX_LOOP_TRIPS times the elements
  * its loop takes per iteration (seed dW: 8 stripes; dX, tiled, split-K: 16;
- * tiled128: 16 for f32, 8 for f16/bf16; coopmat, coopmat_nv2: 32;
+ * tiled128, splitk128: 16 for f32, 8 for f16/bf16; coopmat, coopmat_nv2: 32;
  * coopmat_khr: two k steps of BK, at least KSHAPE_CMK_MIN_BK, per
  * iteration — dispatch.c cuts by its pipelines' actual BK, 32 by default). A
  * kernel missing from kshape.c's list counts as one element per
@@ -42,6 +42,19 @@ uint64_t kshape_max_k(int kern, proto_dtype dt);
 uint64_t kshape_splitk_elems(const proto_request *q, uint32_t slices);
 /* The same for q's dX (split over out) with `slices` slices. */
 uint64_t kshape_splitk_dx_elems(const proto_request *q, uint32_t slices);
+
+/* ---- split-K on the 128 tile (linear_splitk128_gemm) --------------------- */
+/* Its slices are whole multiples of this many elements of the reduction
+ * (the f32 kernel's k step; twice the 16-bit one's), so every slice but the
+ * last walks whole steps and its vector loads stay aligned. */
+#define KSHAPE_S128_STEP 16u
+/* Length of each slice (the last may be shorter) of a reduction of K
+ * elements cut into about `slices`: ceil(K / slices) rounded up to
+ * KSHAPE_S128_STEP. */
+uint64_t kshape_s128_len(uint64_t K, uint32_t slices);
+/* The slices that length makes (ceil(K / kshape_s128_len)), none empty: at
+ * most `slices`, and unchanged when applied again. */
+uint32_t kshape_s128_slices(uint64_t K, uint32_t slices);
 
 /* ---- the narrow family's shapes (variant.h: when it runs) ---------------- */
 #define KSHAPE_NARROW_WGS 512     /* stage one's workgroups aimed for (blocks × tiles): ~4 per SM on an H100 */

@@ -70,11 +70,18 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 			 (unsigned long long)p->devlocal_min[PROTO_F16], (unsigned long long)p->scratch_cap);
 }
 
+/* Is kernel k one that writes split-K's partials (on the 64 or the 128
+ * tile)? */
+static bool is_splitk(int k)
+{
+	return k == KERN_SPLITK || k == KERN_SPLITK128;
+}
+
 /* Split-K's or the narrow family's partials given up: dW (and db) by the
  * tiled kernel, db alone by the seed kernel. */
 static void drop_param_splitk(job *j)
 {
-	if (j->plan.param == KERN_SPLITK || j->plan.param == KERN_NARROW) {
+	if (is_splitk(j->plan.param) || j->plan.param == KERN_NARROW) {
 		j->plan.param = j->req.t[PROTO_T_DW].present ? KERN_TILED : KERN_PARAM;
 		j->plan.slices = 1;
 	}
@@ -82,7 +89,7 @@ static void drop_param_splitk(job *j)
 
 static void drop_input_splitk(job *j)
 {
-	if (j->plan.input == KERN_SPLITK) {
+	if (is_splitk(j->plan.input)) {
 		j->plan.input = KERN_TILED;
 		j->plan.dx_slices = 1;
 	}
@@ -128,27 +135,32 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 {
 	uint64_t bytes = 0;
 	/* (the narrow family's partials: split-K's layout, a slice per block) */
-	const bool partials = j->plan.param == KERN_SPLITK || j->plan.param == KERN_NARROW;
+	const bool partials = is_splitk(j->plan.param) || j->plan.param == KERN_NARROW;
 	if (partials) {
 		const uint32_t s = fit_slices(p, param_elems(j, q, 1), j->plan.slices);
 		if (j->plan.param == KERN_NARROW && s < j->plan.slices && s >= j->plan.min_slices)
 			/* fewer, longer blocks: whole steps again */
 			j->plan.slices = (uint32_t)((q->batch + kshape_narrow_rows(q, s) - 1) / kshape_narrow_rows(q, s));
+		else if (j->plan.param == KERN_SPLITK128 && s)
+			/* whole 16-row steps, none empty (the same when s is the plan's) */
+			j->plan.slices = kshape_s128_slices(q->batch, s);
 		else
 			j->plan.slices = s;
 		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
 			drop_param_splitk(j);
 	}
-	if (j->plan.input == KERN_SPLITK) {
+	if (is_splitk(j->plan.input)) {
 		j->plan.dx_slices = fit_slices(p, kshape_splitk_dx_elems(q, 1), j->plan.dx_slices);
+		if (j->plan.input == KERN_SPLITK128 && j->plan.dx_slices)
+			j->plan.dx_slices = kshape_s128_slices(q->out, j->plan.dx_slices);
 		if (j->plan.dx_slices == 0)
 			drop_input_splitk(j);
 	}
-	if (j->plan.param == KERN_SPLITK || j->plan.param == KERN_NARROW) {
+	if (is_splitk(j->plan.param) || j->plan.param == KERN_NARROW) {
 		j->splitk_off = 0;
 		bytes += scratch_round(param_elems(j, q, j->plan.slices) * 4);
 	}
-	if (j->plan.input == KERN_SPLITK) {
+	if (is_splitk(j->plan.input)) {
 		j->splitk_dx_off = bytes;
 		bytes += scratch_round(kshape_splitk_dx_elems(q, j->plan.dx_slices) * 4);
 	}
@@ -201,6 +213,11 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		variant_nv2_small(&j->plan, q, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
 				  VARIANT_NV2_SMALL_MIN_TILES);
 	variant_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
+	/* mid-size f32 GEMMs on a GPU: split-K on the 128 tile (variant.h); a
+	 * CPU device (lavapipe) keeps the pick of the rules and its model */
+	if (p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && p->pl->pipe[KERN_SPLITK128][t] &&
+	    p->pl->pipe[KERN_REDUCE][t])
+		variant_splitk128(&j->plan, q);
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */
 	j->act_no_scratch = false;

@@ -138,6 +138,13 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 			      "workgroup; %s offers maxComputeSharedMemorySize = %u",
 			      PIPELINES_NARROW_SHARED_BYTES, name,
 			      n ? dev->props.limits.maxComputeSharedMemorySize : 0u);
+	case PROTO_VARIANT_SPLITK128:
+		if (pl->pipe[KERN_SPLITK128][d] && pl->pipe[KERN_REDUCE][d])
+			return false;
+		return refuse(why, n,
+			      "variant 'splitk128' needs 32768 bytes of shared memory per "
+			      "workgroup; %s offers maxComputeSharedMemorySize = %u",
+			      name, n ? dev->props.limits.maxComputeSharedMemorySize : 0u);
 	case PROTO_VARIANT_TILED128:
 		if (pl->pipe[KERN_TILED128][d])
 			return false;
@@ -182,7 +189,9 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 	const uint64_t per_slice = kshape_max_k(KERN_SPLITK, q->dtype);
 	if (q->dtype == PROTO_F32)
 		return;
-	if (p->param == KERN_SPLITK) {
+	if (p->param == KERN_SPLITK128) {
+		/* forced (auto: f32 only): f32 partials already */
+	} else if (p->param == KERN_SPLITK) {
 		/* without split-K it would run tiled (placement.c): cut there */
 		if (q->batch > kshape_max_k(KERN_TILED, q->dtype))
 			p->min_slices = 1;
@@ -191,7 +200,7 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 		p->slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->batch, per_slice));
 		p->min_slices = 1;
 	}
-	if (p->input >= 0 && q->out > kshape_max_k(p->input, q->dtype)) {
+	if (p->input >= 0 && p->input != KERN_SPLITK128 && q->out > kshape_max_k(p->input, q->dtype)) {
 		p->input = KERN_SPLITK;
 		p->dx_slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->out, per_slice));
 	}
@@ -342,6 +351,10 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			uint64_t s = q->batch / 16;
 			p.slices = (uint32_t)(s < 1 ? 1 : s > SPLITK_MAX ? SPLITK_MAX : s);
 			p.min_slices = 1;
+		} else if (q->variant == PROTO_VARIANT_SPLITK128) {
+			p.param = KERN_SPLITK128;
+			p.slices = variant_s128_slices(q->out, dw ? q->in : 1, q->batch, KSHAPE_S128_STEP, 1);
+			p.min_slices = 1;
 		} else if (q->variant == PROTO_VARIANT_TILED128) {
 			p.param = dw ? KERN_TILED128 : KERN_PARAM;
 		} else if (q->variant == PROTO_VARIANT_NARROW) {
@@ -366,7 +379,10 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 		else if (q->variant == PROTO_VARIANT_AUTO)
 			p.input = q->batch >= TILE && q->in >= TILE && q->batch * q->in >= BIG
 					  ? KERN_TILED : KERN_INPUT;
-		else if (q->variant == PROTO_VARIANT_TILED128)
+		else if (q->variant == PROTO_VARIANT_SPLITK128) {
+			p.input = KERN_SPLITK128;
+			p.dx_slices = variant_s128_slices(q->batch, q->in, q->out, KSHAPE_S128_STEP, 1);
+		} else if (q->variant == PROTO_VARIANT_TILED128)
 			p.input = KERN_TILED128;
 		else
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
@@ -411,6 +427,49 @@ void variant_widen(variant_plan *p, const proto_request *q)
 		p->param = KERN_TILED128;
 	if (p->input == KERN_TILED && wide_enough(q->batch, q->in, q->out) && q->out <= kmax)
 		p->input = KERN_TILED128;
+}
+
+uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_rows, uint32_t least)
+{
+	const uint64_t tiles = ceil_div(m ? m : 1, WIDE_TILE) * ceil_div(n ? n : 1, WIDE_TILE);
+	uint64_t s = VARIANT_S128_WAVE / tiles; /* one wave, not just past it */
+	if (s < least)
+		s = least;
+	s = min_u64(s, min_u64(SPLITK_MAX, k / (min_rows ? min_rows : 1)));
+	return kshape_s128_slices(k, (uint32_t)(s ? s : 1));
+}
+
+/* An m × n GEMM over k that auto cuts on the 128 tile (variant_splitk128). */
+static bool s128_fits(uint64_t m, uint64_t n, uint64_t k)
+{
+	return m >= WIDE_TILE && n >= WIDE_TILE && k >= VARIANT_S128_MIN_K &&
+	       ceil_div(m, WIDE_TILE) * ceil_div(n, WIDE_TILE) < VARIANT_S128_WAVE;
+}
+
+void variant_splitk128(variant_plan *p, const proto_request *q)
+{
+	if (q->variant != PROTO_VARIANT_AUTO || q->dtype != PROTO_F32)
+		return;
+	if ((p->param == KERN_PARAM || p->param == KERN_TILED || p->param == KERN_SPLITK) &&
+	    q->t[PROTO_T_DW].present && s128_fits(q->out, q->in, q->batch)) {
+		const uint32_t s = variant_s128_slices(q->out, q->in, q->batch, VARIANT_S128_MIN_ROWS, 2);
+		const uint64_t wgs = (uint64_t)s * ceil_div(q->out, WIDE_TILE) * ceil_div(q->in, WIDE_TILE);
+		/* where the rules split on the 64 tile already, not for less than
+		 * half a wave (8192x256x256: 128 workgroups of slices of 256
+		 * rows, against split-K's 512) */
+		if (s >= 2 && (p->param != KERN_SPLITK || wgs >= VARIANT_S128_WAVE / 2)) {
+			p->param = KERN_SPLITK128;
+			p->slices = s;
+			p->min_slices = 2;
+		}
+	}
+	if ((p->input == KERN_INPUT || p->input == KERN_TILED) && s128_fits(q->batch, q->in, q->out)) {
+		const uint32_t s = variant_s128_slices(q->batch, q->in, q->out, VARIANT_S128_MIN_ROWS, 2);
+		if (s >= 2) {
+			p->input = KERN_SPLITK128;
+			p->dx_slices = s;
+		}
+	}
 }
 
 /* Does an m × n GEMM take coopmat_nv2 with tiles of bm × bn: at least

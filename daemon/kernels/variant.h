@@ -45,6 +45,11 @@
  * batch, n = in, k = out) with at least 512 tiles of 128x128 and k >= 1024
  * runs on linear_tiled128_gemm instead.
  *
+ * And on a device that is not a CPU device, variant_splitk128() (below): a
+ * mid-size f32 GEMM with fewer than 264 tiles of 128x128 and k >= 1024
+ * runs split-K on the 128 tile (linear_splitk128_gemm +
+ * linear_splitk_reduce).
+ *
  * Split-K slices: narrow dW S = min(64, batch / 64); tiled dW S = min(64,
  * ceil(1024 / tiles), batch / 256); forced S = min(64, max(1, batch / 16));
  * each slice covers ceil(batch / S) rows. S depends on the shape only, and
@@ -197,6 +202,44 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
  * linear_tiled128_gemm where it has at least 512 tiles of 128x128 and a
  * reduction of at least 1024. */
 void variant_widen(variant_plan *p, const proto_request *q);
+
+/* Split-K on the 128 tile (linear_splitk128_gemm + linear_splitk_reduce,
+ * KERN_SPLITK128), for mid-size f32 GEMMs whose 128x128 tiles are too few
+ * to fill a GPU (issue 37: 2048x1024x1024 has 64 tiles for dW, 128 for
+ * dX, on 132 SMs). placement.c applies it on devices that are not CPU
+ * devices (on lavapipe auto is as before; the cost model does not know
+ * this kernel), where the pipeline exists, when the variant is auto and
+ * the dtype f32: a GEMM (dW: m = out, n = in, k = batch, the rules' pick
+ * generic, tiled or split-K on the 64 tile; dX: m = batch, n = in, k =
+ * out, the rules' pick generic or tiled) with m, n >= 128, fewer than
+ * VARIANT_S128_WAVE tiles of 128x128 and k >= VARIANT_S128_MIN_K is cut
+ * into S = min(max(2, floor(VARIANT_S128_WAVE / tiles)), k /
+ * VARIANT_S128_MIN_ROWS, 64) slices, each kshape_s128_len long (whole
+ * 16-row steps; kshape_s128_slices: none empty), when S >= 2 (and, where
+ * the rules took split-K on the 64 tile, tiles x S >= 132: half a wave,
+ * else their many small workgroups stay; 8192x256x256 would have 128 of
+ * the 128 tile against their 512): as many
+ * workgroups as fit one wave (tiles x S <= 264) rather than just past it,
+ * where a second wave would run almost empty (2048x1024x1024: dW 4 slices
+ * = 256 workgroups, where ceil(264 / 64) = 5 would make 320: one full
+ * wave and one a fifth full at two per SM, 2.4 waves at one per SM; dX 2
+ * slices = 256). All four numbers are unmeasured until a GPU run: they
+ * follow the shape of the problem (two 256-thread workgroups per SM of a
+ * 132-SM H100/H200: the tunable path's 127 registers on the H200 allow
+ * two, the fixed kernel's 152 one, and 256 workgroups are two full waves
+ * of that; slices long enough that the partials' write and the reduce
+ * pass stay small against the slice's multiply-adds), not a timing.
+ * Forced (`variant: "splitk128"`, any dtype) both parts run on it,
+ * max(1, floor(VARIANT_S128_WAVE / tiles)) slices of at least
+ * KSHAPE_S128_STEP rows. */
+#define VARIANT_S128_WAVE 264 /* workgroups of one wave: 2 per SM on 132 SMs (unmeasured) */
+#define VARIANT_S128_MIN_K 1024  /* the reduction at least this (unmeasured) */
+#define VARIANT_S128_MIN_ROWS 256 /* a slice at least this long (unmeasured) */
+void variant_splitk128(variant_plan *p, const proto_request *q);
+/* The slices of split-K on the 128 tile for an m x n GEMM over k: one
+ * wave's worth (floor(VARIANT_S128_WAVE / tiles)), at least `least`, then
+ * at most 64 and k / min_rows (see variant_splitk128); >= 1. */
+uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_rows, uint32_t least);
 
 /* ---- the narrow family -------------------------------------------------
  * For layers of few features over many rows (16-256 features, 2^16-2^24

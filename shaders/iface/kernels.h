@@ -47,7 +47,7 @@
 #define VKG_INPUT_TILE 16
 
 /* ---- the GEMM kernels: C[m, n] (+)= Σ_k A(m, k) · B[k, n] -------------------
- * linear_tiled_gemm, linear_splitk_gemm, linear_tiled128_gemm,
+ * linear_tiled_gemm, linear_splitk_gemm, linear_tiled128_gemm, linear_splitk128_gemm,
  * linear_coopmat_gemm, linear_coopmat_khr_gemm, linear_coopmat_nv2_gemm,
  * linear_coopmat_khr_f32x3_gemm.
  * With VKG_FLAG_WRITE_D the workgroups of column tile 0 also sum A over k

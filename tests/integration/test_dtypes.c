@@ -182,8 +182,8 @@ static void run_dtype(bool bf16)
 	static const unsigned subsets[] = {1, 2, 4, 3, 7};
 	/* coopmat and coopmat_khr only where the daemon has them (f16 on
 	 * VK_NV_cooperative_matrix; f16, bf16 on VK_KHR_cooperative_matrix) */
-	const char *variants[8] = {"generic", "tiled", "tiled128", "splitk", "narrow"};
-	int nv = 5;
+	const char *variants[10] = {"generic", "tiled", "tiled128", "splitk", "narrow", "splitk128"};
+	int nv = 6;
 	if (!bf16 && g_coopmat)
 		variants[nv++] = "coopmat";
 	else if (!bf16)
@@ -204,7 +204,7 @@ static void run_dtype(bool bf16)
 	assert_non_null(c);
 	unsigned failed = 0, cases = 0;
 	double worst = 0;
-	uint64_t mis[7] = {0}, all[7] = {0};
+	uint64_t mis[10] = {0}, all[10] = {0};
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 		for (unsigned k = 0; k < 5; k++)
 			for (int v = 0; v < nv; v++) {
@@ -287,13 +287,13 @@ static void test_hello_lists_every_dtype(void **state)
 		if (strcmp(k.dtype, "bf16") == 0) seen[2]++;
 	}
 	vkg_close(c);
-	/* lavapipe has storageBuffer16BitAccess: the twelve plain kernels in
+	/* lavapipe has storageBuffer16BitAccess: the thirteen plain kernels in
 	 * all three dtypes (parameter, input, tiled, tiled128, split-K's two
-	 * passes, linear_forward_prep, linear_activation, optim_step, the
-	 * narrow family's three) */
-	assert_int_equal(seen[0], 12);
-	assert_int_equal(seen[1], 12);
-	assert_int_equal(seen[2], 12);
+	 * passes, split-K on the 128 tile, linear_forward_prep,
+	 * linear_activation, optim_step, the narrow family's three) */
+	assert_int_equal(seen[0], 13);
+	assert_int_equal(seen[1], 13);
+	assert_int_equal(seen[2], 13);
 }
 
 /* Forcing coopmat where it cannot run is `unsupported`, naming the variant,

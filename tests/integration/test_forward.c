@@ -187,7 +187,7 @@ out:
 }
 
 static const char *const families[] = {"auto",        "generic",     "tiled",
-				       "tiled128",    "splitk",      "coopmat",
+				       "tiled128",    "splitk",      "splitk128",   "coopmat",
 				       "coopmat_khr", "coopmat_nv2", "coopmat_khr_f32x3"};
 #define NFAM (sizeof(families) / sizeof(families[0]))
 

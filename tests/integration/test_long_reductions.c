@@ -78,6 +78,8 @@ static const lcase cases[] = {
 	{"tiled", "linear_tiled_gemm", PROTO_F32, true, true},
 	{"tiled128", "linear_tiled128_gemm", PROTO_F32, true, true},
 	{"splitk", "linear_splitk_gemm", PROTO_F32, true, false},
+	{"splitk128", "linear_splitk128_gemm", PROTO_F32, true, true}, /* 64 slices of 128 */
+	{"splitk128", "linear_splitk128_gemm", PROTO_BF16, true, true},
 	{"generic", NULL, PROTO_BF16, true, true},
 	{"tiled128", "linear_tiled128_gemm", PROTO_BF16, true, true},
 	{"coopmat", "linear_coopmat_gemm", PROTO_F16, true, true},

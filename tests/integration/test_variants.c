@@ -159,9 +159,9 @@ static void test_same_bits_every_path_and_run(void **state)
 {
 	(void)state;
 	static const uint64_t shp[][3] = {{1040, 70, 65}, {4100, 33, 5}, {129, 127, 65}};
-	static const char *const families[] = {"splitk", "tiled", "tiled128", "generic", "auto"};
+	static const char *const families[] = {"splitk", "tiled", "tiled128", "generic", "auto", "splitk128"};
 	for (size_t s = 0; s < 3; s++)
-		for (int f = 0; f < 5; f++) {
+		for (int f = 0; f < 6; f++) {
 			jobcase jc;
 			jobcase_init(&jc, shp[s][0], shp[s][1], shp[s][2], JC_ALL, true);
 			jobcase_layout(&jc);
@@ -289,17 +289,17 @@ static void test_unknown_variant_is_bad_request(void **state)
 	expect_hello_variants_parse(&g_d);
 	expect_variant_message(&g_d, "f32", "fast!",
 			       "linear_backward: key 'variant' = 'fast!' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
+			       "tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
 			       "only; coopmat_khr, coopmat_nv2 are f16 and bf16 only); this device cannot "
 			       "run coopmat_khr_f32x3");
 	expect_variant_message(&g_d, "bf16", "tiled64",
 			       "linear_backward: key 'variant' = 'tiled64' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, narrow, coopmat_khr, coopmat_nv2 for dtype bf16 (coopmat "
+			       "tiled, tiled128, splitk, splitk128, narrow, coopmat_khr, coopmat_nv2 for dtype bf16 (coopmat "
 			       "is f16 only; coopmat_khr_f32x3 is f32 only); this device cannot run "
 			       "coopmat_khr, coopmat_nv2");
 	expect_variant_message(&g_d, "f16", "",
 			       "linear_backward: key 'variant' = '' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, narrow, coopmat, coopmat_khr, coopmat_nv2 for dtype f16 "
+			       "tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, coopmat_nv2 for dtype f16 "
 			       "(coopmat_khr_f32x3 is f32 only); this device cannot run coopmat, "
 			       "coopmat_khr, coopmat_nv2");
 }
@@ -334,17 +334,24 @@ static void test_tiled128_unsupported_with_16k_shared_memory(void **state)
 	}
 	expect_refused_untouched(c, NULL, "narrow", "unsupported", "narrow",
 				 "maxComputeSharedMemorySize = 16384");
+	/* split-K on the 128 tile (the same 32 KiB body) likewise */
+	for (unsigned i = 0; i < info.n_kernels; i++) {
+		assert_int_equal(vkg_info_kernel(c, i, &k), 0);
+		assert_string_not_equal(k.name, "linear_splitk128_gemm");
+	}
+	expect_refused_untouched(c, NULL, "splitk128", "unsupported", "splitk128",
+				 "maxComputeSharedMemorySize = 16384");
 	vkg_close(c);
 	expect_variant_message(&d, "f16", "Tiled",
 			       "linear_backward: key 'variant' = 'Tiled' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, narrow, coopmat, coopmat_khr, coopmat_nv2 for dtype f16 "
-			       "(coopmat_khr_f32x3 is f32 only); this device cannot run tiled128, narrow, "
+			       "tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, coopmat_nv2 for dtype f16 "
+			       "(coopmat_khr_f32x3 is f32 only); this device cannot run tiled128, splitk128, narrow, "
 			       "coopmat, coopmat_khr, coopmat_nv2");
 	expect_variant_message(&d, "f32", "Tiled",
 			       "linear_backward: key 'variant' = 'Tiled' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
+			       "tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
 			       "only; coopmat_khr, coopmat_nv2 are f16 and bf16 only); this device cannot "
-			       "run tiled128, narrow, coopmat_khr_f32x3");
+			       "run tiled128, splitk128, narrow, coopmat_khr_f32x3");
 	expect_hello_variants_parse(&d);
 	/* the other families still serve, on the device-local path too */
 	assert_int_equal(run_family_on(&d, "auto"), 0);

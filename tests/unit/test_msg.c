@@ -1486,7 +1486,7 @@ static void test_lb_variant(void **state)
 	f_set(&fs, "variant", v_variant_fast);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
-			    "auto, generic, tiled, tiled128, splitk, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat "
+			    "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat "
 			    "is f16 only; "
 			    "coopmat_khr, coopmat_nv2 are f16 and bf16 only)");
 	assert_true(req.variant_unknown);
@@ -1494,12 +1494,12 @@ static void test_lb_variant(void **state)
 	f_set(&fs, "dtype", v_f16);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
-			    "auto, generic, tiled, tiled128, splitk, narrow, coopmat, coopmat_khr, coopmat_nv2 for "
+			    "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, coopmat_nv2 for "
 			    "dtype f16 (coopmat_khr_f32x3 is f32 only)");
 	f_set(&fs, "dtype", v_bf16);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
-			    "auto, generic, tiled, tiled128, splitk, narrow, coopmat_khr, coopmat_nv2 for dtype "
+			    "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr, coopmat_nv2 for dtype "
 			    "bf16 (coopmat is f16 only; coopmat_khr_f32x3 is f32 only)");
 	assert_true(req.variant_unknown);
 	/* echoed escaped */
@@ -1524,19 +1524,19 @@ static void test_lb_variant(void **state)
 	/* the list, filtered */
 	char buf[128];
 	assert_int_equal(proto_variant_list(buf, sizeof(buf), -1, NULL, NULL), PROTO_VARIANT_COUNT);
-	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, narrow, coopmat, coopmat_khr, coopmat_nv2, "
-				 "coopmat_khr_f32x3");
-	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_BF16, NULL, NULL), 8);
-	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, narrow, coopmat_khr, coopmat_nv2");
-	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_F32, NULL, NULL), 7);
-	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, narrow, coopmat_khr_f32x3");
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, "
+				 "coopmat_nv2, coopmat_khr_f32x3");
+	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_BF16, NULL, NULL), 9);
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr, coopmat_nv2");
+	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_F32, NULL, NULL), 8);
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3");
 	assert_true(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_F32));
 	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_F16));
 	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_BF16));
 	assert_int_equal(proto_variant_parse("coopmat_khr_f32x3"), PROTO_VARIANT_COOPMAT_KHR_F32X3);
 	for (int v = 0; v < PROTO_VARIANT_COUNT; v++)
-		assert_true(strstr("auto, generic, tiled, tiled128, splitk, narrow, coopmat, coopmat_khr, coopmat_nv2, "
-				   "coopmat_khr_f32x3",
+		assert_true(strstr("auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, "
+				   "coopmat_nv2, coopmat_khr_f32x3",
 				   proto_variant_name((proto_variant)v)) != NULL);
 }
 

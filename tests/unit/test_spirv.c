@@ -29,6 +29,7 @@ static const struct {
 	{"linear_tiled_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
 	{"linear_splitk_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
 	{"linear_tiled128_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
+	{"linear_splitk128_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_nv2_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},

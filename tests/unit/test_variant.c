@@ -679,6 +679,159 @@ static void test_narrow_family(void **state)
 	kshape_set_loop_trips(KSHAPE_LOOP_TRIPS_MAX);
 }
 
+/* Split-K on the 128 tile (issue 37 item 3): auto on a GPU (placement.c
+ * applies variant_splitk128 after the rules where the device is not a CPU
+ * device) takes it for 2048x1024x1024 f32, dW (+ db) in 4 slices of 512
+ * rows (64 tiles: 256 workgroups, one wave of 264) and dX in 2 slices of
+ * 512 (128 tiles: 256 workgroups); not for f16/bf16, short reductions, narrow or
+ * many-tile shapes, nor a forced variant. Slices are whole 16-row steps,
+ * none empty, at most 64. */
+static void test_splitk128_mid_size(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_F32X3 | VARIANT_HAS_NV2;
+	proto_request q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	variant_plan p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_TILED); /* the rules alone (and on lavapipe) */
+	assert_int_equal(p.input, KERN_TILED);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128);
+	assert_int_equal(p.slices, 4);
+	assert_int_equal(p.min_slices, 2);
+	assert_int_equal(p.input, KERN_SPLITK128);
+	assert_int_equal(p.dx_slices, 2);
+	assert_int_equal(kshape_s128_len(2048, 4), 512);
+	assert_int_equal(kshape_s128_len(1024, 2), 512);
+	/* (ceil(264 / 64) = 5 slices would make 320 workgroups: a second
+	 * wave a fifth full) */
+	assert_int_equal(kshape_s128_len(2048, 5), 416);
+	/* dW alone, dX alone */
+	q = job(2048, 1024, 1024, true, false, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128);
+	assert_int_equal(p.input, -1);
+	q = job(2048, 1024, 1024, false, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, -1);
+	assert_int_equal(p.input, KERN_SPLITK128);
+	/* 2048x256x256: the rules' generic kernels, 4 tiles: floor(264 / 4) =
+	 * 66, at most 2048 / 256 = 8 slices of 256 */
+	q = job(2048, 256, 256, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128);
+	assert_int_equal(p.slices, 8);
+	assert_int_equal(p.input, KERN_INPUT); /* (out 256 < 1024: untouched) */
+	assert_int_equal(p.dx_slices, 1);
+	/* the rules' split-K on the 64 tile (512 workgroups) stays where the
+	 * 128 tile would make less than half a wave: 8192x256x256, 4 tiles x
+	 * 32 slices of 256 rows = 128; 8192x512x512 takes it: 16 x 16 = 256 */
+	q = job(8192, 256, 256, true, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_SPLITK);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK);
+	q = job(8192, 512, 512, true, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_SPLITK);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128);
+	assert_int_equal(p.slices, 16);
+	/* db alone: the seed kernel's one pass */
+	q = job(2048, 1024, 1024, false, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_PARAM);
+	/* not: f16/bf16, a short reduction, a dimension below the tile, many
+	 * tiles (8192x4096x4096: 1024), a narrow layer, a forced variant */
+	const struct {
+		uint64_t b, i, o;
+		proto_dtype dt;
+		proto_variant v;
+	} no[] = {
+		{2048, 1024, 1024, PROTO_F16, PROTO_VARIANT_AUTO},
+		{2048, 1024, 1024, PROTO_BF16, PROTO_VARIANT_AUTO},
+		{1000, 1024, 1000, PROTO_F32, PROTO_VARIANT_AUTO},
+		{2048, 1024, 100, PROTO_F32, PROTO_VARIANT_AUTO},
+		{8192, 4096, 4096, PROTO_F32, PROTO_VARIANT_AUTO},
+		{1u << 20, 64, 64, PROTO_F32, PROTO_VARIANT_AUTO},
+		{2048, 1024, 1024, PROTO_F32, PROTO_VARIANT_TILED},
+		{2048, 1024, 1024, PROTO_F32, PROTO_VARIANT_SPLITK},
+	};
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		q = job(no[i].b, no[i].i, no[i].o, true, true, true, no[i].v);
+		q.dtype = no[i].dt;
+		p = variant_choose(&q, gpu);
+		const variant_plan before = p;
+		variant_splitk128(&p, &q);
+		assert_memory_equal(&p, &before, sizeof(p));
+		assert_int_not_equal(p.param, KERN_SPLITK128);
+		assert_int_not_equal(p.input, KERN_SPLITK128);
+	}
+	/* the 1,024-row edge: dX's out = 1024 takes it, 1023 does not */
+	q = job(4096, 512, 1023, false, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_not_equal(p.input, KERN_SPLITK128);
+	q.out = 1024;
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.input, KERN_SPLITK128);
+	/* 256 tiles (132 < tiles < 264): two slices, 512 workgroups */
+	q = job(2048, 2048, 1024, false, false, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.input, KERN_SPLITK128);
+	assert_int_equal(p.dx_slices, 2);
+	/* up to 132 tiles, a long reduction: one wave (tiles x S <= 264),
+	 * more than half of it (tiles x S > 132) */
+	for (uint64_t m = 128; m <= 2048; m += 128)
+		for (uint64_t n = 128; n <= 2048; n += 384) {
+			const uint64_t tiles = ((m + 127) / 128) * ((n + 127) / 128);
+			if (tiles > 132)
+				continue;
+			const uint32_t s = variant_s128_slices(m, n, 1u << 16, VARIANT_S128_MIN_ROWS, 2);
+			assert_true(tiles * s <= VARIANT_S128_WAVE);
+			assert_true(tiles * s > VARIANT_S128_WAVE / 2 || s == 64);
+		}
+	/* forced, any dtype: both parts; slices of at least 16 rows */
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++) {
+		q = job(1000, 130, 129, true, true, true, PROTO_VARIANT_SPLITK128);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_SPLITK128);
+		assert_int_equal(p.input, KERN_SPLITK128);
+		assert_int_equal(p.min_slices, 1);
+		/* 4 tiles: floor(264 / 4) = 66, 62 by 16-row slices; ceil(1000 /
+		 * 62) = 17 rounded up to 32 rows: 32 slices */
+		assert_int_equal(p.slices, 32);
+		/* dX: 8 x 2 tiles, floor(264 / 16) = 16, 129 / 16 = 8; ceil(129 /
+		 * 8) = 17 -> 32: 5 slices */
+		assert_int_equal(p.dx_slices, 5);
+	}
+	/* every slice count a shape gets: whole steps, none empty, within 64 */
+	static const uint64_t ks[] = {1, 15, 16, 17, 32, 33, 255, 1000, 1040, 2048, 4097, 1u << 20};
+	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++)
+		for (uint32_t s0 = 1; s0 <= 64; s0++) {
+			const uint64_t K = ks[i];
+			const uint32_t s = kshape_s128_slices(K, s0);
+			const uint64_t L = kshape_s128_len(K, s);
+			assert_true(s >= 1 && s <= s0);
+			assert_int_equal(L % KSHAPE_S128_STEP, 0);
+			assert_true((uint64_t)s * L >= K);
+			assert_true((uint64_t)(s - 1) * L < K);
+			assert_int_equal(kshape_s128_slices(K, s), s);
+		}
+	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
+		const uint32_t s = variant_s128_slices(128, 128, ks[i], KSHAPE_S128_STEP, 1);
+		assert_true(s >= 1 && s <= 64);
+		assert_true(ks[i] < 32 || kshape_s128_len(ks[i], s) >= KSHAPE_S128_STEP);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -697,6 +850,7 @@ int main(void)
 		cmocka_unit_test(test_nv2_large),
 		cmocka_unit_test(test_nv2_small),
 		cmocka_unit_test(test_narrow_family),
+		cmocka_unit_test(test_splitk128_mid_size),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
