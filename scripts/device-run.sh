@@ -43,6 +43,8 @@
 #            device memory (--stream-chunk-bytes off), each line's GB/s as a
 #            fraction of `bench --peak`'s copy_gbps, beside
 #            torch_narrow.py (cuBLAS, its copy bandwidth): the issue's table;
+#            the mid-size f32 GEMM ($MID: auto, tiled, tiled128, splitk,
+#            splitk128) beside torch_narrow.py on it (issue 37 item 3);
 #            then auto against every family on `bench --kernels --shapes
 #            grid` (f32, bf16)
 #   train    scripts/train_bench.py: N = 1, 4, 16 processes each training an
@@ -341,16 +343,20 @@ suite_narrow() {
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$NSET" f32,bf16 --variants auto,narrow ${copy:+--copy-gbps $copy}
+	# issue 37 item 3: the mid-size f32 GEMM, auto and each family that can take it
+	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines mid "$B/bin/vkgradd" "$R/narrow.jsonl" \
+		"$MID" f32 --variants auto,tiled,tiled128,splitk,splitk128 ${copy:+--copy-gbps $copy}
 	if [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
 		say "torch_narrow.py"
-		(cd "$B" && timeout 240 "$PY" torch_narrow.py "$NSET" f32,bf16) >"$R/torch_narrow.jsonl" \
+		(cd "$B" && timeout 240 "$PY" torch_narrow.py "$NSET" f32,bf16 &&
+			timeout 60 "$PY" torch_narrow.py "$MID" f32) >"$R/torch_narrow.jsonl" \
 			2>>"$R/torch.err" || note "torch_narrow.py rc=$?"
 	fi
 	$REPORT narrow "$R/narrow.jsonl" "$R/torch_narrow.jsonl" | tee -a "$S"
 	: >"$R/grid.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
-		"$GSET" f32,bf16 --variants auto,generic,tiled,tiled128,splitk,narrow,coopmat_khr,coopmat_nv2 \
+		"$GSET" f32,bf16 --variants auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_nv2 \
 		--reps "$GREPS" ${copy:+--copy-gbps $copy}
 	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
 }
