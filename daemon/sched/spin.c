@@ -68,7 +68,11 @@ void spin_learn(spin *s, uint64_t key, uint64_t ns)
 		s->kinds_next = (s->kinds_next + 1) % SPIN_KINDS;
 		k->key = key;
 	}
-	k->ns = ns;
+	/* 0: the batch ended before its submission returned (a CPU device can
+	 * run it inside vkQueueSubmit). The kind is still known: kept as 1 ns,
+	 * so that past a budget of 0 its next batch's end is expected at once
+	 * (the loop's first poll sees it) rather than not at all */
+	k->ns = ns ? ns : 1;
 }
 
 uint64_t spin_expect(const spin *s, uint64_t key)

@@ -64,7 +64,8 @@ void spin_init(spin *s, uint64_t max_ns, uint64_t after_ns);
 /* One batch took ns from its submission to its end on the GPU. */
 void spin_note(spin *s, uint64_t ns);
 /* A batch of one job of kind key (not 0) took ns from its submission to
- * its end on the GPU. Nothing with a maximum of 0. */
+ * its end on the GPU (0: it ended before the submission returned; kept as
+ * 1 ns). Nothing with a maximum of 0. */
 void spin_learn(spin *s, uint64_t key, uint64_t ns);
 /* The expected time, submission -> GPU end, of a single-job batch of kind
  * key: its last batch's, where that is longer than the budget (within it
