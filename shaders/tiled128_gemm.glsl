@@ -7,19 +7,7 @@
 // carry the tunable path of tiled128_tuned.glsl, which the daemon turns on
 // (specialisation constants, VKGRAD_T128_TILE, on by default) for both. See linear_tiled128_gemm.comp
 // for why this kernel exists and how its threads share a tile.
-#extension GL_EXT_control_flow_attributes : require
-#include "iface/kernels.h"
-#include "dtype.glsl"
-
-#ifdef VKG_PARTIAL
-#define CTYPE float
-#define CLOAD(v) (v)
-#define CSTORE(f) (f)
-#else
-#define CTYPE STYPE
-#define CLOAD(v) LOAD(v)
-#define CSTORE(f) STORE(f)
-#endif
+#include "partial.glsl"
 
 #define BM VKG_TILE_TILED128
 // Reduction step: 16 for f32 (H200, 8192x4096x4096: 18.0 ms against 20.9

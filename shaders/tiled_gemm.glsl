@@ -2,19 +2,7 @@
 // shared by linear_tiled_gemm (writes the tensors, in their dtype) and
 // linear_splitk_gemm (VKG_PARTIAL: writes one slice's f32 partial sums into
 // the daemon's scratch; linear_splitk_reduce adds the slices up).
-#extension GL_EXT_control_flow_attributes : require
-#include "iface/kernels.h"
-#include "dtype.glsl"
-
-#ifdef VKG_PARTIAL
-#define CTYPE float
-#define CLOAD(v) (v)
-#define CSTORE(f) (f)
-#else
-#define CTYPE STYPE
-#define CLOAD(v) LOAD(v)
-#define CSTORE(f) STORE(f)
-#endif
+#include "partial.glsl"
 
 // A TILE×TILE tile of C per workgroup of 16×16 threads, R×R outputs per
 // thread (rows ly + 16i, columns lx + 16j, so shared-memory reads are
