@@ -72,6 +72,8 @@
 #   PYTHON          the python3 with torch (default python3)
 #   SKIP_ANCHORS=1  leave out the PyTorch anchors (torch_mixed, torch_multiproc)
 #                   where an earlier run of the session has them
+#   NARROW_GRID=0   suite narrow without its grid step (auto against every
+#                   family), where device time is short
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
 #                   on a machine without a GPU (lavapipe)
 # Exit status: 0, or 1 when a check failed or a step did not finish.
@@ -353,6 +355,7 @@ suite_narrow() {
 			2>>"$R/torch.err" || note "torch_narrow.py rc=$?"
 	fi
 	$REPORT narrow "$R/narrow.jsonl" "$R/torch_narrow.jsonl" | tee -a "$S"
+	[ "${NARROW_GRID:-1}" = 0 ] && { note "NARROW_GRID=0: the grid step left out"; return; }
 	: >"$R/grid.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
