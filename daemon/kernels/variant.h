@@ -223,8 +223,9 @@ void variant_widen(variant_plan *p, const proto_request *q);
  * where a second wave would run almost empty (2048x1024x1024: dW 4 slices
  * = 256 workgroups, where ceil(264 / 64) = 5 would make 320: one full
  * wave and one a fifth full at two per SM, 2.4 waves at one per SM; dX 2
- * slices = 256). All four numbers are unmeasured until a GPU run: they
- * follow the shape of the problem (two 256-thread workgroups per SM of a
+ * slices = 256). The four numbers are not tuned by timing (one shape
+ * measured: on the H100 2,048x1,024x1,024 f32 took 258 us on it, 363 on
+ * tiled128, 388 on tiled; docs/performance.md): they follow the shape of the problem (two 256-thread workgroups per SM of a
  * 132-SM H100/H200: the tunable path's 127 registers on the H200 allow
  * two, the fixed kernel's 152 one, and 256 workgroups are two full waves
  * of that; slices long enough that the partials' write and the reduce
@@ -232,7 +233,7 @@ void variant_widen(variant_plan *p, const proto_request *q);
  * Forced (`variant: "splitk128"`, any dtype) both parts run on it,
  * max(1, floor(VARIANT_S128_WAVE / tiles)) slices of at least
  * KSHAPE_S128_STEP rows. */
-#define VARIANT_S128_WAVE 264 /* workgroups of one wave: 2 per SM on 132 SMs (unmeasured) */
+#define VARIANT_S128_WAVE 264 /* workgroups of one wave: 2 per SM on 132 SMs (not tuned) */
 #define VARIANT_S128_MIN_K 1024  /* the reduction at least this (unmeasured) */
 #define VARIANT_S128_MIN_ROWS 256 /* a slice at least this long (unmeasured) */
 void variant_splitk128(variant_plan *p, const proto_request *q);
