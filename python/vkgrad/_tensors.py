@@ -6,6 +6,7 @@ default client the layers use, and the views of tensors the client takes.
 import math
 import os
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -122,9 +123,14 @@ def empty(shape, dtype=_torch.float32, client=None):
     # a tensor of its own over the block's storage, not a view of another
     # (autograd lets a custom Function's output be modified in place, as by
     # ReLU(inplace=True), only when it is no view); the storage holds block
-    st = _torch.from_numpy(block).storage()
-    st = st.untyped() if hasattr(st, "untyped") else st._untyped()
-    typed = _torch.storage.TypedStorage(wrap_storage=st, dtype=dtype)
+    with warnings.catch_warnings():
+        # torch 2.x warns that TypedStorage is deprecated on every call (a
+        # training step's); it is still how set_ takes a dtype over bytes
+        # in both 1.13 (Debian 12) and 2.x
+        warnings.simplefilter("ignore", UserWarning)
+        st = _torch.from_numpy(block).storage()
+        st = st.untyped() if hasattr(st, "untyped") else st._untyped()
+        typed = _torch.storage.TypedStorage(wrap_storage=st, dtype=dtype)
     stride, k = [], 1
     for d in reversed(shape):
         stride.append(k)
