@@ -25,7 +25,9 @@ time (over every step of every process); GPU memory in use at the end of
 the timed phase (nvidia-smi's memory.used, the whole GPU: every process's
 context and the daemon's) and, in brackets, its growth over the value
 before the row's processes started (the daemon's idle memory left out);
-the daemon's device_bytes (its tensors); PCIe
+the daemon's device_bytes (its tensors); for vkgrad, the daemon's jobs and
+batches per step and the median stages of its recent jobs at the row's
+end (queue, record, launch, gpu, complete: where a step waits); PCIe
 bytes per step: for vkgrad the daemon's stats host_read_bytes +
 host_write_bytes over the timed phase divided by the steps (all clients),
 and the ratio to the bytes the model's input, output and output gradient
@@ -229,6 +231,15 @@ def run(cfg, procs):
         row["pcie_bytes_per_step"] = moved / steps
         row["pcie_vs_io"] = row["pcie_bytes_per_step"] / row["io_bytes_per_step"]
         row["daemon_device_bytes"] = s1.get("device_bytes")
+        # where a step's time goes in the daemon: its jobs and batches per
+        # step (this row's), and the median stages of the daemon's recent
+        # jobs at the row's end (its window: the last jobs, this row's)
+        for k, name in (("jobs_done", "jobs_per_step"), ("batches", "batches_per_step")):
+            if k in s0 and k in s1:
+                row[name] = (s1[k] - s0[k]) / steps
+        stages = s1.get("stages") or {}
+        row["stages_p50_us"] = {k: round(v["p50_us"], 1) for k, v in stages.items()
+                                if isinstance(v, dict) and "p50_us" in v}
     else:
         row["pcie_bytes_per_step"] = results[0]["copy_bytes_per_step"]
     return row
@@ -287,9 +298,16 @@ def fmt(row, base):
     pcie = "%d" % row["pcie_bytes_per_step"]
     if "pcie_vs_io" in row:
         pcie += " (%.2fx io)" % row["pcie_vs_io"]
-    return "%-7s %-5s %5d %10.1f %8s %10.2f %15s %26s" % (
+    line = "%-7s %-5s %5d %10.1f %8s %10.2f %15s %26s" % (
         row["way"], row["dtype"], row["procs"], row["steps_per_s"], ratio, row["p50_step_ms"],
         mem, pcie)
+    if "batches_per_step" in row:
+        st = row.get("stages_p50_us") or {}
+        line += "\n        daemon: %.1f jobs in %.1f batches a step; median stages µs: %s" % (
+            row.get("jobs_per_step", 0), row["batches_per_step"],
+            " ".join("%s %.0f" % (k, st[k]) for k in ("queue", "record", "launch", "gpu", "complete")
+                     if k in st))
+    return line
 
 
 def main():
