@@ -107,6 +107,7 @@ static const char bk_usage[] =
 	"                1..1024, odd sizes among them: 20 shapes)\n"
 	"  copy_gbps, copy_fraction  the device's copy bandwidth (bench --peak's\n"
 	"                copy: 2 x bytes of a device-to-device copy / its time,\n"
+	"                the faster of vkCmdCopyBuffer and a shader copy,\n"
 	"                measured once in this process on the daemon's default\n"
 	"                device) and gbps / copy_gbps: how near the line is to\n"
 	"                the memory's speed\n"
