@@ -188,6 +188,13 @@ $(BUILD)/tests/test_peak_ref: tests/unit/test_peak_ref.c $(BUILD)/obj/bench/peak
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Ibench -o $@ $< $(BUILD)/obj/bench/peak_ref.o $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
+# bench/peak_copy.c (bench --peak's copy line) on the device: with the
+# bench's Vulkan helpers and the daemon's device code
+PEAK_COPY_OBJ := $(call obj,bench/peak_copy.c bench/peak_vk.c bench/peak_ref.c)
+$(BUILD)/tests/test_peak_copy: tests/unit/test_peak_copy.c $(PEAK_COPY_OBJ) $(BUILD)/libvkgrad.a $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(DAEMON_INC) -Ibench -o $@ $< $(PEAK_COPY_OBJ) $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC))) $(BUILD)/obj/gen/kernel_registry_gen.o $(COMMON_OBJ) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+
 $(BUILD)/tests/test_%: tests/integration/test_%.c $(TEST_COMMON) $(BUILD)/libvkgrad.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/common -o $@ $< $(TEST_COMMON) $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)

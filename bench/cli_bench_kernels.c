@@ -107,6 +107,7 @@ static const char bk_usage[] =
 	"                1..1024, odd sizes among them: 20 shapes)\n"
 	"  copy_gbps, copy_fraction  the device's copy bandwidth (bench --peak's\n"
 	"                copy: 2 x bytes of a device-to-device copy / its time,\n"
+	"                the faster of vkCmdCopyBuffer and a shader copy,\n"
 	"                measured once in this process on the daemon's default\n"
 	"                device) and gbps / copy_gbps: how near the line is to\n"
 	"                the memory's speed\n"
@@ -907,7 +908,7 @@ static double bk_copy_gbps(const bk_opts *o)
 	if (o->copy_set)
 		return o->copy_gbps;
 	peak_vk *v = calloc(1, sizeof(*v));
-	char err[512];
+	char err[512] = "";
 	peak_copy_result c = {0};
 	double g = 0;
 	if (!v) {
@@ -922,8 +923,9 @@ static double bk_copy_gbps(const bk_opts *o)
 	if (g <= 0)
 		cli_errf("bench --kernels: copy_gbps not measured (%s); no copy_fraction\n", err);
 	else if (!o->json)
-		cli_errf("bench: copy_gbps %.1f (2 x %" PRIu64 " bytes copied device to device, median of %u)\n",
-			 g, c.bytes, c.reps);
+		cli_errf("bench: copy_gbps %.1f (2 x %" PRIu64 " bytes copied device to device, median of %u; "
+			 "the larger of vkCmdCopyBuffer %.1f and a shader copy %.1f)\n",
+			 g, c.bytes, c.reps, c.way[PEAK_COPY_DMA].gbps, c.way[PEAK_COPY_SHADER].gbps);
 	free(v);
 	return g;
 }

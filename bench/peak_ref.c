@@ -169,3 +169,40 @@ void peak_check_run(peak_check *c, const float *got, uint64_t n, const double *w
 			c->max_rel_err = e;
 	}
 }
+
+/* ---- the copy line ---- */
+
+/* A 32-bit mix (lowbias32) of the word index, its high half folded in. */
+static uint32_t copy_word(uint64_t w)
+{
+	uint32_t x = (uint32_t)w ^ (uint32_t)(w >> 32) * 0x9e3779b9u;
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	x ^= x >> 15;
+	x *= 0x846ca68bu;
+	x ^= x >> 16;
+	return x;
+}
+
+void peak_copy_pattern(uint64_t off, uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t o = off + i;
+		p[i] = (uint8_t)(copy_word(o >> 2) >> (8 * (o & 3)));
+	}
+}
+
+size_t peak_copy_check(uint64_t off, const uint8_t *p, size_t n, size_t *first)
+{
+	size_t bad = 0;
+	*first = n;
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t o = off + i;
+		if (p[i] != (uint8_t)(copy_word(o >> 2) >> (8 * (o & 3)))) {
+			if (!bad)
+				*first = i;
+			bad++;
+		}
+	}
+	return bad;
+}

@@ -1,7 +1,8 @@
 /* bench/peak_ref.h — the inputs and float64 reference of `vkgrad bench
  * --peak`'s microkernels (shaders/bench_peak_fma.comp,
  * shaders/bench_peak_mma.comp, shaders/bench_peak_nv2.comp), and the check
- * of what they wrote. No
+ * of what they wrote; the byte pattern of the copy line (bench/peak_copy.c)
+ * and its check. No
  * Vulkan: tests/unit/test_peak_ref.c runs it on its own.
  *
  * Every value a microkernel computes is a small integer, exact in f16, bf16
@@ -83,5 +84,17 @@ typedef struct peak_check {
  * |want| of the whole comparison (for the relative error). */
 void peak_check_run(peak_check *c, const float *got, uint64_t n, const double *want, uint64_t period,
 		    double max_want);
+
+/* ---- the copy line (bench/peak_copy.c) ---- */
+
+/* The pattern's n bytes from byte offset off of the copied buffer into p:
+ * byte o is byte (o mod 4) of a 32-bit hash of o / 4, so no two 4-byte
+ * words in reach of a probe repeat and data at a wrong offset (one
+ * element, one word, a whole probe away) or left unwritten (any fill) does
+ * not match. */
+void peak_copy_pattern(uint64_t off, uint8_t *p, size_t n);
+/* How many of the n bytes at p differ from the pattern at off (0: all as
+ * written); *first the first of them (n when none). */
+size_t peak_copy_check(uint64_t off, const uint8_t *p, size_t n, size_t *first);
 
 #endif

@@ -168,22 +168,45 @@ int peak_buf_from(peak_vk *v, peak_buf *b, const void *p, size_t len, char *err,
 {
 	if (peak_buf_create(v, b, len, err, errlen) != 0)
 		return -1;
-	return peak_buf_upload(v, b, p, len, err, errlen);
+	return peak_buf_upload(v, b, 0, p, len, err, errlen);
 }
 
-int peak_buf_upload(peak_vk *v, peak_buf *b, const void *p, size_t len, char *err, size_t errlen)
+int peak_buf_upload(peak_vk *v, peak_buf *b, VkDeviceSize off, const void *p, size_t len, char *err,
+		    size_t errlen)
 {
-	if (len > v->stage_size || len > b->size) {
-		snprintf(err, errlen, "upload of %zu bytes exceeds the staging buffer or the target", len);
+	if (len > v->stage_size || off > b->size || len > b->size - off) {
+		snprintf(err, errlen, "upload of %zu bytes at %llu exceeds the staging buffer or the target", len,
+			 (unsigned long long)off);
 		return -1;
 	}
 	memcpy(v->stage_map, p, len);
 	if (begin(v, err, errlen) != 0)
 		return -1;
-	VkBufferCopy bc = {.size = len};
+	/* what ran before on b (a dispatch or a copy) done before this write */
+	barrier(v, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+		VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+		VK_ACCESS_TRANSFER_WRITE_BIT);
+	VkBufferCopy bc = {.dstOffset = off, .size = len};
 	vkCmdCopyBuffer(v->cb, v->stage_buf, b->buf, 1, &bc);
-	barrier(v, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-		VK_ACCESS_SHADER_READ_BIT);
+	barrier(v, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+		VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+		VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+			VK_ACCESS_TRANSFER_WRITE_BIT);
+	return submit_wait(v, err, errlen);
+}
+
+int peak_buf_fill(peak_vk *v, peak_buf *b, uint32_t word, char *err, size_t errlen)
+{
+	if (begin(v, err, errlen) != 0)
+		return -1;
+	barrier(v, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+		VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+		VK_ACCESS_TRANSFER_WRITE_BIT);
+	vkCmdFillBuffer(v->cb, b->buf, 0, VK_WHOLE_SIZE, word);
+	barrier(v, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+		VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+		VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+			VK_ACCESS_TRANSFER_WRITE_BIT);
 	return submit_wait(v, err, errlen);
 }
 
@@ -198,8 +221,10 @@ int peak_buf_download(peak_vk *v, peak_buf *b, VkDeviceSize off, void *p, size_t
 		const size_t n = len - done < v->stage_size ? len - done : (size_t)v->stage_size;
 		if (begin(v, err, errlen) != 0)
 			return -1;
-		barrier(v, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-			VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+		/* a dispatch's or a copy's writes to b visible to this read */
+		barrier(v, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+			VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+			VK_ACCESS_TRANSFER_READ_BIT);
 		VkBufferCopy bc = {.srcOffset = off + done, .size = n};
 		vkCmdCopyBuffer(v->cb, b->buf, v->stage_buf, 1, &bc);
 		barrier(v, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,

@@ -55,11 +55,15 @@ void peak_vk_close(peak_vk *v);
 /* A device-local storage buffer. 0, or -1 with err. */
 int peak_buf_create(peak_vk *v, peak_buf *b, VkDeviceSize size, char *err, size_t errlen);
 void peak_buf_destroy(peak_vk *v, peak_buf *b);
-/* Copy len bytes (<= the staging size) from host memory into b / out of b
- * into host memory, waiting for the copy. 0, or -1 with err. */
-int peak_buf_upload(peak_vk *v, peak_buf *b, const void *p, size_t len, char *err, size_t errlen);
+/* Copy len bytes (<= the staging size) from host memory into b at off / out
+ * of b at off into host memory, waiting for the copy. 0, or -1 with err. */
+int peak_buf_upload(peak_vk *v, peak_buf *b, VkDeviceSize off, const void *p, size_t len, char *err,
+		    size_t errlen);
 int peak_buf_download(peak_vk *v, peak_buf *b, VkDeviceSize off, void *p, size_t len, char *err,
 		      size_t errlen);
+/* Every 32-bit word of b set to `word` (vkCmdFillBuffer), waiting for it.
+ * 0, or -1 with err. */
+int peak_buf_fill(peak_vk *v, peak_buf *b, uint32_t word, char *err, size_t errlen);
 /* peak_buf_create of len bytes, then peak_buf_upload of p into it. */
 int peak_buf_from(peak_vk *v, peak_buf *b, const void *p, size_t len, char *err, size_t errlen);
 

@@ -23,6 +23,7 @@ typedef struct kiface_narrow_dx { VKG_PC_NARROW_DX(uint32_t) } kiface_narrow_dx;
 typedef struct kiface_peak_fma { VKG_PC_PEAK_FMA(uint32_t) } kiface_peak_fma;
 typedef struct kiface_peak_mma { VKG_PC_PEAK_MMA(uint32_t) } kiface_peak_mma;
 typedef struct kiface_peak_nv2 { VKG_PC_PEAK_NV2(uint32_t) } kiface_peak_nv2;
+typedef struct kiface_peak_copy { VKG_PC_PEAK_COPY(uint32_t) } kiface_peak_copy;
 
 /* 32-bit words, no padding, within the 128 bytes every Vulkan device
  * offers (maxPushConstantsSize); the counts pin the layouts the shaders
@@ -39,6 +40,7 @@ _Static_assert(sizeof(kiface_narrow_dx) == 11 * sizeof(uint32_t), "linear_narrow
 _Static_assert(sizeof(kiface_peak_fma) == 4 * sizeof(uint32_t), "bench_peak_fma push constants");
 _Static_assert(sizeof(kiface_peak_mma) == 1 * sizeof(uint32_t), "bench_peak_mma push constants");
 _Static_assert(sizeof(kiface_peak_nv2) == 2 * sizeof(uint32_t), "bench_peak_nv2 push constants");
+_Static_assert(sizeof(kiface_peak_copy) == 1 * sizeof(uint32_t), "bench_peak_copy push constants");
 _Static_assert(sizeof(kiface_gemm) <= 128 && sizeof(kiface_param) <= 128 &&
 		       sizeof(kiface_input) <= 128 && sizeof(kiface_reduce) <= 128,
 	       "push constants beyond the guaranteed maxPushConstantsSize");

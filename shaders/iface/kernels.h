@@ -248,7 +248,7 @@
 /* linear_activation: y = act(z) in place (else dZ = dY ⊙ act') */
 #define VKG_FLAG_ACT_FORWARD 512u
 
-/* ---- bench_peak_fma, bench_peak_mma, bench_peak_nv2: `vkgrad bench --peak` only
+/* ---- bench_peak_fma, bench_peak_mma, bench_peak_nv2, bench_peak_copy: `vkgrad bench --peak` only
  * Microkernels that measure ceilings (bench/cli_bench_peak.c): FP32 FMA
  * throughput, and subgroup- and workgroup-scope cooperative-matrix
  * multiply-adds with the operands in registers or loaded from memory. Domain bench_peak: the
@@ -297,5 +297,15 @@
 #define VKG_PEAK_NV2_SLICES 8 /* as many k steps as the GEMM's default UNROLL runs per trip */
 #define VKG_PEAK_NV2_COPIES 8
 #define VKG_PEAK_NV2_SMEM_SLICES 1
+/* bench_peak_copy: the memory bandwidth as a kernel reaches it (bench
+ * --peak's copy line, bench/peak_copy.c, beside vkCmdCopyBuffer): dst[i] =
+ * src[i] for the n 16-byte (uvec4) elements, invocation t of T copying
+ * elements t, t + T, t + 2T, ... VKG_PEAK_COPY_UNROLL of them loaded before
+ * any is stored; the loop's index never passes n, so any n < 2^32 is safe. */
+#define VKG_PC_PEAK_COPY(u)                                                    \
+	u n; /* 16-byte elements to copy */
+#define VKG_BINDINGS_PEAK_COPY 2 /* src, dst (uvec4) */
+#define VKG_PEAK_COPY_WG 256     /* invocations per workgroup */
+#define VKG_PEAK_COPY_UNROLL 4
 
 #endif

@@ -547,15 +547,40 @@ static void test_bench_peak_json(void **state)
 	unsigned n = json_lines(out, lines, 32);
 	/* copy; mma_regs, mma_smem, mma_smem_dw x f16, bf16; fma_f32, fma_outer x 2 */
 	assert_int_equal(n, 11);
-	/* the copy bandwidth first: copy_gbps = 2 x bytes / the median, read back exact */
+	/* the copy bandwidth first: both ways (vkCmdCopyBuffer, the shader)
+	 * read back exact, each 2 x bytes / its median; copy_gbps the larger,
+	 * its gpu_us and copy_by that way's */
 	assert_string_equal(json_get(lines[0], "kernel", v, sizeof(v)), "\"copy\"");
 	assert_string_equal(json_get(lines[0], "ok", v, sizeof(v)), "true");
+	assert_string_equal(json_get(lines[0], "dma_ok", v, sizeof(v)), "true");
+	assert_string_equal(json_get(lines[0], "shader_ok", v, sizeof(v)), "true");
+	assert_string_equal(json_get(lines[0], "reps", v, sizeof(v)), "2");
+	assert_true(strtoul(json_get(lines[0], "shader_workgroups", v, sizeof(v)), NULL, 10) >= 1);
 	const double cb = strtod(json_get(lines[0], "bytes", v, sizeof(v)), NULL);
 	const double cus = strtod(json_get(lines[0], "gpu_us", v, sizeof(v)), NULL);
 	const double cg = strtod(json_get(lines[0], "copy_gbps", v, sizeof(v)), NULL);
 	assert_true(cb > 0 && cus > 0 && cg > 0);
 	assert_true(fabs(cg - 2 * cb / cus / 1e3) <= 0.051 + cg * 1e-3);
 	assert_true(strtod(json_get(lines[0], "copy_gbps_best", v, sizeof(v)), NULL) >= cg);
+	static const char *const way[2] = {"dma", "shader"};
+	double wg[2];
+	for (int w = 0; w < 2; w++) {
+		char key[32];
+		snprintf(key, sizeof(key), "copy_%s_gbps", way[w]);
+		wg[w] = strtod(json_get(lines[0], key, v, sizeof(v)), NULL);
+		snprintf(key, sizeof(key), "%s_gpu_us", way[w]);
+		const double us = strtod(json_get(lines[0], key, v, sizeof(v)), NULL);
+		assert_true(wg[w] > 0 && us > 0 && cg >= wg[w]);
+		assert_true(fabs(wg[w] - 2 * cb / us / 1e3) <= 0.051 + wg[w] * 1e-3);
+		snprintf(key, sizeof(key), "copy_%s_gbps_best", way[w]);
+		assert_true(strtod(json_get(lines[0], key, v, sizeof(v)), NULL) >= wg[w]);
+	}
+	const int by = wg[1] > wg[0];
+	char want_by[16];
+	snprintf(want_by, sizeof(want_by), "\"%s\"", way[by]);
+	if (wg[0] != wg[1]) /* (equal as printed: either may be the larger) */
+		assert_string_equal(json_get(lines[0], "copy_by", v, sizeof(v)), want_by);
+	assert_true(cg == wg[by]);
 	n--;
 	memmove(lines, lines + 1, n * sizeof(lines[0]));
 	static const char *const kernel[] = {"\"mma_regs\"", "\"mma_regs\"", "\"mma_smem\"", "\"mma_smem\"",
@@ -593,6 +618,26 @@ static void test_bench_peak_json(void **state)
 		else if (i < 6)
 			assert_string_equal(json_get(lines[i], "accs", v, sizeof(v)), "4");
 	}
+}
+
+/* --only copy runs the copy alone, both ways; the text shows each way's
+ * line and copy_gbps, the larger. */
+static void test_bench_peak_copy_text(void **state)
+{
+	(void)state;
+	char cmd[1024], out[16384];
+	snprintf(cmd, sizeof(cmd), "VKGRAD_VALIDATION=1 %s/vkgrad bench --peak --only copy --reps 1 2>/dev/null",
+		 build_dir());
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	const char *d = strstr(out, "vkCmdCopyBuffer"), *s = strstr(out, "shader uvec4");
+	assert_non_null(d);
+	assert_non_null(s);
+	assert_non_null(strstr(d, "copy_dma_gbps "));
+	assert_non_null(strstr(s, "copy_shader_gbps "));
+	assert_non_null(strstr(out, "\ncopy_gbps "));
+	assert_non_null(strstr(out, "the larger of the two"));
+	assert_null(strstr(out, "MISMATCH"));
+	assert_null(strstr(out, "fma_f32"));
 }
 
 /* The workgroup-scope lines (VK_NV_cooperative_matrix2), only where --only
@@ -725,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_bench_kernels_refused),
 		cmocka_unit_test(test_bench_kernels_usage),
 		cmocka_unit_test(test_bench_peak_json),
+		cmocka_unit_test(test_bench_peak_copy_text),
 		cmocka_unit_test(test_bench_peak_nv2),
 		cmocka_unit_test(test_bench_peak_usage),
 		cmocka_unit_test(test_bench_front),

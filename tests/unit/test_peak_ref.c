@@ -7,7 +7,8 @@
  * and the loop bounds are checked to keep every partial sum exact. The
  * check fails what a broken kernel would write: one value off by one, a
  * NaN, one multiply-add step missing everywhere, an output cut short
- * (zeros). */
+ * (zeros). The copy line's pattern is positional and its check fails data
+ * from a wrong offset, a changed byte, an unwritten or cut-short copy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -343,6 +344,90 @@ static void test_check_fails_a_missing_step_and_zeros(void **state)
 	free(got);
 }
 
+/* ---- the copy line's pattern and check ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The pattern at an offset is the same bytes as the pattern from 0 at that
+ * place (so a probe at the buffer's end checks what the copy put there),
+ * and no two of its 4-byte words in 4 MiB are equal (data from any other
+ * place in reach differs). */
+static void test_copy_pattern_is_positional(void **state)
+{
+	(void)state;
+	const size_t n = 4u << 20, off = (3u << 20) + 16;
+	uint8_t *all = malloc(n), *part = malloc(n - off);
+	uint32_t *w = malloc(n);
+	assert_non_null(all);
+	assert_non_null(part);
+	assert_non_null(w);
+	peak_copy_pattern(0, all, n);
+	peak_copy_pattern(off, part, n - off);
+	assert_memory_equal(all + off, part, n - off);
+	size_t first = 0;
+	assert_int_equal(peak_copy_check(0, all, n, &first), 0);
+	assert_int_equal(first, n);
+	assert_int_equal(peak_copy_check(off, part, n - off, &first), 0);
+	memcpy(w, all, n);
+	qsort(w, n / 4, sizeof(uint32_t), cmp_u32);
+	for (size_t i = 1; i < n / 4; i++)
+		if (w[i] == w[i - 1])
+			fail_msg("word value 0x%08x repeats in 4 MiB of the pattern", w[i]);
+	/* past 4 GiB (the high half of the word index counts) */
+	uint8_t hi[64], lo[64];
+	peak_copy_pattern(1ull << 34, hi, sizeof(hi));
+	peak_copy_pattern(0, lo, sizeof(lo));
+	assert_memory_not_equal(hi, lo, sizeof(lo));
+	free(all);
+	free(part);
+	free(w);
+}
+
+/* What a wrong copy leaves behind fails: data from one 16-byte element
+ * further (a wrong offset), one byte changed, the destination's fill left
+ * (nothing copied), the last element left out, the head's data read as
+ * the tail's. */
+static void test_copy_check_fails_wrong_data(void **state)
+{
+	(void)state;
+	const size_t n = 1u << 20;
+	const uint64_t tail = (64ull << 20) - n;
+	uint8_t *p = malloc(n + 16);
+	assert_non_null(p);
+	size_t first = 0;
+	/* a shader that copied src[i + 1] to dst[i] */
+	peak_copy_pattern(16, p, n);
+	assert_true(peak_copy_check(0, p, n, &first) > n - n / 64);
+	assert_int_equal(first, 0);
+	peak_copy_pattern(tail + 16, p, n);
+	assert_true(peak_copy_check(tail, p, n, &first) > n - n / 64);
+	/* one word off (4 bytes) */
+	peak_copy_pattern(4, p, n);
+	assert_true(peak_copy_check(0, p, n, &first) > n - n / 64);
+	/* one byte */
+	peak_copy_pattern(0, p, n);
+	p[12345] ^= 0x10;
+	assert_int_equal(peak_copy_check(0, p, n, &first), 1);
+	assert_int_equal(first, 12345);
+	/* nothing copied: the zero fill */
+	memset(p, 0, n);
+	assert_true(peak_copy_check(0, p, n, &first) > n - n / 64);
+	/* the last element not copied */
+	peak_copy_pattern(tail, p, n);
+	memset(p + n - 16, 0, 16);
+	const size_t bad = peak_copy_check(tail, p, n, &first);
+	assert_true(bad >= 1 && bad <= 16);
+	assert_true(first >= n - 16);
+	/* the head's bytes where the tail's belong */
+	peak_copy_pattern(0, p, n);
+	assert_true(peak_copy_check(tail, p, n, &first) > n - n / 64);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +441,8 @@ int main(void)
 		cmocka_unit_test(test_check_passes_equal_values),
 		cmocka_unit_test(test_check_fails_a_corrupted_value),
 		cmocka_unit_test(test_check_fails_a_missing_step_and_zeros),
+		cmocka_unit_test(test_copy_pattern_is_positional),
+		cmocka_unit_test(test_copy_check_fails_wrong_data),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

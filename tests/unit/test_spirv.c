@@ -44,6 +44,7 @@ static const struct {
 	{"bench_peak_fma", VKG_BINDINGS_PEAK_FMA, sizeof(kiface_peak_fma)},
 	{"bench_peak_mma", VKG_BINDINGS_PEAK_MMA, sizeof(kiface_peak_mma)},
 	{"bench_peak_nv2", VKG_BINDINGS_PEAK_NV2, sizeof(kiface_peak_nv2)},
+	{"bench_peak_copy", VKG_BINDINGS_PEAK_COPY, sizeof(kiface_peak_copy)},
 };
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
