@@ -157,6 +157,24 @@ static int submit_wait(peak_vk *v, char *err, size_t errlen)
 	return 0;
 }
 
+/* The end of a timed command buffer: the second timestamp, submit, wait,
+ * and *gpu_us from the two timestamps (queries 0 and 1). */
+static int timed_end(peak_vk *v, double *gpu_us, char *err, size_t errlen)
+{
+	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->qp, 1);
+	if (submit_wait(v, err, errlen) != 0)
+		return -1;
+	uint64_t ts[2];
+	VkResult r = vkGetQueryPoolResults(v->dev.dev, v->qp, 0, 2, sizeof(ts), ts, sizeof(ts[0]),
+					   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+	if (r != VK_SUCCESS) {
+		snprintf(err, errlen, "vkGetQueryPoolResults failed (VkResult %d)", r);
+		return -1;
+	}
+	*gpu_us = (double)((ts[1] - ts[0]) & v->dev.timestamp_mask) * v->dev.timestamp_period / 1e3;
+	return 0;
+}
+
 static void barrier(peak_vk *v, VkPipelineStageFlags src, VkAccessFlags sa, VkPipelineStageFlags dst,
 		    VkAccessFlags da)
 {
@@ -365,19 +383,7 @@ int peak_dispatch(peak_vk *v, const peak_pipe *p, peak_buf *const *bufs, const v
 		VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
 	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, v->qp, 0);
 	vkCmdDispatch(v->cb, groups, 1, 1);
-	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->qp, 1);
-	if (submit_wait(v, err, errlen) != 0)
-		return -1;
-	uint64_t ts[2];
-	VkResult r = vkGetQueryPoolResults(v->dev.dev, v->qp, 0, 2, sizeof(ts), ts, sizeof(ts[0]),
-					   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-	if (r != VK_SUCCESS) {
-		snprintf(err, errlen, "vkGetQueryPoolResults failed (VkResult %d)", r);
-		return -1;
-	}
-	const uint64_t ticks = (ts[1] - ts[0]) & v->dev.timestamp_mask;
-	*gpu_us = (double)ticks * v->dev.timestamp_period / 1e3;
-	return 0;
+	return timed_end(v, gpu_us, err, errlen);
 }
 
 int peak_copy(peak_vk *v, peak_buf *src, peak_buf *dst, VkDeviceSize bytes, double *gpu_us, char *err,
@@ -397,16 +403,5 @@ int peak_copy(peak_vk *v, peak_buf *src, peak_buf *dst, VkDeviceSize bytes, doub
 	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, v->qp, 0);
 	const VkBufferCopy region = {.srcOffset = 0, .dstOffset = 0, .size = bytes};
 	vkCmdCopyBuffer(v->cb, src->buf, dst->buf, 1, &region);
-	vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->qp, 1);
-	if (submit_wait(v, err, errlen) != 0)
-		return -1;
-	uint64_t ts[2];
-	VkResult r = vkGetQueryPoolResults(v->dev.dev, v->qp, 0, 2, sizeof(ts), ts, sizeof(ts[0]),
-					   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-	if (r != VK_SUCCESS) {
-		snprintf(err, errlen, "vkGetQueryPoolResults failed (VkResult %d)", r);
-		return -1;
-	}
-	*gpu_us = (double)((ts[1] - ts[0]) & v->dev.timestamp_mask) * v->dev.timestamp_period / 1e3;
-	return 0;
+	return timed_end(v, gpu_us, err, errlen);
 }

@@ -59,18 +59,23 @@ float vlane(VTYPE w, uint k)
 		}                                                                              \
 	}
 
+// One unit of NARROW_PUT element by element: the VW values of unit j_,
+// starting at element e0_ (row r_, column c_), those before nblock.
+#define NARROW_PUT_UNIT(v, nc, nblock, PUT)                                                   \
+	[[unroll]] for (uint k_ = 0u; k_ < VW; k_++) {                                         \
+		if (e0_ + k_ < (nblock))                                                       \
+			PUT(r_, c_, v[j_ * VW + k_]);                                          \
+		if (++c_ == (nc)) {                                                            \
+			c_ = 0u;                                                               \
+			r_++;                                                                  \
+		}                                                                              \
+	}
+
 #define NARROW_PUT(v, nc, nblock, PUT)                                                        \
 	[[unroll]] for (uint j_ = 0u; j_ < NU; j_++) {                                         \
 		const uint e0_ = (gl_LocalInvocationIndex + j_ * 256u) * VW;                   \
 		uint r_ = e0_ / (nc), c_ = e0_ - r_ * (nc);                                   \
-		[[unroll]] for (uint k_ = 0u; k_ < VW; k_++) {                                 \
-			if (e0_ + k_ < (nblock))                                               \
-				PUT(r_, c_, v[j_ * VW + k_]);                                  \
-			if (++c_ == (nc)) {                                                    \
-				c_ = 0u;                                                       \
-				r_++;                                                          \
-			}                                                                      \
-		}                                                                              \
+		NARROW_PUT_UNIT(v, nc, nblock, PUT)                                            \
 	}
 
 // NARROW_PUT where rows of the shared block are vec4s (PUT4(row, column,
@@ -87,14 +92,7 @@ float vlane(VTYPE w, uint k)
 				PUT4(r_, c_ + 4u * q_, vec4(v[j_ * VW + 4u * q_], v[j_ * VW + 4u * q_ + 1u], \
 							    v[j_ * VW + 4u * q_ + 2u], v[j_ * VW + 4u * q_ + 3u])); \
 		} else {                                                                       \
-			[[unroll]] for (uint k_ = 0u; k_ < VW; k_++) {                         \
-				if (e0_ + k_ < (nblock))                                       \
-					PUT(r_, c_, v[j_ * VW + k_]);                          \
-				if (++c_ == (nc)) {                                            \
-					c_ = 0u;                                               \
-					r_++;                                                  \
-				}                                                              \
-			}                                                                      \
+			NARROW_PUT_UNIT(v, nc, nblock, PUT)                                    \
 		}                                                                              \
 	}
 
