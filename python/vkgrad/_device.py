@@ -188,21 +188,7 @@ class _TensorOps:
         already sent that use it end. Returns a Future (result() {})."""
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
             raise TypeError("the tensor must be a Tensor or an int id, not %s" % type(t).__name__)
-        self._ensure()
-        try:
-            with self._lock:
-                h = ctypes.c_uint64()
-                err = _lib.vkg_error()
-                gen = self._gen
-                rc = self._c(lib.vkg_submit_tensor_free, int(t), ctypes.byref(h), ctypes.byref(err),
-                             gen=gen)
-                if rc:
-                    raise self._fail(rc, err)
-                f = Future(self, h.value, np.dtype(np.uint8), None, [], {}, [], gen)
-                self._pending[f.handle] = f
-                return f
-        finally:
-            self._flush()
+        return self._submit_call(lib.vkg_submit_tensor_free, int(t))
 
     def tensor_free(self, t: int) -> None:
         """submit_tensor_free, waited for."""

@@ -84,22 +84,6 @@ def _flag(name, v):
 class _OptimOps:
     """Client's optimizer steps (vkgrad.Client inherits them)."""
 
-    def _optim_send(self, fn, *args) -> Future:
-        self._ensure()
-        try:
-            with self._lock:
-                h = ctypes.c_uint64()
-                err = _lib.vkg_error()
-                gen = self._gen
-                rc = self._c(fn, *args, ctypes.byref(h), ctypes.byref(err), gen=gen)
-                if rc:
-                    raise self._fail(rc, err)
-                f = Future(self, h.value, np.dtype(np.uint8), None, [], {}, list(args), gen)
-                self._pending[f.handle] = f
-                return f
-        finally:
-            self._flush()
-
     def submit_sgd_step(self, param: Tensors, grad: Tensors, lr: float, momentum: float = 0.0,
                         dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
                         momentum_buf: Optional[Tensors] = None, first_step: bool = False) -> Future:
@@ -121,7 +105,7 @@ class _OptimOps:
                          weight_decay=_num("weight_decay", weight_decay),
                          nesterov=_flag("nesterov", nesterov),
                          first_step=_flag("first_step", first_step))
-        return self._optim_send(lib.vkg_submit_sgd_step, n, p, g, b, ctypes.byref(a))
+        return self._submit_call(lib.vkg_submit_sgd_step, n, p, g, b, ctypes.byref(a))
 
     def sgd_step(self, *args: Any, **kw: Any) -> None:
         """submit_sgd_step, waited for."""
@@ -143,7 +127,7 @@ class _OptimOps:
         a = vkg_adam_args(lr=_num("lr", lr), beta1=_num("beta1", beta1), beta2=_num("beta2", beta2),
                           eps=_num("eps", eps), weight_decay=_num("weight_decay", weight_decay),
                           step=int(step), decoupled=_flag("decoupled", decoupled))
-        return self._optim_send(lib.vkg_submit_adam_step, n, p, g, mm, vv, ctypes.byref(a))
+        return self._submit_call(lib.vkg_submit_adam_step, n, p, g, mm, vv, ctypes.byref(a))
 
     def adam_step(self, *args: Any, **kw: Any) -> None:
         """submit_adam_step, waited for."""

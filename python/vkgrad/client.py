@@ -219,6 +219,26 @@ class Client(_TensorOps, _OptimOps):
             if self._driver is not None and threading.current_thread() is not self._driver:
                 self._poke()
 
+    def _submit_call(self, fn, *args) -> Future:
+        """fn(handle, *args, &handle, &err): a request with no client memory
+        to place (tensor_free, the optimizer steps) sent on the current
+        connection; a Future for its reply, which keeps args alive until
+        then."""
+        self._ensure()
+        try:
+            with self._lock:
+                h = ctypes.c_uint64()
+                err = _lib.vkg_error()
+                gen = self._gen
+                rc = self._c(fn, *args, ctypes.byref(h), ctypes.byref(err), gen=gen)
+                if rc:
+                    raise self._fail(rc, err)
+                f = Future(self, h.value, np.dtype(np.uint8), None, [], {}, list(args), gen)
+                self._pending[f.handle] = f
+                return f
+        finally:
+            self._flush()
+
     def _fail(self, rc, err) -> Error:
         """The Error for a failed call; notes a connection that died."""
         e = _error(rc, err)
