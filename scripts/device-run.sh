@@ -45,6 +45,7 @@
 #            torch_narrow.py (cuBLAS, its copy bandwidth): the issue's table;
 #            the mid-size f32 GEMM ($MID: auto, tiled, tiled128, splitk,
 #            splitk128) beside torch_narrow.py on it (issue 37 item 3);
+#            BEFORE_VKGRADD's auto on the narrow set, where set;
 #            then auto against every family on `bench --kernels --shapes
 #            grid` (f32, bf16)
 #   train    scripts/train_bench.py: N = 1, 4, 16 processes each training an
@@ -345,6 +346,17 @@ suite_narrow() {
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$NSET" f32,bf16 --variants auto,narrow ${copy:+--copy-gbps $copy}
+	# BEFORE_VKGRADD's auto on the same set (dW+db and full), for a before/after in one run
+	if [ -n "${BEFORE_VKGRADD:-}" ]; then
+		: >"$R/narrow_before.jsonl"
+		# shellcheck disable=SC2086
+		DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param-before "$BEFORE_VKGRADD" \
+			"$R/narrow_before.jsonl" "$NSET" f32,bf16 --variants auto --outputs dw,db ${copy:+--copy-gbps $copy}
+		# shellcheck disable=SC2086
+		DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full-before "$BEFORE_VKGRADD" \
+			"$R/narrow_before.jsonl" "$NSET" f32,bf16 --variants auto ${copy:+--copy-gbps $copy}
+		$REPORT lines "$R/narrow_before.jsonl" | tee -a "$S"
+	fi
 	# issue 37 item 3: the mid-size f32 GEMM, auto and each family that can take it
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines mid "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$MID" f32 --variants auto,tiled,tiled128,splitk,splitk128 ${copy:+--copy-gbps $copy}
