@@ -188,6 +188,12 @@ $(BUILD)/tests/test_peak_ref: tests/unit/test_peak_ref.c $(BUILD)/obj/bench/peak
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Ibench -o $@ $< $(BUILD)/obj/bench/peak_ref.o $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
 
+# client/cli_task.c (the CLI's and the bench's jobs and their references)
+# without a daemon: with the client library alone
+$(BUILD)/tests/test_cli_task: tests/unit/test_cli_task.c $(BUILD)/obj/client/cli_task.o $(BUILD)/obj/client/cli_util.o $(BUILD)/libvkgrad.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Iclient -o $@ $< $(BUILD)/obj/client/cli_task.o $(BUILD)/obj/client/cli_util.o $(BUILD)/libvkgrad.a $(LDLIBS_ALL) $(shell pkg-config --libs cmocka)
+
 # bench/peak_copy.c (bench --peak's copy line) on the device: with the
 # bench's Vulkan helpers and the daemon's device code
 PEAK_COPY_OBJ := $(call obj,bench/peak_copy.c bench/peak_vk.c bench/peak_ref.c)
