@@ -59,7 +59,8 @@
 #
 # Settings (environment):
 #   OUT             output folder (default /tmp/vkgrad-device-run); it gets
-#                   summary.txt and one SUITE.tar.gz of raw files per suite
+#                   summary.txt, lines.jsonl (every `bench --kernels` line as
+#                   it comes) and one SUITE.tar.gz of raw files per suite
 #                   (at most 8 files: what the device tool brings back)
 #   BUNDLE          the bundle (default .device-bundle)
 #   BEFORE_VKGRADD  a second daemon binary (another build's bundle/bin/vkgradd):
@@ -73,6 +74,8 @@
 #   PYTHON          the python3 with torch (default python3)
 #   SKIP_ANCHORS=1  leave out the PyTorch anchors (torch_mixed, torch_multiproc)
 #                   where an earlier run of the session has them
+#   NSET            suite narrow's shapes (B,I,O;...; default issue 37's set)
+#   NARROW_VARIANTS suite narrow's variants (default auto,narrow)
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
@@ -217,8 +220,9 @@ kernel_lines() {
 	# shellcheck disable=SC2086
 	daemon_start "$bin" "$R/daemon.log" ${DAEMON_ARGS:-} || { fail "$label: daemon did not start"; return; }
 	say "$label: bench --kernels $shapes $dtypes (daemon ${DAEMON_ARGS:-})"
+	# every line also to $OUT/lines.jsonl as it comes: a run cut short keeps what it measured
 	vk --socket "$D/s" bench --kernels --json --shapes "$shapes" --dtypes "$dtypes" "$@" \
-		2>>"$R/bench.err" | tag "$label" >>"$file"
+		2>>"$R/bench.err" | tag "$label" | tee -a "$OUT/lines.jsonl" >>"$file"
 	vk --socket "$D/s" stats >>"$R/stats.txt" 2>&1
 	daemon_stop
 }
@@ -339,13 +343,20 @@ suite_narrow() {
 	fi
 	local copy
 	copy=$(sed -n 's/.*"copy_gbps":\([0-9.]*\).*/\1/p' "$R/peak_copy.jsonl" 2>/dev/null | head -1)
+	if [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
+		say "torch_narrow.py"
+		(cd "$B" && timeout 240 "$PY" torch_narrow.py "$NSET" f32,bf16 &&
+			timeout 60 "$PY" torch_narrow.py "$MID" f32) >"$R/torch_narrow.jsonl" \
+			2>>"$R/torch.err" || note "torch_narrow.py rc=$?"
+		cat "$R/torch_narrow.jsonl" >>"$OUT/lines.jsonl"
+	fi
 	: >"$R/narrow.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants auto,narrow --outputs dw,db ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow}" --outputs dw,db ${copy:+--copy-gbps $copy}
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants auto,narrow ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow}" ${copy:+--copy-gbps $copy}
 	# BEFORE_VKGRADD's auto on the same set (dW+db and full), for a before/after in one run
 	if [ -n "${BEFORE_VKGRADD:-}" ]; then
 		: >"$R/narrow_before.jsonl"
@@ -360,12 +371,6 @@ suite_narrow() {
 	# issue 37 item 3: the mid-size f32 GEMM, auto and each family that can take it
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines mid "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$MID" f32 --variants auto,tiled,tiled128,splitk,splitk128 ${copy:+--copy-gbps $copy}
-	if [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
-		say "torch_narrow.py"
-		(cd "$B" && timeout 240 "$PY" torch_narrow.py "$NSET" f32,bf16 &&
-			timeout 60 "$PY" torch_narrow.py "$MID" f32) >"$R/torch_narrow.jsonl" \
-			2>>"$R/torch.err" || note "torch_narrow.py rc=$?"
-	fi
 	$REPORT narrow "$R/narrow.jsonl" "$R/torch_narrow.jsonl" | tee -a "$S"
 	[ "${NARROW_GRID:-1}" = 0 ] && { note "NARROW_GRID=0: the grid step left out"; return; }
 	: >"$R/grid.jsonl"
@@ -576,7 +581,7 @@ if [ -n "$QUICK" ]; then
 else
 	KSHAPES="8192,4096,4096;16384,8192,8192;2048,1024,1024" BIG=8192,4096,4096 MID=2048,1024,1024
 	WIDE=1024,4096,4096 NARROW="4096,1024,16;8192,4096,32"
-	NSET="1048576,64,64;1048576,32,16;4194304,64,64;1048576,128,128;262144,256,256" GSET=grid GREPS=${GREPS:-5}
+	NSET=${NSET:-"1048576,64,64;1048576,32,16;4194304,64,64;1048576,128,128;262144,256,256"} GSET=grid GREPS=${GREPS:-5}
 	HEAVY=${HEAVY:-8192x4096x4096 2048x1024x1024} TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000 SYNC_REPS=3 SYNC_JOBS=6000
 	CHECK_SHAPES="1x1x1 1x33x1 31x1x7 33x257x31 257x33x16 64x64x8 100x100x100 128x31x257
 		4096x1024x16 8192x4096x32 2048x1024x1024 512x512x512 70000x64x8" COMPARE_ARGS=
