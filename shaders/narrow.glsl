@@ -40,8 +40,10 @@ float vlane(VTYPE w, uint k)
 #endif
 }
 
-#define NARROW_LOAD(BUF, BUFV, v, base, S, nc, nvalid, vec)                                   \
-	[[unroll]] for (uint j_ = 0u; j_ < NU; j_++) {                                         \
+#define NARROW_LOAD(BUF, BUFV, v, base, S, nc, nvalid, vec) NARROW_LOAD_N(NU, BUF, BUFV, v, base, S, nc, nvalid, vec)
+// NARROW_LOAD of `nu` units per thread (nu <= NU; v holds nu·VW elements)
+#define NARROW_LOAD_N(nu, BUF, BUFV, v, base, S, nc, nvalid, vec)                             \
+	[[unroll]] for (uint j_ = 0u; j_ < (nu); j_++) {                                       \
 		const uint e0_ = (gl_LocalInvocationIndex + j_ * 256u) * VW;                   \
 		uint r_ = e0_ / (nc), c_ = e0_ - r_ * (nc);                                   \
 		if ((vec) && e0_ + VW <= (nvalid)) {                                           \
@@ -83,8 +85,10 @@ float vlane(VTYPE w, uint k)
 // and lies within one row is stored 16 bytes at a time (consecutive
 // threads, consecutive vec4: no bank conflicts), others element by
 // element as NARROW_PUT.
-#define NARROW_PUT_V(v, nc, nblock, PUT, PUT4)                                                \
-	[[unroll]] for (uint j_ = 0u; j_ < NU; j_++) {                                         \
+#define NARROW_PUT_V(v, nc, nblock, PUT, PUT4) NARROW_PUT_V_N(NU, v, nc, nblock, PUT, PUT4)
+// NARROW_PUT_V of `nu` units per thread (as NARROW_LOAD_N)
+#define NARROW_PUT_V_N(nu, v, nc, nblock, PUT, PUT4)                                          \
+	[[unroll]] for (uint j_ = 0u; j_ < (nu); j_++) {                                       \
 		const uint e0_ = (gl_LocalInvocationIndex + j_ * 256u) * VW;                   \
 		uint r_ = e0_ / (nc), c_ = e0_ - r_ * (nc);                                   \
 		if ((c_ & 3u) == 0u && c_ + VW <= (nc) && e0_ + VW <= (nblock)) {              \

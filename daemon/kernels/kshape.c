@@ -67,7 +67,7 @@ uint64_t kshape_narrow_step_rows(const proto_request *q)
 
 uint64_t kshape_narrow_dx_tile_rows(uint64_t in)
 {
-	return 1024 / pow2_ceil(ceil_div(in < VKG_NARROW_TILE ? in : VKG_NARROW_TILE, 4));
+	return 2048 / pow2_ceil(ceil_div(in < VKG_NARROW_TILE ? in : VKG_NARROW_TILE, 8));
 }
 
 uint64_t kshape_narrow_dx_groups(const proto_request *q, uint32_t *tiles)
@@ -76,7 +76,8 @@ uint64_t kshape_narrow_dx_groups(const proto_request *q, uint32_t *tiles)
 	const uint64_t all = rowtiles * ceil_div(q->in, VKG_NARROW_TILE);
 	uint64_t t = ceil_div(all, KSHAPE_NARROW_DX_WGS);
 	/* a workgroup's loops: per row tile, out (in pieces of kshape_max_k)
-	 * and a trip per chunk, within half the loop bound */
+	 * and a trip per chunk of at least 2 (at most k / 2 + 1 trips), within
+	 * half the loop bound counted as k + 2 per row tile: at most 3/4 */
 	const uint64_t k = min_u64(q->out, kshape_max_k(KERN_NARROW_DX, q->dtype));
 	const uint64_t most = (uint64_t)KSHAPE_MAX_LOOP_TRIPS / 2 / (k + 2);
 	t = min_u64(t, most ? most : 1);

@@ -84,9 +84,11 @@ uint32_t kshape_narrow_blocks(const proto_request *q);
 uint32_t kshape_narrow_min_blocks(const proto_request *q);
 /* Rows of each block (the last may have fewer) with `blocks` blocks. */
 uint64_t kshape_narrow_rows(const proto_request *q, uint32_t blocks);
-/* linear_narrow_input: rows of one row tile for a column tile of min(64,
- * in) features (1024 / P, P the least power of two >= ceil(features / 4)),
- * and the row groups (gl_WorkGroupID.y) with *tiles row tiles each. */
+/* linear_narrow_input: rows of one row tile, the same for every column
+ * tile (2048 / P, P the least power of two >= ceil(min(64, in) / 8): the
+ * columns of 8×8 micro-tiles; 256 rows for a 64-wide layer, 2048 for one of
+ * up to 8 features), and the row groups (gl_WorkGroupID.y) with *tiles row
+ * tiles each. */
 uint64_t kshape_narrow_dx_tile_rows(uint64_t in);
 /* f32 partials of q's dW/db on the narrow family with `blocks` blocks:
  * each block out·in (dW asked for) then out (db), its stride. */

@@ -127,11 +127,12 @@
 #define VKG_NARROW_RED_LANES 16
 /* linear_narrow_input: dX = dY·W. A workgroup owns a column tile of up to
  * 64 input features (c_base + gl_WorkGroupID.x) and `tiles` consecutive
- * row tiles ((r_base + gl_WorkGroupID.y)·tiles on); its threads are 4×4
- * micro-tiles, as many columns of them as the tile's features need (a
- * power of two, P), so a tile is 1024/P rows; out walks through shared
- * memory in chunks of 4·P (W's chunk stays there while the rows stream
- * when out fits one chunk). */
+ * row tiles ((r_base + gl_WorkGroupID.y)·tiles on); its threads are 8×8
+ * micro-tiles, as many columns of them as min(n_in, 64) features need (a
+ * power of two, P, the same in every column tile), so a tile is 2048/P
+ * rows (kshape_narrow_dx_tile_rows); out walks through shared memory in
+ * chunks of 2·P (W stays there for the workgroup while k_len·8·P <= 4096,
+ * else its chunk comes with each chunk of dY). */
 #define VKG_PC_NARROW_DX(u)                                                    \
 	u batch;                                                               \
 	u n_in;                                                                \

@@ -13,6 +13,12 @@
  *    and accumulate rotated (lavapipe takes seconds per job: the time is
  *    printed); a tensor past the device's storage-buffer range is refused
  *    naming max_tensor_bytes, and the daemon still serves;
+ *  - dX (linear_narrow_input) on its own edges: odd widths (1 to 256
+ *    features, tiles narrower than its 8x8 micro-tiles, W whole in shared
+ *    memory and in chunks), dY, W and dX off their vector alignment, its
+ *    16-byte stores giving the same bytes as its element stores, and a long
+ *    out cut into several dispatches (a second daemon with a loop bound of
+ *    16 trips and small dispatches), every dtype, overwrite and accumulate;
  *  - determinism: the same job twice, forced and on auto, the same bytes;
  *  - a batch of 4,194,304 rows (past max_dim, 2^20) is accepted by a
  *    daemon with the default limits, within the byte limits, and correct. */
@@ -35,6 +41,7 @@
 #include "vkgrad.h"
 
 static daemon_proc g_d;
+static daemon_proc g_lt; /* a loop bound of 16 trips, small dispatches (test_dx_long_out_cut) */
 static vkg_info g_info;
 
 enum { X, DY, W, DW, DB, DX, NT };
@@ -68,9 +75,10 @@ typedef struct outcome {
 } outcome;
 
 /* Run B×I×O of dtype dt with outputs outs on variant v (accumulate: acc)
- * against a fresh region; inputs from seed. */
-static outcome run_job(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
-		       const char *v, uint64_t seed, bool keep)
+ * against a fresh region; inputs from seed. Each tensor t starts shift[t]
+ * elements (< 128) past a 256-byte boundary (shift NULL: none). */
+static outcome run_job_at(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+			  const char *v, uint64_t seed, bool keep, const uint64_t *shift)
 {
 	outcome oc = {0};
 	const size_t es = dt == 0 ? 4 : 2;
@@ -79,8 +87,8 @@ static outcome run_job(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_t O
 				  (outs & O_DX) != 0};
 	size_t off[NT], size = 0;
 	for (int t = 0; t < NT; t++) {
-		off[t] = size;
-		size += (n[t] * es + 255) / 256 * 256 + 256;
+		off[t] = size + (shift ? shift[t] * es : 0);
+		size += (n[t] * es + 255) / 256 * 256 + 512;
 	}
 	vkg_error err;
 	uint64_t reg;
@@ -148,6 +156,12 @@ static outcome run_job(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_t O
 		free(val[t]);
 	assert_int_equal(vkg_region_destroy(c, reg, m, size, &err), 0);
 	return oc;
+}
+
+static outcome run_job(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+		       const char *v, uint64_t seed, bool keep)
+{
+	return run_job_at(c, dt, B, I, O, outs, acc, v, seed, keep, NULL);
 }
 
 static const char *outs_name(unsigned o)
@@ -265,6 +279,117 @@ static void test_same_job_same_bits(void **state)
 	vkg_close(c);
 }
 
+/* dX (linear_narrow_input) on odd widths, every dtype, overwrite and
+ * accumulate. Its threads are 8x8 micro-tiles, P columns of them (P the
+ * power of two covering min(in, 64) / 8), a row tile 2048 / P rows, out in
+ * chunks of 2·P, W kept whole in shared memory while out·8·P <= 4096: the
+ * shapes take widths that are not multiples of 8, tiles narrower than one
+ * micro-tile (1, 3, 5; the last column tile of 65, 127 and 255), several
+ * row tiles with a partial last one, out in one chunk and in many, and W
+ * whole (63x64, 16x70) as well as in chunks (65x127, 8x600, 12x300). */
+static void test_dx_odd_widths(void **state)
+{
+	(void)state;
+	static const uint64_t shapes[][3] = {
+		{2051, 1, 3},    {2051, 3, 5},    {4099, 5, 1},    {2100, 8, 600},  {1100, 9, 1},
+		{1100, 12, 300}, {1100, 16, 70},  {1031, 17, 33},  {777, 33, 17},   {777, 63, 64},
+		{777, 64, 63},   {600, 65, 127},  {600, 127, 65},  {300, 128, 255}, {300, 255, 128},
+		{300, 256, 256},
+	};
+	vkg_client *c = connect_g();
+	const double t0 = now_s();
+	unsigned jobs = 0;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int dt = 0; dt < 3; dt++)
+			for (int acc = 0; acc < 2; acc++, jobs++)
+				expect_ok(c, dt, shapes[s][0], shapes[s][1], shapes[s][2], O_DX, acc, "narrow",
+					  3000 + jobs);
+	printf("dX odd widths: %u jobs in %.1f s\n", jobs, now_s() - t0);
+	vkg_close(c);
+}
+
+/* dX with dY, W and dX at offsets off their vectors' alignment (1 and 3
+ * elements past), every dtype, overwrite and accumulate, within the
+ * tolerance; and dX stored 16 bytes at a time (dX aligned, rows whole
+ * vectors: in 64, 24, 40) gives the same bytes as stored element by element
+ * (dX one element past: no row aligned), run after run. */
+static void test_dx_unaligned_offsets(void **state)
+{
+	(void)state;
+	static const uint64_t shapes[][3] = {{777, 64, 64}, {1100, 24, 19}, {600, 40, 70}, {2051, 5, 3}};
+	vkg_client *c = connect_g();
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int dt = 0; dt < 3; dt++)
+			for (int acc = 0; acc < 2; acc++) {
+				const uint64_t B = shapes[s][0], I = shapes[s][1], O = shapes[s][2];
+				const uint64_t seed = 4000 + s * 8 + (uint64_t)dt * 2 + (uint64_t)acc;
+				static const uint64_t odd[NT] = {0, 1, 3, 0, 0, 3};
+				outcome u = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, false, odd);
+				if (u.rc != 0 || !(u.err <= dt_tol[dt]))
+					fail_msg("%s %llux%llux%llu dx%s unaligned: rc %d %s, max_rel_err %.3g",
+						 dt_name[dt], (unsigned long long)B, (unsigned long long)I,
+						 (unsigned long long)O, acc ? " acc" : "", u.rc, u.message, u.err);
+				static const uint64_t vec[NT] = {0}, one[NT] = {0, 0, 0, 0, 0, 1};
+				outcome a = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, vec);
+				outcome b = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, vec);
+				outcome e = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, one);
+				assert_int_equal(a.rc, 0);
+				assert_int_equal(b.rc, 0);
+				assert_int_equal(e.rc, 0);
+				assert_true(a.err <= dt_tol[dt]);
+				assert_int_equal(a.nbytes, B * I * (dt == 0 ? 4 : 2));
+				assert_int_equal(b.nbytes, a.nbytes);
+				assert_int_equal(e.nbytes, a.nbytes);
+				if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
+					fail_msg("%s %llux%llux%llu dx%s: two runs gave different bytes", dt_name[dt],
+						 (unsigned long long)B, (unsigned long long)I, (unsigned long long)O,
+						 acc ? " acc" : "");
+				if (memcmp(a.bytes, e.bytes, a.nbytes) != 0)
+					fail_msg("%s %llux%llux%llu dx%s: aligned and unaligned dX differ", dt_name[dt],
+						 (unsigned long long)B, (unsigned long long)I, (unsigned long long)O,
+						 acc ? " acc" : "");
+				free(a.bytes);
+				free(b.bytes);
+				free(e.bytes);
+			}
+	vkg_close(c);
+}
+
+/* A long out cut into several dispatches: a daemon whose loop bound is 16
+ * trips sums 4 positions of out per dispatch (kshape_max_k), the later
+ * ones accumulating, and cuts the grid at 200,000 multiply-adds a dispatch
+ * (several dispatches of row groups and column tiles); every dtype,
+ * overwrite and accumulate, and the same bytes twice. */
+static void test_dx_long_out_cut(void **state)
+{
+	(void)state;
+	vkg_error err;
+	vkg_client *c = vkg_connect(g_lt.sock, &err);
+	assert_non_null(c);
+	static const uint64_t shapes[][3] = {{2051, 5, 17}, {777, 64, 33}, {1031, 17, 9}, {600, 130, 7}};
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int dt = 0; dt < 3; dt++)
+			for (int acc = 0; acc < 2; acc++) {
+				const uint64_t B = shapes[s][0], I = shapes[s][1], O = shapes[s][2];
+				const uint64_t seed = 5000 + s * 8 + (uint64_t)dt * 2 + (uint64_t)acc;
+				outcome a = run_job(c, dt, B, I, O, O_DX, acc, "narrow", seed, true);
+				outcome b = run_job(c, dt, B, I, O, O_DX, acc, "narrow", seed, true);
+				if (a.rc != 0 || !(a.err <= dt_tol[dt]))
+					fail_msg("%s %llux%llux%llu dx%s, loop bound 16: rc %d %s, max_rel_err %.3g",
+						 dt_name[dt], (unsigned long long)B, (unsigned long long)I,
+						 (unsigned long long)O, acc ? " acc" : "", a.rc, a.message, a.err);
+				assert_int_equal(b.rc, 0);
+				assert_int_equal(b.nbytes, a.nbytes);
+				if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
+					fail_msg("%s %llux%llux%llu dx%s, loop bound 16: two runs gave different bytes",
+						 dt_name[dt], (unsigned long long)B, (unsigned long long)I,
+						 (unsigned long long)O, acc ? " acc" : "");
+				free(a.bytes);
+				free(b.bytes);
+			}
+	vkg_close(c);
+}
+
 /* A batch past max_dim: the default daemon takes 4,194,304 rows of a 1x1
  * layer (8 MiB per f16 tensor, within the byte limits), on auto. */
 static void test_4m_rows_accepted_by_default(void **state)
@@ -283,6 +408,10 @@ static int group_setup(void **state)
 	(void)state;
 	if (daemon_proc_start(&g_d, NULL, NULL) != 0)
 		return -1;
+	static const char *const lt[] = {"--no-cost-model", "--loop-trips", "16", "--dispatch-max-macs", "200000",
+					 NULL};
+	if (daemon_proc_start(&g_lt, lt, NULL) != 0)
+		return -1;
 	vkg_error err;
 	vkg_client *c = vkg_connect(g_d.sock, &err);
 	if (!c || vkg_hello(c, "test_narrow", &g_info, &err) != 0)
@@ -294,7 +423,9 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	return daemon_proc_stop(&g_d);
+	int rc = daemon_proc_stop(&g_d);
+	rc |= daemon_proc_stop(&g_lt);
+	return rc;
 }
 
 int main(void)
@@ -302,6 +433,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_odd_shapes_every_output_subset),
 		cmocka_unit_test(test_same_job_same_bits),
+		cmocka_unit_test(test_dx_odd_widths),
+		cmocka_unit_test(test_dx_unaligned_offsets),
+		cmocka_unit_test(test_dx_long_out_cut),
 		cmocka_unit_test(test_4m_rows_accepted_by_default),
 		cmocka_unit_test(test_issue_shapes_full_size),
 	};

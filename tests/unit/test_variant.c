@@ -666,12 +666,19 @@ static void test_narrow_family(void **state)
 						       ? q.out + 2 : kshape_max_k(KERN_NARROW_DX, q.dtype) + 2) <=
 			    KSHAPE_MAX_LOOP_TRIPS / 2);
 	}
-	/* the dX tile: 1024 / P rows, P the power of two covering min(in, 64) / 4 */
-	assert_int_equal(kshape_narrow_dx_tile_rows(64), 64);
-	assert_int_equal(kshape_narrow_dx_tile_rows(1000), 64);
-	assert_int_equal(kshape_narrow_dx_tile_rows(32), 128);
-	assert_int_equal(kshape_narrow_dx_tile_rows(17), 128);
-	assert_int_equal(kshape_narrow_dx_tile_rows(3), 1024);
+	/* the dX tile: 2048 / P rows, P the power of two covering min(in, 64) / 8
+	 * (the shader's columns of 8x8 micro-tiles) */
+	assert_int_equal(kshape_narrow_dx_tile_rows(64), 256);
+	assert_int_equal(kshape_narrow_dx_tile_rows(1000), 256);
+	assert_int_equal(kshape_narrow_dx_tile_rows(65), 256);
+	assert_int_equal(kshape_narrow_dx_tile_rows(33), 256);
+	assert_int_equal(kshape_narrow_dx_tile_rows(32), 512);
+	assert_int_equal(kshape_narrow_dx_tile_rows(17), 512);
+	assert_int_equal(kshape_narrow_dx_tile_rows(16), 1024);
+	assert_int_equal(kshape_narrow_dx_tile_rows(9), 1024);
+	assert_int_equal(kshape_narrow_dx_tile_rows(8), 2048);
+	assert_int_equal(kshape_narrow_dx_tile_rows(3), 2048);
+	assert_int_equal(kshape_narrow_dx_tile_rows(1), 2048);
 	/* a lower loop bound: shorter blocks, more of them */
 	kshape_set_loop_trips(256);
 	q = job(262147, 33, 17, true, true, false, PROTO_VARIANT_NARROW);
