@@ -176,13 +176,14 @@ costmodel_geom costmodel_geometry(const proto_request *q, bool for_dx, int k, ui
 		const uint64_t groups = kshape_narrow_dx_groups(q, &tiles);
 		/* elements loaded and stored plus a sixteenth of the
 		 * multiply-adds, per 4096; and one per chunk of out of each
-		 * row tile (its loads and barriers) */
-		const uint64_t i4 = ceil_div(q->in, 4) * 4;
+		 * row tile (its loads and barriers); the multiply-adds over in
+		 * rounded up to the 8-wide micro-tiles */
+		const uint64_t i8 = ceil_div(q->in, 8) * 8;
 		const uint64_t tr = kshape_narrow_dx_tile_rows(q->in);
 		const uint64_t rowtiles = ceil_div(q->batch, tr) * ceil_div(q->in, VKG_NARROW_TILE) *
 					  ceil_div(q->out, 4096 / tr);
 		const double el = (double)q->batch * (double)(q->out + q->in) +
-				  (double)q->batch * (double)q->out * (double)i4 / 16.0;
+				  (double)q->batch * (double)q->out * (double)i8 / 16.0;
 		return (costmodel_geom){.wgs = (double)(groups * ceil_div(q->in, VKG_NARROW_TILE)),
 				      .work = el / 4096.0 + (double)rowtiles,
 				      .trips = (double)tiles * (double)(q->out + 1)};
