@@ -85,7 +85,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
 		case 'q': o->quiet = true; break;
 		case 'V':
 			if (proto_variant_parse(optarg) < 0) {
-				char names[128];
+				char names[192];
 				proto_variant_list(names, sizeof(names), -1, NULL, NULL);
 				return cli_usage_fail("run: --variant takes one of %s (got '%s')", names,
 						      optarg);
