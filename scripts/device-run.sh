@@ -39,7 +39,8 @@
 #            the GPU's SM clock during each way (nvidia-smi samples)
 #   narrow   issue 37's narrow set (1048576x64x64, 1048576x32x16,
 #            4194304x64x64, 1048576x128x128, 262144x256x256), f32 and bf16,
-#            dW+db and the full backward, auto and narrow forced, kernels on
+#            dW+db and the full backward, auto, narrow and coopmat_khr_splitk
+#            forced (bf16; f32 lines of it are refusals), kernels on
 #            device memory (--stream-chunk-bytes off), each line's GB/s as a
 #            fraction of `bench --peak`'s copy_gbps, beside
 #            torch_narrow.py (cuBLAS, its copy bandwidth): the issue's table;
@@ -88,7 +89,7 @@ REPORT="python3 $HERE/device_report.py"
 
 # the test binaries a bundle carries: the older three (suite check runs them
 # below) and GPU_TESTS_NEW, run first on the GPU, each alone
-GPU_TESTS_NEW=${GPU_TESTS_NEW-"test_narrow test_activation test_optim test_tensors test_splitk128 test_auto_variant"}
+GPU_TESTS_NEW=${GPU_TESTS_NEW-"test_narrow test_activation test_optim test_tensors test_splitk128 test_auto_variant test_cmk_splitk"}
 GPU_TESTS="test_stream test_forward test_dtypes $GPU_TESTS_NEW"
 # the Python tests (tests/python/NAME) suite check runs against the bundle
 PY_TESTS=${PY_TESTS-"test_resident_run test_python_ops test_python"}
@@ -341,10 +342,10 @@ suite_narrow() {
 	: >"$R/narrow.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants auto,narrow --outputs dw,db ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants auto,narrow,coopmat_khr_splitk --outputs dw,db ${copy:+--copy-gbps $copy}
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants auto,narrow ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants auto,narrow,coopmat_khr_splitk ${copy:+--copy-gbps $copy}
 	# issue 37 item 3: the mid-size f32 GEMM, auto and each family that can take it
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines mid "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$MID" f32 --variants auto,tiled,tiled128,splitk,splitk128 ${copy:+--copy-gbps $copy}
@@ -359,7 +360,7 @@ suite_narrow() {
 	: >"$R/grid.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
-		"$GSET" f32,bf16 --variants auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_nv2 \
+		"$GSET" f32,bf16 --variants auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_khr_splitk,coopmat_nv2 \
 		--reps "$GREPS" ${copy:+--copy-gbps $copy}
 	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
 }
