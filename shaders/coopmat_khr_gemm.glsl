@@ -2,7 +2,7 @@
 // (tiles of C rounded to the storage type) and of
 // linear_coopmat_khr_splitk_gemm (VKG_PARTIAL: one workgroup per row tile
 // and slice of the reduction, writing the slice's f32 partial sums for
-// linear_splitk_reduce). The including .comp enables the extensions, sets
+// linear_narrow_reduce). The including .comp enables the extensions, sets
 // ETYPE and says what the kernel is; the tiling, loads, multiply and
 // epilogue are here, described in linear_coopmat_khr_gemm.comp.
 layout(constant_id = 0) const uint CM_M = 16;
@@ -79,7 +79,8 @@ uint slice_k, slice_a_off, slice_b_off, slice_c_off, slice_d_off;
 // slice_len of them and none past K (the daemon makes every slice start
 // inside K; one that did not would have no rows and write zeros). Its C
 // partials start at c_off + s·M·N, its row sums at d_off + s·M
-// (linear_splitk_reduce's layout). Returns the row tile.
+// (split-K's layout, which linear_splitk_reduce and linear_narrow_reduce
+// both read). Returns the row tile.
 uint partial_setup()
 {
 	const uint r = pc.m_base + gl_WorkGroupID.y;

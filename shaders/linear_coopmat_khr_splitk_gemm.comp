@@ -20,7 +20,8 @@
 // (issue 37: 1,048,576×64×64 and the like, f16 and bf16): dW = dYᵀ·X over
 // the batch, cut into slices, every slice × row tile × column tile a
 // workgroup of one grid, each writing its f32 partial sums into the
-// daemon's scratch; linear_splitk_reduce then adds the slices in a fixed
+// daemon's scratch (split-K's layout); linear_narrow_reduce then adds the
+// slices (16 lanes per element, each every 16th slice, a fixed tree) in a fixed
 // order (no atomics: the same bits every run, each output rounded once).
 // linear_coopmat_khr_gemm alone runs a 64×64 dW as one workgroup walking
 // the whole batch.

@@ -348,12 +348,16 @@ static bool cmks_usable(pipelines *p, const device *d, int t, bool cmk_ok)
 		return false;
 	}
 	const cmk_shape s = d->cmk.shape[t];
-	const uint32_t b = pipelines_cmk_shared(PIPELINES_CMKS_TILE, s, true);
+	uint32_t b = pipelines_cmk_shared(PIPELINES_CMKS_TILE, s, true);
 	if (!b) {
 		snprintf(why, wl, "cooperative matrices that fit its 32x32 blocks and k steps of 32; the device's "
 			 "%ux%ux%u do not", s.m, s.n, s.k);
 		return false;
 	}
+	/* (its slices are added by linear_narrow_reduce, built where the
+	 * narrow family's 32 KiB are) */
+	if (b < PIPELINES_NARROW_SHARED_BYTES)
+		b = PIPELINES_NARROW_SHARED_BYTES;
 	if (b > d->props.limits.maxComputeSharedMemorySize) {
 		snprintf(why, wl, "%u bytes of shared memory per workgroup; the device offers "
 			 "maxComputeSharedMemorySize = %u", b, d->props.limits.maxComputeSharedMemorySize);

@@ -29,8 +29,9 @@
  * memory): linear_narrow_param + linear_narrow_reduce for dW/db, and
  * linear_narrow_input for dX; and linear_coopmat_khr_splitk_gemm
  * (coopmat_khr_splitk: split-K of the dW/db pass on the tensor cores, f16
- * and bf16 where linear_coopmat_khr_gemm runs, PIPELINES_CMKS_TILE), with
- * linear_splitk_reduce. Their interfaces: shaders/iface/kernels.h. */
+ * and bf16 where linear_coopmat_khr_gemm runs and the narrow family's 32
+ * KiB of shared memory are, PIPELINES_CMKS_TILE), with
+ * linear_narrow_reduce adding its slices. Their interfaces: shaders/iface/kernels.h. */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
        KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_NV2_DW_S,
        KERN_NV2_DX_S, KERN_PREP /* linear_forward_prep: linear_forward's transpose and bias */,

@@ -181,7 +181,7 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn + db_col, (m + tm - 1) / tm, tm * tn);
 }
 
-static void record_splitk_reduce(const rec *r, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn);
+static void record_splitk_reduce(const rec *r, int rk, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn);
 
 /* Split-K for dW (+ db), or for dX: each slice of the reduction (dW: the
  * batch's rows; dX: out) through the first pass, kernel k
@@ -232,7 +232,7 @@ static void record_splitk(const rec *r, bool for_dx, int k)
 		dispatch_gemm(r, k, &pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
 	}
 	r->rc->ops.barrier_inside(r);
-	record_splitk_reduce(r, for_dx, S, SK, mn);
+	record_splitk_reduce(r, KERN_REDUCE, for_dx, S, SK, mn);
 }
 
 /* Split-K of dW (+ db) on the tensor cores (linear_coopmat_khr_splitk_gemm,
@@ -241,8 +241,11 @@ static void record_splitk(const rec *r, bool for_dx, int k)
  * r / m_tiles, row tile r % m_tiles; shaders/iface/kernels.h
  * VKG_PC_GEMM_SPLIT), each slice kshape_cmks_len rows long (placement.c
  * made S kshape_cmks_slices: none empty, none past the loop bound), into
- * the job's f32 partials; one barrier, then linear_splitk_reduce as
- * record_splitk's. */
+ * the job's f32 partials in split-K's layout; one barrier, then the
+ * slices added in order by linear_narrow_reduce (the same sums as
+ * linear_splitk_reduce, part[part_off + s·stride + i], but 16 lanes per
+ * element each taking every 16th slice and a fixed tree: hundreds of
+ * slices are short chains of loads, not one long one per element). */
 static void record_cmk_splitk(const rec *r)
 {
 	const proto_request *q = &r->j->req;
@@ -271,31 +274,35 @@ static void record_cmk_splitk(const rec *r)
 	grid_split(r, KERN_CMK_SPLITK, &pc, sizeof(pc), &pc.m_base, 1, &pc.n_base, 1, (n + tn - 1) / tn,
 		   mt * S, tm * tn * L);
 	r->rc->ops.barrier_inside(r);
-	record_splitk_reduce(r, false, S, S, mn);
+	record_splitk_reduce(r, KERN_NARROW_RED, false, S, S, mn);
 }
 
-/* Split-K's second pass: linear_splitk_reduce adds the first SK of the
- * job's S slices of partials (dW's or dX's, mn elements of C per slice,
- * db's row sums after all S of C) in order into the outputs, rounding
- * once (accumulate: onto what they hold). */
-static void record_splitk_reduce(const rec *r, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn)
+/* Split-K's second pass: kernel rk (linear_splitk_reduce, KERN_REDUCE:
+ * VKG_REDUCE_WG elements per workgroup, one thread each; or
+ * linear_narrow_reduce, KERN_NARROW_RED: VKG_NARROW_RED_COLS, 16 lanes
+ * each) adds the first SK of the job's S slices of partials (dW's or
+ * dX's, mn elements of C per slice, db's row sums after all S of C) in
+ * order into the outputs, rounding once (accumulate: onto what they
+ * hold). */
+static void record_splitk_reduce(const rec *r, int rk, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn)
 {
 	const proto_request *q = &r->j->req;
-	grid_bind_pipe(r, KERN_REDUCE);
+	const uint64_t per = rk == KERN_NARROW_RED ? VKG_NARROW_RED_COLS : VKG_REDUCE_WG;
+	grid_bind_pipe(r, rk);
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
 		if (!q->t[t].present || (t == PROTO_T_DX) != for_dx)
 			continue;
 		const uint64_t cnt = t == PROTO_T_DB ? q->out : mn;
 		binding rb[VKG_BINDINGS_REDUCE] = {grid_bind_partials(r, for_dx), grid_bind_tensor(r, t)};
-		grid_push_set(r, KERN_REDUCE, rb, VKG_BINDINGS_REDUCE);
+		grid_push_set(r, rk, rb, VKG_BINDINGS_REDUCE);
 		kiface_reduce pc = {
 			.n = (uint32_t)cnt, .slices = SK, .stride = (uint32_t)cnt,
 			.part_off = t == PROTO_T_DB ? (uint32_t)(S * mn) : 0u,
 			.out_off = rb[1].elem_off, .flags = acc,
 		};
-		grid_split(r, KERN_REDUCE, &pc, sizeof(pc), NULL, 0, &pc.base, VKG_REDUCE_WG,
-			       (cnt + VKG_REDUCE_WG - 1) / VKG_REDUCE_WG, 1, VKG_REDUCE_WG * (uint64_t)SK);
+		grid_split(r, rk, &pc, sizeof(pc), NULL, 0, &pc.base, (uint32_t)per, (cnt + per - 1) / per, 1,
+			   per * (uint64_t)SK);
 	}
 }
 

@@ -187,7 +187,7 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 			      "workgroup; %s offers maxComputeSharedMemorySize = %u",
 			      name, n ? dev->props.limits.maxComputeSharedMemorySize : 0u);
 	case PROTO_VARIANT_COOPMAT_KHR_SPLITK:
-		if (pl->pipe[KERN_CMK_SPLITK][d] && pl->pipe[KERN_REDUCE][d] && pl->pipe[KERN_CMK_DX][d])
+		if (pl->pipe[KERN_CMK_SPLITK][d] && pl->pipe[KERN_NARROW_RED][d] && pl->pipe[KERN_CMK_DX][d])
 			return false;
 		return refuse(why, n, "variant 'coopmat_khr_splitk' needs %s; this job is %s on %s",
 			      pl->cmks_why[d][0] ? pl->cmks_why[d] : "linear_coopmat_khr_gemm's pipelines", dt,

@@ -5,7 +5,7 @@
  *
  *   part   kernel                      when
  *   dW+db  linear_coopmat_khr_splitk_  f16 or bf16 on a device with
- *          gemm + linear_splitk_reduce VK_KHR_cooperative_matrix for it, batch
+ *          gemm + linear_narrow_reduce VK_KHR_cooperative_matrix for it, batch
  *          (split-K, fused db)         >= 16384, in, out <= 256
  *                                      (variant_cmks_fits, below)
  *          the narrow family           batch >= 16384, in, out <= 256
@@ -151,7 +151,7 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 /* the narrow family (linear_narrow_param + linear_narrow_reduce,
  * linear_narrow_input): auto takes it where variant_narrow_fits */
 #define VARIANT_HAS_NARROW 16u
-/* linear_coopmat_khr_splitk_gemm + linear_splitk_reduce (split-K of dW/db
+/* linear_coopmat_khr_splitk_gemm + linear_narrow_reduce (split-K of dW/db
  * on the tensor cores): auto takes it where variant_cmks_fits */
 #define VARIANT_HAS_CMKS 32u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
@@ -277,8 +277,9 @@ bool variant_narrow_fits(const proto_request *q);
  * dW (+ fused db) of narrow, long f16/bf16 layers on
  * linear_coopmat_khr_splitk_gemm: the batch cut into S slices, each slice
  * × 64x64 tile of dW one workgroup of one grid (PIPELINES_CMKS_TILE),
- * writing f32 partials in split-K's layout, then linear_splitk_reduce adds
- * the slices in order (the same bits every run, each output rounded once).
+ * writing f32 partials in split-K's layout, then linear_narrow_reduce adds
+ * the slices in order (16 lanes per element, a fixed tree: the same bits
+ * every run, each output rounded once).
  * The narrow family's FMA loop ran 1,048,576x64x64 bf16 dW+db in 657 us on
  * an H100 against cuBLAS's 258 (issue 37); only the tensor cores reach the
  * memory floor (~85 us). `auto` takes it, where the device has it (f16 and

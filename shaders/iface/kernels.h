@@ -73,7 +73,8 @@
  * .. min((s + 1)·slice_len, K) - 1 of the reduction (A from a_off +
  * s·slice_len·sak, B from b_off + s·slice_len·N) and writes f32 partial
  * sums, C at c_off + s·M·N (row-major, stride N), the row sums at d_off +
- * s·M: linear_splitk_reduce's layout. */
+ * s·M: split-K's layout (linear_splitk_reduce's; the daemon adds these
+ * slices with linear_narrow_reduce, which reads the same layout). */
 #define VKG_PC_GEMM_SPLIT(u)                                                   \
 	VKG_PC_GEMM(u)                                                         \
 	u slice_len; /* rows of the reduction per slice (the last: what is left) */ \

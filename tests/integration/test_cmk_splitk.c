@@ -1,5 +1,5 @@
 /* tests/integration/test_cmk_splitk.c — split-K of dW/db on the tensor
- * cores (linear_coopmat_khr_splitk_gemm + linear_splitk_reduce, variant
+ * cores (linear_coopmat_khr_splitk_gemm + linear_narrow_reduce, variant
  * `coopmat_khr_splitk`; issue 37): narrow, long f16/bf16 layers.
  *
  * Where the device offers it (hello lists linear_coopmat_khr_splitk_gemm
