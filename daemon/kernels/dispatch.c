@@ -242,9 +242,9 @@ static void record_splitk(const rec *r, bool for_dx, int k)
  * VKG_PC_GEMM_SPLIT), each slice kshape_cmks_len rows long (placement.c
  * made S kshape_cmks_slices: none empty, none past the loop bound), into
  * the job's f32 partials in split-K's layout; one barrier, then the
- * slices added in order by linear_narrow_reduce (the same sums as
- * linear_splitk_reduce, part[part_off + s·stride + i], but 16 lanes per
- * element each taking every 16th slice and a fixed tree: hundreds of
+ * slices added by linear_narrow_reduce (the layout linear_splitk_reduce
+ * reads, part[part_off + s·stride + i], but 16 lanes per element each
+ * taking every 16th slice and a fixed tree, a fixed order: hundreds of
  * slices are short chains of loads, not one long one per element). */
 static void record_cmk_splitk(const rec *r)
 {
