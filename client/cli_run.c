@@ -20,8 +20,9 @@ static const char run_usage[] =
 	"  --accumulate add to the outputs' contents instead of overwriting them\n"
 	"  --variant V  force the kernel family: auto (default), generic, tiled,\n"
 	"               tiled128, splitk, splitk128 (split-K on the 128 tile, dW and dX),\n"
-	"               narrow, coopmat (f16 only), coopmat_khr, coopmat_nv2\n"
-	"               (f16, bf16), coopmat_khr_f32x3 (f32 on bf16 tensor cores)\n"
+	"               narrow, coopmat (f16 only), coopmat_khr, coopmat_khr_splitk\n"
+	"               (split-K of dW/db on the tensor cores), coopmat_nv2 (f16, bf16),\n"
+	"               coopmat_khr_f32x3 (f32 on bf16 tensor cores)\n"
 	"  --repeat N   run the job N times (default 1)\n"
 	"  --check      compare with a float64 CPU reference computed from the stored\n"
 	"               (rounded) inputs; exit 1 on a mismatch (pass:\n"
@@ -85,7 +86,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
 		case 'q': o->quiet = true; break;
 		case 'V':
 			if (proto_variant_parse(optarg) < 0) {
-				char names[128];
+				char names[192];
 				proto_variant_list(names, sizeof(names), -1, NULL, NULL);
 				return cli_usage_fail("run: --variant takes one of %s (got '%s')", names,
 						      optarg);

@@ -64,7 +64,7 @@ static int job_common(const char *dtype, const char *variant, uint64_t batch, ui
 	if (variant) {
 		int v = proto_variant_parse(variant);
 		if (v < 0) {
-			char names[128];
+			char names[192];
 			proto_variant_list(names, sizeof(names), -1, NULL, NULL);
 			return vkg__set_err(err, -EINVAL, "io", "variant '%s' is not one of %s",
 					    variant, names);

@@ -217,7 +217,8 @@ typedef struct vkg_job {
 	const char *variant; /* NULL or "auto": the daemon picks kernels by
 			      * shape; "generic", "tiled", "tiled128",
 			      * "splitk", "splitk128", "narrow", "coopmat" (f16),
-			      * "coopmat_khr" or "coopmat_nv2" (f16, bf16)
+			      * "coopmat_khr", "coopmat_khr_splitk" or
+			      * "coopmat_nv2" (f16, bf16)
 			      * forces a family
 			      * (hello lists what this daemon has) */
 	/* 0.2 (read by the _sized calls, and so by the macros below) */

@@ -39,7 +39,8 @@
 #            the GPU's SM clock during each way (nvidia-smi samples)
 #   narrow   issue 37's narrow set (1048576x64x64, 1048576x32x16,
 #            4194304x64x64, 1048576x128x128, 262144x256x256), f32 and bf16,
-#            dW+db and the full backward, auto and narrow forced, kernels on
+#            dW+db and the full backward, auto, narrow and coopmat_khr_splitk
+#            forced (bf16; f32 lines of it are refusals), kernels on
 #            device memory (--stream-chunk-bytes off), each line's GB/s as a
 #            fraction of `bench --peak`'s copy_gbps, beside
 #            torch_narrow.py (cuBLAS, its copy bandwidth): the issue's table;
@@ -75,7 +76,7 @@
 #   SKIP_ANCHORS=1  leave out the PyTorch anchors (torch_mixed, torch_multiproc)
 #                   where an earlier run of the session has them
 #   NSET            suite narrow's shapes (B,I,O;...; default issue 37's set)
-#   NARROW_VARIANTS suite narrow's variants (default auto,narrow)
+#   NARROW_VARIANTS suite narrow's variants (default auto,narrow,coopmat_khr_splitk)
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
@@ -92,7 +93,7 @@ REPORT="python3 $HERE/device_report.py"
 
 # the test binaries a bundle carries: the older three (suite check runs them
 # below) and GPU_TESTS_NEW, run first on the GPU, each alone
-GPU_TESTS_NEW=${GPU_TESTS_NEW-"test_narrow test_activation test_optim test_tensors test_splitk128 test_auto_variant"}
+GPU_TESTS_NEW=${GPU_TESTS_NEW-"test_narrow test_activation test_optim test_tensors test_splitk128 test_auto_variant test_cmk_splitk"}
 GPU_TESTS="test_stream test_forward test_dtypes $GPU_TESTS_NEW"
 # the Python tests (tests/python/NAME) suite check runs against the bundle
 PY_TESTS=${PY_TESTS-"test_resident_run test_python_ops test_python"}
@@ -353,10 +354,10 @@ suite_narrow() {
 	: >"$R/narrow.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow}" --outputs dw,db ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy}
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow}" ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk}" ${copy:+--copy-gbps $copy}
 	# BEFORE_VKGRADD's auto on the same set (dW+db and full), for a before/after in one run
 	if [ -n "${BEFORE_VKGRADD:-}" ]; then
 		: >"$R/narrow_before.jsonl"
@@ -376,7 +377,7 @@ suite_narrow() {
 	: >"$R/grid.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
-		"$GSET" f32,bf16 --variants auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_nv2 \
+		"$GSET" f32,bf16 --variants auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_khr_splitk,coopmat_nv2 \
 		--reps "$GREPS" ${copy:+--copy-gbps $copy}
 	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
 }

@@ -47,6 +47,8 @@ static const struct {
 	[KERN_NARROW_RED] = {"linear_narrow_reduce", "narrow", VKG_BINDINGS_REDUCE, sizeof(kiface_reduce)},
 	[KERN_NARROW_DX] = {"linear_narrow_input", "narrow", VKG_BINDINGS_NARROW_DX, sizeof(kiface_narrow_dx)},
 	[KERN_SPLITK128] = GEMM("linear_splitk128_gemm", "splitk128"),
+	[KERN_CMK_SPLITK] = {"linear_coopmat_khr_splitk_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM,
+			     sizeof(kiface_gemm_split)},
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -326,6 +328,44 @@ static bool cmk_usable(pipelines *p, const device *d, int t)
 	return true;
 }
 
+/* Can KERN_CMK_SPLITK run for dtype t (where KERN_CMK_* can: cmk_ok)? If
+ * not, why (into p->cmks_why[t]). */
+static bool cmks_usable(pipelines *p, const device *d, int t, bool cmk_ok)
+{
+	char *why = p->cmks_why[t];
+	const size_t wl = sizeof(p->cmks_why[t]);
+	if (t == PROTO_F32) {
+		snprintf(why, wl, "dtype f16 or bf16 (it multiplies 16-bit operands)");
+		return false;
+	}
+	if (!cmk_ok) {
+		snprintf(why, wl, "%s", p->cmk_why[t]);
+		return false;
+	}
+	if (!kreg_find("linear_coopmat_khr_splitk_gemm", proto_dtype_name((proto_dtype)t), "coopmat_khr_splitk")) {
+		snprintf(why, wl, "a daemon built with it; this one is not (no shader compiler with "
+			 "GL_KHR_cooperative_matrix%s at build time)", t != PROTO_F16 ? " and GL_EXT_bfloat16" : "");
+		return false;
+	}
+	const cmk_shape s = d->cmk.shape[t];
+	uint32_t b = pipelines_cmk_shared(PIPELINES_CMKS_TILE, s, true);
+	if (!b) {
+		snprintf(why, wl, "cooperative matrices that fit its 32x32 blocks and k steps of 32; the device's "
+			 "%ux%ux%u do not", s.m, s.n, s.k);
+		return false;
+	}
+	/* (its slices are added by linear_narrow_reduce, built where the
+	 * narrow family's 32 KiB are) */
+	if (b < PIPELINES_NARROW_SHARED_BYTES)
+		b = PIPELINES_NARROW_SHARED_BYTES;
+	if (b > d->props.limits.maxComputeSharedMemorySize) {
+		snprintf(why, wl, "%u bytes of shared memory per workgroup; the device offers "
+			 "maxComputeSharedMemorySize = %u", b, d->props.limits.maxComputeSharedMemorySize);
+		return false;
+	}
+	return true;
+}
+
 static double now_ms(void)
 {
 	struct timespec ts;
@@ -378,8 +418,8 @@ static void *build_one(void *arg)
  * cheap), as build jobs (specs: their specialization constants). 0, or -1
  * with err. */
 static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const bool *nv2_ok,
-			build_job *jobs, cmk_spec *specs, nv2_spec *nv2s, t128_spec *t128s, char *err,
-			size_t errlen)
+			const bool *cmks_ok, build_job *jobs, cmk_spec *specs, nv2_spec *nv2s, t128_spec *t128s,
+			char *err, size_t errlen)
 {
 	int rc = 0;
 	for (int k = 0; k < KERN_COUNT && rc == 0; k++) {
@@ -427,7 +467,8 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			if ((k == KERN_NARROW || k == KERN_NARROW_RED || k == KERN_NARROW_DX) &&
 			    d->props.limits.maxComputeSharedMemorySize < PIPELINES_NARROW_SHARED_BYTES)
 				continue;
-			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]))
+			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]) ||
+			    (k == KERN_CMK_SPLITK && !cmks_ok[t]))
 				continue;
 			if (k >= KERN_NV2_DW_S && k <= KERN_NV2_DX_S && !p->nv2_small_ok[t])
 				continue;
@@ -449,6 +490,11 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
 				cmk_spec_fill(cs, d->cmk.shape[t], pipelines_cmk_dw(k),
 					      pipelines_cmk_tile_for(p, k, (proto_dtype)t));
+				bj->spec = &cs->info;
+			}
+			if (k == KERN_CMK_SPLITK) { /* dW only: A along m */
+				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
+				cmk_spec_fill(cs, d->cmk.shape[t], true, PIPELINES_CMKS_TILE);
 				bj->spec = &cs->info;
 			}
 			const kreg_entry *e = kreg_find(kern_name(k, t), proto_dtype_name((proto_dtype)t),
@@ -499,13 +545,17 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 		p->cmk_bn[i] = p->cmk_tile[i].warps_n * p->cmk_tile[i].wn;
 	}
 	p->cmk_small_below = cmk_small_below(env);
-	bool cmk_ok[PROTO_DTYPE_COUNT], nv2_ok[PROTO_DTYPE_COUNT];
+	bool cmk_ok[PROTO_DTYPE_COUNT], nv2_ok[PROTO_DTYPE_COUNT], cmks_ok[PROTO_DTYPE_COUNT];
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
 		p->dtype_ok[t] = t == PROTO_F32 || d->storage16;
 		cmk_ok[t] = cmk_usable(p, d, t);
 		if (!cmk_ok[t])
 			log_info("%s (%s) not served: it needs %s", kern_name(KERN_CMK_DW, t),
 				 proto_dtype_name((proto_dtype)t), p->cmk_why[t]);
+		cmks_ok[t] = cmks_usable(p, d, t, cmk_ok[t]);
+		if (!cmks_ok[t] && t != PROTO_F32 && cmk_ok[t])
+			log_info("linear_coopmat_khr_splitk_gemm (%s) not served: it needs %s",
+				 proto_dtype_name((proto_dtype)t), p->cmks_why[t]);
 		nv2_ok[t] = nv2_usable(p, d, t);
 		if (!nv2_ok[t] && t != PROTO_F32)
 			log_info("linear_coopmat_nv2_gemm (%s) not served: it needs %s",
@@ -517,7 +567,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 	if (rc == 0)
 		rc = nv2_choice(p, d, env, nv2_ok, err, errlen);
 	if (rc == 0)
-		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, jobs, specs, nv2s, &t128s, err, errlen);
+		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, cmks_ok, jobs, specs, nv2s, &t128s, err, errlen);
 	for (int i = 0; i < NJ && rc == 0; i++)
 		if (jobs[i].module)
 			jobs[i].started = pthread_create(&jobs[i].thread, NULL, build_one, &jobs[i]) == 0;
@@ -543,6 +593,16 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 				vkDestroyPipeline(d->dev, p->pipe[dwk][t], NULL);
 				p->pipe[dwk][t] = VK_NULL_HANDLE;
 			}
+			continue;
+		}
+		if (rc == 0 && jobs[i].result != VK_SUCCESS && i / PROTO_DTYPE_COUNT == KERN_CMK_SPLITK) {
+			/* optional too: dW/db keep their other kernels without it */
+			const int t = i % PROTO_DTYPE_COUNT;
+			snprintf(p->cmks_why[t], sizeof(p->cmks_why[t]),
+				 "a pipeline the driver creates; it failed (VkResult %d)", jobs[i].result);
+			log_warn("linear_coopmat_khr_splitk_gemm (%s): creating its pipeline failed (VkResult %d); "
+				 "not served", proto_dtype_name((proto_dtype)t), jobs[i].result);
+			*jobs[i].out = VK_NULL_HANDLE;
 			continue;
 		}
 		if (rc == 0 && jobs[i].result != VK_SUCCESS) {

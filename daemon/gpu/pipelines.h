@@ -27,7 +27,11 @@
  * NV2_TILE_SMALL_DEFAULT); and the narrow family (narrow: layers of few
  * features over many rows, where the device offers 32 KiB of shared
  * memory): linear_narrow_param + linear_narrow_reduce for dW/db, and
- * linear_narrow_input for dX. Their interfaces: shaders/iface/kernels.h. */
+ * linear_narrow_input for dX; and linear_coopmat_khr_splitk_gemm
+ * (coopmat_khr_splitk: split-K of the dW/db pass on the tensor cores, f16
+ * and bf16 where linear_coopmat_khr_gemm runs and the narrow family's 32
+ * KiB of shared memory are, PIPELINES_CMKS_TILE), with
+ * linear_narrow_reduce adding its slices. Their interfaces: shaders/iface/kernels.h. */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
        KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_NV2_DW_S,
        KERN_NV2_DX_S, KERN_PREP /* linear_forward_prep: linear_forward's transpose and bias */,
@@ -36,7 +40,9 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
        KERN_NARROW /* linear_narrow_param: row blocks' partial dW/db */,
        KERN_NARROW_RED /* linear_narrow_reduce: the blocks added in order */,
        KERN_NARROW_DX /* linear_narrow_input: dX with W in shared memory */,
-       KERN_SPLITK128 /* linear_splitk128_gemm: split-K's partials on the 128 tile */, KERN_COUNT };
+       KERN_SPLITK128 /* linear_splitk128_gemm: split-K's partials on the 128 tile */,
+       KERN_CMK_SPLITK /* linear_coopmat_khr_splitk_gemm: split-K's dW/db partials on the tensor cores */,
+       KERN_COUNT };
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
 static inline bool pipelines_is_nv2(int k)
@@ -70,6 +76,18 @@ typedef struct pipelines_cmk_tile {
 	uint32_t warps_m, warps_n, wm, wn, bk, depth;
 } pipelines_cmk_tile;
 
+/* linear_coopmat_khr_splitk_gemm's tiling (KERN_CMK_SPLITK), for the
+ * narrow dW of long layers (64x64 and smaller: issue 37): 2x2 subgroups of
+ * 32x32, a 64x64 tile of C per workgroup of 128 threads, so a 64x64 dW
+ * keeps all four subgroups busy; k steps of 32 rows with two steps in
+ * flight from memory (16 KiB per workgroup) while one is multiplied; 18 KiB
+ * of shared memory (f16/bf16, 16x16x16 matrices). Not measured on a GPU. */
+#define PIPELINES_CMKS_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 2})
+/* its C tile: rows and columns per workgroup, and its reduction step */
+#define PIPELINES_CMKS_BM 64u
+#define PIPELINES_CMKS_BN 64u
+#define PIPELINES_CMKS_BK 32u
+
 /* linear_coopmat_khr_f32x3_gemm (f32 on KERN_CMK_DW/DX, the large tiling
  * only): k steps of 16, one slice in flight, so that its hi and lo tiles
  * (twice linear_coopmat_khr_gemm's) fit 48 KiB of shared memory. */
@@ -96,6 +114,7 @@ typedef struct pipelines {
 	bool nv2_small_ok[PROTO_DTYPE_COUNT];  /* ... where it fits the device */
 	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
 	char nv2_why[PROTO_DTYPE_COUNT][256]; /* no KERN_NV2_* pipeline for a dtype: why */
+	char cmks_why[PROTO_DTYPE_COUNT][320]; /* no KERN_CMK_SPLITK pipeline for a dtype: why */
 	unsigned built;       /* pipelines created */
 	unsigned cache_hits;  /* of those, found in the cache (creation feedback) */
 	double build_ms;

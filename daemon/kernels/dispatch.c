@@ -62,7 +62,7 @@ static void record_param(const rec *r)
 static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
 {
 	uint32_t w = k == KERN_TILED128 || k == KERN_SPLITK128 || q->dtype == PROTO_F32 ? 4 : 0;
-	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k))
+	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k) || k == KERN_CMK_SPLITK)
 		w = 8;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
@@ -181,6 +181,8 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn + db_col, (m + tm - 1) / tm, tm * tn);
 }
 
+static void record_splitk_reduce(const rec *r, int rk, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn);
+
 /* Split-K for dW (+ db), or for dX: each slice of the reduction (dW: the
  * batch's rows; dX: out) through the first pass, kernel k
  * (linear_splitk_gemm, KERN_SPLITK: 64x64 tiles; linear_splitk128_gemm,
@@ -230,21 +232,77 @@ static void record_splitk(const rec *r, bool for_dx, int k)
 		dispatch_gemm(r, k, &pc, (n + tn - 1) / tn, (m + tm - 1) / tm, tm * tn);
 	}
 	r->rc->ops.barrier_inside(r);
-	grid_bind_pipe(r, KERN_REDUCE);
+	record_splitk_reduce(r, KERN_REDUCE, for_dx, S, SK, mn);
+}
+
+/* Split-K of dW (+ db) on the tensor cores (linear_coopmat_khr_splitk_gemm,
+ * KERN_CMK_SPLITK): every slice × row tile × column tile of dW one
+ * workgroup of one grid (the slices down the grid's rows: row r is slice
+ * r / m_tiles, row tile r % m_tiles; shaders/iface/kernels.h
+ * VKG_PC_GEMM_SPLIT), each slice kshape_cmks_len rows long (placement.c
+ * made S kshape_cmks_slices: none empty, none past the loop bound), into
+ * the job's f32 partials in split-K's layout; one barrier, then the
+ * slices added by linear_narrow_reduce (the layout linear_splitk_reduce
+ * reads, part[part_off + s·stride + i], but 16 lanes per element each
+ * taking every 16th slice and a fixed tree, a fixed order: hundreds of
+ * slices are short chains of loads, not one long one per element). */
+static void record_cmk_splitk(const rec *r)
+{
+	const proto_request *q = &r->j->req;
+	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+	const uint32_t S = r->j->plan.slices;
+	const uint64_t K = q->batch, m = q->out, n = dw ? q->in : 1, mn = m * q->in;
+	const uint64_t L = kshape_cmks_len(K, S);
+	const uint32_t SK = (uint32_t)((K + L - 1) / L);
+	assert(SK == S && L <= kshape_max_k(KERN_CMK_SPLITK, q->dtype));
+	const uint64_t tm = PIPELINES_CMKS_BM, tn = PIPELINES_CMKS_BN;
+	const uint64_t mt = (m + tm - 1) / tm;
+	binding b[VKG_BINDINGS_GEMM] = {grid_bind_tensor(r, PROTO_T_DY), grid_bind_tensor(r, PROTO_T_X),
+					grid_bind_partials(r, false), grid_bind_partials(r, false)};
+	grid_bind_pipe(r, KERN_CMK_SPLITK);
+	grid_push_set(r, KERN_CMK_SPLITK, b, VKG_BINDINGS_GEMM);
+	kiface_gemm_split pc = {
+		.M = (uint32_t)m, .N = (uint32_t)q->in, .K = (uint32_t)K,
+		.a_off = b[0].elem_off, .b_off = b[1].elem_off,
+		.c_off = 0,                   /* slice s's partials at s·mn */
+		.d_off = (uint32_t)(S * mn), /* its row sums at S·mn + s·m, after all C */
+		.sam = 1, .sak = (uint32_t)q->out,
+		.flags = (dw ? VKG_FLAG_WRITE_C : 0u) | (db ? VKG_FLAG_WRITE_D : 0u),
+		.slice_len = (uint32_t)L, .m_tiles = (uint32_t)mt,
+	};
+	pc.flags |= vec_flag(q, KERN_CMK_SPLITK, pc.a_off, pc.b_off);
+	grid_split(r, KERN_CMK_SPLITK, &pc, sizeof(pc), &pc.m_base, 1, &pc.n_base, 1, (n + tn - 1) / tn,
+		   mt * S, tm * tn * L);
+	r->rc->ops.barrier_inside(r);
+	record_splitk_reduce(r, KERN_NARROW_RED, false, S, S, mn);
+}
+
+/* Split-K's second pass: kernel rk (linear_splitk_reduce, KERN_REDUCE:
+ * VKG_REDUCE_WG elements per workgroup, one thread each; or
+ * linear_narrow_reduce, KERN_NARROW_RED: VKG_NARROW_RED_COLS, 16 lanes
+ * each) adds the first SK of the job's S slices of partials (dW's or
+ * dX's, mn elements of C per slice, db's row sums after all S of C) in
+ * order into the outputs, rounding once (accumulate: onto what they
+ * hold). */
+static void record_splitk_reduce(const rec *r, int rk, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn)
+{
+	const proto_request *q = &r->j->req;
+	const uint64_t per = rk == KERN_NARROW_RED ? VKG_NARROW_RED_COLS : VKG_REDUCE_WG;
+	grid_bind_pipe(r, rk);
 	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
 	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
 		if (!q->t[t].present || (t == PROTO_T_DX) != for_dx)
 			continue;
 		const uint64_t cnt = t == PROTO_T_DB ? q->out : mn;
 		binding rb[VKG_BINDINGS_REDUCE] = {grid_bind_partials(r, for_dx), grid_bind_tensor(r, t)};
-		grid_push_set(r, KERN_REDUCE, rb, VKG_BINDINGS_REDUCE);
+		grid_push_set(r, rk, rb, VKG_BINDINGS_REDUCE);
 		kiface_reduce pc = {
 			.n = (uint32_t)cnt, .slices = SK, .stride = (uint32_t)cnt,
 			.part_off = t == PROTO_T_DB ? (uint32_t)(S * mn) : 0u,
 			.out_off = rb[1].elem_off, .flags = acc,
 		};
-		grid_split(r, KERN_REDUCE, &pc, sizeof(pc), NULL, 0, &pc.base, VKG_REDUCE_WG,
-			       (cnt + VKG_REDUCE_WG - 1) / VKG_REDUCE_WG, 1, VKG_REDUCE_WG * (uint64_t)SK);
+		grid_split(r, rk, &pc, sizeof(pc), NULL, 0, &pc.base, (uint32_t)per, (cnt + per - 1) / per, 1,
+			   per * (uint64_t)SK);
 	}
 }
 
@@ -355,7 +413,8 @@ static void record_input(const rec *r)
 int dispatch_unit_kernel(const job *j, unsigned mask)
 {
 	const int k = mask == UNIT_PARAM ? j->plan.param : j->plan.input;
-	if (k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_NARROW || k == KERN_NARROW_DX || is_gemm(k))
+	if (k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_CMK_SPLITK || k == KERN_NARROW ||
+	    k == KERN_NARROW_DX || is_gemm(k))
 		return k;
 	return mask == UNIT_PARAM ? KERN_PARAM : KERN_INPUT;
 }
@@ -365,6 +424,8 @@ void dispatch_unit(const rec *r, unsigned mask)
 	const int k = dispatch_unit_kernel(r->j, mask);
 	if (k == KERN_SPLITK || k == KERN_SPLITK128)
 		record_splitk(r, mask == UNIT_INPUT, k);
+	else if (k == KERN_CMK_SPLITK)
+		record_cmk_splitk(r);
 	else if (k == KERN_NARROW)
 		record_narrow_param(r);
 	else if (k == KERN_NARROW_DX)

@@ -119,6 +119,7 @@ uint64_t kshape_max_k(int kern, proto_dtype dt)
 	case KERN_CMK_DX:
 	case KERN_CMK_DW_S:
 	case KERN_CMK_DX_S: per = 2 * KSHAPE_CMK_MIN_BK; break; /* two k steps per trip */
+	case KERN_CMK_SPLITK: per = KSHAPE_CMKS_STEP; break; /* its two k steps of 32 per trip */
 	default: per = 1; break;
 	}
 	return per * KSHAPE_MAX_LOOP_TRIPS;
@@ -142,6 +143,17 @@ uint64_t kshape_splitk_elems(const proto_request *q, uint32_t slices)
 uint64_t kshape_splitk_dx_elems(const proto_request *q, uint32_t slices)
 {
 	return (uint64_t)slices * q->batch * q->in;
+}
+
+uint64_t kshape_cmks_len(uint64_t K, uint32_t slices)
+{
+	const uint64_t l = ceil_div(K ? K : 1, slices ? slices : 1);
+	return ceil_div(l, KSHAPE_CMKS_STEP) * KSHAPE_CMKS_STEP;
+}
+
+uint32_t kshape_cmks_slices(uint64_t K, uint32_t slices)
+{
+	return (uint32_t)ceil_div(K ? K : 1, kshape_cmks_len(K, slices));
 }
 
 uint64_t kshape_s128_len(uint64_t K, uint32_t slices)

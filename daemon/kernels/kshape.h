@@ -32,7 +32,7 @@ void kshape_set_loop_trips(uint32_t trips);
  * its loop takes per iteration (seed dW: 8 stripes; dX, tiled, split-K: 16;
  * tiled128, splitk128: 16 for f32, 8 for f16/bf16; coopmat, coopmat_nv2: 32;
  * coopmat_khr: two k steps of BK, at least KSHAPE_CMK_MIN_BK, per
- * iteration — dispatch.c cuts by its pipelines' actual BK, 32 by default). A
+ * iteration; coopmat_khr_splitk: KSHAPE_CMKS_STEP per slice and iteration — dispatch.c cuts by its pipelines' actual BK, 32 by default). A
  * kernel missing from kshape.c's list counts as one element per
  * iteration. */
 #define KSHAPE_CMK_MIN_BK 16u
@@ -55,6 +55,19 @@ uint64_t kshape_s128_len(uint64_t K, uint32_t slices);
 /* The slices that length makes (ceil(K / kshape_s128_len)), none empty: at
  * most `slices`, and unchanged when applied again. */
 uint32_t kshape_s128_slices(uint64_t K, uint32_t slices);
+
+/* ---- split-K on the tensor cores (linear_coopmat_khr_splitk_gemm) ------- */
+/* Its slices are whole multiples of this many rows of the batch: one trip
+ * of its loop (two k steps of 32, PIPELINES_CMKS_BK), so every slice but
+ * the last walks whole trips. kshape_max_k(KERN_CMK_SPLITK) is this times
+ * the loop bound: the longest slice one workgroup may walk. */
+#define KSHAPE_CMKS_STEP 64u
+/* Length of each slice (the last may be shorter) of a batch of K rows cut
+ * into about `slices`: ceil(K / slices) rounded up to KSHAPE_CMKS_STEP. */
+uint64_t kshape_cmks_len(uint64_t K, uint32_t slices);
+/* The slices that length makes (ceil(K / kshape_cmks_len)), none empty: at
+ * most `slices`, and unchanged when applied again. */
+uint32_t kshape_cmks_slices(uint64_t K, uint32_t slices);
 
 /* ---- the narrow family's shapes (variant.h: when it runs) ---------------- */
 #define KSHAPE_NARROW_WGS 512     /* stage one's workgroups aimed for (blocks × tiles): ~4 per SM on an H100 */

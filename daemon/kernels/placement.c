@@ -71,10 +71,10 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 }
 
 /* Is kernel k one that writes split-K's partials (on the 64 or the 128
- * tile)? */
+ * tile, or on the tensor cores)? */
 static bool is_splitk(int k)
 {
-	return k == KERN_SPLITK || k == KERN_SPLITK128;
+	return k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_CMK_SPLITK;
 }
 
 /* Split-K's or the narrow family's partials given up: dW (and db) by the
@@ -144,6 +144,10 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 		else if (j->plan.param == KERN_SPLITK128 && s)
 			/* whole 16-row steps, none empty (the same when s is the plan's) */
 			j->plan.slices = kshape_s128_slices(q->batch, s);
+		else if (j->plan.param == KERN_CMK_SPLITK && s)
+			/* whole 64-row trips, none empty (below min_slices: past the
+			 * loop bound, given up) */
+			j->plan.slices = kshape_cmks_slices(q->batch, s);
 		else
 			j->plan.slices = s;
 		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
@@ -201,8 +205,10 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	const bool cmk = p->pl->pipe[KERN_CMK_DW][t] && p->pl->pipe[KERN_CMK_DX][t];
 	const bool narrow = p->pl->pipe[KERN_NARROW][t] && p->pl->pipe[KERN_NARROW_RED][t] &&
 			    p->pl->pipe[KERN_NARROW_DX][t];
+	/* (only where linear_coopmat_khr_gemm runs too: f16, bf16) */
+	const bool cmks = p->pl->pipe[KERN_CMK_SPLITK][t] && p->pl->pipe[KERN_NARROW_RED][t];
 	j->plan = variant_choose_costed(q, (p->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
-						  (narrow ? VARIANT_HAS_NARROW : 0u) |
+						  (narrow ? VARIANT_HAS_NARROW : 0u) | (cmks ? VARIANT_HAS_CMKS : 0u) |
 						  (cmk ? (t == PROTO_F32 ? VARIANT_HAS_F32X3 : VARIANT_HAS_CMK) : 0u) |
 						  (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t]
 							   ? VARIANT_HAS_NV2 : 0u),

@@ -61,10 +61,51 @@ static void take_narrow(const proto_request *q, variant_plan *p)
 	p->min_slices = kshape_narrow_min_blocks(q);
 }
 
+bool variant_cmks_fits(const proto_request *q)
+{
+	return q->dtype != PROTO_F32 && q->t[PROTO_T_DW].present && q->batch >= VARIANT_CMKS_MIN_BATCH &&
+	       q->in <= VARIANT_CMKS_MAX_FEATURES && q->out <= VARIANT_CMKS_MAX_FEATURES;
+}
+
+uint32_t variant_cmks_min_slices(const proto_request *q)
+{
+	const uint64_t s = ceil_div(q->batch ? q->batch : 1, kshape_max_k(KERN_CMK_SPLITK, q->dtype));
+	return (uint32_t)(s ? s : 1);
+}
+
+uint32_t variant_cmks_slices(const proto_request *q, uint64_t min_rows)
+{
+	const uint64_t t = PIPELINES_CMKS_BM, tiles = ceil_div(q->out ? q->out : 1, t) *
+						      (q->t[PROTO_T_DW].present ? ceil_div(q->in ? q->in : 1, t) : 1);
+	uint64_t s = VARIANT_CMKS_WAVE / tiles;
+	s = min_u64(s, q->batch / (min_rows ? min_rows : 1));
+	if (s < variant_cmks_min_slices(q))
+		s = variant_cmks_min_slices(q);
+	if (s > UINT32_MAX)
+		s = UINT32_MAX;
+	return kshape_cmks_slices(q->batch, (uint32_t)(s ? s : 1));
+}
+
+/* q's dW/db on split-K on the tensor cores, slices of at least min_rows. */
+static void take_cmks(const proto_request *q, variant_plan *p, uint64_t min_rows, uint32_t least)
+{
+	p->param = KERN_CMK_SPLITK;
+	p->slices = variant_cmks_slices(q, min_rows);
+	p->min_slices = variant_cmks_min_slices(q);
+	if (p->min_slices < least)
+		p->min_slices = least;
+	if (p->min_slices > p->slices)
+		p->min_slices = p->slices;
+}
+
 /* dW (and db) when nothing is forced. */
 static void choose_param_auto(const proto_request *q, unsigned caps, variant_plan *p)
 {
 	const bool dw = q->t[PROTO_T_DW].present;
+	if ((caps & VARIANT_HAS_CMKS) && variant_cmks_fits(q)) {
+		take_cmks(q, p, VARIANT_CMKS_MIN_ROWS, 2);
+		return;
+	}
 	if ((caps & VARIANT_HAS_NARROW) && variant_narrow_fits(q)) {
 		take_narrow(q, p);
 		return;
@@ -145,6 +186,12 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 			      "variant 'splitk128' needs 32768 bytes of shared memory per "
 			      "workgroup; %s offers maxComputeSharedMemorySize = %u",
 			      name, n ? dev->props.limits.maxComputeSharedMemorySize : 0u);
+	case PROTO_VARIANT_COOPMAT_KHR_SPLITK:
+		if (pl->pipe[KERN_CMK_SPLITK][d] && pl->pipe[KERN_NARROW_RED][d] && pl->pipe[KERN_CMK_DX][d])
+			return false;
+		return refuse(why, n, "variant 'coopmat_khr_splitk' needs %s; this job is %s on %s",
+			      pl->cmks_why[d][0] ? pl->cmks_why[d] : "linear_coopmat_khr_gemm's pipelines", dt,
+			      name);
 	case PROTO_VARIANT_TILED128:
 		if (pl->pipe[KERN_TILED128][d])
 			return false;
@@ -189,8 +236,8 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 	const uint64_t per_slice = kshape_max_k(KERN_SPLITK, q->dtype);
 	if (q->dtype == PROTO_F32)
 		return;
-	if (p->param == KERN_SPLITK128) {
-		/* forced (auto: f32 only): f32 partials already */
+	if (p->param == KERN_SPLITK128 || p->param == KERN_CMK_SPLITK) {
+		/* f32 partials already, slices within the loop bound */
 	} else if (p->param == KERN_SPLITK) {
 		/* without split-K it would run tiled (placement.c): cut there */
 		if (q->batch > kshape_max_k(KERN_TILED, q->dtype))
@@ -336,6 +383,8 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			       (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3 && q->dtype == PROTO_F32 &&
 				(caps & VARIANT_HAS_F32X3));
 	const bool force_nv2 = q->variant == PROTO_VARIANT_COOPMAT_NV2 && (caps & VARIANT_HAS_NV2);
+	const bool force_cmks = q->variant == PROTO_VARIANT_COOPMAT_KHR_SPLITK && (caps & VARIANT_HAS_CMKS) &&
+				(caps & VARIANT_HAS_CMK);
 	const int mk = matrix_kernel(caps);
 	if (dw || db) {
 		if (q->variant == PROTO_VARIANT_AUTO) {
@@ -344,6 +393,8 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.param = dw ? KERN_CMK_DW : KERN_PARAM;
 		} else if (force_nv2) {
 			p.param = dw ? KERN_NV2_DW : KERN_PARAM;
+		} else if (force_cmks) {
+			take_cmks(q, &p, KSHAPE_CMKS_STEP, 1);
 		} else if (force_cm) {
 			p.param = dw ? KERN_COOPMAT : KERN_PARAM;
 		} else if (q->variant == PROTO_VARIANT_SPLITK) {
@@ -364,7 +415,7 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 		}
 	}
 	if (q->t[PROTO_T_DX].present) {
-		if (force_cmk)
+		if (force_cmk || force_cmks) /* (coopmat_khr_splitk: dX on coopmat_khr) */
 			p.input = KERN_CMK_DX;
 		else if (force_nv2)
 			p.input = KERN_NV2_DX;

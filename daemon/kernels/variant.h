@@ -4,7 +4,13 @@
  * family for every part of the job:
  *
  *   part   kernel                      when
- *   dW+db  linear_coopmat_khr_gemm     f16 or bf16 on a device with
+ *   dW+db  linear_coopmat_khr_splitk_  f16 or bf16 on a device with
+ *          gemm + linear_narrow_reduce VK_KHR_cooperative_matrix for it, batch
+ *          (split-K, fused db)         >= 16384, in, out <= 256
+ *                                      (variant_cmks_fits, below)
+ *          the narrow family           batch >= 16384, in, out <= 256
+ *                                      (variant_narrow_fits, below)
+ *          linear_coopmat_khr_gemm     f16 or bf16 on a device with
  *          (fused db)                  VK_KHR_cooperative_matrix for it,
  *                                      out, in >= 64, batch >= 256
  *          linear_coopmat_gemm (fused  f16 on a device with VK_NV_cooperative_matrix,
@@ -145,6 +151,9 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 /* the narrow family (linear_narrow_param + linear_narrow_reduce,
  * linear_narrow_input): auto takes it where variant_narrow_fits */
 #define VARIANT_HAS_NARROW 16u
+/* linear_coopmat_khr_splitk_gemm + linear_narrow_reduce (split-K of dW/db
+ * on the tensor cores): auto takes it where variant_cmks_fits */
+#define VARIANT_HAS_CMKS 32u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
 
 /* The same with a measured cost model (costmodel.h; NULL: none): where
@@ -263,5 +272,45 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
 #define VARIANT_NARROW_MODEL_MIN_BATCH 1024 /* with a cost model: from here on */
 bool variant_narrow_fits(const proto_request *q);
 /* (its shapes: blocks, rows, tiles, partials: kshape.h) */
+
+/* ---- split-K on the tensor cores (coopmat_khr_splitk) --------------------
+ * dW (+ fused db) of narrow, long f16/bf16 layers on
+ * linear_coopmat_khr_splitk_gemm: the batch cut into S slices, each slice
+ * × 64x64 tile of dW one workgroup of one grid (PIPELINES_CMKS_TILE),
+ * writing f32 partials in split-K's layout, then linear_narrow_reduce adds
+ * the slices in order (16 lanes per element, a fixed tree: the same bits
+ * every run, each output rounded once).
+ * The narrow family's FMA loop ran 1,048,576x64x64 bf16 dW+db in 657 us on
+ * an H100 against cuBLAS's 258 (issue 37); only the tensor cores reach the
+ * memory floor (~85 us). `auto` takes it, where the device has it (f16 and
+ * bf16 on VK_KHR_cooperative_matrix; never on lavapipe, which lacks it),
+ * for a job asking for dW (db alone stays with the narrow family) with
+ * batch >= VARIANT_CMKS_MIN_BATCH and in, out <= VARIANT_CMKS_MAX_FEATURES,
+ * ahead of the narrow family. dX keeps its own family (narrow, coopmat_khr,
+ * ...). Slices (variant_cmks_slices): S = max(1, floor(VARIANT_CMKS_WAVE /
+ * tiles)) with tiles = ceil(out / 64) · ceil(in / 64) (1 for db alone), at
+ * most batch / min_rows (auto: VARIANT_CMKS_MIN_ROWS; forced:
+ * KSHAPE_CMKS_STEP), at least what the loop bound needs (slices of at most
+ * kshape_max_k(KERN_CMK_SPLITK) rows), then kshape_cmks_slices (whole
+ * 64-row trips, none empty). 1,048,576x64x64: 1 tile, 528 aimed for, 2,048
+ * rows per slice, 512 slices = 512 workgroups of 128 threads; partials 512
+ * · (4096 + 64) f32 = 8.5 MB against 256 MiB of dY and X. Forced
+ * (`variant: "coopmat_khr_splitk"`, f16/bf16): dW/db on it whatever the
+ * shape, dX on coopmat_khr. None of these numbers is measured on a GPU:
+ * they follow the shape of the problem (4 workgroups of 128 threads per
+ * SM of a 132-SM H100/H200 — its registers and 18 KiB of shared memory
+ * allow more — with 16 KiB each in flight from memory; slices long enough
+ * that the partials' write and the reduce stay a few percent of the
+ * inputs' bytes), to be measured (docs/performance.md). */
+#define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
+#define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */
+#define VARIANT_CMKS_MAX_FEATURES 256  /* auto: in and out at most this (not measured) */
+#define VARIANT_CMKS_MIN_ROWS 1024     /* auto: slices at least this long (not measured) */
+bool variant_cmks_fits(const proto_request *q);
+/* q's slices (see above), slices of at least min_rows rows; >= 1. */
+uint32_t variant_cmks_slices(const proto_request *q, uint64_t min_rows);
+/* The fewest slices q's batch may have on it: slices within the loop
+ * bound (kshape_max_k(KERN_CMK_SPLITK)); placement gives it up below. */
+uint32_t variant_cmks_min_slices(const proto_request *q);
 
 #endif

@@ -406,7 +406,7 @@ static bool cannot_run_cb(void *ctx, proto_variant v)
 static void explain_variants(conn *c, const proto_request *q, proto_err *err)
 {
 	runs_ctx r = {c->srv->pl, q->dtype};
-	char names[128];
+	char names[192];
 	if (proto_variant_list(names, sizeof(names), q->dtype, cannot_run_cb, &r) == 0)
 		proto_err_append(err, "; this device runs all of them");
 	else

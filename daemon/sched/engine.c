@@ -355,7 +355,8 @@ static void submit_slot(engine *e, uint32_t si)
 	for (uint32_t i = 0; i < s->njobs; i++) {
 		e->devlocal_jobs += s->jobs[i]->devlocal;
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK ||
-				  s->jobs[i]->plan.param == KERN_SPLITK128 || s->jobs[i]->plan.input == KERN_SPLITK128;
+				  s->jobs[i]->plan.param == KERN_SPLITK128 || s->jobs[i]->plan.input == KERN_SPLITK128 ||
+				  s->jobs[i]->plan.param == KERN_CMK_SPLITK;
 	}
 	s->slice_len = sched_slice_len(e, s);
 	s->slice_from = s->slice_gpu_us = s->slices = 0;

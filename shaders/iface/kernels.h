@@ -49,7 +49,8 @@
 /* ---- the GEMM kernels: C[m, n] (+)= Σ_k A(m, k) · B[k, n] -------------------
  * linear_tiled_gemm, linear_splitk_gemm, linear_tiled128_gemm, linear_splitk128_gemm,
  * linear_coopmat_gemm, linear_coopmat_khr_gemm, linear_coopmat_nv2_gemm,
- * linear_coopmat_khr_f32x3_gemm.
+ * linear_coopmat_khr_f32x3_gemm; linear_coopmat_khr_splitk_gemm with two
+ * words more (VKG_PC_GEMM_SPLIT).
  * With VKG_FLAG_WRITE_D the workgroups of column tile 0 also sum A over k
  * for their rows into d (the fused bias). */
 #define VKG_PC_GEMM(u)                                                         \
@@ -66,6 +67,18 @@
 	u m_base; /* first row tile of this dispatch (chunking) */             \
 	u n_base; /* first column tile of this dispatch (chunking) */
 #define VKG_BINDINGS_GEMM 4 /* A, B, C, d */
+/* linear_coopmat_khr_splitk_gemm: the GEMM's words, then the slices of its
+ * reduction, all in one grid: workgroup row m_base + gl_WorkGroupID.y is
+ * slice r / m_tiles, row tile r % m_tiles; slice s walks rows s·slice_len
+ * .. min((s + 1)·slice_len, K) - 1 of the reduction (A from a_off +
+ * s·slice_len·sak, B from b_off + s·slice_len·N) and writes f32 partial
+ * sums, C at c_off + s·M·N (row-major, stride N), the row sums at d_off +
+ * s·M: split-K's layout (linear_splitk_reduce's; the daemon adds these
+ * slices with linear_narrow_reduce, which reads the same layout). */
+#define VKG_PC_GEMM_SPLIT(u)                                                   \
+	VKG_PC_GEMM(u)                                                         \
+	u slice_len; /* rows of the reduction per slice (the last: what is left) */ \
+	u m_tiles;   /* row tiles of C per slice */
 /* linear_tiled_gemm, linear_splitk_gemm (the same body) and
  * linear_coopmat_nv2_gemm bind a fifth buffer, e: the f32 running sums of a
  * reduction resumed across dispatches (VKG_FLAG_SUMS_IN / _OUT: stream.c's

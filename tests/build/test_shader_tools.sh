@@ -43,10 +43,14 @@ else
 	want_bf16=$([ "$has_cm" -gt 0 ] && [ "$has_bf" -gt 0 ] && echo 1 || echo 0)
 	# coopmat_khr_f32x3 (f32 as bf16 pieces) needs what bf16 does
 	in_f32x3=$(echo "$reg" | grep -c '^linear_coopmat_khr_f32x3_gemm coopmat_khr_f32x3 f32 ')
-	if [ "$in_f16" = "$want_f16" ] && [ "$in_bf16" = "$want_bf16" ] && [ "$in_f32x3" = "$want_bf16" ]; then
-		ok "registry_matches_toolchain (coopmat_khr f16 $in_f16, bf16 $in_bf16; coopmat_khr_f32x3 f32 $in_f32x3)"
+	# coopmat_khr_splitk (the same body, split-K) needs what coopmat_khr does
+	sk_f16=$(echo "$reg" | grep -c '^linear_coopmat_khr_splitk_gemm coopmat_khr_splitk f16 ')
+	sk_bf16=$(echo "$reg" | grep -c '^linear_coopmat_khr_splitk_gemm coopmat_khr_splitk bf16 ')
+	if [ "$in_f16" = "$want_f16" ] && [ "$in_bf16" = "$want_bf16" ] && [ "$in_f32x3" = "$want_bf16" ] &&
+		[ "$sk_f16" = "$want_f16" ] && [ "$sk_bf16" = "$want_bf16" ]; then
+		ok "registry_matches_toolchain (coopmat_khr f16 $in_f16, bf16 $in_bf16; coopmat_khr_f32x3 f32 $in_f32x3; coopmat_khr_splitk f16 $sk_f16, bf16 $sk_bf16)"
 	else
-		bad registry_matches_toolchain "coopmat_khr f16 $in_f16 bf16 $in_bf16 f32x3 $in_f32x3, toolchain says $want_f16 $want_bf16 $want_bf16"
+		bad registry_matches_toolchain "coopmat_khr f16 $in_f16 bf16 $in_bf16 f32x3 $in_f32x3 splitk $sk_f16 $sk_bf16, toolchain says $want_f16 $want_bf16 $want_bf16"
 	fi
 fi
 
@@ -70,12 +74,14 @@ in_f16=$(echo "$reg" | grep -c '^linear_coopmat_khr_gemm coopmat_khr f16 ')
 in_bf16=$(echo "$reg" | grep -c '^linear_coopmat_khr_gemm coopmat_khr bf16 ')
 plain=$(echo "$reg" | grep -c '^linear_tiled_gemm [a-z0-9]* bf16 ')
 left=$(grep -c '^left out: shaders/linear_coopmat_khr_gemm.comp' "$tmp/offline.log")
+sk=$(echo "$reg" | grep -c '^linear_coopmat_khr_splitk_gemm ')
+sk_left=$(grep -c '^left out: shaders/linear_coopmat_khr_splitk_gemm.comp' "$tmp/offline.log")
 want_left=$((2 - sys_cm - (sys_cm && sys_bf ? 1 : 0)))
 if [ "$in_f16" = "$sys_cm" ] && [ "$in_bf16" = "$((sys_cm && sys_bf ? 1 : 0))" ] && [ "$plain" = 1 ] &&
-	[ "$left" = "$want_left" ]; then
+	[ "$left" = "$want_left" ] && [ "$sk" = "$((in_f16 + in_bf16))" ] && [ "$sk_left" = "$want_left" ]; then
 	ok "offline_registry_has_what_the_system_compiles (coopmat_khr f16 $in_f16, bf16 $in_bf16; $left left out)"
 else
-	bad offline_registry_has_what_the_system_compiles "f16 $in_f16 bf16 $in_bf16 plain $plain left $left"
+	bad offline_registry_has_what_the_system_compiles "f16 $in_f16 bf16 $in_bf16 plain $plain left $left splitk $sk left $sk_left"
 fi
 # a second make: nothing to redo, nothing said again
 VKGRAD_SHADER_TOOLS_CACHE="$tmp/cache" VKGRAD_SHADER_TOOLS_MIRROR=http://127.0.0.1:9/debian \

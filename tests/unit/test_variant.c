@@ -686,6 +686,105 @@ static void test_narrow_family(void **state)
 	kshape_set_loop_trips(KSHAPE_LOOP_TRIPS_MAX);
 }
 
+/* Split-K on the tensor cores (variant.h, coopmat_khr_splitk): auto takes
+ * it for f16/bf16 dW (+ db) of narrow, long layers where the device has it,
+ * ahead of the narrow family; dX keeps its family; db alone, short
+ * batches, wide layers, f32 and devices without it keep theirs. Slices:
+ * whole 64-row trips, none empty, about VARIANT_CMKS_WAVE workgroups,
+ * within the loop bound. */
+static void test_cmk_splitk_narrow_long(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_CMK | VARIANT_HAS_CMKS;
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+		proto_request q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		variant_plan p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		/* one 64x64 tile: 528 aimed for, 1986 rows -> 2048, 512 slices */
+		assert_int_equal(p.slices, 512);
+		assert_int_equal(kshape_cmks_len(q.batch, p.slices), 2048);
+		assert_int_equal(p.min_slices, 2);
+		assert_int_equal(p.input, KERN_NARROW_DX); /* dX: its family */
+		/* 262144x256x256: 16 tiles of 64x64, 528 / 16 = 33 slices aimed
+		 * for: 7,944 rows rounded up to 8,000, 33 slices */
+		q = job(262144, 256, 256, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		assert_int_equal(kshape_cmks_len(q.batch, 33), 8000);
+		assert_int_equal(p.slices, 33);
+		assert_true(p.slices * 16 <= VARIANT_CMKS_WAVE);
+		/* odd shapes: whole trips, none empty, covering the batch */
+		q = job(65537, 3, 5, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		/* at most 65537 / 1024 = 64: 1,025 rows rounded up to 1,088,
+		 * ceil(65537 / 1088) = 61 slices */
+		assert_int_equal(p.slices, 61);
+		{
+			const uint64_t l = kshape_cmks_len(q.batch, p.slices);
+			assert_true((uint64_t)(p.slices - 1) * l < q.batch && (uint64_t)p.slices * l >= q.batch);
+		}
+		/* db alone: the narrow family */
+		q = job(1048576, 64, 64, false, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_NARROW);
+		/* a short batch, a wide layer: not it */
+		q = job(16383, 64, 64, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+		q = job(1048576, 257, 64, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+		/* a device without it (lavapipe): the narrow family */
+		q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, VARIANT_HAS_NARROW);
+		assert_int_equal(p.param, KERN_NARROW);
+		/* forced: dW/db on it (slices of at least one trip), dX on
+		 * coopmat_khr; db alone too */
+		q = job(20000, 257, 2, true, true, true, PROTO_VARIANT_COOPMAT_KHR_SPLITK);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		assert_int_equal(p.input, KERN_CMK_DX);
+		assert_int_equal(p.min_slices, 1);
+		/* 1 x 5 tiles: 528 / 5 = 105 slices aimed for (20000 / 64 allows
+		 * 312) */
+		assert_int_equal(p.slices, kshape_cmks_slices(20000, VARIANT_CMKS_WAVE / 5));
+		q = job(20000, 257, 2, false, true, false, PROTO_VARIANT_COOPMAT_KHR_SPLITK);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+	}
+	/* f32: never (the pipeline is f16/bf16 only) */
+	proto_request q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	variant_plan p = variant_choose(&q, gpu);
+	assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+	/* the loop bound: slices no longer than kshape_max_k */
+	kshape_set_loop_trips(4);
+	q = job(65536, 64, 64, true, true, false, PROTO_VARIANT_COOPMAT_KHR_SPLITK);
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.min_slices, 65536 / 256);
+	assert_true(kshape_cmks_len(q.batch, p.slices) <= kshape_max_k(KERN_CMK_SPLITK, q.dtype));
+	kshape_set_loop_trips(0);
+	/* kshape_cmks_slices is its own fixed point */
+	for (uint64_t k = 1; k < 5000; k += 37)
+		for (uint32_t s = 1; s < 100; s += 7) {
+			const uint32_t a = kshape_cmks_slices(k, s);
+			assert_true(a >= 1 && a <= s);
+			assert_int_equal(kshape_cmks_slices(k, a), a);
+			assert_int_equal(kshape_cmks_len(k, a) % KSHAPE_CMKS_STEP, 0);
+		}
+}
+
 /* Split-K on the 128 tile (issue 37 item 3): auto on a GPU (placement.c
  * applies variant_splitk128 after the rules where the device is not a CPU
  * device) takes it for 2048x1024x1024 f32, dW (+ db) in 4 slices of 512
@@ -858,6 +957,7 @@ int main(void)
 		cmocka_unit_test(test_nv2_small),
 		cmocka_unit_test(test_narrow_family),
 		cmocka_unit_test(test_splitk128_mid_size),
+		cmocka_unit_test(test_cmk_splitk_narrow_long),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
