@@ -154,19 +154,18 @@ costmodel_geom costmodel_geometry(const proto_request *q, bool for_dx, int k, ui
 	} else if (k == KERN_NARROW && !for_dx) {
 		/* work: per tile, a step's loads and barriers (one per
 		 * step of kshape_narrow_step_rows) and its multiply-adds
-		 * (o·i / 1024 per 64 rows: a 64x64 tile's 64 rows 4; o and i
-		 * in the 8-wide micro-tiles' columns, as the threads do them);
-		 * the reduce pass one per 256 partials read */
+		 * (o·i / 1024 per 64 rows: a 64x64 tile's 64 rows 4); the reduce
+		 * pass one per 256 partials read */
 		const uint64_t blocks = slices ? slices : kshape_narrow_blocks(q);
 		const uint64_t rows = kshape_narrow_rows(q, (uint32_t)blocks);
-		const uint64_t o8 = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 8) * 8;
-		const uint64_t i8 = dw ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 8) * 8 : 4;
+		const uint64_t o4 = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4) * 4;
+		const uint64_t i4 = dw ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) * 4 : 4;
 		const uint64_t sr = kshape_narrow_step_rows(q);
 		wgs = blocks * kshape_narrow_tiles(q);
 		trips = ceil_div(rows, sr);
 		const double tiles = (double)kshape_narrow_tiles(q);
 		const double steps = tiles * (double)blocks * (double)trips;
-		const double fma = tiles * (double)q->batch / VKG_NARROW_STEP * (double)(o8 * i8) / 1024.0;
+		const double fma = tiles * (double)q->batch / VKG_NARROW_STEP * (double)(o4 * i4) / 1024.0;
 		const double red = (double)blocks * (double)kshape_narrow_stride(q) / 256.0;
 		return (costmodel_geom){.wgs = (double)wgs + (double)ceil_div(kshape_narrow_stride(q), VKG_NARROW_RED_COLS),
 				      .work = steps + fma + red,
