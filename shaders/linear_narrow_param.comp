@@ -15,10 +15,10 @@
 //    64-wide tile, up to 1024 of a narrower one: 4096 elements of each),
 //    16 bytes per thread per load where aligned, the next step's loads
 //    issued before the current rows are multiplied;
-//  - the threads are 8×8 output micro-tiles (two vec4 of dY's row times
-//    two of X's: 64 FMAs per four shared loads) times row groups: a layer
+//  - the threads are 4×4 output micro-tiles (a vec4 of dY's column times a
+//    vec4 of X's: 16 FMAs per two shared loads) times row groups: a layer
 //    of few features gets as many row groups as its micro-tiles leave
-//    threads (a 16×32 tile: 8 micro-tiles, 32 groups), not idle threads;
+//    threads (a 16×32 tile: 32 micro-tiles, 8 groups), not idle threads;
 //  - the groups are summed by a fixed tree at the end: no atomics, the same
 //    bits every run.
 
@@ -37,33 +37,33 @@ layout(std430, set = 0, binding = 2) writeonly buffer BufP { float part[]; };
 // push constants, flags, bindings: shaders/iface/kernels.h
 layout(push_constant) uniform Params { VKG_PC_NARROW(uint) } pc;
 
-// a step's rows of dY (sm[0, 1024)) and of X (sm[1024, 2048)), wq vec4 per
-// row (the tile's wider side in quads, a power of two): 64 rows of a
-// 64-wide tile, 1024 of a 1-4 wide one; at the end, the row groups' sums on
-// their way down the tree
-shared vec4 sm[2048];
-#define XS 1024u
+// a step's rows of dY and of X, wq vec4 per row (the tile's wider side in
+// quads, a power of two): 64 rows of a 64-wide tile, 1024 of a 1-4 wide
+// one; at the end, the row groups' sums (ys4: 4 vec4 of dW per thread,
+// xs4: one of db)
+shared vec4 ys4[1024];
+shared vec4 xs4[1024];
 
 uint wq; // vec4 per shared row
 
 void put_y(uint r, uint c, float f)
 {
-	sm[r * wq + (c >> 2)][c & 3u] = f;
+	ys4[r * wq + (c >> 2)][c & 3u] = f;
 }
 
 void put_x(uint r, uint c, float f)
 {
-	sm[XS + r * wq + (c >> 2)][c & 3u] = f;
+	xs4[r * wq + (c >> 2)][c & 3u] = f;
 }
 
 void put_y4(uint r, uint c, vec4 f)
 {
-	sm[r * wq + (c >> 2)] = f;
+	ys4[r * wq + (c >> 2)] = f;
 }
 
 void put_x4(uint r, uint c, vec4 f)
 {
-	sm[XS + r * wq + (c >> 2)] = f;
+	xs4[r * wq + (c >> 2)] = f;
 }
 
 void main()
@@ -78,21 +78,13 @@ void main()
 	const uint nco = min(64u, pc.n_out - o0);
 	const bool want_db = (pc.flags & VKG_FLAG_WRITE_D) != 0u && ti == 0u;
 
-	// The tile in quads (4 columns): qo of dY's side, qi of X's. A thread
-	// owns two quads of each side, q and q + h (h: half the quads, rounded
-	// up), so its 8×8 micro-tile is four 4×4 blocks and the threads of a
-	// warp read consecutive vec4s of a shared row (no bank conflicts).
-	// The second quad of an odd count lies past the tile: it is computed
-	// from whatever the shared row holds there and never stored; `& (wq -
-	// 1)` keeps its index in the row.
-	const uint qo = (nco + 3u) / 4u, qi = max((nci + 3u) / 4u, 1u);
-	const uint ho = (qo + 1u) / 2u, hi = (qi + 1u) / 2u, nmt = ho * hi;
+	// micro-tiles (mtr rows × mtc columns of 4×4) × G row groups
+	const uint mtc = max((nci + 3u) / 4u, 1u), mtr = (nco + 3u) / 4u, nmt = mtr * mtc;
 	const uint p2 = narrow_pow2(nmt), G = VKG_NARROW_THREADS / p2;
 	const uint m = tid & (p2 - 1u), g = tid / p2;
 	const bool busy = m < nmt;
-	const uint oq = m / hi, iq = m - oq * hi;
-	wq = narrow_pow2(max(qo, qi));
-	const uint oq2 = (oq + ho) & (wq - 1u), iq2 = (iq + hi) & (wq - 1u);
+	const uint oq = m / mtc, iq = m - oq * mtc;
+	wq = narrow_pow2(max(mtr, mtc));
 	const uint SR = 1024u / wq; // rows per step: 64 for a 64-wide tile
 
 	const uint blk = pc.b_base + gl_WorkGroupID.y;
@@ -105,12 +97,7 @@ void main()
 	const bool vy = pc.dy_off % VW == 0u && (nco == pc.n_out || pc.n_out % VW == 0u);
 	const bool vx = pc.x_off % VW == 0u && (nci == pc.n_in || pc.n_in % VW == 0u);
 
-	// acc[4·(2·bo + bi) + a]: row a of block (bo, bi), bo/bi 0 for quad q,
-	// 1 for q + h; bs[bo]: db's quads
-	vec4 acc[16];
-	[[unroll]] for (uint k = 0u; k < 16u; k++)
-		acc[k] = vec4(0.0);
-	vec4 bs[2] = vec4[2](vec4(0.0), vec4(0.0));
+	vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0), bs = vec4(0.0);
 	float ry[NARROW_EPT], rx[NARROW_EPT];
 	uint row = r_begin;
 	if (steps > 0u) {
@@ -137,75 +124,56 @@ void main()
 		}
 		if (busy) {
 			for (uint r = g; r < SR; r += G) {
-				const vec4 y[2] = vec4[2](sm[r * wq + oq], sm[r * wq + oq2]);
-				bs[0] += y[0];
-				bs[1] += y[1];
+				const vec4 yv = ys4[r * wq + oq];
+				bs += yv;
 				if (want_dw) {
-					const vec4 xv[2] = vec4[2](sm[XS + r * wq + iq], sm[XS + r * wq + iq2]);
-					[[unroll]] for (uint bo = 0u; bo < 2u; bo++)
-						[[unroll]] for (uint bi = 0u; bi < 2u; bi++)
-							[[unroll]] for (uint a = 0u; a < 4u; a++)
-								acc[4u * (2u * bo + bi) + a] += y[bo][a] * xv[bi];
+					const vec4 xv = xs4[r * wq + iq];
+					a0 += yv.x * xv;
+					a1 += yv.y * xv;
+					a2 += yv.z * xv;
+					a3 += yv.w * xv;
 				}
 			}
 		}
 	}
 
-	// The row groups' sums, by a fixed tree: at each stage the groups
-	// [st, 2·st) park theirs in shared memory ((G/2)·p2 threads × 16 vec4
-	// at most: 2048) and groups [0, st) add them. dW's blocks first, then
-	// db's quads.
-	// group g + st parks at (g + st)·p2 + m − st·p2 = tid of its partner g
-	if (want_dw) {
-		for (uint st = G >> 1; st > 0u; st >>= 1) {
-			barrier();
-			if (g >= st && g < 2u * st) {
-				[[unroll]] for (uint k = 0u; k < 16u; k++)
-					sm[(tid - st * p2) * 16u + k] = acc[k];
-			}
-			barrier();
-			if (g < st) {
-				[[unroll]] for (uint k = 0u; k < 16u; k++)
-					acc[k] += sm[tid * 16u + k];
-			}
+	// the row groups' sums, by a fixed tree (group g + st into group g)
+	barrier();
+	ys4[tid * 4u + 0u] = a0;
+	ys4[tid * 4u + 1u] = a1;
+	ys4[tid * 4u + 2u] = a2;
+	ys4[tid * 4u + 3u] = a3;
+	xs4[tid] = bs;
+	barrier();
+	for (uint st = G >> 1; st > 0u; st >>= 1) {
+		if (g < st) {
+			const uint t2 = tid + st * p2;
+			[[unroll]] for (uint q = 0u; q < 4u; q++)
+				ys4[tid * 4u + q] += ys4[t2 * 4u + q];
+			xs4[tid] += xs4[t2];
 		}
-	}
-	if (want_db) {
-		for (uint st = G >> 1; st > 0u; st >>= 1) {
-			barrier();
-			if (g >= st && g < 2u * st) {
-				sm[(tid - st * p2) * 2u] = bs[0];
-				sm[(tid - st * p2) * 2u + 1u] = bs[1];
-			}
-			barrier();
-			if (g < st) {
-				bs[0] += sm[tid * 2u];
-				bs[1] += sm[tid * 2u + 1u];
-			}
-		}
+		barrier();
 	}
 	if (g != 0u || !busy)
 		return;
 	const uint base = pc.p_off + blk * pc.stride;
-	const uint oqs[2] = uint[2](oq, oq + ho), iqs[2] = uint[2](iq, iq + hi);
 	if (want_dw) {
-		[[unroll]] for (uint bo = 0u; bo < 2u; bo++)
-			[[unroll]] for (uint a = 0u; a < 4u; a++) {
-				const uint o = o0 + oqs[bo] * 4u + a;
-				[[unroll]] for (uint bi = 0u; bi < 2u; bi++)
-					[[unroll]] for (uint c = 0u; c < 4u; c++) {
-						const uint i = i0 + iqs[bi] * 4u + c;
-						if (o < o0 + nco && i < i0 + nci)
-							part[base + o * pc.n_in + i] = acc[4u * (2u * bo + bi) + a][c];
-					}
+		[[unroll]] for (uint a = 0u; a < 4u; a++) {
+			const uint o = o0 + oq * 4u + a;
+			const vec4 v = ys4[tid * 4u + a];
+			[[unroll]] for (uint c = 0u; c < 4u; c++) {
+				const uint i = i0 + iq * 4u + c;
+				if (o < pc.n_out && i < pc.n_in)
+					part[base + o * pc.n_in + i] = v[c];
 			}
+		}
 	}
 	if (want_db && iq == 0u) {
-		[[unroll]] for (uint bo = 0u; bo < 2u; bo++)
-			[[unroll]] for (uint a = 0u; a < 4u; a++) {
-				const uint o = o0 + oqs[bo] * 4u + a;
-				if (o < o0 + nco)
-					part[base + pc.stride - pc.n_out + o] = bs[bo][a];
-			}
+		const vec4 v = xs4[tid];
+		[[unroll]] for (uint a = 0u; a < 4u; a++) {
+			const uint o = o0 + oq * 4u + a;
+			if (o < pc.n_out)
+				part[base + pc.stride - pc.n_out + o] = v[a];
+		}
 	}
 }
