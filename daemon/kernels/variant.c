@@ -421,6 +421,10 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.input = KERN_NV2_DX;
 		else if (force_cm)
 			p.input = KERN_COOPMAT;
+		else if (q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_CMK) && q->dtype != PROTO_F32 &&
+			 variant_narrow_fits(q) && q->in >= VARIANT_CMK_DX_MIN_FEATURES &&
+			 q->out >= VARIANT_CMK_DX_MIN_FEATURES)
+			p.input = KERN_CMK_DX; /* a narrow layer's 16-bit dX on the tensor cores (variant.h) */
 		else if (q->variant == PROTO_VARIANT_NARROW ||
 			 (q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_NARROW) && variant_narrow_fits(q)))
 			p.input = KERN_NARROW_DX;

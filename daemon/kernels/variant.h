@@ -286,8 +286,7 @@ bool variant_narrow_fits(const proto_request *q);
  * bf16 on VK_KHR_cooperative_matrix; never on lavapipe, which lacks it),
  * for a job asking for dW (db alone stays with the narrow family) with
  * batch >= VARIANT_CMKS_MIN_BATCH and in, out <= VARIANT_CMKS_MAX_FEATURES,
- * ahead of the narrow family. dX keeps its own family (narrow, coopmat_khr,
- * ...). Slices (variant_cmks_slices): S = max(1, floor(VARIANT_CMKS_WAVE /
+ * ahead of the narrow family. dX: see VARIANT_CMK_DX_MIN_FEATURES. Slices (variant_cmks_slices): S = max(1, floor(VARIANT_CMKS_WAVE /
  * tiles)) with tiles = ceil(out / 64) · ceil(in / 64) (1 for db alone), at
  * most batch / min_rows (auto: VARIANT_CMKS_MIN_ROWS; forced:
  * KSHAPE_CMKS_STEP), at least what the loop bound needs (slices of at most
@@ -302,6 +301,16 @@ bool variant_narrow_fits(const proto_request *q);
  * allow more — with 16 KiB each in flight from memory; slices long enough
  * that the partials' write and the reduce stay a few percent of the
  * inputs' bytes), to be measured (docs/performance.md). */
+/* A narrow layer's f16/bf16 dX (auto, where the device has coopmat_khr and
+ * the narrow family would take it): coopmat_khr's dX when in and out are
+ * both at least VARIANT_CMK_DX_MIN_FEATURES, else the narrow family's.
+ * Measured on the H100 (2026-12-06 02:14 UTC, build b4d3053, bf16, the full
+ * backward with dW/db on coopmat_khr_splitk): dX on coopmat_khr against
+ * dX on narrow, the job's kernels 429 against 683 us at 1,048,576x64x64,
+ * 1,547 / 2,563 at 4,194,304x64x64, 829 / 2,630 at 1,048,576x128x128,
+ * 718 / 2,537 at 262,144x256x256; but 355 / 267 at 1,048,576x32x16,
+ * where the 128-wide tensor-core tiles are mostly padding. */
+#define VARIANT_CMK_DX_MIN_FEATURES 64
 #define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
 #define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */
 #define VARIANT_CMKS_MAX_FEATURES 256  /* auto: in and out at most this (not measured) */

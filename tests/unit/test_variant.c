@@ -611,7 +611,11 @@ static void test_narrow_family(void **state)
 	q.dtype = PROTO_BF16;
 	variant_plan p = variant_choose(&q, all);
 	assert_int_equal(p.param, KERN_NARROW);
-	assert_int_equal(p.input, KERN_NARROW_DX);
+	/* a 16-bit dX of 64+ features: coopmat_khr (VARIANT_CMK_DX_MIN_FEATURES); f32's: the family's */
+	assert_int_equal(p.input, KERN_CMK_DX);
+	q.dtype = PROTO_F32;
+	assert_int_equal(variant_choose(&q, all).input, KERN_NARROW_DX);
+	q.dtype = PROTO_BF16;
 	/* about KSHAPE_NARROW_WGS workgroups: one tile, 512 blocks of 2048 rows */
 	assert_int_equal(p.slices, 512);
 	assert_int_equal(kshape_narrow_rows(&q, p.slices), 2048);
@@ -688,7 +692,7 @@ static void test_narrow_family(void **state)
 
 /* Split-K on the tensor cores (variant.h, coopmat_khr_splitk): auto takes
  * it for f16/bf16 dW (+ db) of narrow, long layers where the device has it,
- * ahead of the narrow family; dX keeps its family; db alone, short
+ * ahead of the narrow family; dX of 64+ features on coopmat_khr; db alone, short
  * batches, wide layers, f32 and devices without it keep theirs. Slices:
  * whole 64-row trips, none empty, about VARIANT_CMKS_WAVE workgroups,
  * within the loop bound. */
@@ -705,7 +709,19 @@ static void test_cmk_splitk_narrow_long(void **state)
 		assert_int_equal(p.slices, 512);
 		assert_int_equal(kshape_cmks_len(q.batch, p.slices), 2048);
 		assert_int_equal(p.min_slices, 2);
-		assert_int_equal(p.input, KERN_NARROW_DX); /* dX: its family */
+		/* dX of 64 features and more: coopmat_khr (VARIANT_CMK_DX_MIN_FEATURES) */
+		assert_int_equal(p.input, KERN_CMK_DX);
+		q = job(1048576, 63, 64, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		assert_int_equal(variant_choose(&q, gpu).input, KERN_NARROW_DX);
+		q = job(1048576, 32, 16, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		assert_int_equal(variant_choose(&q, gpu).input, KERN_NARROW_DX);
+		q = job(1048576, 256, 64, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		assert_int_equal(variant_choose(&q, gpu).input, KERN_CMK_DX);
+		/* without coopmat_khr (lavapipe): the narrow family's */
+		assert_int_equal(variant_choose(&q, VARIANT_HAS_NARROW).input, KERN_NARROW_DX);
 		/* 262144x256x256: 16 tiles of 64x64, 528 / 16 = 33 slices aimed
 		 * for: 7,944 rows rounded up to 8,000, 33 slices */
 		q = job(262144, 256, 256, true, true, false, PROTO_VARIANT_AUTO);
@@ -767,6 +783,7 @@ static void test_cmk_splitk_narrow_long(void **state)
 	q.dtype = PROTO_F32;
 	variant_plan p = variant_choose(&q, gpu);
 	assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+	assert_int_equal(p.input, KERN_NARROW_DX); /* f32 dX: the narrow family's */
 	/* the loop bound: slices no longer than kshape_max_k */
 	kshape_set_loop_trips(4);
 	q = job(65536, 64, 64, true, true, false, PROTO_VARIANT_COOPMAT_KHR_SPLITK);
