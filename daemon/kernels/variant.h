@@ -307,7 +307,7 @@ bool variant_narrow_fits(const proto_request *q);
 /* A narrow layer's f16/bf16 dX (auto, where the device has coopmat_khr and
  * the narrow family would take it): coopmat_khr's dX when in and out are
  * both at least VARIANT_CMK_DX_MIN_FEATURES, else the narrow family's.
- * Measured on the H100 (2026-12-06 02:14 UTC, build b4d3053, bf16, the full
+ * Measured on the H100 (2026-12-06 02:14 UTC, build a7ee949, bf16, the full
  * backward with dW/db on coopmat_khr_splitk): dX on coopmat_khr against
  * dX on narrow, the job's kernels 429 against 683 us at 1,048,576x64x64,
  * 1,547 / 2,563 at 4,194,304x64x64, 829 / 2,630 at 1,048,576x128x128,
