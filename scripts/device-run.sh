@@ -37,7 +37,8 @@
 #            vkgrad bench` (Client.linear_backward on region views) beside
 #            `bench --kernels`, $BIG f32 and bf16; `stats --prometheus`;
 #            the GPU's SM clock during each way (nvidia-smi samples)
-#   narrow   issue 37's narrow set (1048576x64x64, 1048576x32x16,
+#   narrow   the narrow and split-K pipelines' registers (driver statistics);
+#            issue 37's narrow set (1048576x64x64, 1048576x32x16,
 #            4194304x64x64, 1048576x128x128, 262144x256x256), f32 and bf16,
 #            dW+db and the full backward, auto, narrow and coopmat_khr_splitk
 #            forced (bf16; f32 lines of it are refusals), kernels on
@@ -344,6 +345,14 @@ suite_narrow() {
 	fi
 	local copy
 	copy=$(sed -n 's/.*"copy_gbps":\([0-9.]*\).*/\1/p' "$R/peak_copy.jsonl" 2>/dev/null | head -1)
+	# the narrow and split-K pipelines' registers and the like (what limits how many
+	# workgroups share an SM): the driver's statistics at --log-level debug
+	if in_budget "the narrow pipelines' registers"; then
+		say "the narrow pipelines' driver statistics"
+		daemon_start "$B/bin/vkgradd" "$R/debug.log" --log-level debug && daemon_stop
+		grep -E "Register Count" "$R/debug.log" | grep -E "narrow|splitk|coopmat_khr" |
+			sed 's/^.*vkgradd: debug: //; s/Binary Size=[0-9]*; //' | cut -c1-220 | tee -a "$S"
+	fi
 	if [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
 		say "torch_narrow.py"
 		(cd "$B" && timeout 240 "$PY" torch_narrow.py "$NSET" f32,bf16 &&
