@@ -218,7 +218,9 @@ typedef struct vkg_job {
 			      * shape; "generic", "tiled", "tiled128",
 			      * "splitk", "splitk128", "narrow", "coopmat" (f16),
 			      * "coopmat_khr", "coopmat_khr_splitk" or
-			      * "coopmat_nv2" (f16, bf16)
+			      * "coopmat_nv2" (f16, bf16),
+			      * "coopmat_khr_f32x3" or
+			      * "coopmat_khr_f32_splitk" (f32)
 			      * forces a family
 			      * (hello lists what this daemon has) */
 	/* 0.2 (read by the _sized calls, and so by the macros below) */

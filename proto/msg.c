@@ -20,7 +20,8 @@ static const char *const dtype_names[PROTO_DTYPE_COUNT] = {"f32", "f16", "bf16"}
 static const char *const variant_names[PROTO_VARIANT_COUNT] = {"auto", "generic", "tiled", "splitk",
 								       "coopmat", "tiled128", "coopmat_khr",
 								       "coopmat_nv2", "coopmat_khr_f32x3", "narrow",
-								       "splitk128", "coopmat_khr_splitk"};
+								       "splitk128", "coopmat_khr_splitk",
+								       "coopmat_khr_f32_splitk"};
 
 const char *proto_variant_name(proto_variant v)
 {
@@ -40,6 +41,7 @@ static const proto_variant variant_order[PROTO_VARIANT_COUNT] = {
 	PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED,
 	PROTO_VARIANT_TILED128, PROTO_VARIANT_SPLITK, PROTO_VARIANT_SPLITK128, PROTO_VARIANT_NARROW, PROTO_VARIANT_COOPMAT, PROTO_VARIANT_COOPMAT_KHR,
 	PROTO_VARIANT_COOPMAT_KHR_SPLITK, PROTO_VARIANT_COOPMAT_NV2, PROTO_VARIANT_COOPMAT_KHR_F32X3,
+	PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK,
 };
 
 bool proto_variant_fits(proto_variant v, proto_dtype d)
@@ -48,7 +50,7 @@ bool proto_variant_fits(proto_variant v, proto_dtype d)
 		return d == PROTO_F16;
 	if (v == PROTO_VARIANT_COOPMAT_KHR || v == PROTO_VARIANT_COOPMAT_KHR_SPLITK || v == PROTO_VARIANT_COOPMAT_NV2)
 		return d == PROTO_F16 || d == PROTO_BF16;
-	if (v == PROTO_VARIANT_COOPMAT_KHR_F32X3)
+	if (v == PROTO_VARIANT_COOPMAT_KHR_F32X3 || v == PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK)
 		return d == PROTO_F32;
 	return true;
 }

@@ -89,18 +89,20 @@ unsigned proto_dtype_size(proto_dtype d);
  * tiles), tiled128, splitk, splitk128 (split-K on the 128 tile), narrow
  * (row blocks for layers of few features), coopmat, coopmat_khr,
  * coopmat_khr_splitk (split-K on the tensor cores: narrow, long dW/db),
- * coopmat_nv2, coopmat_khr_f32x3. */
+ * coopmat_nv2, coopmat_khr_f32x3, coopmat_khr_f32_splitk (split-K of f32
+ * narrow, long dW/db on the bf16 tensor cores; forced only). */
 typedef enum proto_variant { PROTO_VARIANT_AUTO, PROTO_VARIANT_GENERIC, PROTO_VARIANT_TILED, PROTO_VARIANT_SPLITK,
 			     PROTO_VARIANT_COOPMAT, PROTO_VARIANT_TILED128, PROTO_VARIANT_COOPMAT_KHR,
 			     PROTO_VARIANT_COOPMAT_NV2, PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_VARIANT_NARROW,
 			     PROTO_VARIANT_SPLITK128, PROTO_VARIANT_COOPMAT_KHR_SPLITK,
+			     PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK,
 			     PROTO_VARIANT_COUNT } proto_variant;
 const char *proto_variant_name(proto_variant v);
 /* Returns the variant for a name, or -1. */
 int proto_variant_parse(const char *s);
 /* May a request of dtype d name variant v? (coopmat: f16 only;
  * coopmat_khr, coopmat_khr_splitk, coopmat_nv2: f16 and bf16 only;
- * coopmat_khr_f32x3: f32 only) */
+ * coopmat_khr_f32x3, coopmat_khr_f32_splitk: f32 only) */
 bool proto_variant_fits(proto_variant v, proto_dtype d);
 /* Write into buf (cap bytes) the names of the variants a request of dtype
  * d may name (d < 0: of any dtype), in the order auto, generic, tiled,

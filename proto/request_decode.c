@@ -132,8 +132,9 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 	proto_variant_list(names, sizeof(names), d, NULL, NULL);
 	/* the known names that do not fit d, with what they need: for f32
 	 * " (coopmat is f16 only; coopmat_khr, coopmat_khr_splitk, coopmat_nv2
-	 * are f16 and bf16 only)", for f16 " (coopmat_khr_f32x3 is f32 only)", for bf16
-	 * " (coopmat is f16 only; coopmat_khr_f32x3 is f32 only)" */
+	 * are f16 and bf16 only)", for f16 " (coopmat_khr_f32x3,
+	 * coopmat_khr_f32_splitk are f32 only)", for bf16 " (coopmat is f16
+	 * only; coopmat_khr_f32x3, coopmat_khr_f32_splitk are f32 only)" */
 	const char *sep = " (";
 	if (!proto_variant_fits(PROTO_VARIANT_COOPMAT, req->dtype)) {
 		snprintf(others, sizeof(others), " (coopmat is f16 only");
@@ -144,7 +145,7 @@ static int decode_dtype_variant(const msgpack_object *dtype, const msgpack_objec
 			 "%scoopmat_khr, coopmat_khr_splitk, coopmat_nv2 are f16 and bf16 only", sep);
 	else if (!proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, req->dtype))
 		snprintf(others + strlen(others), sizeof(others) - strlen(others),
-			 "%scoopmat_khr_f32x3 is f32 only", sep);
+			 "%scoopmat_khr_f32x3, coopmat_khr_f32_splitk are f32 only", sep);
 	if (others[0])
 		snprintf(others + strlen(others), sizeof(others) - strlen(others), ")");
 	req->variant_unknown = true;

@@ -6,12 +6,12 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_bfloat16 : require
-// @kernel kernel_name=linear_coopmat_khr_f32x3_splitk_gemm domain=linear_backward variant=coopmat_khr_f32x3_splitk dtype=f32 status=experimental
+// @kernel kernel_name=linear_coopmat_khr_f32x3_splitk_gemm domain=linear_backward variant=coopmat_khr_f32_splitk dtype=f32 status=experimental
 // @build needs_f32=coopmat_khr,bfloat16 spirv_opt=off
 //
 // Split-K of f32 on the bf16 tensor cores for the dW (+ db) pass of narrow,
 // long f32 layers (issue 37: 1,048,576×64×64 and the like; variant
-// coopmat_khr_f32x3_splitk, forced only): dW = dYᵀ·X over the batch, cut
+// coopmat_khr_f32_splitk, forced only): dW = dYᵀ·X over the batch, cut
 // into slices, every slice × row tile × column tile a workgroup of one
 // grid, each writing its f32 partial sums into the daemon's scratch
 // (split-K's layout); linear_narrow_reduce then adds the slices in a fixed

@@ -254,14 +254,20 @@ static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk
 }
 
 /* The registry kernel and variant of pipeline k for dtype t: f32's
- * KERN_CMK_DW/DX are linear_coopmat_khr_f32x3_gemm (coopmat_khr_f32x3). */
+ * KERN_CMK_DW/DX are linear_coopmat_khr_f32x3_gemm (coopmat_khr_f32x3),
+ * f32's KERN_CMK_SPLITK is linear_coopmat_khr_f32x3_splitk_gemm
+ * (coopmat_khr_f32_splitk). */
 static const char *kern_name(int k, int t)
 {
+	if (k == KERN_CMK_SPLITK && t == PROTO_F32)
+		return "linear_coopmat_khr_f32x3_splitk_gemm";
 	return pipelines_is_cmk(k) && t == PROTO_F32 ? "linear_coopmat_khr_f32x3_gemm" : kern_desc[k].name;
 }
 
 static const char *kern_variant(int k, int t)
 {
+	if (k == KERN_CMK_SPLITK && t == PROTO_F32)
+		return "coopmat_khr_f32_splitk";
 	return pipelines_is_cmk(k) && t == PROTO_F32 ? "coopmat_khr_f32x3" : kern_desc[k].variant;
 }
 
@@ -328,27 +334,26 @@ static bool cmk_usable(pipelines *p, const device *d, int t)
 	return true;
 }
 
-/* Can KERN_CMK_SPLITK run for dtype t (where KERN_CMK_* can: cmk_ok)? If
- * not, why (into p->cmks_why[t]). */
+/* Can KERN_CMK_SPLITK run for dtype t (where KERN_CMK_* can: cmk_ok; f32:
+ * linear_coopmat_khr_f32x3_splitk_gemm where linear_coopmat_khr_f32x3_gemm
+ * can)? If not, why (into p->cmks_why[t]). */
 static bool cmks_usable(pipelines *p, const device *d, int t, bool cmk_ok)
 {
 	char *why = p->cmks_why[t];
 	const size_t wl = sizeof(p->cmks_why[t]);
-	if (t == PROTO_F32) {
-		snprintf(why, wl, "dtype f16 or bf16 (it multiplies 16-bit operands)");
-		return false;
-	}
 	if (!cmk_ok) {
 		snprintf(why, wl, "%s", p->cmk_why[t]);
 		return false;
 	}
-	if (!kreg_find("linear_coopmat_khr_splitk_gemm", proto_dtype_name((proto_dtype)t), "coopmat_khr_splitk")) {
+	if (!kreg_find(kern_name(KERN_CMK_SPLITK, t), proto_dtype_name((proto_dtype)t),
+		       kern_variant(KERN_CMK_SPLITK, t))) {
 		snprintf(why, wl, "a daemon built with it; this one is not (no shader compiler with "
 			 "GL_KHR_cooperative_matrix%s at build time)", t != PROTO_F16 ? " and GL_EXT_bfloat16" : "");
 		return false;
 	}
 	const cmk_shape s = d->cmk.shape[t];
-	uint32_t b = pipelines_cmk_shared(PIPELINES_CMKS_TILE, s, true);
+	/* (f32: the hi and lo pieces side by side, twice the tiles) */
+	uint32_t b = pipelines_cmk_shared_pieces(PIPELINES_CMKS_TILE, s, true, t == PROTO_F32 ? 2 : 1);
 	if (!b) {
 		snprintf(why, wl, "cooperative matrices that fit its 32x32 blocks and k steps of 32; the device's "
 			 "%ux%ux%u do not", s.m, s.n, s.k);
@@ -553,8 +558,8 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 			log_info("%s (%s) not served: it needs %s", kern_name(KERN_CMK_DW, t),
 				 proto_dtype_name((proto_dtype)t), p->cmk_why[t]);
 		cmks_ok[t] = cmks_usable(p, d, t, cmk_ok[t]);
-		if (!cmks_ok[t] && t != PROTO_F32 && cmk_ok[t])
-			log_info("linear_coopmat_khr_splitk_gemm (%s) not served: it needs %s",
+		if (!cmks_ok[t] && cmk_ok[t])
+			log_info("%s (%s) not served: it needs %s", kern_name(KERN_CMK_SPLITK, t),
 				 proto_dtype_name((proto_dtype)t), p->cmks_why[t]);
 		nv2_ok[t] = nv2_usable(p, d, t);
 		if (!nv2_ok[t] && t != PROTO_F32)
@@ -600,8 +605,8 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 			const int t = i % PROTO_DTYPE_COUNT;
 			snprintf(p->cmks_why[t], sizeof(p->cmks_why[t]),
 				 "a pipeline the driver creates; it failed (VkResult %d)", jobs[i].result);
-			log_warn("linear_coopmat_khr_splitk_gemm (%s): creating its pipeline failed (VkResult %d); "
-				 "not served", proto_dtype_name((proto_dtype)t), jobs[i].result);
+			log_warn("%s (%s): creating its pipeline failed (VkResult %d); not served",
+				 kern_name(KERN_CMK_SPLITK, t), proto_dtype_name((proto_dtype)t), jobs[i].result);
 			*jobs[i].out = VK_NULL_HANDLE;
 			continue;
 		}

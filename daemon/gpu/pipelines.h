@@ -30,8 +30,10 @@
  * linear_narrow_input for dX; and linear_coopmat_khr_splitk_gemm
  * (coopmat_khr_splitk: split-K of the dW/db pass on the tensor cores, f16
  * and bf16 where linear_coopmat_khr_gemm runs and the narrow family's 32
- * KiB of shared memory are, PIPELINES_CMKS_TILE), with
- * linear_narrow_reduce adding its slices. Their interfaces: shaders/iface/kernels.h. */
+ * KiB of shared memory are, PIPELINES_CMKS_TILE; for f32
+ * linear_coopmat_khr_f32x3_splitk_gemm, coopmat_khr_f32_splitk, where
+ * linear_coopmat_khr_f32x3_gemm runs, 36 KiB), with linear_narrow_reduce
+ * adding its slices. Their interfaces: shaders/iface/kernels.h. */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
        KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_NV2_DW_S,
        KERN_NV2_DX_S, KERN_PREP /* linear_forward_prep: linear_forward's transpose and bias */,
@@ -41,7 +43,7 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
        KERN_NARROW_RED /* linear_narrow_reduce: the blocks added in order */,
        KERN_NARROW_DX /* linear_narrow_input: dX with W in shared memory */,
        KERN_SPLITK128 /* linear_splitk128_gemm: split-K's partials on the 128 tile */,
-       KERN_CMK_SPLITK /* linear_coopmat_khr_splitk_gemm: split-K's dW/db partials on the tensor cores */,
+       KERN_CMK_SPLITK /* linear_coopmat_khr_splitk_gemm (f32: linear_coopmat_khr_f32x3_splitk_gemm): split-K's dW/db partials on the tensor cores */,
        KERN_COUNT };
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */

@@ -205,7 +205,8 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	const bool cmk = p->pl->pipe[KERN_CMK_DW][t] && p->pl->pipe[KERN_CMK_DX][t];
 	const bool narrow = p->pl->pipe[KERN_NARROW][t] && p->pl->pipe[KERN_NARROW_RED][t] &&
 			    p->pl->pipe[KERN_NARROW_DX][t];
-	/* (only where linear_coopmat_khr_gemm runs too: f16, bf16) */
+	/* (only where linear_coopmat_khr_gemm runs too; f32's is
+	 * coopmat_khr_f32_splitk's: forced only, variant_cmks_fits) */
 	const bool cmks = p->pl->pipe[KERN_CMK_SPLITK][t] && p->pl->pipe[KERN_NARROW_RED][t];
 	j->plan = variant_choose_costed(q, (p->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
 						  (narrow ? VARIANT_HAS_NARROW : 0u) | (cmks ? VARIANT_HAS_CMKS : 0u) |

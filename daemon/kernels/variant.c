@@ -187,11 +187,23 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
 			      "workgroup; %s offers maxComputeSharedMemorySize = %u",
 			      name, n ? dev->props.limits.maxComputeSharedMemorySize : 0u);
 	case PROTO_VARIANT_COOPMAT_KHR_SPLITK:
-		if (pl->pipe[KERN_CMK_SPLITK][d] && pl->pipe[KERN_NARROW_RED][d] && pl->pipe[KERN_CMK_DX][d])
+		/* (f32's KERN_CMK_SPLITK is coopmat_khr_f32_splitk's) */
+		if (d != PROTO_F32 && pl->pipe[KERN_CMK_SPLITK][d] && pl->pipe[KERN_NARROW_RED][d] &&
+		    pl->pipe[KERN_CMK_DX][d])
 			return false;
 		return refuse(why, n, "variant 'coopmat_khr_splitk' needs %s; this job is %s on %s",
-			      pl->cmks_why[d][0] ? pl->cmks_why[d] : "linear_coopmat_khr_gemm's pipelines", dt,
-			      name);
+			      d == PROTO_F32 ? "dtype f16 or bf16 (it multiplies 16-bit operands)"
+			      : pl->cmks_why[d][0] ? pl->cmks_why[d] : "linear_coopmat_khr_gemm's pipelines",
+			      dt, name);
+	case PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK:
+		/* f32 only: f16 and bf16 have coopmat_khr_splitk */
+		if (d == PROTO_F32 && pl->pipe[KERN_CMK_SPLITK][d] && pl->pipe[KERN_NARROW_RED][d] &&
+		    pl->pipe[KERN_CMK_DX][d])
+			return false;
+		return refuse(why, n, "variant 'coopmat_khr_f32_splitk' needs %s; this job is %s on %s",
+			      d != PROTO_F32 ? "dtype f32 (f16 and bf16: coopmat_khr_splitk)"
+			      : pl->cmks_why[d][0] ? pl->cmks_why[d] : "linear_coopmat_khr_f32x3_gemm's pipelines",
+			      dt, name);
 	case PROTO_VARIANT_TILED128:
 		if (pl->pipe[KERN_TILED128][d])
 			return false;
@@ -383,8 +395,14 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			       (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32X3 && q->dtype == PROTO_F32 &&
 				(caps & VARIANT_HAS_F32X3));
 	const bool force_nv2 = q->variant == PROTO_VARIANT_COOPMAT_NV2 && (caps & VARIANT_HAS_NV2);
-	const bool force_cmks = q->variant == PROTO_VARIANT_COOPMAT_KHR_SPLITK && (caps & VARIANT_HAS_CMKS) &&
-				(caps & VARIANT_HAS_CMK);
+	/* split-K on the tensor cores: f16/bf16 (coopmat_khr_splitk) or f32 as
+	 * three bf16 products (coopmat_khr_f32_splitk), both f32's and
+	 * 16-bit's KERN_CMK_SPLITK (VARIANT_HAS_CMKS); dX on KERN_CMK_DX */
+	const bool force_cmks =
+		(caps & VARIANT_HAS_CMKS) &&
+		((q->variant == PROTO_VARIANT_COOPMAT_KHR_SPLITK && q->dtype != PROTO_F32 && (caps & VARIANT_HAS_CMK)) ||
+		 (q->variant == PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK && q->dtype == PROTO_F32 &&
+		  (caps & VARIANT_HAS_F32X3)));
 	const int mk = matrix_kernel(caps);
 	if (dw || db) {
 		if (q->variant == PROTO_VARIANT_AUTO) {
@@ -415,7 +433,8 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 		}
 	}
 	if (q->t[PROTO_T_DX].present) {
-		if (force_cmk || force_cmks) /* (coopmat_khr_splitk: dX on coopmat_khr) */
+		if (force_cmk || force_cmks) /* (coopmat_khr_splitk: dX on coopmat_khr;
+					      * coopmat_khr_f32_splitk: on coopmat_khr_f32x3) */
 			p.input = KERN_CMK_DX;
 		else if (force_nv2)
 			p.input = KERN_NV2_DX;

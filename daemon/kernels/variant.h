@@ -34,7 +34,10 @@
  * large tiling only; each f32 operand as two bf16 pieces, three products)
  * runs only when forced (`coopmat_khr_f32x3`): auto may take it only where
  * its max_rel_err is measured <= 1e-5 on every tested shape, which it has
- * not been yet (its per-product bound is 3*2^-16).
+ * not been yet (its per-product bound is 3*2^-16). Its split-K build,
+ * linear_coopmat_khr_f32x3_splitk_gemm (f32's KERN_CMK_SPLITK, variant
+ * `coopmat_khr_f32_splitk`), is forced only too: it has never run on a
+ * GPU (see the split-K section below).
  *
  * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2): `auto` takes it,
  * where the device has it, for a GEMM of at least VARIANT_NV2_MIN_TILES of
@@ -152,7 +155,9 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
  * linear_narrow_input): auto takes it where variant_narrow_fits */
 #define VARIANT_HAS_NARROW 16u
 /* linear_coopmat_khr_splitk_gemm + linear_narrow_reduce (split-K of dW/db
- * on the tensor cores): auto takes it where variant_cmks_fits */
+ * on the tensor cores): auto takes it where variant_cmks_fits (f16/bf16).
+ * For f32 this bit means linear_coopmat_khr_f32x3_splitk_gemm, which only
+ * `coopmat_khr_f32_splitk` forces (variant_cmks_fits excludes f32). */
 #define VARIANT_HAS_CMKS 32u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
 
@@ -303,7 +308,20 @@ bool variant_narrow_fits(const proto_request *q);
  * SM of a 132-SM H100/H200 — its registers and 18 KiB of shared memory
  * allow more — with 16 KiB each in flight from memory; slices long enough
  * that the partials' write and the reduce stay a few percent of the
- * inputs' bytes), to be measured (docs/performance.md). */
+ * inputs' bytes), to be measured (docs/performance.md).
+ *
+ * f32: coopmat_khr_f32_splitk (linear_coopmat_khr_f32x3_splitk_gemm,
+ * f32's KERN_CMK_SPLITK, where linear_coopmat_khr_f32x3_gemm runs): the
+ * same grid, slices, partials and linear_narrow_reduce, each f32 operand
+ * as hi + lo bf16 and three products per k step (coopmat_khr_f32x3's
+ * numerics, tests/unit/test_f32x3_numerics.c); 36 KiB of shared memory
+ * (the hi and lo tiles). FORCED ONLY (`variant:
+ * "coopmat_khr_f32_splitk"`, f32; dX then on coopmat_khr_f32x3): it has
+ * never run on a GPU (written without a device that has cooperative
+ * matrices), so auto does not take it (variant_cmks_fits excludes f32)
+ * until it is checked and measured there (H100: narrow's 612 us against
+ * cuBLAS's 448 at 1,048,576x64x64 f32 dW+db, floor ~180). f16/bf16 forced
+ * to it: `unsupported` (they have coopmat_khr_splitk). */
 /* A narrow layer's f16/bf16 dX (auto, where the device has coopmat_khr and
  * the narrow family would take it): coopmat_khr's dX when in and out are
  * both at least VARIANT_CMK_DX_MIN_FEATURES, else the narrow family's.

@@ -51,7 +51,7 @@ __all__ = ["Error", "Client", "Region", "Future", "Tensor", "connect", "default_
 # kernel families a job may force (proto/msg.c variant_names)
 VARIANTS = ("auto", "generic", "tiled", "splitk", "coopmat", "tiled128", "coopmat_khr",
             "coopmat_nv2", "coopmat_khr_f32x3", "narrow", "splitk128",
-            "coopmat_khr_splitk")
+            "coopmat_khr_splitk", "coopmat_khr_f32_splitk")
 OUTPUTS = ("dw", "db", "dx")
 # fused activations (proto/README.md, key `activation`): gelu is torch's tanh form
 ACTIVATIONS = ("none", "relu", "gelu")

@@ -49,7 +49,8 @@
 /* ---- the GEMM kernels: C[m, n] (+)= Σ_k A(m, k) · B[k, n] -------------------
  * linear_tiled_gemm, linear_splitk_gemm, linear_tiled128_gemm, linear_splitk128_gemm,
  * linear_coopmat_gemm, linear_coopmat_khr_gemm, linear_coopmat_nv2_gemm,
- * linear_coopmat_khr_f32x3_gemm; linear_coopmat_khr_splitk_gemm with two
+ * linear_coopmat_khr_f32x3_gemm; linear_coopmat_khr_splitk_gemm and
+ * linear_coopmat_khr_f32x3_splitk_gemm with two
  * words more (VKG_PC_GEMM_SPLIT).
  * With VKG_FLAG_WRITE_D the workgroups of column tile 0 also sum A over k
  * for their rows into d (the fused bias). */
@@ -67,7 +68,7 @@
 	u m_base; /* first row tile of this dispatch (chunking) */             \
 	u n_base; /* first column tile of this dispatch (chunking) */
 #define VKG_BINDINGS_GEMM 4 /* A, B, C, d */
-/* linear_coopmat_khr_splitk_gemm: the GEMM's words, then the slices of its
+/* linear_coopmat_khr_splitk_gemm, linear_coopmat_khr_f32x3_splitk_gemm: the GEMM's words, then the slices of its
  * reduction, all in one grid: workgroup row m_base + gl_WorkGroupID.y is
  * slice r / m_tiles, row tile r % m_tiles; slice s walks rows s·slice_len
  * .. min((s + 1)·slice_len, K) - 1 of the reduction (A from a_off +

@@ -35,6 +35,7 @@ static const struct {
 	{"linear_coopmat_nv2_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_f32x3_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_splitk_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm_split)},
+	{"linear_coopmat_khr_f32x3_splitk_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm_split)},
 	{"linear_forward_prep", VKG_BINDINGS_PREP, sizeof(kiface_prep)},
 	{"linear_activation", VKG_BINDINGS_ACT, sizeof(kiface_act)},
 	{"optim_step", VKG_BINDINGS_OPTIM, sizeof(kiface_optim)},
