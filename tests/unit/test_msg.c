@@ -1486,8 +1486,8 @@ static void test_lb_variant(void **state)
 	f_set(&fs, "variant", v_variant_fast);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
-			    "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat "
-			    "is f16 only; "
+			    "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3, coopmat_khr_f32_splitk "
+			    "for dtype f32 (coopmat is f16 only; "
 			    "coopmat_khr, coopmat_khr_splitk, coopmat_nv2 are f16 and bf16 only)");
 	assert_true(req.variant_unknown);
 	assert_int_equal(req.dtype, PROTO_F32);
@@ -1495,12 +1495,13 @@ static void test_lb_variant(void **state)
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
 			    "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, coopmat_khr_splitk, "
-			    "coopmat_nv2 for dtype f16 (coopmat_khr_f32x3 is f32 only)");
+			    "coopmat_nv2 for dtype f16 (coopmat_khr_f32x3, coopmat_khr_f32_splitk are f32 only)");
 	f_set(&fs, "dtype", v_bf16);
 	assert_int_equal(decode_fields(&fs, &req, &id, &err), -(int)PROTO_BAD_REQUEST);
 	assert_string_equal(err.message, "linear_backward: key 'variant' = 'fast!' is not one of "
 			    "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr, coopmat_khr_splitk, "
-			    "coopmat_nv2 for dtype bf16 (coopmat is f16 only; coopmat_khr_f32x3 is f32 only)");
+			    "coopmat_nv2 for dtype bf16 (coopmat is f16 only; coopmat_khr_f32x3, coopmat_khr_f32_splitk are "
+			    "f32 only)");
 	assert_true(req.variant_unknown);
 	/* echoed escaped */
 	f_set(&fs, "variant", v_variant_raw);
@@ -1525,7 +1526,7 @@ static void test_lb_variant(void **state)
 	char buf[192];
 	assert_int_equal(proto_variant_list(buf, sizeof(buf), -1, NULL, NULL), PROTO_VARIANT_COUNT);
 	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, "
-				 "coopmat_khr_splitk, coopmat_nv2, coopmat_khr_f32x3");
+				 "coopmat_khr_splitk, coopmat_nv2, coopmat_khr_f32x3, coopmat_khr_f32_splitk");
 	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_BF16, NULL, NULL), 10);
 	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr, "
 				 "coopmat_khr_splitk, coopmat_nv2");
@@ -1533,15 +1534,23 @@ static void test_lb_variant(void **state)
 	assert_true(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_SPLITK, PROTO_BF16));
 	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_SPLITK, PROTO_F32));
 	assert_int_equal(proto_variant_parse("coopmat_khr_splitk"), PROTO_VARIANT_COOPMAT_KHR_SPLITK);
-	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_F32, NULL, NULL), 8);
-	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3");
+	assert_int_equal(proto_variant_list(buf, sizeof(buf), PROTO_F32, NULL, NULL), 9);
+	assert_string_equal(buf, "auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3, "
+				 "coopmat_khr_f32_splitk");
+	assert_true(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK, PROTO_F32));
+	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK, PROTO_F16));
+	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK, PROTO_BF16));
+	assert_int_equal(proto_variant_parse("coopmat_khr_f32_splitk"), PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
+	/* every name fits hello's kernel records (vkg_kernel_info.variant[24]) */
+	for (int v = 0; v < PROTO_VARIANT_COUNT; v++)
+		assert_true(strlen(proto_variant_name((proto_variant)v)) < sizeof(((proto_kernel_info *)0)->variant));
 	assert_true(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_F32));
 	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_F16));
 	assert_false(proto_variant_fits(PROTO_VARIANT_COOPMAT_KHR_F32X3, PROTO_BF16));
 	assert_int_equal(proto_variant_parse("coopmat_khr_f32x3"), PROTO_VARIANT_COOPMAT_KHR_F32X3);
 	for (int v = 0; v < PROTO_VARIANT_COUNT; v++)
 		assert_true(strstr("auto, generic, tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, "
-				   "coopmat_khr_splitk, coopmat_nv2, coopmat_khr_f32x3",
+				   "coopmat_khr_splitk, coopmat_nv2, coopmat_khr_f32x3, coopmat_khr_f32_splitk",
 				   proto_variant_name((proto_variant)v)) != NULL);
 }
 

@@ -802,6 +802,85 @@ static void test_cmk_splitk_narrow_long(void **state)
 		}
 }
 
+/* Split-K of f32 on the bf16 tensor cores (coopmat_khr_f32_splitk, f32's
+ * KERN_CMK_SPLITK): forced only. Forced f32 dW/db run on it with
+ * coopmat_khr_splitk's slices (whole 64-row trips, none empty, about
+ * VARIANT_CMKS_WAVE workgroups, within the loop bound), dX on
+ * coopmat_khr_f32x3 (f32's KERN_CMK_DX); auto never takes it, whatever the
+ * shape; not forced onto f16/bf16 (the daemon refuses those), nor where
+ * the device lacks it. */
+static void test_f32_splitk_forced_only(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_F32X3 | VARIANT_HAS_CMKS;
+	proto_request q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
+	variant_plan p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_CMK_SPLITK);
+	/* one 64x64 tile: 528 aimed for, 1986 rows -> 2048, 512 slices */
+	assert_int_equal(p.slices, 512);
+	assert_int_equal(kshape_cmks_len(q.batch, p.slices), 2048);
+	assert_int_equal(p.min_slices, 1);
+	assert_int_equal(p.input, KERN_CMK_DX); /* f32's: coopmat_khr_f32x3 */
+	/* odd shapes: whole trips, none empty, covering the batch */
+	static const uint64_t odd[][3] = {{65537, 3, 5}, {262147, 33, 17}, {131071, 64, 64}, {20000, 257, 2}};
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++)
+		for (int o = 0; o < 3; o++) {
+			q = job(odd[i][0], odd[i][1], odd[i][2], o != 1, o != 0, false,
+				PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
+			p = variant_choose(&q, gpu);
+			assert_int_equal(p.param, KERN_CMK_SPLITK);
+			assert_int_equal(p.input, -1);
+			const uint64_t l = kshape_cmks_len(q.batch, p.slices);
+			assert_true((uint64_t)(p.slices - 1) * l < q.batch && (uint64_t)p.slices * l >= q.batch);
+			assert_int_equal(l % KSHAPE_CMKS_STEP, 0);
+			assert_int_equal(p.slices, variant_cmks_slices(&q, KSHAPE_CMKS_STEP));
+		}
+	/* 20000x257x2 dW: 1 x 5 tiles, 105 slices aimed for */
+	q = job(20000, 257, 2, true, true, false, PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.slices, kshape_cmks_slices(20000, VARIANT_CMKS_WAVE / 5));
+	/* auto never takes it: the narrow family, and with no narrow family
+	 * anything but it */
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		q = job(odd[i][0], odd[i][1], odd[i][2], true, true, true, PROTO_VARIANT_AUTO);
+		p = variant_choose(&q, gpu);
+		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+		assert_int_not_equal(p.input, KERN_CMK_DX);
+		p = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_CMKS);
+		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+	}
+	q = job(1048576, 64, 64, true, true, false, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_false(variant_cmks_fits(&q));
+	/* f16/bf16 naming it, or coopmat_khr_splitk with f32: not on it (the
+	 * daemon refuses both before planning) */
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+		q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, VARIANT_HAS_NARROW | VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
+		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+		assert_int_not_equal(p.input, KERN_CMK_DX);
+	}
+	q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_COOPMAT_KHR_SPLITK);
+	p = variant_choose(&q, gpu);
+	assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+	/* a device without it (lavapipe): not on it */
+	q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
+	p = variant_choose(&q, VARIANT_HAS_NARROW);
+	assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+	p = variant_choose(&q, VARIANT_HAS_NARROW | VARIANT_HAS_CMKS); /* no f32x3 dX */
+	assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+	/* the loop bound: slices no longer than kshape_max_k */
+	kshape_set_loop_trips(16);
+	q = job(262147, 33, 17, true, true, false, PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.min_slices, (262147 + 1023) / 1024);
+	assert_true(kshape_cmks_len(q.batch, p.slices) <= kshape_max_k(KERN_CMK_SPLITK, q.dtype));
+	assert_true(p.slices >= p.min_slices);
+	kshape_set_loop_trips(0);
+}
+
 /* Split-K on the 128 tile (issue 37 item 3): auto on a GPU (placement.c
  * applies variant_splitk128 after the rules where the device is not a CPU
  * device) takes it for 2048x1024x1024 f32, dW (+ db) in 4 slices of 512
@@ -975,6 +1054,7 @@ int main(void)
 		cmocka_unit_test(test_narrow_family),
 		cmocka_unit_test(test_splitk128_mid_size),
 		cmocka_unit_test(test_cmk_splitk_narrow_long),
+		cmocka_unit_test(test_f32_splitk_forced_only),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
