@@ -289,19 +289,19 @@ static void test_unknown_variant_is_bad_request(void **state)
 	expect_hello_variants_parse(&g_d);
 	expect_variant_message(&g_d, "f32", "fast!",
 			       "linear_backward: key 'variant' = 'fast!' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
-			       "only; coopmat_khr, coopmat_khr_splitk, coopmat_nv2 are f16 and bf16 only); this device cannot "
-			       "run coopmat_khr_f32x3");
+			       "tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3, coopmat_khr_f32_splitk for "
+			       "dtype f32 (coopmat is f16 only; coopmat_khr, coopmat_khr_splitk, coopmat_nv2 are f16 and bf16 "
+			       "only); this device cannot run coopmat_khr_f32x3, coopmat_khr_f32_splitk");
 	expect_variant_message(&g_d, "bf16", "tiled64",
 			       "linear_backward: key 'variant' = 'tiled64' is not one of auto, generic, "
 			       "tiled, tiled128, splitk, splitk128, narrow, coopmat_khr, coopmat_khr_splitk, coopmat_nv2 for "
-			       "dtype bf16 (coopmat is f16 only; coopmat_khr_f32x3 is f32 only); this device cannot "
-			       "run coopmat_khr, coopmat_khr_splitk, coopmat_nv2");
+			       "dtype bf16 (coopmat is f16 only; coopmat_khr_f32x3, coopmat_khr_f32_splitk are f32 only); "
+			       "this device cannot run coopmat_khr, coopmat_khr_splitk, coopmat_nv2");
 	expect_variant_message(&g_d, "f16", "",
 			       "linear_backward: key 'variant' = '' is not one of auto, generic, "
 			       "tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, coopmat_khr_splitk, "
-			       "coopmat_nv2 for dtype f16 (coopmat_khr_f32x3 is f32 only); this device cannot run "
-			       "coopmat, coopmat_khr, coopmat_khr_splitk, coopmat_nv2");
+			       "coopmat_nv2 for dtype f16 (coopmat_khr_f32x3, coopmat_khr_f32_splitk are f32 only); this "
+			       "device cannot run coopmat, coopmat_khr, coopmat_khr_splitk, coopmat_nv2");
 }
 
 /* A device with only the 16 KiB of shared memory Vulkan promises cannot run
@@ -345,13 +345,15 @@ static void test_tiled128_unsupported_with_16k_shared_memory(void **state)
 	expect_variant_message(&d, "f16", "Tiled",
 			       "linear_backward: key 'variant' = 'Tiled' is not one of auto, generic, "
 			       "tiled, tiled128, splitk, splitk128, narrow, coopmat, coopmat_khr, coopmat_khr_splitk, "
-			       "coopmat_nv2 for dtype f16 (coopmat_khr_f32x3 is f32 only); this device cannot run "
-			       "tiled128, splitk128, narrow, coopmat, coopmat_khr, coopmat_khr_splitk, coopmat_nv2");
+			       "coopmat_nv2 for dtype f16 (coopmat_khr_f32x3, coopmat_khr_f32_splitk are f32 only); this "
+			       "device cannot run tiled128, splitk128, narrow, coopmat, coopmat_khr, coopmat_khr_splitk, "
+			       "coopmat_nv2");
 	expect_variant_message(&d, "f32", "Tiled",
 			       "linear_backward: key 'variant' = 'Tiled' is not one of auto, generic, "
-			       "tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3 for dtype f32 (coopmat is f16 "
-			       "only; coopmat_khr, coopmat_khr_splitk, coopmat_nv2 are f16 and bf16 only); this device cannot "
-			       "run tiled128, splitk128, narrow, coopmat_khr_f32x3");
+			       "tiled, tiled128, splitk, splitk128, narrow, coopmat_khr_f32x3, coopmat_khr_f32_splitk for "
+			       "dtype f32 (coopmat is f16 only; coopmat_khr, coopmat_khr_splitk, coopmat_nv2 are f16 and bf16 "
+			       "only); this device cannot run tiled128, splitk128, narrow, coopmat_khr_f32x3, "
+			       "coopmat_khr_f32_splitk");
 	expect_hello_variants_parse(&d);
 	/* the other families still serve, on the device-local path too */
 	assert_int_equal(run_family_on(&d, "auto"), 0);
