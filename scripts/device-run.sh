@@ -40,8 +40,10 @@
 #   narrow   the narrow and split-K pipelines' registers (driver statistics);
 #            issue 37's narrow set (1048576x64x64, 1048576x32x16,
 #            4194304x64x64, 1048576x128x128, 262144x256x256), f32 and bf16,
-#            dW+db and the full backward, auto, narrow and coopmat_khr_splitk
-#            forced (bf16; f32 lines of it are refusals), kernels on
+#            dW+db and the full backward, auto, narrow, coopmat_khr_splitk
+#            and coopmat_khr_f32_splitk forced (coopmat_khr_splitk: bf16,
+#            its f32 lines are refusals; coopmat_khr_f32_splitk: f32, its
+#            bf16 lines are refusals), kernels on
 #            device memory (--stream-chunk-bytes off), each line's GB/s as a
 #            fraction of `bench --peak`'s copy_gbps, beside
 #            torch_narrow.py (cuBLAS, its copy bandwidth): the issue's table;
@@ -77,7 +79,8 @@
 #   SKIP_ANCHORS=1  leave out the PyTorch anchors (torch_mixed, torch_multiproc)
 #                   where an earlier run of the session has them
 #   NSET            suite narrow's shapes (B,I,O;...; default issue 37's set)
-#   NARROW_VARIANTS suite narrow's variants (default auto,narrow,coopmat_khr_splitk)
+#   NARROW_VARIANTS suite narrow's variants (default
+#                   auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk)
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
@@ -94,7 +97,7 @@ REPORT="python3 $HERE/device_report.py"
 
 # the test binaries a bundle carries: the older three (suite check runs them
 # below) and GPU_TESTS_NEW, run first on the GPU, each alone
-GPU_TESTS_NEW=${GPU_TESTS_NEW-"test_narrow test_activation test_optim test_tensors test_splitk128 test_auto_variant test_cmk_splitk"}
+GPU_TESTS_NEW=${GPU_TESTS_NEW-"test_narrow test_activation test_optim test_tensors test_splitk128 test_auto_variant test_cmk_splitk test_f32x3_splitk"}
 GPU_TESTS="test_stream test_forward test_dtypes $GPU_TESTS_NEW"
 # the Python tests (tests/python/NAME) suite check runs against the bundle
 PY_TESTS=${PY_TESTS-"test_resident_run test_python_ops test_python"}
@@ -363,10 +366,10 @@ suite_narrow() {
 	: >"$R/narrow.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy}
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk}" ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" ${copy:+--copy-gbps $copy}
 	# BEFORE_VKGRADD's auto on the same set (dW+db and full), for a before/after in one run
 	if [ -n "${BEFORE_VKGRADD:-}" ]; then
 		: >"$R/narrow_before.jsonl"

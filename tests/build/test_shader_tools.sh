@@ -46,11 +46,13 @@ else
 	# coopmat_khr_splitk (the same body, split-K) needs what coopmat_khr does
 	sk_f16=$(echo "$reg" | grep -c '^linear_coopmat_khr_splitk_gemm coopmat_khr_splitk f16 ')
 	sk_bf16=$(echo "$reg" | grep -c '^linear_coopmat_khr_splitk_gemm coopmat_khr_splitk bf16 ')
+	# coopmat_khr_f32_splitk (f32x3's body, split-K) needs what coopmat_khr_f32x3 does
+	sk_f32=$(echo "$reg" | grep -c '^linear_coopmat_khr_f32x3_splitk_gemm coopmat_khr_f32_splitk f32 ')
 	if [ "$in_f16" = "$want_f16" ] && [ "$in_bf16" = "$want_bf16" ] && [ "$in_f32x3" = "$want_bf16" ] &&
-		[ "$sk_f16" = "$want_f16" ] && [ "$sk_bf16" = "$want_bf16" ]; then
-		ok "registry_matches_toolchain (coopmat_khr f16 $in_f16, bf16 $in_bf16; coopmat_khr_f32x3 f32 $in_f32x3; coopmat_khr_splitk f16 $sk_f16, bf16 $sk_bf16)"
+		[ "$sk_f16" = "$want_f16" ] && [ "$sk_bf16" = "$want_bf16" ] && [ "$sk_f32" = "$want_bf16" ]; then
+		ok "registry_matches_toolchain (coopmat_khr f16 $in_f16, bf16 $in_bf16; coopmat_khr_f32x3 f32 $in_f32x3; coopmat_khr_splitk f16 $sk_f16, bf16 $sk_bf16; coopmat_khr_f32_splitk f32 $sk_f32)"
 	else
-		bad registry_matches_toolchain "coopmat_khr f16 $in_f16 bf16 $in_bf16 f32x3 $in_f32x3 splitk $sk_f16 $sk_bf16, toolchain says $want_f16 $want_bf16 $want_bf16"
+		bad registry_matches_toolchain "coopmat_khr f16 $in_f16 bf16 $in_bf16 f32x3 $in_f32x3 splitk $sk_f16 $sk_bf16 f32_splitk $sk_f32, toolchain says $want_f16 $want_bf16 $want_bf16"
 	fi
 fi
 
