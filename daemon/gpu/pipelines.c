@@ -271,10 +271,13 @@ static const char *kern_variant(int k, int t)
 	return pipelines_is_cmk(k) && t == PROTO_F32 ? "coopmat_khr_f32x3" : kern_desc[k].variant;
 }
 
-/* A pipeline's name in the log: the registry name, and for
+/* A pipeline's name in the log: the registry name (kern_name: f32's
+ * KERN_CMK_SPLITK is linear_coopmat_khr_f32x3_splitk_gemm), and for
  * linear_coopmat_khr_gemm which of its four. */
-static const char *kern_label(int k)
+static const char *kern_label(int k, int t)
 {
+	if (k == KERN_CMK_SPLITK)
+		return kern_name(k, t);
 	static const char *const cmk[8] = {"linear_coopmat_khr_gemm (dW)", "linear_coopmat_khr_gemm (dX)",
 					   "linear_coopmat_khr_gemm (dW, small)",
 					   "linear_coopmat_khr_gemm (dX, small)",
@@ -620,7 +623,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 			if (jobs[i].hit)
 				p->cache_hits++;
 			if (d->exec_stats)
-				pipelines_log_exec_stats(d, *jobs[i].out, kern_label(i / PROTO_DTYPE_COUNT),
+				pipelines_log_exec_stats(d, *jobs[i].out, kern_label(i / PROTO_DTYPE_COUNT, i % PROTO_DTYPE_COUNT),
 							 proto_dtype_name((proto_dtype)(i % PROTO_DTYPE_COUNT)));
 		}
 	}
