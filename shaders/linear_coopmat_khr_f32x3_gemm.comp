@@ -27,7 +27,9 @@
 // runs it with k steps of 16 (daemon/pipelines.c). Only where the device
 // multiplies bf16 cooperative matrices (VK_KHR_cooperative_matrix with
 // VK_KHR_shader_bfloat16); built only by a compiler with GL_KHR_cooperative_matrix
-// and GL_EXT_bfloat16 (scripts/shader-tools.sh).
+// and GL_EXT_bfloat16 (scripts/shader-tools.sh). The body is
+// shaders/coopmat_khr_f32x3_gemm.glsl, which
+// linear_coopmat_khr_f32x3_splitk_gemm builds with VKG_PARTIAL.
 #define ETYPE bfloat16_t
 
 #include "coopmat_khr_f32x3_gemm.glsl"
