@@ -131,27 +131,7 @@ void load_b8(uint gk, uint gn, bool vec, out vec4 p, out vec4 q)
 	q = vec4(h[4], h[5], h[6], h[7]);
 }
 
-void a_slot(uint q, out uint m, out uint k, out uint at)
-{
-	const uint v = gl_LocalInvocationID.x + q * NT;
-	if (A_KMAJOR != 0u) {
-		k = v / (BM / 8u);
-		m = (v % (BM / 8u)) * 8u;
-		at = k * ASTR_KM + m / 8u;
-	} else {
-		m = v / (BK / 8u);
-		k = (v % (BK / 8u)) * 8u;
-		at = m * ASTR_MK + k / 8u;
-	}
-}
-
-void b_slot(uint q, out uint k, out uint n, out uint at)
-{
-	const uint v = gl_LocalInvocationID.x + q * NT;
-	k = v / (BN / 8u);
-	n = (v % (BN / 8u)) * 8u;
-	at = A_STAGE + k * BSTR + n / 8u;
-}
+#include "coopmat_khr_slots.glsl"
 
 // ---- the epilogue -------------------------------------------------------------
 void store_c8(uint gm, uint gn, vec4 lo, vec4 hi, bool accum, bool cvec)

@@ -126,29 +126,7 @@ uvec4 load_b8(uint gk, uint gn, bool vec)
 	return uvec4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
 }
 
-// Where vector q of this thread's share of a slice goes: A element (m, k)
-// of the tile and its shared index, B likewise.
-void a_slot(uint q, out uint m, out uint k, out uint at)
-{
-	const uint v = gl_LocalInvocationID.x + q * NT;
-	if (A_KMAJOR != 0u) {
-		k = v / (BM / 8u);
-		m = (v % (BM / 8u)) * 8u;
-		at = k * ASTR_KM + m / 8u;
-	} else {
-		m = v / (BK / 8u);
-		k = (v % (BK / 8u)) * 8u;
-		at = m * ASTR_MK + k / 8u;
-	}
-}
-
-void b_slot(uint q, out uint k, out uint n, out uint at)
-{
-	const uint v = gl_LocalInvocationID.x + q * NT;
-	k = v / (BN / 8u);
-	n = (v % (BN / 8u)) * 8u;
-	at = A_STAGE + k * BSTR + n / 8u;
-}
+#include "coopmat_khr_slots.glsl"
 
 // ---- the epilogue -------------------------------------------------------------
 // Eight staged f32 values of C row gm from column gn: write them (accumulate:
