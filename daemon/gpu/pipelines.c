@@ -253,38 +253,46 @@ static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk
 	c->info = (VkSpecializationInfo){CMK_SPECS, c->map, sizeof(c->v), c->v};
 }
 
-/* The registry kernel and variant of pipeline k for dtype t: f32's
- * KERN_CMK_DW/DX are linear_coopmat_khr_f32x3_gemm (coopmat_khr_f32x3),
- * f32's KERN_CMK_SPLITK is linear_coopmat_khr_f32x3_splitk_gemm
- * (coopmat_khr_f32_splitk). */
+/* f32's pipelines that are another registry kernel than kern_desc names:
+ * KERN_CMK_DW/DX (and their small tilings) are linear_coopmat_khr_f32x3_gemm
+ * (coopmat_khr_f32x3), KERN_CMK_SPLITK is
+ * linear_coopmat_khr_f32x3_splitk_gemm (coopmat_khr_f32_splitk). NULL for
+ * the others. */
+typedef struct kern_id {
+	const char *name, *variant;
+} kern_id;
+
+static const kern_id *f32_twin(int k)
+{
+	static const kern_id cmk = {"linear_coopmat_khr_f32x3_gemm", "coopmat_khr_f32x3"},
+			     cmks = {"linear_coopmat_khr_f32x3_splitk_gemm", "coopmat_khr_f32_splitk"};
+	return k == KERN_CMK_SPLITK ? &cmks : pipelines_is_cmk(k) ? &cmk : NULL;
+}
+
+/* The registry kernel and variant of pipeline k for dtype t. */
 static const char *kern_name(int k, int t)
 {
-	if (k == KERN_CMK_SPLITK && t == PROTO_F32)
-		return "linear_coopmat_khr_f32x3_splitk_gemm";
-	return pipelines_is_cmk(k) && t == PROTO_F32 ? "linear_coopmat_khr_f32x3_gemm" : kern_desc[k].name;
+	const kern_id *tw = t == PROTO_F32 ? f32_twin(k) : NULL;
+	return tw ? tw->name : kern_desc[k].name;
 }
 
 static const char *kern_variant(int k, int t)
 {
-	if (k == KERN_CMK_SPLITK && t == PROTO_F32)
-		return "coopmat_khr_f32_splitk";
-	return pipelines_is_cmk(k) && t == PROTO_F32 ? "coopmat_khr_f32x3" : kern_desc[k].variant;
+	const kern_id *tw = t == PROTO_F32 ? f32_twin(k) : NULL;
+	return tw ? tw->variant : kern_desc[k].variant;
 }
 
-/* A pipeline's name in the log: the registry name (kern_name: f32's
- * KERN_CMK_SPLITK is linear_coopmat_khr_f32x3_splitk_gemm), and for
- * linear_coopmat_khr_gemm which of its four. */
+/* A pipeline's name in the log: the registry name (kern_name), and for
+ * linear_coopmat_khr_gemm / linear_coopmat_nv2_gemm which of their four. */
 static const char *kern_label(int k, int t)
 {
-	if (k == KERN_CMK_SPLITK)
-		return kern_name(k, t);
 	static const char *const cmk[8] = {"linear_coopmat_khr_gemm (dW)", "linear_coopmat_khr_gemm (dX)",
 					   "linear_coopmat_khr_gemm (dW, small)",
 					   "linear_coopmat_khr_gemm (dX, small)",
 					   "linear_coopmat_nv2_gemm (dW)", "linear_coopmat_nv2_gemm (dX)",
 					   "linear_coopmat_nv2_gemm (dW, small)",
 					   "linear_coopmat_nv2_gemm (dX, small)"};
-	return pipelines_is_cmk(k) || pipelines_is_nv2(k) ? cmk[k - KERN_CMK_DW] : kern_desc[k].name;
+	return pipelines_is_cmk(k) || pipelines_is_nv2(k) ? cmk[k - KERN_CMK_DW] : kern_name(k, t);
 }
 
 /* Can KERN_NV2_* run for dtype t? If not, why (into p->nv2_why[t]). */
