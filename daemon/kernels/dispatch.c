@@ -181,7 +181,34 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 	dispatch_gemm(r, k, &pc, (n + tn - 1) / tn + db_col, (m + tm - 1) / tm, tm * tn);
 }
 
-static void record_splitk_reduce(const rec *r, int rk, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn);
+/* Split-K's second pass: kernel rk (linear_splitk_reduce, KERN_REDUCE:
+ * VKG_REDUCE_WG elements per workgroup, one thread each; or
+ * linear_narrow_reduce, KERN_NARROW_RED: VKG_NARROW_RED_COLS, 16 lanes
+ * each) adds the first SK of the job's S slices of partials (dW's or
+ * dX's, mn elements of C per slice, db's row sums after all S of C) in
+ * order into the outputs, rounding once (accumulate: onto what they
+ * hold). */
+static void record_splitk_reduce(const rec *r, int rk, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn)
+{
+	const proto_request *q = &r->j->req;
+	const uint64_t per = rk == KERN_NARROW_RED ? VKG_NARROW_RED_COLS : VKG_REDUCE_WG;
+	grid_bind_pipe(r, rk);
+	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
+	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
+		if (!q->t[t].present || (t == PROTO_T_DX) != for_dx)
+			continue;
+		const uint64_t cnt = t == PROTO_T_DB ? q->out : mn;
+		binding rb[VKG_BINDINGS_REDUCE] = {grid_bind_partials(r, for_dx), grid_bind_tensor(r, t)};
+		grid_push_set(r, rk, rb, VKG_BINDINGS_REDUCE);
+		kiface_reduce pc = {
+			.n = (uint32_t)cnt, .slices = SK, .stride = (uint32_t)cnt,
+			.part_off = t == PROTO_T_DB ? (uint32_t)(S * mn) : 0u,
+			.out_off = rb[1].elem_off, .flags = acc,
+		};
+		grid_split(r, rk, &pc, sizeof(pc), NULL, 0, &pc.base, (uint32_t)per, (cnt + per - 1) / per, 1,
+			   per * (uint64_t)SK);
+	}
+}
 
 /* Split-K for dW (+ db), or for dX: each slice of the reduction (dW: the
  * batch's rows; dX: out) through the first pass, kernel k
@@ -275,35 +302,6 @@ static void record_cmk_splitk(const rec *r)
 		   mt * S, tm * tn * L);
 	r->rc->ops.barrier_inside(r);
 	record_splitk_reduce(r, KERN_NARROW_RED, false, S, S, mn);
-}
-
-/* Split-K's second pass: kernel rk (linear_splitk_reduce, KERN_REDUCE:
- * VKG_REDUCE_WG elements per workgroup, one thread each; or
- * linear_narrow_reduce, KERN_NARROW_RED: VKG_NARROW_RED_COLS, 16 lanes
- * each) adds the first SK of the job's S slices of partials (dW's or
- * dX's, mn elements of C per slice, db's row sums after all S of C) in
- * order into the outputs, rounding once (accumulate: onto what they
- * hold). */
-static void record_splitk_reduce(const rec *r, int rk, bool for_dx, uint32_t S, uint32_t SK, uint64_t mn)
-{
-	const proto_request *q = &r->j->req;
-	const uint64_t per = rk == KERN_NARROW_RED ? VKG_NARROW_RED_COLS : VKG_REDUCE_WG;
-	grid_bind_pipe(r, rk);
-	const uint32_t acc = q->accumulate ? VKG_FLAG_ACCUMULATE : 0u;
-	for (int t = PROTO_T_DW; t <= PROTO_T_DX; t++) {
-		if (!q->t[t].present || (t == PROTO_T_DX) != for_dx)
-			continue;
-		const uint64_t cnt = t == PROTO_T_DB ? q->out : mn;
-		binding rb[VKG_BINDINGS_REDUCE] = {grid_bind_partials(r, for_dx), grid_bind_tensor(r, t)};
-		grid_push_set(r, rk, rb, VKG_BINDINGS_REDUCE);
-		kiface_reduce pc = {
-			.n = (uint32_t)cnt, .slices = SK, .stride = (uint32_t)cnt,
-			.part_off = t == PROTO_T_DB ? (uint32_t)(S * mn) : 0u,
-			.out_off = rb[1].elem_off, .flags = acc,
-		};
-		grid_split(r, rk, &pc, sizeof(pc), NULL, 0, &pc.base, (uint32_t)per, (cnt + per - 1) / per, 1,
-			   per * (uint64_t)SK);
-	}
 }
 
 /* The narrow family's dW/db (variant.h): linear_narrow_param over every
