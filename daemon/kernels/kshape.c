@@ -145,25 +145,36 @@ uint64_t kshape_splitk_dx_elems(const proto_request *q, uint32_t slices)
 	return (uint64_t)slices * q->batch * q->in;
 }
 
-uint64_t kshape_cmks_len(uint64_t K, uint32_t slices)
+/* A reduction of K cut into about `slices` slices of whole steps of `step`:
+ * the slice length, and how many slices that makes (none empty). */
+static uint64_t slice_len(uint64_t K, uint32_t slices, uint64_t step)
 {
 	const uint64_t l = ceil_div(K ? K : 1, slices ? slices : 1);
-	return ceil_div(l, KSHAPE_CMKS_STEP) * KSHAPE_CMKS_STEP;
+	return ceil_div(l, step) * step;
+}
+
+static uint32_t slice_count(uint64_t K, uint32_t slices, uint64_t step)
+{
+	return (uint32_t)ceil_div(K ? K : 1, slice_len(K, slices, step));
+}
+
+uint64_t kshape_cmks_len(uint64_t K, uint32_t slices)
+{
+	return slice_len(K, slices, KSHAPE_CMKS_STEP);
 }
 
 uint32_t kshape_cmks_slices(uint64_t K, uint32_t slices)
 {
-	return (uint32_t)ceil_div(K ? K : 1, kshape_cmks_len(K, slices));
+	return slice_count(K, slices, KSHAPE_CMKS_STEP);
 }
 
 uint64_t kshape_s128_len(uint64_t K, uint32_t slices)
 {
-	const uint64_t l = ceil_div(K ? K : 1, slices ? slices : 1);
-	return ceil_div(l, KSHAPE_S128_STEP) * KSHAPE_S128_STEP;
+	return slice_len(K, slices, KSHAPE_S128_STEP);
 }
 
 uint32_t kshape_s128_slices(uint64_t K, uint32_t slices)
 {
-	return (uint32_t)ceil_div(K ? K : 1, kshape_s128_len(K, slices));
+	return slice_count(K, slices, KSHAPE_S128_STEP);
 }
 
