@@ -63,8 +63,10 @@ static void take_narrow(const proto_request *q, variant_plan *p)
 
 bool variant_cmks_fits(const proto_request *q)
 {
+	const uint64_t t = PIPELINES_CMKS_BM;
 	return q->dtype != PROTO_F32 && q->t[PROTO_T_DW].present && q->batch >= VARIANT_CMKS_MIN_BATCH &&
-	       q->in <= VARIANT_CMKS_MAX_FEATURES && q->out <= VARIANT_CMKS_MAX_FEATURES;
+	       q->in <= VARIANT_CMKS_MAX_FEATURES && q->out <= VARIANT_CMKS_MAX_FEATURES &&
+	       ceil_div(q->in ? q->in : 1, t) * ceil_div(q->out ? q->out : 1, t) <= VARIANT_CMKS_MAX_TILES;
 }
 
 uint32_t variant_cmks_min_slices(const proto_request *q)
@@ -385,6 +387,13 @@ static void cost_input(const proto_request *q, const costmodel *cm, bool narrow,
 		p->input = best;
 }
 
+bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param)
+{
+	return q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_CMK) && q->dtype != PROTO_F32 &&
+	       q->t[PROTO_T_DX].present && (variant_narrow_fits(q) || param == KERN_CMK_SPLITK) &&
+	       q->in >= VARIANT_CMK_DX_MIN_FEATURES;
+}
+
 static variant_plan choose(const proto_request *q, unsigned caps, const costmodel *cm)
 {
 	variant_plan p = {.param = -1, .input = -1, .slices = 1, .min_slices = 2, .dx_slices = 1};
@@ -440,9 +449,7 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.input = KERN_NV2_DX;
 		else if (force_cm)
 			p.input = KERN_COOPMAT;
-		else if (q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_CMK) && q->dtype != PROTO_F32 &&
-			 variant_narrow_fits(q) && q->in >= VARIANT_CMK_DX_MIN_FEATURES &&
-			 q->out >= VARIANT_CMK_DX_MIN_FEATURES)
+		else if (variant_cmk_dx_narrow(q, caps, p.param))
 			p.input = KERN_CMK_DX; /* a narrow layer's 16-bit dX on the tensor cores (variant.h) */
 		else if (q->variant == PROTO_VARIANT_NARROW ||
 			 (q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_NARROW) && variant_narrow_fits(q)))
@@ -461,6 +468,11 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 		else
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
+	/* a 16-bit dX on the narrow family: dW/db there too, not on
+	 * coopmat_khr_splitk (variant.h: VARIANT_CMK_DX_MIN_FEATURES) */
+	if (q->variant == PROTO_VARIANT_AUTO && q->dtype != PROTO_F32 && p.input == KERN_NARROW_DX &&
+	    p.param == KERN_CMK_SPLITK)
+		take_narrow(q, &p);
 	if (cm && q->variant == PROTO_VARIANT_AUTO) {
 		const bool narrow = (caps & VARIANT_HAS_NARROW) != 0;
 		cost_param(q, cm, narrow, &p);
@@ -564,7 +576,9 @@ static void nv2_take(variant_plan *p, const proto_request *q, uint32_t bm, uint3
 	const uint64_t kmax = kshape_max_k(kdw, q->dtype);
 	if (p->param == KERN_CMK_DW && q->batch <= kmax && nv2_fits(q->out, q->in, bm, bn, min_tiles, whole))
 		p->param = kdw;
-	if (p->input == KERN_CMK_DX && q->out <= kmax && nv2_fits(q->batch, q->in, bm, bn, min_tiles, whole))
+	/* (a narrow layer's dX stays on coopmat_khr: variant.h) */
+	if (p->input == KERN_CMK_DX && q->out <= kmax && !variant_narrow_fits(q) && p->param != KERN_CMK_SPLITK &&
+	    nv2_fits(q->batch, q->in, bm, bn, min_tiles, whole))
 		p->input = kdx;
 }
 

@@ -6,9 +6,11 @@
  *   part   kernel                      when
  *   dW+db  linear_coopmat_khr_splitk_  f16 or bf16 on a device with
  *          gemm + linear_narrow_reduce VK_KHR_cooperative_matrix for it, batch
- *          (split-K, fused db)         >= 16384, in, out <= 256
+ *          (split-K, fused db)         >= 16384, in, out <= 1024, at most
+ *                                      16 tiles of 64x64; not where the
+ *                                      job's dX goes to the narrow family
  *                                      (variant_cmks_fits, below)
- *          the narrow family           batch >= 16384, in, out <= 256
+ *          the narrow family           batch >= 65536, in, out <= 256
  *                                      (variant_narrow_fits, below)
  *          linear_coopmat_khr_gemm     f16 or bf16 on a device with
  *          (fused db)                  VK_KHR_cooperative_matrix for it,
@@ -23,8 +25,12 @@
  *          linear_splitk_reduce        tiled with fewer than 256 tiles of 64x64:
  *                                      S slices, below
  *   db     linear_parameter_backward   always, when dW is not asked for
- *   dX     linear_coopmat_khr_gemm     f16/bf16 with VK_KHR_cooperative_matrix,
+ *   dX     linear_coopmat_khr_gemm     f16/bf16 with VK_KHR_cooperative_matrix:
+ *                                      a narrow layer (or one whose dW is on
+ *                                      coopmat_khr_splitk) of in >= 64
+ *                                      (variant_cmk_dx_narrow, below), or
  *                                      batch, in, out >= 64
+ *          the narrow family           batch >= 65536, in, out <= 256
  *          linear_coopmat_gemm         f16 with VK_NV_cooperative_matrix, batch, in,
  *                                      out >= 64
  *          linear_tiled_gemm           batch, in >= 64, batch*in >= 2^20
@@ -43,7 +49,11 @@
  * where the device has it, for a GEMM of at least VARIANT_NV2_MIN_TILES of
  * its tiles (variant_nv2_large()), then with its small layers' tiling for
  * one of at least VARIANT_NV2_SMALL_MIN_TILES of those tiles
- * (variant_nv2_small()); smaller GEMMs keep coopmat_khr. On the
+ * (variant_nv2_small()); smaller GEMMs keep coopmat_khr, and so does a
+ * narrow layer's dX (variant_cmk_dx_narrow: on the H200, 2026-12-06
+ * 03:56 UTC, bf16 1,048,576x64x64 full backward 734 us with dX on
+ * coopmat_nv2 against 417 on coopmat_khr; 2,443 / 728 at 262,144x256x256,
+ * 1,397 / 820 at 1,048,576x128x128). On the
  * H200 with its default tiling (nv2_tile.h), 8192x4096x4096 bf16 ran 2,014
  * µs against coopmat_khr's 2,611, 2048x1024x1024 68 against 61
  * (measurements/h200-2026-12-03/nv2-sweep). Between the two coopmat_khr
@@ -272,7 +282,13 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
  * plain family to narrow, for batch >= VARIANT_NARROW_MODEL_MIN_BATCH and
  * in, out <= VARIANT_NARROW_MAX_FEATURES). These bounds are not yet measured on a GPU
  * (docs/performance.md: the command that measures them). */
-#define VARIANT_NARROW_MIN_BATCH 16384
+/* VARIANT_NARROW_MIN_BATCH: 65536, not 16384. On the H200 (2026-12-06
+ * 04:00 UTC, the grid, full backward) 16384 rows on the narrow family
+ * took 736 us at 16384x64x64 f32 against splitk128's 278, 892 / 149 at
+ * 16384x33x17, and bf16 1,035 / 181; from 262,144 rows it was the best
+ * plain family on every f32 shape of the grid. Between the two: not
+ * measured. */
+#define VARIANT_NARROW_MIN_BATCH 65536
 #define VARIANT_NARROW_MAX_FEATURES 256
 #define VARIANT_NARROW_MODEL_MIN_BATCH 1024 /* with a cost model: from here on */
 bool variant_narrow_fits(const proto_request *q);
@@ -331,10 +347,28 @@ bool variant_narrow_fits(const proto_request *q);
  * 1,547 / 2,563 at 4,194,304x64x64, 829 / 2,630 at 1,048,576x128x128,
  * 718 / 2,537 at 262,144x256x256; but 355 / 267 at 1,048,576x32x16,
  * where the 128-wide tensor-core tiles are mostly padding. */
+/* Since the H200 run of 2026-12-06 (03:56 UTC, build 22656bc; the narrow
+ * set and the grid, full backward, docs/performance.md):
+ *  - out below 64 no longer keeps dX off coopmat_khr (only in does):
+ *    262,144x1024x16 bf16 took 885 us with dW/db on coopmat_khr_splitk and
+ *    dX on coopmat_khr, against 2,879 by the rules then;
+ *  - a dX on the narrow family takes dW/db there too: dW/db on
+ *    coopmat_khr_splitk beside the narrow family's dX took 882 us at
+ *    1,048,576x32x16 bf16 against 304 with both on narrow (1,057 / 197 at
+ *    4,194,304x1x1, 1,432 / 338 at 4,194,304x3x5), though dW+db alone on
+ *    coopmat_khr_splitk took 136 against 175. Why the pair is slow was
+ *    not found.
+ * The dX rule: variant_cmk_dx_narrow(q, caps, dW's kernel). */
 #define VARIANT_CMK_DX_MIN_FEATURES 64
+bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
 #define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
 #define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */
-#define VARIANT_CMKS_MAX_FEATURES 256  /* auto: in and out at most this (not measured) */
+/* auto: in and out at most 1024 and at most 16 tiles of 64x64. H200,
+ * 2026-12-06, full backward bf16: 262,144x1024x16 (16 tiles) 885 us
+ * against the narrow family's 1,867; 16,384x257x129 (15) 182, the best
+ * of every family; 16,384x1024x1024 (256) 711 against coopmat_khr's 411. */
+#define VARIANT_CMKS_MAX_FEATURES 1024
+#define VARIANT_CMKS_MAX_TILES 16
 #define VARIANT_CMKS_MIN_ROWS 1024     /* auto: slices at least this long (not measured) */
 bool variant_cmks_fits(const proto_request *q);
 /* q's slices (see above), slices of at least min_rows rows; >= 1. */

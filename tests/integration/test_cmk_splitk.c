@@ -372,10 +372,10 @@ static void test_refused_where_absent(void **state)
 		 * with no cost model), correct */
 		proto_stats s0, s1;
 		assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-		oc = run_job(g_d.sock, dt, 32768, 64, 64, O_DW | O_DB, false, "auto", 710 + dt, 0, false);
+		oc = run_job(g_d.sock, dt, 65536, 64, 64, O_DW | O_DB, false, "auto", 710 + dt, 0, false);
 		assert_int_equal(oc.rc, 0);
 		if (!(oc.err <= dt_tol[dt]) || oc.why[0])
-			fail_msg("auto %s 32768x64x64: max_rel_err %.3g %s", dt_name[dt], oc.err, oc.why);
+			fail_msg("auto %s 65536x64x64: max_rel_err %.3g %s", dt_name[dt], oc.err, oc.why);
 		assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
 		assert_int_equal(s1.splitk_jobs, s0.splitk_jobs);
 	}

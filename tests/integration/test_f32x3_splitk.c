@@ -429,10 +429,10 @@ static void test_refused_where_absent_never_auto(void **state)
 	 * cores (nor any split-K: the narrow family), correct */
 	proto_stats s0, s1;
 	assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-	outcome oc = run_job(g_d.sock, "f32", 32768, 64, 64, O_DW | O_DB, false, "auto", 710, 0, TRIPS_ALL, false);
+	outcome oc = run_job(g_d.sock, "f32", 65536, 64, 64, O_DW | O_DB, false, "auto", 710, 0, TRIPS_ALL, false);
 	assert_int_equal(oc.rc, 0);
 	if (!(oc.err <= VKG_REF_TOL_F32) || oc.why[0])
-		fail_msg("auto f32 32768x64x64: max_rel_err %.3g %s", oc.err, oc.why);
+		fail_msg("auto f32 65536x64x64: max_rel_err %.3g %s", oc.err, oc.why);
 	assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
 	assert_int_equal(s1.splitk_jobs, s0.splitk_jobs);
 	expect_validation_clean(&g_d, 0, "coopmat_khr_f32_splitk refused, auto");

@@ -711,12 +711,38 @@ static void test_cmk_splitk_narrow_long(void **state)
 		assert_int_equal(p.min_slices, 2);
 		/* dX of 64 features and more: coopmat_khr (VARIANT_CMK_DX_MIN_FEATURES) */
 		assert_int_equal(p.input, KERN_CMK_DX);
+		/* coopmat_nv2 does not take a narrow layer's dX (nor its dW) */
+		variant_nv2_large(&p, &q, 128, 128, 1);
+		assert_int_equal(p.input, KERN_CMK_DX);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		/* dX of fewer than 64 features: the narrow family's, and then
+		 * dW/db there too (the pair measured slow, variant.h); dW+db
+		 * alone stays on coopmat_khr_splitk */
 		q = job(1048576, 63, 64, true, true, true, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
-		assert_int_equal(variant_choose(&q, gpu).input, KERN_NARROW_DX);
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.input, KERN_NARROW_DX);
+		assert_int_equal(p.param, KERN_NARROW);
 		q = job(1048576, 32, 16, true, true, true, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
-		assert_int_equal(variant_choose(&q, gpu).input, KERN_NARROW_DX);
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.input, KERN_NARROW_DX);
+		assert_int_equal(p.param, KERN_NARROW);
+		q = job(1048576, 32, 16, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		assert_int_equal(variant_choose(&q, gpu).param, KERN_CMK_SPLITK);
+		/* out below 64 keeps dX on coopmat_khr where in is 64 or more,
+		 * and a layer wider than the narrow family's (16 tiles) */
+		q = job(1048576, 64, 16, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		assert_int_equal(variant_choose(&q, gpu).input, KERN_CMK_DX);
+		q = job(262144, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		assert_int_equal(p.input, KERN_CMK_DX);
+		variant_nv2_large(&p, &q, 128, 128, 1);
+		assert_int_equal(p.input, KERN_CMK_DX);
 		q = job(1048576, 256, 64, true, true, true, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
 		assert_int_equal(variant_choose(&q, gpu).input, KERN_CMK_DX);
@@ -753,10 +779,20 @@ static void test_cmk_splitk_narrow_long(void **state)
 		q.dtype = (proto_dtype)dt;
 		p = variant_choose(&q, gpu);
 		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
-		q = job(1048576, 257, 64, true, true, false, PROTO_VARIANT_AUTO);
+		q = job(1048576, 1025, 64, true, true, false, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
 		p = variant_choose(&q, gpu);
 		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+		/* more than 16 tiles of 64x64 (VARIANT_CMKS_MAX_TILES): 5 x 4 */
+		q = job(1048576, 257, 256, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+		/* 257 x 64: 5 tiles, it */
+		q = job(1048576, 257, 64, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
 		/* a device without it (lavapipe): the narrow family */
 		q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
