@@ -83,6 +83,11 @@
 #                   auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk)
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
+#   GRID_VARIANTS   the grid step's families (default all ten)
+#   NARROW_DX_TILES suite narrow's coopmat_khr tilings for a narrow layer's
+#                   dX (entries VAR=value, joined by +; "" leaves the step out)
+#   DX_TILE_SET     their shapes (default 1048576,64,64;1048576,128,128;
+#                   262144,256,256, bf16)
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
 #                   on a machine without a GPU (lavapipe)
 # Exit status: 0, or 1 when a check failed or a step did not finish.
@@ -421,7 +426,7 @@ suite_narrow() {
 	: >"$R/grid.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
-		"$GSET" f32,bf16 --variants auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_khr_splitk,coopmat_nv2 \
+		"$GSET" f32,bf16 --variants "${GRID_VARIANTS:-auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_khr_splitk,coopmat_nv2}" \
 		--reps "$GREPS" ${copy:+--copy-gbps $copy}
 	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
 }
@@ -619,7 +624,7 @@ QUICK=${QUICK:-}
 PY=${PYTHON:-python3}
 if [ -n "$QUICK" ]; then
 	KSHAPES="64,64,32;96,64,48" BIG=128,64,64 MID=64,32,32 WIDE=32,64,64 NARROW=256,64,8
-	NSET="16384,64,64;16384,32,16" GSET="1024,3,5;16384,16,8;256,64,64" GREPS=2
+	NSET="16384,64,64;16384,32,16" DX_TILE_SET=${DX_TILE_SET:-16384,64,64} GSET="1024,3,5;16384,16,8;256,64,64" GREPS=2
 	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 HEAVY_INFLIGHT=2 TENANT_REPS=1 REPS=1 E2E_REPS=2 TJOBS=100 SYNC_REPS=1 SYNC_JOBS=100
 	CHECK_SHAPES="1x1x1 33x257x31 64x64x8" COMPARE_ARGS="--scenario tiny_latency --jobs 50"
 	export MLP_SIZES=${MLP_SIZES:-64,128,32} MLP_BATCH=${MLP_BATCH:-32} MLP_STEPS=${MLP_STEPS:-3} MLP_WARMUP=${MLP_WARMUP:-1}
