@@ -321,8 +321,10 @@ static void record_cmk_splitk(const rec *r, bool fused)
 		pcx.dx_off = b[5].elem_off;
 		pcx.dx_flags = (q->accumulate ? VKG_FLAG_ACCUMULATE : 0u) |
 			       (q->in % 8 == 0 && pcx.w_off % 8 == 0 && pcx.dx_off % 8 == 0 ? VKG_FLAG_VEC_LOADS : 0u);
+		/* (a workgroup's multiply-adds: dW's tile and as many again for
+		 * its rows × columns of dX over out's BM) */
 		grid_split(r, k, &pcx, sizeof(pcx), &pcx.m_base, 1, &pcx.n_base, 1, (n + tn - 1) / tn, mt * S,
-			   tm * tn * L);
+			   2 * tm * tn * L);
 	} else {
 		grid_split(r, k, &pc, sizeof(pc), &pc.m_base, 1, &pc.n_base, 1, (n + tn - 1) / tn, mt * S,
 			   tm * tn * L);

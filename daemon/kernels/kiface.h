@@ -6,6 +6,7 @@
 #ifndef VKG_DAEMON_KIFACE_H
 #define VKG_DAEMON_KIFACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "shaders/iface/kernels.h"
@@ -35,6 +36,9 @@ _Static_assert(sizeof(kiface_input) == 10 * sizeof(uint32_t), "linear_input_back
 _Static_assert(sizeof(kiface_gemm) == 12 * sizeof(uint32_t), "GEMM kernels' push constants");
 _Static_assert(sizeof(kiface_gemm_split) == 14 * sizeof(uint32_t), "linear_coopmat_khr_splitk_gemm push constants");
 _Static_assert(sizeof(kiface_gemm_split_dx) == 17 * sizeof(uint32_t), "linear_coopmat_khr_splitk_dx_gemm push constants");
+/* (dispatch.c fills its first words as a kiface_gemm_split) */
+_Static_assert(offsetof(kiface_gemm_split_dx, w_off) == sizeof(kiface_gemm_split),
+	       "linear_coopmat_khr_splitk_dx_gemm's words begin as the split-K GEMM's");
 _Static_assert(sizeof(kiface_reduce) == 7 * sizeof(uint32_t), "linear_splitk_reduce push constants");
 _Static_assert(sizeof(kiface_prep) == 7 * sizeof(uint32_t), "linear_forward_prep push constants");
 _Static_assert(sizeof(kiface_act) == 7 * sizeof(uint32_t), "linear_activation push constants");
