@@ -2,7 +2,8 @@
 // (tiles of C rounded to the storage type) and of
 // linear_coopmat_khr_splitk_gemm (VKG_PARTIAL: one workgroup per row tile
 // and slice of the reduction, writing the slice's f32 partial sums for
-// linear_narrow_reduce). The including .comp enables the extensions, sets
+// linear_narrow_reduce; with VKG_FUSED_DX too, linear_coopmat_khr_splitk_dx_gemm:
+// dX beside dW, coopmat_khr_fused_dx.glsl). The including .comp enables the extensions, sets
 // ETYPE and says what the kernel is; the tiling, loads, multiply and
 // epilogue are here, described in linear_coopmat_khr_gemm.comp.
 layout(constant_id = 0) const uint CM_M = 16;
