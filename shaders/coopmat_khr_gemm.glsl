@@ -2,7 +2,8 @@
 // (tiles of C rounded to the storage type) and of
 // linear_coopmat_khr_splitk_gemm (VKG_PARTIAL: one workgroup per row tile
 // and slice of the reduction, writing the slice's f32 partial sums for
-// linear_narrow_reduce). The including .comp enables the extensions, sets
+// linear_narrow_reduce; with VKG_FUSED_DX too, linear_coopmat_khr_splitk_dx_gemm:
+// dX beside dW, coopmat_khr_fused_dx.glsl). The including .comp enables the extensions, sets
 // ETYPE and says what the kernel is; the tiling, loads, multiply and
 // epilogue are here, described in linear_coopmat_khr_gemm.comp.
 layout(constant_id = 0) const uint CM_M = 16;
@@ -37,7 +38,20 @@ const uint LB = BN * BK / 8u / NT;
 // epilogue: per subgroup CM_M rows of WN f32, rows padded by one uvec4
 const uint ESTR = WN / 4u + 1u; // uvec4 per staged row
 const uint EPI = WARPS_M * WARPS_N * CM_M * ESTR;
+#if defined(VKG_FUSED_DX)
+// dX beside dW (linear_coopmat_khr_splitk_dx_gemm): after the two stages
+// W's tile, BM rows (out) of BN columns (in) as [o][n] (rows padded by one
+// uvec4, as B's), then each subgroup's staging of its dX rows (CM_M rows
+// of WN f32 at a time, as the epilogue's). Each k step's BK rows of dX are
+// WARPS_M × WARPS_N blocks of XROWS × WN, XTM × TN accumulators each.
+const uint SH_W = 2u * STAGE;
+const uint SH_X = SH_W + BM * BSTR;
+const uint XROWS = BK / WARPS_M;
+const uint XTM = XROWS / CM_M;
+const uint SH = SH_X + EPI; // (the final epilogue's EPI fits in front)
+#else
 const uint SH = 2u * STAGE > EPI ? 2u * STAGE : EPI;
+#endif
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { uint16_t a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { uint16_t b[]; };
@@ -57,6 +71,15 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB8 { uvec4 b8[]; };
 layout(std430, set = 0, binding = 2) buffer BufC4 { vec4 c4[]; };
 #else
 layout(std430, set = 0, binding = 2) buffer BufC8 { uvec4 c8[]; };
+#endif
+
+#if defined(VKG_FUSED_DX)
+// dX beside dW: W (out × in, row-major) and dX (batch × in), 16-bit, and
+// the same eight elements at a time
+layout(std430, set = 0, binding = 4) readonly buffer BufW { uint16_t w[]; };
+layout(std430, set = 0, binding = 5) buffer BufDX { uint16_t dx[]; };
+layout(std430, set = 0, binding = 4) readonly buffer BufW8 { uvec4 w8[]; };
+layout(std430, set = 0, binding = 5) buffer BufDX8 { uvec4 dx8[]; };
 #endif
 
 // push constants, flags, bindings: shaders/iface/kernels.h
@@ -267,5 +290,9 @@ void multiply(uint base, uint wm, uint wn)
 				acc[i * TN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * TN + j]);
 	}
 }
+
+#if defined(VKG_FUSED_DX)
+#include "coopmat_khr_fused_dx.glsl"
+#endif
 
 #include "coopmat_khr_main.glsl"

@@ -6,7 +6,9 @@
 // staged epilogue. The including file defines what differs: multiply()
 // (one product or three), LOAD_SLICE / STORE_SLICE (16-bit vectors, or f32
 // split into hi and lo), store_bias, store_c8, partial_setup and CMK_PK /
-// CMK_C_OFF (VKG_PARTIAL), and the tiling constants.
+// CMK_C_OFF (VKG_PARTIAL), and the tiling constants; with VKG_FUSED_DX
+// (split-K with dX beside dW) also load_w (W's tile into shared memory)
+// and fused_dx (each step's rows of dX).
 void main()
 {
 	const uint warp = gl_SubgroupID;
@@ -29,6 +31,11 @@ void main()
 	const uint nk = (CMK_PK + BK - 1u) / BK;
 	LOAD_SLICE(ra0, rb0, 0u);
 	STORE_SLICE(ra0, rb0, 0u);
+#if defined(VKG_FUSED_DX)
+	const bool xvec = (pc.dx_flags & VKG_FLAG_VEC_LOADS) != 0u;
+	const bool xaccum = (pc.dx_flags & VKG_FLAG_ACCUMULATE) != 0u;
+	load_w(n0, xvec); // (read after the barrier below)
+#endif
 	if (DEPTH == 2u && nk > 1u)
 		LOAD_SLICE(ra1, rb1, BK);
 	barrier();
@@ -53,6 +60,11 @@ void main()
 			}
 			const uint base = h * STAGE;
 			multiply(base, wm, wn);
+#if defined(VKG_FUSED_DX)
+			// dX of the stage's rows, before the barrier below (after it
+			// step ks + 1 stores slice ks + 2 into this stage)
+			fused_dx(base, ks, n0, xaccum, xvec);
+#endif
 			if (more) {
 				if (DEPTH == 1u || h == 1u)
 					STORE_SLICE(ra0, rb0, STAGE - base)

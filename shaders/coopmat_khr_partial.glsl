@@ -3,7 +3,12 @@
 // and, built with VKG_PARTIAL (split-K), where a workgroup's slice of the
 // reduction lies: the CMK_* names the loads, stores and main() read.
 #if defined(VKG_PARTIAL)
+#if defined(VKG_FUSED_DX)
+// (linear_coopmat_khr_splitk_dx_gemm: three words more, for dX)
+layout(push_constant) uniform Params { VKG_PC_GEMM_SPLIT_DX(uint) } pc;
+#else
 layout(push_constant) uniform Params { VKG_PC_GEMM_SPLIT(uint) } pc;
+#endif
 
 // This workgroup's slice of the reduction (partial_setup): its length, where
 // it starts in A and B, where its partial sums go. The loads and stores
@@ -15,6 +20,9 @@ uint slice_k, slice_a_off, slice_b_off, slice_c_off, slice_d_off;
 #define CMK_B_OFF slice_b_off
 #define CMK_C_OFF slice_c_off
 #define CMK_D_OFF slice_d_off
+#if defined(VKG_FUSED_DX)
+uint slice_row0; // the slice's first row of the reduction (dX's first row)
+#endif
 
 // Workgroup row r = m_base + gl_WorkGroupID.y is slice r / m_tiles, row tile
 // r % m_tiles. Slice s covers rows s·slice_len .. of the reduction, at most
@@ -33,6 +41,9 @@ uint partial_setup()
 	slice_b_off = pc.b_off + k0 * pc.N;
 	slice_c_off = pc.c_off + s * pc.M * pc.N;
 	slice_d_off = pc.d_off + s * pc.M;
+#if defined(VKG_FUSED_DX)
+	slice_row0 = k0;
+#endif
 	return r % pc.m_tiles;
 }
 #else

@@ -49,6 +49,8 @@ static const struct {
 	[KERN_SPLITK128] = GEMM("linear_splitk128_gemm", "splitk128"),
 	[KERN_CMK_SPLITK] = {"linear_coopmat_khr_splitk_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM,
 			     sizeof(kiface_gemm_split)},
+	[KERN_CMKS_DX] = {"linear_coopmat_khr_splitk_dx_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM_SPLIT_DX,
+			  sizeof(kiface_gemm_split_dx)},
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -77,6 +79,19 @@ uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_k
 	const uint32_t stage = pieces * (a_stage + bk * ((bn + 8) / 8));
 	const uint32_t epi = t.warps_m * t.warps_n * s.m * (t.wn / 4 + 1);
 	return 16 * (2 * stage > epi ? 2 * stage : epi);
+}
+
+uint32_t pipelines_cmks_dx_shared(cmk_shape s)
+{
+	const pipelines_cmk_tile t = PIPELINES_CMKS_TILE;
+	const uint32_t two = pipelines_cmk_shared(t, s, true); /* (16 · max(2 stages, EPI)) */
+	const uint32_t bm = t.warps_m * t.wm, bn = t.warps_n * t.wn, bk = t.bk;
+	if (!two || (bk / t.warps_m) % s.m || bk / t.warps_m < s.m || bk % t.warps_m || bm % s.k)
+		return 0;
+	/* in uvec4: the two stages (A k-major), W's tile, EPI (as the shader) */
+	const uint32_t stage = bk * ((bm + 8) / 8) + bk * ((bn + 8) / 8);
+	const uint32_t epi = t.warps_m * t.warps_n * s.m * (t.wn / 4 + 1);
+	return 16 * (2 * stage + bm * ((bn + 8) / 8) + epi);
 }
 
 /* The tilings, measured on the H200 (measurements/h200-2026-12-03/run2:
@@ -382,6 +397,33 @@ static bool cmks_usable(pipelines *p, const device *d, int t, bool cmk_ok)
 	return true;
 }
 
+/* Can KERN_CMKS_DX run for dtype t (f16/bf16 where KERN_CMK_SPLITK can:
+ * cmks_ok)? If not, why (into why[wl]; "" where its sibling is not served
+ * either, which says why already). */
+static bool cmks_dx_usable(const device *d, int t, bool cmks_ok, char *why, size_t wl)
+{
+	why[0] = 0;
+	if (!cmks_ok || t == PROTO_F32)
+		return false;
+	if (!kreg_find(kern_desc[KERN_CMKS_DX].name, proto_dtype_name((proto_dtype)t), kern_desc[KERN_CMKS_DX].variant)) {
+		snprintf(why, wl, "a daemon built with it; this one is not");
+		return false;
+	}
+	const cmk_shape s = d->cmk.shape[t];
+	const uint32_t b = pipelines_cmks_dx_shared(s);
+	if (!b) {
+		snprintf(why, wl, "cooperative matrices that fit its 16-row bands of dX; the device's %ux%ux%u do not",
+			 s.m, s.n, s.k);
+		return false;
+	}
+	if (b > d->props.limits.maxComputeSharedMemorySize) {
+		snprintf(why, wl, "%u bytes of shared memory per workgroup; the device offers "
+			 "maxComputeSharedMemorySize = %u", b, d->props.limits.maxComputeSharedMemorySize);
+		return false;
+	}
+	return true;
+}
+
 static double now_ms(void)
 {
 	struct timespec ts;
@@ -434,7 +476,7 @@ static void *build_one(void *arg)
  * cheap), as build jobs (specs: their specialization constants). 0, or -1
  * with err. */
 static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const bool *nv2_ok,
-			const bool *cmks_ok, build_job *jobs, cmk_spec *specs, nv2_spec *nv2s, t128_spec *t128s,
+			const bool *cmks_ok, const bool *cmks_dx_ok, build_job *jobs, cmk_spec *specs, nv2_spec *nv2s, t128_spec *t128s,
 			char *err, size_t errlen)
 {
 	int rc = 0;
@@ -484,7 +526,7 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			    d->props.limits.maxComputeSharedMemorySize < PIPELINES_NARROW_SHARED_BYTES)
 				continue;
 			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]) ||
-			    (k == KERN_CMK_SPLITK && !cmks_ok[t]))
+			    (k == KERN_CMK_SPLITK && !cmks_ok[t]) || (k == KERN_CMKS_DX && !cmks_dx_ok[t]))
 				continue;
 			if (k >= KERN_NV2_DW_S && k <= KERN_NV2_DX_S && !p->nv2_small_ok[t])
 				continue;
@@ -508,7 +550,7 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 					      pipelines_cmk_tile_for(p, k, (proto_dtype)t));
 				bj->spec = &cs->info;
 			}
-			if (k == KERN_CMK_SPLITK) { /* dW only: A along m */
+			if (k == KERN_CMK_SPLITK || k == KERN_CMKS_DX) { /* dW only: A along m */
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
 				cmk_spec_fill(cs, d->cmk.shape[t], true, PIPELINES_CMKS_TILE);
 				bj->spec = &cs->info;
@@ -562,6 +604,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 	}
 	p->cmk_small_below = cmk_small_below(env);
 	bool cmk_ok[PROTO_DTYPE_COUNT], nv2_ok[PROTO_DTYPE_COUNT], cmks_ok[PROTO_DTYPE_COUNT];
+	bool cmks_dx_ok[PROTO_DTYPE_COUNT];
 	for (int t = 0; t < PROTO_DTYPE_COUNT; t++) {
 		p->dtype_ok[t] = t == PROTO_F32 || d->storage16;
 		cmk_ok[t] = cmk_usable(p, d, t);
@@ -572,6 +615,11 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 		if (!cmks_ok[t] && cmk_ok[t])
 			log_info("%s (%s) not served: it needs %s", kern_name(KERN_CMK_SPLITK, t),
 				 proto_dtype_name((proto_dtype)t), p->cmks_why[t]);
+		char why[200];
+		cmks_dx_ok[t] = cmks_dx_usable(d, t, cmks_ok[t], why, sizeof(why));
+		if (!cmks_dx_ok[t] && why[0])
+			log_info("%s (%s) not served: it needs %s", kern_desc[KERN_CMKS_DX].name,
+				 proto_dtype_name((proto_dtype)t), why);
 		nv2_ok[t] = nv2_usable(p, d, t);
 		if (!nv2_ok[t] && t != PROTO_F32)
 			log_info("linear_coopmat_nv2_gemm (%s) not served: it needs %s",
@@ -583,7 +631,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 	if (rc == 0)
 		rc = nv2_choice(p, d, env, nv2_ok, err, errlen);
 	if (rc == 0)
-		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, cmks_ok, jobs, specs, nv2s, &t128s, err, errlen);
+		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, cmks_ok, cmks_dx_ok, jobs, specs, nv2s, &t128s, err, errlen);
 	for (int i = 0; i < NJ && rc == 0; i++)
 		if (jobs[i].module)
 			jobs[i].started = pthread_create(&jobs[i].thread, NULL, build_one, &jobs[i]) == 0;
@@ -609,6 +657,14 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 				vkDestroyPipeline(d->dev, p->pipe[dwk][t], NULL);
 				p->pipe[dwk][t] = VK_NULL_HANDLE;
 			}
+			continue;
+		}
+		if (rc == 0 && jobs[i].result != VK_SUCCESS && i / PROTO_DTYPE_COUNT == KERN_CMKS_DX) {
+			/* optional: the job's dX keeps its own pass without it */
+			const int t = i % PROTO_DTYPE_COUNT;
+			log_warn("%s (%s): creating its pipeline failed (VkResult %d); not served",
+				 kern_desc[KERN_CMKS_DX].name, proto_dtype_name((proto_dtype)t), jobs[i].result);
+			*jobs[i].out = VK_NULL_HANDLE;
 			continue;
 		}
 		if (rc == 0 && jobs[i].result != VK_SUCCESS && i / PROTO_DTYPE_COUNT == KERN_CMK_SPLITK) {

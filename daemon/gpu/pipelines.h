@@ -33,7 +33,10 @@
  * KiB of shared memory are, PIPELINES_CMKS_TILE; for f32
  * linear_coopmat_khr_f32x3_splitk_gemm, coopmat_khr_f32_splitk, where
  * linear_coopmat_khr_f32x3_gemm runs, 36 KiB), with linear_narrow_reduce
- * adding its slices. Their interfaces: shaders/iface/kernels.h. */
+ * adding its slices; and linear_coopmat_khr_splitk_dx_gemm (the same
+ * with dX = dY·W beside dW, for out <= 64, f16 and bf16, where
+ * linear_coopmat_khr_splitk_gemm runs and its 36 KiB of shared memory
+ * are: PIPELINES_CMKS_DX_SHARED). Their interfaces: shaders/iface/kernels.h. */
 enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMAT, KERN_TILED128,
        KERN_CMK_DW, KERN_CMK_DX, KERN_CMK_DW_S, KERN_CMK_DX_S, KERN_NV2_DW, KERN_NV2_DX, KERN_NV2_DW_S,
        KERN_NV2_DX_S, KERN_PREP /* linear_forward_prep: linear_forward's transpose and bias */,
@@ -44,6 +47,7 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
        KERN_NARROW_DX /* linear_narrow_input: dX with W in shared memory */,
        KERN_SPLITK128 /* linear_splitk128_gemm: split-K's partials on the 128 tile */,
        KERN_CMK_SPLITK /* linear_coopmat_khr_splitk_gemm (f32: linear_coopmat_khr_f32x3_splitk_gemm): split-K's dW/db partials on the tensor cores */,
+       KERN_CMKS_DX /* linear_coopmat_khr_splitk_dx_gemm: KERN_CMK_SPLITK with dX beside dW (out <= 64; f16/bf16) */,
        KERN_COUNT };
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
@@ -167,6 +171,12 @@ uint32_t pipelines_cmk_shared(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor);
 /* The same with `pieces` copies of the stage tiles (2: the hi and lo bf16
  * pieces of linear_coopmat_khr_f32x3_gemm). */
 uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_kmajor, uint32_t pieces);
+/* linear_coopmat_khr_splitk_dx_gemm (KERN_CMKS_DX): the same tiling; its
+ * shared memory for matrices of shape s, in bytes (the two stages, W's
+ * BM × BN tile, the dX staging: shaders/coopmat_khr_gemm.glsl SH), or 0
+ * where the tiling does not suit s (each k step's rows split over the
+ * subgroups in whole CM_M bands; out's BM in whole CM_K steps). */
+uint32_t pipelines_cmks_dx_shared(cmk_shape s);
 
 /* Save the cache atomically (temp file, fsync, rename); failures are logged. */
 void pipelines_save(const pipelines *p, const device *d);

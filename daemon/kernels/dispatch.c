@@ -6,6 +6,7 @@
 #include "record_priv.h"
 
 #include "kshape.h"
+#include "variant.h"
 
 #include <assert.h>
 #include <string.h>
@@ -272,22 +273,35 @@ static void record_splitk(const rec *r, bool for_dx, int k)
  * slices added by linear_narrow_reduce (the layout linear_splitk_reduce
  * reads, part[part_off + s·stride + i], but 16 lanes per element each
  * taking every 16th slice and a fixed tree, a fixed order: hundreds of
- * slices are short chains of loads, not one long one per element). */
-static void record_cmk_splitk(const rec *r)
+ * slices are short chains of loads, not one long one per element).
+ * fused (KERN_CMKS_DX, linear_coopmat_khr_splitk_dx_gemm: out <= 64, one
+ * row tile): the same grid also writes dX = dY·W, each workgroup its
+ * slice's rows and column tile (W and dX bound fifth and sixth; dX
+ * rounded once, accumulating onto what it holds where the job does). */
+static void record_cmk_splitk(const rec *r, bool fused)
 {
 	const proto_request *q = &r->j->req;
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
+	const int k = fused ? KERN_CMKS_DX : KERN_CMK_SPLITK;
 	const uint32_t S = r->j->plan.slices;
 	const uint64_t K = q->batch, m = q->out, n = dw ? q->in : 1, mn = m * q->in;
 	const uint64_t L = kshape_cmks_len(K, S);
 	const uint32_t SK = (uint32_t)((K + L - 1) / L);
-	assert(SK == S && L <= kshape_max_k(KERN_CMK_SPLITK, q->dtype));
+	assert(SK == S && L <= kshape_max_k(k, q->dtype));
 	const uint64_t tm = PIPELINES_CMKS_BM, tn = PIPELINES_CMKS_BN;
 	const uint64_t mt = (m + tm - 1) / tm;
-	binding b[VKG_BINDINGS_GEMM] = {grid_bind_tensor(r, PROTO_T_DY), grid_bind_tensor(r, PROTO_T_X),
-					grid_bind_partials(r, false), grid_bind_partials(r, false)};
-	grid_bind_pipe(r, KERN_CMK_SPLITK);
-	grid_push_set(r, KERN_CMK_SPLITK, b, VKG_BINDINGS_GEMM);
+	/* (fused: dW's one row tile holds all of out, and every column tile
+	 * of in has its workgroups: dW is asked for) */
+	assert(!fused || (mt == 1 && dw));
+	binding b[VKG_BINDINGS_GEMM_SPLIT_DX] = {grid_bind_tensor(r, PROTO_T_DY), grid_bind_tensor(r, PROTO_T_X),
+						 grid_bind_partials(r, false), grid_bind_partials(r, false)};
+	if (fused) {
+		b[4] = grid_bind_tensor(r, PROTO_T_W);
+		b[5] = grid_bind_tensor(r, PROTO_T_DX);
+	}
+	grid_bind_pipe(r, k);
+	grid_push_set(r, k, b, pipelines_bindings(k));
+	kiface_gemm_split_dx pcx;
 	kiface_gemm_split pc = {
 		.M = (uint32_t)m, .N = (uint32_t)q->in, .K = (uint32_t)K,
 		.a_off = b[0].elem_off, .b_off = b[1].elem_off,
@@ -298,8 +312,23 @@ static void record_cmk_splitk(const rec *r)
 		.slice_len = (uint32_t)L, .m_tiles = (uint32_t)mt,
 	};
 	pc.flags |= vec_flag(q, KERN_CMK_SPLITK, pc.a_off, pc.b_off);
-	grid_split(r, KERN_CMK_SPLITK, &pc, sizeof(pc), &pc.m_base, 1, &pc.n_base, 1, (n + tn - 1) / tn,
-		   mt * S, tm * tn * L);
+	if (fused) {
+		/* the partials' words, then dX's: W read and dX written eight
+		 * at a time where in and both offsets are multiples of 8 */
+		memset(&pcx, 0, sizeof(pcx));
+		memcpy(&pcx, &pc, sizeof(pc));
+		pcx.w_off = b[4].elem_off;
+		pcx.dx_off = b[5].elem_off;
+		pcx.dx_flags = (q->accumulate ? VKG_FLAG_ACCUMULATE : 0u) |
+			       (q->in % 8 == 0 && pcx.w_off % 8 == 0 && pcx.dx_off % 8 == 0 ? VKG_FLAG_VEC_LOADS : 0u);
+		/* (a workgroup's multiply-adds: dW's tile and as many again for
+		 * its rows × columns of dX over out's BM) */
+		grid_split(r, k, &pcx, sizeof(pcx), &pcx.m_base, 1, &pcx.n_base, 1, (n + tn - 1) / tn, mt * S,
+			   2 * tm * tn * L);
+	} else {
+		grid_split(r, k, &pc, sizeof(pc), &pc.m_base, 1, &pc.n_base, 1, (n + tn - 1) / tn, mt * S,
+			   tm * tn * L);
+	}
 	r->rc->ops.barrier_inside(r);
 	record_splitk_reduce(r, KERN_NARROW_RED, false, S, S, mn);
 }
@@ -410,6 +439,9 @@ static void record_input(const rec *r)
 
 int dispatch_unit_kernel(const job *j, unsigned mask)
 {
+	if (variant_dx_fused(&j->plan))
+		return mask == UNIT_BOTH ? KERN_CMKS_DX : mask == UNIT_PARAM ? KERN_CMK_SPLITK : KERN_CMK_DX;
+	assert(mask != UNIT_BOTH);
 	const int k = mask == UNIT_PARAM ? j->plan.param : j->plan.input;
 	if (k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_CMK_SPLITK || k == KERN_NARROW ||
 	    k == KERN_NARROW_DX || is_gemm(k))
@@ -422,8 +454,8 @@ void dispatch_unit(const rec *r, unsigned mask)
 	const int k = dispatch_unit_kernel(r->j, mask);
 	if (k == KERN_SPLITK || k == KERN_SPLITK128)
 		record_splitk(r, mask == UNIT_INPUT, k);
-	else if (k == KERN_CMK_SPLITK)
-		record_cmk_splitk(r);
+	else if (k == KERN_CMK_SPLITK || k == KERN_CMKS_DX)
+		record_cmk_splitk(r, k == KERN_CMKS_DX);
 	else if (k == KERN_NARROW)
 		record_narrow_param(r);
 	else if (k == KERN_NARROW_DX)
@@ -494,7 +526,13 @@ void dispatch_forward(const rec *r)
 
 void dispatch_backward_units(const rec *r, bool param, bool input)
 {
+	/* dX beside dW: both units in one pass (one at a time: unfused) */
+	const bool both = param && input && variant_dx_fused(&r->j->plan);
 	if (r->j->req.activation == PROTO_ACT_NONE) {
+		if (both) {
+			dispatch_unit(r, UNIT_BOTH);
+			return;
+		}
 		if (param)
 			dispatch_unit(r, UNIT_PARAM);
 		if (input)
@@ -509,6 +547,10 @@ void dispatch_backward_units(const rec *r, bool param, bool input)
 	rec ar = *r;
 	activation_view(r->j, &aj);
 	ar.j = &aj;
+	if (both) {
+		dispatch_unit(&ar, UNIT_BOTH);
+		return;
+	}
 	if (param)
 		dispatch_unit(&ar, UNIT_PARAM);
 	if (input)

@@ -6,6 +6,7 @@
 #ifndef VKG_DAEMON_KIFACE_H
 #define VKG_DAEMON_KIFACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "shaders/iface/kernels.h"
@@ -14,6 +15,7 @@ typedef struct kiface_param { VKG_PC_PARAM(uint32_t) } kiface_param;
 typedef struct kiface_input { VKG_PC_INPUT(uint32_t) } kiface_input;
 typedef struct kiface_gemm { VKG_PC_GEMM(uint32_t) } kiface_gemm;
 typedef struct kiface_gemm_split { VKG_PC_GEMM_SPLIT(uint32_t) } kiface_gemm_split;
+typedef struct kiface_gemm_split_dx { VKG_PC_GEMM_SPLIT_DX(uint32_t) } kiface_gemm_split_dx;
 typedef struct kiface_reduce { VKG_PC_REDUCE(uint32_t) } kiface_reduce;
 typedef struct kiface_prep { VKG_PC_PREP(uint32_t) } kiface_prep;
 typedef struct kiface_act { VKG_PC_ACT(uint32_t) } kiface_act;
@@ -33,6 +35,10 @@ _Static_assert(sizeof(kiface_param) == 10 * sizeof(uint32_t), "linear_parameter_
 _Static_assert(sizeof(kiface_input) == 10 * sizeof(uint32_t), "linear_input_backward push constants");
 _Static_assert(sizeof(kiface_gemm) == 12 * sizeof(uint32_t), "GEMM kernels' push constants");
 _Static_assert(sizeof(kiface_gemm_split) == 14 * sizeof(uint32_t), "linear_coopmat_khr_splitk_gemm push constants");
+_Static_assert(sizeof(kiface_gemm_split_dx) == 17 * sizeof(uint32_t), "linear_coopmat_khr_splitk_dx_gemm push constants");
+/* (dispatch.c fills its first words as a kiface_gemm_split) */
+_Static_assert(offsetof(kiface_gemm_split_dx, w_off) == sizeof(kiface_gemm_split),
+	       "linear_coopmat_khr_splitk_dx_gemm's words begin as the split-K GEMM's");
 _Static_assert(sizeof(kiface_reduce) == 7 * sizeof(uint32_t), "linear_splitk_reduce push constants");
 _Static_assert(sizeof(kiface_prep) == 7 * sizeof(uint32_t), "linear_forward_prep push constants");
 _Static_assert(sizeof(kiface_act) == 7 * sizeof(uint32_t), "linear_activation push constants");
@@ -44,7 +50,8 @@ _Static_assert(sizeof(kiface_peak_mma) == 1 * sizeof(uint32_t), "bench_peak_mma 
 _Static_assert(sizeof(kiface_peak_nv2) == 2 * sizeof(uint32_t), "bench_peak_nv2 push constants");
 _Static_assert(sizeof(kiface_peak_copy) == 1 * sizeof(uint32_t), "bench_peak_copy push constants");
 _Static_assert(sizeof(kiface_gemm) <= 128 && sizeof(kiface_param) <= 128 &&
-		       sizeof(kiface_input) <= 128 && sizeof(kiface_reduce) <= 128,
+		       sizeof(kiface_input) <= 128 && sizeof(kiface_reduce) <= 128 &&
+		       sizeof(kiface_gemm_split_dx) <= 128,
 	       "push constants beyond the guaranteed maxPushConstantsSize");
 
 #endif

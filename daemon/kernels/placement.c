@@ -74,13 +74,17 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
  * tile, or on the tensor cores)? */
 static bool is_splitk(int k)
 {
-	return k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_CMK_SPLITK;
+	return k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_CMK_SPLITK || k == KERN_CMKS_DX;
 }
 
 /* Split-K's or the narrow family's partials given up: dW (and db) by the
  * tiled kernel, db alone by the seed kernel. */
 static void drop_param_splitk(job *j)
 {
+	/* (dX beside dW: dX back on its own pass, coopmat_khr, which needs
+	 * no scratch) */
+	if (variant_dx_fused(&j->plan))
+		j->plan.input = KERN_CMK_DX;
 	if (is_splitk(j->plan.param) || j->plan.param == KERN_NARROW) {
 		j->plan.param = j->req.t[PROTO_T_DW].present ? KERN_TILED : KERN_PARAM;
 		j->plan.slices = 1;
@@ -89,7 +93,7 @@ static void drop_param_splitk(job *j)
 
 static void drop_input_splitk(job *j)
 {
-	if (is_splitk(j->plan.input)) {
+	if (is_splitk(j->plan.input) && !variant_dx_fused(&j->plan)) {
 		j->plan.input = KERN_TILED;
 		j->plan.dx_slices = 1;
 	}
@@ -144,7 +148,7 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 		else if (j->plan.param == KERN_SPLITK128 && s)
 			/* whole 16-row steps, none empty (the same when s is the plan's) */
 			j->plan.slices = kshape_s128_slices(q->batch, s);
-		else if (j->plan.param == KERN_CMK_SPLITK && s)
+		else if ((j->plan.param == KERN_CMK_SPLITK || j->plan.param == KERN_CMKS_DX) && s)
 			/* whole 64-row trips, none empty (below min_slices: past the
 			 * loop bound, given up) */
 			j->plan.slices = kshape_cmks_slices(q->batch, s);
@@ -153,7 +157,7 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
 			drop_param_splitk(j);
 	}
-	if (is_splitk(j->plan.input)) {
+	if (is_splitk(j->plan.input) && !variant_dx_fused(&j->plan)) {
 		j->plan.dx_slices = fit_slices(p, kshape_splitk_dx_elems(q, 1), j->plan.dx_slices);
 		if (j->plan.input == KERN_SPLITK128 && j->plan.dx_slices)
 			j->plan.dx_slices = kshape_s128_slices(q->out, j->plan.dx_slices);
@@ -164,7 +168,7 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 		j->splitk_off = 0;
 		bytes += scratch_round(param_elems(j, q, j->plan.slices) * 4);
 	}
-	if (is_splitk(j->plan.input)) {
+	if (is_splitk(j->plan.input) && !variant_dx_fused(&j->plan)) {
 		j->splitk_dx_off = bytes;
 		bytes += scratch_round(kshape_splitk_dx_elems(q, j->plan.dx_slices) * 4);
 	}
@@ -208,8 +212,11 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	/* (only where linear_coopmat_khr_gemm runs too; f32's is
 	 * coopmat_khr_f32_splitk's: forced only, variant_cmks_fits) */
 	const bool cmks = p->pl->pipe[KERN_CMK_SPLITK][t] && p->pl->pipe[KERN_NARROW_RED][t];
+	/* dX beside it (f16/bf16 only, variant_cmks_dx_fits) */
+	const bool cmks_dx = cmks && p->pl->pipe[KERN_CMKS_DX][t];
 	j->plan = variant_choose_costed(q, (p->pl->pipe[KERN_COOPMAT][t] ? VARIANT_HAS_COOPMAT : 0u) |
 						  (narrow ? VARIANT_HAS_NARROW : 0u) | (cmks ? VARIANT_HAS_CMKS : 0u) |
+						  (cmks_dx ? VARIANT_HAS_CMKS_DX : 0u) |
 						  (cmk ? (t == PROTO_F32 ? VARIANT_HAS_F32X3 : VARIANT_HAS_CMK) : 0u) |
 						  (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t]
 							   ? VARIANT_HAS_NV2 : 0u),

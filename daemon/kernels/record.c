@@ -5,6 +5,8 @@
  * What each job dispatches is dispatch.c's. */
 #include "record_priv.h"
 
+#include "variant.h"
+
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -524,6 +526,12 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 		const bool input = t[PROTO_T_DX].present;
 		if (r.j->req.activation != PROTO_ACT_NONE) {
 			record_activated(&r, param, input);
+			continue;
+		}
+		/* dX beside dW: one pass binding every tensor of both units,
+		 * ordered (needs_barrier) against all of them */
+		if (param && input && variant_dx_fused(&r.j->plan)) {
+			record_unit(&r, UNIT_BOTH);
 			continue;
 		}
 		/* a job's two units are independent (proto_job_check: no output

@@ -112,12 +112,18 @@ typedef struct rec {
 /* Tensor slots each kernel binds. */
 #define UNIT_PARAM ((1u << PROTO_T_X) | (1u << PROTO_T_DY) | (1u << PROTO_T_DW) | (1u << PROTO_T_DB))
 #define UNIT_INPUT ((1u << PROTO_T_DY) | (1u << PROTO_T_W) | (1u << PROTO_T_DX))
+/* both in one pass: a plan with dX beside dW (variant_dx_fused) */
+#define UNIT_BOTH (UNIT_PARAM | UNIT_INPUT)
 
 /* dispatch.c (record.c's parts it needs: recorder.ops) */
 
-/* The kernel one unit (UNIT_PARAM: dW/db, UNIT_INPUT: dX) of the job
- * starts with: its plan's split-K or GEMM kernel, else the plain
- * linear_parameter_backward / linear_input_backward. */
+/* The kernel one unit (UNIT_PARAM: dW/db, UNIT_INPUT: dX; UNIT_BOTH: the
+ * two in one pass, where the plan has dX beside dW) of the job starts
+ * with: its plan's split-K or GEMM kernel, else the plain
+ * linear_parameter_backward / linear_input_backward. A plan with dX
+ * beside dW (KERN_CMKS_DX) recorded one unit at a time (a streamed job's
+ * dW pass and dX chunks) runs them unfused: KERN_CMK_SPLITK and
+ * KERN_CMK_DX. */
 int dispatch_unit_kernel(const job *j, unsigned mask);
 
 /* The kernels of one unit (dW/db, or dX) of the job. Barriers only inside

@@ -250,7 +250,7 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 	const uint64_t per_slice = kshape_max_k(KERN_SPLITK, q->dtype);
 	if (q->dtype == PROTO_F32)
 		return;
-	if (p->param == KERN_SPLITK128 || p->param == KERN_CMK_SPLITK) {
+	if (p->param == KERN_SPLITK128 || p->param == KERN_CMK_SPLITK || p->param == KERN_CMKS_DX) {
 		/* f32 partials already, slices within the loop bound */
 	} else if (p->param == KERN_SPLITK) {
 		/* without split-K it would run tiled (placement.c): cut there */
@@ -261,7 +261,8 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 		p->slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->batch, per_slice));
 		p->min_slices = 1;
 	}
-	if (p->input >= 0 && p->input != KERN_SPLITK128 && q->out > kshape_max_k(p->input, q->dtype)) {
+	if (p->input >= 0 && p->input != KERN_SPLITK128 && p->input != KERN_CMKS_DX &&
+	    q->out > kshape_max_k(p->input, q->dtype)) {
 		p->input = KERN_SPLITK;
 		p->dx_slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->out, per_slice));
 	}
@@ -394,6 +395,18 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param)
 	       q->in >= VARIANT_CMK_DX_MIN_FEATURES;
 }
 
+bool variant_dx_fused(const variant_plan *p)
+{
+	return p->param == KERN_CMKS_DX;
+}
+
+bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param)
+{
+	return q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_CMKS_DX) && (caps & VARIANT_HAS_CMK) &&
+	       q->dtype != PROTO_F32 && param == KERN_CMK_SPLITK && q->t[PROTO_T_DX].present &&
+	       q->out <= VARIANT_CMKS_DX_MAX_OUT && q->in <= VARIANT_CMKS_MAX_FEATURES;
+}
+
 static variant_plan choose(const proto_request *q, unsigned caps, const costmodel *cm)
 {
 	variant_plan p = {.param = -1, .input = -1, .slices = 1, .min_slices = 2, .dx_slices = 1};
@@ -441,7 +454,10 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.param = q->variant == PROTO_VARIANT_GENERIC ? KERN_PARAM : KERN_TILED;
 		}
 	}
-	if (q->t[PROTO_T_DX].present) {
+	if (variant_cmks_dx_fits(q, caps, p.param)) {
+		/* dX beside dW in one pass (variant.h): the dX unit is the dW unit's */
+		p.param = p.input = KERN_CMKS_DX;
+	} else if (q->t[PROTO_T_DX].present) {
 		if (force_cmk || force_cmks) /* (coopmat_khr_splitk: dX on coopmat_khr;
 					      * coopmat_khr_f32_splitk: on coopmat_khr_f32x3) */
 			p.input = KERN_CMK_DX;

@@ -4,6 +4,10 @@
  * family for every part of the job:
  *
  *   part   kernel                      when
+ *   dW+db  linear_coopmat_khr_splitk_  where dW/db took coopmat_khr_splitk
+ *   +dX    dx_gemm + linear_narrow_    (below) and dX is asked for too, with
+ *          reduce (split-K, fused db   out <= 64 and the device has it
+ *          and dX: one pass over dY)   (variant_cmks_dx_fits, below)
  *   dW+db  linear_coopmat_khr_splitk_  f16 or bf16 on a device with
  *          gemm + linear_narrow_reduce VK_KHR_cooperative_matrix for it, batch
  *          (split-K, fused db)         >= 16384, in, out <= 1024, at most
@@ -169,6 +173,9 @@ bool variant_refused(const pipelines *pl, const device *dev, proto_variant v, pr
  * For f32 this bit means linear_coopmat_khr_f32x3_splitk_gemm, which only
  * `coopmat_khr_f32_splitk` forces (variant_cmks_fits excludes f32). */
 #define VARIANT_HAS_CMKS 32u
+/* linear_coopmat_khr_splitk_dx_gemm (KERN_CMKS_DX: dX beside split-K's dW,
+ * f16/bf16): auto takes it where variant_cmks_dx_fits */
+#define VARIANT_HAS_CMKS_DX 64u
 variant_plan variant_choose(const proto_request *q, unsigned caps);
 
 /* The same with a measured cost model (costmodel.h; NULL: none): where
@@ -361,6 +368,33 @@ bool variant_narrow_fits(const proto_request *q);
  * The dX rule: variant_cmk_dx_narrow(q, caps, dW's kernel). */
 #define VARIANT_CMK_DX_MIN_FEATURES 64
 bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
+/* ---- dX beside dW in the split-K pass (KERN_CMKS_DX) ----------------------
+ * linear_coopmat_khr_splitk_dx_gemm: linear_coopmat_khr_splitk_gemm whose
+ * workgroups (slice × 64-wide column tile of in) also write dX = dY·W for
+ * their slice's rows and column tile, from the dY rows already in their
+ * shared stage and W's tile held in shared memory, summed over all of out
+ * in f32 and rounded once; each dX element written by one workgroup (the
+ * same bits every run). Traffic X + dY + dX instead of X + 2·dY + dX, one
+ * launch less. Valid for out <= VARIANT_CMKS_DX_MAX_OUT (= the one 64-row
+ * tile of dW: each workgroup's stage holds all of out), in <= 1024,
+ * f16/bf16. `auto` takes it (variant_cmks_dx_fits) where dW/db went to
+ * coopmat_khr_splitk (choose_param_auto), dX is asked for, out <= 64 and
+ * the device has its pipeline (and coopmat_khr's, which a streamed job's
+ * dX chunks run on: dispatch.c runs a fused plan's units one at a time
+ * unfused); the plan is then param = input = KERN_CMKS_DX (the dX unit is
+ * the dW unit's, variant_dx_fused; placement gives split-K up as a whole:
+ * dW then tiled, dX on coopmat_khr). This takes dX ahead of the rules for
+ * a narrow layer's dX (variant_cmk_dx_narrow, the narrow family for in <
+ * 64), so 1,048,576x32x16 and 262,147x33x17 run fused too. Forced
+ * `coopmat_khr_splitk` keeps the unfused plan (dX on coopmat_khr), to
+ * compare against. NOT YET RUN ON A GPU: written without a device that has
+ * cooperative matrices (compiled and validated by spirv-val only); the
+ * last unfused numbers on the H200 (bf16 1,048,576x64x64, 2026-12-06):
+ * dW+db 150 us, full backward 417 us, cuBLAS 307. */
+#define VARIANT_CMKS_DX_MAX_OUT 64 /* = PIPELINES_CMKS_BM */
+bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
+/* Does plan p run dX in its dW pass (KERN_CMKS_DX)? */
+bool variant_dx_fused(const variant_plan *p);
 #define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
 #define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */
 /* auto: in and out at most 1024 and at most 16 tiles of 64x64. H200,

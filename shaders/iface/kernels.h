@@ -80,6 +80,22 @@
 	VKG_PC_GEMM(u)                                                         \
 	u slice_len; /* rows of the reduction per slice (the last: what is left) */ \
 	u m_tiles;   /* row tiles of C per slice */
+/* linear_coopmat_khr_splitk_dx_gemm: linear_coopmat_khr_splitk_gemm's
+ * words, then dX = dY·W beside dW (out <= 64: one row tile, m_tiles 1):
+ * the workgroup of slice s and column tile j also writes dX's rows of
+ * slice s (rows s·slice_len .., at dx_off + row·N + column, stride N = in)
+ * and columns of tile j, from the dY rows in its shared stage and W's
+ * rows 0..M-1 (out) and tile j's columns (at w_off + o·N + column),
+ * summed over all of out in f32 and rounded once. dx_flags:
+ * VKG_FLAG_ACCUMULATE (dX += the product, rounded once) and
+ * VKG_FLAG_VEC_LOADS (W read and dX written eight elements at a time: N,
+ * w_off and dx_off multiples of 8); pc.flags stays the partials'. */
+#define VKG_PC_GEMM_SPLIT_DX(u)                                                \
+	VKG_PC_GEMM_SPLIT(u)                                                   \
+	u w_off;                                                               \
+	u dx_off;                                                              \
+	u dx_flags;
+#define VKG_BINDINGS_GEMM_SPLIT_DX 6 /* A = dY, B = X, C, d (partials), W, dX */
 /* linear_tiled_gemm, linear_splitk_gemm (the same body) and
  * linear_coopmat_nv2_gemm bind a fifth buffer, e: the f32 running sums of a
  * reduction resumed across dispatches (VKG_FLAG_SUMS_IN / _OUT: stream.c's

@@ -36,6 +36,7 @@ static const struct {
 	{"linear_coopmat_khr_f32x3_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_splitk_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm_split)},
 	{"linear_coopmat_khr_f32x3_splitk_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm_split)},
+	{"linear_coopmat_khr_splitk_dx_gemm", VKG_BINDINGS_GEMM_SPLIT_DX, sizeof(kiface_gemm_split_dx)},
 	{"linear_forward_prep", VKG_BINDINGS_PREP, sizeof(kiface_prep)},
 	{"linear_activation", VKG_BINDINGS_ACT, sizeof(kiface_act)},
 	{"optim_step", VKG_BINDINGS_OPTIM, sizeof(kiface_optim)},

@@ -838,6 +838,125 @@ static void test_cmk_splitk_narrow_long(void **state)
 		}
 }
 
+/* dX beside dW (KERN_CMKS_DX, linear_coopmat_khr_splitk_dx_gemm;
+ * variant.h): auto takes it, f16/bf16, where dW/db went to
+ * coopmat_khr_splitk, dX is asked for, out <= 64 and the device has it
+ * (VARIANT_HAS_CMKS_DX beside coopmat_khr's); the plan is then param =
+ * input = KERN_CMKS_DX with coopmat_khr_splitk's slices, and no tiling
+ * pass moves it. Not for out > 64, f32, db alone, dX absent, dX alone,
+ * devices without it, or a forced coopmat_khr_splitk (unfused: dX on
+ * coopmat_khr). */
+static void test_cmks_dx_fused(void **state)
+{
+	(void)state;
+	const unsigned unfused = VARIANT_HAS_NARROW | VARIANT_HAS_CMK | VARIANT_HAS_CMKS;
+	const unsigned gpu = unfused | VARIANT_HAS_CMKS_DX;
+	static const uint64_t fused[][3] = {{1048576, 64, 64}, {65537, 3, 5},     {131071, 64, 64},
+					    {262147, 33, 17},  {100003, 64, 40},  {65536, 257, 64},
+					    {1048576, 32, 16}, {262144, 1024, 16}, {16384, 1, 1}};
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+		for (size_t i = 0; i < sizeof(fused) / sizeof(fused[0]); i++)
+			for (int db = 0; db < 2; db++) {
+				proto_request q = job(fused[i][0], fused[i][1], fused[i][2], true, db, true,
+						      PROTO_VARIANT_AUTO);
+				q.dtype = (proto_dtype)dt;
+				variant_plan p = variant_choose(&q, gpu);
+				assert_int_equal(p.param, KERN_CMKS_DX);
+				assert_int_equal(p.input, KERN_CMKS_DX);
+				assert_true(variant_dx_fused(&p));
+				/* coopmat_khr_splitk's slices: whole trips, none empty */
+				proto_request qw = q;
+				qw.t[PROTO_T_DX].present = false;
+				const variant_plan pw = variant_choose(&qw, gpu);
+				assert_int_equal(pw.param, KERN_CMK_SPLITK);
+				assert_int_equal(p.slices, pw.slices);
+				assert_int_equal(p.min_slices, pw.min_slices);
+				assert_int_equal(p.dx_slices, 1);
+				const uint64_t l = kshape_cmks_len(q.batch, p.slices);
+				assert_true((uint64_t)(p.slices - 1) * l < q.batch && (uint64_t)p.slices * l >= q.batch);
+				assert_true(l <= kshape_max_k(KERN_CMKS_DX, q.dtype));
+				/* the tiling passes leave it */
+				variant_nv2_large(&p, &q, 128, 128, 1);
+				variant_nv2_small(&p, &q, 64, 64, 1);
+				variant_cmk_tiling(&p, &q, UINT64_MAX, 128, 128);
+				variant_widen(&p, &q);
+				variant_splitk128(&p, &q);
+				assert_int_equal(p.param, KERN_CMKS_DX);
+				assert_int_equal(p.input, KERN_CMKS_DX);
+				/* a device without it: unfused (dX on its own pass) */
+				p = variant_choose(&q, unfused);
+				assert_false(variant_dx_fused(&p));
+				assert_int_not_equal(p.input, KERN_CMKS_DX);
+				assert_true(p.input >= 0);
+				/* without coopmat_khr (nor the bit alone): not it */
+				p = variant_choose(&q, VARIANT_HAS_NARROW | VARIANT_HAS_CMKS | VARIANT_HAS_CMKS_DX);
+				assert_false(variant_dx_fused(&p));
+				/* forced coopmat_khr_splitk: unfused, dX on coopmat_khr */
+				q.variant = PROTO_VARIANT_COOPMAT_KHR_SPLITK;
+				p = variant_choose(&q, gpu);
+				assert_int_equal(p.param, KERN_CMK_SPLITK);
+				assert_int_equal(p.input, KERN_CMK_DX);
+				assert_false(variant_dx_fused(&p));
+			}
+		/* out > 64: unfused (coopmat_khr_splitk + coopmat_khr's dX) */
+		proto_request q = job(1048576, 64, 65, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		variant_plan p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		assert_int_equal(p.input, KERN_CMK_DX);
+		q = job(262144, 256, 256, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_false(variant_dx_fused(&p));
+		assert_int_equal(p.input, KERN_CMK_DX);
+		/* dW/db not on coopmat_khr_splitk (a short batch; in > 1024): not it */
+		q = job(16383, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_false(variant_dx_fused(&p));
+		assert_int_not_equal(p.input, KERN_CMKS_DX);
+		q = job(1048576, 1025, 16, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_false(variant_dx_fused(&p));
+		assert_int_not_equal(p.input, KERN_CMKS_DX);
+		/* db alone with dX: dW not asked, so dW/db not on coopmat_khr_splitk */
+		q = job(1048576, 64, 64, false, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_false(variant_dx_fused(&p));
+		assert_int_not_equal(p.input, KERN_CMKS_DX);
+		/* dX absent: coopmat_khr_splitk alone */
+		q = job(1048576, 64, 64, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		assert_int_equal(p.input, -1);
+		/* dX alone: its own pass */
+		q = job(1048576, 64, 64, false, false, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, -1);
+		assert_int_equal(p.input, KERN_CMK_DX);
+		/* the rule itself */
+		q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		assert_true(variant_cmks_dx_fits(&q, gpu, KERN_CMK_SPLITK));
+		assert_false(variant_cmks_dx_fits(&q, gpu, KERN_NARROW));
+		assert_false(variant_cmks_dx_fits(&q, unfused, KERN_CMK_SPLITK));
+	}
+	/* f32: never (the pipeline is f16/bf16 only), auto or forced */
+	proto_request q = job(1048576, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	variant_plan p = variant_choose(&q, gpu | VARIANT_HAS_F32X3);
+	assert_false(variant_dx_fused(&p));
+	assert_int_not_equal(p.input, KERN_CMKS_DX);
+	assert_false(variant_cmks_dx_fits(&q, gpu | VARIANT_HAS_F32X3, KERN_CMK_SPLITK));
+	q.variant = PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK;
+	p = variant_choose(&q, gpu | VARIANT_HAS_F32X3);
+	assert_int_equal(p.param, KERN_CMK_SPLITK);
+	assert_int_equal(p.input, KERN_CMK_DX);
+}
+
 /* Split-K of f32 on the bf16 tensor cores (coopmat_khr_f32_splitk, f32's
  * KERN_CMK_SPLITK): forced only. Forced f32 dW/db run on it with
  * coopmat_khr_splitk's slices (whole 64-row trips, none empty, about
@@ -1091,6 +1210,7 @@ int main(void)
 		cmocka_unit_test(test_splitk128_mid_size),
 		cmocka_unit_test(test_cmk_splitk_narrow_long),
 		cmocka_unit_test(test_f32_splitk_forced_only),
+		cmocka_unit_test(test_cmks_dx_fused),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
