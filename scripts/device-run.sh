@@ -276,7 +276,7 @@ suite_check() {
 	if [ -n "$PY_MODULES" ] && in_budget "tests/python: $PY_MODULES"; then
 		say "tests/python: $PY_MODULES on this GPU"
 		# shellcheck disable=SC2086
-		(cd "$ROOT/tests/python" && . "$B/env.sh" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 \
+		(. "$B/env.sh" && cd "$ROOT/tests/python" && BUILD="$B/bin" VKGRAD_TEST_VALIDATION=0 \
 			VKGRAD_TEST_SYNC_VALIDATION=0 PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
 			timeout 150 "$PY" -c 'import sys, runner; runner.main(*sys.argv[1:])' $PY_MODULES) \
 			>"$R/py_modules.txt" 2>&1 || fail "tests/python: $PY_MODULES"

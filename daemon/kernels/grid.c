@@ -102,7 +102,7 @@ void grid_bind_pipe(const rec *r, int k)
 void grid_push_set(const rec *r, int k, const binding *b, uint32_t n)
 {
 	recorder *rc = r->rc;
-	assert(n <= VKG_BINDINGS_GEMM_SUMS);
+	assert(n <= VKG_BINDINGS_MAX);
 	bool same = rc->set_layout == rc->pl->layout[k] && rc->set_n == n;
 	for (uint32_t i = 0; same && i < n; i++)
 		same = memcmp(&rc->set_info[i], &b[i].info, sizeof(b[i].info)) == 0;
@@ -112,7 +112,7 @@ void grid_push_set(const rec *r, int k, const binding *b, uint32_t n)
 	rc->set_n = n;
 	for (uint32_t i = 0; i < n; i++)
 		rc->set_info[i] = b[i].info;
-	VkWriteDescriptorSet w[VKG_BINDINGS_GEMM_SUMS];
+	VkWriteDescriptorSet w[VKG_BINDINGS_MAX];
 	for (uint32_t i = 0; i < n; i++)
 		w[i] = (VkWriteDescriptorSet){
 			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,

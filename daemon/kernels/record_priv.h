@@ -83,7 +83,7 @@ struct recorder {
 	VkPipeline bound_pipe;
 	VkPipelineLayout set_layout;
 	uint32_t set_n;
-	VkDescriptorBufferInfo set_info[VKG_BINDINGS_GEMM_SUMS];
+	VkDescriptorBufferInfo set_info[VKG_BINDINGS_MAX];
 };
 
 typedef struct binding {

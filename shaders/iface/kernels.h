@@ -102,6 +102,8 @@
  * batch chunks of dW), C's M×N (row-major, stride N) then d's M, bound at
  * its first element. */
 #define VKG_BINDINGS_GEMM_SUMS 5 /* A, B, C, d, e */
+/* the most any kernel binds (the recorder's push-descriptor arrays) */
+#define VKG_BINDINGS_MAX 6
 #define VKG_TILE_TILED 64    /* C tile of linear_tiled_gemm and linear_splitk_gemm */
 #define VKG_TILE_TILED128 128
 #define VKG_TILE_COOPMAT 128

@@ -277,7 +277,8 @@ static void test_hello_lists_every_dtype(void **state)
 									     ? "coopmat_khr" : "coopmat_nv2");
 			continue;
 		}
-		if (strcmp(k.name, "linear_coopmat_khr_splitk_gemm") == 0) {
+		if (strcmp(k.name, "linear_coopmat_khr_splitk_gemm") == 0 ||
+		    strcmp(k.name, "linear_coopmat_khr_splitk_dx_gemm") == 0) {
 			assert_string_not_equal(k.dtype, "f32");
 			assert_string_equal(k.variant, "coopmat_khr_splitk");
 			continue;

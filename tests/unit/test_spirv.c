@@ -72,6 +72,12 @@ static void test_every_kernel_matches_its_interface(void **state)
 		char err[256] = "";
 		if (spirv_iface_read(e->spirv, e->spirv_size / 4, &f, err, sizeof(err)) != 0)
 			fail_msg("%s (%s): %s", e->name, e->dtype, err);
+		/* no more than the recorder's push-descriptor arrays hold
+		 * (grid.c: the fused dX kernel's sixth binding once tripped
+		 * its assert on the H100) */
+		if (want[w].bindings > VKG_BINDINGS_MAX)
+			fail_msg("%s: %u bindings, more than VKG_BINDINGS_MAX %u", e->name, want[w].bindings,
+				 VKG_BINDINGS_MAX);
 		/* every binding of the layout used, none beyond it */
 		if (f.binding_mask != (1u << want[w].bindings) - 1)
 			fail_msg("%s (%s): bindings 0x%x, want %u", e->name, e->dtype, f.binding_mask,
