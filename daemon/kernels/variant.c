@@ -404,7 +404,8 @@ bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param)
 {
 	return q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_CMKS_DX) && (caps & VARIANT_HAS_CMK) &&
 	       q->dtype != PROTO_F32 && param == KERN_CMK_SPLITK && q->t[PROTO_T_DX].present &&
-	       q->out <= VARIANT_CMKS_DX_MAX_OUT && q->in <= VARIANT_CMKS_MAX_FEATURES;
+	       q->out <= VARIANT_CMKS_DX_MAX_OUT && q->in >= VARIANT_CMK_DX_MIN_FEATURES &&
+	       q->in <= VARIANT_CMKS_MAX_FEATURES;
 }
 
 static variant_plan choose(const proto_request *q, unsigned caps, const costmodel *cm)

@@ -6,8 +6,8 @@
  *   part   kernel                      when
  *   dW+db  linear_coopmat_khr_splitk_  where dW/db took coopmat_khr_splitk
  *   +dX    dx_gemm + linear_narrow_    (below) and dX is asked for too, with
- *          reduce (split-K, fused db   out <= 64 and the device has it
- *          and dX: one pass over dY)   (variant_cmks_dx_fits, below)
+ *          reduce (split-K, fused db   out <= 64, in >= 64 and the device
+ *          and dX: one pass over dY)   has it (variant_cmks_dx_fits, below)
  *   dW+db  linear_coopmat_khr_splitk_  f16 or bf16 on a device with
  *          gemm + linear_narrow_reduce VK_KHR_cooperative_matrix for it, batch
  *          (split-K, fused db)         >= 16384, in, out <= 1024, at most
@@ -378,19 +378,22 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
  * launch less. Valid for out <= VARIANT_CMKS_DX_MAX_OUT (= the one 64-row
  * tile of dW: each workgroup's stage holds all of out), in <= 1024,
  * f16/bf16. `auto` takes it (variant_cmks_dx_fits) where dW/db went to
- * coopmat_khr_splitk (choose_param_auto), dX is asked for, out <= 64 and
- * the device has its pipeline (and coopmat_khr's, which a streamed job's
+ * coopmat_khr_splitk (choose_param_auto), dX is asked for, out <= 64,
+ * in >= VARIANT_CMK_DX_MIN_FEATURES and the device has its pipeline (and coopmat_khr's, which a streamed job's
  * dX chunks run on: dispatch.c runs a fused plan's units one at a time
  * unfused); the plan is then param = input = KERN_CMKS_DX (the dX unit is
  * the dW unit's, variant_dx_fused; placement gives split-K up as a whole:
- * dW then tiled, dX on coopmat_khr). This takes dX ahead of the rules for
- * a narrow layer's dX (variant_cmk_dx_narrow, the narrow family for in <
- * 64), so 1,048,576x32x16 and 262,147x33x17 run fused too. Forced
- * `coopmat_khr_splitk` keeps the unfused plan (dX on coopmat_khr), to
- * compare against. NOT YET RUN ON A GPU: written without a device that has
- * cooperative matrices (compiled and validated by spirv-val only); the
- * last unfused numbers on the H200 (bf16 1,048,576x64x64, 2026-12-06):
- * dW+db 150 us, full backward 417 us, cuBLAS 307. */
+ * dW then tiled, dX on coopmat_khr). Forced `coopmat_khr_splitk` keeps
+ * the unfused plan (dX on coopmat_khr), to compare against.
+ * Measured on the H100 (2026-12-06 04:36 UTC, build 6fa671d, bf16 full
+ * backward, docs/performance.md): 214 us at 1,048,576x64x64 against 427
+ * unfused and cuBLAS's 353 (0.67 of copy_gbps); 751 / 1,544 / 1,025 at
+ * 4,194,304x64x64 (0.76). But 899 at 1,048,576x32x16, against 353
+ * unfused: in below 64 keeps the narrow family (variant_cmk_dx_narrow),
+ * as cmks's dW beside the narrow dX was slow there too (882 on the
+ * H200); why that shape is slow with coopmat_khr_splitk's dW and any dX
+ * but coopmat_khr's was not found. tests/integration/test_cmks_dx.c
+ * passed 6 of 6 on that H100 (64 fused jobs against float64). */
 #define VARIANT_CMKS_DX_MAX_OUT 64 /* = PIPELINES_CMKS_BM */
 bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
 /* Does plan p run dX in its dW pass (KERN_CMKS_DX)? */
