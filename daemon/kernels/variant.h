@@ -287,8 +287,9 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
  * cost model, the model may move a part to another plain family that it
  * finds VARIANT_MODEL_MARGIN times cheaper (and a part the rules gave to a
  * plain family to narrow, for batch >= VARIANT_NARROW_MODEL_MIN_BATCH and
- * in, out <= VARIANT_NARROW_MAX_FEATURES). These bounds are not yet measured on a GPU
- * (docs/performance.md: the command that measures them). */
+ * in, out <= VARIANT_NARROW_MAX_FEATURES). The batch bound is from the
+ * H200's grid (below); the feature bound is not measured on a GPU
+ * (docs/performance.md: `scripts/device-run.sh narrow`, its grid step). */
 /* VARIANT_NARROW_MIN_BATCH: 65536, not 16384. On the H200 (2026-12-06
  * 04:00 UTC, the grid, full backward) 16384 rows on the narrow family
  * took 736 us at 16384x64x64 f32 against splitk128's 278, 892 / 149 at
