@@ -25,7 +25,7 @@
  * `unsupported` naming the variant and what is missing (lavapipe:
  * VK_KHR_cooperative_matrix; f32 everywhere: a 16-bit dtype), nothing is
  * written, and the daemon still serves (a following job succeeds); auto
- * on 32,768×64×64 f16/bf16 dW+db runs (the narrow family) without split-K
+ * on 65,536×64×64 f16/bf16 dW+db runs (the narrow family) without split-K
  * (stats.splitk_jobs unchanged) and is correct. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "daemon_proc.h"
+#include "bwjob.h"
 #include "expect.h"
 #include "rawsock.h"
 #include "ref.h"
@@ -55,155 +56,8 @@ static bool g_cut_up;
 static bool g_offered[PROTO_DTYPE_COUNT]; /* hello lists KERNEL for the dtype */
 static char g_device[128];
 
-enum { X, DY, W, DW, DB, DX, NT };
-enum { O_DW = 1u, O_DB = 2u, O_DX = 4u };
+enum { O_DW = BWJOB_DW, O_DB = BWJOB_DB, O_DX = BWJOB_DX };
 
-static const char *const dt_name[3] = {"f32", "f16", "bf16"};
-static const double dt_tol[3] = {VKG_REF_TOL_F32, VKG_REF_TOL_F16, VKG_REF_TOL_BF16};
-
-static float rnd(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-}
-
-typedef struct outcome {
-	int rc; /* 0, or -1 when refused */
-	char code[32], message[320];
-	double err;     /* worst normwise error over the outputs */
-	char why[160];  /* a canary or input byte changed: where */
-	uint8_t *bytes; /* the whole region after the job, when keep */
-	size_t nbytes;
-} outcome;
-
-/* Run B×I×O of dtype dt (outputs outs, accumulate acc) on `variant` on the
- * daemon at sock, inputs from seed; every tensor `skew` bytes past a
- * multiple of 256, 256 canary bytes after each. */
-static outcome run_job(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
-		       const char *variant, uint64_t seed, uint64_t skew, bool keep)
-{
-	outcome oc = {0};
-	const size_t es = dt == 0 ? 4 : 2;
-	const uint64_t n[NT] = {B * I, B * O, O * I, O * I, O, B * I};
-	const bool present[NT] = {true, true, (outs & O_DX) != 0, (outs & O_DW) != 0, (outs & O_DB) != 0,
-				  (outs & O_DX) != 0};
-	size_t off[NT], size = 0;
-	for (int t = 0; t < NT; t++) {
-		off[t] = size + skew;
-		size += (skew + n[t] * es + 255) / 256 * 256 + 256;
-	}
-	vkg_error err;
-	vkg_client *c = vkg_connect(sock, &err);
-	assert_non_null(c);
-	uint64_t reg;
-	uint8_t *m = vkg_region_create(c, size, &reg, &err);
-	assert_non_null(m);
-	for (size_t i = 0; i < size; i++) /* canaries: a position-dependent pattern */
-		m[i] = (uint8_t)(0xa5u ^ (i * 131u) ^ (i >> 8));
-	float *val[NT];
-	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-	for (int t = 0; t < NT; t++) {
-		val[t] = malloc((n[t] ? n[t] : 1) * sizeof(float));
-		assert_non_null(val[t]);
-		if (!present[t] && t > W)
-			continue; /* (its bytes stay canaries) */
-		for (uint64_t i = 0; i < n[t]; i++)
-			val[t][i] = (t <= W || acc) ? rnd(&s) : NAN; /* an overwrite must not read it */
-		vkg_ref_store((proto_dtype)dt, m + off[t], val[t], n[t]);
-		vkg_ref_load((proto_dtype)dt, val[t], m + off[t], n[t]); /* the stored values */
-	}
-	uint8_t *before = malloc(size);
-	assert_non_null(before);
-	memcpy(before, m, size);
-	vkg_job j = vkg_job_init();
-	j.dtype = dt_name[dt];
-	j.variant = variant;
-	j.batch = B, j.in = I, j.out = O;
-	j.accumulate = acc;
-	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
-	for (int t = 0; t < NT; t++)
-		if (present[t])
-			*slot[t] = (vkg_tensor){reg, off[t]};
-	vkg_result r;
-	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
-		oc.rc = -1;
-		snprintf(oc.code, sizeof(oc.code), "%s", err.code);
-		snprintf(oc.message, sizeof(oc.message), "%s", err.message);
-	} else {
-		double *ref[NT] = {0};
-		for (int t = DW; t < NT; t++)
-			if (present[t]) {
-				ref[t] = calloc(n[t], sizeof(double));
-				assert_non_null(ref[t]);
-			}
-		vkg_ref_linear_backward(B, I, O, val[X], val[DY], val[W], ref[DW], ref[DB], ref[DX]);
-		for (int t = DW; t < NT; t++) {
-			if (!present[t])
-				continue;
-			float *got = malloc(n[t] * sizeof(float));
-			double *based = acc ? malloc(n[t] * sizeof(double)) : NULL;
-			assert_non_null(got);
-			vkg_ref_load((proto_dtype)dt, got, m + off[t], n[t]);
-			if (based)
-				for (uint64_t i = 0; i < n[t]; i++)
-					based[i] = val[t][i];
-			const double e = vkg_ref_max_rel_err(got, ref[t], based, n[t]);
-			oc.err = e > oc.err || isnan(e) ? e : oc.err;
-			free(got);
-			free(based);
-			free(ref[t]);
-		}
-	}
-	/* every byte but the outputs' (the daemon's outputs only where the job
-	 * succeeded) as before */
-	for (size_t i = 0; i < size && !oc.why[0]; i++) {
-		bool out = false;
-		for (int t = DW; t < NT && oc.rc == 0; t++)
-			out |= present[t] && i >= off[t] && i < off[t] + n[t] * es;
-		if (!out && m[i] != before[i])
-			snprintf(oc.why, sizeof(oc.why), "byte %zu of %zu (outside the outputs) changed", i, size);
-	}
-	if (keep) {
-		oc.bytes = malloc(size);
-		assert_non_null(oc.bytes);
-		memcpy(oc.bytes, m, size);
-		oc.nbytes = size;
-	}
-	free(before);
-	for (int t = 0; t < NT; t++)
-		free(val[t]);
-	assert_int_equal(vkg_region_destroy(c, reg, m, size, &err), 0);
-	vkg_close(c);
-	return oc;
-}
-
-static const char *outs_name(unsigned o)
-{
-	static const char *const nm[8] = {"", "dw", "db", "dw,db", "dx", "dw,dx", "db,dx", "dw,db,dx"};
-	return nm[o & 7];
-}
-
-/* A job that must succeed within tolerance, touching nothing else; 0 or 1
- * (printed) */
-static unsigned check_job(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
-			  uint64_t seed, uint64_t skew)
-{
-	outcome oc = run_job(sock, dt, B, I, O, outs, acc, VARIANT, seed, skew, false);
-	char what[128];
-	snprintf(what, sizeof(what), "%s %llux%llux%llu %s%s skew %llu", dt_name[dt], (unsigned long long)B,
-		 (unsigned long long)I, (unsigned long long)O, outs_name(outs), acc ? " acc" : "",
-		 (unsigned long long)skew);
-	if (oc.rc != 0) {
-		fprintf(stderr, "%s: %s: %s\n", what, oc.code, oc.message);
-		return 1;
-	}
-	if (!(oc.err <= dt_tol[dt]) || oc.why[0]) {
-		fprintf(stderr, "%s: max_rel_err %.3g (tol %.0e)%s%s\n", what, oc.err, dt_tol[dt],
-			oc.why[0] ? "; " : "", oc.why);
-		return 1;
-	}
-	return 0;
-}
 
 /* Skip (printed) where no 16-bit dtype has it; else the dtypes that do. */
 static bool any_offered(const char *test)
@@ -229,17 +83,16 @@ static void test_odd_shapes_every_output_subset(void **state)
 	unsigned failed = 0, n = 0;
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
 		if (!g_offered[dt]) {
-			printf("%s: not offered for %s\n", VARIANT, dt_name[dt]);
+			printf("%s: not offered for %s\n", VARIANT, bwjob_dtype[dt]);
 			continue;
 		}
 		for (size_t s = 0; s < sizeof(odd) / sizeof(odd[0]); s++)
 			for (unsigned k = 0; k < 3; k++)
 				for (int acc = 0; acc < 2; acc++, n++)
-					failed += check_job(g_d.sock, dt, odd[s][0], odd[s][1], odd[s][2], subsets[k],
-							    acc, 100 + n, 0);
+					failed += bwjob_check(g_d.sock, dt, odd[s][0], odd[s][1], odd[s][2], subsets[k], acc, VARIANT, 100 + n, 0);
 		/* with dX (coopmat_khr's) and every output */
-		failed += check_job(g_d.sock, dt, 20000, 257, 2, O_DW | O_DB | O_DX, true, 300 + dt, 0);
-		failed += check_job(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, 310 + dt, 0);
+		failed += bwjob_check(g_d.sock, dt, 20000, 257, 2, O_DW | O_DB | O_DX, true, VARIANT, 300 + dt, 0);
+		failed += bwjob_check(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, VARIANT, 310 + dt, 0);
 		n += 2;
 	}
 	printf("%s odd shapes: %u jobs, %u failed\n", VARIANT, n, failed);
@@ -258,8 +111,8 @@ static void test_unaligned_tensors(void **state)
 	unsigned failed = 0;
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
 		if (g_offered[dt]) {
-			failed += check_job(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, true, 400 + dt, 4);
-			failed += check_job(g_d.sock, dt, 65537, 3, 5, O_DW | O_DB, false, 410 + dt, 4);
+			failed += bwjob_check(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 400 + dt, 4);
+			failed += bwjob_check(g_d.sock, dt, 65537, 3, 5, O_DW | O_DB, false, VARIANT, 410 + dt, 4);
 		}
 	assert_int_equal(failed, 0);
 }
@@ -283,9 +136,9 @@ static void test_loop_bound_small_dispatches(void **state)
 	unsigned failed = 0;
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
 		if (g_offered[dt]) {
-			failed += check_job(g_cut.sock, dt, 131071, 64, 64, O_DW | O_DB, false, 500 + dt, 0);
-			failed += check_job(g_cut.sock, dt, 262147, 33, 17, O_DW | O_DB, true, 510 + dt, 0);
-			failed += check_job(g_cut.sock, dt, 20000, 257, 2, O_DB, true, 520 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 131071, 64, 64, O_DW | O_DB, false, VARIANT, 500 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 262147, 33, 17, O_DW | O_DB, true, VARIANT, 510 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 20000, 257, 2, O_DB, true, VARIANT, 520 + dt, 0);
 		}
 	assert_int_equal(failed, 0);
 	expect_validation_clean(&g_cut, 0, "coopmat_khr_splitk, loops cut, small dispatches");
@@ -302,14 +155,14 @@ static void test_same_bits_every_run(void **state)
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
 		if (!g_offered[dt])
 			continue;
-		outcome a = run_job(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, 0, true);
-		outcome b = run_job(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, 0, true);
+		bwjob_outcome a = bwjob_run(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, 0, true);
+		bwjob_outcome b = bwjob_run(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, 0, true);
 		assert_int_equal(a.rc, 0);
 		assert_int_equal(b.rc, 0);
-		assert_true(a.err <= dt_tol[dt]);
+		assert_true(a.err <= bwjob_tol[dt]);
 		assert_int_equal(a.nbytes, b.nbytes);
 		if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
-			fail_msg("%s 131071x64x64 on %s: two runs gave different bytes", dt_name[dt], VARIANT);
+			fail_msg("%s 131071x64x64 on %s: two runs gave different bytes", bwjob_dtype[dt], VARIANT);
 		free(a.bytes);
 		free(b.bytes);
 	}
@@ -329,12 +182,12 @@ static void test_stats_and_auto(void **state)
 			continue;
 		proto_stats s0, s1, s2;
 		assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-		assert_int_equal(check_job(g_d.sock, dt, 65537, 64, 64, O_DW | O_DB, false, 600 + dt, 0), 0);
+		assert_int_equal(bwjob_check(g_d.sock, dt, 65537, 64, 64, O_DW | O_DB, false, VARIANT, 600 + dt, 0), 0);
 		assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
 		assert_int_equal(s1.splitk_jobs, s0.splitk_jobs + 1);
-		outcome oc = run_job(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, false, "auto", 610 + dt, 0, false);
+		bwjob_outcome oc = bwjob_run(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, false, "auto", 610 + dt, 0, false);
 		assert_int_equal(oc.rc, 0);
-		assert_true(oc.err <= dt_tol[dt] && !oc.why[0]);
+		assert_true(oc.err <= bwjob_tol[dt] && !oc.why[0]);
 		assert_int_equal(rawsock_stats(g_d.sock, &s2), 0);
 		assert_int_equal(s2.splitk_jobs, s1.splitk_jobs + 1); /* (narrow would not count) */
 	}
@@ -354,28 +207,28 @@ static void test_refused_where_absent(void **state)
 	unsigned refused = 0;
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
 		if (g_offered[dt]) {
-			printf("%s %s is served on %s: checked by the tests above\n", VARIANT, dt_name[dt], g_device);
+			printf("%s %s is served on %s: checked by the tests above\n", VARIANT, bwjob_dtype[dt], g_device);
 			continue;
 		}
-		expect_refused_untouched(c, dt_name[dt], VARIANT, "unsupported", VARIANT,
+		expect_refused_untouched(c, bwjob_dtype[dt], VARIANT, "unsupported", VARIANT,
 					 lvp ? "needs VK_KHR_cooperative_matrix" : "needs ");
 		/* a larger job, forced: refused, nothing written, the daemon on */
-		outcome oc = run_job(g_d.sock, dt, 20000, 257, 2, O_DW | O_DB, true, VARIANT, 700 + dt, 0, false);
+		bwjob_outcome oc = bwjob_run(g_d.sock, dt, 20000, 257, 2, O_DW | O_DB, true, VARIANT, 700 + dt, 0, false);
 		assert_int_equal(oc.rc, -1);
 		assert_string_equal(oc.code, "unsupported");
 		assert_non_null(strstr(oc.message, "variant '" VARIANT "' needs"));
 		if (oc.why[0])
-			fail_msg("refused %s job: %s", dt_name[dt], oc.why);
-		printf("%s %s refused: %s\n", VARIANT, dt_name[dt], oc.message);
+			fail_msg("refused %s job: %s", bwjob_dtype[dt], oc.why);
+		printf("%s %s refused: %s\n", VARIANT, bwjob_dtype[dt], oc.message);
 		refused++;
 		/* auto on the narrow, long shape: no split-K (the narrow family
 		 * with no cost model), correct */
 		proto_stats s0, s1;
 		assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-		oc = run_job(g_d.sock, dt, 65536, 64, 64, O_DW | O_DB, false, "auto", 710 + dt, 0, false);
+		oc = bwjob_run(g_d.sock, dt, 65536, 64, 64, O_DW | O_DB, false, "auto", 710 + dt, 0, false);
 		assert_int_equal(oc.rc, 0);
-		if (!(oc.err <= dt_tol[dt]) || oc.why[0])
-			fail_msg("auto %s 65536x64x64: max_rel_err %.3g %s", dt_name[dt], oc.err, oc.why);
+		if (!(oc.err <= bwjob_tol[dt]) || oc.why[0])
+			fail_msg("auto %s 65536x64x64: max_rel_err %.3g %s", bwjob_dtype[dt], oc.err, oc.why);
 		assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
 		assert_int_equal(s1.splitk_jobs, s0.splitk_jobs);
 	}
@@ -410,7 +263,7 @@ static int group_setup(void **state)
 		if (strcmp(k.variant, VARIANT) != 0 || strcmp(k.dtype, "f32") == 0)
 			return -1;
 		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
-			if (strcmp(k.dtype, dt_name[dt]) == 0)
+			if (strcmp(k.dtype, bwjob_dtype[dt]) == 0)
 				g_offered[dt] = true;
 	}
 	vkg_close(c);

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "daemon_proc.h"
+#include "bwjob.h"
 #include "expect.h"
 #include "rawsock.h"
 #include "ref.h"
@@ -59,155 +60,8 @@ static bool g_cut_up, g_st_up;
 static bool g_offered[PROTO_DTYPE_COUNT]; /* hello lists KERNEL for the dtype */
 static char g_device[128];
 
-enum { X, DY, W, DW, DB, DX, NT };
-enum { O_DW = 1u, O_DB = 2u, O_DX = 4u };
+enum { O_DW = BWJOB_DW, O_DB = BWJOB_DB, O_DX = BWJOB_DX };
 
-static const char *const dt_name[3] = {"f32", "f16", "bf16"};
-static const double dt_tol[3] = {VKG_REF_TOL_F32, VKG_REF_TOL_F16, VKG_REF_TOL_BF16};
-
-static float rnd(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-}
-
-typedef struct outcome {
-	int rc; /* 0, or -1 when refused */
-	char code[32], message[320];
-	double err;     /* worst normwise error over the outputs */
-	char why[160];  /* a canary or input byte changed: where */
-	uint8_t *bytes; /* the whole region after the job, when keep */
-	size_t nbytes;
-} outcome;
-
-/* Run B×I×O of dtype dt (outputs outs, accumulate acc) on `variant` on the
- * daemon at sock, inputs from seed; every tensor `skew` bytes past a
- * multiple of 256, 256 canary bytes after each. */
-static outcome run_job(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
-		       const char *variant, uint64_t seed, uint64_t skew, bool keep)
-{
-	outcome oc = {0};
-	const size_t es = dt == 0 ? 4 : 2;
-	const uint64_t n[NT] = {B * I, B * O, O * I, O * I, O, B * I};
-	const bool present[NT] = {true, true, (outs & O_DX) != 0, (outs & O_DW) != 0, (outs & O_DB) != 0,
-				  (outs & O_DX) != 0};
-	size_t off[NT], size = 0;
-	for (int t = 0; t < NT; t++) {
-		off[t] = size + skew;
-		size += (skew + n[t] * es + 255) / 256 * 256 + 256;
-	}
-	vkg_error err;
-	vkg_client *c = vkg_connect(sock, &err);
-	assert_non_null(c);
-	uint64_t reg;
-	uint8_t *m = vkg_region_create(c, size, &reg, &err);
-	assert_non_null(m);
-	for (size_t i = 0; i < size; i++) /* canaries: a position-dependent pattern */
-		m[i] = (uint8_t)(0xa5u ^ (i * 131u) ^ (i >> 8));
-	float *val[NT];
-	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-	for (int t = 0; t < NT; t++) {
-		val[t] = malloc((n[t] ? n[t] : 1) * sizeof(float));
-		assert_non_null(val[t]);
-		if (!present[t] && t > W)
-			continue; /* (its bytes stay canaries) */
-		for (uint64_t i = 0; i < n[t]; i++)
-			val[t][i] = (t <= W || acc) ? rnd(&s) : NAN; /* an overwrite must not read it */
-		vkg_ref_store((proto_dtype)dt, m + off[t], val[t], n[t]);
-		vkg_ref_load((proto_dtype)dt, val[t], m + off[t], n[t]); /* the stored values */
-	}
-	uint8_t *before = malloc(size);
-	assert_non_null(before);
-	memcpy(before, m, size);
-	vkg_job j = vkg_job_init();
-	j.dtype = dt_name[dt];
-	j.variant = variant;
-	j.batch = B, j.in = I, j.out = O;
-	j.accumulate = acc;
-	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
-	for (int t = 0; t < NT; t++)
-		if (present[t])
-			*slot[t] = (vkg_tensor){reg, off[t]};
-	vkg_result r;
-	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
-		oc.rc = -1;
-		snprintf(oc.code, sizeof(oc.code), "%s", err.code);
-		snprintf(oc.message, sizeof(oc.message), "%s", err.message);
-	} else {
-		double *ref[NT] = {0};
-		for (int t = DW; t < NT; t++)
-			if (present[t]) {
-				ref[t] = calloc(n[t], sizeof(double));
-				assert_non_null(ref[t]);
-			}
-		vkg_ref_linear_backward(B, I, O, val[X], val[DY], val[W], ref[DW], ref[DB], ref[DX]);
-		for (int t = DW; t < NT; t++) {
-			if (!present[t])
-				continue;
-			float *got = malloc(n[t] * sizeof(float));
-			double *based = acc ? malloc(n[t] * sizeof(double)) : NULL;
-			assert_non_null(got);
-			vkg_ref_load((proto_dtype)dt, got, m + off[t], n[t]);
-			if (based)
-				for (uint64_t i = 0; i < n[t]; i++)
-					based[i] = val[t][i];
-			const double e = vkg_ref_max_rel_err(got, ref[t], based, n[t]);
-			oc.err = e > oc.err || isnan(e) ? e : oc.err;
-			free(got);
-			free(based);
-			free(ref[t]);
-		}
-	}
-	/* every byte but the outputs' (the daemon's outputs only where the job
-	 * succeeded) as before */
-	for (size_t i = 0; i < size && !oc.why[0]; i++) {
-		bool out = false;
-		for (int t = DW; t < NT && oc.rc == 0; t++)
-			out |= present[t] && i >= off[t] && i < off[t] + n[t] * es;
-		if (!out && m[i] != before[i])
-			snprintf(oc.why, sizeof(oc.why), "byte %zu of %zu (outside the outputs) changed", i, size);
-	}
-	if (keep) {
-		oc.bytes = malloc(size);
-		assert_non_null(oc.bytes);
-		memcpy(oc.bytes, m, size);
-		oc.nbytes = size;
-	}
-	free(before);
-	for (int t = 0; t < NT; t++)
-		free(val[t]);
-	assert_int_equal(vkg_region_destroy(c, reg, m, size, &err), 0);
-	vkg_close(c);
-	return oc;
-}
-
-static const char *outs_name(unsigned o)
-{
-	static const char *const nm[8] = {"", "dw", "db", "dw,db", "dx", "dw,dx", "db,dx", "dw,db,dx"};
-	return nm[o & 7];
-}
-
-/* An auto job that must succeed within tolerance, touching nothing else;
- * 0 or 1 (printed) */
-static unsigned check_job(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
-			  uint64_t seed, uint64_t skew)
-{
-	outcome oc = run_job(sock, dt, B, I, O, outs, acc, "auto", seed, skew, false);
-	char what[128];
-	snprintf(what, sizeof(what), "%s %llux%llux%llu %s%s skew %llu", dt_name[dt], (unsigned long long)B,
-		 (unsigned long long)I, (unsigned long long)O, outs_name(outs), acc ? " acc" : "",
-		 (unsigned long long)skew);
-	if (oc.rc != 0) {
-		fprintf(stderr, "%s: %s: %s\n", what, oc.code, oc.message);
-		return 1;
-	}
-	if (!(oc.err <= dt_tol[dt]) || oc.why[0]) {
-		fprintf(stderr, "%s: max_rel_err %.3g (tol %.0e)%s%s\n", what, oc.err, dt_tol[dt],
-			oc.why[0] ? "; " : "", oc.why);
-		return 1;
-	}
-	return 0;
-}
 
 /* Skip (printed) where no 16-bit dtype has it; else true. */
 static bool any_offered(const char *test)
@@ -234,7 +88,7 @@ static void test_fused_shapes_outputs_offsets(void **state)
 	unsigned failed = 0, n = 0;
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
 		if (!g_offered[dt]) {
-			printf("%s: not offered for %s\n", KERNEL, dt_name[dt]);
+			printf("%s: not offered for %s\n", KERNEL, bwjob_dtype[dt]);
 			continue;
 		}
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
@@ -242,11 +96,10 @@ static void test_fused_shapes_outputs_offsets(void **state)
 				for (int acc = 0; acc < 2; acc++, n++)
 					/* every other job: each tensor one 16-bit element
 					 * past the 256-byte grid (odd element offsets) */
-					failed += check_job(g_d.sock, dt, shapes[s][0], shapes[s][1], shapes[s][2],
-							    subsets[k], acc, 100 + n, n % 2 ? 2 : 0);
+					failed += bwjob_check(g_d.sock, dt, shapes[s][0], shapes[s][1], shapes[s][2], subsets[k], acc, "auto", 100 + n, n % 2 ? 2 : 0);
 		/* the shape of issue 37, every output, aligned and not */
-		failed += check_job(g_d.sock, dt, 1048576, 64, 64, O_DW | O_DB | O_DX, false, 300 + dt, 0);
-		failed += check_job(g_d.sock, dt, 1048576, 64, 64, O_DW | O_DB | O_DX, true, 310 + dt, 6);
+		failed += bwjob_check(g_d.sock, dt, 1048576, 64, 64, O_DW | O_DB | O_DX, false, "auto", 300 + dt, 0);
+		failed += bwjob_check(g_d.sock, dt, 1048576, 64, 64, O_DW | O_DB | O_DX, true, "auto", 310 + dt, 6);
 		n += 2;
 	}
 	printf("%s: %u auto jobs, %u failed\n", KERNEL, n, failed);
@@ -266,14 +119,14 @@ static void test_same_bits_every_run(void **state)
 		if (!g_offered[dt])
 			continue;
 		for (int acc = 0; acc < 2; acc++) {
-			outcome a = run_job(g_d.sock, dt, 262147, 33, 17, O_DW | O_DB | O_DX, acc, "auto", 7, 2, true);
-			outcome b = run_job(g_d.sock, dt, 262147, 33, 17, O_DW | O_DB | O_DX, acc, "auto", 7, 2, true);
+			bwjob_outcome a = bwjob_run(g_d.sock, dt, 262147, 33, 17, O_DW | O_DB | O_DX, acc, "auto", 7, 2, true);
+			bwjob_outcome b = bwjob_run(g_d.sock, dt, 262147, 33, 17, O_DW | O_DB | O_DX, acc, "auto", 7, 2, true);
 			assert_int_equal(a.rc, 0);
 			assert_int_equal(b.rc, 0);
-			assert_true(a.err <= dt_tol[dt] && !a.why[0]);
+			assert_true(a.err <= bwjob_tol[dt] && !a.why[0]);
 			assert_int_equal(a.nbytes, b.nbytes);
 			if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
-				fail_msg("%s 262147x33x17 auto: two runs gave different bytes", dt_name[dt]);
+				fail_msg("%s 262147x33x17 auto: two runs gave different bytes", bwjob_dtype[dt]);
 			free(a.bytes);
 			free(b.bytes);
 		}
@@ -295,26 +148,26 @@ static void test_stats_count_it(void **state)
 			continue;
 		proto_stats s0, s1, s2, s3;
 		assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-		assert_int_equal(check_job(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, false, 600 + dt, 0), 0);
+		assert_int_equal(bwjob_check(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, false, "auto", 600 + dt, 0), 0);
 		assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
-		assert_int_equal(check_job(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, 610 + dt, 0), 0);
+		assert_int_equal(bwjob_check(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, "auto", 610 + dt, 0), 0);
 		assert_int_equal(rawsock_stats(g_d.sock, &s2), 0);
 		assert_int_equal(s1.splitk_jobs, s0.splitk_jobs + 1);
 		assert_int_equal(s2.splitk_jobs, s1.splitk_jobs + 1);
 		const uint64_t without = s1.dispatches - s0.dispatches, with = s2.dispatches - s1.dispatches;
-		printf("%s 131071x64x64 auto: %llu dispatches with dX, %llu without\n", dt_name[dt],
+		printf("%s 131071x64x64 auto: %llu dispatches with dX, %llu without\n", bwjob_dtype[dt],
 		       (unsigned long long)with, (unsigned long long)without);
 		assert_true(without >= 2); /* (the partials, then dW's and db's reduce) */
 		assert_int_equal(with, without);
 		/* forced coopmat_khr_splitk: unfused (dX on coopmat_khr's pass;
 		 * its own slices, so its dispatch count is only printed), correct */
-		outcome oc = run_job(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, VARIANT, 620 + dt, 0,
+		bwjob_outcome oc = bwjob_run(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, VARIANT, 620 + dt, 0,
 				     false);
 		assert_int_equal(oc.rc, 0);
-		assert_true(oc.err <= dt_tol[dt] && !oc.why[0]);
+		assert_true(oc.err <= bwjob_tol[dt] && !oc.why[0]);
 		assert_int_equal(rawsock_stats(g_d.sock, &s3), 0);
 		assert_int_equal(s3.splitk_jobs, s2.splitk_jobs + 1);
-		printf("%s 131071x64x64 forced %s (unfused): %llu dispatches\n", dt_name[dt], VARIANT,
+		printf("%s 131071x64x64 forced %s (unfused): %llu dispatches\n", bwjob_dtype[dt], VARIANT,
 		       (unsigned long long)(s3.dispatches - s2.dispatches));
 	}
 	expect_validation_clean(&g_d, 0, KERNEL);
@@ -339,9 +192,9 @@ static void test_loop_bound_small_dispatches(void **state)
 	unsigned failed = 0;
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
 		if (g_offered[dt]) {
-			failed += check_job(g_cut.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, 500 + dt, 0);
-			failed += check_job(g_cut.sock, dt, 262147, 33, 17, O_DW | O_DX, true, 510 + dt, 2);
-			failed += check_job(g_cut.sock, dt, 65536, 257, 64, O_DW | O_DB | O_DX, true, 520 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, "auto", 500 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 262147, 33, 17, O_DW | O_DX, true, "auto", 510 + dt, 2);
+			failed += bwjob_check(g_cut.sock, dt, 65536, 257, 64, O_DW | O_DB | O_DX, true, "auto", 520 + dt, 0);
 		}
 	assert_int_equal(failed, 0);
 	expect_validation_clean(&g_cut, 0, KERNEL ", loops cut, small dispatches");
@@ -368,8 +221,8 @@ static void test_streamed_runs_unfused(void **state)
 	assert_int_equal(rawsock_stats(g_st.sock, &s0), 0);
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
 		if (g_offered[dt]) {
-			failed += check_job(g_st.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, true, 800 + dt, 0);
-			failed += check_job(g_st.sock, dt, 65537, 3, 5, O_DW | O_DX, false, 810 + dt, 2);
+			failed += bwjob_check(g_st.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, true, "auto", 800 + dt, 0);
+			failed += bwjob_check(g_st.sock, dt, 65537, 3, 5, O_DW | O_DX, false, "auto", 810 + dt, 2);
 		}
 	assert_int_equal(rawsock_stats(g_st.sock, &s1), 0);
 	printf("streaming daemon: %llu of the jobs streamed\n", (unsigned long long)(s1.stream_jobs - s0.stream_jobs));
@@ -387,14 +240,14 @@ static void test_auto_where_absent(void **state)
 	unsigned absent = 0;
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
 		if (g_offered[dt]) {
-			printf("%s %s is served on %s: checked by the tests above\n", KERNEL, dt_name[dt], g_device);
+			printf("%s %s is served on %s: checked by the tests above\n", KERNEL, bwjob_dtype[dt], g_device);
 			continue;
 		}
 		printf("%s %s absent on %s (no VK_KHR_cooperative_matrix pipeline for it): auto's dX checked "
-		       "on its other kernels\n", KERNEL, dt_name[dt], g_device);
+		       "on its other kernels\n", KERNEL, bwjob_dtype[dt], g_device);
 		absent++;
-		assert_int_equal(check_job(g_d.sock, dt, 65536, 64, 64, O_DW | O_DB | O_DX, false, 700 + dt, 0), 0);
-		assert_int_equal(check_job(g_d.sock, dt, 65536, 64, 64, O_DX, true, 710 + dt, 2), 0);
+		assert_int_equal(bwjob_check(g_d.sock, dt, 65536, 64, 64, O_DW | O_DB | O_DX, false, "auto", 700 + dt, 0), 0);
+		assert_int_equal(bwjob_check(g_d.sock, dt, 65536, 64, 64, O_DX, true, "auto", 710 + dt, 2), 0);
 	}
 	assert_true(rawsock_daemon_serves(g_d.sock));
 	expect_validation_clean(&g_d, 0, KERNEL " absent, auto");
@@ -424,7 +277,7 @@ static int group_setup(void **state)
 		if (strcmp(k.variant, VARIANT) != 0 || strcmp(k.dtype, "f32") == 0)
 			return -1;
 		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
-			if (strcmp(k.dtype, dt_name[dt]) == 0)
+			if (strcmp(k.dtype, bwjob_dtype[dt]) == 0)
 				g_offered[dt] = true;
 	}
 	vkg_close(c);

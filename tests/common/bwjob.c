@@ -1,0 +1,158 @@
+/* tests/common/bwjob.c — see bwjob.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bwjob.h"
+#include "ref.h"
+#include "vkgrad.h"
+
+enum { X, DY, W, DW, DB, DX, NT };
+
+const char *const bwjob_dtype[3] = {"f32", "f16", "bf16"};
+const double bwjob_tol[3] = {VKG_REF_TOL_F32, VKG_REF_TOL_F16, VKG_REF_TOL_BF16};
+
+static float rnd(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+
+/* Run B×I×O of dtype dt (outputs outs, accumulate acc) on `variant` on the
+ * daemon at sock, inputs from seed; every tensor `skew` bytes past a
+ * multiple of 256, 256 canary bytes after each. */
+bwjob_outcome bwjob_run(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+			const char *variant, uint64_t seed, uint64_t skew, bool keep)
+{
+	bwjob_outcome oc = {0};
+	const size_t es = dt == 0 ? 4 : 2;
+	const uint64_t n[NT] = {B * I, B * O, O * I, O * I, O, B * I};
+	const bool present[NT] = {true, true, (outs & BWJOB_DX) != 0, (outs & BWJOB_DW) != 0, (outs & BWJOB_DB) != 0,
+				  (outs & BWJOB_DX) != 0};
+	size_t off[NT], size = 0;
+	for (int t = 0; t < NT; t++) {
+		off[t] = size + skew;
+		size += (skew + n[t] * es + 255) / 256 * 256 + 256;
+	}
+	vkg_error err;
+	vkg_client *c = vkg_connect(sock, &err);
+	assert_non_null(c);
+	uint64_t reg;
+	uint8_t *m = vkg_region_create(c, size, &reg, &err);
+	assert_non_null(m);
+	for (size_t i = 0; i < size; i++) /* canaries: a position-dependent pattern */
+		m[i] = (uint8_t)(0xa5u ^ (i * 131u) ^ (i >> 8));
+	float *val[NT];
+	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+	for (int t = 0; t < NT; t++) {
+		val[t] = malloc((n[t] ? n[t] : 1) * sizeof(float));
+		assert_non_null(val[t]);
+		if (!present[t] && t > W)
+			continue; /* (its bytes stay canaries) */
+		for (uint64_t i = 0; i < n[t]; i++)
+			val[t][i] = (t <= W || acc) ? rnd(&s) : NAN; /* an overwrite must not read it */
+		vkg_ref_store((proto_dtype)dt, m + off[t], val[t], n[t]);
+		vkg_ref_load((proto_dtype)dt, val[t], m + off[t], n[t]); /* the stored values */
+	}
+	uint8_t *before = malloc(size);
+	assert_non_null(before);
+	memcpy(before, m, size);
+	vkg_job j = vkg_job_init();
+	j.dtype = bwjob_dtype[dt];
+	j.variant = variant;
+	j.batch = B, j.in = I, j.out = O;
+	j.accumulate = acc;
+	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
+	for (int t = 0; t < NT; t++)
+		if (present[t])
+			*slot[t] = (vkg_tensor){reg, off[t]};
+	vkg_result r;
+	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
+		oc.rc = -1;
+		snprintf(oc.code, sizeof(oc.code), "%s", err.code);
+		snprintf(oc.message, sizeof(oc.message), "%s", err.message);
+	} else {
+		double *ref[NT] = {0};
+		for (int t = DW; t < NT; t++)
+			if (present[t]) {
+				ref[t] = calloc(n[t], sizeof(double));
+				assert_non_null(ref[t]);
+			}
+		vkg_ref_linear_backward(B, I, O, val[X], val[DY], val[W], ref[DW], ref[DB], ref[DX]);
+		for (int t = DW; t < NT; t++) {
+			if (!present[t])
+				continue;
+			float *got = malloc(n[t] * sizeof(float));
+			double *based = acc ? malloc(n[t] * sizeof(double)) : NULL;
+			assert_non_null(got);
+			vkg_ref_load((proto_dtype)dt, got, m + off[t], n[t]);
+			if (based)
+				for (uint64_t i = 0; i < n[t]; i++)
+					based[i] = val[t][i];
+			const double e = vkg_ref_max_rel_err(got, ref[t], based, n[t]);
+			oc.err = e > oc.err || isnan(e) ? e : oc.err;
+			free(got);
+			free(based);
+			free(ref[t]);
+		}
+	}
+	/* every byte but the outputs' (the daemon's outputs only where the job
+	 * succeeded) as before */
+	for (size_t i = 0; i < size && !oc.why[0]; i++) {
+		bool out = false;
+		for (int t = DW; t < NT && oc.rc == 0; t++)
+			out |= present[t] && i >= off[t] && i < off[t] + n[t] * es;
+		if (!out && m[i] != before[i])
+			snprintf(oc.why, sizeof(oc.why), "byte %zu of %zu (outside the outputs) changed", i, size);
+	}
+	if (keep) {
+		oc.bytes = malloc(size);
+		assert_non_null(oc.bytes);
+		memcpy(oc.bytes, m, size);
+		oc.nbytes = size;
+	}
+	free(before);
+	for (int t = 0; t < NT; t++)
+		free(val[t]);
+	assert_int_equal(vkg_region_destroy(c, reg, m, size, &err), 0);
+	vkg_close(c);
+	return oc;
+}
+
+const char *bwjob_outs_name(unsigned o)
+{
+	static const char *const nm[8] = {"", "dw", "db", "dw,db", "dx", "dw,dx", "db,dx", "dw,db,dx"};
+	return nm[o & 7];
+}
+
+/* A job that must succeed within tolerance, touching nothing else; 0 or 1
+ * (printed) */
+unsigned bwjob_check(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+		     const char *variant, uint64_t seed, uint64_t skew)
+{
+	bwjob_outcome oc = bwjob_run(sock, dt, B, I, O, outs, acc, variant, seed, skew, false);
+	char what[128];
+	snprintf(what, sizeof(what), "%s %llux%llux%llu %s%s skew %llu", bwjob_dtype[dt], (unsigned long long)B,
+		 (unsigned long long)I, (unsigned long long)O, bwjob_outs_name(outs), acc ? " acc" : "",
+		 (unsigned long long)skew);
+	if (oc.rc != 0) {
+		fprintf(stderr, "%s: %s: %s\n", what, oc.code, oc.message);
+		return 1;
+	}
+	if (!(oc.err <= bwjob_tol[dt]) || oc.why[0]) {
+		fprintf(stderr, "%s: max_rel_err %.3g (tol %.0e)%s%s\n", what, oc.err, bwjob_tol[dt],
+			oc.why[0] ? "; " : "", oc.why);
+		return 1;
+	}
+	return 0;
+}
+

@@ -1,0 +1,50 @@
+/* tests/common/bwjob.h — one linear_backward job of any dtype in a region
+ * of its own, with canaries, checked against float64.
+ *
+ * The split-K tests' job (test_cmk_splitk, test_cmks_dx): B×I×O of dtype
+ * f32/f16/bf16, the chosen outputs, accumulate or not, a variant; every
+ * tensor `skew` bytes past a multiple of 256 with 256 canary bytes after
+ * it; inputs random in [-1, 1) stored in the dtype, outputs random when
+ * the job accumulates, NaN otherwise (an overwrite must not read them).
+ * Afterwards the outputs are compared, normwise (vkg_ref_max_rel_err),
+ * with the float64 reference of the stored inputs (client/ref.h), and
+ * every other byte with what was written: the daemon may write nothing
+ * outside the outputs. (jobcase.h is the f32 job of many layouts.) */
+#ifndef VKG_TEST_BWJOB_H
+#define VKG_TEST_BWJOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* outputs */
+enum { BWJOB_DW = 1u, BWJOB_DB = 2u, BWJOB_DX = 4u };
+
+/* by dtype index (0 f32, 1 f16, 2 bf16: proto_dtype's order) */
+extern const char *const bwjob_dtype[3];
+extern const double bwjob_tol[3]; /* VKG_REF_TOL_* */
+
+typedef struct bwjob_outcome {
+	int rc; /* 0, or -1 when refused */
+	char code[32], message[320];
+	double err;     /* worst normwise error over the outputs */
+	char why[160];  /* a canary or input byte changed: where */
+	uint8_t *bytes; /* the whole region after the job, when keep (free it) */
+	size_t nbytes;
+} bwjob_outcome;
+
+/* Run B×I×O of dtype dt (outputs outs, accumulate acc) on `variant` on the
+ * daemon at sock, inputs from seed, tensors `skew` bytes off the 256-byte
+ * grid; keep: the region's bytes afterwards into the outcome. */
+bwjob_outcome bwjob_run(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+			const char *variant, uint64_t seed, uint64_t skew, bool keep);
+
+/* "dw,db" and the like. */
+const char *bwjob_outs_name(unsigned outs);
+
+/* bwjob_run that must succeed within bwjob_tol[dt], touching nothing else:
+ * 0, or 1 with the job and what went wrong on stderr. */
+unsigned bwjob_check(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+		     const char *variant, uint64_t seed, uint64_t skew);
+
+#endif
