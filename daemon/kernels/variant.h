@@ -46,8 +46,8 @@
  * its max_rel_err is measured <= 1e-5 on every tested shape, which it has
  * not been yet (its per-product bound is 3*2^-16). Its split-K build,
  * linear_coopmat_khr_f32x3_splitk_gemm (f32's KERN_CMK_SPLITK, variant
- * `coopmat_khr_f32_splitk`), is forced only too: it has never run on a
- * GPU (see the split-K section below).
+ * `coopmat_khr_f32_splitk`), is forced only too: slower than the narrow
+ * family on the H200 (see the split-K section below).
  *
  * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2): `auto` takes it,
  * where the device has it, for a GEMM of at least VARIANT_NV2_MIN_TILES of
@@ -340,15 +340,17 @@ bool variant_narrow_fits(const proto_request *q);
  * as hi + lo bf16 and three products per k step (coopmat_khr_f32x3's
  * numerics, tests/unit/test_f32x3_numerics.c); 36 KiB of shared memory
  * (the hi and lo tiles). FORCED ONLY (`variant:
- * "coopmat_khr_f32_splitk"`, f32; dX then on coopmat_khr_f32x3): it has
- * never run on a GPU (written without a device that has cooperative
- * matrices), so auto does not take it (variant_cmks_fits excludes f32)
- * until it is checked and measured there (H100: narrow's 612 us against
- * cuBLAS's 448 at 1,048,576x64x64 f32 dW+db, floor ~180). f16/bf16 forced
- * to it: `unsupported` (they have coopmat_khr_splitk). */
+ * "coopmat_khr_f32_splitk"`, f32; dX then on coopmat_khr_f32x3), and auto
+ * does not take it (variant_cmks_fits excludes f32): on the H200
+ * (2026-12-06 03:55 UTC) it was correct (test_f32x3_splitk 5 of 5,
+ * max_rel_err <= 3.6e-5) but slower than the narrow family on every line
+ * of the set, 777 against 610 us at 1,048,576x64x64 f32 dW+db (cuBLAS
+ * 419). f16/bf16 forced to it: `unsupported` (they have
+ * coopmat_khr_splitk). */
 /* A narrow layer's f16/bf16 dX (auto, where the device has coopmat_khr and
- * the narrow family would take it): coopmat_khr's dX when in and out are
- * both at least VARIANT_CMK_DX_MIN_FEATURES, else the narrow family's.
+ * the narrow family would take it, or dW/db went to coopmat_khr_splitk):
+ * coopmat_khr's dX when in is at least VARIANT_CMK_DX_MIN_FEATURES (until
+ * 2026-12-06 out had to be too), else the narrow family's.
  * Measured on the H100 (2026-12-06 02:14 UTC, build a7ee949, bf16, the full
  * backward with dW/db on coopmat_khr_splitk): dX on coopmat_khr against
  * dX on narrow, the job's kernels 429 against 683 us at 1,048,576x64x64,
