@@ -395,11 +395,6 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param)
 	       q->in >= VARIANT_CMK_DX_MIN_FEATURES;
 }
 
-bool variant_dx_fused(const variant_plan *p)
-{
-	return p->param == KERN_CMKS_DX;
-}
-
 bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param)
 {
 	return q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_CMKS_DX) && (caps & VARIANT_HAS_CMK) &&

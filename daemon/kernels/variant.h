@@ -125,6 +125,7 @@
 
 #include "kshape.h"
 #include "msg.h"
+#include "pipelines.h"
 
 typedef struct variant_plan {
 	int param;       /* KERN_* computing dW and/or db, or -1 */
@@ -400,7 +401,12 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
 #define VARIANT_CMKS_DX_MAX_OUT 64 /* = PIPELINES_CMKS_BM */
 bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
 /* Does plan p run dX in its dW pass (KERN_CMKS_DX)? */
-bool variant_dx_fused(const variant_plan *p);
+/* (inline: dispatch.c and record.c ask it of a plan, and variant.c, which
+ * reads the cost model, must stay above them: no loop between the files) */
+static inline bool variant_dx_fused(const variant_plan *p)
+{
+	return p->param == KERN_CMKS_DX;
+}
 #define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
 #define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */
 /* auto: in and out at most 1024 and at most 16 tiles of 64x64. H200,
