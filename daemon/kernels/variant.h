@@ -389,7 +389,7 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
  * the dW unit's, variant_dx_fused; placement gives split-K up as a whole:
  * dW then tiled, dX on coopmat_khr). Forced `coopmat_khr_splitk` keeps
  * the unfused plan (dX on coopmat_khr), to compare against.
- * Measured on the H100 (2026-12-06 04:36 UTC, build 6fa671d, bf16 full
+ * Measured on the H100 (2026-12-06 04:36 UTC, build 2deeb76, bf16 full
  * backward, docs/performance.md): 214 us at 1,048,576x64x64 against 427
  * unfused and cuBLAS's 353 (0.67 of copy_gbps); 751 / 1,544 / 1,025 at
  * 4,194,304x64x64 (0.76). But 899 at 1,048,576x32x16, against 353
