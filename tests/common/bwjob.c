@@ -156,3 +156,36 @@ unsigned bwjob_check(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t 
 	return 0;
 }
 
+
+int bwjob_offered(const char *sock, const char *client, const char *kernel, const char *variant,
+		  bool offered[3], char *device, size_t n)
+{
+	vkg_error err;
+	vkg_client *c = vkg_connect(sock, &err);
+	vkg_info info;
+	if (!c)
+		return -1;
+	if (vkg_hello(c, client, &info, &err) != 0) {
+		vkg_close(c);
+		return -1;
+	}
+	snprintf(device, n, "%s", info.device_name);
+	offered[0] = offered[1] = offered[2] = false;
+	int rc = 0;
+	for (unsigned i = 0; i < info.n_kernels && rc == 0; i++) {
+		vkg_kernel_info k;
+		if (vkg_info_kernel(c, i, &k) != 0) {
+			rc = -1;
+			break;
+		}
+		if (strcmp(k.name, kernel) != 0)
+			continue;
+		if (strcmp(k.variant, variant) != 0 || strcmp(k.dtype, "f32") == 0)
+			rc = -1;
+		for (int dt = 1; dt <= 2; dt++)
+			if (strcmp(k.dtype, bwjob_dtype[dt]) == 0)
+				offered[dt] = true;
+	}
+	vkg_close(c);
+	return rc;
+}

@@ -47,4 +47,11 @@ const char *bwjob_outs_name(unsigned outs);
 unsigned bwjob_check(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
 		     const char *variant, uint64_t seed, uint64_t skew);
 
+/* Which 16-bit dtypes hello lists `kernel` for, on the daemon at sock (a
+ * hello as `client`): offered[1] f16, offered[2] bf16 (offered[0] stays
+ * false), the device's name into device. -1 when it cannot ask, or when
+ * a record of `kernel` names another variant than `variant` or f32. */
+int bwjob_offered(const char *sock, const char *client, const char *kernel, const char *variant,
+		  bool offered[3], char *device, size_t n);
+
 #endif

@@ -247,26 +247,9 @@ static int group_setup(void **state)
 		return -1;
 	proto_hello h;
 	expect_hello(g_d.sock, &h);
-	vkg_error err;
-	vkg_client *c = vkg_connect(g_d.sock, &err);
-	vkg_info info;
-	if (!c || vkg_hello(c, "test_cmk_splitk", &info, &err) != 0)
+	/* listed per dtype in hello, under coopmat_khr_splitk, never for f32 */
+	if (bwjob_offered(g_d.sock, "test_cmk_splitk", KERNEL, VARIANT, g_offered, g_device, sizeof(g_device)) != 0)
 		return -1;
-	snprintf(g_device, sizeof(g_device), "%s", info.device_name);
-	/* listed per dtype in hello, and only for f16/bf16 */
-	for (unsigned i = 0; i < info.n_kernels; i++) {
-		vkg_kernel_info k;
-		if (vkg_info_kernel(c, i, &k) != 0)
-			return -1;
-		if (strcmp(k.name, KERNEL) != 0)
-			continue;
-		if (strcmp(k.variant, VARIANT) != 0 || strcmp(k.dtype, "f32") == 0)
-			return -1;
-		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
-			if (strcmp(k.dtype, bwjob_dtype[dt]) == 0)
-				g_offered[dt] = true;
-	}
-	vkg_close(c);
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
 		if (g_offered[dt] != expect_hello_lists(&h, VARIANT, (proto_dtype)dt))
 			return -1;

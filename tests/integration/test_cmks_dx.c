@@ -261,26 +261,9 @@ static int group_setup(void **state)
 	static const char *const args[] = {"--no-cost-model", "--stream-chunk-bytes", "off", NULL};
 	if (daemon_proc_start(&g_d, args, NULL) != 0)
 		return -1;
-	vkg_error err;
-	vkg_client *c = vkg_connect(g_d.sock, &err);
-	vkg_info info;
-	if (!c || vkg_hello(c, "test_cmks_dx", &info, &err) != 0)
-		return -1;
-	snprintf(g_device, sizeof(g_device), "%s", info.device_name);
 	/* listed per dtype in hello, under coopmat_khr_splitk, never for f32 */
-	for (unsigned i = 0; i < info.n_kernels; i++) {
-		vkg_kernel_info k;
-		if (vkg_info_kernel(c, i, &k) != 0)
-			return -1;
-		if (strcmp(k.name, KERNEL) != 0)
-			continue;
-		if (strcmp(k.variant, VARIANT) != 0 || strcmp(k.dtype, "f32") == 0)
-			return -1;
-		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
-			if (strcmp(k.dtype, bwjob_dtype[dt]) == 0)
-				g_offered[dt] = true;
-	}
-	vkg_close(c);
+	if (bwjob_offered(g_d.sock, "test_cmks_dx", KERNEL, VARIANT, g_offered, g_device, sizeof(g_device)) != 0)
+		return -1;
 	printf("%s on %s: f16 %s, bf16 %s\n", KERNEL, g_device, g_offered[PROTO_F16] ? "offered" : "absent",
 	       g_offered[PROTO_BF16] ? "offered" : "absent");
 	return 0;
