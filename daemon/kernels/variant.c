@@ -52,6 +52,11 @@ bool variant_narrow_fits(const proto_request *q)
 	       q->out <= VARIANT_NARROW_MAX_FEATURES;
 }
 
+bool variant_narrow_dx_fits(const proto_request *q)
+{
+	return variant_narrow_fits(q) && q->batch >= VARIANT_NARROW_DX_MIN_BATCH;
+}
+
 /* q's dW/db on the narrow family: its blocks, fewer down to the loop
  * bound's least where the partials must shrink (placement.c). */
 static void take_narrow(const proto_request *q, variant_plan *p)
@@ -464,7 +469,7 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 		else if (variant_cmk_dx_narrow(q, caps, p.param))
 			p.input = KERN_CMK_DX; /* a narrow layer's 16-bit dX on the tensor cores (variant.h) */
 		else if (q->variant == PROTO_VARIANT_NARROW ||
-			 (q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_NARROW) && variant_narrow_fits(q)))
+			 (q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_NARROW) && variant_narrow_dx_fits(q)))
 			p.input = KERN_NARROW_DX;
 		else if (q->variant == PROTO_VARIANT_AUTO && mk >= 0 && q->batch >= TILE && q->in >= TILE &&
 			 q->out >= TILE)

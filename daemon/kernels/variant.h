@@ -14,7 +14,7 @@
  *                                      16 tiles of 64x64; not where the
  *                                      job's dX goes to the narrow family
  *                                      (variant_cmks_fits, below)
- *          the narrow family           batch >= 65536, in, out <= 256
+ *          the narrow family           batch >= 16384, in, out <= 256
  *                                      (variant_narrow_fits, below)
  *          linear_coopmat_khr_gemm     f16 or bf16 on a device with
  *          (fused db)                  VK_KHR_cooperative_matrix for it,
@@ -35,6 +35,7 @@
  *                                      (variant_cmk_dx_narrow, below), or
  *                                      batch, in, out >= 64
  *          the narrow family           batch >= 65536, in, out <= 256
+ *                                      (variant_narrow_dx_fits, below)
  *          linear_coopmat_gemm         f16 with VK_NV_cooperative_matrix, batch, in,
  *                                      out >= 64
  *          linear_tiled_gemm           batch, in >= 64, batch*in >= 2^20
@@ -291,16 +292,25 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
  * in, out <= VARIANT_NARROW_MAX_FEATURES). The batch bound is from the
  * H200's grid (below); the feature bound is not measured on a GPU
  * (docs/performance.md: `scripts/device-run.sh narrow`, its grid step). */
-/* VARIANT_NARROW_MIN_BATCH: 65536, not 16384. On the H200 (2026-12-06
- * 04:00 UTC, the grid, full backward) 16384 rows on the narrow family
- * took 736 us at 16384x64x64 f32 against splitk128's 278, 892 / 149 at
- * 16384x33x17, and bf16 1,035 / 181; from 262,144 rows it was the best
- * plain family on every f32 shape of the grid. Between the two: not
- * measured. */
-#define VARIANT_NARROW_MIN_BATCH 65536
+/* The narrow family's dX (linear_narrow_input) from VARIANT_NARROW_DX_MIN_BATCH
+ * rows, its dW/db from VARIANT_NARROW_MIN_BATCH. Its dX row tiles are
+ * 2048/P rows (P = in/8 rounded up to a power of two, at most 8), so a
+ * short batch gives it few workgroups (16,384x64x64: 64). On the H200
+ * (2026-12-06 04:00 UTC, the grid, full backward) 16,384 rows on the
+ * narrow family took 736 us at 16,384x64x64 f32 against splitk128's 278,
+ * 892 / 149 at 16,384x33x17, and bf16 1,035 / 181; from 262,144 rows it
+ * was the best plain family on every f32 shape of the grid. Its dW/db
+ * alone is fast from few rows: on the H100 (04:26 UTC) 32,768x3x5 f32
+ * dW+db took 39 us on it against split-K's 132, which auto took with
+ * both bounds at 65,536 (test_auto_variant's 2x bound failed there).
+ * Between 16,384 and 262,144 rows the dX bound is not measured. */
+#define VARIANT_NARROW_MIN_BATCH 16384
+#define VARIANT_NARROW_DX_MIN_BATCH 65536
 #define VARIANT_NARROW_MAX_FEATURES 256
 #define VARIANT_NARROW_MODEL_MIN_BATCH 1024 /* with a cost model: from here on */
 bool variant_narrow_fits(const proto_request *q);
+/* ... and its dX too (batch >= VARIANT_NARROW_DX_MIN_BATCH) */
+bool variant_narrow_dx_fits(const proto_request *q);
 /* (its shapes: blocks, rows, tiles, partials: kshape.h) */
 
 /* ---- split-K on the tensor cores (coopmat_khr_splitk) --------------------

@@ -627,6 +627,18 @@ static void test_narrow_family(void **state)
 	p = variant_choose(&q, all);
 	assert_int_not_equal(p.param, KERN_NARROW);
 	assert_int_not_equal(p.input, KERN_NARROW_DX);
+	/* dW/db from 16,384 rows, dX from 65,536 (VARIANT_NARROW_DX_MIN_BATCH:
+	 * its row tiles leave a short batch few workgroups) */
+	q = job(32768, 3, 5, true, true, false, PROTO_VARIANT_AUTO);
+	assert_int_equal(variant_choose(&q, all).param, KERN_NARROW);
+	q = job(VARIANT_NARROW_DX_MIN_BATCH - 1, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, all);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_not_equal(p.input, KERN_NARROW_DX);
+	q = job(VARIANT_NARROW_DX_MIN_BATCH, 16, 8, true, true, true, PROTO_VARIANT_AUTO);
+	p = variant_choose(&q, all);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_equal(p.input, KERN_NARROW_DX);
 	q = job(1u << 20, 257, 64, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, all);
 	assert_int_not_equal(p.param, KERN_NARROW);
