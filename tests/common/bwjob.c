@@ -15,7 +15,8 @@
 #include "ref.h"
 #include "vkgrad.h"
 
-enum { X, DY, W, DW, DB, DX, NT };
+enum { X = BWJOB_T_X, DY = BWJOB_T_DY, W = BWJOB_T_W, DW = BWJOB_T_DW, DB = BWJOB_T_DB, DX = BWJOB_T_DX,
+       NT = BWJOB_NT };
 
 const char *const bwjob_dtype[3] = {"f32", "f16", "bf16"};
 const double bwjob_tol[3] = {VKG_REF_TOL_F32, VKG_REF_TOL_F16, VKG_REF_TOL_BF16};
@@ -26,12 +27,40 @@ static float rnd(uint64_t *s)
 	return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
 }
 
+/* The normwise error of each output against vkg_ref_linear_backward. */
+static void check_normwise(const bwjob_result *r, bwjob_outcome *oc, const void *ctx)
+{
+	(void)ctx;
+	double *ref[NT] = {0};
+	for (int t = DW; t < NT; t++)
+		if (r->present[t]) {
+			ref[t] = calloc(r->n[t], sizeof(double));
+			assert_non_null(ref[t]);
+		}
+	vkg_ref_linear_backward(r->B, r->I, r->O, r->val[X], r->val[DY], r->val[W], ref[DW], ref[DB], ref[DX]);
+	for (int t = DW; t < NT; t++) {
+		if (!r->present[t])
+			continue;
+		double *based = r->acc ? malloc(r->n[t] * sizeof(double)) : NULL;
+		if (based)
+			for (uint64_t i = 0; i < r->n[t]; i++)
+				based[i] = r->val[t][i];
+		const double e = vkg_ref_max_rel_err(r->got[t], ref[t], based, r->n[t]);
+		oc->err = e > oc->err || isnan(e) ? e : oc->err;
+		free(based);
+		free(ref[t]);
+	}
+}
 
-/* Run B×I×O of dtype dt (outputs outs, accumulate acc) on `variant` on the
- * daemon at sock, inputs from seed; every tensor `skew` bytes past a
- * multiple of 256, 256 canary bytes after each. */
 bwjob_outcome bwjob_run(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
 			const char *variant, uint64_t seed, uint64_t skew, bool keep)
+{
+	return bwjob_run_checked(sock, dt, B, I, O, outs, acc, variant, seed, skew, keep, check_normwise, NULL);
+}
+
+bwjob_outcome bwjob_run_checked(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
+				bool acc, const char *variant, uint64_t seed, uint64_t skew, bool keep,
+				bwjob_checker check, const void *ctx)
 {
 	bwjob_outcome oc = {0};
 	const size_t es = dt == 0 ? 4 : 2;
@@ -81,29 +110,20 @@ bwjob_outcome bwjob_run(const char *sock, int dt, uint64_t B, uint64_t I, uint64
 		snprintf(oc.code, sizeof(oc.code), "%s", err.code);
 		snprintf(oc.message, sizeof(oc.message), "%s", err.message);
 	} else {
-		double *ref[NT] = {0};
+		float *got[NT] = {0};
 		for (int t = DW; t < NT; t++)
 			if (present[t]) {
-				ref[t] = calloc(n[t], sizeof(double));
-				assert_non_null(ref[t]);
+				got[t] = malloc(n[t] * sizeof(float));
+				assert_non_null(got[t]);
+				vkg_ref_load((proto_dtype)dt, got[t], m + off[t], n[t]);
 			}
-		vkg_ref_linear_backward(B, I, O, val[X], val[DY], val[W], ref[DW], ref[DB], ref[DX]);
-		for (int t = DW; t < NT; t++) {
-			if (!present[t])
-				continue;
-			float *got = malloc(n[t] * sizeof(float));
-			double *based = acc ? malloc(n[t] * sizeof(double)) : NULL;
-			assert_non_null(got);
-			vkg_ref_load((proto_dtype)dt, got, m + off[t], n[t]);
-			if (based)
-				for (uint64_t i = 0; i < n[t]; i++)
-					based[i] = val[t][i];
-			const double e = vkg_ref_max_rel_err(got, ref[t], based, n[t]);
-			oc.err = e > oc.err || isnan(e) ? e : oc.err;
-			free(got);
-			free(based);
-			free(ref[t]);
-		}
+		const bwjob_result res = {.B = B, .I = I, .O = O, .acc = acc,
+					  .present = {present[0], present[1], present[2], present[3], present[4],
+						      present[5]},
+					  .n = {n[0], n[1], n[2], n[3], n[4], n[5]}, .val = val, .got = got};
+		check(&res, &oc, ctx);
+		for (int t = DW; t < NT; t++)
+			free(got[t]);
 	}
 	/* every byte but the outputs' (the daemon's outputs only where the job
 	 * succeeded) as before */
@@ -139,7 +159,15 @@ const char *bwjob_outs_name(unsigned o)
 unsigned bwjob_check(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
 		     const char *variant, uint64_t seed, uint64_t skew)
 {
-	bwjob_outcome oc = bwjob_run(sock, dt, B, I, O, outs, acc, variant, seed, skew, false);
+	return bwjob_check_checked(sock, dt, B, I, O, outs, acc, variant, seed, skew, check_normwise, NULL);
+}
+
+unsigned bwjob_check_checked(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
+			     bool acc, const char *variant, uint64_t seed, uint64_t skew, bwjob_checker check,
+			     const void *ctx)
+{
+	bwjob_outcome oc =
+		bwjob_run_checked(sock, dt, B, I, O, outs, acc, variant, seed, skew, false, check, ctx);
 	char what[128];
 	snprintf(what, sizeof(what), "%s %llux%llux%llu %s%s skew %llu", bwjob_dtype[dt], (unsigned long long)B,
 		 (unsigned long long)I, (unsigned long long)O, bwjob_outs_name(outs), acc ? " acc" : "",
@@ -148,14 +176,13 @@ unsigned bwjob_check(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t 
 		fprintf(stderr, "%s: %s: %s\n", what, oc.code, oc.message);
 		return 1;
 	}
-	if (!(oc.err <= bwjob_tol[dt]) || oc.why[0]) {
-		fprintf(stderr, "%s: max_rel_err %.3g (tol %.0e)%s%s\n", what, oc.err, bwjob_tol[dt],
-			oc.why[0] ? "; " : "", oc.why);
+	if (!(oc.err <= bwjob_tol[dt]) || oc.bound[0] || oc.why[0]) {
+		fprintf(stderr, "%s: max_rel_err %.3g (tol %.0e)%s%s%s%s\n", what, oc.err, bwjob_tol[dt],
+			oc.bound[0] ? "; " : "", oc.bound, oc.why[0] ? "; " : "", oc.why);
 		return 1;
 	}
 	return 0;
 }
-
 
 int bwjob_offered(const char *sock, const char *client, const char *kernel, const char *variant,
 		  bool offered[3], char *device, size_t n)

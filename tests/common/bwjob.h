@@ -19,6 +19,8 @@
 
 /* outputs */
 enum { BWJOB_DW = 1u, BWJOB_DB = 2u, BWJOB_DX = 4u };
+/* tensor slots */
+enum { BWJOB_T_X, BWJOB_T_DY, BWJOB_T_W, BWJOB_T_DW, BWJOB_T_DB, BWJOB_T_DX, BWJOB_NT };
 
 /* by dtype index (0 f32, 1 f16, 2 bf16: proto_dtype's order) */
 extern const char *const bwjob_dtype[3];
@@ -28,16 +30,40 @@ typedef struct bwjob_outcome {
 	int rc; /* 0, or -1 when refused */
 	char code[32], message[320];
 	double err;     /* worst normwise error over the outputs */
+	char bound[200]; /* a checker's first element past its bound: where */
 	char why[160];  /* a canary or input byte changed: where */
 	uint8_t *bytes; /* the whole region after the job, when keep (free it) */
 	size_t nbytes;
 } bwjob_outcome;
 
+/* What a job that succeeded wrote, for a checker: its shape, which slots it
+ * named, their elements, the stored inputs (and the outputs' old values,
+ * accumulating: val[t] of an output) and the outputs as read back (got[t],
+ * NULL where absent), as floats. */
+typedef struct bwjob_result {
+	uint64_t B, I, O;
+	bool acc;
+	bool present[BWJOB_NT];
+	uint64_t n[BWJOB_NT];
+	float *const *val;
+	float *const *got;
+} bwjob_result;
+
+/* Checks r's outputs into oc (err: the worst normwise error; bound: the
+ * first element past a bound of its own). */
+typedef void (*bwjob_checker)(const bwjob_result *r, bwjob_outcome *oc, const void *ctx);
+
 /* Run B×I×O of dtype dt (outputs outs, accumulate acc) on `variant` on the
  * daemon at sock, inputs from seed, tensors `skew` bytes off the 256-byte
- * grid; keep: the region's bytes afterwards into the outcome. */
+ * grid; keep: the region's bytes afterwards into the outcome. Its outputs
+ * are checked by the normwise error against the float64 reference
+ * (vkg_ref_max_rel_err). */
 bwjob_outcome bwjob_run(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
 			const char *variant, uint64_t seed, uint64_t skew, bool keep);
+/* bwjob_run, the outputs checked by check(ctx) instead. */
+bwjob_outcome bwjob_run_checked(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
+				bool acc, const char *variant, uint64_t seed, uint64_t skew, bool keep,
+				bwjob_checker check, const void *ctx);
 
 /* "dw,db" and the like. */
 const char *bwjob_outs_name(unsigned outs);
@@ -46,6 +72,11 @@ const char *bwjob_outs_name(unsigned outs);
  * 0, or 1 with the job and what went wrong on stderr. */
 unsigned bwjob_check(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
 		     const char *variant, uint64_t seed, uint64_t skew);
+/* bwjob_check, the outputs checked by check(ctx) (bwjob_run_checked); a
+ * bound it reports fails the job too. */
+unsigned bwjob_check_checked(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
+			     bool acc, const char *variant, uint64_t seed, uint64_t skew, bwjob_checker check,
+			     const void *ctx);
 
 /* Which 16-bit dtypes hello lists `kernel` for, on the daemon at sock (a
  * hello as `client`): offered[1] f16, offered[2] bf16 (offered[0] stays

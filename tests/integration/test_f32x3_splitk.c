@@ -56,6 +56,7 @@
 #include <string.h>
 
 #include "daemon_proc.h"
+#include "bwjob.h"
 #include "expect.h"
 #include "rawsock.h"
 #include "ref.h"
@@ -71,14 +72,9 @@ static bool g_cut_up;
 static bool g_offered; /* hello lists KERNEL for f32 */
 static char g_device[128];
 
-enum { X, DY, W, DW, DB, DX, NT };
-enum { O_DW = 1u, O_DB = 2u, O_DX = 4u };
-
-static float rnd(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-}
+enum { X = BWJOB_T_X, DY = BWJOB_T_DY, W = BWJOB_T_W, DW = BWJOB_T_DW, DB = BWJOB_T_DB, DX = BWJOB_T_DX,
+       NT = BWJOB_NT };
+enum { O_DW = BWJOB_DW, O_DB = BWJOB_DB, O_DX = BWJOB_DX };
 
 static uint64_t cdiv(uint64_t a, uint64_t b)
 {
@@ -108,19 +104,9 @@ static double gamma_n(double n)
 	return n * u / (1.0 - n * u);
 }
 
-typedef struct outcome {
-	int rc; /* 0, or -1 when refused */
-	char code[32], message[320];
-	double err;     /* worst normwise error over the outputs */
-	char bound[200]; /* the first element past its bound: where */
-	char why[160];  /* a canary or input byte changed: where */
-	uint8_t *bytes; /* the whole region after the job, when keep */
-	size_t nbytes;
-} outcome;
-
 /* want and Σ|terms| in float64, dW[o][i] = Σ_b dy[b][o]·x[b][i], db[o] =
  * Σ_b dy[b][o], dX[b][i] = Σ_o dy[b][o]·w[o][i] */
-static void reference(uint64_t B, uint64_t I, uint64_t O, float *const val[NT], const bool present[NT],
+static void reference(uint64_t B, uint64_t I, uint64_t O, float *const *val, const bool present[NT],
 		      double *want[NT], double *mag[NT])
 {
 	for (uint64_t b = 0; b < B; b++) {
@@ -145,154 +131,69 @@ static void reference(uint64_t B, uint64_t I, uint64_t O, float *const val[NT], 
 	}
 }
 
-/* Run B×I×O f32 (outputs outs, accumulate acc) on `variant` on the daemon
- * at sock (loop bound `trips`), inputs from seed; every tensor `skew`
- * bytes past a multiple of 256, 256 canary bytes after each. */
-static outcome run_job(const char *sock, const char *dtype, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
-		       bool acc, const char *variant, uint64_t seed, uint64_t skew, uint64_t trips, bool keep)
-{
-	outcome oc = {0};
-	const proto_dtype dt = strcmp(dtype, "f32") == 0 ? PROTO_F32 : strcmp(dtype, "f16") == 0 ? PROTO_F16 : PROTO_BF16;
-	const size_t es = dt == PROTO_F32 ? 4 : 2;
-	const uint64_t n[NT] = {B * I, B * O, O * I, O * I, O, B * I};
-	const bool present[NT] = {true, true, (outs & O_DX) != 0, (outs & O_DW) != 0, (outs & O_DB) != 0,
-				  (outs & O_DX) != 0};
-	size_t off[NT], size = 0;
-	for (int t = 0; t < NT; t++) {
-		off[t] = size + skew;
-		size += (skew + n[t] * es + 255) / 256 * 256 + 256;
-	}
-	vkg_error err;
-	vkg_client *c = vkg_connect(sock, &err);
-	assert_non_null(c);
-	uint64_t reg;
-	uint8_t *m = vkg_region_create(c, size, &reg, &err);
-	assert_non_null(m);
-	for (size_t i = 0; i < size; i++) /* canaries: a position-dependent pattern */
-		m[i] = (uint8_t)(0xa5u ^ (i * 131u) ^ (i >> 8));
-	float *val[NT];
-	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-	for (int t = 0; t < NT; t++) {
-		val[t] = malloc((n[t] ? n[t] : 1) * sizeof(float));
-		assert_non_null(val[t]);
-		if (!present[t] && t > W)
-			continue; /* (its bytes stay canaries) */
-		for (uint64_t i = 0; i < n[t]; i++)
-			val[t][i] = (t <= W || acc) ? rnd(&s) : NAN; /* an overwrite must not read it */
-		vkg_ref_store(dt, m + off[t], val[t], n[t]);
-		vkg_ref_load(dt, val[t], m + off[t], n[t]); /* the stored values */
-	}
-	uint8_t *before = malloc(size);
-	assert_non_null(before);
-	memcpy(before, m, size);
-	vkg_job j = vkg_job_init();
-	j.dtype = dtype;
-	j.variant = variant;
-	j.batch = B, j.in = I, j.out = O;
-	j.accumulate = acc;
-	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
-	for (int t = 0; t < NT; t++)
-		if (present[t])
-			*slot[t] = (vkg_tensor){reg, off[t]};
-	vkg_result r;
-	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
-		oc.rc = -1;
-		snprintf(oc.code, sizeof(oc.code), "%s", err.code);
-		snprintf(oc.message, sizeof(oc.message), "%s", err.message);
-	} else {
-		double *want[NT] = {0}, *mag[NT] = {0};
-		for (int t = DW; t < NT; t++)
-			if (present[t]) {
-				want[t] = calloc(n[t], sizeof(double));
-				mag[t] = calloc(n[t], sizeof(double));
-				assert_non_null(want[t]);
-				assert_non_null(mag[t]);
-			}
-		reference(B, I, O, val, present, want, mag);
-		uint64_t L, S;
-		plan_of(B, I, O, present[DW], trips, &L, &S);
-		for (int t = DW; t < NT; t++) {
-			if (!present[t])
-				continue;
-			/* dX: coopmat_khr_f32x3, one pass over K = out */
-			const double cl = t == DX ? (double)O : 2.0 * (double)L, cs = t == DX ? 1.0 : 2.0 * (double)S;
-			const double cb = 3.03 * ldexp(1.0, -16) + 1.01 * gamma_n(3.0 * cl + 2.0 * cs + 4.0);
-			float *got = malloc(n[t] * sizeof(float));
-			double *based = acc ? malloc(n[t] * sizeof(double)) : NULL;
-			assert_non_null(got);
-			vkg_ref_load(dt, got, m + off[t], n[t]);
-			for (uint64_t i = 0; i < n[t]; i++) {
-				const double old = acc ? val[t][i] : 0.0, w = want[t][i] + old;
-				if (based)
-					based[i] = val[t][i];
-				const double lim = cb * (mag[t][i] + fabs(old)) + ldexp(fabs(w), -24);
-				if (!(fabs((double)got[i] - w) <= lim) && !oc.bound[0])
-					snprintf(oc.bound, sizeof(oc.bound),
-						 "%s[%llu] = %.9g, want %.9g: off by %.3g > bound %.3g (Σ|terms| %.4g, L %llu, S %llu)",
-						 t == DW ? "dw" : t == DB ? "db" : "dx", (unsigned long long)i,
-						 (double)got[i], w, fabs((double)got[i] - w), lim, mag[t][i],
-						 (unsigned long long)L, (unsigned long long)S);
-			}
-			/* (vkg_ref_max_rel_err adds `based` to want itself) */
-			const double e = vkg_ref_max_rel_err(got, want[t], based, n[t]);
-			oc.err = e > oc.err || isnan(e) ? e : oc.err;
-			free(got);
-			free(based);
-			free(want[t]);
-			free(mag[t]);
-		}
-	}
-	/* every byte but the outputs' (the daemon's outputs only where the job
-	 * succeeded) as before */
-	for (size_t i = 0; i < size && !oc.why[0]; i++) {
-		bool out = false;
-		for (int t = DW; t < NT && oc.rc == 0; t++)
-			out |= present[t] && i >= off[t] && i < off[t] + n[t] * es;
-		if (!out && m[i] != before[i])
-			snprintf(oc.why, sizeof(oc.why), "byte %zu of %zu (outside the outputs) changed", i, size);
-	}
-	if (keep) {
-		oc.bytes = malloc(size);
-		assert_non_null(oc.bytes);
-		memcpy(oc.bytes, m, size);
-		oc.nbytes = size;
-	}
-	free(before);
-	for (int t = 0; t < NT; t++)
-		free(val[t]);
-	assert_int_equal(vkg_region_destroy(c, reg, m, size, &err), 0);
-	vkg_close(c);
-	return oc;
-}
-
-static const char *outs_name(unsigned o)
-{
-	static const char *const nm[8] = {"", "dw", "db", "dw,db", "dx", "dw,dx", "db,dx", "dw,db,dx"};
-	return nm[o & 7];
-}
-
 #define TRIPS_ALL 32768u /* the daemon's default loop bound (KSHAPE_LOOP_TRIPS_MAX) */
+static const uint64_t trips_all = TRIPS_ALL;
 
-/* A job that must succeed within both tolerances, touching nothing else;
- * 0 or 1 (printed) */
+/* bwjob's checker: every output element within coopmat_khr_f32x3's bound
+ * for the forced plan at loop bound *(const uint64_t *)ctx (oc->bound: the
+ * first past it), and the normwise error against the same reference. */
+static void check_f32x3(const bwjob_result *r, bwjob_outcome *oc, const void *ctx)
+{
+	const uint64_t trips = *(const uint64_t *)ctx;
+	double *want[NT] = {0}, *mag[NT] = {0};
+	for (int t = DW; t < NT; t++)
+		if (r->present[t]) {
+			want[t] = calloc(r->n[t], sizeof(double));
+			mag[t] = calloc(r->n[t], sizeof(double));
+			assert_non_null(want[t]);
+			assert_non_null(mag[t]);
+		}
+	reference(r->B, r->I, r->O, r->val, r->present, want, mag);
+	uint64_t L, S;
+	plan_of(r->B, r->I, r->O, r->present[DW], trips, &L, &S);
+	for (int t = DW; t < NT; t++) {
+		if (!r->present[t])
+			continue;
+		/* dX: coopmat_khr_f32x3, one pass over K = out */
+		const double cl = t == DX ? (double)r->O : 2.0 * (double)L, cs = t == DX ? 1.0 : 2.0 * (double)S;
+		const double cb = 3.03 * ldexp(1.0, -16) + 1.01 * gamma_n(3.0 * cl + 2.0 * cs + 4.0);
+		const float *got = r->got[t];
+		double *based = r->acc ? malloc(r->n[t] * sizeof(double)) : NULL;
+		for (uint64_t i = 0; i < r->n[t]; i++) {
+			const double old = r->acc ? r->val[t][i] : 0.0, w = want[t][i] + old;
+			if (based)
+				based[i] = r->val[t][i];
+			const double lim = cb * (mag[t][i] + fabs(old)) + ldexp(fabs(w), -24);
+			if (!(fabs((double)got[i] - w) <= lim) && !oc->bound[0])
+				snprintf(oc->bound, sizeof(oc->bound),
+					 "%s[%llu] = %.9g, want %.9g: off by %.3g > bound %.3g (Σ|terms| %.4g, L %llu, S %llu)",
+					 t == DW ? "dw" : t == DB ? "db" : "dx", (unsigned long long)i, (double)got[i], w,
+					 fabs((double)got[i] - w), lim, mag[t][i], (unsigned long long)L,
+					 (unsigned long long)S);
+		}
+		/* (vkg_ref_max_rel_err adds `based` to want itself) */
+		const double e = vkg_ref_max_rel_err(got, want[t], based, r->n[t]);
+		oc->err = e > oc->err || isnan(e) ? e : oc->err;
+		free(based);
+		free(want[t]);
+		free(mag[t]);
+	}
+}
+
+/* An f32 job on VARIANT that must succeed within both tolerances, touching
+ * nothing else; 0 or 1 (printed) */
 static unsigned check_job(const char *sock, uint64_t trips, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
 			  bool acc, uint64_t seed, uint64_t skew)
 {
-	outcome oc = run_job(sock, "f32", B, I, O, outs, acc, VARIANT, seed, skew, trips, false);
-	char what[128];
-	snprintf(what, sizeof(what), "f32 %llux%llux%llu %s%s skew %llu", (unsigned long long)B,
-		 (unsigned long long)I, (unsigned long long)O, outs_name(outs), acc ? " acc" : "",
-		 (unsigned long long)skew);
-	if (oc.rc != 0) {
-		fprintf(stderr, "%s: %s: %s\n", what, oc.code, oc.message);
-		return 1;
-	}
-	if (!(oc.err <= VKG_REF_TOL_F32) || oc.bound[0] || oc.why[0]) {
-		fprintf(stderr, "%s: max_rel_err %.3g (tol %.0e)%s%s%s%s\n", what, oc.err, VKG_REF_TOL_F32,
-			oc.bound[0] ? "; " : "", oc.bound, oc.why[0] ? "; " : "", oc.why);
-		return 1;
-	}
-	return 0;
+	return bwjob_check_checked(sock, PROTO_F32, B, I, O, outs, acc, VARIANT, seed, skew, check_f32x3, &trips);
+}
+
+/* The same job whole, its bytes kept: bwjob_run_checked at the default loop bound. */
+static bwjob_outcome run_job(const char *sock, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+			     const char *variant, uint64_t seed, bool keep)
+{
+	return bwjob_run_checked(sock, PROTO_F32, B, I, O, outs, acc, variant, seed, 0, keep, check_f32x3,
+				 &trips_all);
 }
 
 /* Skip (printed) where f32 does not have it. */
@@ -379,8 +280,8 @@ static void test_same_bits_every_run(void **state)
 	}
 	proto_stats s0, s1;
 	assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-	outcome a = run_job(g_d.sock, "f32", 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, 0, TRIPS_ALL, true);
-	outcome b = run_job(g_d.sock, "f32", 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, 0, TRIPS_ALL, true);
+	bwjob_outcome a = run_job(g_d.sock, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, true);
+	bwjob_outcome b = run_job(g_d.sock, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, true);
 	assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
 	assert_int_equal(s1.splitk_jobs, s0.splitk_jobs + 2);
 	assert_int_equal(a.rc, 0);
@@ -414,8 +315,7 @@ static void test_refused_where_absent_never_auto(void **state)
 		expect_refused_untouched(c, "f32", VARIANT, "unsupported", "variant '" VARIANT "' needs",
 					 lvp ? "VK_KHR_cooperative_matrix" : "this job is f32");
 		/* a larger job, forced, accumulating: refused, nothing written */
-		outcome oc = run_job(g_d.sock, "f32", 20000, 257, 2, O_DW | O_DB, true, VARIANT, 700, 0, TRIPS_ALL,
-				     false);
+		bwjob_outcome oc = run_job(g_d.sock, 20000, 257, 2, O_DW | O_DB, true, VARIANT, 700, false);
 		assert_int_equal(oc.rc, -1);
 		assert_string_equal(oc.code, "unsupported");
 		assert_non_null(strstr(oc.message, "variant '" VARIANT "' needs"));
@@ -429,7 +329,7 @@ static void test_refused_where_absent_never_auto(void **state)
 	 * cores (nor any split-K: the narrow family), correct */
 	proto_stats s0, s1;
 	assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-	outcome oc = run_job(g_d.sock, "f32", 65536, 64, 64, O_DW | O_DB, false, "auto", 710, 0, TRIPS_ALL, false);
+	bwjob_outcome oc = run_job(g_d.sock, 65536, 64, 64, O_DW | O_DB, false, "auto", 710, false);
 	assert_int_equal(oc.rc, 0);
 	if (!(oc.err <= VKG_REF_TOL_F32) || oc.why[0])
 		fail_msg("auto f32 65536x64x64: max_rel_err %.3g %s", oc.err, oc.why);
