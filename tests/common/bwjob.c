@@ -185,7 +185,7 @@ unsigned bwjob_check_checked(const char *sock, int dt, uint64_t B, uint64_t I, u
 }
 
 int bwjob_offered(const char *sock, const char *client, const char *kernel, const char *variant,
-		  bool offered[3], char *device, size_t n)
+		  unsigned dtypes, bool offered[3], char *device, size_t n)
 {
 	vkg_error err;
 	vkg_client *c = vkg_connect(sock, &err);
@@ -207,11 +207,13 @@ int bwjob_offered(const char *sock, const char *client, const char *kernel, cons
 		}
 		if (strcmp(k.name, kernel) != 0)
 			continue;
-		if (strcmp(k.variant, variant) != 0 || strcmp(k.dtype, "f32") == 0)
+		int dt = 0;
+		while (dt < 3 && strcmp(k.dtype, bwjob_dtype[dt]) != 0)
+			dt++;
+		if (strcmp(k.variant, variant) != 0 || dt == 3 || !(dtypes & (1u << dt)))
 			rc = -1;
-		for (int dt = 1; dt <= 2; dt++)
-			if (strcmp(k.dtype, bwjob_dtype[dt]) == 0)
-				offered[dt] = true;
+		else
+			offered[dt] = true;
 	}
 	vkg_close(c);
 	return rc;

@@ -78,11 +78,12 @@ unsigned bwjob_check_checked(const char *sock, int dt, uint64_t B, uint64_t I, u
 			     bool acc, const char *variant, uint64_t seed, uint64_t skew, bwjob_checker check,
 			     const void *ctx);
 
-/* Which 16-bit dtypes hello lists `kernel` for, on the daemon at sock (a
- * hello as `client`): offered[1] f16, offered[2] bf16 (offered[0] stays
- * false), the device's name into device. -1 when it cannot ask, or when
- * a record of `kernel` names another variant than `variant` or f32. */
+/* Which dtypes hello lists `kernel` for, on the daemon at sock (a hello as
+ * `client`): offered[dt] by dtype index, the device's name into device.
+ * -1 when it cannot ask, or when a record of `kernel` names another
+ * variant than `variant` or a dtype outside `dtypes` (bit dt: dtype dt). */
+enum { BWJOB_F32_ONLY = 1u, BWJOB_16BIT_ONLY = 6u }; /* bwjob_offered's dtypes */
 int bwjob_offered(const char *sock, const char *client, const char *kernel, const char *variant,
-		  bool offered[3], char *device, size_t n);
+		  unsigned dtypes, bool offered[3], char *device, size_t n);
 
 #endif

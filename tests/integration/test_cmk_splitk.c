@@ -248,7 +248,7 @@ static int group_setup(void **state)
 	proto_hello h;
 	expect_hello(g_d.sock, &h);
 	/* listed per dtype in hello, under coopmat_khr_splitk, never for f32 */
-	if (bwjob_offered(g_d.sock, "test_cmk_splitk", KERNEL, VARIANT, g_offered, g_device, sizeof(g_device)) != 0)
+	if (bwjob_offered(g_d.sock, "test_cmk_splitk", KERNEL, VARIANT, BWJOB_16BIT_ONLY, g_offered, g_device, sizeof(g_device)) != 0)
 		return -1;
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
 		if (g_offered[dt] != expect_hello_lists(&h, VARIANT, (proto_dtype)dt))

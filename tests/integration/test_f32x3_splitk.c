@@ -348,24 +348,11 @@ static int group_setup(void **state)
 		return -1;
 	proto_hello h;
 	expect_hello(g_d.sock, &h);
-	vkg_error err;
-	vkg_client *c = vkg_connect(g_d.sock, &err);
-	vkg_info info;
-	if (!c || vkg_hello(c, "test_f32x3_splitk", &info, &err) != 0)
-		return -1;
-	snprintf(g_device, sizeof(g_device), "%s", info.device_name);
 	/* listed in hello for f32 only */
-	for (unsigned i = 0; i < info.n_kernels; i++) {
-		vkg_kernel_info k;
-		if (vkg_info_kernel(c, i, &k) != 0)
-			return -1;
-		if (strcmp(k.name, KERNEL) != 0)
-			continue;
-		if (strcmp(k.variant, VARIANT) != 0 || strcmp(k.dtype, "f32") != 0)
-			return -1;
-		g_offered = true;
-	}
-	vkg_close(c);
+	bool offered[3];
+	if (bwjob_offered(g_d.sock, "test_f32x3_splitk", KERNEL, VARIANT, BWJOB_F32_ONLY, offered, g_device, sizeof(g_device)) != 0)
+		return -1;
+	g_offered = offered[PROTO_F32];
 	if (g_offered != expect_hello_lists(&h, VARIANT, PROTO_F32) || expect_hello_lists(&h, VARIANT, PROTO_F16) ||
 	    expect_hello_lists(&h, VARIANT, PROTO_BF16))
 		return -1;
