@@ -77,6 +77,13 @@ static bool is_splitk(int k)
 	return k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_CMK_SPLITK || k == KERN_CMKS_DX;
 }
 
+/* Does j's dX have split-K partials of its own? (Not a dX beside dW,
+ * whose pass writes dX itself.) */
+static bool dx_partials(const job *j)
+{
+	return is_splitk(j->plan.input) && !variant_dx_fused(&j->plan);
+}
+
 /* Split-K's or the narrow family's partials given up: dW (and db) by the
  * tiled kernel, db alone by the seed kernel. */
 static void drop_param_splitk(job *j)
@@ -93,7 +100,7 @@ static void drop_param_splitk(job *j)
 
 static void drop_input_splitk(job *j)
 {
-	if (is_splitk(j->plan.input) && !variant_dx_fused(&j->plan)) {
+	if (dx_partials(j)) {
 		j->plan.input = KERN_TILED;
 		j->plan.dx_slices = 1;
 	}
@@ -157,7 +164,7 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 		if (j->plan.slices < j->plan.min_slices || j->plan.slices == 0)
 			drop_param_splitk(j);
 	}
-	if (is_splitk(j->plan.input) && !variant_dx_fused(&j->plan)) {
+	if (dx_partials(j)) {
 		j->plan.dx_slices = fit_slices(p, kshape_splitk_dx_elems(q, 1), j->plan.dx_slices);
 		if (j->plan.input == KERN_SPLITK128 && j->plan.dx_slices)
 			j->plan.dx_slices = kshape_s128_slices(q->out, j->plan.dx_slices);
@@ -168,7 +175,7 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 		j->splitk_off = 0;
 		bytes += scratch_round(param_elems(j, q, j->plan.slices) * 4);
 	}
-	if (is_splitk(j->plan.input) && !variant_dx_fused(&j->plan)) {
+	if (dx_partials(j)) {
 		j->splitk_dx_off = bytes;
 		bytes += scratch_round(kshape_splitk_dx_elems(q, j->plan.dx_slices) * 4);
 	}
