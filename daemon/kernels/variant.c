@@ -593,8 +593,8 @@ static void nv2_take(variant_plan *p, const proto_request *q, uint32_t bm, uint3
 	const uint64_t kmax = kshape_max_k(kdw, q->dtype);
 	if (p->param == KERN_CMK_DW && q->batch <= kmax && nv2_fits(q->out, q->in, bm, bn, min_tiles, whole))
 		p->param = kdw;
-	/* (a narrow layer's dX stays on coopmat_khr: variant.h) */
-	if (p->input == KERN_CMK_DX && q->out <= kmax && !variant_narrow_fits(q) && p->param != KERN_CMK_SPLITK &&
+	/* (a dX the narrow layers' rule put on coopmat_khr stays there: variant.h) */
+	if (p->input == KERN_CMK_DX && q->out <= kmax && !variant_cmk_dx_narrow(q, VARIANT_HAS_CMK, p->param) &&
 	    nv2_fits(q->batch, q->in, bm, bn, min_tiles, whole))
 		p->input = kdx;
 }
