@@ -85,7 +85,18 @@
 #                   family), where device time is short
 #   GRID_VARIANTS   the grid step's families (default all ten)
 #   NARROW_DX_TILES suite narrow's coopmat_khr tilings for a narrow layer's
-#                   dX (entries VAR=value, joined by +; "" leaves the step out)
+#                   dX (entries VAR=value, joined by +; unset: the step is
+#                   left out). The H100 run of 2026-12-06 (docs/performance.md)
+#                   timed:
+#                     VKGRAD_CMK_TILE=2x2x64x64x32x1
+#                     VKGRAD_CMK_TILE=2x1x64x64x32x1
+#                     VKGRAD_CMK_TILE=4x1x32x64x32x1
+#                     VKGRAD_CMK_TILE=4x1x64x64x32x1
+#                     VKGRAD_CMK_TILE=8x1x32x64x32x1
+#                     VKGRAD_CMK_TILE=4x2x32x32x32x1
+#                     VKGRAD_CMK_TILE=2x2x32x32x32x1
+#                     VKGRAD_CMK_SMALL_BELOW=4294967295
+#                     VKGRAD_CMK_SMALL_BELOW=4294967295+VKGRAD_CMK_TILE_SMALL=8x1x32x64x32x1
 #   DX_TILE_SET     their shapes (default 1048576,64,64;1048576,128,128;
 #                   262144,256,256, bf16)
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
@@ -415,7 +426,7 @@ suite_narrow() {
 	# joined by "+"
 	local tile
 	: >"$R/dxtile.jsonl"
-	for tile in ${NARROW_DX_TILES-VKGRAD_CMK_TILE=2x2x64x64x32x1 VKGRAD_CMK_TILE=2x1x64x64x32x1 VKGRAD_CMK_TILE=4x1x32x64x32x1 VKGRAD_CMK_TILE=4x1x64x64x32x1 VKGRAD_CMK_TILE=8x1x32x64x32x1 VKGRAD_CMK_TILE=4x2x32x32x32x1 VKGRAD_CMK_TILE=2x2x32x32x32x1 VKGRAD_CMK_SMALL_BELOW=4294967295 VKGRAD_CMK_SMALL_BELOW=4294967295+VKGRAD_CMK_TILE_SMALL=8x1x32x64x32x1}; do
+	for tile in ${NARROW_DX_TILES:-}; do
 		# shellcheck disable=SC2086
 		VKGRADD_ENV="${tile//+/ }" DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines "dxtile-${tile//VKGRAD_CMK_/}" \
 			"$B/bin/vkgradd" "$R/dxtile.jsonl" "${DX_TILE_SET:-1048576,64,64;1048576,128,128;262144,256,256}" bf16 \
