@@ -15,16 +15,12 @@
 //    64-wide tile, up to 1024 of a narrower one: 4096 elements of each),
 //    16 bytes per thread per load where aligned, the next step's loads
 //    issued before the current rows are multiplied;
-//  - the threads are 8×8 output micro-tiles (two vec4 of dY's column times
-//    two vec4 of X's: 64 FMAs per four shared loads) times row groups: a
-//    layer of few features gets as many row groups as its micro-tiles
-//    leave threads (a 64×64 tile: 64 micro-tiles, 4 groups; a 16×32
-//    one: 8 micro-tiles, 32 groups), not idle threads;
-//  - db is its own pass over each step's dY in shared memory (a column
-//    and every 4th-or-more row per thread), not a sum every micro-tile
-//    repeats;
-//  - the groups (and db's row parts) are summed by a fixed tree at the
-//    end: no atomics, the same bits every run.
+//  - the threads are 4×4 output micro-tiles (a vec4 of dY's column times a
+//    vec4 of X's: 16 FMAs per two shared loads) times row groups: a layer
+//    of few features gets as many row groups as its micro-tiles leave
+//    threads (a 16×32 tile: 32 micro-tiles, 8 groups), not idle threads;
+//  - the groups are summed by a fixed tree at the end: no atomics, the same
+//    bits every run.
 
 #include "dtype.glsl"
 #define NARROW_EPT 16u
@@ -41,10 +37,10 @@ layout(std430, set = 0, binding = 2) writeonly buffer BufP { float part[]; };
 // push constants, flags, bindings: shaders/iface/kernels.h
 layout(push_constant) uniform Params { VKG_PC_NARROW(uint) } pc;
 
-// a step's rows of dY and of X, wq vec4 per row (two per micro-tile
-// column, a power of two): 64 rows of a 64-wide tile, 512 of a 1-8 wide
-// one; at the end, the row groups' sums (8 vec4 of dW per thread a round)
-// and db's row parts (ys4[t].x)
+// a step's rows of dY and of X, wq vec4 per row (the tile's wider side in
+// quads, a power of two): 64 rows of a 64-wide tile, 1024 of a 1-4 wide
+// one; at the end, the row groups' sums (ys4: 4 vec4 of dW per thread,
+// xs4: one of db)
 shared vec4 ys4[1024];
 shared vec4 xs4[1024];
 
@@ -82,18 +78,14 @@ void main()
 	const uint nco = min(64u, pc.n_out - o0);
 	const bool want_db = (pc.flags & VKG_FLAG_WRITE_D) != 0u && ti == 0u;
 
-	// micro-tiles (mtr rows × mtc columns of 8×8) × G row groups
-	const uint mtc = max((nci + 7u) / 8u, 1u), mtr = (nco + 7u) / 8u, nmt = mtr * mtc;
+	// micro-tiles (mtr rows × mtc columns of 4×4) × G row groups
+	const uint mtc = max((nci + 3u) / 4u, 1u), mtr = (nco + 3u) / 4u, nmt = mtr * mtc;
 	const uint p2 = narrow_pow2(nmt), G = VKG_NARROW_THREADS / p2;
 	const uint m = tid & (p2 - 1u), g = tid / p2;
 	const bool busy = m < nmt;
 	const uint oq = m / mtc, iq = m - oq * mtc;
-	wq = 2u * narrow_pow2(max(mtr, mtc));
-	const uint SR = 1024u / wq; // rows per step: 64 for a 64-wide tile (kshape_narrow_step_rows)
-	// db: thread (column dc, row part drp) sums rows drp, drp + RP, ...
-	// of each step (RP >= 4, SR / RP = 16 rows)
-	const uint ncols = 4u * wq, RP = VKG_NARROW_THREADS / ncols;
-	const uint dc = tid % ncols, drp = tid / ncols;
+	wq = narrow_pow2(max(mtr, mtc));
+	const uint SR = 1024u / wq; // rows per step: 64 for a 64-wide tile
 
 	const uint blk = pc.b_base + gl_WorkGroupID.y;
 	const uint r_begin = blk * pc.rows;
@@ -105,11 +97,7 @@ void main()
 	const bool vy = pc.dy_off % VW == 0u && (nco == pc.n_out || pc.n_out % VW == 0u);
 	const bool vx = pc.x_off % VW == 0u && (nci == pc.n_in || pc.n_in % VW == 0u);
 
-	// a[2e + h]: dW row 8·oq + e, columns 8·iq + 4h .. + 3 (of the tile)
-	vec4 a[16];
-	[[unroll]] for (uint q = 0u; q < 16u; q++)
-		a[q] = vec4(0.0);
-	float dbs = 0.0;
+	vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0), bs = vec4(0.0);
 	float ry[NARROW_EPT], rx[NARROW_EPT];
 	uint row = r_begin;
 	if (steps > 0u) {
@@ -134,78 +122,58 @@ void main()
 				NARROW_LOAD(x, xv4, rx, pc.x_off + row * pc.n_in + i0, pc.n_in, nci, nr * nci, vx)
 			}
 		}
-		if (want_db) {
-			for (uint r = drp; r < SR; r += RP)
-				dbs += ys4[r * wq + (dc >> 2)][dc & 3u];
-		}
-		if (want_dw && busy) {
-			// (columns past the tile's read whatever shared memory holds
-			// there; their sums are never stored)
+		if (busy) {
 			for (uint r = g; r < SR; r += G) {
-				const uint yb = r * wq + 2u * oq, xb = r * wq + 2u * iq;
-				const vec4 y0 = ys4[yb], y1 = ys4[yb + 1u];
-				const vec4 x0 = xs4[xb], x1 = xs4[xb + 1u];
-				[[unroll]] for (uint e = 0u; e < 4u; e++) {
-					a[2u * e] += y0[e] * x0;
-					a[2u * e + 1u] += y0[e] * x1;
-					a[8u + 2u * e] += y1[e] * x0;
-					a[9u + 2u * e] += y1[e] * x1;
+				const vec4 yv = ys4[r * wq + oq];
+				bs += yv;
+				if (want_dw) {
+					const vec4 xv = xs4[r * wq + iq];
+					a0 += yv.x * xv;
+					a1 += yv.y * xv;
+					a2 += yv.z * xv;
+					a3 += yv.w * xv;
 				}
 			}
 		}
 	}
 
-	// the row groups' sums, by a fixed tree (group g + st into group g),
-	// half of a thread's 16 vec4 a round
+	// the row groups' sums, by a fixed tree (group g + st into group g)
 	barrier();
-	if (want_dw && G > 1u) {
-		[[unroll]] for (uint k = 0u; k < 2u; k++) {
-			[[unroll]] for (uint j = 0u; j < 4u; j++) {
-				ys4[tid * 4u + j] = a[8u * k + j];
-				xs4[tid * 4u + j] = a[8u * k + 4u + j];
-			}
-			barrier();
-			for (uint st = G >> 1; st > 0u; st >>= 1) {
-				if (g < st) {
-					const uint t2 = tid + st * p2;
-					[[unroll]] for (uint j = 0u; j < 4u; j++) {
-						ys4[tid * 4u + j] += ys4[t2 * 4u + j];
-						xs4[tid * 4u + j] += xs4[t2 * 4u + j];
-					}
-				}
-				barrier();
-			}
-			[[unroll]] for (uint j = 0u; j < 4u; j++) {
-				a[8u * k + j] = ys4[tid * 4u + j];
-				a[8u * k + 4u + j] = xs4[tid * 4u + j];
-			}
-			barrier();
+	ys4[tid * 4u + 0u] = a0;
+	ys4[tid * 4u + 1u] = a1;
+	ys4[tid * 4u + 2u] = a2;
+	ys4[tid * 4u + 3u] = a3;
+	xs4[tid] = bs;
+	barrier();
+	for (uint st = G >> 1; st > 0u; st >>= 1) {
+		if (g < st) {
+			const uint t2 = tid + st * p2;
+			[[unroll]] for (uint q = 0u; q < 4u; q++)
+				ys4[tid * 4u + q] += ys4[t2 * 4u + q];
+			xs4[tid] += xs4[t2];
 		}
-	}
-	const uint base = pc.p_off + blk * pc.stride;
-	// db's row parts, by a fixed tree likewise
-	if (want_db) {
-		ys4[tid].x = dbs;
 		barrier();
-		for (uint st = RP >> 1; st > 0u; st >>= 1) {
-			if (drp < st)
-				ys4[tid].x += ys4[tid + st * ncols].x;
-			barrier();
-		}
-		if (drp == 0u && dc < nco)
-			part[base + pc.stride - pc.n_out + o0 + dc] = ys4[tid].x;
 	}
-	if (want_dw && g == 0u && busy) {
-		[[unroll]] for (uint e = 0u; e < 8u; e++) {
-			const uint o = o0 + 8u * oq + e;
-			[[unroll]] for (uint h = 0u; h < 2u; h++) {
-				const vec4 v = a[2u * e + h];
-				[[unroll]] for (uint c = 0u; c < 4u; c++) {
-					const uint i = i0 + 8u * iq + 4u * h + c;
-					if (o < o0 + nco && i < i0 + nci)
-						part[base + o * pc.n_in + i] = v[c];
-				}
+	if (g != 0u || !busy)
+		return;
+	const uint base = pc.p_off + blk * pc.stride;
+	if (want_dw) {
+		[[unroll]] for (uint a = 0u; a < 4u; a++) {
+			const uint o = o0 + oq * 4u + a;
+			const vec4 v = ys4[tid * 4u + a];
+			[[unroll]] for (uint c = 0u; c < 4u; c++) {
+				const uint i = i0 + iq * 4u + c;
+				if (o < pc.n_out && i < pc.n_in)
+					part[base + o * pc.n_in + i] = v[c];
 			}
+		}
+	}
+	if (want_db && iq == 0u) {
+		const vec4 v = xs4[tid];
+		[[unroll]] for (uint a = 0u; a < 4u; a++) {
+			const uint o = o0 + oq * 4u + a;
+			if (o < pc.n_out)
+				part[base + pc.stride - pc.n_out + o] = v[a];
 		}
 	}
 }

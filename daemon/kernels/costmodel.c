@@ -154,13 +154,12 @@ costmodel_geom costmodel_geometry(const proto_request *q, bool for_dx, int k, ui
 	} else if (k == KERN_NARROW && !for_dx) {
 		/* work: per tile, a step's loads and barriers (one per
 		 * step of kshape_narrow_step_rows) and its multiply-adds
-		 * (o·i / 1024 per 64 rows, o and i rounded up to the 8x8
-		 * micro-tiles: a 64x64 tile's 64 rows 4); the reduce pass one per
-		 * 256 partials read */
+		 * (o·i / 1024 per 64 rows: a 64x64 tile's 64 rows 4); the reduce
+		 * pass one per 256 partials read */
 		const uint64_t blocks = slices ? slices : kshape_narrow_blocks(q);
 		const uint64_t rows = kshape_narrow_rows(q, (uint32_t)blocks);
-		const uint64_t o4 = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 8) * 8;
-		const uint64_t i4 = dw ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 8) * 8 : 8;
+		const uint64_t o4 = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4) * 4;
+		const uint64_t i4 = dw ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) * 4 : 4;
 		const uint64_t sr = kshape_narrow_step_rows(q);
 		wgs = blocks * kshape_narrow_tiles(q);
 		trips = ceil_div(rows, sr);

@@ -60,10 +60,9 @@ static uint64_t pow2_ceil(uint64_t n)
 
 uint64_t kshape_narrow_step_rows(const proto_request *q)
 {
-	/* micro-tiles of 8x8; a shared row is two vec4 per micro-tile column */
-	const uint64_t oq = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 8);
-	const uint64_t iq = q->t[PROTO_T_DW].present ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 8) : 1;
-	return 1024 / (2 * pow2_ceil(oq > iq ? oq : iq));
+	const uint64_t oq = ceil_div(min_u64(q->out, VKG_NARROW_TILE), 4);
+	const uint64_t iq = q->t[PROTO_T_DW].present ? ceil_div(min_u64(q->in, VKG_NARROW_TILE), 4) : 1;
+	return 1024 / pow2_ceil(oq > iq ? oq : iq);
 }
 
 uint64_t kshape_narrow_dx_tile_rows(uint64_t in)

@@ -81,9 +81,8 @@ uint32_t kshape_cmks_slices(uint64_t K, uint32_t slices);
  * rows is 64 / row groups inner trips), at least one step. */
 uint64_t kshape_narrow_max_rows(void);
 /* Rows of one step of linear_narrow_param through shared memory for q's
- * first (widest) tile: 1024 / (2 x the least power of two >= its wider
- * side in 8-wide micro-tiles): 64 for a 64-wide tile, 512 for one of 1-8
- * features. */
+ * first (widest) tile: 1024 / the least power of two >= its wider side in
+ * quads (64 for a 64-wide tile, 1024 for one of 1-4 features). */
 uint64_t kshape_narrow_step_rows(const proto_request *q);
 /* Workgroups of one block: 64x64 tiles of dW (one column of them for db
  * alone). */
