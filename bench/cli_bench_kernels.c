@@ -20,6 +20,7 @@
  * a CPU device (lavapipe) so the default run stays short there. */
 #include "cli.h"
 #include "cli_bench.h"
+#include "bench_resident.h"
 #include "peak_copy.h"
 #include "ref.h"
 
@@ -127,6 +128,11 @@ static const char bk_usage[] =
 	"  --max-gflop X skip shapes with more than X·1e9 FLOPs; default none on a GPU,\n"
 	"                1 on a CPU device (lavapipe); 0 means none\n"
 	"  --json        only the JSON lines (no progress, no table)\n"
+	"  --resident    the tensors as device tensors (vkg_tensor_new): the jobs\n"
+	"                read and write device memory only, as a model kept on the\n"
+	"                daemon does (its lines carry \"resident\":true); without\n"
+	"                it they name client memory, which the daemon copies in and\n"
+	"                out around the kernels\n"
 	"  --socket PATH use a running daemon; otherwise a private one is started\n"
 	"                (--daemon PATH, default: the vkgradd next to this program)\n"
 	"                with max_region_bytes raised to fit the largest job\n"
@@ -147,6 +153,7 @@ typedef struct bk_opts {
 	bool max_gflop_set, json;
 	double copy_gbps; /* --copy-gbps */
 	bool copy_set;
+	bool resident; /* --resident */
 } bk_opts;
 
 /* One line's outcome, kept for the table at the end. */
@@ -248,7 +255,7 @@ static int dtype_lookup(const char *s)
 static int bk_parse(int argc, char **argv, bk_opts *o)
 {
 	enum { KO_KERNELS = 256, KO_SHAPES, KO_DTYPES, KO_VARIANTS, KO_REPS, KO_OUTPUTS, KO_MAXGF,
-	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP, KO_COPY };
+	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP, KO_COPY, KO_RESIDENT };
 	static const struct option opts[] = {
 		{"kernels", no_argument, NULL, KO_KERNELS},
 		{"shapes", required_argument, NULL, KO_SHAPES},
@@ -258,6 +265,7 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 		{"outputs", required_argument, NULL, KO_OUTPUTS},
 		{"max-gflop", required_argument, NULL, KO_MAXGF},
 		{"json", no_argument, NULL, KO_JSON},
+		{"resident", no_argument, NULL, KO_RESIDENT},
 		{"socket", required_argument, NULL, KO_SOCKET},
 		{"daemon", required_argument, NULL, KO_DAEMON},
 		{"help", no_argument, NULL, KO_HELP},
@@ -330,6 +338,7 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 			break;
 		}
 		case KO_JSON: o->json = true; break;
+		case KO_RESIDENT: o->resident = true; break;
 		case KO_COPY: {
 			char *end;
 			errno = 0;
@@ -548,9 +557,10 @@ static int late_failure(bk_run *r, bk_line *l, int rc, const vkg_error *err, con
 	return 0;
 }
 
-/* Run (shape, dtype, variant) on the task's region and print its line.
- * Returns 0, or -1 when the connection failed (nothing more can run). */
-static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
+/* Run (shape, dtype, variant) on the task's region, or on br's device
+ * tensors (--resident), and print its line. Returns 0, or -1 when the
+ * connection failed (nothing more can run). */
+static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_resident *br)
 {
 	const bk_opts *o = r->o;
 	const uint64_t shape[3] = {t->batch, t->in, t->out};
@@ -566,7 +576,7 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	l->dtype = t->dtype;
 	l->variant = v;
 	t->variant = v == PROTO_VARIANT_AUTO ? NULL : vname;
-	const vkg_job job = cli_task_job(t);
+	const vkg_job job = br ? bench_resident_job(br, t) : cli_task_job(t);
 	vkg_error err;
 	vkg_result res;
 
@@ -669,6 +679,8 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 	l->tflops = flop / us / 1e6;
 	l->gbps = bytes / us / 1e3;
 	l->copy_frac = r->copy_gbps > 0 ? l->gbps / r->copy_gbps : NAN;
+	if (br && (rc = bench_resident_read(br, r->c, t, &err)) != 0)
+		return late_failure(r, l, rc, &err, "reading the outputs");
 	l->err = cli_task_check(t);
 	l->sampled = t->sample[CLI_DW] != NULL;
 	const double tol = vkg_ref_tolerance(t->dtype);
@@ -683,16 +695,49 @@ static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
 		 ",\"gpu_us\":%.1f,\"kernel_us_measured\":%s,\"batch_gpu_us\":%.1f,"
 		 "\"tflops\":%s,\"gbps\":%s,\"end_to_end_us\":%.1f,\"warmup_us\":%.0f,"
 		 "\"copy_gbps\":%s,\"copy_fraction\":%s,"
-		 "\"max_rel_err\":%s,\"tol\":%s,\"check\":\"%s\",\"ok\":%s,\"device\":\"%s\"%s}\n",
+		 "\"max_rel_err\":%s,\"tol\":%s,\"check\":\"%s\",\"ok\":%s,%s\"device\":\"%s\"%s}\n",
 		 dname, vname, outs, reps, l->gpu_us, all_kernel ? "true" : "false", l->batch_gpu_us,
 		 json_num(nb[0], sizeof(nb[0]), "%.4g", l->tflops),
 		 json_num(nb[1], sizeof(nb[1]), "%.4g", l->gbps), l->e2e_us, warm_us,
 		 json_num(nb[3], sizeof(nb[3]), "%.1f", r->copy_gbps > 0 ? r->copy_gbps : NAN),
 		 json_num(nb[4], sizeof(nb[4]), "%.3f", l->copy_frac),
 		 json_num(nb[2], sizeof(nb[2]), "%.3g", l->err), vkg_ref_tolerance_text(t->dtype),
-		 l->sampled ? "sampled" : "full", l->ok ? "true" : "false", r->device, tl_json);
+		 l->sampled ? "sampled" : "full", l->ok ? "true" : "false", br ? "\"resident\":true," : "",
+		 r->device, tl_json);
 	cli_out("%s", buf);
 	return 0;
+}
+
+static int bk_measure(bk_run *r, cli_task *t, proto_variant v)
+{
+	if (!r->o->resident)
+		return bk_measure_on(r, t, v, NULL);
+	/* the poisoned outputs go to the tensors too (bk_measure_on) */
+	cli_task_poison_outputs(t);
+	bench_resident br;
+	vkg_error err;
+	const int rc = bench_resident_open(&br, r->c, t, &err);
+	if (rc == VKG_EREMOTE) { /* a limit (max_device_bytes, ...): this line only */
+		const uint64_t shape[3] = {t->batch, t->in, t->out};
+		print_error(r, shape, proto_dtype_name(t->dtype), proto_variant_name(v), &err);
+		bk_line *l = line_add(r, shape);
+		if (l) {
+			l->dtype = t->dtype;
+			l->variant = v;
+			l->kind = BK_REFUSED;
+			snprintf(l->note, sizeof(l->note), "%.23s: %.250s (device tensors)", err.code,
+				 err.message);
+		}
+		return 0;
+	}
+	if (rc != 0) {
+		r->daemon_failed = true;
+		cli_fail(&err);
+		return -1;
+	}
+	const int m = bk_measure_on(r, t, v, &br);
+	bench_resident_close(&br, r->c);
+	return m;
 }
 
 /* Why the daemon cannot take (shape, dtype) as hello describes it, or NULL. */

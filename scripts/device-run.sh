@@ -81,6 +81,8 @@
 #   NSET            suite narrow's shapes (B,I,O;...; default issue 37's set)
 #   NARROW_VARIANTS suite narrow's variants (default
 #                   auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk)
+#   NARROW_RESIDENT=1  suite narrow's set on device tensors (bench --kernels
+#                   --resident): no copies in or out around the kernels
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   GRID_VARIANTS   the grid step's families (default all ten)
@@ -395,10 +397,10 @@ suite_narrow() {
 	: >"$R/narrow.jsonl"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy} ${NARROW_RESIDENT:+--resident}
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" ${copy:+--copy-gbps $copy}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" ${copy:+--copy-gbps $copy} ${NARROW_RESIDENT:+--resident}
 	# BEFORE_VKGRADD's auto on the same set (dW+db and full), for a before/after in one run
 	if [ -n "${BEFORE_VKGRADD:-}" ]; then
 		: >"$R/narrow_before.jsonl"

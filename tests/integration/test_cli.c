@@ -511,6 +511,42 @@ static void test_bench_kernels_refused(void **state)
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
+/* --resident: the tensors as device tensors. Each line is checked against
+ * the reference after its outputs are read back (they were NaN before the
+ * first job, on the device too), and says so; a line whose tensors exceed
+ * the daemon's device-memory limit prints an error naming it and the bench
+ * goes on to the next, on the same daemon. */
+static void test_bench_kernels_resident(void **state)
+{
+	(void)state;
+	char cmd[1024], out[32768], v[512], *lines[16];
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --resident --shapes 67,65,33 "
+		 "--dtypes f32,bf16 --variants auto,narrow --reps 2 --json", build_dir(), g_d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 16), 6);
+	for (unsigned i = 0; i < 4; i++) {
+		expect_measured(lines[i], "2");
+		assert_string_equal(json_get(lines[i], "resident", v, sizeof(v)), "true");
+	}
+
+	daemon_proc d = {0};
+	/* 67x65x33 f32 needs 2·67·65 + 2·33·65 + 67·33 + 33 elements: 54,164 bytes */
+	static const char *const args[] = {"--max-device-bytes", "40000", NULL};
+	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --resident "
+		 "--shapes '67,65,33;16,8,4' --dtypes f32 --variants auto --reps 2 --json",
+		 build_dir(), d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_int_equal(json_lines(out, lines, 16), 2);
+	assert_non_null(json_get(lines[0], "error", v, sizeof(v)));
+	assert_non_null(strstr(v, "\"code\":\"limit\""));
+	assert_non_null(strstr(v, "max_device_bytes"));
+	assert_string_equal(json_get(lines[1], "shape", v, sizeof(v)), "[16,8,4]");
+	expect_measured(lines[1], "2");
+	assert_string_equal(json_get(lines[1], "resident", v, sizeof(v)), "true");
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
 static void test_bench_kernels_usage(void **state)
 {
 	(void)state;
@@ -768,6 +804,7 @@ int main(void)
 		cmocka_unit_test(test_bench_kernels_outputs),
 		cmocka_unit_test(test_bench_kernels_skips),
 		cmocka_unit_test(test_bench_kernels_refused),
+		cmocka_unit_test(test_bench_kernels_resident),
 		cmocka_unit_test(test_bench_kernels_usage),
 		cmocka_unit_test(test_bench_peak_json),
 		cmocka_unit_test(test_bench_peak_copy_text),
