@@ -81,8 +81,9 @@
 #   NSET            suite narrow's shapes (B,I,O;...; default issue 37's set)
 #   NARROW_VARIANTS suite narrow's variants (default
 #                   auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk)
-#   NARROW_RESIDENT=1  suite narrow's set on device tensors (bench --kernels
-#                   --resident): no copies in or out around the kernels
+#   NARROW_RESIDENT=1  suite narrow's set and grid on device tensors (bench
+#                   --kernels --resident): no copies in or out around the
+#                   kernels
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   GRID_VARIANTS   the grid step's families (default all ten)
@@ -440,7 +441,7 @@ suite_narrow() {
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
 		"$GSET" f32,bf16 --variants "${GRID_VARIANTS:-auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_khr_splitk,coopmat_nv2}" \
-		--reps "$GREPS" ${copy:+--copy-gbps $copy}
+		--reps "$GREPS" ${copy:+--copy-gbps $copy} ${NARROW_RESIDENT:+--resident}
 	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
 }
 
