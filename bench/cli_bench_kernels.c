@@ -52,6 +52,8 @@
  * passed since the first one began (at least one, at most BK_WARMUP_MAX). */
 #define BK_WARMUP_US 300000.0
 #define BK_WARMUP_MAX 50
+/* --inflight's most */
+#define BK_INFLIGHT_MAX 64
 
 static const uint64_t bk_default_shapes[][3] = {
 	{32, 64, 8},        {256, 256, 16},     {4096, 1024, 16},    {8192, 4096, 32},
@@ -133,6 +135,14 @@ static const char bk_usage[] =
 	"                daemon does (its lines carry \"resident\":true); without\n"
 	"                it they name client memory, which the daemon copies in and\n"
 	"                out around the kernels\n"
+	"  --inflight K  keep K jobs of the line in flight (default 1: each waits for\n"
+	"                the last); the GPU then has the next job queued while one\n"
+	"                runs, as a training loop's does. gpu_us stays each job's own\n"
+	"                kernel time\n"
+	"  --warmup-ms X unmeasured jobs for X ms before each line's reps (default:\n"
+	"                300 ms, at most 50 jobs). An idle GPU lowers its clock\n"
+	"                (an H100 went to 345 MHz from 1980 between short lines):\n"
+	"                give it long enough, with --inflight, to come back up\n"
 	"  --socket PATH use a running daemon; otherwise a private one is started\n"
 	"                (--daemon PATH, default: the vkgradd next to this program)\n"
 	"                with max_region_bytes raised to fit the largest job\n"
@@ -154,6 +164,8 @@ typedef struct bk_opts {
 	double copy_gbps; /* --copy-gbps */
 	bool copy_set;
 	bool resident; /* --resident */
+	unsigned inflight; /* --inflight: jobs kept in flight (0: 1) */
+	double warmup_ms;  /* --warmup-ms (< 0: BK_WARMUP_US, at most BK_WARMUP_MAX jobs) */
 } bk_opts;
 
 /* One line's outcome, kept for the table at the end. */
@@ -255,7 +267,7 @@ static int dtype_lookup(const char *s)
 static int bk_parse(int argc, char **argv, bk_opts *o)
 {
 	enum { KO_KERNELS = 256, KO_SHAPES, KO_DTYPES, KO_VARIANTS, KO_REPS, KO_OUTPUTS, KO_MAXGF,
-	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP, KO_COPY, KO_RESIDENT };
+	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP, KO_COPY, KO_RESIDENT, KO_INFLIGHT, KO_WARMUP };
 	static const struct option opts[] = {
 		{"kernels", no_argument, NULL, KO_KERNELS},
 		{"shapes", required_argument, NULL, KO_SHAPES},
@@ -266,6 +278,8 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 		{"max-gflop", required_argument, NULL, KO_MAXGF},
 		{"json", no_argument, NULL, KO_JSON},
 		{"resident", no_argument, NULL, KO_RESIDENT},
+		{"inflight", required_argument, NULL, KO_INFLIGHT},
+		{"warmup-ms", required_argument, NULL, KO_WARMUP},
 		{"socket", required_argument, NULL, KO_SOCKET},
 		{"daemon", required_argument, NULL, KO_DAEMON},
 		{"help", no_argument, NULL, KO_HELP},
@@ -280,6 +294,7 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 	o->variants[2] = PROTO_VARIANT_TILED;
 	o->nvariants = 3;
 	o->outputs = CLI_OUT_ALL;
+	o->warmup_ms = -1;
 	optind = 0;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "+h", opts, NULL)) != -1;) {
@@ -339,6 +354,18 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 		}
 		case KO_JSON: o->json = true; break;
 		case KO_RESIDENT: o->resident = true; break;
+		case KO_INFLIGHT: {
+			uint64_t k;
+			bad = cli_parse_u64("--inflight", optarg, 1, BK_INFLIGHT_MAX, &k);
+			o->inflight = (unsigned)k;
+			break;
+		}
+		case KO_WARMUP: {
+			uint64_t ms;
+			bad = cli_parse_u64("--warmup-ms", optarg, 0, 600000, &ms);
+			o->warmup_ms = (double)ms;
+			break;
+		}
 		case KO_COPY: {
 			char *end;
 			errno = 0;
@@ -608,10 +635,26 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	 * is not at full clock yet, and one job was seen to be not enough
 	 * (8192x4096x4096 on the H200 measured 2.5x slower right after the
 	 * small shapes than after other large jobs) */
-	for (int w = 1; w < BK_WARMUP_MAX && (double)(now_ns() - t0) / 1e3 < BK_WARMUP_US; w++) {
-		rc = vkg_linear_backward(r->c, &job, &res, &err);
-		if (rc != 0)
-			return late_failure(r, l, rc, &err, "warm-up");
+	const unsigned k = o->inflight ? o->inflight : 1;
+	uint64_t hs[BK_INFLIGHT_MAX], ts[BK_INFLIGHT_MAX];
+	{
+		const double want_us = o->warmup_ms >= 0 ? o->warmup_ms * 1e3 : BK_WARMUP_US;
+		const uint64_t most = o->warmup_ms >= 0 ? UINT64_MAX : BK_WARMUP_MAX;
+		uint64_t sent = 1, done = 1; /* the first job, above */
+		for (;;) {
+			while (sent - done < k && sent < most && (double)(now_ns() - t0) / 1e3 < want_us) {
+				rc = vkg_submit(r->c, &job, &hs[sent % k], &err);
+				if (rc != 0)
+					return late_failure(r, l, rc, &err, "warm-up");
+				sent++;
+			}
+			if (done == sent)
+				break;
+			rc = vkg_wait(r->c, hs[done % k], -1, &res, &err);
+			if (rc != 0)
+				return late_failure(r, l, rc, &err, "warm-up");
+			done++;
+		}
 	}
 
 	uint64_t reps = o->reps ? o->reps : default_reps(flop);
@@ -631,30 +674,38 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	double spent_us = 0;
 	bk_named tl = {.cap = reps, .scale = 1, .v = calloc(reps * BK_NAMED_MAX, sizeof(uint64_t))};
 	bk_named stg = {.cap = reps, .scale = 1000, .v = calloc(reps * BK_NAMED_MAX, sizeof(uint64_t))};
-	for (uint64_t i = 0; i < reps; i++) {
-		if (!o->reps && i >= BK_MIN_REPS && spent_us > BK_REP_BUDGET_US) {
-			reps = i; /* enough time measured */
-			break;
+	/* up to k jobs in flight; enough measured once they took
+	 * BK_REP_BUDGET_US (then the ones sent are waited for and counted) */
+	uint64_t sent = 0, done = 0;
+	bool stop = false;
+	while (done < sent || (!stop && sent < reps)) {
+		while (!stop && sent < reps && sent - done < k) {
+			ts[sent % k] = now_ns();
+			rc = vkg_submit(r->c, &job, &hs[sent % k], &err);
+			if (rc != 0)
+				break;
+			sent++;
 		}
-		uint64_t h;
-		t0 = now_ns();
-		rc = vkg_submit(r->c, &job, &h, &err);
 		if (rc == 0)
-			rc = vkg_wait(r->c, h, -1, &res, &err);
+			rc = vkg_wait(r->c, hs[done % k], -1, &res, &err);
 		const uint64_t t1 = now_ns();
 		if (rc != 0) {
 			free(gpu), free(kern), free(e2e), free(tl.v), free(stg.v);
 			char when[32];
-			snprintf(when, sizeof(when), "rep %" PRIu64, i + 1);
+			snprintf(when, sizeof(when), "rep %" PRIu64, done + 1);
 			return late_failure(r, l, rc, &err, when);
 		}
-		e2e[i] = (t1 - t0 + 500) / 1000;
-		spent_us += (double)e2e[i];
-		gpu[i] = res.gpu_us;
-		kern[i] = res.kernel_us;
+		e2e[done] = (t1 - ts[done % k] + 500) / 1000;
+		spent_us += (double)e2e[done];
+		gpu[done] = res.gpu_us;
+		kern[done] = res.kernel_us;
 		all_kernel &= res.kernel_us != 0;
 		bk_named_last(&tl, &stg);
+		done++;
+		if (!o->reps && done >= BK_MIN_REPS && spent_us > BK_REP_BUDGET_US)
+			stop = true; /* enough time measured */
 	}
+	reps = done;
 	char tl_json[2048];
 	bk_named_json(&tl, "stream_us", reps, tl_json, 1024);
 	bk_named_json(&stg, "stages_us", reps, tl_json + strlen(tl_json), sizeof(tl_json) - strlen(tl_json));
@@ -688,7 +739,8 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	if (!l->ok)
 		r->check_failed = true;
 
-	char buf[3072], nb[6][40];
+	char buf[3072], nb[6][40], how[64];
+	snprintf(how, sizeof(how), "%s\"inflight\":%u,", br ? "\"resident\":true," : "", k);
 	int n = line_head(buf, sizeof(buf), shape);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\",\"reps\":%" PRIu64
@@ -702,8 +754,7 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 		 json_num(nb[3], sizeof(nb[3]), "%.1f", r->copy_gbps > 0 ? r->copy_gbps : NAN),
 		 json_num(nb[4], sizeof(nb[4]), "%.3f", l->copy_frac),
 		 json_num(nb[2], sizeof(nb[2]), "%.3g", l->err), vkg_ref_tolerance_text(t->dtype),
-		 l->sampled ? "sampled" : "full", l->ok ? "true" : "false", br ? "\"resident\":true," : "",
-		 r->device, tl_json);
+		 l->sampled ? "sampled" : "full", l->ok ? "true" : "false", how, r->device, tl_json);
 	cli_out("%s", buf);
 	return 0;
 }

@@ -84,6 +84,9 @@
 #   NARROW_RESIDENT=1  suite narrow's set and grid on device tensors (bench
 #                   --kernels --resident): no copies in or out around the
 #                   kernels
+#   NARROW_INFLIGHT, NARROW_WARMUP_MS  their --inflight and --warmup-ms (the
+#                   H100 idles down to 345 MHz between short lines: e.g. 8
+#                   and 1000 keep it at its clock)
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   GRID_VARIANTS   the grid step's families (default all ten)
@@ -396,12 +399,13 @@ suite_narrow() {
 		cat "$R/torch_narrow.jsonl" >>"$OUT/lines.jsonl"
 	fi
 	: >"$R/narrow.jsonl"
+	NX="${NARROW_RESIDENT:+--resident} ${NARROW_INFLIGHT:+--inflight $NARROW_INFLIGHT} ${NARROW_WARMUP_MS:+--warmup-ms $NARROW_WARMUP_MS}"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy} ${NARROW_RESIDENT:+--resident}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy} $NX
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
-		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" ${copy:+--copy-gbps $copy} ${NARROW_RESIDENT:+--resident}
+		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" ${copy:+--copy-gbps $copy} $NX
 	# BEFORE_VKGRADD's auto on the same set (dW+db and full), for a before/after in one run
 	if [ -n "${BEFORE_VKGRADD:-}" ]; then
 		: >"$R/narrow_before.jsonl"
@@ -441,7 +445,7 @@ suite_narrow() {
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
 		"$GSET" f32,bf16 --variants "${GRID_VARIANTS:-auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_khr_splitk,coopmat_nv2}" \
-		--reps "$GREPS" ${copy:+--copy-gbps $copy} ${NARROW_RESIDENT:+--resident}
+		--reps "$GREPS" ${copy:+--copy-gbps $copy} $NX
 	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
 }
 

@@ -521,12 +521,15 @@ static void test_bench_kernels_resident(void **state)
 	(void)state;
 	char cmd[1024], out[32768], v[512], *lines[16];
 	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --resident --shapes 67,65,33 "
-		 "--dtypes f32,bf16 --variants auto,narrow --reps 2 --json", build_dir(), g_d.sock);
+		 "--dtypes f32,bf16 --variants auto,narrow --reps 5 --inflight 3 --warmup-ms 20 --json",
+		 build_dir(), g_d.sock);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	assert_int_equal(json_lines(out, lines, 16), 6);
 	for (unsigned i = 0; i < 4; i++) {
-		expect_measured(lines[i], "2");
+		/* (5 reps with 3 in flight: every one waited for and counted) */
+		expect_measured(lines[i], "5");
 		assert_string_equal(json_get(lines[i], "resident", v, sizeof(v)), "true");
+		assert_string_equal(json_get(lines[i], "inflight", v, sizeof(v)), "3");
 	}
 
 	daemon_proc d = {0};
@@ -557,7 +560,8 @@ static void test_bench_kernels_usage(void **state)
 	assert_non_null(strstr(out, "(4·B·I·O for all three outputs) / gpu_us / 1e6"));
 	static const char *const bad[] = {"--shapes 1,2", "--shapes 0,1,1", "--dtypes f64",
 					  "--variants auto,auto", "--max-gflop -1", "--reps 0",
-					  "--outputs dq", "--outputs ,"};
+					  "--outputs dq", "--outputs ,", "--inflight 0", "--inflight 65",
+					  "--warmup-ms x"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels %s 2>/dev/null",
 			 build_dir(), g_d.sock, bad[i]);
