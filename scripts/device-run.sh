@@ -84,9 +84,12 @@
 #   NARROW_RESIDENT=1  suite narrow's set and grid on device tensors (bench
 #                   --kernels --resident): no copies in or out around the
 #                   kernels
-#   NARROW_INFLIGHT, NARROW_WARMUP_MS  their --inflight and --warmup-ms (the
-#                   H100 idles down to 345 MHz between short lines: e.g. 8
-#                   and 1000 keep it at its clock)
+#   NARROW_INFLIGHT, NARROW_WARMUP_MS, GRID_WARMUP_MS  the set's and the
+#                   grid's --inflight (default 8) and --warmup-ms (default
+#                   1000 for the set, 150 for the grid): the H100 idled down
+#                   to 345 MHz from 1,980 between short lines measured one
+#                   job at a time (NARROW_INFLIGHT=1 NARROW_WARMUP_MS=300:
+#                   about the old way, but for its 50-job cap)
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   GRID_VARIANTS   the grid step's families (default all ten)
@@ -399,7 +402,9 @@ suite_narrow() {
 		cat "$R/torch_narrow.jsonl" >>"$OUT/lines.jsonl"
 	fi
 	: >"$R/narrow.jsonl"
-	NX="${NARROW_RESIDENT:+--resident} ${NARROW_INFLIGHT:+--inflight $NARROW_INFLIGHT} ${NARROW_WARMUP_MS:+--warmup-ms $NARROW_WARMUP_MS}"
+	# (the GPU busy while measured: bench --kernels --inflight, --warmup-ms)
+	NX="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --warmup-ms ${NARROW_WARMUP_MS:-1000}"
+	GX="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --warmup-ms ${GRID_WARMUP_MS:-150}"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy} $NX
@@ -445,7 +450,7 @@ suite_narrow() {
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
 		"$GSET" f32,bf16 --variants "${GRID_VARIANTS:-auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_khr_splitk,coopmat_nv2}" \
-		--reps "$GREPS" ${copy:+--copy-gbps $copy} $NX
+		--reps "$GREPS" ${copy:+--copy-gbps $copy} $GX
 	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
 }
 
@@ -643,6 +648,9 @@ PY=${PYTHON:-python3}
 if [ -n "$QUICK" ]; then
 	KSHAPES="64,64,32;96,64,48" BIG=128,64,64 MID=64,32,32 WIDE=32,64,64 NARROW=256,64,8
 	NSET="16384,64,64;16384,32,16" DX_TILE_SET=${DX_TILE_SET:-16384,64,64} GSET="1024,3,5;16384,16,8;256,64,64" GREPS=2
+	# (one job in flight: lavapipe has no kernel timestamps, and a line's
+	# gpu_us is then its batch's time, several jobs' with more in flight)
+	NARROW_INFLIGHT=${NARROW_INFLIGHT:-1} NARROW_WARMUP_MS=${NARROW_WARMUP_MS:-50} GRID_WARMUP_MS=${GRID_WARMUP_MS:-20}
 	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 HEAVY_INFLIGHT=2 TENANT_REPS=1 REPS=1 E2E_REPS=2 TJOBS=100 SYNC_REPS=1 SYNC_JOBS=100
 	CHECK_SHAPES="1x1x1 33x257x31 64x64x8" COMPARE_ARGS="--scenario tiny_latency --jobs 50"
 	export MLP_SIZES=${MLP_SIZES:-64,128,32} MLP_BATCH=${MLP_BATCH:-32} MLP_STEPS=${MLP_STEPS:-3} MLP_WARMUP=${MLP_WARMUP:-1}
