@@ -405,9 +405,13 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
  * 4,194,304x64x64 (0.76). But 899 at 1,048,576x32x16, against 353
  * unfused: in below 64 keeps the narrow family (variant_cmk_dx_narrow),
  * as cmks's dW beside the narrow dX was slow there too (882 on the
- * H200); why that shape is slow with coopmat_khr_splitk's dW and any dX
- * but coopmat_khr's was not found. tests/integration/test_cmks_dx.c
- * passed 6 of 6 on that H100 (64 fused jobs against float64). */
+ * H200). Those two were auto's lines, the first of their shape, and
+ * later runs showed the first line of a shape measured at a low SM
+ * clock (docs/performance.md, fifth run): the fused kernel there is
+ * unmeasured rather than slow. With the GPU kept busy (8 jobs in flight)
+ * that shape's full backward took 309 us on the narrow family and 346
+ * unfused. tests/integration/test_cmks_dx.c passed 6 of 6 on that H100
+ * (64 fused jobs against float64). */
 #define VARIANT_CMKS_DX_MAX_OUT 64 /* = PIPELINES_CMKS_BM */
 bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
 /* Does plan p run dX in its dW pass (KERN_CMKS_DX)? */
