@@ -83,7 +83,9 @@ static const char bk_usage[] =
 	"  shape [B,I,O], dtype, variant, outputs \"dw,db,dx\", reps\n"
 	"  gpu_us          median over the reps of the reply's kernel_us (the job's own\n"
 	"                  dispatches) when the daemon sent it, else of its gpu_us\n"
-	"                  (the whole batch, i.e. this job and its copies)\n"
+	"                  (the whole batch, i.e. this job and its copies) over the\n"
+	"                  batch's jobs (batch_jobs: their median; 1 but with\n"
+	"                  --inflight, where a batch may take several small jobs)\n"
 	"  kernel_us_measured  true when every rep's reply carried kernel_us\n"
 	"  stream_us       (streamed jobs) medians of the replies' GPU timelines:\n"
 	"                  upload/compute/download busy and end times, the first\n"
@@ -139,7 +141,8 @@ static const char bk_usage[] =
 	"                the last); the GPU then has the next job queued while one\n"
 	"                runs, as a training loop's does. gpu_us stays each job's own\n"
 	"                kernel time where the daemon measures it (kernel_us_measured);\n"
-	"                else gpu_us is its batch's, which then holds several jobs\n"
+	"                else its batch's GPU time over the batch's jobs (a connection's\n"
+	"                batch takes several small jobs; batch_jobs: the median)\n"
 	"  --warmup-ms X unmeasured jobs for X ms before each line's reps (default:\n"
 	"                300 ms, at most 50 jobs). An idle GPU lowers its clock\n"
 	"                (an H100 went to 345 MHz from 1980 between short lines):\n"
@@ -179,6 +182,7 @@ typedef struct bk_line {
 	bk_kind kind;
 	uint64_t reps;
 	double gpu_us, batch_gpu_us, e2e_us, tflops, gbps, err;
+	double batch_jobs; /* median jobs per batch */
 	double copy_frac; /* gbps / copy_gbps, NaN when unknown */
 	bool measured, ok, sampled;
 	char note[320];
@@ -664,10 +668,12 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 			 " reps (warm-up %.0f us)...\n",
 			 shape[0], shape[1], shape[2], dname, vname, o->reps ? "" : "up to ", reps,
 			 warm_us);
+	/* share: the batch's GPU ns over its jobs (when there is no kernel_us) */
 	uint64_t *gpu = calloc(reps, sizeof(uint64_t)), *kern = calloc(reps, sizeof(uint64_t)),
-		 *e2e = calloc(reps, sizeof(uint64_t));
-	if (!gpu || !kern || !e2e) {
-		free(gpu), free(kern), free(e2e);
+		 *e2e = calloc(reps, sizeof(uint64_t)), *share = calloc(reps, sizeof(uint64_t)),
+		 *bjobs = calloc(reps, sizeof(uint64_t));
+	if (!gpu || !kern || !e2e || !share || !bjobs) {
+		free(gpu), free(kern), free(e2e), free(share), free(bjobs);
 		cli_errf("vkgrad: bench: out of memory\n");
 		return -1;
 	}
@@ -691,7 +697,7 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 			rc = vkg_wait(r->c, hs[done % k], -1, &res, &err);
 		const uint64_t t1 = now_ns();
 		if (rc != 0) {
-			free(gpu), free(kern), free(e2e), free(tl.v), free(stg.v);
+			free(gpu), free(kern), free(e2e), free(share), free(bjobs), free(tl.v), free(stg.v);
 			char when[32];
 			snprintf(when, sizeof(when), "rep %" PRIu64, done + 1);
 			return late_failure(r, l, rc, &err, when);
@@ -700,6 +706,8 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 		spent_us += (double)e2e[done];
 		gpu[done] = res.gpu_us;
 		kern[done] = res.kernel_us;
+		bjobs[done] = res.batch_jobs ? res.batch_jobs : 1;
+		share[done] = res.gpu_us * 1000 / bjobs[done];
 		all_kernel &= res.kernel_us != 0;
 		bk_named_last(&tl, &stg);
 		done++;
@@ -715,9 +723,10 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	l->reps = reps;
 	l->measured = all_kernel;
 	l->batch_gpu_us = median_u64(gpu, reps);
-	l->gpu_us = all_kernel ? median_u64(kern, reps) : l->batch_gpu_us;
+	l->gpu_us = all_kernel ? median_u64(kern, reps) : median_u64(share, reps) / 1000.0;
+	l->batch_jobs = median_u64(bjobs, reps);
 	l->e2e_us = median_u64(e2e, reps);
-	free(gpu), free(kern), free(e2e);
+	free(gpu), free(kern), free(e2e), free(share), free(bjobs);
 
 	const double es = proto_dtype_size(t->dtype);
 	const double bi = (double)shape[0] * (double)shape[1], bo = (double)shape[0] * (double)shape[2],
@@ -741,7 +750,8 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 		r->check_failed = true;
 
 	char buf[3072], nb[6][40], how[64];
-	snprintf(how, sizeof(how), "%s\"inflight\":%u,", br ? "\"resident\":true," : "", k);
+	snprintf(how, sizeof(how), "%s\"inflight\":%u,\"batch_jobs\":%.1f,", br ? "\"resident\":true," : "", k,
+		 l->batch_jobs);
 	int n = line_head(buf, sizeof(buf), shape);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\",\"reps\":%" PRIu64

@@ -330,7 +330,7 @@ static void test_bench_client_spin(void **state)
 static const char *const measured_keys[] = {
 	"shape", "dtype", "variant", "outputs", "reps", "gpu_us", "kernel_us_measured",
 	"batch_gpu_us", "tflops", "gbps", "end_to_end_us", "max_rel_err", "tol", "check", "ok",
-	"device", "copy_gbps", "copy_fraction",
+	"device", "copy_gbps", "copy_fraction", "inflight", "batch_jobs",
 };
 
 /* Every key of a measured line present, ok true, numbers sane. */
@@ -349,6 +349,10 @@ static void expect_measured(const char *l, const char *reps)
 	assert_true(strtod(json_get(l, "tflops", v, sizeof(v)), NULL) > 0);
 	assert_true(strtod(json_get(l, "gbps", v, sizeof(v)), NULL) > 0);
 	assert_true(strtod(json_get(l, "end_to_end_us", v, sizeof(v)), NULL) > 0);
+	/* a batch's share: never above the batch's time */
+	assert_true(strtod(json_get(l, "batch_jobs", v, sizeof(v)), NULL) >= 1);
+	assert_true(strtod(json_get(l, "gpu_us", v, sizeof(v)), NULL) <=
+		    strtod(json_get(l, "batch_gpu_us", v, sizeof(v)), NULL) + 0.05);
 	assert_true(strtod(json_get(l, "max_rel_err", v, sizeof(v)), NULL) <
 		    strtod(json_get(l, "tol", v, sizeof(v)), NULL));
 }
@@ -382,8 +386,13 @@ static void test_bench_kernels_json(void **state)
 		assert_string_equal(json_get(lines[i], "shape", v, sizeof(v)), shape[i / 4]);
 		assert_string_equal(json_get(lines[i], "dtype", v, sizeof(v)), dtype[i / 2 % 2]);
 		assert_string_equal(json_get(lines[i], "variant", v, sizeof(v)), variant[i % 2]);
-		/* this daemon keeps lavapipe's jobs on host memory: no kernel_us */
+		/* this daemon keeps lavapipe's jobs on host memory: no kernel_us;
+		 * one job in flight: one job per batch, the batch's time */
 		assert_string_equal(json_get(lines[i], "kernel_us_measured", v, sizeof(v)), "false");
+		assert_string_equal(json_get(lines[i], "batch_jobs", v, sizeof(v)), "1.0");
+		assert_string_equal(json_get(lines[i], "inflight", v, sizeof(v)), "1");
+		assert_true(strtod(json_get(lines[i], "gpu_us", v, sizeof(v)), NULL) ==
+			    strtod(json_get(lines[i], "batch_gpu_us", v, sizeof(v)), NULL));
 	}
 }
 
