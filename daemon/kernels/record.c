@@ -422,14 +422,30 @@ void record_free(recorder *rc)
 	free(rc);
 }
 
-/* Timestamp queries: the batch's two, then two per device-local job. */
+/* Timestamp queries: the batch's two, then two per job of GEMMs: a
+ * device-local job's bracket its dispatches between its copies
+ * (record_devlocal), another's (ts_direct) are written where all the work
+ * recorded before has finished, before and after its dispatches
+ * (record_batch): its kernel_us is then the time its dispatches added to
+ * the batch. Not in a sliced batch, which records a job in pieces. */
 static uint32_t assign_queries(const record_target *tg)
 {
 	uint32_t nq = 2;
-	for (uint32_t i = 0; i < tg->njobs; i++)
-		if (tg->jobs[i]->devlocal)
-			tg->jobs[i]->ts_index = (nq += 2) - 2;
+	for (uint32_t i = 0; i < tg->njobs; i++) {
+		job *j = tg->jobs[i];
+		j->ts_direct = !j->devlocal && !job_is_copy(j) && !job_is_optim(j) && !tg->slice_len;
+		if (j->devlocal || j->ts_direct)
+			j->ts_index = (nq += 2) - 2;
+	}
 	return nq;
+}
+
+/* A direct job's timestamp: which = 0 before its dispatches, 1 after. */
+static void direct_ts(const rec *r, uint32_t which)
+{
+	if (r->rc->dev->timestamps && r->j->ts_direct)
+		vkCmdWriteTimestamp(r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, r->tg->queries,
+				    r->j->ts_index + which);
 }
 
 /* Does any job of the batch use a region that earlier batches still run on? */
@@ -462,6 +478,45 @@ static void record_end(const recorder *rc, const record_target *tg, uint32_t nq)
 			      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
 	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb,
 			     0, NULL, 0, NULL);
+}
+
+/* A job whose kernels read and write its tensors where they are (not
+ * devlocal): its units, in the order that saves a pipeline bind. */
+static void record_direct(const rec *r)
+{
+	const recorder *rc = r->rc;
+	const proto_tensor *t = r->j->req.t;
+	if (r->j->req.op == PROTO_OP_LINEAR_FORWARD) {
+		record_forward(r);
+		return;
+	}
+	const bool param = t[PROTO_T_DW].present || t[PROTO_T_DB].present;
+	const bool input = t[PROTO_T_DX].present;
+	if (r->j->req.activation != PROTO_ACT_NONE) {
+		record_activated(r, param, input);
+		return;
+	}
+	/* dX beside dW: one pass binding every tensor of both units,
+	 * ordered (needs_barrier) against all of them */
+	if (param && input && variant_dx_fused(&r->j->plan)) {
+		record_unit(r, UNIT_BOTH);
+		return;
+	}
+	/* a job's two units are independent (proto_job_check: no output
+	 * overlaps another tensor of the job), so either may go first:
+	 * dX first when its kernel is the one bound (the previous job's
+	 * last), which saves a pipeline bind per job in a run of jobs */
+	if (param && input && rc->bound_pipe != VK_NULL_HANDLE &&
+	    rc->bound_pipe == rc->pl->pipe[dispatch_unit_kernel(r->j, UNIT_INPUT)][r->j->req.dtype] &&
+	    dispatch_unit_kernel(r->j, UNIT_PARAM) != dispatch_unit_kernel(r->j, UNIT_INPUT)) {
+		record_unit(r, UNIT_INPUT);
+		record_unit(r, UNIT_PARAM);
+		return;
+	}
+	if (param)
+		record_unit(r, UNIT_PARAM);
+	if (input)
+		record_unit(r, UNIT_INPUT);
 }
 
 VkResult record_batch(recorder *rc, const record_target *tg, record_counts *counts)
@@ -505,7 +560,6 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 	for (uint32_t o = 0; o < tg->njobs; o++) {
 		const uint32_t i = rc->order[o];
 		rec r = {.rc = rc, .tg = tg, .cb = cb, .j = tg->jobs[i], .piece = tg->first_piece + i};
-		const proto_tensor *t = r.j->req.t;
 		if (job_is_optim(r.j)) {
 			record_optim(&r);
 			continue;
@@ -518,37 +572,9 @@ VkResult record_batch(recorder *rc, const record_target *tg, record_counts *coun
 			record_devlocal(&r, r.j->ts_index);
 			continue;
 		}
-		if (r.j->req.op == PROTO_OP_LINEAR_FORWARD) {
-			record_forward(&r);
-			continue;
-		}
-		const bool param = t[PROTO_T_DW].present || t[PROTO_T_DB].present;
-		const bool input = t[PROTO_T_DX].present;
-		if (r.j->req.activation != PROTO_ACT_NONE) {
-			record_activated(&r, param, input);
-			continue;
-		}
-		/* dX beside dW: one pass binding every tensor of both units,
-		 * ordered (needs_barrier) against all of them */
-		if (param && input && variant_dx_fused(&r.j->plan)) {
-			record_unit(&r, UNIT_BOTH);
-			continue;
-		}
-		/* a job's two units are independent (proto_job_check: no output
-		 * overlaps another tensor of the job), so either may go first:
-		 * dX first when its kernel is the one bound (the previous job's
-		 * last), which saves a pipeline bind per job in a run of jobs */
-		if (param && input && rc->bound_pipe != VK_NULL_HANDLE &&
-		    rc->bound_pipe == rc->pl->pipe[dispatch_unit_kernel(r.j, UNIT_INPUT)][r.j->req.dtype] &&
-		    dispatch_unit_kernel(r.j, UNIT_PARAM) != dispatch_unit_kernel(r.j, UNIT_INPUT)) {
-			record_unit(&r, UNIT_INPUT);
-			record_unit(&r, UNIT_PARAM);
-			continue;
-		}
-		if (param)
-			record_unit(&r, UNIT_PARAM);
-		if (input)
-			record_unit(&r, UNIT_INPUT);
+		direct_ts(&r, 0);
+		record_direct(&r);
+		direct_ts(&r, 1);
 	}
 	record_end(rc, tg, nq);
 	rc->slice_len = 0; /* the other entry points record whole kernels */

@@ -22,13 +22,13 @@ typedef struct recorder recorder;
 typedef struct record_target {
 	VkCommandPool pool;      /* reset, then cb recorded */
 	VkCommandBuffer cb;
-	VkQueryPool queries;     /* the batch's two timestamps, two per devlocal job */
+	VkQueryPool queries;     /* the batch's two timestamps, two per GEMM job (assign_queries) */
 	VkBuffer ts_buf;         /* the timestamps copied there (device->timestamps) */
 	VkBuffer scratch;        /* devlocal copies and split-K partials (placement.h) */
 	VkBuffer dummy;          /* bound for outputs a job does not ask for */
 	VkDeviceSize dummy_piece; /* bytes of one piece of it */
 	uint64_t first_piece;    /* the slot's first job position (3 dummy pieces each) */
-	job *const *jobs;        /* placed; each devlocal job's ts_index is set */
+	job *const *jobs;        /* placed; record_batch sets each GEMM job's ts_index, ts_direct */
 	uint32_t njobs;
 	/* 0: the whole batch. Else one slice of it: only the dispatch pieces
 	 * whose first multiply-add (counted over the batch's dispatches in

@@ -168,7 +168,7 @@ static void finish_slot(engine *e, engine_slot *s)
 		job *j = s->jobs[i];
 		if (!s->failed)
 			sched_job_stages(s, j, st, st_mask);
-		if (!s->failed && j->devlocal && e->dev->timestamps) {
+		if (!s->failed && (j->devlocal || j->ts_direct) && e->dev->timestamps) {
 			const volatile uint64_t *ts = s->ts_map + j->ts_index;
 			if (ts[1] >= ts[0]) {
 				/* at least 1: a client cannot tell a measured 0 from "not sent" */
@@ -177,7 +177,8 @@ static void finish_slot(engine *e, engine_slot *s)
 					j->kernel_us = 1;
 				j->has_kernel_us = true;
 			}
-			stream_timeline(e, (uint32_t)(s - e->slots), j);
+			if (j->devlocal)
+				stream_timeline(e, (uint32_t)(s - e->slots), j);
 		}
 		if (!s->failed) {
 			/* staged outputs back into the client's memory, in job order;

@@ -50,7 +50,8 @@ struct job {
 	bool streamed;          /* devlocal, alone in its batch, copies overlapped (stream.h) */
 	bool sums;              /* streamed, dW resumed chunk by chunk from f32 sums at sums_off */
 	uint64_t sums_off;      /* in the slot's scratch (stream_place) */
-	uint32_t ts_index;      /* its two timestamp queries, when devlocal (set by record_batch) */
+	uint32_t ts_index;      /* its two timestamp queries, when devlocal or ts_direct (set by record_batch) */
+	bool ts_direct;         /* not devlocal, its dispatches bracketed by timestamps (record_batch) */
 	uint64_t kernel_us;     /* GPU time of its kernels alone, when has_kernel_us */
 	bool has_kernel_us;
 	proto_stream_tl *stream_tl; /* streamed: its GPU timeline (stream_timeline), or NULL */
