@@ -422,18 +422,21 @@ void record_free(recorder *rc)
 	free(rc);
 }
 
-/* Timestamp queries: the batch's two, then two per job of GEMMs: a
+/* Timestamp queries: the batch's two, then two per timed job. A
  * device-local job's bracket its dispatches between its copies
- * (record_devlocal), another's (ts_direct) are written where all the work
- * recorded before has finished, before and after its dispatches
- * (record_batch): its kernel_us is then the time its dispatches added to
- * the batch. Not in a sliced batch, which records a job in pieces. */
+ * (record_devlocal). A job of GEMMs alone in its batch (ts_direct) gets
+ * two where all the work recorded before has finished, before and after
+ * its dispatches (record_batch): its kernel_us is then its dispatches'
+ * time. Not where the batch has other jobs: a bottom-of-pipe timestamp
+ * may keep the GPU from overlapping their dispatches, and that was not
+ * measured; not in a sliced batch, which records the job in pieces. */
 static uint32_t assign_queries(const record_target *tg)
 {
 	uint32_t nq = 2;
 	for (uint32_t i = 0; i < tg->njobs; i++) {
 		job *j = tg->jobs[i];
-		j->ts_direct = !j->devlocal && !job_is_copy(j) && !job_is_optim(j) && !tg->slice_len;
+		j->ts_direct = tg->njobs == 1 && !j->devlocal && !job_is_copy(j) && !job_is_optim(j) &&
+			       !tg->slice_len;
 		if (j->devlocal || j->ts_direct)
 			j->ts_index = (nq += 2) - 2;
 	}
