@@ -377,7 +377,23 @@ suite_kernels() {
 	fi
 }
 
+# suite narrow with the GPU's SM clock sampled every 250 ms throughout
+# (nvidia-smi, where there is one): a histogram in the summary, since an
+# idle H100 fell to 345 MHz between short lines (docs/performance.md)
 suite_narrow() {
+	local smi=
+	if [ -n "$HAVE_NVIDIA" ]; then
+		nvidia-smi --query-gpu=timestamp,clocks.sm --format=csv,noheader -lms 250 >"$R/narrow_clocks.csv" 2>&1 &
+		smi=$!
+	fi
+	narrow_steps
+	if [ -n "$smi" ]; then
+		kill "$smi"
+		$REPORT clockhist "$R/narrow_clocks.csv" | tee -a "$S"
+	fi
+}
+
+narrow_steps() {
 	if in_budget "bench --peak --only copy"; then
 		say "bench --peak --only copy"
 		(. "$B/env.sh" && timeout 60 "$B/bin/vkgrad" bench --peak --only copy --json) \

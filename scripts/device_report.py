@@ -23,6 +23,8 @@
     device_report.py clocks TRAIN.jsonl CLOCKS.csv  the GPU's SM clock (nvidia-smi
                      samples: timestamp, clocks.sm, ...) while each way and dtype of
                      torch_train.py --json ran its timed steps (its t0, t1)
+    device_report.py clockhist CLOCKS.csv  nvidia-smi's SM clock samples
+                     (timestamp, clocks.sm) counted by MHz
 A file that is missing or holds no such lines prints a line saying so."""
 import json
 import os
@@ -209,8 +211,28 @@ def clocks(train_path, csv_path):
                 j["dtype"], j["way"], v[0], v[len(v) // 2], v[-1], len(v)))
 
 
+def clockhist(csv_path):
+    """The SM clock samples of nvidia-smi's csv (timestamp, clocks.sm), by MHz."""
+    counts = {}
+    if os.path.exists(csv_path):
+        for l in open(csv_path):
+            f = [x.strip() for x in l.split(",")]
+            try:
+                mhz = int(f[1].split()[0])
+            except (ValueError, IndexError):
+                continue
+            counts[mhz] = counts.get(mhz, 0) + 1
+    if not counts:
+        print("SM clock: no samples in %s" % csv_path)
+        return
+    top = sorted(counts.items(), key=lambda kv: -kv[1])
+    print("SM clock samples (MHz: count), %d in all: %s" % (
+        sum(counts.values()), ", ".join("%d: %d" % kv for kv in top[:6]) +
+        (", others: %d" % sum(c for _, c in top[6:]) if len(top) > 6 else "")))
+
+
 def main(a):
-    cmds = {"clocks": (clocks, 2), "pybench": (pybench, 1), "kernels": (kernels, 2), "lines": (kernel_lines, 1), "tiny": (tiny, 1),
+    cmds = {"clocks": (clocks, 2), "clockhist": (clockhist, 1), "pybench": (pybench, 1), "kernels": (kernels, 2), "lines": (kernel_lines, 1), "tiny": (tiny, 1),
             "sync16": (sync16, 2), "torch": (torch_lines, 1), "peak": (peak, 1), "narrow": (narrow, 2),
             "auto": (auto, 1)}
     if len(a) < 1 or a[0] not in cmds or len(a) - 1 != cmds[a[0]][1]:
