@@ -659,21 +659,16 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 			}
 			continue;
 		}
-		if (rc == 0 && jobs[i].result != VK_SUCCESS && i / PROTO_DTYPE_COUNT == KERN_CMKS_DX) {
-			/* optional: the job's dX keeps its own pass without it */
+		const int jk = i / PROTO_DTYPE_COUNT;
+		if (rc == 0 && jobs[i].result != VK_SUCCESS && (jk == KERN_CMK_SPLITK || jk == KERN_CMKS_DX)) {
+			/* optional too: dW/db keep their other kernels without
+			 * split-K's, dX its own pass without the fused one */
 			const int t = i % PROTO_DTYPE_COUNT;
-			log_warn("%s (%s): creating its pipeline failed (VkResult %d); not served",
-				 kern_desc[KERN_CMKS_DX].name, proto_dtype_name((proto_dtype)t), jobs[i].result);
-			*jobs[i].out = VK_NULL_HANDLE;
-			continue;
-		}
-		if (rc == 0 && jobs[i].result != VK_SUCCESS && i / PROTO_DTYPE_COUNT == KERN_CMK_SPLITK) {
-			/* optional too: dW/db keep their other kernels without it */
-			const int t = i % PROTO_DTYPE_COUNT;
-			snprintf(p->cmks_why[t], sizeof(p->cmks_why[t]),
-				 "a pipeline the driver creates; it failed (VkResult %d)", jobs[i].result);
-			log_warn("%s (%s): creating its pipeline failed (VkResult %d); not served",
-				 kern_name(KERN_CMK_SPLITK, t), proto_dtype_name((proto_dtype)t), jobs[i].result);
+			if (jk == KERN_CMK_SPLITK)
+				snprintf(p->cmks_why[t], sizeof(p->cmks_why[t]),
+					 "a pipeline the driver creates; it failed (VkResult %d)", jobs[i].result);
+			log_warn("%s (%s): creating its pipeline failed (VkResult %d); not served", kern_name(jk, t),
+				 proto_dtype_name((proto_dtype)t), jobs[i].result);
 			*jobs[i].out = VK_NULL_HANDLE;
 			continue;
 		}
