@@ -95,15 +95,7 @@ bwjob_outcome bwjob_run_checked(const char *sock, int dt, uint64_t B, uint64_t I
 	uint8_t *before = malloc(size);
 	assert_non_null(before);
 	memcpy(before, m, size);
-	vkg_job j = vkg_job_init();
-	j.dtype = bwjob_dtype[dt];
-	j.variant = variant;
-	j.batch = B, j.in = I, j.out = O;
-	j.accumulate = acc;
-	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
-	for (int t = 0; t < NT; t++)
-		if (present[t])
-			*slot[t] = (vkg_tensor){reg, off[t]};
+	const vkg_job j = bwjob_region_job(bwjob_dtype[dt], variant, B, I, O, acc, reg, off, present);
 	vkg_result r;
 	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
 		oc.rc = -1;
@@ -182,6 +174,52 @@ unsigned bwjob_check_checked(const char *sock, int dt, uint64_t B, uint64_t I, u
 		return 1;
 	}
 	return 0;
+}
+
+vkg_job bwjob_region_job(const char *dtype, const char *variant, uint64_t B, uint64_t I, uint64_t O, bool acc,
+			 uint64_t reg, const size_t off[BWJOB_NT], const bool present[BWJOB_NT])
+{
+	vkg_job j = vkg_job_init();
+	j.dtype = dtype;
+	j.variant = variant;
+	j.batch = B, j.in = I, j.out = O;
+	j.accumulate = acc;
+	vkg_tensor *slot[BWJOB_NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
+	for (int t = 0; t < BWJOB_NT; t++)
+		if (present[t])
+			slot[t]->region = reg, slot[t]->offset = off[t];
+	return j;
+}
+
+unsigned bwjob_same_bits_checked(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
+				 bool acc, const char *variant, uint64_t seed, uint64_t skew, bwjob_checker check,
+				 const void *ctx)
+{
+	bwjob_outcome a = bwjob_run_checked(sock, dt, B, I, O, outs, acc, variant, seed, skew, true, check, ctx);
+	bwjob_outcome b = bwjob_run_checked(sock, dt, B, I, O, outs, acc, variant, seed, skew, true, check, ctx);
+	char what[160];
+	snprintf(what, sizeof(what), "%s %llux%llux%llu %s%s on %s", bwjob_dtype[dt], (unsigned long long)B,
+		 (unsigned long long)I, (unsigned long long)O, bwjob_outs_name(outs), acc ? " acc" : "",
+		 variant ? variant : "auto");
+	unsigned failed = 1;
+	if (a.rc != 0 || b.rc != 0)
+		fprintf(stderr, "%s: %s: %s\n", what, a.rc ? a.code : b.code, a.rc ? a.message : b.message);
+	else if (!(a.err <= bwjob_tol[dt]) || a.bound[0] || a.why[0])
+		fprintf(stderr, "%s: max_rel_err %.3g (tol %.0e)%s%s%s%s\n", what, a.err, bwjob_tol[dt],
+			a.bound[0] ? "; " : "", a.bound, a.why[0] ? "; " : "", a.why);
+	else if (a.nbytes != b.nbytes || memcmp(a.bytes, b.bytes, a.nbytes) != 0)
+		fprintf(stderr, "%s: two runs gave different bytes\n", what);
+	else
+		failed = 0;
+	free(a.bytes);
+	free(b.bytes);
+	return failed;
+}
+
+unsigned bwjob_same_bits(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+			 const char *variant, uint64_t seed, uint64_t skew)
+{
+	return bwjob_same_bits_checked(sock, dt, B, I, O, outs, acc, variant, seed, skew, check_normwise, NULL);
 }
 
 int bwjob_offered(const char *sock, const char *client, const char *kernel, const char *variant,

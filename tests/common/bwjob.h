@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vkgrad.h"
+
 /* outputs */
 enum { BWJOB_DW = 1u, BWJOB_DB = 2u, BWJOB_DX = 4u };
 /* tensor slots */
@@ -77,6 +79,23 @@ unsigned bwjob_check(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t 
 unsigned bwjob_check_checked(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
 			     bool acc, const char *variant, uint64_t seed, uint64_t skew, bwjob_checker check,
 			     const void *ctx);
+
+/* The same job twice (bwjob_run_checked, bytes kept): the first must
+ * succeed within bwjob_tol[dt] with no bound or byte outside the outputs
+ * broken, the second give the whole region's bytes again (a fixed order of
+ * sums, no atomics). 0, or 1 with the job and what differed on stderr. */
+unsigned bwjob_same_bits_checked(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
+				 bool acc, const char *variant, uint64_t seed, uint64_t skew, bwjob_checker check,
+				 const void *ctx);
+/* bwjob_same_bits_checked with the normwise check of bwjob_run. */
+unsigned bwjob_same_bits(const char *sock, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+			 const char *variant, uint64_t seed, uint64_t skew);
+
+/* The job of B×I×O of dtype `dtype` on `variant` (NULL: auto), accumulating
+ * when acc, naming [reg, off[t]) for each slot t where present[t] (slots in
+ * BWJOB_T_* order: X, dY, W, dW, db, dX). */
+vkg_job bwjob_region_job(const char *dtype, const char *variant, uint64_t B, uint64_t I, uint64_t O, bool acc,
+			 uint64_t reg, const size_t off[BWJOB_NT], const bool present[BWJOB_NT]);
 
 /* Which dtypes hello lists `kernel` for, on the daemon at sock (a hello as
  * `client`): offered[dt] by dtype index, the device's name into device.

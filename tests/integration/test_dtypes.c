@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bwjob.h"
 #include "daemon_proc.h"
 #include "expect.h"
 #include "rawsock.h"
@@ -106,15 +107,7 @@ static double run_one(vkg_client *c, bool bf16, uint64_t B, uint64_t I, uint64_t
 			val[t][i] = from_bits(bits, bf16);
 		}
 	}
-	vkg_job j = vkg_job_init();
-	j.dtype = bf16 ? "bf16" : "f16";
-	j.variant = variant;
-	j.batch = B, j.in = I, j.out = O;
-	j.accumulate = acc;
-	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
-	for (int t = 0; t < NT; t++)
-		if (present[t])
-			*slot[t] = (vkg_tensor){reg, off[t]};
+	const vkg_job j = bwjob_region_job(bf16 ? "bf16" : "f16", variant, B, I, O, acc, reg, off, present);
 	vkg_result r;
 	double worst = 0;
 	if (vkg_linear_backward(c, &j, &r, &err) != 0) {

@@ -188,11 +188,11 @@ static unsigned check_job(const char *sock, uint64_t trips, uint64_t B, uint64_t
 	return bwjob_check_checked(sock, PROTO_F32, B, I, O, outs, acc, VARIANT, seed, skew, check_f32x3, &trips);
 }
 
-/* The same job whole, its bytes kept: bwjob_run_checked at the default loop bound. */
+/* The job whole: bwjob_run_checked at the default loop bound. */
 static bwjob_outcome run_job(const char *sock, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
-			     const char *variant, uint64_t seed, bool keep)
+			     const char *variant, uint64_t seed)
 {
-	return bwjob_run_checked(sock, PROTO_F32, B, I, O, outs, acc, variant, seed, 0, keep, check_f32x3,
+	return bwjob_run_checked(sock, PROTO_F32, B, I, O, outs, acc, variant, seed, 0, false, check_f32x3,
 				 &trips_all);
 }
 
@@ -280,18 +280,11 @@ static void test_same_bits_every_run(void **state)
 	}
 	proto_stats s0, s1;
 	assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-	bwjob_outcome a = run_job(g_d.sock, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, true);
-	bwjob_outcome b = run_job(g_d.sock, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, true);
+	assert_int_equal(bwjob_same_bits_checked(g_d.sock, PROTO_F32, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, 0,
+						 check_f32x3, &trips_all),
+			 0);
 	assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
 	assert_int_equal(s1.splitk_jobs, s0.splitk_jobs + 2);
-	assert_int_equal(a.rc, 0);
-	assert_int_equal(b.rc, 0);
-	assert_true(a.err <= VKG_REF_TOL_F32 && !a.bound[0]);
-	assert_int_equal(a.nbytes, b.nbytes);
-	if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
-		fail_msg("f32 131071x64x64 on %s: two runs gave different bytes", VARIANT);
-	free(a.bytes);
-	free(b.bytes);
 	expect_validation_clean(&g_d, 0, "coopmat_khr_f32_splitk");
 }
 
@@ -315,7 +308,7 @@ static void test_refused_where_absent_never_auto(void **state)
 		expect_refused_untouched(c, "f32", VARIANT, "unsupported", "variant '" VARIANT "' needs",
 					 lvp ? "VK_KHR_cooperative_matrix" : "this job is f32");
 		/* a larger job, forced, accumulating: refused, nothing written */
-		bwjob_outcome oc = run_job(g_d.sock, 20000, 257, 2, O_DW | O_DB, true, VARIANT, 700, false);
+		bwjob_outcome oc = run_job(g_d.sock, 20000, 257, 2, O_DW | O_DB, true, VARIANT, 700);
 		assert_int_equal(oc.rc, -1);
 		assert_string_equal(oc.code, "unsupported");
 		assert_non_null(strstr(oc.message, "variant '" VARIANT "' needs"));
@@ -329,7 +322,7 @@ static void test_refused_where_absent_never_auto(void **state)
 	 * cores (nor any split-K: the narrow family), correct */
 	proto_stats s0, s1;
 	assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-	bwjob_outcome oc = run_job(g_d.sock, 65536, 64, 64, O_DW | O_DB, false, "auto", 710, false);
+	bwjob_outcome oc = run_job(g_d.sock, 65536, 64, 64, O_DW | O_DB, false, "auto", 710);
 	assert_int_equal(oc.rc, 0);
 	if (!(oc.err <= VKG_REF_TOL_F32) || oc.why[0])
 		fail_msg("auto f32 65536x64x64: max_rel_err %.3g %s", oc.err, oc.why);

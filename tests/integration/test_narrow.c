@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bwjob.h"
 #include "daemon_proc.h"
 #include "rawsock.h"
 #include "ref.h"
@@ -104,15 +105,7 @@ static outcome run_job_at(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_
 		vkg_ref_store((proto_dtype)dt, m + off[t], val[t], n[t]);
 		vkg_ref_load((proto_dtype)dt, val[t], m + off[t], n[t]); /* the stored values */
 	}
-	vkg_job j = vkg_job_init();
-	j.dtype = dt_name[dt];
-	j.variant = v;
-	j.batch = B, j.in = I, j.out = O;
-	j.accumulate = acc;
-	vkg_tensor *slot[NT] = {&j.x, &j.dy, &j.w, &j.dw, &j.db, &j.dx};
-	for (int t = 0; t < NT; t++)
-		if (present[t])
-			*slot[t] = (vkg_tensor){reg, off[t]};
+	const vkg_job j = bwjob_region_job(dt_name[dt], v, B, I, O, acc, reg, off, present);
 	vkg_result r;
 	const double t0 = now_s();
 	if (vkg_linear_backward(c, &j, &r, &err) != 0) {
