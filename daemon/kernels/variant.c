@@ -538,7 +538,7 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
 	uint64_t s = VARIANT_S128_WAVE / tiles; /* one wave, not just past it */
 	if (s < least)
 		s = least;
-	s = min_u64(s, min_u64(SPLITK_MAX, k / (min_rows ? min_rows : 1)));
+	s = min_u64(s, min_u64(VARIANT_S128_WAVE, k / (min_rows ? min_rows : 1)));
 	return kshape_s128_slices(k, (uint32_t)(s ? s : 1));
 }
 
@@ -553,7 +553,14 @@ void variant_splitk128(variant_plan *p, const proto_request *q)
 {
 	if (q->variant != PROTO_VARIANT_AUTO || q->dtype != PROTO_F32)
 		return;
-	if ((p->param == KERN_PARAM || p->param == KERN_TILED || p->param == KERN_SPLITK) &&
+	/* a narrow f32 layer at least VARIANT_NARROW_S128_MIN_FEATURES wide
+	 * both ways: off the narrow family's FMA loops */
+	const bool wide_narrow =
+		q->in >= VARIANT_NARROW_S128_MIN_FEATURES && q->out >= VARIANT_NARROW_S128_MIN_FEATURES;
+	if (p->input == KERN_NARROW_DX && wide_narrow)
+		p->input = KERN_TILED128;
+	if ((p->param == KERN_PARAM || p->param == KERN_TILED || p->param == KERN_SPLITK ||
+	     (p->param == KERN_NARROW && wide_narrow)) &&
 	    q->t[PROTO_T_DW].present && s128_fits(q->out, q->in, q->batch)) {
 		const uint32_t s = variant_s128_slices(q->out, q->in, q->batch, VARIANT_S128_MIN_ROWS, 2);
 		const uint64_t wgs = (uint64_t)s * ceil_div(q->out, WIDE_TILE) * ceil_div(q->in, WIDE_TILE);

@@ -247,7 +247,7 @@ void variant_widen(variant_plan *p, const proto_request *q);
  * out, the rules' pick generic or tiled) with m, n >= 128, fewer than
  * VARIANT_S128_WAVE tiles of 128x128 and k >= VARIANT_S128_MIN_K is cut
  * into S = min(max(2, floor(VARIANT_S128_WAVE / tiles)), k /
- * VARIANT_S128_MIN_ROWS, 64) slices, each kshape_s128_len long (whole
+ * VARIANT_S128_MIN_ROWS, VARIANT_S128_WAVE) slices, each kshape_s128_len long (whole
  * 16-row steps; kshape_s128_slices: none empty), when S >= 2 (and, where
  * the rules took split-K on the 64 tile, tiles x S >= 132: half a wave,
  * else their many small workgroups stay; 8192x256x256 would have 128 of
@@ -265,14 +265,30 @@ void variant_widen(variant_plan *p, const proto_request *q);
  * pass stay small against the slice's multiply-adds), not a timing.
  * Forced (`variant: "splitk128"`, any dtype) both parts run on it,
  * max(1, floor(VARIANT_S128_WAVE / tiles)) slices of at least
- * KSHAPE_S128_STEP rows. */
+ * KSHAPE_S128_STEP rows.
+ * The slices were at most 64 (split-K's cap on the 64 tile) until the H100
+ * run of 2026-12-06 07:59 UTC: a 128x128 dW over 1,048,576 rows then had
+ * 64 workgroups, a quarter of a wave; with 264 slices splitk128 forced took
+ * 1,594 us for its f32 dW+db, 911 for 262,144x256x256 (66 slices of 4
+ * tiles; narrow 2,034 and 2,032, cuBLAS 1,036 and 852 the session before).
+ *
+ * Narrow f32 layers (the narrow family's rules: batch >=
+ * VARIANT_NARROW_MIN_BATCH, in, out <= VARIANT_NARROW_MAX_FEATURES) of at
+ * least VARIANT_NARROW_S128_MIN_FEATURES in and out leave the narrow
+ * family here too: dW/db to split-K on the 128 tile as above, dX (m =
+ * batch, k = out) to tiled128. The same run, f32 dX: tiled128 985 us
+ * against narrow 1,962 at 1,048,576x128x128, 936 / 1,852 at
+ * 262,144x256x256; at 64 features the two were within 3 % (533 / 546 at
+ * 1,048,576x64x64) and the 128 tile would pad dW's 64x64 four times
+ * (splitk128 1,609 against narrow 539), so 64 stays on the narrow family. */
+#define VARIANT_NARROW_S128_MIN_FEATURES 128
 #define VARIANT_S128_WAVE 264 /* workgroups of one wave: 2 per SM on 132 SMs (not tuned) */
 #define VARIANT_S128_MIN_K 1024  /* the reduction at least this (unmeasured) */
 #define VARIANT_S128_MIN_ROWS 256 /* a slice at least this long (unmeasured) */
 void variant_splitk128(variant_plan *p, const proto_request *q);
 /* The slices of split-K on the 128 tile for an m x n GEMM over k: one
  * wave's worth (floor(VARIANT_S128_WAVE / tiles)), at least `least`, then
- * at most 64 and k / min_rows (see variant_splitk128); >= 1. */
+ * at most VARIANT_S128_WAVE and k / min_rows (see variant_splitk128); >= 1. */
 uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_rows, uint32_t least);
 
 /* ---- the narrow family -------------------------------------------------

@@ -1067,7 +1067,8 @@ static void test_f32_splitk_forced_only(void **state)
  * rows (64 tiles: 256 workgroups, one wave of 264) and dX in 2 slices of
  * 512 (128 tiles: 256 workgroups); not for f16/bf16, short reductions, narrow or
  * many-tile shapes, nor a forced variant. Slices are whole 16-row steps,
- * none empty, at most 64. */
+ * none empty, at most VARIANT_S128_WAVE (one workgroup a slice for one
+ * tile). */
 static void test_splitk128_mid_size(void **state)
 {
 	(void)state;
@@ -1177,7 +1178,7 @@ static void test_splitk128_mid_size(void **state)
 				continue;
 			const uint32_t s = variant_s128_slices(m, n, 1u << 16, VARIANT_S128_MIN_ROWS, 2);
 			assert_true(tiles * s <= VARIANT_S128_WAVE);
-			assert_true(tiles * s > VARIANT_S128_WAVE / 2 || s == 64);
+			assert_true(tiles * s > VARIANT_S128_WAVE / 2);
 		}
 	/* forced, any dtype: both parts; slices of at least 16 rows */
 	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++) {
@@ -1209,8 +1210,75 @@ static void test_splitk128_mid_size(void **state)
 		}
 	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
 		const uint32_t s = variant_s128_slices(128, 128, ks[i], KSHAPE_S128_STEP, 1);
-		assert_true(s >= 1 && s <= 64);
+		assert_true(s >= 1 && s <= VARIANT_S128_WAVE);
 		assert_true(ks[i] < 32 || kshape_s128_len(ks[i], s) >= KSHAPE_S128_STEP);
+	}
+}
+
+/* Narrow f32 layers of 128 features or more both ways (variant.h,
+ * VARIANT_NARROW_S128_MIN_FEATURES): the rules give them to the narrow
+ * family; on a GPU variant_splitk128 moves dW/db to split-K on the 128
+ * tile (one wave of slices: 264 for one tile, 66 for four) and dX to
+ * tiled128 (with db alone too). 64 features, one side below 128, db
+ * alone, f16/bf16 and a forced narrow stay. */
+static void test_splitk128_wide_narrow(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_F32X3 | VARIANT_HAS_NV2;
+	proto_request q = job(1u << 20, 128, 128, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	variant_plan p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_NARROW); /* the rules alone (and on lavapipe) */
+	assert_int_equal(p.input, KERN_NARROW_DX);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128);
+	assert_int_equal(p.min_slices, 2);
+	assert_true(p.slices > VARIANT_S128_WAVE / 2 && p.slices <= VARIANT_S128_WAVE);
+	const uint64_t l = kshape_s128_len(q.batch, p.slices);
+	assert_true((uint64_t)(p.slices - 1) * l < q.batch && (uint64_t)p.slices * l >= q.batch);
+	assert_int_equal(p.input, KERN_TILED128);
+	/* 4 tiles: floor(264 / 4) = 66 slices of 3,972 rows (whole 16-row steps) */
+	q = job(1u << 18, 256, 256, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128);
+	assert_int_equal(p.slices, 66);
+	assert_int_equal(p.input, KERN_TILED128);
+	/* dX alone, dX with db */
+	q = job(1u << 20, 128, 128, false, false, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.input, KERN_TILED128);
+	q = job(1u << 20, 128, 128, false, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_not_equal(p.param, KERN_SPLITK128);
+	assert_int_equal(p.input, KERN_TILED128);
+	const struct {
+		uint64_t b, i, o;
+		bool dw, db;
+		proto_dtype dt;
+		proto_variant v;
+	} stay[] = {
+		{1u << 20, 64, 64, true, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{1u << 20, 128, 64, true, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{1u << 20, 64, 128, true, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{1u << 20, 128, 128, false, true, PROTO_F32, PROTO_VARIANT_AUTO}, /* (no dX) */
+		{1u << 20, 128, 128, true, true, PROTO_BF16, PROTO_VARIANT_AUTO},
+		{1u << 20, 128, 128, true, true, PROTO_F32, PROTO_VARIANT_NARROW},
+	};
+	for (size_t i = 0; i < sizeof(stay) / sizeof(stay[0]); i++) {
+		q = job(stay[i].b, stay[i].i, stay[i].o, stay[i].dw, stay[i].db, stay[i].dw, stay[i].v);
+		q.dtype = stay[i].dt;
+		p = variant_choose(&q, gpu);
+		const variant_plan before = p;
+		variant_splitk128(&p, &q);
+		assert_memory_equal(&p, &before, sizeof(p));
+		assert_int_not_equal(p.param, KERN_SPLITK128);
+		assert_int_not_equal(p.input, KERN_TILED128);
 	}
 }
 
@@ -1218,6 +1286,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_narrow_layers),
+		cmocka_unit_test(test_splitk128_wide_narrow),
 		cmocka_unit_test(test_thresholds_at_the_tile_edge),
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
 		cmocka_unit_test(test_forced_variants),
