@@ -51,6 +51,7 @@ static const struct {
 			     sizeof(kiface_gemm_split)},
 	[KERN_CMKS_DX] = {"linear_coopmat_khr_splitk_dx_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM_SPLIT_DX,
 			  sizeof(kiface_gemm_split_dx)},
+	[KERN_TILED128_S] = GEMM("linear_tiled128_gemm", "tiled128"),
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -146,6 +147,7 @@ static int t128_choice(pipelines *p, const device *d, const config_env *env, cha
 	if (dflt)
 		v = T128_TILE_DEFAULT;
 	memset(&p->t128, 0, sizeof(p->t128));
+	memset(&p->t128_small, 0, sizeof(p->t128_small));
 	if (strcmp(v, "fixed") == 0) {
 		log_info("%s=fixed: linear_tiled128_gemm and linear_splitk128_gemm (f32) run the fixed "
 			 "128x128 kernel", T128_TILE_ENV);
@@ -172,6 +174,15 @@ static int t128_choice(pipelines *p, const device *d, const config_env *env, cha
 		memset(&p->t128, 0, sizeof(p->t128));
 		return -1;
 	}
+	/* the small tiling beside the default (a constant: it parses and is
+	 * smaller than the default in threads and shared memory) */
+	if (dflt && t128_tile_parse(T128_TILE_SMALL, &p->t128_small, err, errlen) != 0)
+		return -1;
+	if (dflt)
+		log_info("small tiling: linear_tiled128_gemm (f32) with %ux%u tiles, %ux%u per thread (%u "
+			 "threads), k steps of %u: dX of layers of up to %u inputs",
+			 p->t128_small.bm, p->t128_small.bn, p->t128_small.tm, p->t128_small.tn,
+			 t128_tile_threads(&p->t128_small), p->t128_small.bk, p->t128_small.bn);
 	log_msg(dflt ? LOG_LEVEL_INFO : LOG_LEVEL_WARN,
 		"%s: linear_tiled128_gemm (f32) with %ux%u tiles, %ux%u per thread (%u threads), "
 		"k steps of %u, loads in %u phase(s), padding %u, warps %u wide; %u bytes of shared memory",
@@ -298,7 +309,8 @@ static const char *kern_variant(int k, int t)
 }
 
 /* A pipeline's name in the log: the registry name (kern_name), and for
- * linear_coopmat_khr_gemm / linear_coopmat_nv2_gemm which of their four. */
+ * linear_coopmat_khr_gemm / linear_coopmat_nv2_gemm which of their four,
+ * for linear_tiled128_gemm's small tiling that it is. */
 static const char *kern_label(int k, int t)
 {
 	static const char *const cmk[8] = {"linear_coopmat_khr_gemm (dW)", "linear_coopmat_khr_gemm (dX)",
@@ -307,6 +319,8 @@ static const char *kern_label(int k, int t)
 					   "linear_coopmat_nv2_gemm (dW)", "linear_coopmat_nv2_gemm (dX)",
 					   "linear_coopmat_nv2_gemm (dW, small)",
 					   "linear_coopmat_nv2_gemm (dX, small)"};
+	if (k == KERN_TILED128_S)
+		return "linear_tiled128_gemm (small tiling)";
 	return pipelines_is_cmk(k) || pipelines_is_nv2(k) ? cmk[k - KERN_CMK_DW] : kern_name(k, t);
 }
 
@@ -521,6 +535,8 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			if ((k == KERN_TILED128 || k == KERN_SPLITK128) &&
 			    d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
 				continue;
+			if (k == KERN_TILED128_S && (t != PROTO_F32 || !p->t128_small.on))
+				continue;
 			/* the narrow kernels' two 16 KiB blocks */
 			if ((k == KERN_NARROW || k == KERN_NARROW_RED || k == KERN_NARROW_DX) &&
 			    d->props.limits.maxComputeSharedMemorySize < PIPELINES_NARROW_SHARED_BYTES)
@@ -541,8 +557,12 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			}
 			/* (split-K's 128 tile: the same body, the same tiling) */
 			if ((k == KERN_TILED128 || k == KERN_SPLITK128) && t == PROTO_F32 && p->t128.on) {
-				t128_spec_fill(t128s, &p->t128);
-				bj->spec = &t128s->info;
+				t128_spec_fill(&t128s[0], &p->t128);
+				bj->spec = &t128s[0].info;
+			}
+			if (k == KERN_TILED128_S) {
+				t128_spec_fill(&t128s[1], &p->t128_small);
+				bj->spec = &t128s[1].info;
 			}
 			if (pipelines_is_cmk(k)) {
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
@@ -625,13 +645,13 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 			log_info("linear_coopmat_nv2_gemm (%s) not served: it needs %s",
 				 proto_dtype_name((proto_dtype)t), p->nv2_why[t]);
 	}
-	t128_spec t128s;
+	t128_spec t128s[2]; /* KERN_TILED128's (and KERN_SPLITK128's), KERN_TILED128_S's */
 	nv2_spec nv2s[4 * PROTO_DTYPE_COUNT];
 	int rc = t128_choice(p, d, env, err, errlen);
 	if (rc == 0)
 		rc = nv2_choice(p, d, env, nv2_ok, err, errlen);
 	if (rc == 0)
-		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, cmks_ok, cmks_dx_ok, jobs, specs, nv2s, &t128s, err, errlen);
+		rc = prepare_jobs(p, d, cmk_ok, nv2_ok, cmks_ok, cmks_dx_ok, jobs, specs, nv2s, t128s, err, errlen);
 	for (int i = 0; i < NJ && rc == 0; i++)
 		if (jobs[i].module)
 			jobs[i].started = pthread_create(&jobs[i].thread, NULL, build_one, &jobs[i]) == 0;

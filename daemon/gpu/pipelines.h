@@ -48,6 +48,7 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
        KERN_SPLITK128 /* linear_splitk128_gemm: split-K's partials on the 128 tile */,
        KERN_CMK_SPLITK /* linear_coopmat_khr_splitk_gemm (f32: linear_coopmat_khr_f32x3_splitk_gemm): split-K's dW/db partials on the tensor cores */,
        KERN_CMKS_DX /* linear_coopmat_khr_splitk_dx_gemm: KERN_CMK_SPLITK with dX beside dW (out <= 64; f16/bf16) */,
+       KERN_TILED128_S /* linear_tiled128_gemm's small tiling (f32, T128_TILE_SMALL): narrow layers' dX */,
        KERN_COUNT };
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
@@ -115,6 +116,7 @@ typedef struct pipelines {
 	uint32_t cmk_bm[2], cmk_bn[2];    /* their C tile (bm × bn) per workgroup */
 	uint64_t cmk_small_below;         /* a GEMM with fewer large tiles takes the small tiling */
 	t128_tile t128; /* KERN_TILED128 for f32: VKGRAD_T128_TILE's tiling, or off (the fixed kernel) */
+	t128_tile t128_small; /* KERN_TILED128_S (f32): T128_TILE_SMALL where the default tiling runs, else off */
 	nv2_tile nv2[PROTO_DTYPE_COUNT]; /* KERN_NV2_DW/DX per dtype: VKGRAD_NV2_TILE's tiling, or the default */
 	nv2_tile nv2_small[PROTO_DTYPE_COUNT]; /* KERN_NV2_*_S per dtype: NV2_TILE_SMALL_DEFAULT */
 	bool nv2_small_ok[PROTO_DTYPE_COUNT];  /* ... where it fits the device */
@@ -145,13 +147,18 @@ static inline const nv2_tile *pipelines_nv2_tile(const pipelines *p, int k, prot
 	return k >= KERN_NV2_DW_S ? &p->nv2_small[t] : &p->nv2[t];
 }
 
-/* KERN_TILED128's C tile (rows, columns) and k step for dtype t. */
-static inline uint32_t pipelines_t128_bm(const pipelines *p, proto_dtype t)
+/* KERN_TILED128's (KERN_SPLITK128's; k == KERN_TILED128_S: the small
+ * tiling's) C tile (rows, columns) for dtype t. */
+static inline uint32_t pipelines_t128_bm(const pipelines *p, int k, proto_dtype t)
 {
+	if (k == KERN_TILED128_S)
+		return p->t128_small.bm;
 	return t == PROTO_F32 && p->t128.on ? p->t128.bm : VKG_TILE_TILED128;
 }
-static inline uint32_t pipelines_t128_bn(const pipelines *p, proto_dtype t)
+static inline uint32_t pipelines_t128_bn(const pipelines *p, int k, proto_dtype t)
 {
+	if (k == KERN_TILED128_S)
+		return p->t128_small.bn;
 	return t == PROTO_F32 && p->t128.on ? p->t128.bn : VKG_TILE_TILED128;
 }
 

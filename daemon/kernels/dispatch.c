@@ -62,7 +62,7 @@ static void record_param(const rec *r)
  * element offsets too. */
 static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
 {
-	uint32_t w = k == KERN_TILED128 || k == KERN_SPLITK128 || q->dtype == PROTO_F32 ? 4 : 0;
+	uint32_t w = k == KERN_TILED128 || k == KERN_SPLITK128 || k == KERN_TILED128_S || q->dtype == PROTO_F32 ? 4 : 0;
 	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k) || k == KERN_CMK_SPLITK)
 		w = 8;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
@@ -79,6 +79,8 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 		return 2ull * pipelines_cmk_tile_for(rc->pl, k, dt).bk * KSHAPE_MAX_LOOP_TRIPS;
 	if ((k == KERN_TILED128 || k == KERN_SPLITK128) && dt == PROTO_F32 && rc->pl->t128.on)
 		return (uint64_t)rc->pl->t128.bk * KSHAPE_MAX_LOOP_TRIPS;
+	if (k == KERN_TILED128_S)
+		return (uint64_t)rc->pl->t128_small.bk * KSHAPE_MAX_LOOP_TRIPS;
 	if (pipelines_is_nv2(k))
 		return (uint64_t)pipelines_nv2_tile(rc->pl, k, dt)->bk * KSHAPE_MAX_LOOP_TRIPS;
 	return kshape_max_k(k, dt);
@@ -113,8 +115,9 @@ static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uin
 static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, uint64_t *tn)
 {
 	*tm = *tn = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
-	if (k == KERN_TILED128 || k == KERN_SPLITK128) /* f32: VKGRAD_T128_TILE's where set */
-		*tm = pipelines_t128_bm(rc->pl, dt), *tn = pipelines_t128_bn(rc->pl, dt);
+	/* f32: VKGRAD_T128_TILE's where set; the small tiling's */
+	if (k == KERN_TILED128 || k == KERN_SPLITK128 || k == KERN_TILED128_S)
+		*tm = pipelines_t128_bm(rc->pl, k, dt), *tn = pipelines_t128_bn(rc->pl, k, dt);
 	if (pipelines_is_nv2(k)) { /* VKGRAD_NV2_TILE's, or the small layers' */
 		const nv2_tile *t = pipelines_nv2_tile(rc->pl, k, dt);
 		*tm = t->bm, *tn = t->bn;
@@ -126,7 +129,7 @@ static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, u
 /* Is kernel k one of the GEMMs record_tiled records? */
 static bool is_gemm(int k)
 {
-	return k == KERN_TILED || k == KERN_TILED128 || k == KERN_COOPMAT || pipelines_is_cmk(k) ||
+	return k == KERN_TILED || k == KERN_TILED128 || k == KERN_TILED128_S || k == KERN_COOPMAT || pipelines_is_cmk(k) ||
 	       pipelines_is_nv2(k);
 }
 

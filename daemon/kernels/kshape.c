@@ -107,6 +107,7 @@ uint64_t kshape_max_k(int kern, proto_dtype dt)
 	case KERN_TILED:
 	case KERN_SPLITK: per = 16; break;
 	case KERN_TILED128:
+	case KERN_TILED128_S:
 	case KERN_SPLITK128: per = dt == PROTO_F32 ? 16 : 8; break;
 	case KERN_NARROW: return UINT64_MAX; /* any batch: its blocks (kshape_narrow_blocks) */
 	case KERN_NARROW_DX: return (uint64_t)KSHAPE_MAX_LOOP_TRIPS / 4; /* out, one row tile per workgroup */

@@ -239,6 +239,8 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	if (p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && p->pl->pipe[KERN_SPLITK128][t] &&
 	    p->pl->pipe[KERN_REDUCE][t])
 		variant_splitk128(&j->plan, q);
+	if (p->pl->pipe[KERN_TILED128_S][t])
+		variant_t128_small(&j->plan, q, p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU);
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */
 	j->act_no_scratch = false;

@@ -542,6 +542,17 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
 	return kshape_s128_slices(k, (uint32_t)(s ? s : 1));
 }
 
+void variant_t128_small(variant_plan *p, const proto_request *q, bool gpu)
+{
+	if (q->dtype != PROTO_F32 || !q->t[PROTO_T_DX].present || q->in > VARIANT_T128_SMALL_MAX_IN)
+		return;
+	if (q->variant == PROTO_VARIANT_TILED128 && p->input == KERN_TILED128)
+		p->input = KERN_TILED128_S;
+	else if (gpu && q->variant == PROTO_VARIANT_AUTO && p->input == KERN_NARROW_DX &&
+		 q->in >= VARIANT_T128_SMALL_MIN_IN)
+		p->input = KERN_TILED128_S;
+}
+
 /* An m × n GEMM over k that auto cuts on the 128 tile (variant_splitk128). */
 static bool s128_fits(uint64_t m, uint64_t n, uint64_t k)
 {

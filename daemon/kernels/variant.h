@@ -230,6 +230,23 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
 			uint32_t bn);
 
 
+/* linear_tiled128_gemm's small tiling (KERN_TILED128_S, T128_TILE_SMALL:
+ * 64x64 tiles) for an f32 dX (m = batch, n = in, k = out) of in <=
+ * VARIANT_T128_SMALL_MAX_IN, where the pipeline exists (the default tiling
+ * runs):
+ *  - `tiled128` forced: its dX there, on every device (the 128 tile would
+ *    be half padding or more);
+ *  - auto on a GPU (gpu true; placement.c): the narrow family's dX
+ *    (KERN_NARROW_DX) of in >= VARIANT_T128_SMALL_MIN_IN. H100, 2026-12-06
+ *    08:10 UTC, resident, 8 in flight: 308 us against the narrow family's
+ *    544 at 1,048,576x64x64, 1,149 / 2,067 at 4,194,304x64x64, 146 / 161
+ *    at 1,048,576x32x16 (t128_tile.h). Narrower layers (1-31 features)
+ *    were not measured and keep the narrow family.
+ * On lavapipe auto keeps its rules (forced jobs run the kernel there). */
+#define VARIANT_T128_SMALL_MIN_IN 32
+#define VARIANT_T128_SMALL_MAX_IN 64
+void variant_t128_small(variant_plan *p, const proto_request *q, bool gpu);
+
 /* For a job whose tensors are in device memory (the device-local path),
  * when the variant is auto: a GEMM by linear_tiled_gemm becomes
  * linear_tiled128_gemm where it has at least 512 tiles of 128x128 and a

@@ -57,30 +57,21 @@ static const tcase tilings[] = {
 	{"256x128x16x8x8", 256, 128, 8},        /* 16x8 per thread */
 	{"128x128x8x8x8x2x1x8", 128, 128, 8},   /* padding, warps 8 wide */
 	{"32x128x4x16x16", 32, 128, 16},        /* 4x16 per thread: four column groups */
+	{"64x64x8x4x16", 64, 64, 16},           /* the small tiling (T128_TILE_SMALL) */
 };
 
-static unsigned run_tiling(const daemon_proc *d, const tcase *t)
+/* Every shape (batch, in, out) of `shapes` forced to tiled128, for each
+ * output subset, overwriting and accumulating, against float64; `label`
+ * names them in the messages. Returns the failures. */
+static unsigned run_shapes(const daemon_proc *d, const char *label, const uint64_t (*shapes)[3], size_t nshapes)
 {
 	static const unsigned subsets[] = {JC_ALL, JC_DW | JC_DB, JC_DX, JC_DB};
-	const uint64_t M = t->bm, N = t->bn, K = t->bk;
-	/* batch, in, out: dW is out x in over batch, dX batch x in over out */
-	const uint64_t shapes[][3] = {
-		{1, 1, 1},
-		{K - 1, N + 1, M - 1},
-		{K + 1, N - 1, M + 1},
-		{2 * K, N, M},             /* exact tiles, vector loads */
-		{M + 1, N + 1, K + 1},     /* dX: M + 1 rows over K + 1 */
-		{M - 1, 1, K - 1},         /* one column */
-		{1, N + 3, M + 4},         /* one row */
-		{2 * M + 1, 2 * N + 4, 3 * K + 4}, /* several tiles, multiples of 4 */
-		{M + 4, 2 * N, M + 8},
-	};
 	vkg_error err;
 	vkg_client *c = vkg_connect(d->sock, &err);
 	assert_non_null(c);
 	unsigned failed = 0, n = 0;
 	char name[96], why[320];
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+	for (size_t s = 0; s < nshapes; s++) {
 		for (unsigned k = 0; k < 4; k++) {
 			for (int acc = 0; acc < 2; acc++) {
 				jobcase jc;
@@ -96,11 +87,11 @@ static unsigned run_tiling(const daemon_proc *d, const tcase *t)
 				vkg_result r;
 				n++;
 				if (vkg_linear_backward(c, &j, &r, &err) != 0) {
-					fprintf(stderr, "%s %s: %s: %s\n", t->tile, jobcase_name(&jc, name, sizeof(name)),
+					fprintf(stderr, "%s %s: %s: %s\n", label, jobcase_name(&jc, name, sizeof(name)),
 						err.code, err.message);
 					failed++;
 				} else if (jobcase_check(&jc, &map, JC_TOL_F32, why, sizeof(why)) != 0) {
-					fprintf(stderr, "%s %s: %s\n", t->tile, jobcase_name(&jc, name, sizeof(name)),
+					fprintf(stderr, "%s %s: %s\n", label, jobcase_name(&jc, name, sizeof(name)),
 						why);
 					failed++;
 				}
@@ -109,9 +100,29 @@ static unsigned run_tiling(const daemon_proc *d, const tcase *t)
 			}
 		}
 	}
-	printf("VKGRAD_T128_TILE=%s: %u cases, %u failed (tol %g)\n", t->tile, n, failed, JC_TOL_F32);
+	printf("%s: %u cases, %u failed (tol %g)\n", label, n, failed, JC_TOL_F32);
 	vkg_close(c);
 	return failed;
+}
+
+static unsigned run_tiling(const daemon_proc *d, const tcase *t)
+{
+	const uint64_t M = t->bm, N = t->bn, K = t->bk;
+	/* batch, in, out: dW is out x in over batch, dX batch x in over out */
+	const uint64_t shapes[][3] = {
+		{1, 1, 1},
+		{K - 1, N + 1, M - 1},
+		{K + 1, N - 1, M + 1},
+		{2 * K, N, M},             /* exact tiles, vector loads */
+		{M + 1, N + 1, K + 1},     /* dX: M + 1 rows over K + 1 */
+		{M - 1, 1, K - 1},         /* one column */
+		{1, N + 3, M + 4},         /* one row */
+		{2 * M + 1, 2 * N + 4, 3 * K + 4}, /* several tiles, multiples of 4 */
+		{M + 4, 2 * N, M + 8},
+	};
+	char label[96];
+	snprintf(label, sizeof(label), "VKGRAD_T128_TILE=%s", t->tile);
+	return run_shapes(d, label, shapes, sizeof(shapes) / sizeof(shapes[0]));
 }
 
 /* A daemon with tiling `tile` and command-line arguments args (NULL:
@@ -144,6 +155,34 @@ static void test_tilings(void **state)
 		failed += run_tiling(&d, &tilings[i]);
 		assert_int_equal(daemon_proc_stop(&d), 0);
 	}
+	assert_int_equal(failed, 0);
+}
+
+/* The small tiling beside the default (KERN_TILED128_S, T128_TILE_SMALL):
+ * a daemon without VKGRAD_T128_TILE says it has it, and runs a forced
+ * tiled128 f32 dX of in <= 64 on it (variant_t128_small): shapes at its
+ * 64x64 tile's and 16-row k step's edges, in from 1 to 64, every output
+ * subset (dW/db stay on the 128x128 tiles), against float64. */
+static void test_small_tiling(void **state)
+{
+	(void)state;
+	daemon_proc d;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(daemon_proc_start(&d, NULL, NULL), 0);
+	assert_true(daemon_proc_log_contains(&d, "small tiling: linear_tiled128_gemm (f32) with 64x64 tiles"));
+	const uint64_t shapes[][3] = {
+		{1, 1, 1},
+		{63, 64, 15},
+		{65, 63, 17},
+		{128, 64, 32},  /* exact tiles, vector loads */
+		{129, 33, 17},
+		{200, 1, 300},  /* one column, a long k */
+		{1, 61, 68},    /* one row */
+		{260, 64, 48},
+		{1000, 16, 7},
+	};
+	const unsigned failed = run_shapes(&d, "the small tiling", shapes, sizeof(shapes) / sizeof(shapes[0]));
+	assert_int_equal(daemon_proc_stop(&d), 0);
 	assert_int_equal(failed, 0);
 }
 
@@ -273,6 +312,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_values_refused),
 		cmocka_unit_test(test_tilings),
+		cmocka_unit_test(test_small_tiling),
 		cmocka_unit_test(test_small_dispatches),
 		cmocka_unit_test(test_long_reduction_at_bk4),
 	};

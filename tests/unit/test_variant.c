@@ -1282,11 +1282,70 @@ static void test_splitk128_wide_narrow(void **state)
 	}
 }
 
+/* linear_tiled128_gemm's small tiling (KERN_TILED128_S, variant.h):
+ * forced tiled128's f32 dX of in <= 64 on every device; auto's narrow-family
+ * f32 dX of 32 <= in <= 64 on a GPU only. */
+static void test_t128_small(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_F32X3 | VARIANT_HAS_NV2;
+	proto_request q = job(5000, 64, 48, true, true, true, PROTO_VARIANT_TILED128);
+	q.dtype = PROTO_F32;
+	variant_plan p = variant_choose(&q, gpu);
+	assert_int_equal(p.input, KERN_TILED128);
+	variant_t128_small(&p, &q, false);
+	assert_int_equal(p.input, KERN_TILED128_S);
+	assert_int_equal(p.param, KERN_TILED128); /* dW/db keep the 128 tile */
+	q.in = 65;
+	p = variant_choose(&q, gpu);
+	variant_t128_small(&p, &q, true);
+	assert_int_equal(p.input, KERN_TILED128);
+	/* auto, narrow layers: 64 and 32 inputs move on a GPU, 16 stay */
+	q = job(1u << 20, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.input, KERN_NARROW_DX);
+	variant_t128_small(&p, &q, false); /* lavapipe: its rules */
+	assert_int_equal(p.input, KERN_NARROW_DX);
+	variant_t128_small(&p, &q, true);
+	assert_int_equal(p.input, KERN_TILED128_S);
+	assert_int_equal(p.param, KERN_NARROW);
+	q = job(1u << 20, 32, 16, false, false, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
+	variant_t128_small(&p, &q, true);
+	assert_int_equal(p.input, KERN_TILED128_S);
+	const struct {
+		uint64_t b, i, o;
+		bool dx;
+		proto_dtype dt;
+		proto_variant v;
+	} stay[] = {
+		{1u << 20, 16, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{1u << 20, 31, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{1u << 20, 65, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{1u << 20, 64, 64, false, PROTO_F32, PROTO_VARIANT_AUTO},
+		{1u << 20, 64, 64, true, PROTO_BF16, PROTO_VARIANT_AUTO},
+		{1u << 20, 64, 64, true, PROTO_F32, PROTO_VARIANT_NARROW},
+		{5000, 64, 48, true, PROTO_BF16, PROTO_VARIANT_TILED128},
+		{5000, 64, 48, true, PROTO_F32, PROTO_VARIANT_TILED},
+	};
+	for (size_t i = 0; i < sizeof(stay) / sizeof(stay[0]); i++) {
+		q = job(stay[i].b, stay[i].i, stay[i].o, true, true, stay[i].dx, stay[i].v);
+		q.dtype = stay[i].dt;
+		p = variant_choose(&q, gpu);
+		const variant_plan before = p;
+		variant_t128_small(&p, &q, true);
+		assert_memory_equal(&p, &before, sizeof(p));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_narrow_layers),
 		cmocka_unit_test(test_splitk128_wide_narrow),
+		cmocka_unit_test(test_t128_small),
 		cmocka_unit_test(test_thresholds_at_the_tile_edge),
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
 		cmocka_unit_test(test_forced_variants),
