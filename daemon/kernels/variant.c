@@ -48,8 +48,9 @@ static int matrix_kernel(unsigned caps)
 
 bool variant_narrow_fits(const proto_request *q)
 {
-	return q->batch >= VARIANT_NARROW_MIN_BATCH && q->in <= VARIANT_NARROW_MAX_FEATURES &&
-	       q->out <= VARIANT_NARROW_MAX_FEATURES;
+	return q->batch >= VARIANT_NARROW_MIN_BATCH &&
+	       ((q->in <= VARIANT_NARROW_MAX_FEATURES && q->out <= VARIANT_NARROW_MAX_FEATURES) ||
+		(q->in <= VARIANT_NARROW_WIDE_MAX_IN && q->out <= VARIANT_NARROW_WIDE_MAX_OUT));
 }
 
 bool variant_narrow_dx_fits(const proto_request *q)
@@ -549,7 +550,7 @@ void variant_t128_small(variant_plan *p, const proto_request *q, bool gpu)
 	if (q->variant == PROTO_VARIANT_TILED128 && p->input == KERN_TILED128)
 		p->input = KERN_TILED128_S;
 	else if (gpu && q->variant == PROTO_VARIANT_AUTO && p->input == KERN_NARROW_DX &&
-		 q->in >= VARIANT_T128_SMALL_MIN_IN)
+		 q->in >= VARIANT_T128_SMALL_MIN_IN && !q->t[PROTO_T_DW].present && !q->t[PROTO_T_DB].present)
 		p->input = KERN_TILED128_S;
 }
 

@@ -237,11 +237,17 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
  *  - `tiled128` forced: its dX there, on every device (the 128 tile would
  *    be half padding or more);
  *  - auto on a GPU (gpu true; placement.c): the narrow family's dX
- *    (KERN_NARROW_DX) of in >= VARIANT_T128_SMALL_MIN_IN. H100, 2026-12-06
- *    08:10 UTC, resident, 8 in flight: 308 us against the narrow family's
- *    544 at 1,048,576x64x64, 1,149 / 2,067 at 4,194,304x64x64, 146 / 161
- *    at 1,048,576x32x16 (t128_tile.h). Narrower layers (1-31 features)
- *    were not measured and keep the narrow family.
+ *    (KERN_NARROW_DX) of in >= VARIANT_T128_SMALL_MIN_IN in a job without
+ *    dW or db (dX alone; a linear_forward's GEMM). H100, 2026-12-06 08:36
+ *    UTC, resident, 8 in flight, f32 dX alone: 309 us against the narrow
+ *    family's 547 at 1,048,576x64x64, 1,243 / 2,078 at 4,194,304x64x64.
+ *    Beside the narrow family's dW/db in one job it was slower, not
+ *    faster: the full backward 1,214 against 1,086 (all on the narrow
+ *    family) at 1,048,576x64x64, 4,707 / 4,125 at 4,194,304x64x64, 1,159 /
+ *    1,047 at 4,194,304x32x16, though dW/db alone took 537 and 2,046
+ *    (why the two kernels of one job do not add up was not found). So a
+ *    full backward keeps the narrow family's dX. Narrower layers (1-31
+ *    features) and linear_forward were not measured.
  * On lavapipe auto keeps its rules (forced jobs run the kernel there). */
 #define VARIANT_T128_SMALL_MIN_IN 32
 #define VARIANT_T128_SMALL_MAX_IN 64
@@ -337,6 +343,13 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
  * dW+db took 39 us on it against split-K's 132, which auto took with
  * both bounds at 65,536 (test_auto_variant's 2x bound failed there).
  * Between 16,384 and 262,144 rows the dX bound is not measured. */
+/* Also a layer of up to VARIANT_NARROW_WIDE_MAX_IN inputs onto at most
+ * VARIANT_NARROW_WIDE_MAX_OUT outputs: H100, 2026-12-06 08:36 UTC, f32
+ * full backward of 262,144x1024x16, 1,879 us against split-K's 2,141
+ * (auto's plan before); bf16 keeps coopmat_khr_splitk's fused plan there
+ * (656 us; unfused 878, narrow 1,802). */
+#define VARIANT_NARROW_WIDE_MAX_IN 1024
+#define VARIANT_NARROW_WIDE_MAX_OUT 16
 #define VARIANT_NARROW_MIN_BATCH 16384
 #define VARIANT_NARROW_DX_MIN_BATCH 65536
 #define VARIANT_NARROW_MAX_FEATURES 256
@@ -462,7 +475,13 @@ static inline bool variant_dx_fused(const variant_plan *p)
  * of every family; 16,384x1024x1024 (256) 711 against coopmat_khr's 411. */
 #define VARIANT_CMKS_MAX_FEATURES 1024
 #define VARIANT_CMKS_MAX_TILES 16
-#define VARIANT_CMKS_MIN_ROWS 1024     /* auto: slices at least this long (not measured) */
+/* auto: slices at least this long. Was 1,024 (not measured), 16 slices
+ * for 16,384 rows; at 64 (as forced) the H100 (2026-12-06 08:36 UTC,
+ * resident, 8 in flight, bf16 full backward) took 15.0 us against 64.0 at
+ * 16,384x1x1, 23.2 / 70.7 at 16,384x33x17, 15.2 / 47.0 at 16,384x64x64;
+ * 73.5 against 65.5 at 262,144x64x64 (512 slices against 256; the forced
+ * variants' best there 129.5). */
+#define VARIANT_CMKS_MIN_ROWS 64
 bool variant_cmks_fits(const proto_request *q);
 /* q's slices (see above), slices of at least min_rows rows; >= 1. */
 uint32_t variant_cmks_slices(const proto_request *q, uint64_t min_rows);

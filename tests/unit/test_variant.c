@@ -774,9 +774,9 @@ static void test_cmk_splitk_narrow_long(void **state)
 		q.dtype = (proto_dtype)dt;
 		p = variant_choose(&q, gpu);
 		assert_int_equal(p.param, KERN_CMK_SPLITK);
-		/* at most 65537 / 1024 = 64: 1,025 rows rounded up to 1,088,
-		 * ceil(65537 / 1088) = 61 slices */
-		assert_int_equal(p.slices, 61);
+		/* 528 aimed for (one tile), at most 65537 / 64 = 1024: 125 rows
+		 * rounded up to 128, ceil(65537 / 128) = 513 slices */
+		assert_int_equal(p.slices, 513);
 		{
 			const uint64_t l = kshape_cmks_len(q.batch, p.slices);
 			assert_true((uint64_t)(p.slices - 1) * l < q.batch && (uint64_t)p.slices * l >= q.batch);
@@ -1282,9 +1282,38 @@ static void test_splitk128_wide_narrow(void **state)
 	}
 }
 
+/* The narrow family also takes a layer of up to 1024 inputs onto at most
+ * 16 outputs (VARIANT_NARROW_WIDE_MAX_IN / _OUT); 16-bit keeps
+ * coopmat_khr_splitk's plan where the device has it. */
+static void test_narrow_wide_in(void **state)
+{
+	(void)state;
+	const unsigned narrow = VARIANT_HAS_NARROW;
+	proto_request q = job(262144, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	variant_plan p = variant_choose(&q, narrow | VARIANT_HAS_F32X3);
+	assert_int_equal(p.param, KERN_NARROW);
+	assert_int_equal(p.input, KERN_NARROW_DX);
+	q.in = 300; /* in between */
+	assert_int_equal(variant_choose(&q, narrow).param, KERN_NARROW);
+	const uint64_t no[][3] = {{262144, 1025, 16}, {262144, 1024, 17}, {16383, 1024, 16}};
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		q = job(no[i][0], no[i][1], no[i][2], true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = PROTO_F32;
+		p = variant_choose(&q, narrow);
+		assert_int_not_equal(p.param, KERN_NARROW);
+		assert_int_not_equal(p.input, KERN_NARROW_DX);
+	}
+	q = job(262144, 1024, 16, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, narrow | VARIANT_HAS_CMK | VARIANT_HAS_CMKS | VARIANT_HAS_CMKS_DX);
+	assert_int_equal(p.param, KERN_CMKS_DX);
+	assert_int_equal(variant_choose(&q, narrow).param, KERN_NARROW); /* (lavapipe) */
+}
+
 /* linear_tiled128_gemm's small tiling (KERN_TILED128_S, variant.h):
  * forced tiled128's f32 dX of in <= 64 on every device; auto's narrow-family
- * f32 dX of 32 <= in <= 64 on a GPU only. */
+ * f32 dX of 32 <= in <= 64 in a job without dW/db, on a GPU only. */
 static void test_t128_small(void **state)
 {
 	(void)state;
@@ -1300,8 +1329,9 @@ static void test_t128_small(void **state)
 	p = variant_choose(&q, gpu);
 	variant_t128_small(&p, &q, true);
 	assert_int_equal(p.input, KERN_TILED128);
-	/* auto, narrow layers: 64 and 32 inputs move on a GPU, 16 stay */
-	q = job(1u << 20, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	/* auto, narrow layers, dX alone: 64 and 32 inputs move on a GPU, 16
+	 * stay; beside dW/db (the full backward) the narrow family keeps it */
+	q = job(1u << 20, 64, 64, false, false, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
 	assert_int_equal(p.input, KERN_NARROW_DX);
@@ -1309,7 +1339,6 @@ static void test_t128_small(void **state)
 	assert_int_equal(p.input, KERN_NARROW_DX);
 	variant_t128_small(&p, &q, true);
 	assert_int_equal(p.input, KERN_TILED128_S);
-	assert_int_equal(p.param, KERN_NARROW);
 	q = job(1u << 20, 32, 16, false, false, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
@@ -1321,6 +1350,7 @@ static void test_t128_small(void **state)
 		proto_dtype dt;
 		proto_variant v;
 	} stay[] = {
+		{1u << 20, 64, 64, true, PROTO_F32, PROTO_VARIANT_AUTO}, /* (with dW, db) */
 		{1u << 20, 16, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
 		{1u << 20, 31, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
 		{1u << 20, 65, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
@@ -1346,6 +1376,7 @@ int main(void)
 		cmocka_unit_test(test_narrow_layers),
 		cmocka_unit_test(test_splitk128_wide_narrow),
 		cmocka_unit_test(test_t128_small),
+		cmocka_unit_test(test_narrow_wide_in),
 		cmocka_unit_test(test_thresholds_at_the_tile_edge),
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
 		cmocka_unit_test(test_forced_variants),
