@@ -97,6 +97,7 @@ static const char bk_usage[] =
 	"  gbps            bytes of X, dY, W read + dW, db, dX written / gpu_us / 1e3\n"
 	"  end_to_end_us   median client round trip, submit to reply, with the\n"
 	"                  tensors in the client's memory\n"
+	"  warmed_ms       the line's warm-up, its first job included (wall ms)\n"
 	"  max_rel_err     max|got-want| / max|want| of the worst output against a\n"
 	"                  float64 reference: every element when 4·B·I·O <= 2e9\n"
 	"                  (check \"full\"), else 512 random entries of dW and of dX\n"
@@ -147,6 +148,9 @@ static const char bk_usage[] =
 	"                300 ms, at most 50 jobs). An idle GPU lowers its clock\n"
 	"                (an H100 went to 345 MHz from 1980 between short lines):\n"
 	"                give it long enough, with --inflight, to come back up\n"
+	"  --settle-ms X the first line of each shape and dtype warms up at least X ms\n"
+	"                (default 0): the float64 reference is computed before it, and\n"
+	"                the GPU idles meanwhile (each line's warmed_ms: its warm-up)\n"
 	"  --socket PATH use a running daemon; otherwise a private one is started\n"
 	"                (--daemon PATH, default: the vkgradd next to this program)\n"
 	"                with max_region_bytes raised to fit the largest job\n"
@@ -170,6 +174,7 @@ typedef struct bk_opts {
 	bool resident; /* --resident */
 	unsigned inflight; /* --inflight: jobs kept in flight (0: 1) */
 	double warmup_ms;  /* --warmup-ms (< 0: BK_WARMUP_US, at most BK_WARMUP_MAX jobs) */
+	double settle_ms;  /* --settle-ms: the least warm-up of a shape and dtype's first line */
 } bk_opts;
 
 /* One line's outcome, kept for the table at the end. */
@@ -184,6 +189,7 @@ typedef struct bk_line {
 	double gpu_us, batch_gpu_us, e2e_us, tflops, gbps, err;
 	double batch_jobs; /* median jobs per batch */
 	double copy_frac; /* gbps / copy_gbps, NaN when unknown */
+	double warmed_ms; /* the warm-up's wall time, its first job included */
 	bool measured, ok, sampled;
 	char note[320];
 } bk_line;
@@ -198,6 +204,7 @@ typedef struct bk_run {
 	bk_line *lines;
 	size_t nlines, cap;
 	bool check_failed, daemon_failed;
+	bool settle; /* the next line is its shape and dtype's first (--settle-ms) */
 } bk_run;
 
 /* ---- options ----------------------------------------------------------------- */
@@ -272,7 +279,8 @@ static int dtype_lookup(const char *s)
 static int bk_parse(int argc, char **argv, bk_opts *o)
 {
 	enum { KO_KERNELS = 256, KO_SHAPES, KO_DTYPES, KO_VARIANTS, KO_REPS, KO_OUTPUTS, KO_MAXGF,
-	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP, KO_COPY, KO_RESIDENT, KO_INFLIGHT, KO_WARMUP };
+	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP, KO_COPY, KO_RESIDENT, KO_INFLIGHT, KO_WARMUP,
+	       KO_SETTLE };
 	static const struct option opts[] = {
 		{"kernels", no_argument, NULL, KO_KERNELS},
 		{"shapes", required_argument, NULL, KO_SHAPES},
@@ -285,6 +293,7 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 		{"resident", no_argument, NULL, KO_RESIDENT},
 		{"inflight", required_argument, NULL, KO_INFLIGHT},
 		{"warmup-ms", required_argument, NULL, KO_WARMUP},
+		{"settle-ms", required_argument, NULL, KO_SETTLE},
 		{"socket", required_argument, NULL, KO_SOCKET},
 		{"daemon", required_argument, NULL, KO_DAEMON},
 		{"help", no_argument, NULL, KO_HELP},
@@ -369,6 +378,12 @@ static int bk_parse(int argc, char **argv, bk_opts *o)
 			uint64_t ms;
 			bad = cli_parse_u64("--warmup-ms", optarg, 0, 600000, &ms);
 			o->warmup_ms = (double)ms;
+			break;
+		}
+		case KO_SETTLE: {
+			uint64_t ms;
+			bad = cli_parse_u64("--settle-ms", optarg, 0, 600000, &ms);
+			o->settle_ms = (double)ms;
 			break;
 		}
 		case KO_COPY: {
@@ -643,8 +658,11 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	const unsigned k = o->inflight ? o->inflight : 1;
 	uint64_t hs[BK_INFLIGHT_MAX], ts[BK_INFLIGHT_MAX];
 	{
-		const double want_us = o->warmup_ms >= 0 ? o->warmup_ms * 1e3 : BK_WARMUP_US;
-		const uint64_t most = o->warmup_ms >= 0 ? UINT64_MAX : BK_WARMUP_MAX;
+		const double settle_us = r->settle ? o->settle_ms * 1e3 : 0;
+		double want_us = o->warmup_ms >= 0 ? o->warmup_ms * 1e3 : BK_WARMUP_US;
+		const uint64_t most = o->warmup_ms >= 0 || settle_us > want_us ? UINT64_MAX : BK_WARMUP_MAX;
+		if (settle_us > want_us)
+			want_us = settle_us;
 		uint64_t sent = 1, done = 1; /* the first job, above */
 		for (;;) {
 			while (sent - done < k && sent < most && (double)(now_ns() - t0) / 1e3 < want_us) {
@@ -660,6 +678,7 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 				return late_failure(r, l, rc, &err, "warm-up");
 			done++;
 		}
+		l->warmed_ms = (double)(now_ns() - t0) / 1e6;
 	}
 
 	uint64_t reps = o->reps ? o->reps : default_reps(flop);
@@ -756,12 +775,12 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\",\"reps\":%" PRIu64
 		 ",\"gpu_us\":%.1f,\"kernel_us_measured\":%s,\"batch_gpu_us\":%.1f,"
-		 "\"tflops\":%s,\"gbps\":%s,\"end_to_end_us\":%.1f,\"warmup_us\":%.0f,"
+		 "\"tflops\":%s,\"gbps\":%s,\"end_to_end_us\":%.1f,\"warmup_us\":%.0f,\"warmed_ms\":%.1f,"
 		 "\"copy_gbps\":%s,\"copy_fraction\":%s,"
 		 "\"max_rel_err\":%s,\"tol\":%s,\"check\":\"%s\",\"ok\":%s,%s\"device\":\"%s\"%s}\n",
 		 dname, vname, outs, reps, l->gpu_us, all_kernel ? "true" : "false", l->batch_gpu_us,
 		 json_num(nb[0], sizeof(nb[0]), "%.4g", l->tflops),
-		 json_num(nb[1], sizeof(nb[1]), "%.4g", l->gbps), l->e2e_us, warm_us,
+		 json_num(nb[1], sizeof(nb[1]), "%.4g", l->gbps), l->e2e_us, warm_us, l->warmed_ms,
 		 json_num(nb[3], sizeof(nb[3]), "%.1f", r->copy_gbps > 0 ? r->copy_gbps : NAN),
 		 json_num(nb[4], sizeof(nb[4]), "%.3f", l->copy_frac),
 		 json_num(nb[2], sizeof(nb[2]), "%.3g", l->err), vkg_ref_tolerance_text(t->dtype),
@@ -873,8 +892,11 @@ static int bk_shape_dtype(bk_run *r, const uint64_t s[3], proto_dtype d)
 		return 0;
 	}
 	rc = 0;
-	for (unsigned k = 0; k < r->o->nvariants && rc == 0; k++)
+	for (unsigned k = 0; k < r->o->nvariants && rc == 0; k++) {
+		r->settle = k == 0;
 		rc = bk_measure(r, &t, r->o->variants[k]);
+	}
+	r->settle = false;
 	cli_task_free(&t, r->c);
 	return rc;
 }

@@ -90,6 +90,9 @@
 #                   to 345 MHz from 1,980 between short lines measured one
 #                   job at a time (NARROW_INFLIGHT=1 NARROW_WARMUP_MS=300:
 #                   about the old way, but for its 50-job cap)
+#   SETTLE_MS       --settle-ms of the set and the grid (default 1000; QUICK
+#                   0): the first line of each shape and dtype warms up that
+#                   long, after the float64 reference left the GPU idle
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   GRID_VARIANTS   the grid step's families (default all ten)
@@ -419,8 +422,8 @@ narrow_steps() {
 	fi
 	: >"$R/narrow.jsonl"
 	# (the GPU busy while measured: bench --kernels --inflight, --warmup-ms)
-	NX="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --warmup-ms ${NARROW_WARMUP_MS:-1000}"
-	GX="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --warmup-ms ${GRID_WARMUP_MS:-150}"
+	NX="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --warmup-ms ${NARROW_WARMUP_MS:-1000} --settle-ms ${SETTLE_MS:-1000}"
+	GX="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --warmup-ms ${GRID_WARMUP_MS:-150} --settle-ms ${SETTLE_MS:-1000}"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy} $NX
@@ -666,7 +669,7 @@ if [ -n "$QUICK" ]; then
 	NSET="16384,64,64;16384,32,16" DX_TILE_SET=${DX_TILE_SET:-16384,64,64} GSET="1024,3,5;16384,16,8;256,64,64" GREPS=2
 	# (one job in flight: lavapipe has no kernel timestamps, and a line's
 	# gpu_us is then its batch's time, several jobs' with more in flight)
-	NARROW_INFLIGHT=${NARROW_INFLIGHT:-1} NARROW_WARMUP_MS=${NARROW_WARMUP_MS:-50} GRID_WARMUP_MS=${GRID_WARMUP_MS:-20}
+	NARROW_INFLIGHT=${NARROW_INFLIGHT:-1} NARROW_WARMUP_MS=${NARROW_WARMUP_MS:-50} GRID_WARMUP_MS=${GRID_WARMUP_MS:-20} SETTLE_MS=${SETTLE_MS:-0}
 	HEAVY="256x128x128" TENANTS=2 MIXED_S=1 HEAVY_INFLIGHT=2 TENANT_REPS=1 REPS=1 E2E_REPS=2 TJOBS=100 SYNC_REPS=1 SYNC_JOBS=100
 	CHECK_SHAPES="1x1x1 33x257x31 64x64x8" COMPARE_ARGS="--scenario tiny_latency --jobs 50"
 	export MLP_SIZES=${MLP_SIZES:-64,128,32} MLP_BATCH=${MLP_BATCH:-32} MLP_STEPS=${MLP_STEPS:-3} MLP_WARMUP=${MLP_WARMUP:-1}

@@ -522,22 +522,36 @@ static void test_bench_kernels_refused(void **state)
  * the reference after its outputs are read back (they were NaN before the
  * first job, on the device too), and says so; a line whose tensors exceed
  * the daemon's device-memory limit prints an error naming it and the bench
- * goes on to the next, on the same daemon. */
+ * goes on to the next, on the same daemon. --settle-ms: the first line of
+ * each shape and dtype (auto here) warms up at least that long, the
+ * others --warmup-ms. */
 static void test_bench_kernels_resident(void **state)
 {
 	(void)state;
 	char cmd[1024], out[32768], v[512], *lines[16];
 	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --resident --shapes 67,65,33 "
-		 "--dtypes f32,bf16 --variants auto,narrow --reps 5 --inflight 3 --warmup-ms 20 --json",
+		 "--dtypes f32,bf16 --variants auto,narrow --reps 5 --inflight 3 --warmup-ms 20 "
+		 "--settle-ms 1000 --json",
 		 build_dir(), g_d.sock);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 	assert_int_equal(json_lines(out, lines, 16), 6);
-	for (unsigned i = 0; i < 4; i++) {
+	unsigned settled = 0, plain = 0;
+	for (unsigned i = 0; i < 6; i++) {
+		if (!json_get(lines[i], "variant", v, sizeof(v)))
+			continue; /* (the auto-against-best lines) */
 		/* (5 reps with 3 in flight: every one waited for and counted) */
 		expect_measured(lines[i], "5");
 		assert_string_equal(json_get(lines[i], "resident", v, sizeof(v)), "true");
 		assert_string_equal(json_get(lines[i], "inflight", v, sizeof(v)), "3");
+		const bool first = strcmp(json_get(lines[i], "variant", v, sizeof(v)), "\"auto\"") == 0;
+		const double warm = strtod(json_get(lines[i], "warmed_ms", v, sizeof(v)), NULL);
+		if (first)
+			assert_true(warm >= 1000), settled++;
+		else
+			assert_true(warm < 1000), plain++;
 	}
+	assert_int_equal(settled, 2);
+	assert_int_equal(plain, 2);
 	/* one job in flight, on a daemon that never slices a job (lavapipe's
 	 * one queue slices those estimated long, untimed): each alone in its
 	 * batch, its dispatches timed (record.c, direct_ts), never longer than
@@ -586,7 +600,7 @@ static void test_bench_kernels_usage(void **state)
 	static const char *const bad[] = {"--shapes 1,2", "--shapes 0,1,1", "--dtypes f64",
 					  "--variants auto,auto", "--max-gflop -1", "--reps 0",
 					  "--outputs dq", "--outputs ,", "--inflight 0", "--inflight 65",
-					  "--warmup-ms x"};
+					  "--warmup-ms x", "--settle-ms -1", "--settle-ms 600001"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels %s 2>/dev/null",
 			 build_dir(), g_d.sock, bad[i]);
