@@ -6,7 +6,7 @@
 #include "record_priv.h"
 
 #include "kshape.h"
-#include "variant.h"
+#include "plan.h"
 
 #include <assert.h>
 #include <string.h>

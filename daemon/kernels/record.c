@@ -5,7 +5,7 @@
  * What each job dispatches is dispatch.c's. */
 #include "record_priv.h"
 
-#include "variant.h"
+#include "plan.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -124,26 +124,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "device.h"
 #include "kshape.h"
 #include "msg.h"
 #include "pipelines.h"
+#include "plan.h" /* variant_plan, variant_dx_fused */
 
-typedef struct variant_plan {
-	int param;       /* KERN_* computing dW and/or db, or -1 */
-	int input;       /* KERN_* computing dX, or -1 */
-	uint32_t slices; /* split-K slices when param is KERN_SPLITK, else 1 */
-	uint32_t min_slices; /* placement may lower `slices` down to this (its
-			      * partials must fit) before it gives split-K up:
-			      * 2 when auto chose split-K for speed, 1 when forced
-			      * or taken for one rounding of a 16-bit output */
-	uint32_t dx_slices;  /* split-K slices when input is KERN_SPLITK (16-bit
-			      * dX over an out too long for one dispatch), else 1 */
-} variant_plan;
-
-typedef struct pipelines pipelines;
 typedef struct costmodel costmodel;
-
-typedef struct device device;
 
 /* Can this device run jobs of dtype d forced to variant v? (the dtype
  * served, and for coopmat, coopmat_khr, coopmat_nv2 and tiled128 their
@@ -460,13 +447,6 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
  * (64 fused jobs against float64). */
 #define VARIANT_CMKS_DX_MAX_OUT 64 /* = PIPELINES_CMKS_BM */
 bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
-/* Does plan p run dX in its dW pass (KERN_CMKS_DX)? */
-/* (inline: dispatch.c and record.c ask it of a plan, and variant.c, which
- * reads the cost model, must stay above them: no loop between the files) */
-static inline bool variant_dx_fused(const variant_plan *p)
-{
-	return p->param == KERN_CMKS_DX;
-}
 #define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
 #define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */
 /* auto: in and out at most 1024 and at most 16 tiles of 64x64. H200,

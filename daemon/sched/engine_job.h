@@ -13,7 +13,7 @@
 #include "msg.h"
 #include "queue.h"
 #include "region.h"
-#include "variant.h"
+#include "plan.h"
 
 typedef struct job job;
 struct engine_lane;
