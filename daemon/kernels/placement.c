@@ -239,6 +239,10 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	if (p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && p->pl->pipe[KERN_SPLITK128][t] &&
 	    p->pl->pipe[KERN_REDUCE][t])
 		variant_splitk128(&j->plan, q);
+	/* short narrow f32 layers on a GPU: forced split-K's plan (variant.h) */
+	if (p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && p->pl->pipe[KERN_SPLITK][t] &&
+	    p->pl->pipe[KERN_REDUCE][t])
+		variant_narrow_short(&j->plan, q);
 	if (p->pl->pipe[KERN_TILED128_S][t])
 		variant_t128_small(&j->plan, q, p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU);
 	j->devlocal = false;

@@ -554,6 +554,20 @@ void variant_t128_small(variant_plan *p, const proto_request *q, bool gpu)
 		p->input = KERN_TILED128_S;
 }
 
+void variant_narrow_short(variant_plan *p, const proto_request *q)
+{
+	if (q->variant != PROTO_VARIANT_AUTO || q->dtype != PROTO_F32 || p->param != KERN_NARROW ||
+	    !q->t[PROTO_T_DW].present || q->batch >= VARIANT_NARROW_DX_MIN_BATCH ||
+	    q->in < VARIANT_NARROW_SHORT_MIN_IN || q->out < VARIANT_NARROW_SHORT_MIN_OUT)
+		return;
+	const uint64_t s = q->batch / 16; /* forced split-K's slices */
+	p->param = KERN_SPLITK;
+	p->slices = (uint32_t)(s < 1 ? 1 : s > SPLITK_MAX ? SPLITK_MAX : s);
+	p->min_slices = 2;
+	if (p->input == KERN_INPUT)
+		p->input = KERN_TILED;
+}
+
 /* An m × n GEMM over k that auto cuts on the 128 tile (variant_splitk128). */
 static bool s128_fits(uint64_t m, uint64_t n, uint64_t k)
 {

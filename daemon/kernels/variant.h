@@ -240,6 +240,20 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
 #define VARIANT_T128_SMALL_MAX_IN 64
 void variant_t128_small(variant_plan *p, const proto_request *q, bool gpu);
 
+/* On a GPU (placement.c), auto's f32 dW/db that the rules gave the narrow
+ * family over fewer than VARIANT_NARROW_DX_MIN_BATCH rows, of in >=
+ * VARIANT_NARROW_SHORT_MIN_IN and out >= VARIANT_NARROW_SHORT_MIN_OUT: the
+ * plan of `splitk` forced instead (dW/db split-K on the 64 tile in
+ * min(64, batch / 16) slices, dX on the tiled kernel). The narrow family's
+ * blocks are too few there: H100, 2026-12-06 08:36 UTC, full backward,
+ * auto measured after a forced line: 72.2 us against split-K's 42.5 at
+ * 16,384x33x17, 97.2 against 47.0 at 16,384x64x64; at 16,384x1x1 the
+ * narrow family was the faster (14.3 against 38.3), and earlier
+ * 32,768x3x5 dW+db (39 against 132), so narrow layers keep it. */
+#define VARIANT_NARROW_SHORT_MIN_IN 32
+#define VARIANT_NARROW_SHORT_MIN_OUT 16
+void variant_narrow_short(variant_plan *p, const proto_request *q);
+
 /* For a job whose tensors are in device memory (the device-local path),
  * when the variant is auto: a GEMM by linear_tiled_gemm becomes
  * linear_tiled128_gemm where it has at least 512 tiles of 128x128 and a

@@ -1282,6 +1282,53 @@ static void test_splitk128_wide_narrow(void **state)
 	}
 }
 
+/* Short narrow f32 layers on a GPU (variant_narrow_short): forced
+ * split-K's plan where the rules gave the narrow family fewer than 65,536
+ * rows of at least 32 inputs and 16 outputs; narrow layers, long batches,
+ * 16-bit, forced variants and db alone keep theirs. */
+static void test_narrow_short(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_F32X3 | VARIANT_HAS_NV2;
+	const uint64_t take[][3] = {{16384, 33, 17}, {16384, 64, 64}, {65535, 32, 16}, {20000, 256, 256}};
+	for (size_t i = 0; i < sizeof(take) / sizeof(take[0]); i++) {
+		proto_request q = job(take[i][0], take[i][1], take[i][2], true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = PROTO_F32;
+		variant_plan p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_NARROW); /* the rules alone (and on lavapipe) */
+		variant_narrow_short(&p, &q);
+		proto_request f = q;
+		f.variant = PROTO_VARIANT_SPLITK;
+		const variant_plan forced = variant_choose(&f, gpu);
+		assert_int_equal(p.param, KERN_SPLITK);
+		assert_int_equal(p.slices, forced.slices);
+		assert_int_equal(p.input, forced.input);
+		assert_int_equal(p.min_slices, 2);
+	}
+	const struct {
+		uint64_t b, i, o;
+		bool dw;
+		proto_dtype dt;
+		proto_variant v;
+	} stay[] = {
+		{16384, 1, 1, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{16384, 31, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{16384, 64, 15, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{65536, 64, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
+		{16384, 64, 64, true, PROTO_BF16, PROTO_VARIANT_AUTO},
+		{16384, 64, 64, true, PROTO_F32, PROTO_VARIANT_NARROW},
+		{16384, 64, 64, false, PROTO_F32, PROTO_VARIANT_AUTO},
+	};
+	for (size_t i = 0; i < sizeof(stay) / sizeof(stay[0]); i++) {
+		proto_request q = job(stay[i].b, stay[i].i, stay[i].o, stay[i].dw, true, true, stay[i].v);
+		q.dtype = stay[i].dt;
+		variant_plan p = variant_choose(&q, gpu);
+		const variant_plan before = p;
+		variant_narrow_short(&p, &q);
+		assert_memory_equal(&p, &before, sizeof(p));
+	}
+}
+
 /* The narrow family also takes a layer of up to 1024 inputs onto at most
  * 16 outputs (VARIANT_NARROW_WIDE_MAX_IN / _OUT); 16-bit keeps
  * coopmat_khr_splitk's plan where the device has it. */
@@ -1377,6 +1424,7 @@ int main(void)
 		cmocka_unit_test(test_splitk128_wide_narrow),
 		cmocka_unit_test(test_t128_small),
 		cmocka_unit_test(test_narrow_wide_in),
+		cmocka_unit_test(test_narrow_short),
 		cmocka_unit_test(test_thresholds_at_the_tile_edge),
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
 		cmocka_unit_test(test_forced_variants),
