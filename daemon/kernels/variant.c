@@ -70,7 +70,10 @@ static void take_narrow(const proto_request *q, variant_plan *p)
 bool variant_cmks_fits(const proto_request *q)
 {
 	const uint64_t t = PIPELINES_CMKS_BM;
-	return q->dtype != PROTO_F32 && q->t[PROTO_T_DW].present && q->batch >= VARIANT_CMKS_MIN_BATCH &&
+	const bool long_enough = q->batch >= VARIANT_CMKS_MIN_BATCH ||
+				 (q->batch >= VARIANT_CMKS_SHORT_MIN_BATCH && q->in >= VARIANT_CMKS_SHORT_MIN_FEATURES &&
+				  q->out >= VARIANT_CMKS_SHORT_MIN_FEATURES);
+	return q->dtype != PROTO_F32 && q->t[PROTO_T_DW].present && long_enough &&
 	       q->in <= VARIANT_CMKS_MAX_FEATURES && q->out <= VARIANT_CMKS_MAX_FEATURES &&
 	       ceil_div(q->in ? q->in : 1, t) * ceil_div(q->out ? q->out : 1, t) <= VARIANT_CMKS_MAX_TILES;
 }
@@ -406,7 +409,7 @@ bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param)
 	return q->variant == PROTO_VARIANT_AUTO && (caps & VARIANT_HAS_CMKS_DX) && (caps & VARIANT_HAS_CMK) &&
 	       q->dtype != PROTO_F32 && param == KERN_CMK_SPLITK && q->t[PROTO_T_DX].present &&
 	       q->out <= VARIANT_CMKS_DX_MAX_OUT && q->in >= VARIANT_CMK_DX_MIN_FEATURES &&
-	       q->in <= VARIANT_CMKS_MAX_FEATURES;
+	       q->in <= VARIANT_CMKS_MAX_FEATURES && q->batch >= VARIANT_CMKS_MIN_BATCH;
 }
 
 static variant_plan choose(const proto_request *q, unsigned caps, const costmodel *cm)

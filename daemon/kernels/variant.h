@@ -463,6 +463,18 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
 bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
 #define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
 #define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */
+/* ... or at least VARIANT_CMKS_SHORT_MIN_BATCH rows of a layer of at least
+ * VARIANT_CMKS_SHORT_MIN_FEATURES in and out (within the tiles above), dX
+ * then unfused (variant_cmks_dx_fits: the fused kernel from
+ * VARIANT_CMKS_MIN_BATCH only), as `coopmat_khr_splitk` forced runs it.
+ * H100, 2026-12-06, bf16 full backward: 1,024x64x64 12.5 us forced
+ * against auto's 29.7 on coopmat_khr's small tiling (08:36 UTC, auto
+ * measured after a forced line); 1,024x257x129 40 against coopmat_khr's
+ * 60 (08:24 grid, neither line the shape's first). Layers of few features
+ * keep the plain kernels there (1,024x1x1: generic 11, split-K on the
+ * tensor cores 17). */
+#define VARIANT_CMKS_SHORT_MIN_BATCH 1024
+#define VARIANT_CMKS_SHORT_MIN_FEATURES 64
 /* auto: in and out at most 1024 and at most 16 tiles of 64x64. H200,
  * 2026-12-06, full backward bf16: 262,144x1024x16 (16 tiles) 885 us
  * against the narrow family's 1,867; 16,384x257x129 (15) 182, the best

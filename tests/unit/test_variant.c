@@ -786,11 +786,25 @@ static void test_cmk_splitk_narrow_long(void **state)
 		q.dtype = (proto_dtype)dt;
 		p = variant_choose(&q, gpu);
 		assert_int_equal(p.param, KERN_NARROW);
-		/* a short batch, a wide layer: not it */
-		q = job(16383, 64, 64, true, true, false, PROTO_VARIANT_AUTO);
+		/* a short batch: only from 1,024 rows of 64 or more features
+		 * (VARIANT_CMKS_SHORT_*), its dX unfused; else not it */
+		q = job(16383, 63, 64, true, true, false, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
 		p = variant_choose(&q, gpu);
 		assert_int_not_equal(p.param, KERN_CMK_SPLITK);
+		q = job(1023, 64, 64, true, true, false, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		assert_int_not_equal(variant_choose(&q, gpu).param, KERN_CMK_SPLITK);
+		q = job(1024, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+		q.dtype = (proto_dtype)dt;
+		p = variant_choose(&q, gpu | VARIANT_HAS_CMKS_DX);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		assert_int_equal(p.slices, 16); /* 1,024 / 64 */
+		assert_int_equal(p.input, KERN_CMK_DX);
+		q.batch = 16383;
+		assert_int_equal(variant_choose(&q, gpu | VARIANT_HAS_CMKS_DX).param, KERN_CMK_SPLITK);
+		q.batch = 16384; /* the fused dX from here on */
+		assert_int_equal(variant_choose(&q, gpu | VARIANT_HAS_CMKS_DX).param, KERN_CMKS_DX);
 		q = job(1048576, 1025, 64, true, true, false, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
 		p = variant_choose(&q, gpu);
