@@ -225,7 +225,7 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
  *    be half padding or more);
  *  - auto on a GPU (gpu true; placement.c): the narrow family's dX
  *    (KERN_NARROW_DX) of in >= VARIANT_T128_SMALL_MIN_IN in a job without
- *    dW or db (dX alone; a linear_forward's GEMM). H100, 2026-12-06 08:36
+ *    dW or db (dX alone; a linear_forward's GEMM). H100, 2026-12-06 08:31
  *    UTC, resident, 8 in flight, f32 dX alone: 309 us against the narrow
  *    family's 547 at 1,048,576x64x64, 1,243 / 2,078 at 4,194,304x64x64.
  *    Beside the narrow family's dW/db in one job it was slower, not
@@ -245,7 +245,7 @@ void variant_t128_small(variant_plan *p, const proto_request *q, bool gpu);
  * VARIANT_NARROW_SHORT_MIN_IN and out >= VARIANT_NARROW_SHORT_MIN_OUT: the
  * plan of `splitk` forced instead (dW/db split-K on the 64 tile in
  * min(64, batch / 16) slices, dX on the tiled kernel). The narrow family's
- * blocks are too few there: H100, 2026-12-06 08:36 UTC, full backward,
+ * blocks are too few there: H100, 2026-12-06 08:31 UTC, full backward,
  * auto measured after a forced line: 72.2 us against split-K's 42.5 at
  * 16,384x33x17, 97.2 against 47.0 at 16,384x64x64; at 16,384x1x1 the
  * narrow family was the faster (14.3 against 38.3), and earlier
@@ -291,7 +291,7 @@ void variant_widen(variant_plan *p, const proto_request *q);
  * max(1, floor(VARIANT_S128_WAVE / tiles)) slices of at least
  * KSHAPE_S128_STEP rows.
  * The slices were at most 64 (split-K's cap on the 64 tile) until the H100
- * run of 2026-12-06 07:59 UTC: a 128x128 dW over 1,048,576 rows then had
+ * run of 2026-12-06 08:08 UTC: a 128x128 dW over 1,048,576 rows then had
  * 64 workgroups, a quarter of a wave; with 264 slices splitk128 forced took
  * 1,594 us for its f32 dW+db, 911 for 262,144x256x256 (66 slices of 4
  * tiles; narrow 2,034 and 2,032, cuBLAS 1,036 and 852 the session before).
@@ -345,7 +345,7 @@ uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_ro
  * both bounds at 65,536 (test_auto_variant's 2x bound failed there).
  * Between 16,384 and 262,144 rows the dX bound is not measured. */
 /* Also a layer of up to VARIANT_NARROW_WIDE_MAX_IN inputs onto at most
- * VARIANT_NARROW_WIDE_MAX_OUT outputs: H100, 2026-12-06 08:36 UTC, f32
+ * VARIANT_NARROW_WIDE_MAX_OUT outputs: H100, 2026-12-06 08:31 UTC, f32
  * full backward of 262,144x1024x16, 1,879 us against split-K's 2,141
  * (auto's plan before); bf16 keeps coopmat_khr_splitk's fused plan there
  * (656 us; unfused 878, narrow 1,802). */
@@ -468,9 +468,9 @@ bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
  * then unfused (variant_cmks_dx_fits: the fused kernel from
  * VARIANT_CMKS_MIN_BATCH only), as `coopmat_khr_splitk` forced runs it.
  * H100, 2026-12-06, bf16 full backward: 1,024x64x64 12.5 us forced
- * against auto's 29.7 on coopmat_khr's small tiling (08:36 UTC, auto
+ * against auto's 29.7 on coopmat_khr's small tiling (08:31 UTC, auto
  * measured after a forced line); 1,024x257x129 40 against coopmat_khr's
- * 60 (08:24 grid, neither line the shape's first). Layers of few features
+ * 60 (08:25 grid, neither line the shape's first). Layers of few features
  * keep the plain kernels there (1,024x1x1: generic 11, split-K on the
  * tensor cores 17). */
 #define VARIANT_CMKS_SHORT_MIN_BATCH 1024
@@ -482,7 +482,7 @@ bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
 #define VARIANT_CMKS_MAX_FEATURES 1024
 #define VARIANT_CMKS_MAX_TILES 16
 /* auto: slices at least this long. Was 1,024 (not measured), 16 slices
- * for 16,384 rows; at 64 (as forced) the H100 (2026-12-06 08:36 UTC,
+ * for 16,384 rows; at 64 (as forced) the H100 (2026-12-06 08:31 UTC,
  * resident, 8 in flight, bf16 full backward) took 15.0 us against 64.0 at
  * 16,384x1x1, 23.2 / 70.7 at 16,384x33x17, 15.2 / 47.0 at 16,384x64x64;
  * 73.5 against 65.5 at 262,144x64x64 (512 slices against 256; the forced
