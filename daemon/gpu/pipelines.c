@@ -535,7 +535,7 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			if ((k == KERN_TILED128 || k == KERN_SPLITK128) &&
 			    d->props.limits.maxComputeSharedMemorySize < TILED128_SHARED_BYTES)
 				continue;
-			if (k == KERN_TILED128_S && (t != PROTO_F32 || !p->t128_small.on))
+			if (k == KERN_TILED128_S && !pipelines_t128_for(p, k, (proto_dtype)t))
 				continue;
 			/* the narrow kernels' two 16 KiB blocks */
 			if ((k == KERN_NARROW || k == KERN_NARROW_RED || k == KERN_NARROW_DX) &&
@@ -556,13 +556,11 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				bj->spec = &ns->info;
 			}
 			/* (split-K's 128 tile: the same body, the same tiling) */
-			if ((k == KERN_TILED128 || k == KERN_SPLITK128) && t == PROTO_F32 && p->t128.on) {
-				t128_spec_fill(&t128s[0], &p->t128);
-				bj->spec = &t128s[0].info;
-			}
-			if (k == KERN_TILED128_S) {
-				t128_spec_fill(&t128s[1], &p->t128_small);
-				bj->spec = &t128s[1].info;
+			const t128_tile *tt = pipelines_is_t128(k) ? pipelines_t128_for(p, k, (proto_dtype)t) : NULL;
+			if (tt) {
+				t128_spec *ts = &t128s[k == KERN_TILED128_S];
+				t128_spec_fill(ts, tt);
+				bj->spec = &ts->info;
 			}
 			if (pipelines_is_cmk(k)) {
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];

@@ -147,19 +147,22 @@ static inline const nv2_tile *pipelines_nv2_tile(const pipelines *p, int k, prot
 	return k >= KERN_NV2_DW_S ? &p->nv2_small[t] : &p->nv2[t];
 }
 
-/* KERN_TILED128's (KERN_SPLITK128's; k == KERN_TILED128_S: the small
- * tiling's) C tile (rows, columns) for dtype t. */
-static inline uint32_t pipelines_t128_bm(const pipelines *p, int k, proto_dtype t)
+/* Is k one of linear_tiled128_gemm's bodies (tiled128, split-K on the
+ * 128 tile, the small tiling)? */
+static inline bool pipelines_is_t128(int k)
 {
-	if (k == KERN_TILED128_S)
-		return p->t128_small.bm;
-	return t == PROTO_F32 && p->t128.on ? p->t128.bm : VKG_TILE_TILED128;
+	return k == KERN_TILED128 || k == KERN_SPLITK128 || k == KERN_TILED128_S;
 }
-static inline uint32_t pipelines_t128_bn(const pipelines *p, int k, proto_dtype t)
+
+/* The tunable path's tiling pipeline k (pipelines_is_t128) runs with for
+ * dtype t: the small tiling for KERN_TILED128_S, VKGRAD_T128_TILE's (or
+ * the default) for the others, in f32 only; NULL where the fixed 128x128
+ * kernel runs (f16, bf16, VKGRAD_T128_TILE=fixed), and for
+ * KERN_TILED128_S where it is not built. */
+static inline const t128_tile *pipelines_t128_for(const pipelines *p, int k, proto_dtype t)
 {
-	if (k == KERN_TILED128_S)
-		return p->t128_small.bn;
-	return t == PROTO_F32 && p->t128.on ? p->t128.bn : VKG_TILE_TILED128;
+	const t128_tile *tt = k == KERN_TILED128_S ? &p->t128_small : &p->t128;
+	return t == PROTO_F32 && tt->on ? tt : NULL;
 }
 
 /* Load the cache file (a bad or foreign one is logged and ignored), build

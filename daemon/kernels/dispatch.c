@@ -62,7 +62,7 @@ static void record_param(const rec *r)
  * element offsets too. */
 static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
 {
-	uint32_t w = k == KERN_TILED128 || k == KERN_SPLITK128 || k == KERN_TILED128_S || q->dtype == PROTO_F32 ? 4 : 0;
+	uint32_t w = pipelines_is_t128(k) || q->dtype == PROTO_F32 ? 4 : 0;
 	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k) || k == KERN_CMK_SPLITK)
 		w = 8;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
@@ -77,10 +77,9 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 {
 	if (pipelines_is_cmk(k))
 		return 2ull * pipelines_cmk_tile_for(rc->pl, k, dt).bk * KSHAPE_MAX_LOOP_TRIPS;
-	if ((k == KERN_TILED128 || k == KERN_SPLITK128) && dt == PROTO_F32 && rc->pl->t128.on)
-		return (uint64_t)rc->pl->t128.bk * KSHAPE_MAX_LOOP_TRIPS;
-	if (k == KERN_TILED128_S)
-		return (uint64_t)rc->pl->t128_small.bk * KSHAPE_MAX_LOOP_TRIPS;
+	const t128_tile *tt = pipelines_is_t128(k) ? pipelines_t128_for(rc->pl, k, dt) : NULL;
+	if (tt)
+		return (uint64_t)tt->bk * KSHAPE_MAX_LOOP_TRIPS;
 	if (pipelines_is_nv2(k))
 		return (uint64_t)pipelines_nv2_tile(rc->pl, k, dt)->bk * KSHAPE_MAX_LOOP_TRIPS;
 	return kshape_max_k(k, dt);
@@ -115,9 +114,10 @@ static void dispatch_gemm(const rec *r, int k, kiface_gemm *pc, uint64_t gx, uin
 static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, uint64_t *tn)
 {
 	*tm = *tn = k == KERN_COOPMAT ? VKG_TILE_COOPMAT : VKG_TILE_TILED;
-	/* f32: VKGRAD_T128_TILE's where set; the small tiling's */
-	if (k == KERN_TILED128 || k == KERN_SPLITK128 || k == KERN_TILED128_S)
-		*tm = pipelines_t128_bm(rc->pl, k, dt), *tn = pipelines_t128_bn(rc->pl, k, dt);
+	if (pipelines_is_t128(k)) { /* the tunable path's tiling, else the fixed 128x128 */
+		const t128_tile *tt = pipelines_t128_for(rc->pl, k, dt);
+		*tm = tt ? tt->bm : VKG_TILE_TILED128, *tn = tt ? tt->bn : VKG_TILE_TILED128;
+	}
 	if (pipelines_is_nv2(k)) { /* VKGRAD_NV2_TILE's, or the small layers' */
 		const nv2_tile *t = pipelines_nv2_tile(rc->pl, k, dt);
 		*tm = t->bm, *tn = t->bn;
