@@ -234,17 +234,18 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		variant_nv2_small(&j->plan, q, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
 				  VARIANT_NV2_SMALL_MIN_TILES);
 	variant_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
-	/* mid-size f32 GEMMs on a GPU: split-K on the 128 tile (variant.h); a
-	 * CPU device (lavapipe) keeps the pick of the rules and its model */
-	if (p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && p->pl->pipe[KERN_SPLITK128][t] &&
-	    p->pl->pipe[KERN_REDUCE][t])
+	/* the rules measured on a GPU only (variant.h); a CPU device
+	 * (lavapipe) keeps the pick of the rules and its model: mid-size and
+	 * wide narrow f32 GEMMs on split-K's 128 tile, short narrow f32 layers
+	 * on forced split-K's plan, narrow f32 dX alone on tiled128's small
+	 * tiling (and forced tiled128's dX there on every device) */
+	const bool gpu = p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+	if (gpu && p->pl->pipe[KERN_SPLITK128][t] && p->pl->pipe[KERN_REDUCE][t])
 		variant_splitk128(&j->plan, q);
-	/* short narrow f32 layers on a GPU: forced split-K's plan (variant.h) */
-	if (p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && p->pl->pipe[KERN_SPLITK][t] &&
-	    p->pl->pipe[KERN_REDUCE][t])
+	if (gpu && p->pl->pipe[KERN_SPLITK][t] && p->pl->pipe[KERN_REDUCE][t])
 		variant_narrow_short(&j->plan, q);
 	if (p->pl->pipe[KERN_TILED128_S][t])
-		variant_t128_small(&j->plan, q, p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU);
+		variant_t128_small(&j->plan, q, gpu);
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */
 	j->act_no_scratch = false;

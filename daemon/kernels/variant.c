@@ -67,6 +67,13 @@ static void take_narrow(const proto_request *q, variant_plan *p)
 	p->min_slices = kshape_narrow_min_blocks(q);
 }
 
+/* `splitk` forced: slices of at least 16 rows, at most SPLITK_MAX. */
+static uint32_t forced_splitk_slices(const proto_request *q)
+{
+	const uint64_t s = q->batch / 16;
+	return (uint32_t)(s < 1 ? 1 : s > SPLITK_MAX ? SPLITK_MAX : s);
+}
+
 bool variant_cmks_fits(const proto_request *q)
 {
 	const uint64_t t = PIPELINES_CMKS_BM;
@@ -444,8 +451,7 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 			p.param = dw ? KERN_COOPMAT : KERN_PARAM;
 		} else if (q->variant == PROTO_VARIANT_SPLITK) {
 			p.param = KERN_SPLITK;
-			uint64_t s = q->batch / 16;
-			p.slices = (uint32_t)(s < 1 ? 1 : s > SPLITK_MAX ? SPLITK_MAX : s);
+			p.slices = forced_splitk_slices(q);
 			p.min_slices = 1;
 		} else if (q->variant == PROTO_VARIANT_SPLITK128) {
 			p.param = KERN_SPLITK128;
@@ -563,9 +569,8 @@ void variant_narrow_short(variant_plan *p, const proto_request *q)
 	    !q->t[PROTO_T_DW].present || q->batch >= VARIANT_NARROW_DX_MIN_BATCH ||
 	    q->in < VARIANT_NARROW_SHORT_MIN_IN || q->out < VARIANT_NARROW_SHORT_MIN_OUT)
 		return;
-	const uint64_t s = q->batch / 16; /* forced split-K's slices */
 	p->param = KERN_SPLITK;
-	p->slices = (uint32_t)(s < 1 ? 1 : s > SPLITK_MAX ? SPLITK_MAX : s);
+	p->slices = forced_splitk_slices(q);
 	p->min_slices = 2;
 	if (p->input == KERN_INPUT)
 		p->input = KERN_TILED;
