@@ -604,6 +604,45 @@ static int late_failure(bk_run *r, bk_line *l, int rc, const vkg_error *err, con
 	return 0;
 }
 
+/* More warm-up after the line's first job (sent at t0), up to
+ * BK_WARMUP_US (at most BK_WARMUP_MAX jobs) or --warmup-ms, the line's
+ * shape and dtype's first at least --settle-ms, --inflight jobs in flight:
+ * after a run of small jobs the GPU is not at full clock yet, and one job
+ * was seen to be not enough (8192x4096x4096 on the H200 measured 2.5x
+ * slower right after the small shapes than after other large jobs).
+ * Sets l->warmed_ms. Returns 0; 1 when a job failed and the line ended
+ * with its error (late_failure); -1 when the connection failed. */
+static int bk_warm_up(bk_run *r, bk_line *l, const vkg_job *job, uint64_t t0)
+{
+	const bk_opts *o = r->o;
+	const unsigned k = o->inflight ? o->inflight : 1;
+	uint64_t hs[BK_INFLIGHT_MAX];
+	vkg_error err;
+	vkg_result res;
+	const double settle_us = r->settle ? o->settle_ms * 1e3 : 0;
+	double want_us = o->warmup_ms >= 0 ? o->warmup_ms * 1e3 : BK_WARMUP_US;
+	const uint64_t most = o->warmup_ms >= 0 || settle_us > want_us ? UINT64_MAX : BK_WARMUP_MAX;
+	if (settle_us > want_us)
+		want_us = settle_us;
+	uint64_t sent = 1, done = 1; /* the first job, sent by the caller */
+	for (;;) {
+		while (sent - done < k && sent < most && (double)(now_ns() - t0) / 1e3 < want_us) {
+			const int rc = vkg_submit(r->c, job, &hs[sent % k], &err);
+			if (rc != 0)
+				return late_failure(r, l, rc, &err, "warm-up") < 0 ? -1 : 1;
+			sent++;
+		}
+		if (done == sent)
+			break;
+		const int rc = vkg_wait(r->c, hs[done % k], -1, &res, &err);
+		if (rc != 0)
+			return late_failure(r, l, rc, &err, "warm-up") < 0 ? -1 : 1;
+		done++;
+	}
+	l->warmed_ms = (double)(now_ns() - t0) / 1e6;
+	return 0;
+}
+
 /* Run (shape, dtype, variant) on the task's region, or on br's device
  * tensors (--resident), and print its line. Returns 0, or -1 when the
  * connection failed (nothing more can run). */
@@ -651,35 +690,11 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 		return 0;
 	}
 
-	/* more warm-up, up to BK_WARMUP_US: after a run of small jobs the GPU
-	 * is not at full clock yet, and one job was seen to be not enough
-	 * (8192x4096x4096 on the H200 measured 2.5x slower right after the
-	 * small shapes than after other large jobs) */
+	rc = bk_warm_up(r, l, &job, t0);
+	if (rc != 0) /* (1: the line ended with its error; the bench goes on) */
+		return rc < 0 ? -1 : 0;
 	const unsigned k = o->inflight ? o->inflight : 1;
 	uint64_t hs[BK_INFLIGHT_MAX], ts[BK_INFLIGHT_MAX];
-	{
-		const double settle_us = r->settle ? o->settle_ms * 1e3 : 0;
-		double want_us = o->warmup_ms >= 0 ? o->warmup_ms * 1e3 : BK_WARMUP_US;
-		const uint64_t most = o->warmup_ms >= 0 || settle_us > want_us ? UINT64_MAX : BK_WARMUP_MAX;
-		if (settle_us > want_us)
-			want_us = settle_us;
-		uint64_t sent = 1, done = 1; /* the first job, above */
-		for (;;) {
-			while (sent - done < k && sent < most && (double)(now_ns() - t0) / 1e3 < want_us) {
-				rc = vkg_submit(r->c, &job, &hs[sent % k], &err);
-				if (rc != 0)
-					return late_failure(r, l, rc, &err, "warm-up");
-				sent++;
-			}
-			if (done == sent)
-				break;
-			rc = vkg_wait(r->c, hs[done % k], -1, &res, &err);
-			if (rc != 0)
-				return late_failure(r, l, rc, &err, "warm-up");
-			done++;
-		}
-		l->warmed_ms = (double)(now_ns() - t0) / 1e6;
-	}
 
 	uint64_t reps = o->reps ? o->reps : default_reps(flop);
 	if (!o->json)

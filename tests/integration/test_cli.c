@@ -589,6 +589,34 @@ static void test_bench_kernels_resident(void **state)
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
+/* A job that fails during a line's warm-up (VKGRAD_FAULT_INJECT=wait:2:
+ * the line's first job runs in batch 1, the first warm-up job's batch
+ * reports device loss): that line ends with its error, marked as the
+ * warm-up's, the next line is measured on the recreated device, and the
+ * bench exits 3 (the daemon failed a job). */
+static void test_bench_kernels_warmup_failure(void **state)
+{
+	(void)state;
+	char cmd[1024], out[16384];
+	daemon_proc d = {0};
+	static const char *const env[] = {"VKGRAD_FAULT_INJECT=wait:2", NULL};
+	assert_int_equal(daemon_proc_start(&d, NULL, env), 0);
+	snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes 67,65,33 --dtypes f32 "
+		 "--variants auto,narrow --reps 3 --warmup-ms 50 2>/dev/null", build_dir(), d.sock);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 3);
+	const char *a = strstr(out, "f32   auto"), *n = strstr(out, "f32   narrow");
+	assert_non_null(a);
+	assert_non_null(n);
+	const char *eol = strchr(a, '\n');
+	assert_non_null(eol);
+	const char *lost = strstr(a, "device_lost"), *warm = strstr(a, "(warm-up)");
+	assert_true(lost && lost < eol && warm && warm < eol);
+	eol = strchr(n, '\n');
+	const char *ok = strstr(n, "full ok");
+	assert_true(eol && ok && ok < eol);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
 static void test_bench_kernels_usage(void **state)
 {
 	(void)state;
@@ -848,6 +876,7 @@ int main(void)
 		cmocka_unit_test(test_bench_kernels_skips),
 		cmocka_unit_test(test_bench_kernels_refused),
 		cmocka_unit_test(test_bench_kernels_resident),
+		cmocka_unit_test(test_bench_kernels_warmup_failure),
 		cmocka_unit_test(test_bench_kernels_usage),
 		cmocka_unit_test(test_bench_peak_json),
 		cmocka_unit_test(test_bench_peak_copy_text),
