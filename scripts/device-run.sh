@@ -422,8 +422,9 @@ narrow_steps() {
 	fi
 	: >"$R/narrow.jsonl"
 	# (the GPU busy while measured: bench --kernels --inflight, --warmup-ms)
-	NX="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --warmup-ms ${NARROW_WARMUP_MS:-1000} --settle-ms ${SETTLE_MS:-1000}"
-	GX="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --warmup-ms ${GRID_WARMUP_MS:-150} --settle-ms ${SETTLE_MS:-1000}"
+	local busy="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --settle-ms ${SETTLE_MS:-1000}"
+	NX="$busy --warmup-ms ${NARROW_WARMUP_MS:-1000}"
+	GX="$busy --warmup-ms ${GRID_WARMUP_MS:-150}"
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy} $NX
