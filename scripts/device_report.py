@@ -188,7 +188,8 @@ def pybench(path):
               % (dt, us, "%.0f" % c if c else "?", ", ratio %.3f" % (us / c) if c else ""))
 
 
-def clocks(train_path, csv_path):
+def clock_samples(csv_path):
+    """nvidia-smi's csv (timestamp, clocks.sm): [(unix time, MHz)]."""
     import datetime
     samples = []
     if os.path.exists(csv_path):
@@ -200,6 +201,11 @@ def clocks(train_path, csv_path):
                 samples.append((t, int(f[1].split()[0])))
             except (ValueError, IndexError):
                 continue
+    return samples
+
+
+def clocks(train_path, csv_path):
+    samples = clock_samples(csv_path)
     rows = [j for j in lines(train_path) if "t0" in j]
     if not samples or not rows:
         print("clocks: no samples in %s or no timed ways in %s" % (csv_path, train_path))
@@ -214,14 +220,8 @@ def clocks(train_path, csv_path):
 def clockhist(csv_path):
     """The SM clock samples of nvidia-smi's csv (timestamp, clocks.sm), by MHz."""
     counts = {}
-    if os.path.exists(csv_path):
-        for l in open(csv_path):
-            f = [x.strip() for x in l.split(",")]
-            try:
-                mhz = int(f[1].split()[0])
-            except (ValueError, IndexError):
-                continue
-            counts[mhz] = counts.get(mhz, 0) + 1
+    for _, mhz in clock_samples(csv_path):
+        counts[mhz] = counts.get(mhz, 0) + 1
     if not counts:
         print("SM clock: no samples in %s" % csv_path)
         return
