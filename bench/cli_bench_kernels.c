@@ -702,15 +702,15 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 			 " reps (warm-up %.0f us)...\n",
 			 shape[0], shape[1], shape[2], dname, vname, o->reps ? "" : "up to ", reps,
 			 warm_us);
-	/* share: the batch's GPU ns over its jobs (when there is no kernel_us) */
-	uint64_t *gpu = calloc(reps, sizeof(uint64_t)), *kern = calloc(reps, sizeof(uint64_t)),
-		 *e2e = calloc(reps, sizeof(uint64_t)), *share = calloc(reps, sizeof(uint64_t)),
-		 *bjobs = calloc(reps, sizeof(uint64_t));
-	if (!gpu || !kern || !e2e || !share || !bjobs) {
-		free(gpu), free(kern), free(e2e), free(share), free(bjobs);
+	/* each rep's numbers, one block; share: the batch's GPU ns over its
+	 * jobs (when there is no kernel_us) */
+	uint64_t *per_rep = calloc(5 * reps, sizeof(uint64_t));
+	if (!per_rep) {
 		cli_errf("vkgrad: bench: out of memory\n");
 		return -1;
 	}
+	uint64_t *gpu = per_rep, *kern = per_rep + reps, *e2e = per_rep + 2 * reps, *share = per_rep + 3 * reps,
+		 *bjobs = per_rep + 4 * reps;
 	bool all_kernel = true;
 	double spent_us = 0;
 	bk_named tl = {.cap = reps, .scale = 1, .v = calloc(reps * BK_NAMED_MAX, sizeof(uint64_t))};
@@ -731,7 +731,7 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 			rc = vkg_wait(r->c, hs[done % k], -1, &res, &err);
 		const uint64_t t1 = now_ns();
 		if (rc != 0) {
-			free(gpu), free(kern), free(e2e), free(share), free(bjobs), free(tl.v), free(stg.v);
+			free(per_rep), free(tl.v), free(stg.v);
 			char when[32];
 			snprintf(when, sizeof(when), "rep %" PRIu64, done + 1);
 			return late_failure(r, l, rc, &err, when);
@@ -760,7 +760,7 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	l->gpu_us = all_kernel ? median_u64(kern, reps) : median_u64(share, reps) / 1000.0;
 	l->batch_jobs = median_u64(bjobs, reps);
 	l->e2e_us = median_u64(e2e, reps);
-	free(gpu), free(kern), free(e2e), free(share), free(bjobs);
+	free(per_rep);
 
 	const double es = proto_dtype_size(t->dtype);
 	const double bi = (double)shape[0] * (double)shape[1], bo = (double)shape[0] * (double)shape[2],
