@@ -238,7 +238,8 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	 * (lavapipe) keeps the pick of the rules and its model: mid-size and
 	 * wide narrow f32 GEMMs on split-K's 128 tile, short narrow f32 layers
 	 * on forced split-K's plan, narrow f32 dX alone on tiled128's small
-	 * tiling (and forced tiled128's dX there on every device) */
+	 * tiling (and forced tiled128's dX there on every device), short
+	 * layers on the seed kernels */
 	const bool gpu = p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
 	if (gpu && p->pl->pipe[KERN_SPLITK128][t] && p->pl->pipe[KERN_REDUCE][t])
 		variant_splitk128(&j->plan, q);
@@ -246,6 +247,8 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		variant_narrow_short(&j->plan, q);
 	if (p->pl->pipe[KERN_TILED128_S][t])
 		variant_t128_small(&j->plan, q, gpu);
+	if (gpu)
+		variant_short(&j->plan, q);
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */
 	j->act_no_scratch = false;

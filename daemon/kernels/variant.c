@@ -576,10 +576,26 @@ void variant_narrow_short(variant_plan *p, const proto_request *q)
 		p->input = KERN_TILED;
 }
 
+void variant_short(variant_plan *p, const proto_request *q)
+{
+	if (q->variant != PROTO_VARIANT_AUTO || q->batch > VARIANT_SHORT_MAX_BATCH ||
+	    q->in > VARIANT_SHORT_MAX_FEATURES || q->out > VARIANT_SHORT_MAX_FEATURES ||
+	    q->in * q->out > VARIANT_SHORT_MAX_WEIGHTS)
+		return;
+	if (q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present) {
+		p->param = KERN_PARAM;
+		p->slices = 1;
+	}
+	if (q->t[PROTO_T_DX].present) {
+		p->input = KERN_INPUT;
+		p->dx_slices = 1;
+	}
+}
+
 /* An m × n GEMM over k that auto cuts on the 128 tile (variant_splitk128). */
 static bool s128_fits(uint64_t m, uint64_t n, uint64_t k)
 {
-	return m >= WIDE_TILE && n >= WIDE_TILE && k >= VARIANT_S128_MIN_K &&
+	return m >= WIDE_TILE && n >= WIDE_TILE && k >= VARIANT_S128_MIN_K && m * n * k >= VARIANT_S128_MIN_MACS &&
 	       ceil_div(m, WIDE_TILE) * ceil_div(n, WIDE_TILE) < VARIANT_S128_WAVE;
 }
 

@@ -70,9 +70,11 @@
  * runs on linear_tiled128_gemm instead.
  *
  * And on a device that is not a CPU device, variant_splitk128() (below): a
- * mid-size f32 GEMM with fewer than 264 tiles of 128x128 and k >= 1024
- * runs split-K on the 128 tile (linear_splitk128_gemm +
- * linear_splitk_reduce).
+ * mid-size f32 GEMM with fewer than 264 tiles of 128x128, k >= 1024 and
+ * at least 2^26 multiply-adds runs split-K on the 128 tile
+ * (linear_splitk128_gemm + linear_splitk_reduce); last, variant_short():
+ * a short layer (at most 1,024 rows and 65,536 weights) runs on the seed
+ * kernels.
  *
  * Split-K slices: narrow dW S = min(64, batch / 64); tiled dW S = min(64,
  * ceil(1024 / tiles), batch / 256); forced S = min(64, max(1, batch / 16));
@@ -240,6 +242,26 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
 #define VARIANT_T128_SMALL_MAX_IN 64
 void variant_t128_small(variant_plan *p, const proto_request *q, bool gpu);
 
+/* ---- short layers ------------------------------------------------------
+ * On a GPU (placement.c), the last of auto's passes: a job of at most
+ * VARIANT_SHORT_MAX_BATCH rows, in and out at most
+ * VARIANT_SHORT_MAX_FEATURES and W of at most VARIANT_SHORT_MAX_WEIGHTS
+ * elements (in·out), every dtype, runs on the seed kernels (generic: dW/db
+ * on linear_parameter_backward, dX on linear_input_backward). The H100
+ * grid of 2026-12-06 09:41 UTC (`bench --kernels --shapes grid
+ * --settle-ms 1000`, full backward, one job in flight): at 1,024 rows
+ * generic was the best family, or tied with it, on every such shape (1x1,
+ * 3x5, 64x64, 257x129; f32 and bf16: 11-43 us), while auto took 17 us
+ * against generic's 13 at 1,024x64x64 bf16 (coopmat_khr_splitk) and 69
+ * against 43 at 1,024x257x129 f32 (splitk128). At 16,384 rows generic
+ * took 108-128 us where the best took 14-50, so the bound stays at 1,024
+ * rows; wider layers (1,024x1024x1024) are the matrix kernels'. A CPU
+ * device (lavapipe) keeps the rules' pick. */
+#define VARIANT_SHORT_MAX_BATCH 1024
+#define VARIANT_SHORT_MAX_FEATURES 512
+#define VARIANT_SHORT_MAX_WEIGHTS 65536
+void variant_short(variant_plan *p, const proto_request *q);
+
 /* On a GPU (placement.c), auto's f32 dW/db that the rules gave the narrow
  * family over fewer than VARIANT_NARROW_DX_MIN_BATCH rows, of in >=
  * VARIANT_NARROW_SHORT_MIN_IN and out >= VARIANT_NARROW_SHORT_MIN_OUT: the
@@ -309,6 +331,13 @@ void variant_widen(variant_plan *p, const proto_request *q);
 #define VARIANT_S128_WAVE 264 /* workgroups of one wave: 2 per SM on 132 SMs (not tuned) */
 #define VARIANT_S128_MIN_K 1024  /* the reduction at least this (unmeasured) */
 #define VARIANT_S128_MIN_ROWS 256 /* a slice at least this long (unmeasured) */
+/* ... and the GEMM at least this many multiply-adds (m·n·k): on the H100
+ * grid (2026-12-06 09:41 UTC, full backward, f32) 1,024x257x129's dW
+ * (34 M) on it took auto to 69 us against the seed kernels' 43 (forced
+ * splitk128 59); 1,024x1024x1024 (1,074 M) auto 147 against the best's
+ * 140, 16,384x257x129 (543 M) 195 against 204. The bound, 2^26, lies
+ * between (2,048x256x256, 134 M, keeps it: not measured). */
+#define VARIANT_S128_MIN_MACS (1ull << 26)
 void variant_splitk128(variant_plan *p, const proto_request *q);
 /* The slices of split-K on the 128 tile for an m x n GEMM over k: one
  * wave's worth (floor(VARIANT_S128_WAVE / tiles)), at least `least`, then

@@ -1168,6 +1168,19 @@ static void test_splitk128_mid_size(void **state)
 		assert_int_not_equal(p.param, KERN_SPLITK128);
 		assert_int_not_equal(p.input, KERN_SPLITK128);
 	}
+	/* too little work (m·n·k < VARIANT_S128_MIN_MACS): 1,024x257x129's
+	 * dW is 34 M multiply-adds; 1,024x1024x1024's dW takes it */
+	q = job(1024, 257, 129, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_not_equal(p.param, KERN_SPLITK128);
+	assert_true(1024ull * 257 * 129 < VARIANT_S128_MIN_MACS);
+	q = job(1024, 1024, 1024, true, true, false, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
+	variant_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128);
 	/* the 1,024-row edge: dX's out = 1024 takes it, 1023 does not */
 	q = job(4096, 512, 1023, false, false, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
@@ -1227,6 +1240,56 @@ static void test_splitk128_mid_size(void **state)
 		assert_true(s >= 1 && s <= VARIANT_S128_WAVE);
 		assert_true(ks[i] < 32 || kshape_s128_len(ks[i], s) >= KSHAPE_S128_STEP);
 	}
+}
+
+/* Short layers on a GPU (variant.h, VARIANT_SHORT_MAX_BATCH): after every
+ * other pass, at most 1,024 rows of at most 512 features each way and
+ * 65,536 weights go to the seed kernels, every dtype and output subset;
+ * one past each bound, or a forced variant, stays. */
+static void test_short_layers(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_CMKS | VARIANT_HAS_CMKS_DX | VARIANT_HAS_CMK |
+			     VARIANT_HAS_F32X3 | VARIANT_HAS_NV2;
+	static const uint64_t in_[][3] = {{1024, 64, 64}, {1024, 257, 129}, {1024, 1, 1}, {1, 512, 128},
+					  {1000, 3, 5}};
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++)
+		for (size_t i = 0; i < sizeof(in_) / sizeof(in_[0]); i++)
+			for (int outs = 1; outs < 8; outs++) {
+				proto_request q = job(in_[i][0], in_[i][1], in_[i][2], outs & 1, (outs & 2) != 0,
+						      (outs & 4) != 0, PROTO_VARIANT_AUTO);
+				q.dtype = (proto_dtype)dt;
+				variant_plan p = variant_choose(&q, gpu);
+				variant_splitk128(&p, &q);
+				variant_short(&p, &q);
+				assert_int_equal(p.param, (outs & 3) ? KERN_PARAM : -1);
+				assert_int_equal(p.input, (outs & 4) ? KERN_INPUT : -1);
+				assert_int_equal(p.slices, 1);
+				assert_int_equal(p.dx_slices, 1);
+			}
+	/* the rules' pick before the pass: 1,024x64x64 bf16 on split-K on the
+	 * tensor cores, 1,024x257x129 f32 not on the seed kernels' dX */
+	proto_request q = job(1024, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	assert_int_equal(variant_choose(&q, gpu).param, KERN_CMK_SPLITK);
+	static const struct {
+		uint64_t b, i, o;
+		proto_variant v;
+	} stay[] = {
+		{1025, 64, 64, PROTO_VARIANT_AUTO},   {1024, 513, 64, PROTO_VARIANT_AUTO},
+		{1024, 64, 513, PROTO_VARIANT_AUTO},  {1024, 512, 129, PROTO_VARIANT_AUTO},
+		{1024, 64, 64, PROTO_VARIANT_TILED},  {1024, 64, 64, PROTO_VARIANT_NARROW},
+		{1024, 64, 64, PROTO_VARIANT_SPLITK},
+	};
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++)
+		for (size_t i = 0; i < sizeof(stay) / sizeof(stay[0]); i++) {
+			q = job(stay[i].b, stay[i].i, stay[i].o, true, true, true, stay[i].v);
+			q.dtype = (proto_dtype)dt;
+			variant_plan p = variant_choose(&q, gpu);
+			const variant_plan before = p;
+			variant_short(&p, &q);
+			assert_memory_equal(&p, &before, sizeof(p));
+		}
 }
 
 /* Narrow f32 layers of 128 features or more both ways (variant.h,
@@ -1439,6 +1502,7 @@ int main(void)
 		cmocka_unit_test(test_t128_small),
 		cmocka_unit_test(test_narrow_wide_in),
 		cmocka_unit_test(test_narrow_short),
+		cmocka_unit_test(test_short_layers),
 		cmocka_unit_test(test_thresholds_at_the_tile_edge),
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
 		cmocka_unit_test(test_forced_variants),
