@@ -289,10 +289,16 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		j->dz_off = at;
 		at += must;
 	}
+	/* GEMMs whose operands are all in device memory, copied there or (on
+	 * a GPU) device tensors: the 128 tile where it is wide enough
+	 * (variant.h). Device tensors took it from the H100 run of 2026-12-06
+	 * 09:41 UTC: the grid's 16,384x1024x1024 f32 full backward on them
+	 * took 2,389 us with dX on tiled (the 64 tile) against splitk128
+	 * forced's 1,896 (the 128 tile's body for dX, in one slice). */
+	if ((dl || (gpu && job_all_device_tensors(j))) && p->pl->pipe[KERN_TILED128][j->req.dtype])
+		variant_widen(&j->plan, q);
 	if (dl) {
 		j->devlocal = true;
-		if (p->pl->pipe[KERN_TILED128][j->req.dtype])
-			variant_widen(&j->plan, q);
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present) {
 				j->soff[t] = at;

@@ -64,8 +64,8 @@
  * (measurements/h200-2026-12-03/nv2-sweep). Between the two coopmat_khr
  * tilings variant_cmk_tiling() picks.
  *
- * Then, for a job placed on the device-local path (placement.c),
- * variant_widen(): a tiled GEMM (dW: m = out, n = in, k = batch; dX: m =
+ * Then, for a job placed on the device-local path or (on a GPU) on
+ * device tensors only (placement.c), variant_widen(): a tiled GEMM (dW: m = out, n = in, k = batch; dX: m =
  * batch, n = in, k = out) with at least 512 tiles of 128x128 and k >= 1024
  * runs on linear_tiled128_gemm instead.
  *

@@ -107,6 +107,20 @@ static inline bool job_has_device_tensor(const job *j)
 	return false;
 }
 
+/* Is every tensor the job names a device tensor (none in a region)? */
+static inline bool job_all_device_tensors(const job *j)
+{
+	bool any = false;
+	for (int t = 0; t < PROTO_T_COUNT; t++) {
+		if (!j->req.t[t].present)
+			continue;
+		if (!j->reg[t] || !j->reg[t]->device_local)
+			return false;
+		any = true;
+	}
+	return any;
+}
+
 /* Tensor bytes of a job, all slots together. */
 static inline uint64_t job_bytes(const job *j)
 {
