@@ -29,11 +29,6 @@
 // out, rounded once, and stored 16 bytes at a time where its row's 8 (f32:
 // 4) elements are whole and aligned, element by element elsewhere; with
 // VKG_FLAG_ACCUMULATE the old value is added in f32 first.
-//
-// Where a dispatch sums at most 16 positions of out (THIN_K), dY is not
-// staged at all (thin(), below): each thread reads its rows of dY from
-// memory and multiplies them by W in shared memory, with the tiles,
-// columns and order of out of the staged path.
 
 #include "dtype.glsl"
 #define NARROW_EPT 16u
@@ -131,48 +126,6 @@ void store_row(uint j, uint i, vec4 v0, vec4 v1, bool acc)
 #endif
 }
 
-// A layer of few outputs (k_len <= THIN_K): no dY staging. Each thread
-// reads its rows of dY straight from memory (the P threads of a row read
-// the same bytes: 16 at a time where its rows are whole vectors) and
-// multiplies them by W in shared memory: rows rq + RQ·e (e = 0-7) of each
-// row tile, the columns and tiles of the staged path, out summed in order.
-// Both inner loops unroll, so the loop bound sees one trip per row tile
-// (kshape_narrow_dx_groups budgets k_len + 2).
-#define THIN_K 16u
-void thin(uint i0, uint cq, uint rq, uint RQ, uint TR, uint rt0, uint rt1, bool acc)
-{
-	const uint P2 = 2u * P;
-	const bool vec = pc.dy_off % VW == 0u && pc.n_out % VW == 0u && pc.k_len % VW == 0u;
-	const uint i = i0 + 8u * cq;
-	for (uint rt = rt0; rt < rt1; rt++) {
-		[[unroll]] for (uint e = 0u; e < 8u; e++) {
-			const uint r = rt * TR + rq + e * RQ;
-			if (r < pc.batch) {
-				const uint base = pc.dy_off + r * pc.n_out;
-				float y[THIN_K];
-				if (vec) {
-					[[unroll]] for (uint u = 0u; u < THIN_K / VW; u++) {
-						const VTYPE v = u * VW < pc.k_len ? dyv4[base / VW + u] : VTYPE(0);
-						[[unroll]] for (uint l = 0u; l < VW; l++)
-							y[u * VW + l] = vlane(v, l);
-					}
-				} else {
-					[[unroll]] for (uint k = 0u; k < THIN_K; k++)
-						y[k] = k < pc.k_len ? LOAD(dy[base + k]) : 0.0;
-				}
-				vec4 s0 = vec4(0.0), s1 = vec4(0.0);
-				[[unroll]] for (uint k = 0u; k < THIN_K; k++) {
-					if (k < pc.k_len) {
-						s0 += y[k] * ws4[k * P2 + cq];
-						s1 += y[k] * ws4[k * P2 + cq + P];
-					}
-				}
-				store_row(pc.dx_off + r * pc.n_in + i, i, s0, s1, acc);
-			}
-		}
-	}
-}
-
 void main()
 {
 	const uint tid = gl_LocalInvocationIndex;
@@ -203,11 +156,6 @@ void main()
 	if (wall) {
 		NARROW_LOAD(w, wv4, rv, pc.w_off + i0, pc.n_in, nci, pc.k_len * nci, vw)
 		NARROW_PUT_V(rv, nci, pc.k_len * nci, put_w, put_w4)
-	}
-	if (pc.k_len <= THIN_K) { // (wall: k_len · 2P <= 256)
-		barrier();
-		thin(i0, cq, rq, RQ, TR, rt0, rt1, acc);
-		return;
 	}
 	uint rt = rt0, ch = 0u;
 	NARROW_LOAD(dy, dyv4, rv, pc.dy_off + rt0 * TR * pc.n_out, pc.n_out, min(KC, pc.k_len),

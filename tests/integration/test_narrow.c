@@ -287,7 +287,7 @@ static void test_dx_odd_widths(void **state)
 		{2051, 1, 3},    {2051, 3, 5},    {4099, 5, 1},    {2100, 8, 600},  {1100, 9, 1},
 		{1100, 12, 300}, {1100, 16, 70},  {1031, 17, 33},  {777, 33, 17},   {777, 63, 64},
 		{777, 64, 63},   {600, 65, 127},  {600, 127, 65},  {300, 128, 255}, {300, 255, 128},
-		{300, 256, 256}, {2051, 32, 16}, {1100, 64, 8},  {777, 40, 4},
+		{300, 256, 256},
 	};
 	vkg_client *c = connect_g();
 	const double t0 = now_s();
@@ -305,14 +305,11 @@ static void test_dx_odd_widths(void **state)
  * elements past), every dtype, overwrite and accumulate, within the
  * tolerance; and dX stored 16 bytes at a time (dX aligned, rows whole
  * vectors: in 64, 24, 40) gives the same bytes as stored element by element
- * (dX one element past: no row aligned), run after run; and dY read 16
- * bytes at a time (rows whole vectors: out 64, 16, 8) the same as read
- * element by element (dY one element past). */
+ * (dX one element past: no row aligned), run after run. */
 static void test_dx_unaligned_offsets(void **state)
 {
 	(void)state;
-	static const uint64_t shapes[][3] = {{777, 64, 64}, {1100, 24, 19}, {600, 40, 70}, {2051, 5, 3},
-					     {1100, 32, 16}, {600, 64, 8}};
+	static const uint64_t shapes[][3] = {{777, 64, 64}, {1100, 24, 19}, {600, 40, 70}, {2051, 5, 3}};
 	vkg_client *c = connect_g();
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 		for (int dt = 0; dt < 3; dt++)
@@ -329,16 +326,6 @@ static void test_dx_unaligned_offsets(void **state)
 				outcome a = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, vec);
 				outcome b = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, vec);
 				outcome e = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, one);
-				/* dY one element past: no row of it a whole vector */
-				static const uint64_t dy1[NT] = {0, 1, 0, 0, 0, 0};
-				outcome d = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, dy1);
-				assert_int_equal(d.rc, 0);
-				assert_int_equal(d.nbytes, a.nbytes);
-				if (memcmp(a.bytes, d.bytes, a.nbytes) != 0)
-					fail_msg("%s %llux%llux%llu dx%s: dY aligned and unaligned give different dX",
-						 dt_name[dt], (unsigned long long)B, (unsigned long long)I,
-						 (unsigned long long)O, acc ? " acc" : "");
-				free(d.bytes);
 				assert_int_equal(a.rc, 0);
 				assert_int_equal(b.rc, 0);
 				assert_int_equal(e.rc, 0);
