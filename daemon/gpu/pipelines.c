@@ -84,7 +84,7 @@ uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_k
 
 uint32_t pipelines_cmks_dx_shared(cmk_shape s)
 {
-	const pipelines_cmk_tile t = PIPELINES_CMKS_TILE;
+	const pipelines_cmk_tile t = PIPELINES_CMKS_DX_TILE;
 	const uint32_t two = pipelines_cmk_shared(t, s, true); /* (16 · max(2 stages, EPI)) */
 	const uint32_t bm = t.warps_m * t.wm, bn = t.warps_n * t.wn, bk = t.bk;
 	if (!two || (bk / t.warps_m) % s.m || bk / t.warps_m < s.m || bk % t.warps_m || bm % s.k)
@@ -393,7 +393,8 @@ static bool cmks_usable(pipelines *p, const device *d, int t, bool cmk_ok)
 	}
 	const cmk_shape s = d->cmk.shape[t];
 	/* (f32: the hi and lo pieces side by side, twice the tiles) */
-	uint32_t b = pipelines_cmk_shared_pieces(PIPELINES_CMKS_TILE, s, true, t == PROTO_F32 ? 2 : 1);
+	uint32_t b = pipelines_cmk_shared_pieces(pipelines_cmks_tile(KERN_CMK_SPLITK, (proto_dtype)t), s, true,
+						 t == PROTO_F32 ? 2 : 1);
 	if (!b) {
 		snprintf(why, wl, "cooperative matrices that fit its 32x32 blocks and k steps of 32; the device's "
 			 "%ux%ux%u do not", s.m, s.n, s.k);
@@ -570,7 +571,7 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			}
 			if (k == KERN_CMK_SPLITK || k == KERN_CMKS_DX) { /* dW only: A along m */
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
-				cmk_spec_fill(cs, d->cmk.shape[t], true, PIPELINES_CMKS_TILE);
+				cmk_spec_fill(cs, d->cmk.shape[t], true, pipelines_cmks_tile(k, (proto_dtype)t));
 				bj->spec = &cs->info;
 			}
 			const kreg_entry *e = kreg_find(kern_name(k, t), proto_dtype_name((proto_dtype)t),

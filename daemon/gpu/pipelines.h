@@ -30,7 +30,7 @@
  * linear_narrow_input for dX; and linear_coopmat_khr_splitk_gemm
  * (coopmat_khr_splitk: split-K of the dW/db pass on the tensor cores, f16
  * and bf16 where linear_coopmat_khr_gemm runs and the narrow family's 32
- * KiB of shared memory are, PIPELINES_CMKS_TILE; for f32
+ * KiB of shared memory are, pipelines_cmks_tile; for f32
  * linear_coopmat_khr_f32x3_splitk_gemm, coopmat_khr_f32_splitk, where
  * linear_coopmat_khr_f32x3_gemm runs, 36 KiB), with linear_narrow_reduce
  * adding its slices; and linear_coopmat_khr_splitk_dx_gemm (the same
@@ -86,14 +86,32 @@ typedef struct pipelines_cmk_tile {
 /* linear_coopmat_khr_splitk_gemm's tiling (KERN_CMK_SPLITK), for the
  * narrow dW of long layers (64x64 and smaller: issue 37): 2x2 subgroups of
  * 32x32, a 64x64 tile of C per workgroup of 128 threads, so a 64x64 dW
- * keeps all four subgroups busy; k steps of 32 rows with two steps in
- * flight from memory (16 KiB per workgroup) while one is multiplied; 18 KiB
- * of shared memory (f16/bf16, 16x16x16 matrices). Not measured on a GPU. */
-#define PIPELINES_CMKS_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 2})
+ * keeps all four subgroups busy; k steps of 32 rows. f16/bf16: one step in
+ * flight from memory while one is multiplied (PIPELINES_CMKS_TILE); the
+ * fused dX kernel (KERN_CMKS_DX) and f32's three bf16 products
+ * (coopmat_khr_f32_splitk): two (PIPELINES_CMKS_DX_TILE). H100,
+ * 2026-12-06 10:03 UTC (device tensors, 8 in flight, bf16 dW+db forced
+ * coopmat_khr_splitk, one daemon per tiling in one call): one step in
+ * flight 109 us against two's 154 at 1,048,576x64x64, 81 / 129 at
+ * 1,048,576x32x16, 284 / 461 at 1,048,576x128x128, 270 / 442 at
+ * 262,144x256x256. (Also measured there: 128x128 tiles, 2x2 subgroups of
+ * 64x64, one step: 210, 190, 248, 221; 4x4 of 32x32: 225, 214, 285, 256;
+ * 32x32 tiles, 2x2 of 16x16, two steps: 196, 64, 703, 691; 16x32, 1x2 of
+ * 16x16: 672, 102, 2,765, 2,702.) The fused dX kernel and f32 were not
+ * measured with one step, so they keep two. */
+#define PIPELINES_CMKS_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 1})
+#define PIPELINES_CMKS_DX_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 2})
 /* its C tile: rows and columns per workgroup, and its reduction step */
 #define PIPELINES_CMKS_BM 64u
 #define PIPELINES_CMKS_BN 64u
 #define PIPELINES_CMKS_BK 32u
+
+/* The tiling of KERN_CMK_SPLITK (f16/bf16, dtype t) or KERN_CMKS_DX and
+ * f32's KERN_CMK_SPLITK (k). */
+static inline pipelines_cmk_tile pipelines_cmks_tile(int k, proto_dtype t)
+{
+	return k == KERN_CMK_SPLITK && t != PROTO_F32 ? PIPELINES_CMKS_TILE : PIPELINES_CMKS_DX_TILE;
+}
 
 /* linear_coopmat_khr_f32x3_gemm (f32 on KERN_CMK_DW/DX, the large tiling
  * only): k steps of 16, one slice in flight, so that its hi and lo tiles
