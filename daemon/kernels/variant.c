@@ -495,10 +495,11 @@ static variant_plan choose(const proto_request *q, unsigned caps, const costmode
 		else
 			p.input = q->variant != PROTO_VARIANT_GENERIC ? KERN_TILED : KERN_INPUT;
 	}
-	/* a 16-bit dX on the narrow family: dW/db there too, not on
-	 * coopmat_khr_splitk (variant.h: VARIANT_CMK_DX_MIN_FEATURES) */
+	/* a 16-bit dX on the narrow family of a layer of few weights: dW/db
+	 * there too, not on coopmat_khr_splitk (variant.h:
+	 * VARIANT_CMKS_BESIDE_NARROW_MIN_WEIGHTS) */
 	if (q->variant == PROTO_VARIANT_AUTO && q->dtype != PROTO_F32 && p.input == KERN_NARROW_DX &&
-	    p.param == KERN_CMK_SPLITK)
+	    p.param == KERN_CMK_SPLITK && q->in * q->out < VARIANT_CMKS_BESIDE_NARROW_MIN_WEIGHTS)
 		take_narrow(q, &p);
 	if (cm && q->variant == PROTO_VARIANT_AUTO) {
 		const bool narrow = (caps & VARIANT_HAS_NARROW) != 0;

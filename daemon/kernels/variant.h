@@ -455,8 +455,20 @@ bool variant_narrow_dx_fits(const proto_request *q);
  *    4,194,304x1x1, 1,432 / 338 at 4,194,304x3x5), though dW+db alone on
  *    coopmat_khr_splitk took 136 against 175. Why the pair is slow was
  *    not found.
+ *    Measured again on the H100 (2026-12-06 10:18 UTC, build 5d78384, one
+ *    k step in flight on coopmat_khr_splitk, device tensors, 8 in flight,
+ *    every shape's first line warmed): that pair took 217 us at
+ *    1,048,576x32x16 bf16 against 295 with both on narrow, 730 / 1,020 at
+ *    4,194,304x32x16. (Those H200 lines were auto's, each the first of
+ *    its shape: measured at an idle clock, docs/performance.md, fifth
+ *    run.) So only a layer of fewer than
+ *    VARIANT_CMKS_BESIDE_NARROW_MIN_WEIGHTS weights (in·out) keeps dW/db
+ *    on the narrow family beside its dX: there coopmat_khr_splitk's 64x64
+ *    tile is nearly all padding (4,194,304x1x1 and x3x5 not measured
+ *    again).
  * The dX rule: variant_cmk_dx_narrow(q, caps, dW's kernel). */
 #define VARIANT_CMK_DX_MIN_FEATURES 64
+#define VARIANT_CMKS_BESIDE_NARROW_MIN_WEIGHTS 256
 bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
 /* ---- dX beside dW in the split-K pass (KERN_CMKS_DX) ----------------------
  * linear_coopmat_khr_splitk_dx_gemm: linear_coopmat_khr_splitk_gemm whose

@@ -727,19 +727,32 @@ static void test_cmk_splitk_narrow_long(void **state)
 		variant_nv2_large(&p, &q, 128, 128, 1);
 		assert_int_equal(p.input, KERN_CMK_DX);
 		assert_int_equal(p.param, KERN_CMK_SPLITK);
-		/* dX of fewer than 64 features: the narrow family's, and then
-		 * dW/db there too (the pair measured slow, variant.h); dW+db
-		 * alone stays on coopmat_khr_splitk */
+		/* dX of fewer than 64 features: the narrow family's, dW/db
+		 * beside it on coopmat_khr_splitk; below 256 weights (in·out)
+		 * dW/db on the narrow family too (variant.h,
+		 * VARIANT_CMKS_BESIDE_NARROW_MIN_WEIGHTS); dW+db alone stays on
+		 * coopmat_khr_splitk */
 		q = job(1048576, 63, 64, true, true, true, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
 		p = variant_choose(&q, gpu);
 		assert_int_equal(p.input, KERN_NARROW_DX);
-		assert_int_equal(p.param, KERN_NARROW);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
 		q = job(1048576, 32, 16, true, true, true, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
 		p = variant_choose(&q, gpu);
 		assert_int_equal(p.input, KERN_NARROW_DX);
-		assert_int_equal(p.param, KERN_NARROW);
+		assert_int_equal(p.param, KERN_CMK_SPLITK);
+		static const uint64_t few[][2] = {{16, 15}, {3, 5}, {1, 1}, {63, 4}, {8, 31}};
+		for (size_t i = 0; i < sizeof(few) / sizeof(few[0]); i++) {
+			q = job(1048576, few[i][0], few[i][1], true, true, true, PROTO_VARIANT_AUTO);
+			q.dtype = (proto_dtype)dt;
+			p = variant_choose(&q, gpu);
+			assert_int_equal(p.input, KERN_NARROW_DX);
+			assert_int_equal(p.param, KERN_NARROW);
+		}
+		q = job(1048576, 16, 16, true, true, true, PROTO_VARIANT_AUTO); /* 256: the bound */
+		q.dtype = (proto_dtype)dt;
+		assert_int_equal(variant_choose(&q, gpu).param, KERN_CMK_SPLITK);
 		q = job(1048576, 32, 16, true, true, false, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
 		assert_int_equal(variant_choose(&q, gpu).param, KERN_CMK_SPLITK);
@@ -924,8 +937,9 @@ static void test_cmks_dx_fused(void **state)
 				assert_false(variant_dx_fused(&p));
 			}
 		/* in < 64: not fused (899 us at 1,048,576x32x16 on the H100
-		 * against 353 unfused, variant.h): dW/db and dX on the narrow
-		 * family where it takes them */
+		 * against 353 unfused, variant.h): dX on the narrow family where
+		 * it takes it, dW/db on coopmat_khr_splitk beside it (on the
+		 * narrow family below 256 weights) */
 		static const uint64_t thin[][3] = {{1048576, 32, 16}, {65537, 3, 5}, {262147, 33, 17},
 						   {1048576, 63, 64}};
 		for (size_t i = 0; i < sizeof(thin) / sizeof(thin[0]); i++) {
@@ -934,7 +948,7 @@ static void test_cmks_dx_fused(void **state)
 			q.dtype = (proto_dtype)dt;
 			const variant_plan p = variant_choose(&q, gpu);
 			assert_false(variant_dx_fused(&p));
-			assert_int_equal(p.param, KERN_NARROW);
+			assert_int_equal(p.param, thin[i][1] * thin[i][2] < 256 ? KERN_NARROW : KERN_CMK_SPLITK);
 			assert_int_equal(p.input, KERN_NARROW_DX);
 		}
 		/* out > 64: unfused (coopmat_khr_splitk + coopmat_khr's dX) */
