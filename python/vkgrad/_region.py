@@ -7,7 +7,7 @@ import fcntl
 import math
 import mmap
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Protocol, Union
 
 import numpy as np
 
@@ -15,8 +15,17 @@ from . import _lib
 from ._lib import lib
 from .dtypes import numpy_dtype
 
-if TYPE_CHECKING:
-    from .client import Client
+
+class _Owner(Protocol):
+    """What a Region uses of the connection that made it (client.Client):
+    named here so that this module does not import the one that imports it."""
+    _lock: Any
+    _regions: Dict[int, "Region"]
+    _closed: bool
+    _h: Any
+    _dead: Any
+    _c: Callable[..., int]
+    _fail: Callable[..., BaseException]
 
 
 class Region:
@@ -26,7 +35,7 @@ class Region:
     open while the region is, so that a new connection (after a daemon
     restart, in a forked child) can register it again: id then changes."""
 
-    def __init__(self, client: "Client", nbytes: int, pooled: bool = False):
+    def __init__(self, client: _Owner, nbytes: int, pooled: bool = False):
         nbytes = int(nbytes)
         if nbytes < 1:
             raise ValueError("region size must be at least 1 byte, not %d" % nbytes)
