@@ -106,6 +106,12 @@ static const char bk_usage[] =
 	"  --settle-ms X the first line of each shape and dtype warms up at least X ms\n"
 	"                (default 0): the float64 reference is computed before it, and\n"
 	"                the GPU idles meanwhile (each line's warmed_ms: its warm-up)\n"
+	"  --prune X     a line whose first job's kernel_us is more than X (>= 1) times\n"
+	"                the fastest line of its shape and dtype so far ends there:\n"
+	"                that job is its one rep, checked as any (\"pruned\":true).\n"
+	"                It cannot be the fastest, so auto against the best is the\n"
+	"                same; a grid of slow families then takes far less time\n"
+	"                (default 0: off)\n"
 	"  --socket PATH use a running daemon; otherwise a private one is started\n"
 	"                (--daemon PATH, default: the vkgradd next to this program)\n"
 	"                with max_region_bytes raised to fit the largest job\n"
@@ -185,7 +191,7 @@ int bk_opts_parse(int argc, char **argv, bk_opts *o)
 {
 	enum { KO_KERNELS = 256, KO_SHAPES, KO_DTYPES, KO_VARIANTS, KO_REPS, KO_OUTPUTS, KO_MAXGF,
 	       KO_JSON, KO_SOCKET, KO_DAEMON, KO_HELP, KO_COPY, KO_RESIDENT, KO_INFLIGHT, KO_WARMUP,
-	       KO_SETTLE };
+	       KO_SETTLE, KO_PRUNE };
 	static const struct option opts[] = {
 		{"kernels", no_argument, NULL, KO_KERNELS},
 		{"shapes", required_argument, NULL, KO_SHAPES},
@@ -199,6 +205,7 @@ int bk_opts_parse(int argc, char **argv, bk_opts *o)
 		{"inflight", required_argument, NULL, KO_INFLIGHT},
 		{"warmup-ms", required_argument, NULL, KO_WARMUP},
 		{"settle-ms", required_argument, NULL, KO_SETTLE},
+		{"prune", required_argument, NULL, KO_PRUNE},
 		{"socket", required_argument, NULL, KO_SOCKET},
 		{"daemon", required_argument, NULL, KO_DAEMON},
 		{"help", no_argument, NULL, KO_HELP},
@@ -289,6 +296,16 @@ int bk_opts_parse(int argc, char **argv, bk_opts *o)
 			uint64_t ms;
 			bad = cli_parse_u64("--settle-ms", optarg, 0, 600000, &ms);
 			o->settle_ms = (double)ms;
+			break;
+		}
+		case KO_PRUNE: {
+			char *end;
+			errno = 0;
+			o->prune = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->prune == 0 || (o->prune >= 1 && o->prune <= 1000)))
+				return cli_usage_fail("bench --kernels: --prune takes 0 (off) or a factor from 1 "
+						      "to 1000 (got '%s')",
+						      optarg);
 			break;
 		}
 		case KO_COPY: {

@@ -35,6 +35,8 @@ typedef struct bk_opts {
 	unsigned inflight; /* --inflight: jobs kept in flight (0: 1) */
 	double warmup_ms;  /* --warmup-ms (< 0: BK_WARMUP_US, at most BK_WARMUP_MAX jobs) */
 	double settle_ms;  /* --settle-ms: the least warm-up of a shape and dtype's first line */
+	double prune;      /* --prune: a line whose first job took more than this times its
+			    * shape and dtype's best so far ends there (0: off) */
 } bk_opts;
 
 /* Parse argv (after `bench`) into o, its defaults first. Returns 0; -1

@@ -5,7 +5,9 @@
  * outputs asked for, with --inflight jobs in flight (default one):
  * unmeasured warm-up jobs (at least one; 0.3 s, --warmup-ms, the first line
  * of a shape and dtype at least --settle-ms: bk_warm_up), then `reps`
- * measured ones. The GPU time is the reply's kernel_us (the job's own
+ * measured ones (--prune X: a line whose first job took more than X times
+ * the fastest line of its shape and dtype so far ends with that job as its
+ * one rep). The GPU time is the reply's kernel_us (the job's own
  * dispatches, timestamps around them) where the daemon measured it, else
  * its batch's gpu_us over the batch's jobs. TFLOP/s and GB/s follow from that time; the
  * client's round trip is reported beside it. The outputs of each line are
@@ -63,6 +65,7 @@ typedef struct bk_line {
 	double copy_frac; /* gbps / copy_gbps, NaN when unknown */
 	double warmed_ms; /* the warm-up's wall time, its first job included */
 	bool measured, ok, sampled;
+	bool pruned; /* --prune: its first job was its only rep */
 	char note[320];
 } bk_line;
 
@@ -77,6 +80,7 @@ typedef struct bk_run {
 	size_t nlines, cap;
 	bool check_failed, daemon_failed;
 	bool settle; /* the next line is its shape and dtype's first (--settle-ms) */
+	double best_us; /* the fastest measured line of this shape and dtype (--prune); 0: none */
 } bk_run;
 
 /* ---- helpers --------------------------------------------------------------------- */
@@ -356,13 +360,23 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 		return 0;
 	}
 
-	rc = bk_warm_up(r, l, &job, t0);
-	if (rc != 0) /* (1: the line ended with its error; the bench goes on) */
-		return rc < 0 ? -1 : 0;
+	/* --prune: a first job slower than X times the fastest line of this
+	 * shape and dtype so far is the line's one rep (it cannot be the
+	 * fastest); its outputs are checked as any */
+	const double first_us = res.kernel_us ? (double)res.kernel_us
+					      : (double)res.gpu_us / (res.batch_jobs ? res.batch_jobs : 1);
+	l->pruned = o->prune > 0 && r->best_us > 0 && first_us > o->prune * r->best_us;
+	if (!l->pruned) {
+		rc = bk_warm_up(r, l, &job, t0);
+		if (rc != 0) /* (1: the line ended with its error; the bench goes on) */
+			return rc < 0 ? -1 : 0;
+	} else {
+		l->warmed_ms = warm_us / 1e3;
+	}
 	const unsigned k = o->inflight ? o->inflight : 1;
 	uint64_t hs[BK_INFLIGHT_MAX], ts[BK_INFLIGHT_MAX];
 
-	uint64_t reps = o->reps ? o->reps : default_reps(flop);
+	uint64_t reps = l->pruned ? 1 : o->reps ? o->reps : default_reps(flop);
 	if (!o->json)
 		cli_errf("bench: %" PRIu64 "x%" PRIu64 "x%" PRIu64 " %s %s: %s%" PRIu64
 			 " reps (warm-up %.0f us)...\n",
@@ -385,6 +399,16 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	 * BK_REP_BUDGET_US (then the ones sent are waited for and counted) */
 	uint64_t sent = 0, done = 0;
 	bool stop = false;
+	if (l->pruned) { /* the first job's numbers */
+		e2e[0] = (uint64_t)(warm_us + 0.5);
+		gpu[0] = res.gpu_us;
+		kern[0] = res.kernel_us;
+		bjobs[0] = res.batch_jobs ? res.batch_jobs : 1;
+		share[0] = res.gpu_us * 1000 / bjobs[0];
+		all_kernel = res.kernel_us != 0;
+		bk_named_last(&tl, &stg);
+		sent = done = 1;
+	}
 	while (done < sent || (!stop && sent < reps)) {
 		while (!stop && sent < reps && sent - done < k) {
 			ts[sent % k] = now_ns();
@@ -427,6 +451,8 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	l->batch_jobs = median_u64(bjobs, reps);
 	l->e2e_us = median_u64(e2e, reps);
 	free(per_rep);
+	if (!l->pruned && l->gpu_us > 0 && (r->best_us == 0 || l->gpu_us < r->best_us))
+		r->best_us = l->gpu_us;
 
 	const double es = proto_dtype_size(t->dtype);
 	const double bi = (double)shape[0] * (double)shape[1], bo = (double)shape[0] * (double)shape[2],
@@ -449,9 +475,9 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	if (!l->ok)
 		r->check_failed = true;
 
-	char buf[3072], nb[6][40], how[64];
-	snprintf(how, sizeof(how), "%s\"inflight\":%u,\"batch_jobs\":%.1f,", br ? "\"resident\":true," : "", k,
-		 l->batch_jobs);
+	char buf[3072], nb[6][40], how[96];
+	snprintf(how, sizeof(how), "%s%s\"inflight\":%u,\"batch_jobs\":%.1f,", br ? "\"resident\":true," : "",
+		 l->pruned ? "\"pruned\":true," : "", k, l->batch_jobs);
 	int n = line_head(buf, sizeof(buf), shape);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"dtype\":\"%s\",\"variant\":\"%s\",\"outputs\":\"%s\",\"reps\":%" PRIu64
@@ -573,6 +599,7 @@ static int bk_shape_dtype(bk_run *r, const uint64_t s[3], proto_dtype d)
 		return 0;
 	}
 	rc = 0;
+	r->best_us = 0;
 	for (unsigned k = 0; k < r->o->nvariants && rc == 0; k++) {
 		r->settle = k == 0;
 		rc = bk_measure(r, &t, r->o->variants[k]);
@@ -649,10 +676,11 @@ static void print_table(const bk_run *r)
 			char frac[16] = "-";
 			if (isfinite(l->copy_frac))
 				snprintf(frac, sizeof(frac), "%.3f", l->copy_frac);
-			printf("%-18s %-5s %-8s %5" PRIu64 " %11.1f %4s %9.4g %9.4g %7s %12.1f %9.2g  %s%s\n",
+			printf("%-18s %-5s %-8s %5" PRIu64 " %11.1f %4s %9.4g %9.4g %7s %12.1f %9.2g  %s%s%s\n",
 			       shape, dn, proto_variant_name(l->variant), l->reps, l->gpu_us,
 			       l->measured ? "yes" : "no", l->tflops, l->gbps, frac, l->e2e_us, l->err,
-			       l->sampled ? "sampled " : "full ", l->ok ? "ok" : "MISMATCH");
+			       l->sampled ? "sampled " : "full ", l->ok ? "ok" : "MISMATCH",
+			       l->pruned ? " (pruned: one job)" : "");
 		}
 	}
 	printf("device: %s (%s)", r->info.device_name, r->info.device_type);

@@ -96,6 +96,9 @@
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   GRID_VARIANTS   the grid step's families (default all ten)
+#   GRID_PRUNE      the grid step's --prune (default 3: a family whose first
+#                   job takes more than 3x the shape's fastest so far gets no
+#                   more; 0: every line in full)
 #   NARROW_DX_TILES suite narrow's coopmat_khr tilings for a narrow layer's
 #                   dX (entries VAR=value, joined by +; unset: the step is
 #                   left out). The H100 run of 2026-12-06 (docs/performance.md)
@@ -470,7 +473,7 @@ narrow_steps() {
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines grid "$B/bin/vkgradd" "$R/grid.jsonl" \
 		"$GSET" f32,bf16 --variants "${GRID_VARIANTS:-auto,generic,tiled,tiled128,splitk,splitk128,narrow,coopmat_khr,coopmat_khr_splitk,coopmat_nv2}" \
-		--reps "$GREPS" ${copy:+--copy-gbps $copy} $GX
+		--reps "$GREPS" --prune "${GRID_PRUNE:-3}" ${copy:+--copy-gbps $copy} $GX
 	$REPORT auto "$R/grid.jsonl" | tee -a "$S"
 }
 

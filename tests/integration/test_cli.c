@@ -617,6 +617,38 @@ static void test_bench_kernels_warmup_failure(void **state)
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
+/* --prune: a line whose first job took more than X times the fastest line
+ * of its shape and dtype so far ends there, that job its one rep, checked
+ * against the reference as any ("pruned":true); the fastest line so far
+ * and the lines within X of it are measured in full. On lavapipe
+ * tiled128 runs a 16,384x1x1 layer some 30x slower than the narrow family
+ * (124 ms against 3-4 ms), so X = 4 prunes it and not the narrow line;
+ * without --prune both are measured in full. */
+static void test_bench_kernels_prune(void **state)
+{
+	(void)state;
+	char cmd[1024], out[32768], v[256], *lines[8];
+	for (int prune = 1; prune >= 0; prune--) {
+		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes 16384,1,1 --dtypes f32 "
+			 "--variants narrow,tiled128 --reps 3 --warmup-ms 20 %s --json",
+			 build_dir(), g_d.sock, prune ? "--prune 4" : "");
+		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+		assert_int_equal(json_lines(out, lines, 8), 2); /* (no auto: no summary line) */
+		unsigned n = 0;
+		for (unsigned i = 0; i < 2; i++) {
+			assert_non_null(json_get(lines[i], "variant", v, sizeof(v)));
+			const bool first = strcmp(v, "\"narrow\"") == 0;
+			const bool pruned = json_get(lines[i], "pruned", v, sizeof(v)) != NULL;
+			if (pruned)
+				assert_string_equal(v, "true");
+			assert_int_equal(pruned, prune && !first);
+			expect_measured(lines[i], pruned ? "1" : "3");
+			n++;
+		}
+		assert_int_equal(n, 2);
+	}
+}
+
 static void test_bench_kernels_usage(void **state)
 {
 	(void)state;
@@ -628,7 +660,8 @@ static void test_bench_kernels_usage(void **state)
 	static const char *const bad[] = {"--shapes 1,2", "--shapes 0,1,1", "--dtypes f64",
 					  "--variants auto,auto", "--max-gflop -1", "--reps 0",
 					  "--outputs dq", "--outputs ,", "--inflight 0", "--inflight 65",
-					  "--warmup-ms x", "--settle-ms -1", "--settle-ms 600001"};
+					  "--warmup-ms x", "--settle-ms -1", "--settle-ms 600001",
+					  "--prune 0.5", "--prune -1", "--prune x", "--prune 1001", "--prune nan"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels %s 2>/dev/null",
 			 build_dir(), g_d.sock, bad[i]);
@@ -877,6 +910,7 @@ int main(void)
 		cmocka_unit_test(test_bench_kernels_refused),
 		cmocka_unit_test(test_bench_kernels_resident),
 		cmocka_unit_test(test_bench_kernels_warmup_failure),
+		cmocka_unit_test(test_bench_kernels_prune),
 		cmocka_unit_test(test_bench_kernels_usage),
 		cmocka_unit_test(test_bench_peak_json),
 		cmocka_unit_test(test_bench_peak_copy_text),
