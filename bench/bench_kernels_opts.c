@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -266,18 +267,10 @@ int bk_opts_parse(int argc, char **argv, bk_opts *o)
 						      "dx separated by commas (got '%s')",
 						      optarg);
 			break;
-		case KO_MAXGF: {
-			char *end;
-			errno = 0;
-			o->max_gflop = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(o->max_gflop >= 0) ||
-			    isinf(o->max_gflop))
-				return cli_usage_fail("bench --kernels: --max-gflop takes a number >= 0 "
-						      "(got '%s')",
-						      optarg);
+		case KO_MAXGF:
+			bad = cli_parse_double("--max-gflop", optarg, 0, DBL_MAX, &o->max_gflop);
 			o->max_gflop_set = true;
 			break;
-		}
 		case KO_JSON: o->json = true; break;
 		case KO_RESIDENT: o->resident = true; break;
 		case KO_INFLIGHT: {
@@ -298,27 +291,17 @@ int bk_opts_parse(int argc, char **argv, bk_opts *o)
 			o->settle_ms = (double)ms;
 			break;
 		}
-		case KO_PRUNE: {
-			char *end;
-			errno = 0;
-			o->prune = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(o->prune == 0 || (o->prune >= 1 && o->prune <= 1000)))
+		case KO_PRUNE:
+			bad = cli_parse_double("--prune", optarg, 0, 1000, &o->prune);
+			if (!bad && o->prune > 0 && o->prune < 1)
 				return cli_usage_fail("bench --kernels: --prune takes 0 (off) or a factor from 1 "
 						      "to 1000 (got '%s')",
 						      optarg);
 			break;
-		}
-		case KO_COPY: {
-			char *end;
-			errno = 0;
-			o->copy_gbps = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(o->copy_gbps >= 0) || isinf(o->copy_gbps))
-				return cli_usage_fail("bench --kernels: --copy-gbps takes a number >= 0 "
-						      "(got '%s')",
-						      optarg);
+		case KO_COPY:
+			bad = cli_parse_double("--copy-gbps", optarg, 0, DBL_MAX, &o->copy_gbps);
 			o->copy_set = true;
 			break;
-		}
 		case KO_SOCKET: o->socket = optarg; break;
 		case KO_DAEMON: o->daemon = optarg; break;
 		case 'h':

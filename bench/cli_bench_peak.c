@@ -224,14 +224,10 @@ static int pk_parse(int argc, char **argv, pk_opts *o)
 		case O_DTYPES: dtype_set = true; bad = parse_names(optarg, NULL, o->dtype); break;
 		case O_ACCS: bad = parse_u32_list("--accs", optarg, 1, 16, o->accs, &o->naccs); break;
 		case O_CHAINS: bad = parse_u32_list("--chains", optarg, 1, 32, o->chains, &o->nchains); break;
-		case O_MS: {
-			char *end;
-			o->ms = strtod(optarg, &end);
+		case O_MS:
 			o->ms_set = true;
-			if (*end || !(o->ms >= 0.1 && o->ms <= 10000))
-				bad = cli_usage_fail("bench --peak: --ms takes 0.1..10000, not '%s'", optarg);
+			bad = cli_parse_double("--ms", optarg, 0.1, 10000, &o->ms);
 			break;
-		}
 		case O_REPS: o->reps_set = true; bad = cli_parse_u64("--reps", optarg, 1, 1000, &o->reps); break;
 		case O_WGS: bad = cli_parse_u64("--wgs-per-sm", optarg, 1, 256, &o->wgs_per_sm); break;
 		case O_JSON: o->json = true; break;

@@ -46,6 +46,9 @@ int cli_fail(const vkg_error *err);
 int cli_usage_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parse an unsigned decimal in [min, max] for option opt; 0 or -1 (printed). */
 int cli_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* Parse a finite number in [min, max] (max DBL_MAX: no bound) for option
+ * opt; 0 or -1 (printed). */
+int cli_parse_double(const char *opt, const char *s, double min, double max, double *out);
 /* The socket path in use, for messages. */
 const char *cli_socket_path(const cli_ctx *ctx);
 /* vkg_connect to --socket, or the library's choice. */

@@ -4,6 +4,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,6 +83,22 @@ int cli_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, ui
 	if (errno || *end || v < min || v > max) {
 		cli_usage_fail("%s must be a number in [%" PRIu64 ", %" PRIu64 "] (got '%s')", opt,
 			       min, max, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int cli_parse_double(const char *opt, const char *s, double min, double max, double *out)
+{
+	char *end = NULL;
+	errno = 0;
+	const double v = s ? strtod(s, &end) : NAN;
+	if (!s || errno || end == s || *end || !isfinite(v) || v < min || v > max) {
+		if (max >= DBL_MAX)
+			cli_usage_fail("%s must be a finite number >= %g (got '%s')", opt, min, s ? s : "");
+		else
+			cli_usage_fail("%s must be a number in [%g, %g] (got '%s')", opt, min, max, s ? s : "");
 		return -1;
 	}
 	*out = v;

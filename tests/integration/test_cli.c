@@ -661,7 +661,8 @@ static void test_bench_kernels_usage(void **state)
 					  "--variants auto,auto", "--max-gflop -1", "--reps 0",
 					  "--outputs dq", "--outputs ,", "--inflight 0", "--inflight 65",
 					  "--warmup-ms x", "--settle-ms -1", "--settle-ms 600001",
-					  "--prune 0.5", "--prune -1", "--prune x", "--prune 1001", "--prune nan"};
+					  "--prune 0.5", "--prune -1", "--prune x", "--prune 1001", "--prune nan",
+					  "--max-gflop inf", "--max-gflop x", "--copy-gbps -1", "--copy-gbps 1e"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels %s 2>/dev/null",
 			 build_dir(), g_d.sock, bad[i]);
@@ -857,7 +858,7 @@ static void test_bench_peak_usage(void **state)
 	static const char *const bad[] = {"--accs 3",  "--accs 32",	 "--chains 0", "--chains 33",
 					  "--only mma", "--dtypes f32", "--ms 0",     "--reps 0",
 					  "--accs ,",   "extra",	 "--only fma_outer --chains 3",
-					  "--only nv2"};
+					  "--only nv2", "--ms 10001", "--ms x", "--ms nan"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad bench --peak %s 2>/dev/null", build_dir(), bad[i]);
 		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);
