@@ -313,6 +313,30 @@ static int bk_warm_up(bk_run *r, bk_line *l, const vkg_job *job, uint64_t t0)
 	return 0;
 }
 
+/* A line's per-rep numbers are one block of 5 · reps (bk_measure_on): GPU
+ * (the batch's), kernel, end-to-end µs, the batch's GPU ns over its jobs
+ * (share) and the batch's jobs. Rep i from res, e2e_us its round trip;
+ * *all_kernel stays true while every rep carried kernel_us. */
+static void note_rep(uint64_t *per_rep, uint64_t reps, uint64_t i, const vkg_result *res, uint64_t e2e_us,
+		     bool *all_kernel)
+{
+	const uint64_t jobs = res->batch_jobs ? res->batch_jobs : 1;
+	per_rep[i] = res->gpu_us;
+	per_rep[reps + i] = res->kernel_us;
+	per_rep[2 * reps + i] = e2e_us;
+	per_rep[3 * reps + i] = res->gpu_us * 1000 / jobs;
+	per_rep[4 * reps + i] = jobs;
+	*all_kernel &= res->kernel_us != 0;
+}
+
+/* One job's GPU time as a line reports it: its kernel_us where the reply
+ * has it, else its batch's gpu_us over the batch's jobs. */
+static double job_us(const vkg_result *res)
+{
+	return res->kernel_us ? (double)res->kernel_us
+			      : (double)res->gpu_us / (res->batch_jobs ? res->batch_jobs : 1);
+}
+
 /* Run (shape, dtype, variant) on the task's region, or on br's device
  * tensors (--resident), and print its line. Returns 0, or -1 when the
  * connection failed (nothing more can run). */
@@ -363,9 +387,7 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	/* --prune: a first job slower than X times the fastest line of this
 	 * shape and dtype so far is the line's one rep (it cannot be the
 	 * fastest); its outputs are checked as any */
-	const double first_us = res.kernel_us ? (double)res.kernel_us
-					      : (double)res.gpu_us / (res.batch_jobs ? res.batch_jobs : 1);
-	l->pruned = o->prune > 0 && r->best_us > 0 && first_us > o->prune * r->best_us;
+	l->pruned = o->prune > 0 && r->best_us > 0 && job_us(&res) > o->prune * r->best_us;
 	if (!l->pruned) {
 		rc = bk_warm_up(r, l, &job, t0);
 		if (rc != 0) /* (1: the line ended with its error; the bench goes on) */
@@ -400,12 +422,7 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 	uint64_t sent = 0, done = 0;
 	bool stop = false;
 	if (l->pruned) { /* the first job's numbers */
-		e2e[0] = (uint64_t)(warm_us + 0.5);
-		gpu[0] = res.gpu_us;
-		kern[0] = res.kernel_us;
-		bjobs[0] = res.batch_jobs ? res.batch_jobs : 1;
-		share[0] = res.gpu_us * 1000 / bjobs[0];
-		all_kernel = res.kernel_us != 0;
+		note_rep(per_rep, reps, 0, &res, (uint64_t)(warm_us + 0.5), &all_kernel);
 		bk_named_last(&tl, &stg);
 		sent = done = 1;
 	}
@@ -426,13 +443,8 @@ static int bk_measure_on(bk_run *r, cli_task *t, proto_variant v, const bench_re
 			snprintf(when, sizeof(when), "rep %" PRIu64, done + 1);
 			return late_failure(r, l, rc, &err, when);
 		}
-		e2e[done] = (t1 - ts[done % k] + 500) / 1000;
+		note_rep(per_rep, reps, done, &res, (t1 - ts[done % k] + 500) / 1000, &all_kernel);
 		spent_us += (double)e2e[done];
-		gpu[done] = res.gpu_us;
-		kern[done] = res.kernel_us;
-		bjobs[done] = res.batch_jobs ? res.batch_jobs : 1;
-		share[done] = res.gpu_us * 1000 / bjobs[done];
-		all_kernel &= res.kernel_us != 0;
 		bk_named_last(&tl, &stg);
 		done++;
 		if (!o->reps && done >= BK_MIN_REPS && spent_us > BK_REP_BUDGET_US)
