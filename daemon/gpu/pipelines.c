@@ -52,6 +52,10 @@ static const struct {
 	[KERN_CMKS_DX] = {"linear_coopmat_khr_splitk_dx_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM_SPLIT_DX,
 			  sizeof(kiface_gemm_split_dx)},
 	[KERN_TILED128_S] = GEMM("linear_tiled128_gemm", "tiled128"),
+	[KERN_CMKS_L] = {"linear_coopmat_khr_splitk_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM,
+			 sizeof(kiface_gemm_split)},
+	[KERN_CMKS_S] = {"linear_coopmat_khr_splitk_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM,
+			 sizeof(kiface_gemm_split)},
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -321,6 +325,10 @@ static const char *kern_label(int k, int t)
 					   "linear_coopmat_nv2_gemm (dX, small)"};
 	if (k == KERN_TILED128_S)
 		return "linear_tiled128_gemm (small tiling)";
+	if (k == KERN_CMKS_L)
+		return "linear_coopmat_khr_splitk_gemm (128x128 tiles)";
+	if (k == KERN_CMKS_S)
+		return "linear_coopmat_khr_splitk_gemm (32x32 tiles)";
 	return pipelines_is_cmk(k) || pipelines_is_nv2(k) ? cmk[k - KERN_CMK_DW] : kern_name(k, t);
 }
 
@@ -410,6 +418,18 @@ static bool cmks_usable(pipelines *p, const device *d, int t, bool cmk_ok)
 		return false;
 	}
 	return true;
+}
+
+/* Can KERN_CMKS_L or KERN_CMKS_S (k) run for dtype t: f16/bf16 where
+ * KERN_CMK_SPLITK can (cmks_ok), its tiling fitting the device's matrices
+ * and shared memory? Where not, auto keeps such layers on KERN_CMK_SPLITK
+ * (variant_cmks_tiling): nothing to say. */
+static bool cmks_tiling_usable(const device *d, int k, int t, bool cmks_ok)
+{
+	if (!cmks_ok || t == PROTO_F32)
+		return false;
+	const uint32_t b = pipelines_cmk_shared(pipelines_cmks_tile(k, (proto_dtype)t), d->cmk.shape[t], true);
+	return b && b <= d->props.limits.maxComputeSharedMemorySize;
 }
 
 /* Can KERN_CMKS_DX run for dtype t (f16/bf16 where KERN_CMK_SPLITK can:
@@ -545,6 +565,8 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			if ((pipelines_is_cmk(k) && !cmk_ok[t]) || (pipelines_is_nv2(k) && !nv2_ok[t]) ||
 			    (k == KERN_CMK_SPLITK && !cmks_ok[t]) || (k == KERN_CMKS_DX && !cmks_dx_ok[t]))
 				continue;
+			if ((k == KERN_CMKS_L || k == KERN_CMKS_S) && !cmks_tiling_usable(d, k, t, cmks_ok[t]))
+				continue;
 			if (k >= KERN_NV2_DW_S && k <= KERN_NV2_DX_S && !p->nv2_small_ok[t])
 				continue;
 			/* f32 (coopmat_khr_f32x3): the large tiling only */
@@ -569,7 +591,7 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 					      pipelines_cmk_tile_for(p, k, (proto_dtype)t));
 				bj->spec = &cs->info;
 			}
-			if (k == KERN_CMK_SPLITK || k == KERN_CMKS_DX) { /* dW only: A along m */
+			if (pipelines_is_cmks(k) || k == KERN_CMKS_DX) { /* dW only: A along m */
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
 				cmk_spec_fill(cs, d->cmk.shape[t], true, pipelines_cmks_tile(k, (proto_dtype)t));
 				bj->spec = &cs->info;
@@ -679,7 +701,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 			continue;
 		}
 		const int jk = i / PROTO_DTYPE_COUNT;
-		if (rc == 0 && jobs[i].result != VK_SUCCESS && (jk == KERN_CMK_SPLITK || jk == KERN_CMKS_DX)) {
+		if (rc == 0 && jobs[i].result != VK_SUCCESS && (pipelines_is_cmks(jk) || jk == KERN_CMKS_DX)) {
 			/* optional too: dW/db keep their other kernels without
 			 * split-K's, dX its own pass without the fused one */
 			const int t = i % PROTO_DTYPE_COUNT;

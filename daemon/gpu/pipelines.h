@@ -49,7 +49,17 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
        KERN_CMK_SPLITK /* linear_coopmat_khr_splitk_gemm (f32: linear_coopmat_khr_f32x3_splitk_gemm): split-K's dW/db partials on the tensor cores */,
        KERN_CMKS_DX /* linear_coopmat_khr_splitk_dx_gemm: KERN_CMK_SPLITK with dX beside dW (out <= 64; f16/bf16) */,
        KERN_TILED128_S /* linear_tiled128_gemm's small tiling (f32, T128_TILE_SMALL): narrow layers' dX */,
+       KERN_CMKS_L /* KERN_CMK_SPLITK on 128x128 tiles (f16/bf16: PIPELINES_CMKS_L_TILE): layers of >= 128 features */,
+       KERN_CMKS_S /* KERN_CMK_SPLITK on 32x32 tiles (f16/bf16: PIPELINES_CMKS_S_TILE): layers of <= 32 features */,
        KERN_COUNT };
+
+/* Is k one of linear_coopmat_khr_splitk_gemm's dW/db pipelines (split-K on
+ * the tensor cores without dX: the 64x64 tiling, the 128x128 one, the
+ * 32x32 one)? */
+static inline bool pipelines_is_cmks(int k)
+{
+	return k == KERN_CMK_SPLITK || k == KERN_CMKS_L || k == KERN_CMKS_S;
+}
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
 static inline bool pipelines_is_nv2(int k)
@@ -97,20 +107,54 @@ typedef struct pipelines_cmk_tile {
  * 262,144x256x256. (Also measured there: 128x128 tiles, 2x2 subgroups of
  * 64x64, one step: 210, 190, 248, 221; 4x4 of 32x32: 225, 214, 285, 256;
  * 32x32 tiles, 2x2 of 16x16, two steps: 196, 64, 703, 691; 16x32, 1x2 of
- * 16x16: 672, 102, 2,765, 2,702.) The fused dX kernel and f32 were not
- * measured with one step, so they keep two. */
+ * 16x16: 672, 102, 2,765, 2,702.) So layers of at least 128 features on
+ * both sides take the 128x128 tiling (KERN_CMKS_L, PIPELINES_CMKS_L_TILE)
+ * and layers of at most 32 on both sides the 32x32 one (KERN_CMKS_S,
+ * PIPELINES_CMKS_S_TILE): pipelines_cmks_for. The fused dX kernel and f32
+ * were not measured with one step, so they keep two. All take k steps of
+ * 32 (PIPELINES_CMKS_BK): the slices' whole trips (KSHAPE_CMKS_STEP). */
 #define PIPELINES_CMKS_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 1})
 #define PIPELINES_CMKS_DX_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 2})
-/* its C tile: rows and columns per workgroup, and its reduction step */
+#define PIPELINES_CMKS_L_TILE ((pipelines_cmk_tile){2, 2, 64, 64, 32, 1})
+#define PIPELINES_CMKS_S_TILE ((pipelines_cmk_tile){2, 2, 16, 16, 32, 2})
+/* KERN_CMK_SPLITK's (and KERN_CMKS_DX's) C tile: rows and columns per
+ * workgroup; the reduction step of all three */
 #define PIPELINES_CMKS_BM 64u
 #define PIPELINES_CMKS_BN 64u
 #define PIPELINES_CMKS_BK 32u
+/* the layers KERN_CMKS_L and KERN_CMKS_S take (in and out both) */
+#define PIPELINES_CMKS_L_MIN_FEATURES 128u
+#define PIPELINES_CMKS_S_MAX_FEATURES 32u
 
-/* The tiling of KERN_CMK_SPLITK (f16/bf16, dtype t) or KERN_CMKS_DX and
- * f32's KERN_CMK_SPLITK (k). */
+/* The tiling of KERN_CMK_SPLITK, KERN_CMKS_L, KERN_CMKS_S (f16/bf16,
+ * dtype t), or KERN_CMKS_DX and f32's KERN_CMK_SPLITK (k). */
 static inline pipelines_cmk_tile pipelines_cmks_tile(int k, proto_dtype t)
 {
+	if (k == KERN_CMKS_L)
+		return PIPELINES_CMKS_L_TILE;
+	if (k == KERN_CMKS_S)
+		return PIPELINES_CMKS_S_TILE;
 	return k == KERN_CMK_SPLITK && t != PROTO_F32 ? PIPELINES_CMKS_TILE : PIPELINES_CMKS_DX_TILE;
+}
+
+/* The C tile's side (rows = columns) of split-K pipeline k
+ * (pipelines_is_cmks, or KERN_CMKS_DX). */
+static inline uint32_t pipelines_cmks_side(int k)
+{
+	const pipelines_cmk_tile t = pipelines_cmks_tile(k, PROTO_BF16);
+	return t.warps_m * t.wm;
+}
+
+/* Which split-K dW/db pipeline a layer of `in` × `out` features takes
+ * (the tilings above): KERN_CMKS_L, KERN_CMKS_S or KERN_CMK_SPLITK. in is
+ * 1 where dW is not asked for (db alone: one column). */
+static inline int pipelines_cmks_for(uint64_t in, uint64_t out)
+{
+	if (in >= PIPELINES_CMKS_L_MIN_FEATURES && out >= PIPELINES_CMKS_L_MIN_FEATURES)
+		return KERN_CMKS_L;
+	if (in <= PIPELINES_CMKS_S_MAX_FEATURES && out <= PIPELINES_CMKS_S_MAX_FEATURES)
+		return KERN_CMKS_S;
+	return KERN_CMK_SPLITK;
 }
 
 /* linear_coopmat_khr_f32x3_gemm (f32 on KERN_CMK_DW/DX, the large tiling

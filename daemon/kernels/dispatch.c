@@ -63,7 +63,7 @@ static void record_param(const rec *r)
 static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t b_off)
 {
 	uint32_t w = pipelines_is_t128(k) || q->dtype == PROTO_F32 ? 4 : 0;
-	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k) || k == KERN_CMK_SPLITK)
+	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k) || pipelines_is_cmks(k))
 		w = 8;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
@@ -281,17 +281,17 @@ static void record_splitk(const rec *r, bool for_dx, int k)
  * row tile): the same grid also writes dX = dY·W, each workgroup its
  * slice's rows and column tile (W and dX bound fifth and sixth; dX
  * rounded once, accumulating onto what it holds where the job does). */
-static void record_cmk_splitk(const rec *r, bool fused)
+static void record_cmk_splitk(const rec *r, int k)
 {
 	const proto_request *q = &r->j->req;
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
-	const int k = fused ? KERN_CMKS_DX : KERN_CMK_SPLITK;
+	const bool fused = k == KERN_CMKS_DX;
 	const uint32_t S = r->j->plan.slices;
 	const uint64_t K = q->batch, m = q->out, n = dw ? q->in : 1, mn = m * q->in;
 	const uint64_t L = kshape_cmks_len(K, S);
 	const uint32_t SK = (uint32_t)((K + L - 1) / L);
 	assert(SK == S && L <= kshape_max_k(k, q->dtype));
-	const uint64_t tm = PIPELINES_CMKS_BM, tn = PIPELINES_CMKS_BN;
+	const uint64_t tm = pipelines_cmks_side(k), tn = tm;
 	const uint64_t mt = (m + tm - 1) / tm;
 	/* (fused: dW's one row tile holds all of out, and every column tile
 	 * of in has its workgroups: dW is asked for) */
@@ -446,7 +446,7 @@ int dispatch_unit_kernel(const job *j, unsigned mask)
 		return mask == UNIT_BOTH ? KERN_CMKS_DX : mask == UNIT_PARAM ? KERN_CMK_SPLITK : KERN_CMK_DX;
 	assert(mask != UNIT_BOTH);
 	const int k = mask == UNIT_PARAM ? j->plan.param : j->plan.input;
-	if (k == KERN_SPLITK || k == KERN_SPLITK128 || k == KERN_CMK_SPLITK || k == KERN_NARROW ||
+	if (k == KERN_SPLITK || k == KERN_SPLITK128 || pipelines_is_cmks(k) || k == KERN_NARROW ||
 	    k == KERN_NARROW_DX || is_gemm(k))
 		return k;
 	return mask == UNIT_PARAM ? KERN_PARAM : KERN_INPUT;
@@ -457,8 +457,8 @@ void dispatch_unit(const rec *r, unsigned mask)
 	const int k = dispatch_unit_kernel(r->j, mask);
 	if (k == KERN_SPLITK || k == KERN_SPLITK128)
 		record_splitk(r, mask == UNIT_INPUT, k);
-	else if (k == KERN_CMK_SPLITK || k == KERN_CMKS_DX)
-		record_cmk_splitk(r, k == KERN_CMKS_DX);
+	else if (pipelines_is_cmks(k) || k == KERN_CMKS_DX)
+		record_cmk_splitk(r, k);
 	else if (k == KERN_NARROW)
 		record_narrow_param(r);
 	else if (k == KERN_NARROW_DX)

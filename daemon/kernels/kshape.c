@@ -121,6 +121,8 @@ uint64_t kshape_max_k(int kern, proto_dtype dt)
 	case KERN_CMK_DW_S:
 	case KERN_CMK_DX_S: per = 2 * KSHAPE_CMK_MIN_BK; break; /* two k steps per trip */
 	case KERN_CMK_SPLITK:
+	case KERN_CMKS_L:
+	case KERN_CMKS_S:
 	case KERN_CMKS_DX: per = KSHAPE_CMKS_STEP; break; /* its two k steps of 32 per trip */
 	default: per = 1; break;
 	}

@@ -93,8 +93,13 @@ uint32_t variant_cmks_min_slices(const proto_request *q)
 
 uint32_t variant_cmks_slices(const proto_request *q, uint64_t min_rows)
 {
-	const uint64_t t = PIPELINES_CMKS_BM, tiles = ceil_div(q->out ? q->out : 1, t) *
-						      (q->t[PROTO_T_DW].present ? ceil_div(q->in ? q->in : 1, t) : 1);
+	return variant_cmks_slices_side(q, min_rows, PIPELINES_CMKS_BM);
+}
+
+uint32_t variant_cmks_slices_side(const proto_request *q, uint64_t min_rows, uint64_t t)
+{
+	const uint64_t tiles = ceil_div(q->out ? q->out : 1, t) *
+			       (q->t[PROTO_T_DW].present ? ceil_div(q->in ? q->in : 1, t) : 1);
 	uint64_t s = VARIANT_CMKS_WAVE / tiles;
 	s = min_u64(s, q->batch / (min_rows ? min_rows : 1));
 	if (s < variant_cmks_min_slices(q))
@@ -266,7 +271,7 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 	const uint64_t per_slice = kshape_max_k(KERN_SPLITK, q->dtype);
 	if (q->dtype == PROTO_F32)
 		return;
-	if (p->param == KERN_SPLITK128 || p->param == KERN_CMK_SPLITK || p->param == KERN_CMKS_DX) {
+	if (p->param == KERN_SPLITK128 || pipelines_is_cmks(p->param) || p->param == KERN_CMKS_DX) {
 		/* f32 partials already, slices within the loop bound */
 	} else if (p->param == KERN_SPLITK) {
 		/* without split-K it would run tiled (placement.c): cut there */
@@ -665,6 +670,21 @@ void variant_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uin
 void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles)
 {
 	nv2_take(p, q, bm, bn, min_tiles, true, KERN_NV2_DW_S, KERN_NV2_DX_S);
+}
+
+void variant_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, bool has_s)
+{
+	if (p->param != KERN_CMK_SPLITK || q->dtype == PROTO_F32)
+		return;
+	const int k = pipelines_cmks_for(q->t[PROTO_T_DW].present ? q->in : 1, q->out);
+	if ((k == KERN_CMKS_L && !has_l) || (k == KERN_CMKS_S && !has_s) || k == KERN_CMK_SPLITK)
+		return;
+	/* (auto and forced alike cut at whole 64-row trips: VARIANT_CMKS_MIN_ROWS) */
+	const uint32_t s = variant_cmks_slices_side(q, KSHAPE_CMKS_STEP, pipelines_cmks_side(k));
+	if (s < p->min_slices) /* (never: the loop bound is the same; kept as it was) */
+		return;
+	p->param = k;
+	p->slices = s;
 }
 
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,

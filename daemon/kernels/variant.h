@@ -218,6 +218,20 @@ void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uin
 void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
 			uint32_t bn);
 
+/* linear_coopmat_khr_splitk_gemm's tiling for a 16-bit dW/db on split-K's
+ * tensor cores (KERN_CMK_SPLITK, auto or forced `coopmat_khr_splitk`):
+ * pipelines_cmks_for's (daemon/gpu/pipelines.h), where the device has
+ * that pipeline (has_l: KERN_CMKS_L, has_s: KERN_CMKS_S) — the 128x128
+ * tiles for layers of >= 128 features on both sides, the 32x32 ones for
+ * layers of <= 32 — with its slices again for its tile count
+ * (variant_cmks_slices_side: 528 / tiles, 64-row trips). Measured on the
+ * H100 (2026-12-06 10:03 UTC, bf16 dW+db, device tensors, 8 in flight):
+ * 248 us against 284 at 1,048,576x128x128, 221 / 270 at 262,144x256x256
+ * (128x128 tiles); 64 / 81 at 1,048,576x32x16 (32x32 tiles); both were
+ * slower at 1,048,576x64x64 (210 and 196 against 109). The fused dX
+ * plan (KERN_CMKS_DX) and f32 keep the 64x64 tile. */
+void variant_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, bool has_s);
+
 
 /* linear_tiled128_gemm's small tiling (KERN_TILED128_S, T128_TILE_SMALL:
  * 64x64 tiles) for an f32 dX (m = batch, n = in, k = out) of in <=
@@ -532,6 +546,8 @@ bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
 bool variant_cmks_fits(const proto_request *q);
 /* q's slices (see above), slices of at least min_rows rows; >= 1. */
 uint32_t variant_cmks_slices(const proto_request *q, uint64_t min_rows);
+/* The same on tiles of side t × t (variant_cmks_slices: t = 64). */
+uint32_t variant_cmks_slices_side(const proto_request *q, uint64_t min_rows, uint64_t t);
 /* The fewest slices q's batch may have on it: slices within the loop
  * bound (kshape_max_k(KERN_CMK_SPLITK)); placement gives it up below. */
 uint32_t variant_cmks_min_slices(const proto_request *q);

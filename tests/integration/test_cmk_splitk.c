@@ -4,8 +4,10 @@
  *
  * Where the device offers it (hello lists linear_coopmat_khr_splitk_gemm
  * for the dtype: a GPU with VK_KHR_cooperative_matrix), for f16 and bf16:
- *  - odd shapes (65,537×3×5, 262,147×33×17, 131,071×64×64, 20,000×257×2),
- *    every subset of dW / db (and once with dX, which runs coopmat_khr),
+ *  - odd shapes (65,537×3×5, 262,147×33×17, 131,071×64×64, 20,000×257×2,
+ *    and for the other two tilings, variant_cmks_tiling: 70,001×130×129 on
+ *    128x128 tiles, 65,539×32×31 on 32x32 ones; 65,537×3×5 takes them too),
+ *    every subset of dW / db (and with dX, which runs coopmat_khr),
  *    with accumulate and without, forced, each against the float64
  *    reference of the stored inputs, normwise (vkg_ref_max_rel_err): f16
  *    2e-3, bf16 1e-2 (client/ref.h: 16-bit inputs, f32 accumulation, each
@@ -70,7 +72,8 @@ static bool any_offered(const char *test)
 	return false;
 }
 
-static const uint64_t odd[][3] = {{65537, 3, 5}, {262147, 33, 17}, {131071, 64, 64}, {20000, 257, 2}};
+static const uint64_t odd[][3] = {{65537, 3, 5},    {262147, 33, 17},  {131071, 64, 64},
+				   {20000, 257, 2},  {70001, 130, 129}, {65539, 32, 31}};
 
 static void test_odd_shapes_every_output_subset(void **state)
 {
@@ -93,7 +96,9 @@ static void test_odd_shapes_every_output_subset(void **state)
 		/* with dX (coopmat_khr's) and every output */
 		failed += bwjob_check(g_d.sock, dt, 20000, 257, 2, O_DW | O_DB | O_DX, true, VARIANT, 300 + dt, 0);
 		failed += bwjob_check(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, VARIANT, 310 + dt, 0);
-		n += 2;
+		failed += bwjob_check(g_d.sock, dt, 70001, 130, 129, O_DW | O_DB | O_DX, true, VARIANT, 320 + dt, 0);
+		failed += bwjob_check(g_d.sock, dt, 65539, 32, 31, O_DW | O_DB | O_DX, false, VARIANT, 330 + dt, 0);
+		n += 4;
 	}
 	printf("%s odd shapes: %u jobs, %u failed\n", VARIANT, n, failed);
 	assert_int_equal(failed, 0);
@@ -113,6 +118,8 @@ static void test_unaligned_tensors(void **state)
 		if (g_offered[dt]) {
 			failed += bwjob_check(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 400 + dt, 4);
 			failed += bwjob_check(g_d.sock, dt, 65537, 3, 5, O_DW | O_DB, false, VARIANT, 410 + dt, 4);
+			failed += bwjob_check(g_d.sock, dt, 70001, 130, 129, O_DW | O_DB, true, VARIANT, 420 + dt, 4);
+			failed += bwjob_check(g_d.sock, dt, 65536, 128, 128, O_DW | O_DB, false, VARIANT, 430 + dt, 4);
 		}
 	assert_int_equal(failed, 0);
 }
@@ -139,6 +146,8 @@ static void test_loop_bound_small_dispatches(void **state)
 			failed += bwjob_check(g_cut.sock, dt, 131071, 64, 64, O_DW | O_DB, false, VARIANT, 500 + dt, 0);
 			failed += bwjob_check(g_cut.sock, dt, 262147, 33, 17, O_DW | O_DB, true, VARIANT, 510 + dt, 0);
 			failed += bwjob_check(g_cut.sock, dt, 20000, 257, 2, O_DB, true, VARIANT, 520 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 70001, 130, 129, O_DW | O_DB, false, VARIANT, 530 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 65539, 32, 31, O_DW | O_DB, true, VARIANT, 540 + dt, 0);
 		}
 	assert_int_equal(failed, 0);
 	expect_validation_clean(&g_cut, 0, "coopmat_khr_splitk, loops cut, small dispatches");
@@ -156,6 +165,8 @@ static void test_same_bits_every_run(void **state)
 		if (!g_offered[dt])
 			continue;
 		assert_int_equal(bwjob_same_bits(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, true, VARIANT, 7, 0), 0);
+		assert_int_equal(bwjob_same_bits(g_d.sock, dt, 70001, 130, 129, O_DW | O_DB, true, VARIANT, 8, 0), 0);
+		assert_int_equal(bwjob_same_bits(g_d.sock, dt, 65539, 32, 31, O_DW | O_DB, false, VARIANT, 9, 0), 0);
 	}
 }
 

@@ -1029,6 +1029,92 @@ static void test_cmks_dx_fused(void **state)
  * coopmat_khr_f32x3 (f32's KERN_CMK_DX); auto never takes it, whatever the
  * shape; not forced onto f16/bf16 (the daemon refuses those), nor where
  * the device lacks it. */
+/* variant_cmks_tiling: a 16-bit dW/db on coopmat_khr_splitk moves to the
+ * 128x128 tiles where in and out are both >= 128, to the 32x32 tiles where
+ * both are <= 32, where the device has that pipeline, with its slices
+ * again for its tile count; f32, the fused dX plan and other shapes keep
+ * the 64x64 tile. */
+static void test_cmks_tilings(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_CMK | VARIANT_HAS_CMKS | VARIANT_HAS_CMKS_DX;
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
+		for (int o = 0; o < 3; o++) { /* dW+db, dW, full backward */
+			const bool db = o != 1, dx = o == 2;
+			/* in x out: the kernel each takes */
+			static const struct {
+				uint64_t b, in, out;
+				int k;
+			} c[] = {
+				{1048576, 128, 128, KERN_CMKS_L}, {262144, 256, 256, KERN_CMKS_L},
+				{262147, 257, 129, KERN_CMKS_L},  {1048576, 127, 128, KERN_CMK_SPLITK},
+				{1048576, 128, 127, KERN_CMK_SPLITK}, {1048576, 64, 64, KERN_CMK_SPLITK},
+				{1048576, 32, 16, KERN_CMKS_S},   {1048576, 32, 32, KERN_CMKS_S},
+				{65537, 16, 31, KERN_CMKS_S},     {1048576, 33, 32, KERN_CMK_SPLITK},
+				{1048576, 32, 33, KERN_CMK_SPLITK},
+			};
+			for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+				proto_request q = job(c[i].b, c[i].in, c[i].out, true, db, dx, PROTO_VARIANT_AUTO);
+				q.dtype = (proto_dtype)dt;
+				variant_plan p = variant_choose(&q, gpu);
+				if (p.param != KERN_CMK_SPLITK) {
+					/* (dX beside dW, or the narrow family: untouched) */
+					const variant_plan before = p;
+					variant_cmks_tiling(&p, &q, true, true);
+					assert_memory_equal(&p, &before, sizeof(p));
+					assert_true(dx);
+					continue;
+				}
+				const variant_plan before = p;
+				/* without that pipeline: as the rules made it */
+				variant_cmks_tiling(&p, &q, c[i].k != KERN_CMKS_L, c[i].k != KERN_CMKS_S);
+				assert_memory_equal(&p, &before, sizeof(p));
+				variant_cmks_tiling(&p, &q, true, true);
+				assert_int_equal(p.param, c[i].k);
+				assert_int_equal(p.input, before.input);
+				assert_int_equal(p.min_slices, before.min_slices);
+				const uint64_t side = c[i].k == KERN_CMKS_L ? 128 : c[i].k == KERN_CMKS_S ? 32 : 64;
+				assert_int_equal(pipelines_cmks_side(p.param), side);
+				assert_int_equal(p.slices, variant_cmks_slices_side(&q, KSHAPE_CMKS_STEP, side));
+				/* whole trips, none empty, covering the batch */
+				const uint64_t l = kshape_cmks_len(q.batch, p.slices);
+				assert_true((uint64_t)(p.slices - 1) * l < q.batch && (uint64_t)p.slices * l >= q.batch);
+				assert_true(p.slices >= p.min_slices);
+			}
+		}
+	/* 262,144x256x256: 4 tiles of 128 -> 132 slices aimed for, 1,986 rows
+	 * -> 2,048: 128 slices (16 tiles of 64 -> 33 aimed for: 33) */
+	proto_request q = job(262144, 256, 256, true, true, false, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	variant_plan p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
+	assert_int_equal(p.slices, 33);
+	variant_cmks_tiling(&p, &q, true, true);
+	assert_int_equal(p.param, KERN_CMKS_L);
+	assert_int_equal(p.slices, 128);
+	/* 1,048,576x32x16: 1 tile of 32 -> 528 aimed for -> 1,986 rows -> 2,048: 512 */
+	q = job(1048576, 32, 16, true, true, false, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_BF16;
+	p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
+	variant_cmks_tiling(&p, &q, true, true);
+	assert_int_equal(p.param, KERN_CMKS_S);
+	assert_int_equal(p.slices, 512);
+	/* forced coopmat_khr_splitk takes the tilings too */
+	q = job(65537, 3, 5, true, true, true, PROTO_VARIANT_COOPMAT_KHR_SPLITK);
+	q.dtype = PROTO_F16;
+	p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
+	assert_int_equal(p.param, KERN_CMK_SPLITK);
+	variant_cmks_tiling(&p, &q, true, true);
+	assert_int_equal(p.param, KERN_CMKS_S);
+	assert_int_equal(p.input, KERN_CMK_DX);
+	/* f32 (coopmat_khr_f32_splitk's KERN_CMK_SPLITK): untouched */
+	q = job(1048576, 128, 128, true, true, false, PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
+	p = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_CMKS);
+	assert_int_equal(p.param, KERN_CMK_SPLITK);
+	const variant_plan before = p;
+	variant_cmks_tiling(&p, &q, true, true);
+	assert_memory_equal(&p, &before, sizeof(p));
+}
+
 static void test_f32_splitk_forced_only(void **state)
 {
 	(void)state;
@@ -1535,6 +1621,7 @@ int main(void)
 		cmocka_unit_test(test_cmk_splitk_narrow_long),
 		cmocka_unit_test(test_f32_splitk_forced_only),
 		cmocka_unit_test(test_cmks_dx_fused),
+		cmocka_unit_test(test_cmks_tilings),
 	};
 	return cmocka_run_group_tests_name("variant", tests, NULL, NULL);
 }
