@@ -95,6 +95,8 @@
 #                   long, after the float64 reference left the GPU idle
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
+#   NARROW_TABLE=0  suite narrow with its grid step only (no set, mid-size
+#                   GEMM, dX tilings or torch_narrow.py)
 #   GRID_VARIANTS   the grid step's families (default all ten)
 #   GRID_PRUNE      the grid step's --prune (default 3: a family whose first
 #                   job takes more than 3x the shape's fastest so far gets no
@@ -416,7 +418,7 @@ narrow_steps() {
 		grep -E "Register Count" "$R/debug.log" | grep -E "narrow|splitk|coopmat_khr" |
 			sed 's/^.*vkgradd: debug: //; s/Binary Size=[0-9]*; //' | cut -c1-220 | tee -a "$S"
 	fi
-	if [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
+	if [ "${NARROW_TABLE:-1}" != 0 ] && [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
 		say "torch_narrow.py"
 		(cd "$B" && timeout 240 "$PY" torch_narrow.py "$NSET" f32,bf16 &&
 			timeout 60 "$PY" torch_narrow.py "$MID" f32) >"$R/torch_narrow.jsonl" \
@@ -428,21 +430,27 @@ narrow_steps() {
 	local busy="${NARROW_RESIDENT:+--resident} --inflight ${NARROW_INFLIGHT:-8} --settle-ms ${SETTLE_MS:-1000}"
 	NX="$busy --warmup-ms ${NARROW_WARMUP_MS:-1000}"
 	GX="$busy --warmup-ms ${GRID_WARMUP_MS:-150}"
+	if [ "${NARROW_TABLE:-1}" = 0 ]; then
+		note "NARROW_TABLE=0: the set, the mid-size GEMM and the dX tilings left out"
+		narrow_grid "$copy"
+		return
+	fi
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy} $NX
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" ${copy:+--copy-gbps $copy} $NX
-	# BEFORE_VKGRADD's auto on the same set (dW+db and full), for a before/after in one run
+	# BEFORE_VKGRADD's auto on the same set (dW+db and full), for a before/after in one run,
+	# measured the same way ($NX: device tensors, jobs in flight, warm-up)
 	if [ -n "${BEFORE_VKGRADD:-}" ]; then
 		: >"$R/narrow_before.jsonl"
 		# shellcheck disable=SC2086
 		DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param-before "$BEFORE_VKGRADD" \
-			"$R/narrow_before.jsonl" "$NSET" f32,bf16 --variants auto --outputs dw,db ${copy:+--copy-gbps $copy}
+			"$R/narrow_before.jsonl" "$NSET" f32,bf16 --variants auto --outputs dw,db ${copy:+--copy-gbps $copy} $NX
 		# shellcheck disable=SC2086
 		DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines full-before "$BEFORE_VKGRADD" \
-			"$R/narrow_before.jsonl" "$NSET" f32,bf16 --variants auto ${copy:+--copy-gbps $copy}
+			"$R/narrow_before.jsonl" "$NSET" f32,bf16 --variants auto ${copy:+--copy-gbps $copy} $NX
 		$REPORT lines "$R/narrow_before.jsonl" | tee -a "$S"
 	fi
 	# issue 37 item 3: the mid-size f32 GEMM, auto and each family that can take it,
@@ -468,6 +476,12 @@ narrow_steps() {
 			--variants coopmat_khr_splitk --reps 5 ${copy:+--copy-gbps $copy}
 	done
 	[ -s "$R/dxtile.jsonl" ] && $REPORT lines "$R/dxtile.jsonl" | tee -a "$S"
+	narrow_grid "$copy"
+}
+
+# suite narrow's last step: auto against every family on the grid (copy_gbps $1)
+narrow_grid() {
+	local copy=$1
 	[ "${NARROW_GRID:-1}" = 0 ] && { note "NARROW_GRID=0: the grid step left out"; return; }
 	: >"$R/grid.jsonl"
 	# shellcheck disable=SC2086
