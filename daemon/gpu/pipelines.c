@@ -56,6 +56,8 @@ static const struct {
 			 sizeof(kiface_gemm_split)},
 	[KERN_CMKS_S] = {"linear_coopmat_khr_splitk_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM,
 			 sizeof(kiface_gemm_split)},
+	[KERN_CMKS_DX_S] = {"linear_coopmat_khr_splitk_dx_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM_SPLIT_DX,
+			    sizeof(kiface_gemm_split_dx)},
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -86,9 +88,8 @@ uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_k
 	return 16 * (2 * stage > epi ? 2 * stage : epi);
 }
 
-uint32_t pipelines_cmks_dx_shared(cmk_shape s)
+uint32_t pipelines_cmks_dx_shared(pipelines_cmk_tile t, cmk_shape s)
 {
-	const pipelines_cmk_tile t = PIPELINES_CMKS_DX_TILE;
 	const uint32_t two = pipelines_cmk_shared(t, s, true); /* (16 · max(2 stages, EPI)) */
 	const uint32_t bm = t.warps_m * t.wm, bn = t.warps_n * t.wn, bk = t.bk;
 	if (!two || (bk / t.warps_m) % s.m || bk / t.warps_m < s.m || bk % t.warps_m || bm % s.k)
@@ -329,6 +330,8 @@ static const char *kern_label(int k, int t)
 		return "linear_coopmat_khr_splitk_gemm (128x128 tiles)";
 	if (k == KERN_CMKS_S)
 		return "linear_coopmat_khr_splitk_gemm (32x32 tiles)";
+	if (k == KERN_CMKS_DX_S)
+		return "linear_coopmat_khr_splitk_dx_gemm (32x32 tiles)";
 	return pipelines_is_cmk(k) || pipelines_is_nv2(k) ? cmk[k - KERN_CMK_DW] : kern_name(k, t);
 }
 
@@ -432,6 +435,16 @@ static bool cmks_tiling_usable(const device *d, int k, int t, bool cmks_ok)
 	return b && b <= d->props.limits.maxComputeSharedMemorySize;
 }
 
+/* KERN_CMKS_DX_S: where KERN_CMKS_DX runs (cmks_dx_ok) and its 32x32
+ * tiling fits the device's matrices and shared memory. */
+static bool cmks_dx_s_usable(const device *d, int t, bool cmks_dx_ok)
+{
+	if (!cmks_dx_ok)
+		return false;
+	const uint32_t b = pipelines_cmks_dx_shared(PIPELINES_CMKS_S_TILE, d->cmk.shape[t]);
+	return b && b <= d->props.limits.maxComputeSharedMemorySize;
+}
+
 /* Can KERN_CMKS_DX run for dtype t (f16/bf16 where KERN_CMK_SPLITK can:
  * cmks_ok)? If not, why (into why[wl]; "" where its sibling is not served
  * either, which says why already). */
@@ -445,7 +458,7 @@ static bool cmks_dx_usable(const device *d, int t, bool cmks_ok, char *why, size
 		return false;
 	}
 	const cmk_shape s = d->cmk.shape[t];
-	const uint32_t b = pipelines_cmks_dx_shared(s);
+	const uint32_t b = pipelines_cmks_dx_shared(PIPELINES_CMKS_DX_TILE, s);
 	if (!b) {
 		snprintf(why, wl, "cooperative matrices that fit its 16-row bands of dX; the device's %ux%ux%u do not",
 			 s.m, s.n, s.k);
@@ -567,6 +580,8 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			if ((k == KERN_CMKS_L || k == KERN_CMKS_S) && !cmks_tiling_usable(d, k, t, cmks_ok[t]))
 				continue;
+			if (k == KERN_CMKS_DX_S && !cmks_dx_s_usable(d, t, cmks_dx_ok[t]))
+				continue;
 			if (k >= KERN_NV2_DW_S && k <= KERN_NV2_DX_S && !p->nv2_small_ok[t])
 				continue;
 			/* f32 (coopmat_khr_f32x3): the large tiling only */
@@ -591,7 +606,7 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 					      pipelines_cmk_tile_for(p, k, (proto_dtype)t));
 				bj->spec = &cs->info;
 			}
-			if (pipelines_is_cmks(k) || k == KERN_CMKS_DX) { /* dW only: A along m */
+			if (pipelines_is_cmks(k) || pipelines_is_cmks_dx(k)) { /* dW only: A along m */
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
 				cmk_spec_fill(cs, d->cmk.shape[t], true, pipelines_cmks_tile(k, (proto_dtype)t));
 				bj->spec = &cs->info;
@@ -701,7 +716,7 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 			continue;
 		}
 		const int jk = i / PROTO_DTYPE_COUNT;
-		if (rc == 0 && jobs[i].result != VK_SUCCESS && (pipelines_is_cmks(jk) || jk == KERN_CMKS_DX)) {
+		if (rc == 0 && jobs[i].result != VK_SUCCESS && (pipelines_is_cmks(jk) || pipelines_is_cmks_dx(jk))) {
 			/* optional too: dW/db keep their other kernels without
 			 * split-K's, dX its own pass without the fused one */
 			const int t = i % PROTO_DTYPE_COUNT;

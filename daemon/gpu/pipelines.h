@@ -51,6 +51,7 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
        KERN_TILED128_S /* linear_tiled128_gemm's small tiling (f32, T128_TILE_SMALL): narrow layers' dX */,
        KERN_CMKS_L /* KERN_CMK_SPLITK on 128x128 tiles (f16/bf16: PIPELINES_CMKS_L_TILE): layers of >= 128 features */,
        KERN_CMKS_S /* KERN_CMK_SPLITK on 32x32 tiles (f16/bf16: PIPELINES_CMKS_S_TILE): layers of <= 32 features */,
+       KERN_CMKS_DX_S /* KERN_CMKS_DX on 32x32 tiles (PIPELINES_CMKS_S_TILE): layers of <= 32 features */,
        KERN_COUNT };
 
 /* Is k one of linear_coopmat_khr_splitk_gemm's dW/db pipelines (split-K on
@@ -59,6 +60,13 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
 static inline bool pipelines_is_cmks(int k)
 {
 	return k == KERN_CMK_SPLITK || k == KERN_CMKS_L || k == KERN_CMKS_S;
+}
+
+/* Is k one of linear_coopmat_khr_splitk_dx_gemm's pipelines (dX beside
+ * split-K's dW: the 64x64 tiling, the 32x32 one)? */
+static inline bool pipelines_is_cmks_dx(int k)
+{
+	return k == KERN_CMKS_DX || k == KERN_CMKS_DX_S;
 }
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
@@ -126,19 +134,19 @@ typedef struct pipelines_cmk_tile {
 #define PIPELINES_CMKS_L_MIN_FEATURES 128u
 #define PIPELINES_CMKS_S_MAX_FEATURES 32u
 
-/* The tiling of KERN_CMK_SPLITK, KERN_CMKS_L, KERN_CMKS_S (f16/bf16,
- * dtype t), or KERN_CMKS_DX and f32's KERN_CMK_SPLITK (k). */
+/* The tiling of KERN_CMK_SPLITK, KERN_CMKS_L, KERN_CMKS_S, KERN_CMKS_DX_S
+ * (f16/bf16, dtype t), or KERN_CMKS_DX and f32's KERN_CMK_SPLITK (k). */
 static inline pipelines_cmk_tile pipelines_cmks_tile(int k, proto_dtype t)
 {
 	if (k == KERN_CMKS_L)
 		return PIPELINES_CMKS_L_TILE;
-	if (k == KERN_CMKS_S)
+	if (k == KERN_CMKS_S || k == KERN_CMKS_DX_S)
 		return PIPELINES_CMKS_S_TILE;
 	return k == KERN_CMK_SPLITK && t != PROTO_F32 ? PIPELINES_CMKS_TILE : PIPELINES_CMKS_DX_TILE;
 }
 
 /* The C tile's side (rows = columns) of split-K pipeline k
- * (pipelines_is_cmks, or KERN_CMKS_DX). */
+ * (pipelines_is_cmks or pipelines_is_cmks_dx). */
 static inline uint32_t pipelines_cmks_side(int k)
 {
 	const pipelines_cmk_tile t = pipelines_cmks_tile(k, PROTO_BF16);
@@ -248,7 +256,7 @@ uint32_t pipelines_cmk_shared_pieces(pipelines_cmk_tile t, cmk_shape s, bool a_k
  * BM × BN tile, the dX staging: shaders/coopmat_khr_gemm.glsl SH), or 0
  * where the tiling does not suit s (each k step's rows split over the
  * subgroups in whole CM_M bands; out's BM in whole CM_K steps). */
-uint32_t pipelines_cmks_dx_shared(cmk_shape s);
+uint32_t pipelines_cmks_dx_shared(pipelines_cmk_tile t, cmk_shape s);
 
 /* Save the cache atomically (temp file, fsync, rename); failures are logged. */
 void pipelines_save(const pipelines *p, const device *d);

@@ -285,7 +285,7 @@ static void record_cmk_splitk(const rec *r, int k)
 {
 	const proto_request *q = &r->j->req;
 	const bool dw = q->t[PROTO_T_DW].present, db = q->t[PROTO_T_DB].present;
-	const bool fused = k == KERN_CMKS_DX;
+	const bool fused = pipelines_is_cmks_dx(k);
 	const uint32_t S = r->j->plan.slices;
 	const uint64_t K = q->batch, m = q->out, n = dw ? q->in : 1, mn = m * q->in;
 	const uint64_t L = kshape_cmks_len(K, S);
@@ -443,7 +443,9 @@ static void record_input(const rec *r)
 int dispatch_unit_kernel(const job *j, unsigned mask)
 {
 	if (variant_dx_fused(&j->plan))
-		return mask == UNIT_BOTH ? KERN_CMKS_DX : mask == UNIT_PARAM ? KERN_CMK_SPLITK : KERN_CMK_DX;
+		return mask == UNIT_BOTH	 ? j->plan.param
+		       : mask == UNIT_PARAM ? (j->plan.param == KERN_CMKS_DX_S ? KERN_CMKS_S : KERN_CMK_SPLITK)
+					    : KERN_CMK_DX;
 	assert(mask != UNIT_BOTH);
 	const int k = mask == UNIT_PARAM ? j->plan.param : j->plan.input;
 	if (k == KERN_SPLITK || k == KERN_SPLITK128 || pipelines_is_cmks(k) || k == KERN_NARROW ||
@@ -457,7 +459,7 @@ void dispatch_unit(const rec *r, unsigned mask)
 	const int k = dispatch_unit_kernel(r->j, mask);
 	if (k == KERN_SPLITK || k == KERN_SPLITK128)
 		record_splitk(r, mask == UNIT_INPUT, k);
-	else if (pipelines_is_cmks(k) || k == KERN_CMKS_DX)
+	else if (pipelines_is_cmks(k) || pipelines_is_cmks_dx(k))
 		record_cmk_splitk(r, k);
 	else if (k == KERN_NARROW)
 		record_narrow_param(r);

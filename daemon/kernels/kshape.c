@@ -123,7 +123,8 @@ uint64_t kshape_max_k(int kern, proto_dtype dt)
 	case KERN_CMK_SPLITK:
 	case KERN_CMKS_L:
 	case KERN_CMKS_S:
-	case KERN_CMKS_DX: per = KSHAPE_CMKS_STEP; break; /* its two k steps of 32 per trip */
+	case KERN_CMKS_DX:
+	case KERN_CMKS_DX_S: per = KSHAPE_CMKS_STEP; break; /* its two k steps of 32 per trip */
 	default: per = 1; break;
 	}
 	return per * KSHAPE_MAX_LOOP_TRIPS;

@@ -74,7 +74,7 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
  * tile, or on the tensor cores)? */
 static bool is_splitk(int k)
 {
-	return k == KERN_SPLITK || k == KERN_SPLITK128 || pipelines_is_cmks(k) || k == KERN_CMKS_DX;
+	return k == KERN_SPLITK || k == KERN_SPLITK128 || pipelines_is_cmks(k) || pipelines_is_cmks_dx(k);
 }
 
 /* Does j's dX have split-K partials of its own? (Not a dX beside dW,
@@ -155,7 +155,7 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 		else if (j->plan.param == KERN_SPLITK128 && s)
 			/* whole 16-row steps, none empty (the same when s is the plan's) */
 			j->plan.slices = kshape_s128_slices(q->batch, s);
-		else if ((pipelines_is_cmks(j->plan.param) || j->plan.param == KERN_CMKS_DX) && s)
+		else if ((pipelines_is_cmks(j->plan.param) || pipelines_is_cmks_dx(j->plan.param)) && s)
 			/* whole 64-row trips, none empty (below min_slices: past the
 			 * loop bound, given up) */
 			j->plan.slices = kshape_cmks_slices(q->batch, s);
@@ -235,7 +235,8 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 				  VARIANT_NV2_SMALL_MIN_TILES);
 	variant_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
 	variant_cmks_tiling(&j->plan, q, p->pl->pipe[KERN_CMKS_L][t] != VK_NULL_HANDLE,
-			    p->pl->pipe[KERN_CMKS_S][t] != VK_NULL_HANDLE);
+			    p->pl->pipe[KERN_CMKS_S][t] != VK_NULL_HANDLE,
+			    p->pl->pipe[KERN_CMKS_S][t] && p->pl->pipe[KERN_CMKS_DX_S][t] && p->pl->pipe[KERN_CMK_DX][t]);
 	/* the rules measured on a GPU only (variant.h); a CPU device
 	 * (lavapipe) keeps the pick of the rules and its model: mid-size and
 	 * wide narrow f32 GEMMs on split-K's 128 tile, short narrow f32 layers

@@ -24,10 +24,11 @@ typedef struct variant_plan {
 			      * dX over an out too long for one dispatch), else 1 */
 } variant_plan;
 
-/* Does plan p run dX in its dW pass (KERN_CMKS_DX, variant.h)? */
+/* Does plan p run dX in its dW pass (KERN_CMKS_DX or KERN_CMKS_DX_S,
+ * variant.h)? */
 static inline bool variant_dx_fused(const variant_plan *p)
 {
-	return p->param == KERN_CMKS_DX;
+	return p->param == KERN_CMKS_DX || p->param == KERN_CMKS_DX_S;
 }
 
 #endif

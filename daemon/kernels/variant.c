@@ -271,7 +271,7 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 	const uint64_t per_slice = kshape_max_k(KERN_SPLITK, q->dtype);
 	if (q->dtype == PROTO_F32)
 		return;
-	if (p->param == KERN_SPLITK128 || pipelines_is_cmks(p->param) || p->param == KERN_CMKS_DX) {
+	if (p->param == KERN_SPLITK128 || pipelines_is_cmks(p->param) || pipelines_is_cmks_dx(p->param)) {
 		/* f32 partials already, slices within the loop bound */
 	} else if (p->param == KERN_SPLITK) {
 		/* without split-K it would run tiled (placement.c): cut there */
@@ -282,7 +282,7 @@ static void keep_one_rounding(const proto_request *q, variant_plan *p)
 		p->slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->batch, per_slice));
 		p->min_slices = 1;
 	}
-	if (p->input >= 0 && p->input != KERN_SPLITK128 && p->input != KERN_CMKS_DX &&
+	if (p->input >= 0 && p->input != KERN_SPLITK128 && !pipelines_is_cmks_dx(p->input) &&
 	    q->out > kshape_max_k(p->input, q->dtype)) {
 		p->input = KERN_SPLITK;
 		p->dx_slices = (uint32_t)min_u64(SPLITK_MAX, ceil_div(q->out, per_slice));
@@ -672,17 +672,22 @@ void variant_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uin
 	nv2_take(p, q, bm, bn, min_tiles, true, KERN_NV2_DW_S, KERN_NV2_DX_S);
 }
 
-void variant_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, bool has_s)
+void variant_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, bool has_s, bool has_dx_s)
 {
 	if (p->param != KERN_CMK_SPLITK || q->dtype == PROTO_F32)
 		return;
-	const int k = pipelines_cmks_for(q->t[PROTO_T_DW].present ? q->in : 1, q->out);
+	int k = pipelines_cmks_for(q->t[PROTO_T_DW].present ? q->in : 1, q->out);
 	if ((k == KERN_CMKS_L && !has_l) || (k == KERN_CMKS_S && !has_s) || k == KERN_CMK_SPLITK)
 		return;
 	/* (auto and forced alike cut at whole 64-row trips: VARIANT_CMKS_MIN_ROWS) */
 	const uint32_t s = variant_cmks_slices_side(q, KSHAPE_CMKS_STEP, pipelines_cmks_side(k));
 	if (s < p->min_slices) /* (never: the loop bound is the same; kept as it was) */
 		return;
+	/* auto's dX of such a layer on the narrow family: beside dW instead */
+	const bool fuse = k == KERN_CMKS_S && has_dx_s && q->variant == PROTO_VARIANT_AUTO &&
+			  q->t[PROTO_T_DW].present && p->input == KERN_NARROW_DX;
+	if (fuse)
+		k = p->input = KERN_CMKS_DX_S;
 	p->param = k;
 	p->slices = s;
 }

@@ -229,8 +229,13 @@ void variant_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_
  * 248 us against 284 at 1,048,576x128x128, 221 / 270 at 262,144x256x256
  * (128x128 tiles); 64 / 81 at 1,048,576x32x16 (32x32 tiles); both were
  * slower at 1,048,576x64x64 (210 and 196 against 109). The fused dX
- * plan (KERN_CMKS_DX) and f32 keep the 64x64 tile. */
-void variant_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, bool has_s);
+ * plan (KERN_CMKS_DX) and f32 keep the 64x64 tile. Where auto's plan for
+ * such a small layer has dX on the narrow family (variant.c: 16-bit dW/db
+ * on this family beside the narrow dX) and the device has has_dx_s, dX
+ * goes beside dW on the 32x32 tiles instead (param = input =
+ * KERN_CMKS_DX_S: linear_coopmat_khr_splitk_dx_gemm on them, one pass
+ * over dY). */
+void variant_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, bool has_s, bool has_dx_s);
 
 
 /* linear_tiled128_gemm's small tiling (KERN_TILED128_S, T128_TILE_SMALL:

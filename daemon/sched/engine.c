@@ -357,7 +357,7 @@ static void submit_slot(engine *e, uint32_t si)
 		e->devlocal_jobs += s->jobs[i]->devlocal;
 		e->splitk_jobs += s->jobs[i]->plan.param == KERN_SPLITK || s->jobs[i]->plan.input == KERN_SPLITK ||
 				  s->jobs[i]->plan.param == KERN_SPLITK128 || s->jobs[i]->plan.input == KERN_SPLITK128 ||
-				  pipelines_is_cmks(s->jobs[i]->plan.param) || s->jobs[i]->plan.param == KERN_CMKS_DX;
+				  pipelines_is_cmks(s->jobs[i]->plan.param) || pipelines_is_cmks_dx(s->jobs[i]->plan.param);
 	}
 	s->slice_len = sched_slice_len(e, s);
 	s->slice_from = s->slice_gpu_us = s->slices = 0;

@@ -12,8 +12,10 @@
  * on a daemon without a cost model and without streaming (the plan is the
  * rules' and the job one pass):
  *  - auto jobs of odd and even shapes (65,537×3×5, 131,071×64×64,
- *    262,147×33×17, 100,003×64×40, 65,536×257×64; 1,048,576×64×64 with
- *    every output), outputs dX alone (its own pass), dW+db+dX and dW+dX,
+ *    262,147×33×17, 100,003×64×40, 65,536×257×64, and on the 32x32 tiles
+ *    (KERN_CMKS_DX_S: in and out <= 32) 131,073×32×17 and 65,539×31×29;
+ *    1,048,576×64×64 and 1,048,576×32×16 with every output), outputs dX
+ *    alone (its own pass), dW+db+dX and dW+dX,
  *    with accumulate and without, half of them with every tensor at an odd
  *    element offset (no vector loads or stores), each against the float64
  *    reference of the stored inputs, normwise (vkg_ref_max_rel_err): f16
@@ -74,8 +76,8 @@ static bool any_offered(const char *test)
 }
 
 /* B, I, O */
-static const uint64_t shapes[][3] = {{65537, 3, 5},    {131071, 64, 64}, {262147, 33, 17},
-				     {100003, 64, 40}, {65536, 257, 64}};
+static const uint64_t shapes[][3] = {{65537, 3, 5},    {131071, 64, 64},  {262147, 33, 17}, {100003, 64, 40},
+				     {65536, 257, 64}, {131073, 32, 17}, {65539, 31, 29}};
 
 static void test_fused_shapes_outputs_offsets(void **state)
 {
@@ -100,7 +102,9 @@ static void test_fused_shapes_outputs_offsets(void **state)
 		/* the shape of issue 37, every output, aligned and not */
 		failed += bwjob_check(g_d.sock, dt, 1048576, 64, 64, O_DW | O_DB | O_DX, false, "auto", 300 + dt, 0);
 		failed += bwjob_check(g_d.sock, dt, 1048576, 64, 64, O_DW | O_DB | O_DX, true, "auto", 310 + dt, 6);
-		n += 2;
+		failed += bwjob_check(g_d.sock, dt, 1048576, 32, 16, O_DW | O_DB | O_DX, false, "auto", 320 + dt, 0);
+		failed += bwjob_check(g_d.sock, dt, 1048576, 32, 16, O_DW | O_DB | O_DX, true, "auto", 330 + dt, 2);
+		n += 4;
 	}
 	printf("%s: %u auto jobs, %u failed\n", KERNEL, n, failed);
 	assert_int_equal(failed, 0);
@@ -120,6 +124,7 @@ static void test_same_bits_every_run(void **state)
 			continue;
 		for (int acc = 0; acc < 2; acc++)
 			assert_int_equal(bwjob_same_bits(g_d.sock, dt, 262147, 33, 17, O_DW | O_DB | O_DX, acc, "auto", 7, 2), 0);
+		assert_int_equal(bwjob_same_bits(g_d.sock, dt, 131073, 32, 17, O_DW | O_DB | O_DX, true, "auto", 8, 0), 0);
 	}
 }
 
@@ -137,18 +142,25 @@ static void test_stats_count_it(void **state)
 		if (!g_offered[dt])
 			continue;
 		proto_stats s0, s1, s2, s3;
-		assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
-		assert_int_equal(bwjob_check(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB, false, "auto", 600 + dt, 0), 0);
-		assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
-		assert_int_equal(bwjob_check(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, "auto", 610 + dt, 0), 0);
-		assert_int_equal(rawsock_stats(g_d.sock, &s2), 0);
-		assert_int_equal(s1.splitk_jobs, s0.splitk_jobs + 1);
-		assert_int_equal(s2.splitk_jobs, s1.splitk_jobs + 1);
-		const uint64_t without = s1.dispatches - s0.dispatches, with = s2.dispatches - s1.dispatches;
-		printf("%s 131071x64x64 auto: %llu dispatches with dX, %llu without\n", bwjob_dtype[dt],
-		       (unsigned long long)with, (unsigned long long)without);
-		assert_true(without >= 2); /* (the partials, then dW's and db's reduce) */
-		assert_int_equal(with, without);
+		/* the 64x64 tiles, then the 32x32 ones (KERN_CMKS_DX_S) */
+		static const uint64_t io[][2] = {{32, 17}, {64, 64}};
+		for (int i = 0; i < 2; i++) {
+			const uint64_t I = io[i][0], O = io[i][1];
+			assert_int_equal(rawsock_stats(g_d.sock, &s0), 0);
+			assert_int_equal(bwjob_check(g_d.sock, dt, 131071, I, O, O_DW | O_DB, false, "auto", 600 + dt, 0), 0);
+			assert_int_equal(rawsock_stats(g_d.sock, &s1), 0);
+			assert_int_equal(bwjob_check(g_d.sock, dt, 131071, I, O, O_DW | O_DB | O_DX, false, "auto", 610 + dt, 0),
+					 0);
+			assert_int_equal(rawsock_stats(g_d.sock, &s2), 0);
+			assert_int_equal(s1.splitk_jobs, s0.splitk_jobs + 1);
+			assert_int_equal(s2.splitk_jobs, s1.splitk_jobs + 1);
+			const uint64_t without = s1.dispatches - s0.dispatches, with = s2.dispatches - s1.dispatches;
+			printf("%s 131071x%llux%llu auto: %llu dispatches with dX, %llu without\n", bwjob_dtype[dt],
+			       (unsigned long long)I, (unsigned long long)O, (unsigned long long)with,
+			       (unsigned long long)without);
+			assert_true(without >= 2); /* (the partials, then dW's and db's reduce) */
+			assert_int_equal(with, without);
+		}
 		/* forced coopmat_khr_splitk: unfused (dX on coopmat_khr's pass;
 		 * its own slices, so its dispatch count is only printed), correct */
 		bwjob_outcome oc = bwjob_run(g_d.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, VARIANT, 620 + dt, 0,
@@ -185,6 +197,7 @@ static void test_loop_bound_small_dispatches(void **state)
 			failed += bwjob_check(g_cut.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, false, "auto", 500 + dt, 0);
 			failed += bwjob_check(g_cut.sock, dt, 262147, 33, 17, O_DW | O_DX, true, "auto", 510 + dt, 2);
 			failed += bwjob_check(g_cut.sock, dt, 65536, 257, 64, O_DW | O_DB | O_DX, true, "auto", 520 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 131073, 32, 17, O_DW | O_DB | O_DX, false, "auto", 530 + dt, 2);
 		}
 	assert_int_equal(failed, 0);
 	expect_validation_clean(&g_cut, 0, KERNEL ", loops cut, small dispatches");
@@ -213,6 +226,7 @@ static void test_streamed_runs_unfused(void **state)
 		if (g_offered[dt]) {
 			failed += bwjob_check(g_st.sock, dt, 131071, 64, 64, O_DW | O_DB | O_DX, true, "auto", 800 + dt, 0);
 			failed += bwjob_check(g_st.sock, dt, 65537, 3, 5, O_DW | O_DX, false, "auto", 810 + dt, 2);
+			failed += bwjob_check(g_st.sock, dt, 131073, 32, 17, O_DW | O_DB | O_DX, true, "auto", 820 + dt, 0);
 		}
 	assert_int_equal(rawsock_stats(g_st.sock, &s1), 0);
 	printf("streaming daemon: %llu of the jobs streamed\n", (unsigned long long)(s1.stream_jobs - s0.stream_jobs));

@@ -1033,7 +1033,8 @@ static void test_cmks_dx_fused(void **state)
  * 128x128 tiles where in and out are both >= 128, to the 32x32 tiles where
  * both are <= 32, where the device has that pipeline, with its slices
  * again for its tile count; f32, the fused dX plan and other shapes keep
- * the 64x64 tile. */
+ * the 64x64 tile. Auto's narrow dX beside it on the 32x32 tiles goes into
+ * the dW pass where the device has KERN_CMKS_DX_S. */
 static void test_cmks_tilings(void **state)
 {
 	(void)state;
@@ -1060,16 +1061,16 @@ static void test_cmks_tilings(void **state)
 				if (p.param != KERN_CMK_SPLITK) {
 					/* (dX beside dW, or the narrow family: untouched) */
 					const variant_plan before = p;
-					variant_cmks_tiling(&p, &q, true, true);
+					variant_cmks_tiling(&p, &q, true, true, false);
 					assert_memory_equal(&p, &before, sizeof(p));
 					assert_true(dx);
 					continue;
 				}
 				const variant_plan before = p;
 				/* without that pipeline: as the rules made it */
-				variant_cmks_tiling(&p, &q, c[i].k != KERN_CMKS_L, c[i].k != KERN_CMKS_S);
+				variant_cmks_tiling(&p, &q, c[i].k != KERN_CMKS_L, c[i].k != KERN_CMKS_S, false);
 				assert_memory_equal(&p, &before, sizeof(p));
-				variant_cmks_tiling(&p, &q, true, true);
+				variant_cmks_tiling(&p, &q, true, true, false);
 				assert_int_equal(p.param, c[i].k);
 				assert_int_equal(p.input, before.input);
 				assert_int_equal(p.min_slices, before.min_slices);
@@ -1088,14 +1089,14 @@ static void test_cmks_tilings(void **state)
 	q.dtype = PROTO_BF16;
 	variant_plan p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
 	assert_int_equal(p.slices, 33);
-	variant_cmks_tiling(&p, &q, true, true);
+	variant_cmks_tiling(&p, &q, true, true, false);
 	assert_int_equal(p.param, KERN_CMKS_L);
 	assert_int_equal(p.slices, 128);
 	/* 1,048,576x32x16: 1 tile of 32 -> 528 aimed for -> 1,986 rows -> 2,048: 512 */
 	q = job(1048576, 32, 16, true, true, false, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
-	variant_cmks_tiling(&p, &q, true, true);
+	variant_cmks_tiling(&p, &q, true, true, false);
 	assert_int_equal(p.param, KERN_CMKS_S);
 	assert_int_equal(p.slices, 512);
 	/* forced coopmat_khr_splitk takes the tilings too */
@@ -1103,15 +1104,62 @@ static void test_cmks_tilings(void **state)
 	q.dtype = PROTO_F16;
 	p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
 	assert_int_equal(p.param, KERN_CMK_SPLITK);
-	variant_cmks_tiling(&p, &q, true, true);
+	variant_cmks_tiling(&p, &q, true, true, false);
 	assert_int_equal(p.param, KERN_CMKS_S);
 	assert_int_equal(p.input, KERN_CMK_DX);
+	/* auto's full backward of a layer of <= 32 features: dW/db on the
+	 * 32x32 tiles beside the narrow family's dX, or, where the device has
+	 * it, dX beside dW on them (KERN_CMKS_DX_S) with the same slices */
+	const unsigned g16 = VARIANT_HAS_NARROW | VARIANT_HAS_CMK | VARIANT_HAS_CMKS | VARIANT_HAS_CMKS_DX;
+	static const uint64_t small[][2] = {{32, 16}, {32, 32}, {16, 31}, {17, 17}};
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
+		for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++)
+			for (int acc = 0; acc < 2; acc++) {
+				q = job(1048576, small[i][0], small[i][1], true, true, true, PROTO_VARIANT_AUTO);
+				q.dtype = (proto_dtype)dt;
+				q.accumulate = acc;
+				p = variant_choose(&q, g16);
+				assert_int_equal(p.param, KERN_CMK_SPLITK);
+				assert_int_equal(p.input, KERN_NARROW_DX);
+				variant_plan u = p;
+				variant_cmks_tiling(&u, &q, true, true, false);
+				assert_int_equal(u.param, KERN_CMKS_S);
+				assert_int_equal(u.input, KERN_NARROW_DX);
+				assert_false(variant_dx_fused(&u));
+				variant_cmks_tiling(&p, &q, true, true, true);
+				assert_int_equal(p.param, KERN_CMKS_DX_S);
+				assert_int_equal(p.input, KERN_CMKS_DX_S);
+				assert_true(variant_dx_fused(&p));
+				assert_int_equal(p.slices, u.slices);
+				assert_int_equal(p.min_slices, u.min_slices);
+				assert_int_equal(pipelines_cmks_side(p.param), 32);
+			}
+	/* not fused: dW/db alone; a layer of < 256 weights (dW/db on the
+	 * narrow family); 33 features; forced coopmat_khr_splitk (dX on
+	 * coopmat_khr) */
+	static const struct {
+		uint64_t in, out;
+		bool dw, dx;
+		proto_variant v;
+	} keep[] = {{32, 16, true, false, PROTO_VARIANT_AUTO},
+		    {16, 15, true, true, PROTO_VARIANT_AUTO},
+		    {33, 16, true, true, PROTO_VARIANT_AUTO},
+		    {32, 16, false, true, PROTO_VARIANT_AUTO},
+		    {32, 16, true, true, PROTO_VARIANT_COOPMAT_KHR_SPLITK}};
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+		q = job(1048576, keep[i].in, keep[i].out, keep[i].dw, true, keep[i].dx, keep[i].v);
+		q.dtype = PROTO_BF16;
+		p = variant_choose(&q, g16);
+		variant_cmks_tiling(&p, &q, true, true, true);
+		assert_false(variant_dx_fused(&p));
+		assert_int_not_equal(p.input, KERN_CMKS_DX_S);
+	}
 	/* f32 (coopmat_khr_f32_splitk's KERN_CMK_SPLITK): untouched */
 	q = job(1048576, 128, 128, true, true, false, PROTO_VARIANT_COOPMAT_KHR_F32_SPLITK);
 	p = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_CMKS);
 	assert_int_equal(p.param, KERN_CMK_SPLITK);
 	const variant_plan before = p;
-	variant_cmks_tiling(&p, &q, true, true);
+	variant_cmks_tiling(&p, &q, true, true, false);
 	assert_memory_equal(&p, &before, sizeof(p));
 }
 
