@@ -220,8 +220,16 @@ static void test_tiny_job_beside_a_flood(void **state)
 
 /* Two tenants keep large jobs in flight, one job twice the other's size:
  * shared by GPU time, each gets about half of it, so the one with jobs
- * half the size finishes about twice as many. Shares (multiply-adds done
- * in the same span) within 2x of each other. Both must be large jobs: on
+ * half the size finishes about twice as many. Shares of GPU time (each
+ * answer's gpu_us over its batch's jobs, summed per tenant over the same
+ * span) within 2x of each other; the multiply-adds are printed beside.
+ * GPU time, not multiply-adds: the kernels the daemon picks for the two
+ * shapes need not be equally fast. On lavapipe the daemon measures its
+ * cost model at start, and a start under load (make test runs two test
+ * binaries at once) once made it pick a kernel three times slower for one
+ * tenant's shape: its 38 jobs took 73 ms each against the estimate's 22,
+ * so it got half the GPU time but a fifth of the multiply-adds (shares
+ * 0.22 : 0.78, 1 failure in 55 runs, 2026-12-06). Both must be large jobs: on
  * lavapipe the smaller tenant's jobs of 256x512x64 took about 7 ms, near
  * the CPU's small-job bound (5 ms of estimated time). In 3 of 22 runs
  * (2026-12-06) that tenant finished 348-860 jobs where it usually
@@ -245,6 +253,7 @@ static void test_two_heavy_tenants_share_gpu_time(void **state)
 	}
 	/* both keep N in flight: each answer is followed by the same job again */
 	uint64_t done_a = 0, done_b = 0;
+	double gpu_a = 0, gpu_b = 0; /* us of GPU time, a batch's shared by its jobs */
 	const uint64_t end = now_us() + SECONDS * 1000000ull;
 	while (now_us() < end) {
 		for (int side = 0; side < 2; side++) {
@@ -257,6 +266,7 @@ static void test_two_heavy_tenants_share_gpu_time(void **state)
 				if (pr != 0)
 					fail_msg("poll: %s: %s", err.code, err.message);
 				*(side ? &done_b : &done_a) += 1;
+				*(side ? &gpu_b : &gpu_a) += (double)r.gpu_us / (double)(r.batch_jobs ? r.batch_jobs : 1);
 				vkg_job j = heavy_job(h, k);
 				assert_int_equal(vkg_submit(h->c, &j, &hd[k], &err), 0);
 			}
@@ -270,13 +280,18 @@ static void test_two_heavy_tenants_share_gpu_time(void **state)
 	heavy_check(&a);
 	heavy_check(&b);
 	const double macs_a = (double)done_a * 1024 * 512 * 64, macs_b = (double)done_b * 512 * 512 * 64;
-	printf("in %d s: tenant A %llu jobs (%.3g multiply-adds), tenant B (half-size jobs) %llu "
-	       "jobs (%.3g): shares %.2f : %.2f\n", SECONDS, (unsigned long long)done_a, macs_a,
-	       (unsigned long long)done_b, macs_b, macs_a / (macs_a + macs_b), macs_b / (macs_a + macs_b));
+	printf("in %d s: tenant A %llu jobs (%.3g multiply-adds, %.0f ms of GPU time), tenant B (half-size "
+	       "jobs) %llu jobs (%.3g, %.0f ms): GPU-time shares %.2f : %.2f, multiply-add shares %.2f : %.2f\n",
+	       SECONDS, (unsigned long long)done_a, macs_a, gpu_a / 1e3, (unsigned long long)done_b, macs_b,
+	       gpu_b / 1e3, gpu_a / (gpu_a + gpu_b + 1e-9), gpu_b / (gpu_a + gpu_b + 1e-9),
+	       macs_a / (macs_a + macs_b), macs_b / (macs_a + macs_b));
 	heavy_close(&a);
 	heavy_close(&b);
-	if (macs_a > 2 * macs_b || macs_b > 2 * macs_a || done_a == 0 || done_b == 0)
-		fail_msg("GPU-time shares not within 2x: %.3g against %.3g multiply-adds", macs_a, macs_b);
+	if (done_a == 0 || done_b == 0 || gpu_a <= 0 || gpu_b <= 0)
+		fail_msg("a tenant got no GPU time: %llu and %llu jobs, %.0f and %.0f us", (unsigned long long)done_a,
+			 (unsigned long long)done_b, gpu_a, gpu_b);
+	if (gpu_a > 2 * gpu_b || gpu_b > 2 * gpu_a)
+		fail_msg("GPU-time shares not within 2x: %.0f against %.0f us", gpu_a, gpu_b);
 }
 
 /* One connection: a large job writes dW; a small job then reads four rows
