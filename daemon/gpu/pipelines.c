@@ -198,7 +198,7 @@ static int t128_choice(pipelines *p, const device *d, const config_env *env, cha
 
 /* The small layers' tiling for dtype dt (NV2_TILE_SMALL_DEFAULT) where
  * it fits the device (p->nv2_small_ok[dt]); where it does not, small
- * layers keep coopmat_khr (variant_nv2_small). */
+ * layers keep coopmat_khr (refine_nv2_small). */
 static void nv2_small_choice(pipelines *p, const device *d, int dt)
 {
 	char why[640];
@@ -426,7 +426,7 @@ static bool cmks_usable(pipelines *p, const device *d, int t, bool cmk_ok)
 /* Can KERN_CMKS_L or KERN_CMKS_S (k) run for dtype t: f16/bf16 where
  * KERN_CMK_SPLITK can (cmks_ok), its tiling fitting the device's matrices
  * and shared memory? Where not, auto keeps such layers on KERN_CMK_SPLITK
- * (variant_cmks_tiling): nothing to say. */
+ * (refine_cmks_tiling): nothing to say. */
 static bool cmks_tiling_usable(const device *d, int k, int t, bool cmks_ok)
 {
 	if (!cmks_ok || t == PROTO_F32)

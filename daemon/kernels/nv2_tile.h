@@ -31,7 +31,7 @@
 /* the default: the fastest of a sweep on the H200 (docs/kernels.md) */
 #define NV2_TILE_DEFAULT "128x256x64x0x1x8x1"
 /* the tiling for GEMMs too small for the default's tiles to fill the GPU
- * (variant_nv2_small): the same sweep's best at 2048x1024x1024 */
+ * (refine_nv2_small): the same sweep's best at 2048x1024x1024 */
 #define NV2_TILE_SMALL_DEFAULT "128x128x64x0x1x8x0"
 #define NV2_TILE_FORM                                                                          \
 	"BMxBNxBKxTHREADS[xUNCLAMP[xUNROLL[xDBAPART]]], e.g. 128x128x32x256 or 128x256x64x256x1x8x1 " \

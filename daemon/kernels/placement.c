@@ -4,6 +4,7 @@
 #include "log.h"
 #include "scratch.h"
 #include "job.h"
+#include "refine.h"
 #include "variant.h"
 
 #include <string.h>
@@ -229,12 +230,12 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 							   ? VARIANT_HAS_NV2 : 0u),
 					  &p->cost);
 	if (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t])
-		variant_nv2_large(&j->plan, q, p->pl->nv2[t].bm, p->pl->nv2[t].bn, VARIANT_NV2_MIN_TILES);
+		refine_nv2_large(&j->plan, q, p->pl->nv2[t].bm, p->pl->nv2[t].bn, VARIANT_NV2_MIN_TILES);
 	if (p->pl->pipe[KERN_NV2_DW_S][t] && p->pl->pipe[KERN_NV2_DX_S][t])
-		variant_nv2_small(&j->plan, q, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
+		refine_nv2_small(&j->plan, q, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
 				  VARIANT_NV2_SMALL_MIN_TILES);
-	variant_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
-	variant_cmks_tiling(&j->plan, q, p->pl->pipe[KERN_CMKS_L][t] != VK_NULL_HANDLE,
+	refine_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
+	refine_cmks_tiling(&j->plan, q, p->pl->pipe[KERN_CMKS_L][t] != VK_NULL_HANDLE,
 			    p->pl->pipe[KERN_CMKS_S][t] != VK_NULL_HANDLE,
 			    p->pl->pipe[KERN_CMKS_S][t] && p->pl->pipe[KERN_CMKS_DX_S][t] && p->pl->pipe[KERN_CMK_DX][t]);
 	/* the rules measured on a GPU only (variant.h); a CPU device
@@ -245,13 +246,13 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	 * layers on the seed kernels */
 	const bool gpu = p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
 	if (gpu && p->pl->pipe[KERN_SPLITK128][t] && p->pl->pipe[KERN_REDUCE][t])
-		variant_splitk128(&j->plan, q);
+		refine_splitk128(&j->plan, q);
 	if (gpu && p->pl->pipe[KERN_SPLITK][t] && p->pl->pipe[KERN_REDUCE][t])
-		variant_narrow_short(&j->plan, q);
+		refine_narrow_short(&j->plan, q);
 	if (p->pl->pipe[KERN_TILED128_S][t])
-		variant_t128_small(&j->plan, q, gpu);
+		refine_t128_small(&j->plan, q, gpu);
 	if (gpu)
-		variant_short(&j->plan, q);
+		refine_short(&j->plan, q);
 	j->devlocal = false;
 	j->streamed = false; /* the engine decides (stream_wants) */
 	j->act_no_scratch = false;
@@ -299,7 +300,7 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	 * took 2,389 us with dX on tiled (the 64 tile) against splitk128
 	 * forced's 1,896 (the 128 tile's body for dX, in one slice). */
 	if ((dl || (gpu && job_all_device_tensors(j))) && p->pl->pipe[KERN_TILED128][j->req.dtype])
-		variant_widen(&j->plan, q);
+		refine_widen(&j->plan, q);
 	if (dl) {
 		j->devlocal = true;
 		for (int t = 0; t < PROTO_T_COUNT; t++)

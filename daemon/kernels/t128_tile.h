@@ -22,7 +22,7 @@
 /* the f32 default: the fastest of a sweep on the H200 (docs/kernels.md) */
 #define T128_TILE_DEFAULT "128x128x8x8x16x2x0x8"
 /* The small tiling (KERN_TILED128_S, f32): dX of narrow layers (in <= 64,
- * variant_t128_small). The fastest of five 64-wide tilings on the H100
+ * refine_t128_small). The fastest of five 64-wide tilings on the H100
  * (2026-12-06 08:14 UTC, dX forced to tiled128 with VKGRAD_T128_TILE):
  * 308 us at 1,048,576x64x64 against 532 on the default's 128x128 tiles
  * (half of them padding) and 544 on the narrow family; 1,149 / 1,985 /

@@ -5,7 +5,7 @@
  * Where the device offers it (hello lists linear_coopmat_khr_splitk_gemm
  * for the dtype: a GPU with VK_KHR_cooperative_matrix), for f16 and bf16:
  *  - odd shapes (65,537×3×5, 262,147×33×17, 131,071×64×64, 20,000×257×2,
- *    and for the other two tilings, variant_cmks_tiling: 70,001×130×129 on
+ *    and for the other two tilings, refine_cmks_tiling: 70,001×130×129 on
  *    128x128 tiles, 65,539×32×31 on 32x32 ones; 65,537×3×5 takes them too),
  *    every subset of dW / db (and with dX, which runs coopmat_khr),
  *    with accumulate and without, forced, each against the float64

@@ -160,7 +160,7 @@ static void test_tilings(void **state)
 
 /* The small tiling beside the default (KERN_TILED128_S, T128_TILE_SMALL):
  * a daemon without VKGRAD_T128_TILE says it has it, and runs a forced
- * tiled128 f32 dX of in <= 64 on it (variant_t128_small): shapes at its
+ * tiled128 f32 dX of in <= 64 on it (refine_t128_small): shapes at its
  * 64x64 tile's and 16-row k step's edges, in from 1 to 64, every output
  * subset (dW/db stay on the 128x128 tiles), against float64. */
 static void test_small_tiling(void **state)

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "pipelines.h"
+#include "refine.h"
 #include "variant.h"
 
 static proto_request job(uint64_t b, uint64_t i, uint64_t o, bool dw, bool db, bool dx,
@@ -220,7 +221,7 @@ static void test_coopmat_khr_first(void **state)
 		assert_int_equal(p.param, KERN_CMK_DW);
 		assert_int_equal(p.input, KERN_CMK_DX);
 		/* not widened to tiled128 */
-		variant_widen(&p, &q);
+		refine_widen(&p, &q);
 		assert_int_equal(p.param, KERN_CMK_DW);
 		assert_int_equal(p.input, KERN_CMK_DX);
 	}
@@ -255,7 +256,7 @@ static void test_coopmat_khr_first(void **state)
 	p = variant_choose(&q, both | VARIANT_HAS_NV2);
 	assert_int_equal(p.param, KERN_NV2_DW);
 	assert_int_equal(p.input, KERN_NV2_DX);
-	variant_cmk_tiling(&p, &q, 1u << 30, 128, 128); /* not a coopmat_khr kernel: untouched */
+	refine_cmk_tiling(&p, &q, 1u << 30, 128, 128); /* not a coopmat_khr kernel: untouched */
 	assert_int_equal(p.param, KERN_NV2_DW);
 	p = variant_choose(&q, both);
 	assert_false(pipelines_is_nv2(p.param) || pipelines_is_nv2(p.input));
@@ -285,7 +286,7 @@ static void test_coopmat_khr_f32x3_forced_only(void **state)
 	p = variant_choose(&q, all);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_CMK_DX);
-	variant_cmk_tiling(&p, &q, 1u << 30, 128, 128); /* every GEMM "small": still the large one */
+	refine_cmk_tiling(&p, &q, 1u << 30, 128, 128); /* every GEMM "small": still the large one */
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	/* db alone: the seed kernel, as for coopmat_khr */
@@ -321,14 +322,14 @@ static void test_nv2_large(void **state)
 	q.dtype = PROTO_BF16;
 	variant_plan p = variant_choose(&q, caps);
 	assert_int_equal(p.param, KERN_CMK_DW); /* variant_choose alone: coopmat_khr */
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES); /* dW 32x16, dX 64x16 tiles */
+	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES); /* dW 32x16, dX 64x16 tiles */
 	assert_int_equal(p.param, KERN_NV2_DW);
 	assert_int_equal(p.input, KERN_NV2_DX);
 	/* 2048x1024x1024: dW 8x4, dX 16x4: coopmat_khr (then its small tiling) */
 	q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F16;
 	p = variant_choose(&q, caps);
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	/* the edge, dW and dX apart: dW 16x16 = 256 tiles of 128x256 at out
@@ -336,29 +337,29 @@ static void test_nv2_large(void **state)
 	q = job(4096, 4096, 2048, true, false, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, caps);
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_NV2_DW);
 	assert_int_equal(p.input, KERN_NV2_DX);
 	q.out = 2048 - 128;
 	p = variant_choose(&q, caps);
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_NV2_DX);
 	/* forced coopmat_khr stays; f32 and bm 0 (no nv2) are left alone */
 	q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_COOPMAT_KHR);
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, caps);
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	q.variant = PROTO_VARIANT_AUTO;
 	p = variant_choose(&q, caps);
-	variant_nv2_large(&p, &q, 0, 0, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 0, 0, VARIANT_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_NV2);
 	const variant_plan before = p;
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
 	assert_int_equal(p.param, before.param);
 	assert_int_equal(p.input, before.input);
 	/* a reduction past nv2's loop bound (16 per trip) keeps coopmat_khr */
@@ -367,13 +368,13 @@ static void test_nv2_large(void **state)
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, caps);
 	if (p.param == KERN_CMK_DW) {
-		variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+		refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
 		assert_int_equal(p.param, KERN_CMK_DW);
 	}
 	q.batch = kmax;
 	p = variant_choose(&q, caps);
 	assert_int_equal(p.param, KERN_CMK_DW);
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_NV2_DW);
 }
 
@@ -383,8 +384,8 @@ static variant_plan nv2_plan(proto_request q, proto_dtype dt, unsigned caps, uin
 {
 	q.dtype = dt;
 	variant_plan p = variant_choose(&q, caps);
-	variant_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
-	variant_nv2_small(&p, &q, sbm, sbm, VARIANT_NV2_SMALL_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_small(&p, &q, sbm, sbm, VARIANT_NV2_SMALL_MIN_TILES);
 	return p;
 }
 
@@ -447,12 +448,12 @@ static void test_coopmat_khr_tiling(void **state)
 	proto_request q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
 	variant_plan p = variant_choose(&q, VARIANT_HAS_CMK);
-	variant_cmk_tiling(&p, &q, 256, 128, 128); /* dW 32x32 tiles, dX 64x32 */
+	refine_cmk_tiling(&p, &q, 256, 128, 128); /* dW 32x32 tiles, dX 64x32 */
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, VARIANT_HAS_CMK);
-	variant_cmk_tiling(&p, &q, 256, 128, 128); /* dW 8x8, dX 16x8 */
+	refine_cmk_tiling(&p, &q, 256, 128, 128); /* dW 8x8, dX 16x8 */
 	assert_int_equal(p.param, KERN_CMK_DW_S);
 	assert_int_equal(p.input, KERN_CMK_DX_S);
 	assert_int_equal(pipelines_cmk_tiling(p.param), 1);
@@ -461,22 +462,22 @@ static void test_coopmat_khr_tiling(void **state)
 	 * dW and dX decide apart (dX: 4096/128 x 2048/128 = 512) */
 	q = job(4096, 2048, 2048, true, false, true, PROTO_VARIANT_COOPMAT_KHR);
 	p = variant_choose(&q, VARIANT_HAS_CMK);
-	variant_cmk_tiling(&p, &q, 256, 128, 128);
+	refine_cmk_tiling(&p, &q, 256, 128, 128);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	q.out = 2048 - 128;
 	p = variant_choose(&q, VARIANT_HAS_CMK);
-	variant_cmk_tiling(&p, &q, 256, 128, 128);
+	refine_cmk_tiling(&p, &q, 256, 128, 128);
 	assert_int_equal(p.param, KERN_CMK_DW_S);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	/* 0: never small; other kernels are left alone */
 	q = job(256, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, VARIANT_HAS_CMK);
-	variant_cmk_tiling(&p, &q, 0, 128, 128);
+	refine_cmk_tiling(&p, &q, 0, 128, 128);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	p = variant_choose(&q, 0);
 	variant_plan before = p;
-	variant_cmk_tiling(&p, &q, 256, 128, 128);
+	refine_cmk_tiling(&p, &q, 256, 128, 128);
 	assert_memory_equal(&p, &before, sizeof(p));
 }
 
@@ -487,34 +488,34 @@ static void test_widen_large_gemms(void **state)
 	(void)state;
 	proto_request q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
 	variant_plan p = variant_choose(&q, false);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.param, KERN_TILED128);
 	assert_int_equal(p.input, KERN_TILED128);
 	/* dW 2048x2048 = 256 tiles of 128: stays; dX 8192x2048 = 1024: widens */
 	q = job(8192, 2048, 2048, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, false);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.param, KERN_TILED);
 	assert_int_equal(p.input, KERN_TILED128);
 	/* dX of a narrow layer: K = out = 32 < 1024 */
 	q = job(8192, 4096, 32, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, false);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK);
 	assert_int_equal(p.input, KERN_TILED);
 	/* dX at the edge: K = 1023 no, 1024 yes */
 	q = job(8192, 8192, 1023, false, false, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, false);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.input, KERN_TILED);
 	q.out = 1024;
 	p = variant_choose(&q, false);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.input, KERN_TILED128);
 	/* forced variants are left alone */
 	q.variant = PROTO_VARIANT_TILED;
 	p = variant_choose(&q, false);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.input, KERN_TILED);
 	q.variant = PROTO_VARIANT_TILED128;
 	p = variant_choose(&q, false);
@@ -523,7 +524,7 @@ static void test_widen_large_gemms(void **state)
 	q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F16;
 	p = variant_choose(&q, true);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.param, KERN_COOPMAT);
 	assert_int_equal(p.input, KERN_COOPMAT);
 }
@@ -594,11 +595,11 @@ static void test_long_16bit_reductions_go_split_k(void **state)
 	q = job(300000, 8192, 8192, true, false, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, false);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.param, KERN_TILED);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, false);
-	variant_widen(&p, &q);
+	refine_widen(&p, &q);
 	assert_int_equal(p.param, KERN_TILED128);
 }
 
@@ -736,7 +737,7 @@ static void test_cmk_splitk_narrow_long(void **state)
 		/* dX of 64 features and more: coopmat_khr (VARIANT_CMK_DX_MIN_FEATURES) */
 		assert_int_equal(p.input, KERN_CMK_DX);
 		/* coopmat_nv2 does not take a narrow layer's dX (nor its dW) */
-		variant_nv2_large(&p, &q, 128, 128, 1);
+		refine_nv2_large(&p, &q, 128, 128, 1);
 		assert_int_equal(p.input, KERN_CMK_DX);
 		assert_int_equal(p.param, KERN_CMK_SPLITK);
 		/* dX of fewer than 64 features: the narrow family's, dW/db
@@ -778,7 +779,7 @@ static void test_cmk_splitk_narrow_long(void **state)
 		p = variant_choose(&q, gpu);
 		assert_int_equal(p.param, KERN_CMK_SPLITK);
 		assert_int_equal(p.input, KERN_CMK_DX);
-		variant_nv2_large(&p, &q, 128, 128, 1);
+		refine_nv2_large(&p, &q, 128, 128, 1);
 		assert_int_equal(p.input, KERN_CMK_DX);
 		q = job(1048576, 256, 64, true, true, true, PROTO_VARIANT_AUTO);
 		q.dtype = (proto_dtype)dt;
@@ -926,11 +927,11 @@ static void test_cmks_dx_fused(void **state)
 				assert_true((uint64_t)(p.slices - 1) * l < q.batch && (uint64_t)p.slices * l >= q.batch);
 				assert_true(l <= kshape_max_k(KERN_CMKS_DX, q.dtype));
 				/* the tiling passes leave it */
-				variant_nv2_large(&p, &q, 128, 128, 1);
-				variant_nv2_small(&p, &q, 64, 64, 1);
-				variant_cmk_tiling(&p, &q, UINT64_MAX, 128, 128);
-				variant_widen(&p, &q);
-				variant_splitk128(&p, &q);
+				refine_nv2_large(&p, &q, 128, 128, 1);
+				refine_nv2_small(&p, &q, 64, 64, 1);
+				refine_cmk_tiling(&p, &q, UINT64_MAX, 128, 128);
+				refine_widen(&p, &q);
+				refine_splitk128(&p, &q);
 				assert_int_equal(p.param, KERN_CMKS_DX);
 				assert_int_equal(p.input, KERN_CMKS_DX);
 				/* a device without it: unfused (dX on its own pass) */
@@ -1029,7 +1030,7 @@ static void test_cmks_dx_fused(void **state)
  * coopmat_khr_f32x3 (f32's KERN_CMK_DX); auto never takes it, whatever the
  * shape; not forced onto f16/bf16 (the daemon refuses those), nor where
  * the device lacks it. */
-/* variant_cmks_tiling: a 16-bit dW/db on coopmat_khr_splitk moves to the
+/* refine_cmks_tiling: a 16-bit dW/db on coopmat_khr_splitk moves to the
  * 128x128 tiles where in and out are both >= 128, to the 32x32 tiles where
  * both are <= 32, where the device has that pipeline, with its slices
  * again for its tile count; f32, the fused dX plan and other shapes keep
@@ -1061,16 +1062,16 @@ static void test_cmks_tilings(void **state)
 				if (p.param != KERN_CMK_SPLITK) {
 					/* (dX beside dW, or the narrow family: untouched) */
 					const variant_plan before = p;
-					variant_cmks_tiling(&p, &q, true, true, false);
+					refine_cmks_tiling(&p, &q, true, true, false);
 					assert_memory_equal(&p, &before, sizeof(p));
 					assert_true(dx);
 					continue;
 				}
 				const variant_plan before = p;
 				/* without that pipeline: as the rules made it */
-				variant_cmks_tiling(&p, &q, c[i].k != KERN_CMKS_L, c[i].k != KERN_CMKS_S, false);
+				refine_cmks_tiling(&p, &q, c[i].k != KERN_CMKS_L, c[i].k != KERN_CMKS_S, false);
 				assert_memory_equal(&p, &before, sizeof(p));
-				variant_cmks_tiling(&p, &q, true, true, false);
+				refine_cmks_tiling(&p, &q, true, true, false);
 				assert_int_equal(p.param, c[i].k);
 				assert_int_equal(p.input, before.input);
 				assert_int_equal(p.min_slices, before.min_slices);
@@ -1089,14 +1090,14 @@ static void test_cmks_tilings(void **state)
 	q.dtype = PROTO_BF16;
 	variant_plan p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
 	assert_int_equal(p.slices, 33);
-	variant_cmks_tiling(&p, &q, true, true, false);
+	refine_cmks_tiling(&p, &q, true, true, false);
 	assert_int_equal(p.param, KERN_CMKS_L);
 	assert_int_equal(p.slices, 128);
 	/* 1,048,576x32x16: 1 tile of 32 -> 528 aimed for -> 1,986 rows -> 2,048: 512 */
 	q = job(1048576, 32, 16, true, true, false, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
-	variant_cmks_tiling(&p, &q, true, true, false);
+	refine_cmks_tiling(&p, &q, true, true, false);
 	assert_int_equal(p.param, KERN_CMKS_S);
 	assert_int_equal(p.slices, 512);
 	/* forced coopmat_khr_splitk takes the tilings too */
@@ -1104,7 +1105,7 @@ static void test_cmks_tilings(void **state)
 	q.dtype = PROTO_F16;
 	p = variant_choose(&q, VARIANT_HAS_CMK | VARIANT_HAS_CMKS);
 	assert_int_equal(p.param, KERN_CMK_SPLITK);
-	variant_cmks_tiling(&p, &q, true, true, false);
+	refine_cmks_tiling(&p, &q, true, true, false);
 	assert_int_equal(p.param, KERN_CMKS_S);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	/* auto's full backward of a layer of <= 32 features: dW/db on the
@@ -1122,11 +1123,11 @@ static void test_cmks_tilings(void **state)
 				assert_int_equal(p.param, KERN_CMK_SPLITK);
 				assert_int_equal(p.input, KERN_NARROW_DX);
 				variant_plan u = p;
-				variant_cmks_tiling(&u, &q, true, true, false);
+				refine_cmks_tiling(&u, &q, true, true, false);
 				assert_int_equal(u.param, KERN_CMKS_S);
 				assert_int_equal(u.input, KERN_NARROW_DX);
 				assert_false(variant_dx_fused(&u));
-				variant_cmks_tiling(&p, &q, true, true, true);
+				refine_cmks_tiling(&p, &q, true, true, true);
 				assert_int_equal(p.param, KERN_CMKS_DX_S);
 				assert_int_equal(p.input, KERN_CMKS_DX_S);
 				assert_true(variant_dx_fused(&p));
@@ -1150,7 +1151,7 @@ static void test_cmks_tilings(void **state)
 		q = job(1048576, keep[i].in, keep[i].out, keep[i].dw, true, keep[i].dx, keep[i].v);
 		q.dtype = PROTO_BF16;
 		p = variant_choose(&q, g16);
-		variant_cmks_tiling(&p, &q, true, true, true);
+		refine_cmks_tiling(&p, &q, true, true, true);
 		assert_false(variant_dx_fused(&p));
 		assert_int_not_equal(p.input, KERN_CMKS_DX_S);
 	}
@@ -1159,7 +1160,7 @@ static void test_cmks_tilings(void **state)
 	p = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_CMKS);
 	assert_int_equal(p.param, KERN_CMK_SPLITK);
 	const variant_plan before = p;
-	variant_cmks_tiling(&p, &q, true, true, false);
+	refine_cmks_tiling(&p, &q, true, true, false);
 	assert_memory_equal(&p, &before, sizeof(p));
 }
 
@@ -1236,7 +1237,7 @@ static void test_f32_splitk_forced_only(void **state)
 }
 
 /* Split-K on the 128 tile (issue 37 item 3): auto on a GPU (placement.c
- * applies variant_splitk128 after the rules where the device is not a CPU
+ * applies refine_splitk128 after the rules where the device is not a CPU
  * device) takes it for 2048x1024x1024 f32, dW (+ db) in 4 slices of 512
  * rows (64 tiles: 256 workgroups, one wave of 264) and dX in 2 slices of
  * 512 (128 tiles: 256 workgroups); not for f16/bf16, short reductions, narrow or
@@ -1252,7 +1253,7 @@ static void test_splitk128_mid_size(void **state)
 	variant_plan p = variant_choose(&q, gpu);
 	assert_int_equal(p.param, KERN_TILED); /* the rules alone (and on lavapipe) */
 	assert_int_equal(p.input, KERN_TILED);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
 	assert_int_equal(p.slices, 4);
 	assert_int_equal(p.min_slices, 2);
@@ -1266,19 +1267,19 @@ static void test_splitk128_mid_size(void **state)
 	/* dW alone, dX alone */
 	q = job(2048, 1024, 1024, true, false, false, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
 	assert_int_equal(p.input, -1);
 	q = job(2048, 1024, 1024, false, false, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, -1);
 	assert_int_equal(p.input, KERN_SPLITK128);
 	/* 2048x256x256: the rules' generic kernels, 4 tiles: floor(264 / 4) =
 	 * 66, at most 2048 / 256 = 8 slices of 256 */
 	q = job(2048, 256, 256, true, true, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
 	assert_int_equal(p.slices, 8);
 	assert_int_equal(p.input, KERN_INPUT); /* (out 256 < 1024: untouched) */
@@ -1289,18 +1290,18 @@ static void test_splitk128_mid_size(void **state)
 	q = job(8192, 256, 256, true, true, false, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
 	assert_int_equal(p.param, KERN_SPLITK);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK);
 	q = job(8192, 512, 512, true, true, false, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
 	assert_int_equal(p.param, KERN_SPLITK);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
 	assert_int_equal(p.slices, 16);
 	/* db alone: the seed kernel's one pass */
 	q = job(2048, 1024, 1024, false, true, false, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_PARAM);
 	/* not: f16/bf16, a short reduction, a dimension below the tile, many
 	 * tiles (8192x4096x4096: 1024), a narrow layer, a forced variant */
@@ -1321,7 +1322,7 @@ static void test_splitk128_mid_size(void **state)
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
 		q = job(no[i].b, no[i].i, no[i].o, true, true, true, no[i].v);
 		q.dtype = no[i].dt;
-		p = pass_leaves(variant_splitk128, &q, gpu);
+		p = pass_leaves(refine_splitk128, &q, gpu);
 		assert_int_not_equal(p.param, KERN_SPLITK128);
 		assert_int_not_equal(p.input, KERN_SPLITK128);
 	}
@@ -1330,27 +1331,27 @@ static void test_splitk128_mid_size(void **state)
 	q = job(1024, 257, 129, true, true, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_not_equal(p.param, KERN_SPLITK128);
 	assert_true(1024ull * 257 * 129 < VARIANT_S128_MIN_MACS);
 	q = job(1024, 1024, 1024, true, true, false, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
 	/* the 1,024-row edge: dX's out = 1024 takes it, 1023 does not */
 	q = job(4096, 512, 1023, false, false, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_not_equal(p.input, KERN_SPLITK128);
 	q.out = 1024;
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.input, KERN_SPLITK128);
 	/* 256 tiles (132 < tiles < 264): two slices, 512 workgroups */
 	q = job(2048, 2048, 1024, false, false, true, PROTO_VARIANT_AUTO);
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.input, KERN_SPLITK128);
 	assert_int_equal(p.dx_slices, 2);
 	/* up to 132 tiles, a long reduction: one wave (tiles x S <= 264),
@@ -1417,8 +1418,8 @@ static void test_short_layers(void **state)
 						      (outs & 4) != 0, PROTO_VARIANT_AUTO);
 				q.dtype = (proto_dtype)dt;
 				variant_plan p = variant_choose(&q, gpu);
-				variant_splitk128(&p, &q);
-				variant_short(&p, &q);
+				refine_splitk128(&p, &q);
+				refine_short(&p, &q);
 				assert_int_equal(p.param, (outs & 3) ? KERN_PARAM : -1);
 				assert_int_equal(p.input, (outs & 4) ? KERN_INPUT : -1);
 				assert_int_equal(p.slices, 1);
@@ -1442,13 +1443,13 @@ static void test_short_layers(void **state)
 		for (size_t i = 0; i < sizeof(stay) / sizeof(stay[0]); i++) {
 			q = job(stay[i].b, stay[i].i, stay[i].o, true, true, true, stay[i].v);
 			q.dtype = (proto_dtype)dt;
-			pass_leaves(variant_short, &q, gpu);
+			pass_leaves(refine_short, &q, gpu);
 		}
 }
 
 /* Narrow f32 layers of 128 features or more both ways (variant.h,
  * VARIANT_NARROW_S128_MIN_FEATURES): the rules give them to the narrow
- * family; on a GPU variant_splitk128 moves dW/db to split-K on the 128
+ * family; on a GPU refine_splitk128 moves dW/db to split-K on the 128
  * tile (one wave of slices: 264 for one tile, 66 for four) and dX to
  * tiled128 (with db alone too). 64 features, one side below 128, db
  * alone, f16/bf16 and a forced narrow stay. */
@@ -1461,7 +1462,7 @@ static void test_splitk128_wide_narrow(void **state)
 	variant_plan p = variant_choose(&q, gpu);
 	assert_int_equal(p.param, KERN_NARROW); /* the rules alone (and on lavapipe) */
 	assert_int_equal(p.input, KERN_NARROW_DX);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
 	assert_int_equal(p.min_slices, 2);
 	assert_true(p.slices > VARIANT_S128_WAVE / 2 && p.slices <= VARIANT_S128_WAVE);
@@ -1472,7 +1473,7 @@ static void test_splitk128_wide_narrow(void **state)
 	q = job(1u << 18, 256, 256, true, true, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
 	assert_int_equal(p.slices, 66);
 	assert_int_equal(p.input, KERN_TILED128);
@@ -1480,12 +1481,12 @@ static void test_splitk128_wide_narrow(void **state)
 	q = job(1u << 20, 128, 128, false, false, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_equal(p.input, KERN_TILED128);
 	q = job(1u << 20, 128, 128, false, true, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
-	variant_splitk128(&p, &q);
+	refine_splitk128(&p, &q);
 	assert_int_not_equal(p.param, KERN_SPLITK128);
 	assert_int_equal(p.input, KERN_TILED128);
 	const struct {
@@ -1504,13 +1505,13 @@ static void test_splitk128_wide_narrow(void **state)
 	for (size_t i = 0; i < sizeof(stay) / sizeof(stay[0]); i++) {
 		q = job(stay[i].b, stay[i].i, stay[i].o, stay[i].dw, stay[i].db, stay[i].dw, stay[i].v);
 		q.dtype = stay[i].dt;
-		p = pass_leaves(variant_splitk128, &q, gpu);
+		p = pass_leaves(refine_splitk128, &q, gpu);
 		assert_int_not_equal(p.param, KERN_SPLITK128);
 		assert_int_not_equal(p.input, KERN_TILED128);
 	}
 }
 
-/* Short narrow f32 layers on a GPU (variant_narrow_short): forced
+/* Short narrow f32 layers on a GPU (refine_narrow_short): forced
  * split-K's plan where the rules gave the narrow family fewer than 65,536
  * rows of at least 32 inputs and 16 outputs; narrow layers, long batches,
  * 16-bit, forced variants and db alone keep theirs. */
@@ -1524,7 +1525,7 @@ static void test_narrow_short(void **state)
 		q.dtype = PROTO_F32;
 		variant_plan p = variant_choose(&q, gpu);
 		assert_int_equal(p.param, KERN_NARROW); /* the rules alone (and on lavapipe) */
-		variant_narrow_short(&p, &q);
+		refine_narrow_short(&p, &q);
 		proto_request f = q;
 		f.variant = PROTO_VARIANT_SPLITK;
 		const variant_plan forced = variant_choose(&f, gpu);
@@ -1550,7 +1551,7 @@ static void test_narrow_short(void **state)
 	for (size_t i = 0; i < sizeof(stay) / sizeof(stay[0]); i++) {
 		proto_request q = job(stay[i].b, stay[i].i, stay[i].o, stay[i].dw, true, true, stay[i].v);
 		q.dtype = stay[i].dt;
-		pass_leaves(variant_narrow_short, &q, gpu);
+		pass_leaves(refine_narrow_short, &q, gpu);
 	}
 }
 
@@ -1594,12 +1595,12 @@ static void test_t128_small(void **state)
 	q.dtype = PROTO_F32;
 	variant_plan p = variant_choose(&q, gpu);
 	assert_int_equal(p.input, KERN_TILED128);
-	variant_t128_small(&p, &q, false);
+	refine_t128_small(&p, &q, false);
 	assert_int_equal(p.input, KERN_TILED128_S);
 	assert_int_equal(p.param, KERN_TILED128); /* dW/db keep the 128 tile */
 	q.in = 65;
 	p = variant_choose(&q, gpu);
-	variant_t128_small(&p, &q, true);
+	refine_t128_small(&p, &q, true);
 	assert_int_equal(p.input, KERN_TILED128);
 	/* auto, narrow layers, dX alone: 64 and 32 inputs move on a GPU, 16
 	 * stay; beside dW/db (the full backward) the narrow family keeps it */
@@ -1607,14 +1608,14 @@ static void test_t128_small(void **state)
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
 	assert_int_equal(p.input, KERN_NARROW_DX);
-	variant_t128_small(&p, &q, false); /* lavapipe: its rules */
+	refine_t128_small(&p, &q, false); /* lavapipe: its rules */
 	assert_int_equal(p.input, KERN_NARROW_DX);
-	variant_t128_small(&p, &q, true);
+	refine_t128_small(&p, &q, true);
 	assert_int_equal(p.input, KERN_TILED128_S);
 	q = job(1u << 20, 32, 16, false, false, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, gpu);
-	variant_t128_small(&p, &q, true);
+	refine_t128_small(&p, &q, true);
 	assert_int_equal(p.input, KERN_TILED128_S);
 	const struct {
 		uint64_t b, i, o;
@@ -1637,7 +1638,7 @@ static void test_t128_small(void **state)
 		q.dtype = stay[i].dt;
 		p = variant_choose(&q, gpu);
 		const variant_plan before = p;
-		variant_t128_small(&p, &q, true);
+		refine_t128_small(&p, &q, true);
 		assert_memory_equal(&p, &before, sizeof(p));
 	}
 }
