@@ -7,13 +7,19 @@
  *   dW+db  linear_coopmat_khr_splitk_  where dW/db took coopmat_khr_splitk
  *   +dX    dx_gemm + linear_narrow_    (below) and dX is asked for too, with
  *          reduce (split-K, fused db   out <= 64, in >= 64 and the device
- *          and dX: one pass over dY)   has it (variant_cmks_dx_fits, below)
+ *          and dX: one pass over dY)   has it (variant_cmks_dx_fits, below);
+ *                                      on its 32x32 tiles where in, out <= 32
+ *                                      and dX would go to the narrow family
+ *                                      (refine.h: refine_cmks_tiling)
  *   dW+db  linear_coopmat_khr_splitk_  f16 or bf16 on a device with
  *          gemm + linear_narrow_reduce VK_KHR_cooperative_matrix for it, batch
  *          (split-K, fused db)         >= 16384, in, out <= 1024, at most
  *                                      16 tiles of 64x64; not where the
  *                                      job's dX goes to the narrow family
- *                                      (variant_cmks_fits, below)
+ *                                      (variant_cmks_fits, below); on
+ *                                      128x128 tiles where in, out >= 128,
+ *                                      on 32x32 ones where in, out <= 32
+ *                                      (refine.h: refine_cmks_tiling)
  *          the narrow family           batch >= 16384, in, out <= 256
  *                                      (variant_narrow_fits, below)
  *          linear_coopmat_khr_gemm     f16 or bf16 on a device with
