@@ -266,8 +266,9 @@ static void record_splitk(const rec *r, bool for_dx, int k)
 	record_splitk_reduce(r, KERN_REDUCE, for_dx, S, SK, mn);
 }
 
-/* Split-K of dW (+ db) on the tensor cores (linear_coopmat_khr_splitk_gemm,
- * KERN_CMK_SPLITK): every slice × row tile × column tile of dW one
+/* Split-K of dW (+ db) on the tensor cores (linear_coopmat_khr_splitk_gemm:
+ * pipeline k, KERN_CMK_SPLITK or its 128x128 or 32x32 tiling, whose tile
+ * side pipelines_cmks_side gives): every slice × row tile × column tile of dW one
  * workgroup of one grid (the slices down the grid's rows: row r is slice
  * r / m_tiles, row tile r % m_tiles; shaders/iface/kernels.h
  * VKG_PC_GEMM_SPLIT), each slice kshape_cmks_len rows long (placement.c
@@ -277,8 +278,8 @@ static void record_splitk(const rec *r, bool for_dx, int k)
  * reads, part[part_off + s·stride + i], but 16 lanes per element each
  * taking every 16th slice and a fixed tree, a fixed order: hundreds of
  * slices are short chains of loads, not one long one per element).
- * fused (KERN_CMKS_DX, linear_coopmat_khr_splitk_dx_gemm: out <= 64, one
- * row tile): the same grid also writes dX = dY·W, each workgroup its
+ * fused (k KERN_CMKS_DX or KERN_CMKS_DX_S, linear_coopmat_khr_splitk_dx_gemm:
+ * out within one row tile): the same grid also writes dX = dY·W, each workgroup its
  * slice's rows and column tile (W and dX bound fifth and sixth; dX
  * rounded once, accumulating onto what it holds where the job does). */
 static void record_cmk_splitk(const rec *r, int k)
@@ -443,9 +444,15 @@ static void record_input(const rec *r)
 int dispatch_unit_kernel(const job *j, unsigned mask)
 {
 	if (variant_dx_fused(&j->plan))
-		return mask == UNIT_BOTH	 ? j->plan.param
-		       : mask == UNIT_PARAM ? (j->plan.param == KERN_CMKS_DX_S ? KERN_CMKS_S : KERN_CMK_SPLITK)
-					    : KERN_CMK_DX;
+	{
+		/* (recorded one unit at a time: dW/db on the fused kernel's
+		 * tiling without dX, dX on coopmat_khr) */
+		if (mask == UNIT_BOTH)
+			return j->plan.param;
+		if (mask == UNIT_PARAM)
+			return j->plan.param == KERN_CMKS_DX_S ? KERN_CMKS_S : KERN_CMK_SPLITK;
+		return KERN_CMK_DX;
+	}
 	assert(mask != UNIT_BOTH);
 	const int k = mask == UNIT_PARAM ? j->plan.param : j->plan.input;
 	if (k == KERN_SPLITK || k == KERN_SPLITK128 || pipelines_is_cmks(k) || k == KERN_NARROW ||
