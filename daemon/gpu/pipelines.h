@@ -125,10 +125,7 @@ typedef struct pipelines_cmk_tile {
 #define PIPELINES_CMKS_DX_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 2})
 #define PIPELINES_CMKS_L_TILE ((pipelines_cmk_tile){2, 2, 64, 64, 32, 1})
 #define PIPELINES_CMKS_S_TILE ((pipelines_cmk_tile){2, 2, 16, 16, 32, 2})
-/* KERN_CMK_SPLITK's (and KERN_CMKS_DX's) C tile: rows and columns per
- * workgroup; the reduction step of all three */
-#define PIPELINES_CMKS_BM 64u
-#define PIPELINES_CMKS_BN 64u
+/* the reduction step of all of them (their C tile: pipelines_cmks_side) */
 #define PIPELINES_CMKS_BK 32u
 /* the layers KERN_CMKS_L and KERN_CMKS_S take (in and out both) */
 #define PIPELINES_CMKS_L_MIN_FEATURES 128u

@@ -230,10 +230,10 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 							   ? VARIANT_HAS_NV2 : 0u),
 					  &p->cost);
 	if (p->pl->pipe[KERN_NV2_DW][t] && p->pl->pipe[KERN_NV2_DX][t])
-		refine_nv2_large(&j->plan, q, p->pl->nv2[t].bm, p->pl->nv2[t].bn, VARIANT_NV2_MIN_TILES);
+		refine_nv2_large(&j->plan, q, p->pl->nv2[t].bm, p->pl->nv2[t].bn, REFINE_NV2_MIN_TILES);
 	if (p->pl->pipe[KERN_NV2_DW_S][t] && p->pl->pipe[KERN_NV2_DX_S][t])
 		refine_nv2_small(&j->plan, q, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
-				  VARIANT_NV2_SMALL_MIN_TILES);
+				  REFINE_NV2_SMALL_MIN_TILES);
 	refine_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
 	refine_cmks_tiling(&j->plan, q, p->pl->pipe[KERN_CMKS_L][t] != VK_NULL_HANDLE,
 			    p->pl->pipe[KERN_CMKS_S][t] != VK_NULL_HANDLE,

@@ -1,6 +1,8 @@
 /* daemon/kernels/refine.c — see refine.h. */
 #include "refine.h"
 
+#include <assert.h>
+
 #include "kiface.h"
 #include "pipelines.h"
 
@@ -37,12 +39,12 @@ void refine_widen(variant_plan *p, const proto_request *q)
 
 void refine_t128_small(variant_plan *p, const proto_request *q, bool gpu)
 {
-	if (q->dtype != PROTO_F32 || !q->t[PROTO_T_DX].present || q->in > VARIANT_T128_SMALL_MAX_IN)
+	if (q->dtype != PROTO_F32 || !q->t[PROTO_T_DX].present || q->in > REFINE_T128_SMALL_MAX_IN)
 		return;
 	if (q->variant == PROTO_VARIANT_TILED128 && p->input == KERN_TILED128)
 		p->input = KERN_TILED128_S;
 	else if (gpu && q->variant == PROTO_VARIANT_AUTO && p->input == KERN_NARROW_DX &&
-		 q->in >= VARIANT_T128_SMALL_MIN_IN && !q->t[PROTO_T_DW].present && !q->t[PROTO_T_DB].present)
+		 q->in >= REFINE_T128_SMALL_MIN_IN && !q->t[PROTO_T_DW].present && !q->t[PROTO_T_DB].present)
 		p->input = KERN_TILED128_S;
 }
 
@@ -50,7 +52,7 @@ void refine_narrow_short(variant_plan *p, const proto_request *q)
 {
 	if (q->variant != PROTO_VARIANT_AUTO || q->dtype != PROTO_F32 || p->param != KERN_NARROW ||
 	    !q->t[PROTO_T_DW].present || q->batch >= VARIANT_NARROW_DX_MIN_BATCH ||
-	    q->in < VARIANT_NARROW_SHORT_MIN_IN || q->out < VARIANT_NARROW_SHORT_MIN_OUT)
+	    q->in < REFINE_NARROW_SHORT_MIN_IN || q->out < REFINE_NARROW_SHORT_MIN_OUT)
 		return;
 	p->param = KERN_SPLITK;
 	p->slices = variant_forced_splitk_slices(q);
@@ -61,9 +63,9 @@ void refine_narrow_short(variant_plan *p, const proto_request *q)
 
 void refine_short(variant_plan *p, const proto_request *q)
 {
-	if (q->variant != PROTO_VARIANT_AUTO || q->batch > VARIANT_SHORT_MAX_BATCH ||
-	    q->in > VARIANT_SHORT_MAX_FEATURES || q->out > VARIANT_SHORT_MAX_FEATURES ||
-	    q->in * q->out > VARIANT_SHORT_MAX_WEIGHTS)
+	if (q->variant != PROTO_VARIANT_AUTO || q->batch > REFINE_SHORT_MAX_BATCH ||
+	    q->in > REFINE_SHORT_MAX_FEATURES || q->out > REFINE_SHORT_MAX_FEATURES ||
+	    q->in * q->out > REFINE_SHORT_MAX_WEIGHTS)
 		return;
 	if (q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present) {
 		p->param = KERN_PARAM;
@@ -158,8 +160,9 @@ void refine_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, boo
 		return;
 	/* (auto and forced alike cut at whole 64-row trips: VARIANT_CMKS_MIN_ROWS) */
 	const uint32_t s = variant_cmks_slices_side(q, KSHAPE_CMKS_STEP, pipelines_cmks_side(k));
-	if (s < p->min_slices) /* (never: the loop bound is the same; kept as it was) */
-		return;
+	/* (fewer or as many tiles as the 64x64 ones: as many slices or more,
+	 * and the plan's least was at most its slices) */
+	assert(s >= p->slices && s >= p->min_slices);
 	/* auto's dX of such a layer on the narrow family: beside dW instead */
 	const bool fuse = k == KERN_CMKS_S && has_dx_s && q->variant == PROTO_VARIANT_AUTO &&
 			  q->t[PROTO_T_DW].present && p->input == KERN_NARROW_DX;

@@ -26,7 +26,7 @@
  * each of q's GEMMs (dW: m = out, n = in; dX: m = batch, n = in) with at
  * least min_tiles tiles and a reduction its loop bound takes in one
  * dispatch. bm = 0: the device has none. */
-#define VARIANT_NV2_MIN_TILES 256 /* about two waves: one 256-thread workgroup per SM, 132 SMs */
+#define REFINE_NV2_MIN_TILES 256 /* about two waves: one 256-thread workgroup per SM, 132 SMs */
 void refine_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
 
 /* Then, for each GEMM still on coopmat_khr: coopmat_nv2 with the small
@@ -38,7 +38,7 @@ void refine_nv2_large(variant_plan *p, const proto_request *q, uint32_t bm, uint
  * bf16), 4096x1024x1024 90 / 88 against 107 / 106; with edge tiles, whose
  * workgroups clamp every load, 1536x1000x1040 72.5 / 70 against 63 / 64:
  * hence whole tiles only. */
-#define VARIANT_NV2_SMALL_MIN_TILES 64
+#define REFINE_NV2_SMALL_MIN_TILES 64
 void refine_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint32_t bn, uint64_t min_tiles);
 
 /* linear_coopmat_khr_gemm's tiling for q's GEMMs (dW: m = out, n = in; dX:
@@ -69,12 +69,12 @@ void refine_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, boo
 
 /* linear_tiled128_gemm's small tiling (KERN_TILED128_S, T128_TILE_SMALL:
  * 64x64 tiles) for an f32 dX (m = batch, n = in, k = out) of in <=
- * VARIANT_T128_SMALL_MAX_IN, where the pipeline exists (the default tiling
+ * REFINE_T128_SMALL_MAX_IN, where the pipeline exists (the default tiling
  * runs):
  *  - `tiled128` forced: its dX there, on every device (the 128 tile would
  *    be half padding or more);
  *  - auto on a GPU (gpu true; placement.c): the narrow family's dX
- *    (KERN_NARROW_DX) of in >= VARIANT_T128_SMALL_MIN_IN in a job without
+ *    (KERN_NARROW_DX) of in >= REFINE_T128_SMALL_MIN_IN in a job without
  *    dW or db (dX alone; a linear_forward's GEMM). H100, 2026-12-06 08:31
  *    UTC, resident, 8 in flight, f32 dX alone: 309 us against the narrow
  *    family's 547 at 1,048,576x64x64, 1,243 / 2,078 at 4,194,304x64x64.
@@ -86,14 +86,14 @@ void refine_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, boo
  *    full backward keeps the narrow family's dX. Narrower layers (1-31
  *    features) and linear_forward were not measured.
  * On lavapipe auto keeps its rules (forced jobs run the kernel there). */
-#define VARIANT_T128_SMALL_MIN_IN 32
-#define VARIANT_T128_SMALL_MAX_IN 64
+#define REFINE_T128_SMALL_MIN_IN 32
+#define REFINE_T128_SMALL_MAX_IN 64
 void refine_t128_small(variant_plan *p, const proto_request *q, bool gpu);
 
 /* ---- short layers ------------------------------------------------------
  * On a GPU (placement.c), the last of auto's passes: a job of at most
- * VARIANT_SHORT_MAX_BATCH rows, in and out at most
- * VARIANT_SHORT_MAX_FEATURES and W of at most VARIANT_SHORT_MAX_WEIGHTS
+ * REFINE_SHORT_MAX_BATCH rows, in and out at most
+ * REFINE_SHORT_MAX_FEATURES and W of at most REFINE_SHORT_MAX_WEIGHTS
  * elements (in·out), every dtype, runs on the seed kernels (generic: dW/db
  * on linear_parameter_backward, dX on linear_input_backward). The H100
  * grid of 2026-12-06 09:41 UTC (`bench --kernels --shapes grid
@@ -105,14 +105,14 @@ void refine_t128_small(variant_plan *p, const proto_request *q, bool gpu);
  * took 108-128 us where the best took 14-50, so the bound stays at 1,024
  * rows; wider layers (1,024x1024x1024) are the matrix kernels'. A CPU
  * device (lavapipe) keeps the rules' pick. */
-#define VARIANT_SHORT_MAX_BATCH 1024
-#define VARIANT_SHORT_MAX_FEATURES 512
-#define VARIANT_SHORT_MAX_WEIGHTS 65536
+#define REFINE_SHORT_MAX_BATCH 1024
+#define REFINE_SHORT_MAX_FEATURES 512
+#define REFINE_SHORT_MAX_WEIGHTS 65536
 void refine_short(variant_plan *p, const proto_request *q);
 
 /* On a GPU (placement.c), auto's f32 dW/db that the rules gave the narrow
  * family over fewer than VARIANT_NARROW_DX_MIN_BATCH rows, of in >=
- * VARIANT_NARROW_SHORT_MIN_IN and out >= VARIANT_NARROW_SHORT_MIN_OUT: the
+ * REFINE_NARROW_SHORT_MIN_IN and out >= REFINE_NARROW_SHORT_MIN_OUT: the
  * plan of `splitk` forced instead (dW/db split-K on the 64 tile in
  * min(64, batch / 16) slices, dX on the tiled kernel). The narrow family's
  * blocks are too few there: H100, 2026-12-06 08:31 UTC, full backward,
@@ -120,8 +120,8 @@ void refine_short(variant_plan *p, const proto_request *q);
  * 16,384x33x17, 97.2 against 47.0 at 16,384x64x64; at 16,384x1x1 the
  * narrow family was the faster (14.3 against 38.3), and earlier
  * 32,768x3x5 dW+db (39 against 132), so narrow layers keep it. */
-#define VARIANT_NARROW_SHORT_MIN_IN 32
-#define VARIANT_NARROW_SHORT_MIN_OUT 16
+#define REFINE_NARROW_SHORT_MIN_IN 32
+#define REFINE_NARROW_SHORT_MIN_OUT 16
 void refine_narrow_short(variant_plan *p, const proto_request *q);
 
 /* For a job whose tensors are in device memory (the device-local path),

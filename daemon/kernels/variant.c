@@ -66,7 +66,7 @@ uint32_t variant_forced_splitk_slices(const proto_request *q)
 
 bool variant_cmks_fits(const proto_request *q)
 {
-	const uint64_t t = PIPELINES_CMKS_BM;
+	const uint64_t t = pipelines_cmks_side(KERN_CMK_SPLITK);
 	const bool long_enough = q->batch >= VARIANT_CMKS_MIN_BATCH ||
 				 (q->batch >= VARIANT_CMKS_SHORT_MIN_BATCH && q->in >= VARIANT_CMKS_SHORT_MIN_FEATURES &&
 				  q->out >= VARIANT_CMKS_SHORT_MIN_FEATURES);
@@ -83,7 +83,7 @@ uint32_t variant_cmks_min_slices(const proto_request *q)
 
 uint32_t variant_cmks_slices(const proto_request *q, uint64_t min_rows)
 {
-	return variant_cmks_slices_side(q, min_rows, PIPELINES_CMKS_BM);
+	return variant_cmks_slices_side(q, min_rows, pipelines_cmks_side(KERN_CMK_SPLITK));
 }
 
 uint32_t variant_cmks_slices_side(const proto_request *q, uint64_t min_rows, uint64_t t)

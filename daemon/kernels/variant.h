@@ -60,9 +60,9 @@
  * after variant_choose, given what the device has.
  *
  * linear_coopmat_nv2_gemm (VK_NV_cooperative_matrix2): `auto` takes it,
- * where the device has it, for a GEMM of at least VARIANT_NV2_MIN_TILES of
+ * where the device has it, for a GEMM of at least REFINE_NV2_MIN_TILES of
  * its tiles (refine_nv2_large()), then with its small layers' tiling for
- * one of at least VARIANT_NV2_SMALL_MIN_TILES of those tiles
+ * one of at least REFINE_NV2_SMALL_MIN_TILES of those tiles
  * (refine_nv2_small()); smaller GEMMs keep coopmat_khr, and so does a
  * narrow layer's dX (variant_cmk_dx_narrow: on the H200, 2026-12-06
  * 03:56 UTC, bf16 1,048,576x64x64 full backward 734 us with dX on
@@ -379,7 +379,7 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
  * that shape's full backward took 309 us on the narrow family and 346
  * unfused. tests/integration/test_cmks_dx.c passed 6 of 6 on that H100
  * (64 fused jobs against float64). */
-#define VARIANT_CMKS_DX_MAX_OUT 64 /* = PIPELINES_CMKS_BM */
+#define VARIANT_CMKS_DX_MAX_OUT 64 /* = pipelines_cmks_side(KERN_CMKS_DX) */
 bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
 #define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
 #define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */

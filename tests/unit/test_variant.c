@@ -310,7 +310,7 @@ static void test_coopmat_khr_f32x3_forced_only(void **state)
 	assert_int_equal(PIPELINES_F32X3_BK, KSHAPE_CMK_MIN_BK);
 }
 
-/* auto takes coopmat_nv2 for a GEMM of at least VARIANT_NV2_MIN_TILES of
+/* auto takes coopmat_nv2 for a GEMM of at least REFINE_NV2_MIN_TILES of
  * its tiles (dW: out x in, dX: batch x in), each GEMM apart, and only
  * coopmat_khr's place: never when forced, never f32, never a reduction
  * past nv2's loop bound. */
@@ -322,14 +322,14 @@ static void test_nv2_large(void **state)
 	q.dtype = PROTO_BF16;
 	variant_plan p = variant_choose(&q, caps);
 	assert_int_equal(p.param, KERN_CMK_DW); /* variant_choose alone: coopmat_khr */
-	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES); /* dW 32x16, dX 64x16 tiles */
+	refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES); /* dW 32x16, dX 64x16 tiles */
 	assert_int_equal(p.param, KERN_NV2_DW);
 	assert_int_equal(p.input, KERN_NV2_DX);
 	/* 2048x1024x1024: dW 8x4, dX 16x4: coopmat_khr (then its small tiling) */
 	q = job(2048, 1024, 1024, true, true, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F16;
 	p = variant_choose(&q, caps);
-	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	/* the edge, dW and dX apart: dW 16x16 = 256 tiles of 128x256 at out
@@ -337,29 +337,29 @@ static void test_nv2_large(void **state)
 	q = job(4096, 4096, 2048, true, false, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, caps);
-	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_NV2_DW);
 	assert_int_equal(p.input, KERN_NV2_DX);
 	q.out = 2048 - 128;
 	p = variant_choose(&q, caps);
-	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_NV2_DX);
 	/* forced coopmat_khr stays; f32 and bm 0 (no nv2) are left alone */
 	q = job(8192, 4096, 4096, true, true, true, PROTO_VARIANT_COOPMAT_KHR);
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, caps);
-	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	assert_int_equal(p.input, KERN_CMK_DX);
 	q.variant = PROTO_VARIANT_AUTO;
 	p = variant_choose(&q, caps);
-	refine_nv2_large(&p, &q, 0, 0, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 0, 0, REFINE_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_CMK_DW);
 	q.dtype = PROTO_F32;
 	p = variant_choose(&q, VARIANT_HAS_F32X3 | VARIANT_HAS_NV2);
 	const variant_plan before = p;
-	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES);
 	assert_int_equal(p.param, before.param);
 	assert_int_equal(p.input, before.input);
 	/* a reduction past nv2's loop bound (16 per trip) keeps coopmat_khr */
@@ -368,13 +368,13 @@ static void test_nv2_large(void **state)
 	q.dtype = PROTO_BF16;
 	p = variant_choose(&q, caps);
 	if (p.param == KERN_CMK_DW) {
-		refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+		refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES);
 		assert_int_equal(p.param, KERN_CMK_DW);
 	}
 	q.batch = kmax;
 	p = variant_choose(&q, caps);
 	assert_int_equal(p.param, KERN_CMK_DW);
-	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES);
 	assert_int_equal(p.param, KERN_NV2_DW);
 }
 
@@ -384,8 +384,8 @@ static variant_plan nv2_plan(proto_request q, proto_dtype dt, unsigned caps, uin
 {
 	q.dtype = dt;
 	variant_plan p = variant_choose(&q, caps);
-	refine_nv2_large(&p, &q, 128, 256, VARIANT_NV2_MIN_TILES);
-	refine_nv2_small(&p, &q, sbm, sbm, VARIANT_NV2_SMALL_MIN_TILES);
+	refine_nv2_large(&p, &q, 128, 256, REFINE_NV2_MIN_TILES);
+	refine_nv2_small(&p, &q, sbm, sbm, REFINE_NV2_SMALL_MIN_TILES);
 	return p;
 }
 
@@ -396,7 +396,7 @@ static void expect_kernels(variant_plan p, int param, int input)
 }
 
 /* Then coopmat_nv2's small layers' tiling for each GEMM still on
- * coopmat_khr with at least VARIANT_NV2_SMALL_MIN_TILES of its tiles:
+ * coopmat_khr with at least REFINE_NV2_SMALL_MIN_TILES of its tiles:
  * 2048x1024x1024 (dW 8x8 = 64 tiles of 128x128, dX 16x8), each GEMM apart;
  * whole tiles only; never forced, never f32, never without the pipelines
  * (bm 0), never in place of the large tiling, never a reduction past the
@@ -1084,6 +1084,8 @@ static void test_cmks_tilings(void **state)
 				assert_true(p.slices >= p.min_slices);
 			}
 		}
+	/* the fused plan's bound on out is its one row tile */
+	assert_int_equal(VARIANT_CMKS_DX_MAX_OUT, pipelines_cmks_side(KERN_CMKS_DX));
 	/* 262,144x256x256: 4 tiles of 128 -> 132 slices aimed for, 1,986 rows
 	 * -> 2,048: 128 slices (16 tiles of 64 -> 33 aimed for: 33) */
 	proto_request q = job(262144, 256, 256, true, true, false, PROTO_VARIANT_AUTO);
@@ -1400,7 +1402,7 @@ static void test_splitk128_mid_size(void **state)
 	}
 }
 
-/* Short layers on a GPU (variant.h, VARIANT_SHORT_MAX_BATCH): after every
+/* Short layers on a GPU (variant.h, REFINE_SHORT_MAX_BATCH): after every
  * other pass, at most 1,024 rows of at most 512 features each way and
  * 65,536 weights go to the seed kernels, every dtype and output subset;
  * one past each bound, or a forced variant, stays. */
