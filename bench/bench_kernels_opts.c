@@ -180,6 +180,17 @@ static int parse_names(const char *s, int (*lookup)(const char *), int *out, uns
 	return *n ? 0 : -1;
 }
 
+/* A whole number of milliseconds, 0 to 10 minutes, for option `name`:
+ * 0 with *ms set, or cli_parse_u64's nonzero (it said why). */
+static int parse_ms(const char *name, const char *arg, double *ms)
+{
+	uint64_t v;
+	const int bad = cli_parse_u64(name, arg, 0, 600000, &v);
+	if (!bad)
+		*ms = (double)v;
+	return bad;
+}
+
 int bk_dtype_lookup(const char *s)
 {
 	for (int d = 0; d < PROTO_DTYPE_COUNT; d++)
@@ -279,18 +290,8 @@ int bk_opts_parse(int argc, char **argv, bk_opts *o)
 			o->inflight = (unsigned)k;
 			break;
 		}
-		case KO_WARMUP: {
-			uint64_t ms;
-			bad = cli_parse_u64("--warmup-ms", optarg, 0, 600000, &ms);
-			o->warmup_ms = (double)ms;
-			break;
-		}
-		case KO_SETTLE: {
-			uint64_t ms;
-			bad = cli_parse_u64("--settle-ms", optarg, 0, 600000, &ms);
-			o->settle_ms = (double)ms;
-			break;
-		}
+		case KO_WARMUP: bad = parse_ms("--warmup-ms", optarg, &o->warmup_ms); break;
+		case KO_SETTLE: bad = parse_ms("--settle-ms", optarg, &o->settle_ms); break;
 		case KO_PRUNE:
 			bad = cli_parse_double("--prune", optarg, 0, 1000, &o->prune);
 			if (!bad && o->prune > 0 && o->prune < 1)

@@ -660,7 +660,7 @@ static void test_bench_kernels_usage(void **state)
 	static const char *const bad[] = {"--shapes 1,2", "--shapes 0,1,1", "--dtypes f64",
 					  "--variants auto,auto", "--max-gflop -1", "--reps 0",
 					  "--outputs dq", "--outputs ,", "--inflight 0", "--inflight 65",
-					  "--warmup-ms x", "--settle-ms -1", "--settle-ms 600001",
+					  "--warmup-ms x", "--warmup-ms 600001", "--settle-ms -1", "--settle-ms 600001",
 					  "--prune 0.5", "--prune -1", "--prune x", "--prune 1001", "--prune nan",
 					  "--max-gflop inf", "--max-gflop x", "--copy-gbps -1", "--copy-gbps 1e"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
