@@ -68,7 +68,8 @@ static const probe_part parts[] = {
 #define MAX_FIT 32 /* samples per kernel (linear_tiled_gemm: dW's and dX's) */
 #define CPU_REPS 1 /* (many samples per kernel; a CPU device is slow) */
 #define GPU_REPS 3
-/* Submissions of the whole probe set on a CPU device, each probe's least
+/* Submissions of the whole probe set on a CPU device (costmodel.h:
+ * COSTMODEL_CPU_PASSES, then more while they disagree), each probe's least
  * time kept: the host's other work takes its cores in bursts, and a burst
  * over part of the set (one kernel's probes and not another's) makes the
  * fit rank them wrong. On lavapipe (2 cores, 2026-12-06; 1,024x512x64 f32
@@ -78,7 +79,6 @@ static const probe_part parts[] = {
  * busy loops) and 1 of 6 beside 3 s of them; two passes 0 of 66 and 1 of
  * 8 (docs/performance.md). Two passes take about 290 ms against 160. A GPU
  * keeps one (its reps sit in one command buffer). */
-#define CPU_PASSES 2
 #define MAX_PROBES (PROTO_DTYPE_COUNT * NPARTS * 5)
 #define MAX_QUERIES (2 * GPU_REPS * MAX_PROBES)
 
@@ -468,8 +468,8 @@ static unsigned probe_list(const pipelines *pl, probe *list)
 }
 
 /* One submission of pr's recorded probes (np of them, `reps` each): each
- * probe's least time so far into least[]. Returns 0, or -1 with err. */
-static int submit_pass(prober *pr, const device *d, unsigned reps, unsigned np, double *least, char *err,
+ * probe's least time over its reps into pass[]. Returns 0, or -1 with err. */
+static int submit_pass(prober *pr, const device *d, unsigned reps, unsigned np, double *pass, char *err,
 		       size_t errlen)
 {
 	const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
@@ -485,11 +485,49 @@ static int submit_pass(prober *pr, const device *d, unsigned reps, unsigned np, 
 		snprintf(err, errlen, "reading the probes' timestamps failed");
 		return -1;
 	}
-	for (unsigned i = 0; i < np; i++)
+	for (unsigned i = 0; i < np; i++) {
+		pass[i] = INFINITY;
 		for (unsigned r = 0; r < reps; r++) {
 			const uint64_t *q = ts + 2 * reps * i + 2 * r;
-			least[i] = fmin(least[i], (double)((q[1] - q[0]) & d->timestamp_mask) * d->timestamp_period);
+			pass[i] = fmin(pass[i], (double)((q[1] - q[0]) & d->timestamp_mask) * d->timestamp_period);
 		}
+	}
+	return 0;
+}
+
+double costmodel_pass_gain(const double *before, const double *pass, unsigned n, double min_ns)
+{
+	double gain = 1;
+	for (unsigned i = 0; i < n; i++)
+		if (pass[i] >= min_ns && before[i] / pass[i] > gain)
+			gain = before[i] / pass[i];
+	return gain;
+}
+
+bool costmodel_more_passes(unsigned done, double gain, bool cpu)
+{
+	if (!cpu)
+		return done < 1;
+	return done < COSTMODEL_CPU_PASSES || (done < COSTMODEL_CPU_MAX_PASSES && gain > COSTMODEL_SETTLE_GAIN);
+}
+
+/* Submit the probe set whose times `least` holds (INFINITY before the
+ * first) while costmodel_more_passes says so, each probe keeping its least
+ * time (a busy host only adds time); m gets the passes, the last one's
+ * gain and whether the passes settled. */
+static int submit_passes(costmodel *m, prober *pr, const device *d, bool cpu, unsigned reps, unsigned np,
+			 double *least, char *err, size_t errlen)
+{
+	static double pass[MAX_PROBES];
+	m->last_gain = INFINITY;
+	for (m->passes = 0; costmodel_more_passes(m->passes, m->last_gain, cpu); m->passes++) {
+		if (submit_pass(pr, d, reps, np, pass, err, errlen) != 0)
+			return -1;
+		m->last_gain = costmodel_pass_gain(least, pass, np, COSTMODEL_SETTLE_MIN_NS);
+		for (unsigned i = 0; i < np; i++)
+			least[i] = fmin(least[i], pass[i]);
+	}
+	m->unsettled = cpu && m->last_gain > COSTMODEL_SETTLE_GAIN;
 	return 0;
 }
 
@@ -519,7 +557,6 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 	const uint64_t t0 = now_ns();
 	prober pr;
 	int rc = prober_init(&pr, d, pl, dispatch_max_macs, bytes, err, errlen);
-	const unsigned passes = cpu ? CPU_PASSES : 1;
 	/* (submitted once per pass: not one-time) */
 	const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
 	if (rc == 0 && vkBeginCommandBuffer(pr.cb, &bi) != VK_SUCCESS) {
@@ -548,8 +585,8 @@ int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64
 	static double least[MAX_PROBES];
 	for (unsigned i = 0; i < np; i++)
 		least[i] = INFINITY;
-	for (unsigned pass = 0; pass < passes && rc == 0; pass++)
-		rc = submit_pass(&pr, d, reps, np, least, err, errlen);
+	if (rc == 0)
+		rc = submit_passes(m, &pr, d, cpu, reps, np, least, err, errlen);
 	/* per dtype and kernel (linear_tiled_gemm's dW and dX parts together) */
 	static costmodel_sample smp[PROTO_DTYPE_COUNT][KERN_COUNT][MAX_FIT];
 	unsigned ns_n[PROTO_DTYPE_COUNT][KERN_COUNT] = {{0}};

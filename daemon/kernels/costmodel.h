@@ -65,14 +65,46 @@ typedef struct costmodel {
 	costmodel_fit fit[KERN_COUNT][PROTO_DTYPE_COUNT];
 	double probe_ms;   /* host time the probes took */
 	uint32_t nprobes;  /* timed parts */
+	uint32_t passes;   /* submissions of the probe set (costmodel_measure) */
+	double last_gain;  /* the most a probe got faster in the last pass (costmodel_pass_gain) */
+	bool unsettled;    /* a CPU device's passes still disagreed: use it, do not save it */
 } costmodel;
 
 /* Measure m on device d with pipelines pl (dispatches cut at
  * dispatch_max_macs, as the engine's are). Returns 0, or -1 with the
  * reason in err and m all !ok (auto then keeps its fixed rules). Start-up
- * only: it submits to d's compute queue and waits. */
+ * only: it submits to d's compute queue and waits. On a CPU device the
+ * probe set is submitted COSTMODEL_CPU_PASSES times and then again, up to
+ * COSTMODEL_CPU_MAX_PASSES, while the last pass made some probe more than
+ * COSTMODEL_SETTLE_GAIN faster than the passes before it (the host's other
+ * work came in bursts); where the last one still did, m->unsettled: the
+ * caller uses the model and does not save it. */
 int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
 		      char *err, size_t errlen);
+
+/* On lavapipe (2 cores, idle, 2026-12-06, 99 probes, 8 starts): the
+ * first pass runs each kernel's first probe 3-10x slower (the pipeline's
+ * first dispatch), so the second always gains; the third made some probe
+ * 1.15-2.6x faster than the two before it (two starts of 8 over 1.5x), a
+ * fourth at most 1.11x. So three passes, then more while the last gained
+ * over 1.5x, at most five. */
+#define COSTMODEL_CPU_PASSES 3
+#define COSTMODEL_CPU_MAX_PASSES 5
+#define COSTMODEL_SETTLE_GAIN 1.5
+/* probes shorter than this are left out of the gain: their noise is the
+ * host's wake-up, not a burst over one kernel */
+#define COSTMODEL_SETTLE_MIN_NS 200000.0
+
+/* The most a pass made a probe faster: the largest before[i] / pass[i]
+ * over the n probes whose time in this pass is at least min_ns (1 where
+ * none got faster or none is that long; INFINITY where before[i] is, the
+ * first pass). */
+double costmodel_pass_gain(const double *before, const double *pass, unsigned n, double min_ns);
+/* Does a measurement that has submitted `done` passes, the last gaining
+ * `gain`, submit another? A GPU: one pass. A CPU device:
+ * COSTMODEL_CPU_PASSES, then while gain > COSTMODEL_SETTLE_GAIN, up to
+ * COSTMODEL_CPU_MAX_PASSES. */
+bool costmodel_more_passes(unsigned done, double gain, bool cpu);
 
 /* The estimated time (ns) of `wgs` workgroups of `trips` iterations doing
  * `work` workgroup-iterations on kernel k for dtype dt; a negative value

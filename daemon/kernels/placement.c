@@ -47,9 +47,13 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 		if (costmodel_measure(&p->cost, d, pl, cfg->dispatch_max_macs, err, sizeof(err)) != 0) {
 			log_warn("cost model: not measured (%s): auto keeps its fixed rules", err);
 		} else {
-			log_info("cost model: %u kernel parts timed in %.0f ms; auto picks among the plain "
-				 "kernels by it", p->cost.nprobes, p->cost.probe_ms);
-			if (dir && costmodel_save(&p->cost, d, cfg->cache_dir, err, sizeof(err)) != 0)
+			log_info("cost model: %u kernel parts timed in %.0f ms (%u passes); auto picks among the "
+				 "plain kernels by it", p->cost.nprobes, p->cost.probe_ms, p->cost.passes);
+			if (p->cost.unsettled)
+				log_notice("cost model: its %u passes did not settle (the last made a probe %.2fx "
+					   "faster: the host busy?): used, not saved; the next start measures again",
+					   p->cost.passes, p->cost.last_gain);
+			else if (dir && costmodel_save(&p->cost, d, cfg->cache_dir, err, sizeof(err)) != 0)
 				log_warn("cost model: not saved (%s): a restart measures again", err);
 		}
 	}
