@@ -536,19 +536,27 @@ void dispatch_forward(const rec *r)
 	}
 }
 
+/* dW/db's unit and then dX's, a barrier between where the plan keeps
+ * them apart */
+static void units_in_turn(const rec *r, bool param, bool input)
+{
+	if (param)
+		dispatch_unit(r, UNIT_PARAM);
+	if (param && input && r->j->plan.apart)
+		r->rc->ops.barrier_inside(r);
+	if (input)
+		dispatch_unit(r, UNIT_INPUT);
+}
+
 void dispatch_backward_units(const rec *r, bool param, bool input)
 {
 	/* dX beside dW: both units in one pass (one at a time: unfused) */
 	const bool both = param && input && variant_dx_fused(&r->j->plan);
 	if (r->j->req.activation == PROTO_ACT_NONE) {
-		if (both) {
+		if (both)
 			dispatch_unit(r, UNIT_BOTH);
-			return;
-		}
-		if (param)
-			dispatch_unit(r, UNIT_PARAM);
-		if (input)
-			dispatch_unit(r, UNIT_INPUT);
+		else
+			units_in_turn(r, param, input);
 		return;
 	}
 	/* dZ = dY ⊙ act'(·) into scratch, a barrier, then the kernels read
@@ -559,14 +567,10 @@ void dispatch_backward_units(const rec *r, bool param, bool input)
 	rec ar = *r;
 	activation_view(r->j, &aj);
 	ar.j = &aj;
-	if (both) {
+	if (both)
 		dispatch_unit(&ar, UNIT_BOTH);
-		return;
-	}
-	if (param)
-		dispatch_unit(&ar, UNIT_PARAM);
-	if (input)
-		dispatch_unit(&ar, UNIT_INPUT);
+	else
+		units_in_turn(&ar, param, input);
 }
 
 /* Record r's dW/db kernels (param) and dX kernels (input) into r->cb, the

@@ -22,6 +22,11 @@ typedef struct variant_plan {
 			      * or taken for one rounding of a 16-bit output */
 	uint32_t dx_slices;  /* split-K slices when input is KERN_SPLITK (16-bit
 			      * dX over an out too long for one dispatch), else 1 */
+	uint32_t apart;      /* 1: a job of both units records dX after a
+			      * barrier behind dW/db, not beside it
+			      * (refine_t128_small: the two kernels side by side
+			      * ran slower than one after the other); 0 or 1, a
+			      * word so that the struct has no padding */
 } variant_plan;
 
 /* Does plan p run dX in its dW pass (KERN_CMKS_DX or KERN_CMKS_DX_S,

@@ -505,6 +505,13 @@ static void record_direct(const rec *r)
 		record_unit(r, UNIT_BOTH);
 		return;
 	}
+	/* dX after dW/db, a barrier between (the plan's `apart`) */
+	if (param && input && r->j->plan.apart) {
+		record_unit(r, UNIT_PARAM);
+		barrier_inside(r);
+		record_unit(r, UNIT_INPUT);
+		return;
+	}
 	/* a job's two units are independent (proto_job_check: no output
 	 * overlaps another tensor of the job), so either may go first:
 	 * dX first when its kernel is the one bound (the previous job's

@@ -44,8 +44,15 @@ void refine_t128_small(variant_plan *p, const proto_request *q, bool gpu)
 	if (q->variant == PROTO_VARIANT_TILED128 && p->input == KERN_TILED128)
 		p->input = KERN_TILED128_S;
 	else if (gpu && q->variant == PROTO_VARIANT_AUTO && p->input == KERN_NARROW_DX &&
-		 q->in >= REFINE_T128_SMALL_MIN_IN && !q->t[PROTO_T_DW].present && !q->t[PROTO_T_DB].present)
-		p->input = KERN_TILED128_S;
+		 q->in >= REFINE_T128_SMALL_MIN_IN) {
+		const bool param = q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present;
+		if (!param) {
+			p->input = KERN_TILED128_S;
+		} else if (p->param == KERN_NARROW) {
+			p->input = KERN_TILED128_S;
+			p->apart = 1;
+		}
+	}
 }
 
 void refine_narrow_short(variant_plan *p, const proto_request *q)

@@ -74,17 +74,20 @@ void refine_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, boo
  *  - `tiled128` forced: its dX there, on every device (the 128 tile would
  *    be half padding or more);
  *  - auto on a GPU (gpu true; placement.c): the narrow family's dX
- *    (KERN_NARROW_DX) of in >= REFINE_T128_SMALL_MIN_IN in a job without
- *    dW or db (dX alone; a linear_forward's GEMM). H100, 2026-12-06 08:31
- *    UTC, resident, 8 in flight, f32 dX alone: 309 us against the narrow
- *    family's 547 at 1,048,576x64x64, 1,243 / 2,078 at 4,194,304x64x64.
- *    Beside the narrow family's dW/db in one job it was slower, not
- *    faster: the full backward 1,214 against 1,086 (all on the narrow
- *    family) at 1,048,576x64x64, 4,707 / 4,125 at 4,194,304x64x64, 1,159 /
- *    1,047 at 4,194,304x32x16, though dW/db alone took 537 and 2,046
- *    (why the two kernels of one job do not add up was not found). So a
- *    full backward keeps the narrow family's dX. Narrower layers (1-31
- *    features) and linear_forward were not measured.
+ *    (KERN_NARROW_DX) of in >= REFINE_T128_SMALL_MIN_IN, in a job without
+ *    dW or db (dX alone; a linear_forward's GEMM) or beside the narrow
+ *    family's dW/db (KERN_NARROW), then recorded after a barrier behind
+ *    them (the plan's `apart`). H100, 2026-12-06 08:31 UTC, resident, 8
+ *    in flight, f32 dX alone: 309 us against the narrow family's 547 at
+ *    1,048,576x64x64, 1,243 / 2,078 at 4,194,304x64x64. Beside the
+ *    narrow family's dW/db with no barrier between the two kernels of a
+ *    job, the full backward got slower: 1,214 against 1,086 (all on the
+ *    narrow family) at 1,048,576x64x64, 4,706 / 4,121 at 4,194,304x64x64,
+ *    though dW/db alone took 536 and 2,035 and dX alone 310 and 1,154
+ *    (13:51 UTC: the two kernels side by side). With the barrier (13:51,
+ *    same call): 848 and 3,196; 309 against 319 at 1,048,576x32x16. dW/db
+ *    on another family keep their dX (not measured). Narrower layers
+ *    (1-31 features) and linear_forward were not measured.
  * On lavapipe auto keeps its rules (forced jobs run the kernel there). */
 #define REFINE_T128_SMALL_MIN_IN 32
 #define REFINE_T128_SMALL_MAX_IN 64

@@ -1588,7 +1588,8 @@ static void test_narrow_wide_in(void **state)
 
 /* linear_tiled128_gemm's small tiling (KERN_TILED128_S, variant.h):
  * forced tiled128's f32 dX of in <= 64 on every device; auto's narrow-family
- * f32 dX of 32 <= in <= 64 in a job without dW/db, on a GPU only. */
+ * f32 dX of 32 <= in <= 64 on a GPU only: alone, or beside the narrow
+ * family's dW/db after a barrier (the plan's `apart`). */
 static void test_t128_small(void **state)
 {
 	(void)state;
@@ -1619,13 +1620,46 @@ static void test_t128_small(void **state)
 	p = variant_choose(&q, gpu);
 	refine_t128_small(&p, &q, true);
 	assert_int_equal(p.input, KERN_TILED128_S);
+	assert_int_equal(p.apart, 0); /* dX alone: nothing to keep apart */
+	/* the full backward: dX moves beside the narrow family's dW/db, after
+	 * a barrier; on lavapipe nothing changes */
+	for (int with_db = 0; with_db < 2; with_db++) {
+		q = job(1u << 20, 64, 64, true, with_db, true, PROTO_VARIANT_AUTO);
+		q.dtype = PROTO_F32;
+		p = variant_choose(&q, gpu);
+		assert_int_equal(p.param, KERN_NARROW);
+		assert_int_equal(p.input, KERN_NARROW_DX);
+		assert_int_equal(p.apart, 0);
+		variant_plan lp = p;
+		refine_t128_small(&lp, &q, false);
+		assert_memory_equal(&lp, &p, sizeof(p));
+		refine_t128_small(&p, &q, true);
+		assert_int_equal(p.param, KERN_NARROW);
+		assert_int_equal(p.input, KERN_TILED128_S);
+		assert_int_equal(p.apart, 1);
+	}
+	/* db alone beside dX */
+	q = job(1u << 20, 32, 16, false, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
+	assert_int_equal(p.param, KERN_NARROW);
+	refine_t128_small(&p, &q, true);
+	assert_int_equal(p.input, KERN_TILED128_S);
+	assert_int_equal(p.apart, 1);
+	/* dW/db on another family: the narrow dX stays (not measured) */
+	q = job(1u << 20, 64, 64, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = (variant_plan){.param = KERN_SPLITK, .input = KERN_NARROW_DX, .slices = 8, .min_slices = 2,
+			   .dx_slices = 1};
+	const variant_plan other = p;
+	refine_t128_small(&p, &q, true);
+	assert_memory_equal(&p, &other, sizeof(p));
 	const struct {
 		uint64_t b, i, o;
 		bool dx;
 		proto_dtype dt;
 		proto_variant v;
 	} stay[] = {
-		{1u << 20, 64, 64, true, PROTO_F32, PROTO_VARIANT_AUTO}, /* (with dW, db) */
 		{1u << 20, 16, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
 		{1u << 20, 31, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
 		{1u << 20, 65, 64, true, PROTO_F32, PROTO_VARIANT_AUTO},
