@@ -513,10 +513,14 @@ variant_plan variant_choose_costed(const proto_request *q, unsigned caps, const 
 uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_rows, uint32_t least)
 {
 	const uint64_t tiles = ceil_div(m ? m : 1, WIDE_TILE) * ceil_div(n ? n : 1, WIDE_TILE);
-	uint64_t s = VARIANT_S128_WAVE / tiles; /* one wave, not just past it */
+	uint64_t wave = VARIANT_S128_WAVE;
+	if (tiles == 1 &&
+	    k >= (uint64_t)VARIANT_S128_ONE_TILE_WAVES * VARIANT_S128_WAVE * VARIANT_S128_ONE_TILE_MIN_ROWS)
+		wave *= VARIANT_S128_ONE_TILE_WAVES;
+	uint64_t s = wave / tiles; /* whole waves, not just past one */
 	if (s < least)
 		s = least;
-	s = min_u64(s, min_u64(VARIANT_S128_WAVE, k / (min_rows ? min_rows : 1)));
+	s = min_u64(s, min_u64(wave, k / (min_rows ? min_rows : 1)));
 	return kshape_s128_slices(k, (uint32_t)(s ? s : 1));
 }
 

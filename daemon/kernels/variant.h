@@ -216,9 +216,22 @@ uint64_t variant_estimate_ns(const costmodel *cm, const variant_plan *p, const p
  * 140, 16,384x257x129 (543 M) 195 against 204. The bound, 2^26, lies
  * between (2,048x256x256, 134 M, keeps it: not measured). */
 #define VARIANT_S128_MIN_MACS (1ull << 26)
+/* A GEMM of one 128x128 tile (a layer of at most 128 features both ways:
+ * its dW) over a reduction of at least VARIANT_S128_ONE_TILE_WAVES waves
+ * of slices of VARIANT_S128_ONE_TILE_MIN_ROWS takes that many waves, not
+ * one. H100, 2026-12-06 14:15 UTC, one call, resident, 8 in flight, f32:
+ * 1,048,576x128x128 dW+db 1,385 us on two waves (528 slices of 1,986
+ * rows) against 1,593 on one (cuBLAS 1,054 in the same call), full
+ * backward 2,306 / 2,537; three half-waves (396) 1,450. Two waves for
+ * every GEMM: 262,144x256x256 dW+db (4 tiles) 919 / 910 and
+ * 2,048x1024x1024's full backward (64 tiles) 268 / 252, so those keep
+ * one. Shorter one-tile reductions were not measured. */
+#define VARIANT_S128_ONE_TILE_WAVES 2
+#define VARIANT_S128_ONE_TILE_MIN_ROWS 1024
 /* The slices of split-K on the 128 tile for an m x n GEMM over k: one
- * wave's worth (floor(VARIANT_S128_WAVE / tiles)), at least `least`, then
- * at most VARIANT_S128_WAVE and k / min_rows (see refine.h: refine_splitk128); >= 1. */
+ * wave's worth (floor(VARIANT_S128_WAVE / tiles); a long one-tile GEMM
+ * VARIANT_S128_ONE_TILE_WAVES waves), at least `least`, then at most
+ * that wave and k / min_rows (see refine.h: refine_splitk128); >= 1. */
 uint32_t variant_s128_slices(uint64_t m, uint64_t n, uint64_t k, uint64_t min_rows, uint32_t least);
 /* `splitk` forced: q's slices, of at least 16 rows, at most 64. */
 uint32_t variant_forced_splitk_slices(const proto_request *q);

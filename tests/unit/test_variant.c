@@ -1397,9 +1397,26 @@ static void test_splitk128_mid_size(void **state)
 		}
 	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
 		const uint32_t s = variant_s128_slices(128, 128, ks[i], KSHAPE_S128_STEP, 1);
-		assert_true(s >= 1 && s <= VARIANT_S128_WAVE);
+		assert_true(s >= 1 && s <= VARIANT_S128_WAVE * VARIANT_S128_ONE_TILE_WAVES);
 		assert_true(ks[i] < 32 || kshape_s128_len(ks[i], s) >= KSHAPE_S128_STEP);
 	}
+	/* one tile over a long reduction: two waves of slices of >= 1,024
+	 * rows; one row short of that, or two tiles, one wave */
+	const uint64_t two = (uint64_t)VARIANT_S128_ONE_TILE_WAVES * VARIANT_S128_WAVE * VARIANT_S128_ONE_TILE_MIN_ROWS;
+	const uint64_t waves = (uint64_t)VARIANT_S128_WAVE * VARIANT_S128_ONE_TILE_WAVES;
+	static const uint64_t one_tile[][3] = {{128, 128, 1u << 20}, {128, 128, two}, {100, 17, 1u << 20},
+					       {128, 128, 1u << 24}};
+	for (size_t i = 0; i < sizeof(one_tile) / sizeof(one_tile[0]); i++) {
+		const uint64_t K = one_tile[i][2];
+		const uint32_t s = variant_s128_slices(one_tile[i][0], one_tile[i][1], K, VARIANT_S128_MIN_ROWS, 2);
+		/* (whole 16-row steps may take one slice off) */
+		assert_true(s > waves - VARIANT_S128_WAVE / 2 && s <= waves);
+		assert_true(s > VARIANT_S128_WAVE);
+		assert_true(kshape_s128_len(K, s) >= VARIANT_S128_ONE_TILE_MIN_ROWS - KSHAPE_S128_STEP);
+	}
+	assert_true(variant_s128_slices(128, 128, two - 1, VARIANT_S128_MIN_ROWS, 2) <= VARIANT_S128_WAVE);
+	assert_true(variant_s128_slices(256, 128, 1u << 20, VARIANT_S128_MIN_ROWS, 2) <= VARIANT_S128_WAVE / 2);
+	assert_true(variant_s128_slices(256, 256, 1u << 20, VARIANT_S128_MIN_ROWS, 2) <= VARIANT_S128_WAVE / 4);
 }
 
 /* Short layers on a GPU (variant.h, REFINE_SHORT_MAX_BATCH): after every
@@ -1452,7 +1469,8 @@ static void test_short_layers(void **state)
 /* Narrow f32 layers of 128 features or more both ways (variant.h,
  * VARIANT_NARROW_S128_MIN_FEATURES): the rules give them to the narrow
  * family; on a GPU refine_splitk128 moves dW/db to split-K on the 128
- * tile (one wave of slices: 264 for one tile, 66 for four) and dX to
+ * tile (one wave of slices, 66 for four tiles; two waves for one tile
+ * over 2^20 rows) and dX to
  * tiled128 (with db alone too). 64 features, one side below 128, db
  * alone, f16/bf16 and a forced narrow stay. */
 static void test_splitk128_wide_narrow(void **state)
@@ -1467,7 +1485,8 @@ static void test_splitk128_wide_narrow(void **state)
 	refine_splitk128(&p, &q);
 	assert_int_equal(p.param, KERN_SPLITK128);
 	assert_int_equal(p.min_slices, 2);
-	assert_true(p.slices > VARIANT_S128_WAVE / 2 && p.slices <= VARIANT_S128_WAVE);
+	/* one tile over 2^20 rows: two waves (VARIANT_S128_ONE_TILE_WAVES) */
+	assert_true(p.slices > VARIANT_S128_WAVE && p.slices <= VARIANT_S128_WAVE * VARIANT_S128_ONE_TILE_WAVES);
 	const uint64_t l = kshape_s128_len(q.batch, p.slices);
 	assert_true((uint64_t)(p.slices - 1) * l < q.batch && (uint64_t)p.slices * l >= q.batch);
 	assert_int_equal(p.input, KERN_TILED128);
