@@ -1,7 +1,8 @@
 /* daemon/kernels/record.c — how a batch becomes a command buffer: its jobs
  * in an order that interleaves connections, barriers only where one
  * dispatch's bound bytes conflict with an earlier one's since the last
- * barrier, device-local jobs' copies, the timestamps and the batch's end.
+ * barrier (and between a job's two units where its plan keeps them
+ * apart), device-local jobs' copies, the timestamps and the batch's end.
  * What each job dispatches is dispatch.c's. */
 #include "record_priv.h"
 
