@@ -561,7 +561,10 @@ class Client(_TensorOps, _OptimOps):
         db and dx use; relu reads y (the forward's output, batch × out),
         gelu z (the pre-activation, batch × out), arrays or Tensors; with
         accumulate too.
-        Bad arguments raise ValueError/TypeError before anything is sent."""
+        Bad arguments raise ValueError/TypeError before anything is sent.
+        Arrays that are not region views are copied into pool regions;
+        where the connection holds the daemon's max_regions and jobs still
+        running hold pool regions, submit waits for the oldest of them."""
         _check_flags(accumulate, variant)
         act = _check_activation(activation, False)
         dt = normalize(dtype) if dtype is not None else _dtype_of(x)
@@ -707,11 +710,32 @@ class Client(_TensorOps, _OptimOps):
         from . import _forward
         self._ensure()
         try:
-            with self._lock:
-                return self._send_locked(_forward, dt, npdt, dims, ins, out, want, shapes,
-                                         accumulate, variant, forward, activation)
+            while True:
+                try:
+                    with self._lock:
+                        return self._send_locked(_forward, dt, npdt, dims, ins, out, want, shapes,
+                                                 accumulate, variant, forward, activation)
+                except Error as e:
+                    oldest = self._region_holder(e)
+                    if oldest is None:
+                        raise
+                # back-pressure: wait for the oldest job holding a pool
+                # region (its region goes back to the pool), then again
+                oldest.exception()
         finally:
             self._flush()
+
+    def _region_holder(self, e):
+        """For e, a send's failure: where it is the daemon's max_regions
+        (code limit, the connection at the hello's max_regions) and a job
+        still running holds a pool region, the oldest such job's Future;
+        else None (the error is the caller's)."""
+        cap = int(self.info.get("limits", {}).get("max_regions", 0) or 0)
+        with self._lock:
+            if e.code != "limit" or not cap or len(self._regions) < cap:
+                return None
+            return next((f for f in self._pending.values()
+                         if f._pool is not None and not f._event.is_set()), None)
 
     def _send_locked(self, _forward, dt, npdt, dims, ins, out, want, shapes, accumulate,
                      variant, forward, activation=None):

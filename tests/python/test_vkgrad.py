@@ -316,6 +316,41 @@ class TestAsync(Case):
         for f in futs:
             np.testing.assert_array_equal(f.result(timeout=120)["db"], np.full(4, 8, np.float32))
 
+    def test_submit_waits_for_a_pool_region_at_max_regions(self):
+        # a daemon of 3 regions per connection, one held by the caller: the
+        # jobs' copies share 2 pool regions, so a submit while both are in
+        # use by running jobs waits for the oldest (a loaded machine once
+        # made the 64-region case above fail with "limit" instead)
+        d = Daemon(["--max-regions", "3"])
+        try:
+            with vkgrad.connect(d.sock) as c:
+                held = c.region(4096)
+                rng = np.random.default_rng(11)
+                jobs = []
+                for k in range(24):
+                    x, x64 = rand((2048 + k, 64), "f32", rng)
+                    dy, dy64 = rand((2048 + k, 48), "f32", rng)
+                    jobs.append((c.submit(x, dy, outputs=["dw", "db"]), ref(x64, dy64, None)))
+                    self.assertLessEqual(c.stats()["regions"], 3)
+                for f, want in jobs:
+                    g = f.result(timeout=120)
+                    self.assertClose(g["dw"], want["dw"], "f32")
+                    self.assertClose(g["db"], want["db"], "f32")
+                # a limit the client cannot wait out still raises
+                more = [c.region(4096) for _ in range(3 - c.stats()["regions"])]
+                with self.assertRaises(vkgrad.Error) as e:
+                    c.region(4096)
+                self.assertEqual(e.exception.code, "limit")
+                self.assertIn("max_regions", str(e.exception))
+                for r in more + [held]:
+                    r.close()
+                x = np.ones((8, 4), np.float32)
+                np.testing.assert_array_equal(c.linear_backward(x, x)["db"], np.full(4, 8, np.float32))
+        finally:
+            problems = d.stop()
+            if problems:
+                raise AssertionError("daemon: " + problems)
+
     def test_threads_share_one_client(self):
         rng = np.random.default_rng(7)
         data = [rand((30, 10), "f32", rng) + rand((30, 7), "f32", rng) for _ in range(4)]
