@@ -67,7 +67,7 @@ typedef struct costmodel {
 	uint32_t nprobes;  /* timed parts */
 	uint32_t passes;   /* submissions of the probe set (costmodel_measure) */
 	double last_gain;  /* the most a probe got faster in the last pass (costmodel_pass_gain) */
-	bool unsettled;    /* a CPU device's passes still disagreed: use it, do not save it */
+	bool unsettled;    /* a CPU device's passes still disagreed (logged) */
 } costmodel;
 
 /* Measure m on device d with pipelines pl (dispatches cut at
@@ -77,8 +77,9 @@ typedef struct costmodel {
  * probe set is submitted COSTMODEL_CPU_PASSES times and then again, up to
  * COSTMODEL_CPU_MAX_PASSES, while the last pass made some probe more than
  * COSTMODEL_SETTLE_GAIN faster than the passes before it (the host's other
- * work came in bursts); where the last one still did, m->unsettled: the
- * caller uses the model and does not save it. */
+ * work came in bursts); where the last one still did, m->unsettled (the
+ * caller logs it, and saves the model all the same: a restart must choose
+ * as this start does). */
 int costmodel_measure(costmodel *m, const device *d, const pipelines *pl, uint64_t dispatch_max_macs,
 		      char *err, size_t errlen);
 

@@ -49,11 +49,14 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 		} else {
 			log_info("cost model: %u kernel parts timed in %.0f ms (%u passes); auto picks among the "
 				 "plain kernels by it", p->cost.nprobes, p->cost.probe_ms, p->cost.passes);
+			/* saved even so: a restart (or a second daemon on this cache
+			 * directory) must choose the same kernels, for the same bits */
 			if (p->cost.unsettled)
 				log_notice("cost model: its %u passes did not settle (the last made a probe %.2fx "
-					   "faster: the host busy?): used, not saved; the next start measures again",
+					   "faster: the host busy?); remove costmodel-*.txt from the cache "
+					   "directory to measure again at the next start",
 					   p->cost.passes, p->cost.last_gain);
-			else if (dir && costmodel_save(&p->cost, d, cfg->cache_dir, err, sizeof(err)) != 0)
+			if (dir && costmodel_save(&p->cost, d, cfg->cache_dir, err, sizeof(err)) != 0)
 				log_warn("cost model: not saved (%s): a restart measures again", err);
 		}
 	}

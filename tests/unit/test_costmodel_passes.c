@@ -4,7 +4,7 @@
  * least COSTMODEL_SETTLE_MIN_NS more than COSTMODEL_SETTLE_GAIN faster
  * (a burst of the host's other work over part of the set), at most
  * COSTMODEL_CPU_MAX_PASSES; a measurement whose last pass still gained
- * that much is unsettled (used, not saved). */
+ * that much is unsettled (logged). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
