@@ -77,8 +77,9 @@ static const probe_part parts[] = {
  * pick, split-K or tiled128, and test_tenants once failed for it), starts
  * that kept generic: one pass 4 of 66 (idle or beside 150 ms bursts of two
  * busy loops) and 1 of 6 beside 3 s of them; two passes 0 of 66 and 1 of
- * 8 (docs/performance.md). Two passes take about 290 ms against 160. A GPU
- * keeps one (its reps sit in one command buffer). */
+ * 8 (docs/performance.md). One pass took about 160 ms idle, two 290, the
+ * three to five of costmodel.h 413-676. A GPU keeps one (its reps sit in
+ * one command buffer). */
 #define MAX_PROBES (PROTO_DTYPE_COUNT * NPARTS * 5)
 #define MAX_QUERIES (2 * GPU_REPS * MAX_PROBES)
 

@@ -45,13 +45,12 @@ void refine_t128_small(variant_plan *p, const proto_request *q, bool gpu)
 		p->input = KERN_TILED128_S;
 	else if (gpu && q->variant == PROTO_VARIANT_AUTO && p->input == KERN_NARROW_DX &&
 		 q->in >= REFINE_T128_SMALL_MIN_IN) {
+		/* dX alone, or beside the narrow family's dW/db after a barrier */
 		const bool param = q->t[PROTO_T_DW].present || q->t[PROTO_T_DB].present;
-		if (!param) {
-			p->input = KERN_TILED128_S;
-		} else if (p->param == KERN_NARROW) {
-			p->input = KERN_TILED128_S;
-			p->apart = 1;
-		}
+		if (param && p->param != KERN_NARROW)
+			return;
+		p->input = KERN_TILED128_S;
+		p->apart = param;
 	}
 }
 
