@@ -50,6 +50,10 @@ shared vec4 xs4[1024];
 
 uint wq; // vec4 per shared row
 
+#if !defined(VKG_DTYPE_F16) && !defined(VKG_DTYPE_BF16)
+#include "narrow_mt8.glsl"
+#endif
+
 void put_y(uint r, uint c, float f)
 {
 	ys4[r * wq + (c >> 2)][c & 3u] = f;
@@ -101,6 +105,12 @@ void main()
 	const bool vy = pc.dy_off % VW == 0u && (nco == pc.n_out || pc.n_out % VW == 0u);
 	const bool vx = pc.x_off % VW == 0u && (nci == pc.n_in || pc.n_in % VW == 0u);
 
+#if !defined(VKG_DTYPE_F16) && !defined(VKG_DTYPE_BF16)
+	if (want_dw && nci == 64u && nco == 64u && vx && vy) { // f32 64×64 tiles: shaders/narrow_mt8.glsl
+		narrow_param_mt8(i0, o0, r_begin, r_end, blk, want_db);
+		return;
+	}
+#endif
 	vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0), bs = vec4(0.0);
 	float ry[NARROW_EPT], rx[NARROW_EPT];
 	uint row = r_begin;

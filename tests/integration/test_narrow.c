@@ -272,6 +272,46 @@ static void test_same_job_same_bits(void **state)
 	vkg_close(c);
 }
 
+/* f32 dW on whole 64x64 tiles (shaders/narrow_mt8.glsl: 8x8 micro-tiles
+ * x 4 row groups, db from the loaded registers): one tile, a grid of 2x3
+ * tiles, whole tiles beside partial ones (68 inputs: a tile of 64 and one
+ * of 4; 130 outputs: 64, 64, 2), a partial last step (batch not a multiple
+ * of 64) and many blocks; dW and db, dW alone and every output, overwrite
+ * and accumulate. X one element past its vector alignment takes the 4x4
+ * path: the same job within the tolerance. Twice on one shape: the same
+ * bytes. */
+static void test_f32_whole_tiles(void **state)
+{
+	(void)state;
+	static const uint64_t shapes[][3] = {{4099, 64, 64}, {1031, 128, 192}, {777, 68, 130}, {70001, 64, 64}};
+	static const unsigned outs[3] = {O_DW | O_DB, O_DW, O_ALL};
+	static const uint64_t x_odd[NT] = {1, 0, 0, 0, 0, 0};
+	vkg_client *c = connect_g();
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int o = 0; o < 3; o++)
+			for (int acc = 0; acc < 2; acc++) {
+				const uint64_t B = shapes[s][0], I = shapes[s][1], O = shapes[s][2];
+				const uint64_t seed = 6000 + s * 8 + (uint64_t)o * 2 + (uint64_t)acc;
+				expect_ok(c, 0, B, I, O, outs[o], acc, "narrow", seed);
+				outcome u = run_job_at(c, 0, B, I, O, outs[o], acc, "narrow", seed, false, x_odd);
+				if (u.rc != 0 || !(u.err <= dt_tol[0]))
+					fail_msg("f32 %llux%llux%llu %s%s, X unaligned: rc %d %s, max_rel_err %.3g",
+						 (unsigned long long)B, (unsigned long long)I, (unsigned long long)O,
+						 outs_name(outs[o]), acc ? " acc" : "", u.rc, u.message, u.err);
+			}
+	outcome a = run_job(c, 0, 70001, 128, 64, O_DW | O_DB, false, "narrow", 9, true);
+	outcome b = run_job(c, 0, 70001, 128, 64, O_DW | O_DB, false, "narrow", 9, true);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(b.rc, 0);
+	assert_true(a.err <= dt_tol[0]);
+	assert_int_equal(a.nbytes, b.nbytes);
+	if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
+		fail_msg("f32 70001x128x64 dw,db: two runs gave different bytes");
+	free(a.bytes);
+	free(b.bytes);
+	vkg_close(c);
+}
+
 /* dX (linear_narrow_input) on odd widths, every dtype, overwrite and
  * accumulate. Its threads are 8x8 micro-tiles, P columns of them (P the
  * power of two covering min(in, 64) / 8), a row tile 2048 / P rows, out in
@@ -426,6 +466,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_odd_shapes_every_output_subset),
 		cmocka_unit_test(test_same_job_same_bits),
+		cmocka_unit_test(test_f32_whole_tiles),
 		cmocka_unit_test(test_dx_odd_widths),
 		cmocka_unit_test(test_dx_unaligned_offsets),
 		cmocka_unit_test(test_dx_long_out_cut),
