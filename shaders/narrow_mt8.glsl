@@ -14,13 +14,14 @@
 // Included by linear_narrow_param.comp after its shared arrays (ys4, xs4,
 // 1024 vec4 each) and buffers; f32 only.
 
-#define MT8_U 2u // rows a thread takes at a time
+#define MT8_U 2u   // rows a thread takes at a time
+#define MT8_SR 32u // rows per step: two buffers of 512 vec4 in each array
 
-// A step's 64 rows × 64 columns of a row-major matrix (rows S apart) from
-// element `base`, 4 vec4 per thread: unit j is vec4 (t + 256·j) of the
+// A step's 32 rows × 64 columns of a row-major matrix (rows S apart) from
+// element `base`, 2 vec4 per thread: unit j is vec4 (t + 256·j) of the
 // step, row (t + 256·j) / 16, quad t mod 16; rows from nr on are zero.
 #define MT8_LOAD(BUFV, v, base, S, nr)                                                 \
-	[[unroll]] for (uint j_ = 0u; j_ < 4u; j_++) {                                 \
+	[[unroll]] for (uint j_ = 0u; j_ < 2u; j_++) {                                 \
 		const uint u_ = gl_LocalInvocationIndex + j_ * 256u;                   \
 		const uint r_ = u_ >> 4, q_ = u_ & 15u;                                \
 		v[j_] = r_ < (nr) ? BUFV[((base) + r_ * (S)) / 4u + q_] : vec4(0.0);   \
@@ -31,7 +32,7 @@ void narrow_param_mt8(uint i0, uint o0, uint r_begin, uint r_end, uint blk, bool
 	const uint tid = gl_LocalInvocationIndex;
 	const uint m = tid & 63u, g = tid >> 6;
 	const uint oq = m >> 3, iq = m & 7u;
-	const uint steps = (r_end - r_begin + 63u) / 64u;
+	const uint steps = (r_end - r_begin + MT8_SR - 1u) / MT8_SR;
 
 	vec4 c0[8], c1[8]; // row a of the tile: columns 4·iq.. (c0), 32 + 4·iq.. (c1)
 	[[unroll]] for (uint a = 0u; a < 8u; a++) {
@@ -39,31 +40,34 @@ void narrow_param_mt8(uint i0, uint o0, uint r_begin, uint r_end, uint blk, bool
 		c1[a] = vec4(0.0);
 	}
 	vec4 bs = vec4(0.0); // db of columns 4·(tid mod 16) .. +3
-	vec4 ry[4], rx[4];
+	vec4 ry[2], rx[2];
+	// double-buffered: step s multiplies buffer s mod 2 while step s + 1's
+	// rows go to the other (read last in step s − 1, before this step's
+	// barrier) and step s + 2's are in flight: one barrier a step
 	uint row = r_begin;
 	if (steps > 0u) {
-		const uint nr = min(64u, r_end - row);
+		const uint nr = min(MT8_SR, r_end - row);
+		MT8_LOAD(dyv4, ry, pc.dy_off + row * pc.n_out + o0, pc.n_out, nr)
+		MT8_LOAD(xv4, rx, pc.x_off + row * pc.n_in + i0, pc.n_in, nr)
+		[[unroll]] for (uint j = 0u; j < 2u; j++) {
+			ys4[tid + j * 256u] = ry[j];
+			xs4[tid + j * 256u] = rx[j];
+			bs += ry[j];
+		}
+	}
+	if (steps > 1u) {
+		row += MT8_SR;
+		const uint nr = min(MT8_SR, r_end - row);
 		MT8_LOAD(dyv4, ry, pc.dy_off + row * pc.n_out + o0, pc.n_out, nr)
 		MT8_LOAD(xv4, rx, pc.x_off + row * pc.n_in + i0, pc.n_in, nr)
 	}
 	for (uint s = 0u; s < steps; s++) {
 		barrier();
-		[[unroll]] for (uint j = 0u; j < 4u; j++) {
-			ys4[tid + j * 256u] = ry[j];
-			xs4[tid + j * 256u] = rx[j];
-			bs += ry[j];
-		}
-		barrier();
-		if (s + 1u < steps) { // the next rows in flight while these are multiplied
-			row += 64u;
-			const uint nr = min(64u, r_end - row);
-			MT8_LOAD(dyv4, ry, pc.dy_off + row * pc.n_out + o0, pc.n_out, nr)
-			MT8_LOAD(xv4, rx, pc.x_off + row * pc.n_in + i0, pc.n_in, nr)
-		}
-		for (uint r = g * MT8_U; r < 64u; r += 4u * MT8_U) {
+		const uint cur = (s & 1u) * 512u;
+		for (uint r = g * MT8_U; r < MT8_SR; r += 4u * MT8_U) {
 			vec4 y0[MT8_U], y1[MT8_U], x0[MT8_U], x1[MT8_U];
 			[[unroll]] for (uint u = 0u; u < MT8_U; u++) {
-				const uint b = (r + u) * 16u;
+				const uint b = cur + (r + u) * 16u;
 				y0[u] = ys4[b + oq];
 				y1[u] = ys4[b + 8u + oq];
 				x0[u] = xs4[b + iq];
@@ -76,6 +80,20 @@ void narrow_param_mt8(uint i0, uint o0, uint r_begin, uint r_end, uint blk, bool
 					c0[4u + a] += y1[u][a] * x0[u];
 					c1[4u + a] += y1[u][a] * x1[u];
 				}
+			}
+		}
+		if (s + 1u < steps) {
+			const uint nxt = 512u - cur;
+			[[unroll]] for (uint j = 0u; j < 2u; j++) {
+				ys4[nxt + tid + j * 256u] = ry[j];
+				xs4[nxt + tid + j * 256u] = rx[j];
+				bs += ry[j];
+			}
+			if (s + 2u < steps) {
+				row += MT8_SR;
+				const uint nr = min(MT8_SR, r_end - row);
+				MT8_LOAD(dyv4, ry, pc.dy_off + row * pc.n_out + o0, pc.n_out, nr)
+				MT8_LOAD(xv4, rx, pc.x_off + row * pc.n_in + i0, pc.n_in, nr)
 			}
 		}
 	}

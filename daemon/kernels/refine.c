@@ -98,10 +98,15 @@ void refine_splitk128(variant_plan *p, const proto_request *q)
 	 * both ways: off the narrow family's FMA loops */
 	const bool wide_narrow =
 		q->in >= VARIANT_NARROW_S128_MIN_FEATURES && q->out >= VARIANT_NARROW_S128_MIN_FEATURES;
+	/* ... but dW/db of up to VARIANT_NARROW_MT8_MAX_FEATURES over
+	 * VARIANT_NARROW_MT8_MIN_BATCH rows or more stay: whole 64x64 tiles
+	 * on the family's 8x8 path (shaders/narrow_mt8.glsl) */
+	const bool mt8 = q->in <= VARIANT_NARROW_MT8_MAX_FEATURES && q->out <= VARIANT_NARROW_MT8_MAX_FEATURES &&
+			 q->batch >= VARIANT_NARROW_MT8_MIN_BATCH;
 	if (p->input == KERN_NARROW_DX && wide_narrow)
 		p->input = KERN_TILED128;
 	if ((p->param == KERN_PARAM || p->param == KERN_TILED || p->param == KERN_SPLITK ||
-	     (p->param == KERN_NARROW && wide_narrow)) &&
+	     (p->param == KERN_NARROW && wide_narrow && !mt8)) &&
 	    q->t[PROTO_T_DW].present && s128_fits(q->out, q->in, q->batch)) {
 		const uint32_t s = variant_s128_slices(q->out, q->in, q->batch, VARIANT_S128_MIN_ROWS, 2);
 		const uint64_t wgs = (uint64_t)s * ceil_div(q->out, WIDE_TILE) * ceil_div(q->in, WIDE_TILE);

@@ -177,7 +177,11 @@ void refine_widen(variant_plan *p, const proto_request *q);
  * against narrow 1,962 at 1,048,576x128x128, 936 / 1,852 at
  * 262,144x256x256; at 64 features the two were within 3 % (533 / 546 at
  * 1,048,576x64x64) and the 128 tile would pad dW's 64x64 four times
- * (splitk128 1,609 against narrow 539), so 64 stays on the narrow family. */
+ * (splitk128 1,609 against narrow 539), so 64 stays on the narrow family.
+ * Since the family's f32 8x8 path (shaders/narrow_mt8.glsl), dW/db of up
+ * to VARIANT_NARROW_MT8_MAX_FEATURES both ways over at least
+ * VARIANT_NARROW_MT8_MIN_BATCH rows stay on it (variant.h); their dX
+ * still goes to tiled128. */
 void refine_splitk128(variant_plan *p, const proto_request *q);
 
 #endif

@@ -206,6 +206,13 @@ uint64_t variant_estimate_ns(const costmodel *cm, const variant_plan *p, const p
  * refine_splitk128 (where and how auto takes it) and the forced variant's
  * slices (variant_s128_slices) share. */
 #define VARIANT_NARROW_S128_MIN_FEATURES 128
+/* ... except dW/db of f32 layers up to this wide both ways over at least
+ * VARIANT_NARROW_MT8_MIN_BATCH rows (refine_splitk128): H100, 2026-12-06
+ * 16:22 UTC, 1,048,576x128x128 f32 dW+db, the narrow family's 8x8 path
+ * 1,327 us against auto's splitk128 1,395 (at 256 both ways 1,311 against
+ * 910: those go). Below 2^20 rows not measured. */
+#define VARIANT_NARROW_MT8_MAX_FEATURES 128
+#define VARIANT_NARROW_MT8_MIN_BATCH (1u << 20)
 #define VARIANT_S128_WAVE 264 /* workgroups of one wave: 2 per SM on 132 SMs (not tuned) */
 #define VARIANT_S128_MIN_K 1024  /* the reduction at least this (unmeasured) */
 #define VARIANT_S128_MIN_ROWS 256 /* a slice at least this long (unmeasured) */

@@ -1470,16 +1470,33 @@ static void test_short_layers(void **state)
  * VARIANT_NARROW_S128_MIN_FEATURES): the rules give them to the narrow
  * family; on a GPU refine_splitk128 moves dW/db to split-K on the 128
  * tile (one wave of slices, 66 for four tiles; two waves for one tile
- * over 2^20 rows) and dX to
+ * over 786,432 rows) and dX to
  * tiled128 (with db alone too). 64 features, one side below 128, db
- * alone, f16/bf16 and a forced narrow stay. */
+ * alone, f16/bf16 and a forced narrow stay; so do the dW/db of 128x128
+ * over 2^20 rows or more (VARIANT_NARROW_MT8_MIN_BATCH: the family's 8x8
+ * path), their dX still to tiled128. */
 static void test_splitk128_wide_narrow(void **state)
 {
 	(void)state;
 	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_F32X3 | VARIANT_HAS_NV2;
-	proto_request q = job(1u << 20, 128, 128, true, true, true, PROTO_VARIANT_AUTO);
+	static const uint64_t mt8[] = {VARIANT_NARROW_MT8_MIN_BATCH, 1u << 22};
+	for (size_t i = 0; i < sizeof(mt8) / sizeof(mt8[0]); i++) {
+		proto_request m = job(mt8[i], VARIANT_NARROW_MT8_MAX_FEATURES, VARIANT_NARROW_MT8_MAX_FEATURES, true,
+				      true, true, PROTO_VARIANT_AUTO);
+		m.dtype = PROTO_F32;
+		variant_plan mp = variant_choose(&m, gpu);
+		refine_splitk128(&mp, &m);
+		assert_int_equal(mp.param, KERN_NARROW);
+		assert_int_equal(mp.input, KERN_TILED128);
+	}
+	proto_request q = job(VARIANT_NARROW_MT8_MIN_BATCH - 1, 256, 129, true, true, true, PROTO_VARIANT_AUTO);
 	q.dtype = PROTO_F32;
 	variant_plan p = variant_choose(&q, gpu);
+	refine_splitk128(&p, &q);
+	assert_int_equal(p.param, KERN_SPLITK128); /* wider than the 8x8 path's bound */
+	q = job(786432, 128, 128, true, true, true, PROTO_VARIANT_AUTO);
+	q.dtype = PROTO_F32;
+	p = variant_choose(&q, gpu);
 	assert_int_equal(p.param, KERN_NARROW); /* the rules alone (and on lavapipe) */
 	assert_int_equal(p.input, KERN_NARROW_DX);
 	refine_splitk128(&p, &q);
