@@ -14,7 +14,7 @@
 // Included by linear_narrow_param.comp after its shared arrays (ys4, xs4,
 // 1024 vec4 each) and buffers; f32 only.
 
-#define MT8_U 2u   // rows a thread takes at a time
+#define MT8_U 1u   // rows a thread takes at a time
 #define MT8_SR 32u // rows per step: two buffers of 512 vec4 in each array
 
 // A step's 32 rows × 64 columns of a row-major matrix (rows S apart) from
