@@ -392,7 +392,12 @@ static void test_frame_of_exactly_max_frame(void **state)
 		msgpack_pack_str_body(&pk, pad, n);
 		free(pad);
 		assert_int_equal(sb.size, 65536 + (size_t)extra);
-		assert_int_equal(rawsock_send_sbuf(&s, &sb, NULL, 0), 0);
+		/* one byte over: the daemon may answer and close on the length
+		 * alone, before the rest of the frame is sent (EPIPE here; seen
+		 * in a loaded make test's growth cycles) */
+		const int sent = rawsock_send_sbuf(&s, &sb, NULL, 0);
+		if (!(sent == 0 || (extra && (sent == -EPIPE || sent == -ECONNRESET))))
+			fail_msg("frame of %zu bytes: send: %s", sb.size, strerror(-sent));
 		msgpack_sbuffer_destroy(&sb);
 		if (extra) {
 			expect_bad_frame(&s, g_d.sock, "max_frame");
