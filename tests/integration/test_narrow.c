@@ -163,19 +163,44 @@ static const char *outs_name(unsigned o)
 	return nm[o & 7];
 }
 
-/* A job that must succeed within its dtype's tolerance. */
+/* A job that must succeed within its dtype's tolerance, its tensors
+ * `shift` elements past their places (NULL: none; run_job_at). */
+static void expect_ok_at(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
+			 const char *v, uint64_t seed, const uint64_t *shift)
+{
+	outcome oc = run_job_at(c, dt, B, I, O, outs, acc, v, seed, false, shift);
+	const char *sh = shift ? ", shifted" : "";
+	if (oc.rc != 0)
+		fail_msg("%s %llux%llux%llu %s%s%s on %s: %s: %s", dt_name[dt], (unsigned long long)B,
+			 (unsigned long long)I, (unsigned long long)O, outs_name(outs), acc ? " acc" : "", sh, v,
+			 oc.code, oc.message);
+	if (!(oc.err <= dt_tol[dt]))
+		fail_msg("%s %llux%llux%llu %s%s%s on %s: max_rel_err %.3g > %.0e", dt_name[dt],
+			 (unsigned long long)B, (unsigned long long)I, (unsigned long long)O, outs_name(outs),
+			 acc ? " acc" : "", sh, v, oc.err, dt_tol[dt]);
+}
+
 static void expect_ok(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs, bool acc,
 		      const char *v, uint64_t seed)
 {
-	outcome oc = run_job(c, dt, B, I, O, outs, acc, v, seed, false);
-	if (oc.rc != 0)
-		fail_msg("%s %llux%llux%llu %s%s on %s: %s: %s", dt_name[dt], (unsigned long long)B,
-			 (unsigned long long)I, (unsigned long long)O, outs_name(outs), acc ? " acc" : "", v,
-			 oc.code, oc.message);
-	if (!(oc.err <= dt_tol[dt]))
-		fail_msg("%s %llux%llux%llu %s%s on %s: max_rel_err %.3g > %.0e", dt_name[dt],
-			 (unsigned long long)B, (unsigned long long)I, (unsigned long long)O, outs_name(outs),
-			 acc ? " acc" : "", v, oc.err, dt_tol[dt]);
+	expect_ok_at(c, dt, B, I, O, outs, acc, v, seed, NULL);
+}
+
+/* The same job twice: both within the tolerance, the same bytes. */
+static void expect_same_bytes_twice(vkg_client *c, int dt, uint64_t B, uint64_t I, uint64_t O, unsigned outs,
+				    const char *v, uint64_t seed)
+{
+	outcome a = run_job(c, dt, B, I, O, outs, false, v, seed, true);
+	outcome b = run_job(c, dt, B, I, O, outs, false, v, seed, true);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(b.rc, 0);
+	assert_true(a.err <= dt_tol[dt]);
+	assert_int_equal(a.nbytes, b.nbytes);
+	if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
+		fail_msg("%s %llux%llux%llu %s on %s: two runs gave different bytes", dt_name[dt],
+			 (unsigned long long)B, (unsigned long long)I, (unsigned long long)O, outs_name(outs), v);
+	free(a.bytes);
+	free(b.bytes);
 }
 
 static vkg_client *connect_g(void)
@@ -257,18 +282,8 @@ static void test_same_job_same_bits(void **state)
 	vkg_client *c = connect_g();
 	static const char *const vs[2] = {"narrow", "auto"};
 	for (int dt = 0; dt < 3; dt++)
-		for (int v = 0; v < 2; v++) {
-			outcome a = run_job(c, dt, 70001, 33, 17, O_ALL, false, vs[v], 5, true);
-			outcome b = run_job(c, dt, 70001, 33, 17, O_ALL, false, vs[v], 5, true);
-			assert_int_equal(a.rc, 0);
-			assert_int_equal(b.rc, 0);
-			assert_true(a.err <= dt_tol[dt]);
-			assert_int_equal(a.nbytes, b.nbytes);
-			if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
-				fail_msg("%s 70001x33x17 on %s: two runs gave different bytes", dt_name[dt], vs[v]);
-			free(a.bytes);
-			free(b.bytes);
-		}
+		for (int v = 0; v < 2; v++)
+			expect_same_bytes_twice(c, dt, 70001, 33, 17, O_ALL, vs[v], 5);
 	vkg_close(c);
 }
 
@@ -293,22 +308,9 @@ static void test_f32_whole_tiles(void **state)
 				const uint64_t B = shapes[s][0], I = shapes[s][1], O = shapes[s][2];
 				const uint64_t seed = 6000 + s * 8 + (uint64_t)o * 2 + (uint64_t)acc;
 				expect_ok(c, 0, B, I, O, outs[o], acc, "narrow", seed);
-				outcome u = run_job_at(c, 0, B, I, O, outs[o], acc, "narrow", seed, false, x_odd);
-				if (u.rc != 0 || !(u.err <= dt_tol[0]))
-					fail_msg("f32 %llux%llux%llu %s%s, X unaligned: rc %d %s, max_rel_err %.3g",
-						 (unsigned long long)B, (unsigned long long)I, (unsigned long long)O,
-						 outs_name(outs[o]), acc ? " acc" : "", u.rc, u.message, u.err);
+				expect_ok_at(c, 0, B, I, O, outs[o], acc, "narrow", seed, x_odd);
 			}
-	outcome a = run_job(c, 0, 70001, 128, 64, O_DW | O_DB, false, "narrow", 9, true);
-	outcome b = run_job(c, 0, 70001, 128, 64, O_DW | O_DB, false, "narrow", 9, true);
-	assert_int_equal(a.rc, 0);
-	assert_int_equal(b.rc, 0);
-	assert_true(a.err <= dt_tol[0]);
-	assert_int_equal(a.nbytes, b.nbytes);
-	if (memcmp(a.bytes, b.bytes, a.nbytes) != 0)
-		fail_msg("f32 70001x128x64 dw,db: two runs gave different bytes");
-	free(a.bytes);
-	free(b.bytes);
+	expect_same_bytes_twice(c, 0, 70001, 128, 64, O_DW | O_DB, "narrow", 9);
 	vkg_close(c);
 }
 
@@ -357,11 +359,7 @@ static void test_dx_unaligned_offsets(void **state)
 				const uint64_t B = shapes[s][0], I = shapes[s][1], O = shapes[s][2];
 				const uint64_t seed = 4000 + s * 8 + (uint64_t)dt * 2 + (uint64_t)acc;
 				static const uint64_t odd[NT] = {0, 1, 3, 0, 0, 3};
-				outcome u = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, false, odd);
-				if (u.rc != 0 || !(u.err <= dt_tol[dt]))
-					fail_msg("%s %llux%llux%llu dx%s unaligned: rc %d %s, max_rel_err %.3g",
-						 dt_name[dt], (unsigned long long)B, (unsigned long long)I,
-						 (unsigned long long)O, acc ? " acc" : "", u.rc, u.message, u.err);
+				expect_ok_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, odd);
 				static const uint64_t vec[NT] = {0}, one[NT] = {0, 0, 0, 0, 0, 1};
 				outcome a = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, vec);
 				outcome b = run_job_at(c, dt, B, I, O, O_DX, acc, "narrow", seed, true, vec);
