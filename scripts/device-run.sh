@@ -179,7 +179,8 @@ in_budget() {
 vk() { (. "$B/env.sh" && exec "$B/bin/vkgrad" "$@"); }
 
 # daemon_start BINARY LOG [ARGS]: a daemon on $D/s with regions raised for
-# large jobs, VKGRADD_ARGS and VKGRADD_ENV added; waits until it answers ping
+# large jobs (8 GiB a region: the grid's 4,194,304x128x128 f32 is 6.4 GB),
+# VKGRADD_ARGS and VKGRADD_ENV added; waits until it answers ping
 # (daemon_pid), 1 when it did not within 60 s.
 daemon_start() {
 	local bin=$1 log=$2 i=0
@@ -187,8 +188,8 @@ daemon_start() {
 	rm -rf "$D/s" "$D/c"
 	# shellcheck disable=SC2086
 	(. "$B/env.sh" && exec env ${VKGRADD_ENV:-} timeout 300 "$bin" --socket "$D/s" --cache-dir "$D/c" \
-		--max-region-bytes 4294967296 --max-total-region-bytes 17179869184 \
-		--max-region-bytes-per-uid 17179869184 ${VKGRADD_ARGS:-} "$@") 2>>"$log" &
+		--max-region-bytes 8589934592 --max-total-region-bytes 34359738368 \
+		--max-region-bytes-per-uid 34359738368 ${VKGRADD_ARGS:-} "$@") 2>>"$log" &
 	daemon_pid=$!
 	until vk --socket "$D/s" ping >/dev/null 2>&1; do
 		i=$((i + 1))

@@ -74,6 +74,10 @@ coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> xacc[XTM *
 // in its own part of sh[SH_X ..] (the epilogue's layout) and stores it.
 // Reads stage `base` and W's tile, writes only its own staging: the
 // caller's barrier after it orders it before the next store into `base`.
+// (Storing a bf16 copy of the accumulators straight to dX, no staging, was
+// slower on the H100 — 284 against 212 us for 1,048,576x64x64's full
+// backward — and its conversion was not round-to-nearest-even: max_rel_err
+// 4.4e-3 against 2.6e-3; docs/performance.md, twelfth run.)
 void fused_dx(uint base, uint ks, uint n0, bool accum, bool xvec)
 {
 	const uint warp = gl_SubgroupID;

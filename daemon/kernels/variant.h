@@ -401,7 +401,13 @@ bool variant_cmk_dx_narrow(const proto_request *q, unsigned caps, int param);
  * (64 fused jobs against float64). */
 #define VARIANT_CMKS_DX_MAX_OUT 64 /* = pipelines_cmks_side(KERN_CMKS_DX) */
 bool variant_cmks_dx_fits(const proto_request *q, unsigned caps, int param);
-#define VARIANT_CMKS_WAVE 528          /* workgroups aimed for: 4 per SM on 132 SMs (not measured) */
+/* Workgroups aimed for: 4 per SM on 132 SMs. H100, 2026-12-06 18:27 UTC,
+ * one call, bf16 auto, dW+db / full backward us at 1,048,576x64x64 (512
+ * slices: the fused dX kernel for the full one): 528 114 / 212, 264 139 /
+ * 208, 396 121 / 279, 792 132 / 222; at 4,194,304x64x64 528 390 / 739.5,
+ * 264 497 / 740.5, 396 415 / 998.5, 792 443 / 758 (docs/performance.md,
+ * twelfth run). */
+#define VARIANT_CMKS_WAVE 528
 #define VARIANT_CMKS_MIN_BATCH 16384   /* auto: batch at least this (not measured) */
 /* ... or at least VARIANT_CMKS_SHORT_MIN_BATCH rows of a layer of at least
  * VARIANT_CMKS_SHORT_MIN_FEATURES in and out (within the tiles above), dX
