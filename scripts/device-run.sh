@@ -97,6 +97,8 @@
 #                   family), where device time is short
 #   NARROW_TABLE=0  suite narrow with its grid step only (no set, mid-size
 #                   GEMM, dX tilings or torch_narrow.py)
+#   GSET            the grid step's shapes (default grid: `bench --kernels
+#                   --shapes grid`; or "B,I,O;B,I,O...")
 #   GRID_VARIANTS   the grid step's families (default all ten)
 #   GRID_PRUNE      the grid step's --prune (default 3: a family whose first
 #                   job takes more than 3x the shape's fastest so far gets no
@@ -695,7 +697,7 @@ if [ -n "$QUICK" ]; then
 else
 	KSHAPES="8192,4096,4096;16384,8192,8192;2048,1024,1024" BIG=8192,4096,4096 MID=2048,1024,1024
 	WIDE=1024,4096,4096 NARROW="4096,1024,16;8192,4096,32"
-	NSET=${NSET:-"1048576,64,64;1048576,32,16;4194304,64,64;1048576,128,128;262144,256,256"} GSET=grid GREPS=${GREPS:-5}
+	NSET=${NSET:-"1048576,64,64;1048576,32,16;4194304,64,64;1048576,128,128;262144,256,256"} GSET=${GSET:-grid} GREPS=${GREPS:-5}
 	HEAVY=${HEAVY:-8192x4096x4096 2048x1024x1024} TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000 SYNC_REPS=3 SYNC_JOBS=6000
 	CHECK_SHAPES="1x1x1 1x33x1 31x1x7 33x257x31 257x33x16 64x64x8 100x100x100 128x31x257
 		4096x1024x16 8192x4096x32 2048x1024x1024 512x512x512 70000x64x8" COMPARE_ARGS=
