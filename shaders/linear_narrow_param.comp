@@ -51,6 +51,7 @@ shared vec4 xs4[1024];
 uint wq; // vec4 per shared row
 
 #if !defined(VKG_DTYPE_F16) && !defined(VKG_DTYPE_BF16)
+#define NARROW_MT8 // f32: whole 64×64 tiles take the 8×8 path
 #include "narrow_mt8.glsl"
 #endif
 
@@ -105,7 +106,7 @@ void main()
 	const bool vy = pc.dy_off % VW == 0u && (nco == pc.n_out || pc.n_out % VW == 0u);
 	const bool vx = pc.x_off % VW == 0u && (nci == pc.n_in || pc.n_in % VW == 0u);
 
-#if !defined(VKG_DTYPE_F16) && !defined(VKG_DTYPE_BF16)
+#if defined(NARROW_MT8)
 	if (want_dw && nci == 64u && nco == 64u && vx && vy) { // f32 64×64 tiles: shaders/narrow_mt8.glsl
 		narrow_param_mt8(i0, o0, r_begin, r_end, blk, want_db);
 		return;
