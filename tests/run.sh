@@ -13,7 +13,9 @@
 # them) run last, one at a time, once every other binary has finished.
 # Afterwards: one line per binary (in the order given), a table of the
 # binaries by wall time, slowest first, with the CPU time each used (with
-# the daemons it started: on a shared machine wall time says little), then the totals of binaries
+# the daemons it started: on a shared machine wall time says little), the
+# failing binaries again with their failed tests and error lines (a log
+# read by its tail still names them), then the totals of binaries
 # passed/failed and of cmocka's "[  PASSED  ] N test(s)." /
 # "[  FAILED  ] N test(s)" counts, and the run's wall time with the load.
 # Exits 1 when any binary failed (non-zero exit, crash, timeout) or is
@@ -260,6 +262,20 @@ echo "==== time per binary, slowest first: wall, and CPU (the binary and its dae
 sort -k2,2 -g -r "$tmp/times" | awk '{ printf "%8.1f s %8.1f s CPU  %-4s %s\n", $2, $4, $3, $1; s += $2; c += $4 }
 	END { printf "%8.1f s %8.1f s CPU  in all (the sums; the run took less, %s at a time)\n", s, c, jobs }' \
 	jobs="$TEST_JOBS"
+# The failures again, last, where a log shown only by its tail still has
+# them: each failing binary's line, its failed tests and its error lines.
+if [ "$bins_fail" -gt 0 ]; then
+	echo
+	echo "==== failures"
+	i=0
+	while [ "$i" -lt "$n" ]; do
+		i=$((i + 1))
+		grep -q '^FAIL' "$tmp/line.$i" || continue
+		cat "$tmp/line.$i"
+		grep -E '^\[  FAILED  \] test_|^\[  ERROR   \]|ERROR|FAIL|error:|Assertion|runtime error|Sanitizer' \
+			"$tmp/log.$i" | grep -v '^\[  FAILED  \] [0-9]' | awk '!seen[$0]++' | head -n 12 | sed 's/^/    /'
+	done
+fi
 echo
 echo "binaries: $bins_pass passed, $bins_fail failed, $n total"
 echo "tests:    $tests_pass passed, $tests_fail failed"
