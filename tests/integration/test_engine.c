@@ -4,9 +4,10 @@
  *  - many concurrent small jobs ride shared batches (batch_jobs > 1), all
  *    correct;
  *  - dependent jobs of one connection inside one batch stay ordered: with
- *    one submission slot, a blocker job holds the GPU while A (writes dW),
- *    B (reads that dW as W), C (accumulates into dW) queue and then share a
- *    batch; results equal running them one after another; the same with
+ *    one submission slot (and one class of jobs, no slices), a blocker job
+ *    of another connection holds the GPU while A (writes dW), B (reads
+ *    that dW as W), C (accumulates into dW) queue and then share a batch;
+ *    results equal running them one after another; the same with
  *    batches recorded and submitted on the loop thread (--submit-thread off)
  *    as on the submission thread;
  *  - a flooding client and a single-job client: the single job overtakes
@@ -46,11 +47,11 @@
 #include "ref.h"
 #include "vkgrad.h"
 
-static daemon_proc g_main, g_single, g_single_loop;
-/* the one-slot daemon the batching tests use: g_single, whose batches are
- * recorded and submitted on the submission thread, or g_single_loop, the
+static daemon_proc g_main, g_single, g_batch, g_batch_loop;
+/* the one-slot daemon the batching tests use: g_batch, whose batches are
+ * recorded and submitted on the submission thread, or g_batch_loop, the
  * same with --submit-thread off (the loop thread does it) */
-static daemon_proc *g_one = &g_single;
+static daemon_proc *g_one = &g_batch;
 
 /* ---- batching ------------------------------------------------------------- */
 
@@ -73,6 +74,55 @@ static bool blocker_still_running(vkg_client *c, uint64_t bh, bool *done)
 		fail_msg("blocker: %s: %s", err.code, err.message);
 	*done = rc == 0;
 	return rc == -EAGAIN;
+}
+
+/* A blocker on a connection of its own: a bdim x bdim x bdim/2 job (all
+ * outputs) queued ahead of the jobs a try watches. Its own connection,
+ * so that --batch-per-client counts the watched jobs alone and the blocker
+ * never takes a place among them in a batch. */
+typedef struct blocker {
+	vkg_client *c;
+	jobcase jc;
+	uint64_t reg, h;
+	void *map;
+	bool done;
+} blocker;
+
+static void blocker_submit(blocker *b, uint64_t bdim, uint64_t seed)
+{
+	vkg_error err;
+	b->c = expect_client(g_one->sock);
+	jobcase_init(&b->jc, bdim, bdim, bdim / 2, JC_ALL, false);
+	b->map = vkg_region_create(b->c, b->jc.size[0], &b->reg, &err);
+	assert_non_null(b->map);
+	assert_int_equal(jobcase_fill(&b->jc, &b->map, seed), 0);
+	vkg_job j = jobcase_job(&b->jc, &b->reg);
+	assert_int_equal(vkg_submit(b->c, &j, &b->h, &err), 0);
+}
+
+/* Whether the blocker still ran once every request of client c sent so
+ * far was in the daemon: c's ping is answered after them, and then the
+ * blocker's reply has not come (blocker_still_running's reasoning). */
+static bool blocker_behind(blocker *b, vkg_client *c)
+{
+	vkg_error err;
+	assert_int_equal(vkg_ping(c, &err), 0);
+	return blocker_still_running(b->c, b->h, &b->done);
+}
+
+/* Its reply, its results against the reference, then free. */
+static void blocker_finish(blocker *b)
+{
+	vkg_error err;
+	vkg_result r;
+	if (!b->done && vkg_wait(b->c, b->h, 300000, &r, &err) != 0)
+		fail_msg("blocker: %s: %s", err.code, err.message);
+	char why[256];
+	if (jobcase_check(&b->jc, &b->map, JC_TOL_F32, why, sizeof(why)) != 0)
+		fail_msg("blocker: %s", why);
+	assert_int_equal(vkg_region_destroy(b->c, b->reg, b->map, b->jc.size[0], &err), 0);
+	jobcase_free(&b->jc);
+	vkg_close(b->c);
 }
 
 enum { SHARE_N = 48 }; /* + the blocker: within max_regions (64) */
@@ -178,15 +228,6 @@ static bool ordered_try(uint64_t bdim)
 	for (size_t i = off_dw; i < off_dx + ndx; i++)
 		m[i] = NAN; /* A overwrites dw, B overwrites dx */
 
-	/* the blocker: a bigger job in its own region, submitted first */
-	jobcase blk;
-	jobcase_init(&blk, bdim, bdim, bdim / 2, JC_ALL, false);
-	uint64_t breg;
-	void *bmap = vkg_region_create(c, blk.size[0], &breg, &err);
-	assert_non_null(bmap);
-	assert_int_equal(jobcase_fill(&blk, &bmap, 5), 0);
-	vkg_job jb = jobcase_job(&blk, &breg);
-
 	vkg_job a = vkg_job_init(), b = vkg_job_init(), cc = vkg_job_init();
 	a.batch = b.batch = cc.batch = B;
 	a.in = b.in = cc.in = I;
@@ -206,19 +247,20 @@ static bool ordered_try(uint64_t bdim)
 		fail_msg("warm-up: %s: %s", err.code, err.message);
 	for (size_t i = off_dw; i < off_dx + ndx; i++)
 		m[i] = NAN;
+	/* the blocker, submitted first */
+	blocker blk;
+	blocker_submit(&blk, bdim, 5);
 	uint64_t h[4];
 	vkg_result res[4];
-	assert_int_equal(vkg_submit(c, &jb, &h[0], &err), 0);
 	assert_int_equal(vkg_submit(c, &a, &h[1], &err), 0);
 	assert_int_equal(vkg_submit(c, &b, &h[2], &err), 0);
 	assert_int_equal(vkg_submit(c, &cc, &h[3], &err), 0);
-	bool done;
-	bool behind = blocker_still_running(c, h[0], &done);
-	for (int i = done ? 1 : 0; i < 4; i++)
+	const bool behind = blocker_behind(&blk, c);
+	for (int i = 1; i < 4; i++)
 		if (vkg_wait(c, h[i], 300000, &res[i], &err) != 0)
 			fail_msg("job %d: %s: %s", i, err.code, err.message);
-	/* A, B and C queued behind the blocker (one submission slot) and so
-	 * rode one batch together */
+	/* A, B and C queued while the blocker held the one submission slot
+	 * and so rode one batch together */
 	if (behind && (res[1].batch_jobs < 3 || res[2].batch_jobs != res[1].batch_jobs ||
 		       res[3].batch_jobs != res[1].batch_jobs))
 		fail_msg("A, B, C did not share a batch: batch_jobs %llu %llu %llu",
@@ -237,14 +279,10 @@ static bool ordered_try(uint64_t bdim)
 	if (e_dx > JC_TOL_F32 || e_dw > JC_TOL_F32)
 		fail_msg("ordered results wrong: dx err %.3g, dw err %.3g (tol %g)", e_dx, e_dw,
 			 JC_TOL_F32);
-	char why[256];
-	if (jobcase_check(&blk, &bmap, JC_TOL_F32, why, sizeof(why)) != 0)
-		fail_msg("blocker: %s", why);
+	blocker_finish(&blk);
 	free(g);
 	free(dx);
 	free(gf);
-	jobcase_free(&blk);
-	assert_int_equal(vkg_region_destroy(c, breg, bmap, blk.size[0], &err), 0);
 	assert_int_equal(vkg_region_destroy(c, reg, m, bytes, &err), 0);
 	vkg_close(c);
 	if (!behind)
@@ -302,13 +340,6 @@ static bool chain_try(uint64_t bdim)
 		m[i] = (float)rand() / (float)RAND_MAX - 0.5f;
 	for (size_t i = off_out; i < nf; i++)
 		m[i] = NAN; /* written by the jobs */
-	jobcase blk;
-	jobcase_init(&blk, bdim, bdim, bdim / 2, JC_ALL, false);
-	uint64_t breg;
-	void *bmap = vkg_region_create(c, blk.size[0], &breg, &err);
-	assert_non_null(bmap);
-	assert_int_equal(jobcase_fill(&blk, &bmap, 5), 0);
-	vkg_job jb = jobcase_job(&blk, &breg);
 	vkg_job jobs[K + 1];
 	size_t in_x[K + 1], in_w[K + 1], out[K + 1];
 	for (int k = 0; k <= K; k++) {
@@ -329,12 +360,12 @@ static bool chain_try(uint64_t bdim)
 	}
 	uint64_t h[K + 2];
 	vkg_result res[K + 2];
-	assert_int_equal(vkg_submit(c, &jb, &h[0], &err), 0);
+	blocker blk;
+	blocker_submit(&blk, bdim, 5);
 	for (int k = 0; k <= K; k++)
 		assert_int_equal(vkg_submit(c, &jobs[k], &h[k + 1], &err), 0);
-	bool done;
-	const bool behind = blocker_still_running(c, h[0], &done);
-	for (int i = done ? 1 : 0; i < K + 2; i++)
+	const bool behind = blocker_behind(&blk, c);
+	for (int i = 1; i < K + 2; i++)
 		if (vkg_wait(c, h[i], 300000, &res[i], &err) != 0)
 			fail_msg("job %d: %s: %s", i, err.code, err.message);
 	for (int k = 1; behind && k <= K; k++)
@@ -360,14 +391,10 @@ static bool chain_try(uint64_t bdim)
 			fail_msg("J%d: dw err %.3g, db err %.3g, dx err %.3g (tol %g)", k + 1, e[0], e[1],
 				 e[2], JC_TOL_F32);
 	}
-	char why[256];
-	if (jobcase_check(&blk, &bmap, JC_TOL_F32, why, sizeof(why)) != 0)
-		fail_msg("blocker: %s", why);
+	blocker_finish(&blk);
 	free(dw);
 	free(db);
 	free(dx);
-	jobcase_free(&blk);
-	assert_int_equal(vkg_region_destroy(c, breg, bmap, blk.size[0], &err), 0);
 	assert_int_equal(vkg_region_destroy(c, reg, m, nf * sizeof(float), &err), 0);
 	vkg_close(c);
 	return behind;
@@ -384,13 +411,13 @@ static void test_chain_of_full_jobs_in_one_batch(void **state)
 static void test_batches_recorded_on_the_loop_thread(void **state)
 {
 	(void)state;
-	g_one = &g_single_loop;
+	g_one = &g_batch_loop;
 	assert_true(daemon_proc_log_contains(g_one, "recorded and submitted on the loop thread"));
-	assert_true(daemon_proc_log_contains(&g_single, "recorded and submitted on a thread of their own"));
+	assert_true(daemon_proc_log_contains(&g_batch, "recorded and submitted on a thread of their own"));
 	test_concurrent_small_jobs_share_batches(NULL);
 	behind_a_blocker(ordered_try, "A, B, C were");
 	behind_a_blocker(chain_try, "the chain was");
-	g_one = &g_single;
+	g_one = &g_batch;
 }
 
 /* ---- fairness ---------------------------------------------------------------- */
@@ -753,29 +780,36 @@ static int group_setup(void **state)
 	/* one submission slot and small rounds: batches form deterministically */
 	static const char *const single[] = {"--inflight-batches", "1", "--batch-per-client", "4",
 					     "--max-inflight", "128", NULL};
-	if (daemon_proc_start(&g_main, NULL, NULL) != 0)
-		return -1;
-	if (daemon_proc_start(&g_single, single, NULL) != 0) {
-		daemon_proc_kill(&g_main);
-		return -1;
-	}
-	static const char *const single_loop[] = {"--inflight-batches", "1", "--batch-per-client", "4",
-						  "--max-inflight", "128", "--submit-thread", "off", NULL};
-	if (daemon_proc_start(&g_single_loop, single_loop, NULL) != 0) {
-		daemon_proc_kill(&g_main);
-		daemon_proc_kill(&g_single);
-		return -1;
-	}
+	/* the batching tests' daemons: the same, and every job of one class
+	 * with no slices, so that the jobs queued behind a blocker share the
+	 * next batch whatever rates the daemon has measured (on a loaded CPU
+	 * device a tiny job can measure tens of ms: each was then large and
+	 * a slice of its own, and A, B, C rode three batches; CI, stop 49) */
+#define BATCH_ARGS                                                                               \
+	"--inflight-batches", "1", "--batch-per-client", "4", "--max-inflight", "128",           \
+		"--small-job-us", "1", "--slice-us", "60000000"
+	static const char *const batch[] = {BATCH_ARGS, NULL};
+	static const char *const batch_loop[] = {BATCH_ARGS, "--submit-thread", "off", NULL};
+#undef BATCH_ARGS
+	daemon_proc *const all[] = {&g_main, &g_single, &g_batch, &g_batch_loop};
+	const char *const *const args[] = {NULL, single, batch, batch_loop};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (daemon_proc_start(all[i], args[i], NULL) != 0) {
+			while (i-- > 0)
+				daemon_proc_kill(all[i]);
+			return -1;
+		}
 	return 0;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	int a = daemon_proc_stop(&g_main);
-	int b = daemon_proc_stop(&g_single);
-	int c = daemon_proc_stop(&g_single_loop);
-	return a || b || c ? -1 : 0;
+	int rc = 0;
+	daemon_proc *const all[] = {&g_main, &g_single, &g_batch, &g_batch_loop};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		rc |= daemon_proc_stop(all[i]) != 0;
+	return rc ? -1 : 0;
 }
 
 int main(void)
