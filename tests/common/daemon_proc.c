@@ -20,7 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define START_TIMEOUT_MS 60000
+/* Start-up on lavapipe builds its pipelines (3-5 s) and, without a saved
+ * cost model, times the kernels (4 s idle); on a 2-core machine running
+ * two test binaries and two busy loops the timing alone took over 55 s.
+ * A daemon that never listens is still caught, later. */
+#define START_TIMEOUT_MS 180000
 #define STOP_TIMEOUT_MS 60000
 #define MAX_ARGS 48
 

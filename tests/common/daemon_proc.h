@@ -38,7 +38,7 @@ extern int daemon_proc_failures;
 int daemon_proc_init(daemon_proc *d);
 /* Start the daemon on d's socket with extra command-line arguments `args`
  * and extra environment entries `env` ("NAME=value"), both NULL-terminated
- * lists or NULL, then wait up to 60 s until connect() to the socket works.
+ * lists or NULL, then wait up to 180 s until connect() to the socket works.
  * Calls daemon_proc_init first when d->dir is empty. Returns 0, or -1 after
  * printing why and the log's tail. */
 int daemon_proc_start(daemon_proc *d, const char *const *args, const char *const *env);

@@ -75,7 +75,9 @@ class Daemon:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=e,
                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + 60
+        # 180 s: a loaded 2-core machine can take a minute to time the
+        # kernels at start-up (tests/common/daemon_proc.c says more)
+        deadline = time.monotonic() + 180
         while not can_connect(self.sock):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()

@@ -158,7 +158,7 @@ def restart_like(d):
         d.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                   env=child_env({"VKGRAD_VALIDATION": "0"}),
                                   stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while not can_connect(d.sock):
         if d.proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError("daemon did not start again:\n" + d.log_tail())
