@@ -266,7 +266,10 @@ static void fill_windows(rawsock *s, const jobcase *jc, uint64_t region)
  * connection's frames bounded per loop turn and a `stats` of bounded cost,
  * the job waits for a turn of the flooder's, not for its whole read of
  * frames each costing O(window). The median round trip must stay within
- * 5 x its median alone + 20 ms (without the bounds: 100s of ms to seconds). */
+ * 5 x its median alone + 200 ms: without the bounds it was 814 ms (alone
+ * 1.2 ms), with them 2.5 ms, and 43.7 ms on a 2-core machine running two
+ * busy loops and another test binary beside it (the flooder, too, needs
+ * a core: + 20 ms failed there). */
 static void test_request_flood_does_not_starve_jobs(void **state)
 {
 	(void)state;
@@ -315,7 +318,7 @@ static void test_request_flood_does_not_starve_jobs(void **state)
 		const int64_t m = median(flooded, N);
 		printf("%s flood: small job median %lld us (alone %lld us)\n", floods[f].name,
 		       (long long)m, (long long)base);
-		if (m > 5 * base + 20000)
+		if (m > 5 * base + 200000)
 			fail_msg("a %s flood from another client made a small job's median round trip "
 				 "%lld us (alone %lld us)", floods[f].name, (long long)m, (long long)base);
 	}
