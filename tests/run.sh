@@ -272,8 +272,8 @@ if [ "$bins_fail" -gt 0 ]; then
 		i=$((i + 1))
 		grep -q '^FAIL' "$tmp/line.$i" || continue
 		cat "$tmp/line.$i"
-		grep -E '^\[  FAILED  \] test_|^\[  ERROR   \]|ERROR|FAIL|error:|Assertion|runtime error|Sanitizer' \
-			"$tmp/log.$i" | grep -v '^\[  FAILED  \] [0-9]' | awk '!seen[$0]++' | head -n 12 | sed 's/^/    /'
+		grep -E 'ERROR|FAIL|error:|Assertion|runtime error|Sanitizer' "$tmp/log.$i" |
+			grep -v '^\[  FAILED  \] [0-9]' | awk '!seen[$0]++' | head -n 12 | sed 's/^/    /'
 	done
 fi
 echo
