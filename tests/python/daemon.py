@@ -56,6 +56,22 @@ def can_connect(path):
         s.close()
 
 
+# 180 s: a loaded 2-core machine can take a minute to time the kernels at
+# start-up (tests/common/daemon_proc.c says more)
+START_TIMEOUT_S = 180
+
+
+def wait_listening(proc, sock):
+    """True once `sock` accepts a connection; False when `proc` exited
+    first or START_TIMEOUT_S passed."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not can_connect(sock):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 class Daemon:
     def __init__(self, args=(), env=None, sock_name="sock"):
         self.dir = tempfile.mkdtemp(prefix="vkgrad-py.")
@@ -75,15 +91,10 @@ class Daemon:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=e,
                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-        # 180 s: a loaded 2-core machine can take a minute to time the
-        # kernels at start-up (tests/common/daemon_proc.c says more)
-        deadline = time.monotonic() + 180
-        while not can_connect(self.sock):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError("vkgradd did not start (exit %s); log:\n%s"
-                                   % (self.proc.returncode, self.log_tail()))
-            time.sleep(0.05)
+        if not wait_listening(self.proc, self.sock):
+            self.kill()
+            raise RuntimeError("vkgradd did not start (exit %s); log:\n%s"
+                               % (self.proc.returncode, self.log_tail()))
 
     def log_text(self):
         with open(self.log, "rb") as f:

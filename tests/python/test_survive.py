@@ -16,7 +16,7 @@ import unittest
 import numpy as np
 
 import vkgrad
-from daemon import BUILD, Daemon, can_connect, child_env
+from daemon import BUILD, Daemon, child_env, wait_listening
 
 D = None  # the shared daemon
 
@@ -158,11 +158,8 @@ def restart_like(d):
         d.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                   env=child_env({"VKGRAD_VALIDATION": "0"}),
                                   stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while not can_connect(d.sock):
-        if d.proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError("daemon did not start again:\n" + d.log_tail())
-        time.sleep(0.05)
+    if not wait_listening(d.proc, d.sock):
+        raise AssertionError("daemon did not start again:\n" + d.log_tail())
 
 
 def _child_job(sock_client, q):
