@@ -119,12 +119,22 @@ typedef struct pipelines_cmk_tile {
  * both sides take the 128x128 tiling (KERN_CMKS_L, PIPELINES_CMKS_L_TILE)
  * and layers of at most 32 on both sides the 32x32 one (KERN_CMKS_S,
  * PIPELINES_CMKS_S_TILE): pipelines_cmks_for. The fused dX kernel and f32
- * were not measured with one step, so they keep two. All take k steps of
- * 32 (PIPELINES_CMKS_BK): the slices' whole trips (KSHAPE_CMKS_STEP). */
+ * were not measured with one step then, so they keep two. All take k steps
+ * of 32 (PIPELINES_CMKS_BK): the slices' whole trips (KSHAPE_CMKS_STEP).
+ * H100, 2026-12-06 23:27-23:34 UTC (bf16, auto, one daemon per setting in
+ * one call; docs/performance.md, thirteenth run): the fused dX kernel with
+ * one step in flight took 211.5 us against two's 212 at 1,048,576x64x64's
+ * full backward (745 / 740 at 4,194,304x64x64), so it keeps two; the 32x32
+ * tiles (KERN_CMKS_S and KERN_CMKS_DX_S) with one step took 90.0 us
+ * against two's 101.5 at 1,048,576x32x16's full backward, 314 / 353 at
+ * 4,194,304x32x16 (dW+db 62.5 / 64.5 and 207 / 209.5), so they take one;
+ * the 128x128 tiles with two steps, or as 4x4 subgroups of 32x32, or 2x4
+ * of 64x32, were slower than these (dW+db 264, 288, 354 us against 254.5
+ * at 1,048,576x128x128). */
 #define PIPELINES_CMKS_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 1})
 #define PIPELINES_CMKS_DX_TILE ((pipelines_cmk_tile){2, 2, 32, 32, 32, 2})
 #define PIPELINES_CMKS_L_TILE ((pipelines_cmk_tile){2, 2, 64, 64, 32, 1})
-#define PIPELINES_CMKS_S_TILE ((pipelines_cmk_tile){2, 2, 16, 16, 32, 2})
+#define PIPELINES_CMKS_S_TILE ((pipelines_cmk_tile){2, 2, 16, 16, 32, 1})
 /* the reduction step of all of them (their C tile: pipelines_cmks_side) */
 #define PIPELINES_CMKS_BK 32u
 /* the layers KERN_CMKS_L and KERN_CMKS_S take (in and out both) */
