@@ -96,7 +96,7 @@
 #   NARROW_GRID=0   suite narrow without its grid step (auto against every
 #                   family), where device time is short
 #   NARROW_TABLE=0  suite narrow with its grid step only (no set, mid-size
-#                   GEMM, dX tilings or torch_narrow.py)
+#                   GEMM, dX or tiled128 tilings, or torch_narrow.py)
 #   GSET            the grid step's shapes (default grid: `bench --kernels
 #                   --shapes grid`; or "B,I,O;B,I,O...")
 #   GRID_VARIANTS   the grid step's families (default all ten)
@@ -118,6 +118,14 @@
 #                     VKGRAD_CMK_SMALL_BELOW=4294967295+VKGRAD_CMK_TILE_SMALL=8x1x32x64x32x1
 #   DX_TILE_SET     their shapes (default 1048576,64,64;1048576,128,128;
 #                   262144,256,256, bf16)
+#   NARROW_T128_TILES  suite narrow's tiled128 tilings for the f32 layers
+#                   of 128-256 features (VKGRAD_T128_TILE values, e.g.
+#                   "128x128x8x8x16x2x0x8 128x128x8x8x16x1x0x8
+#                   128x64x8x4x16x2x0x8"; unset: the step is left out):
+#                   dW+db forced to splitk128 and dX forced to tiled128, a
+#                   daemon per tiling and output (the default tiling's
+#                   lines come from the first entry, if it names it)
+#   T128_TILE_SET   their shapes (default 1048576,128,128;262144,256,256)
 #   QUICK=1         small shapes, few jobs, short phases: to try the runner
 #                   on a machine without a GPU (lavapipe)
 # Exit status: 0, or 1 when a check failed or a step did not finish.
@@ -434,7 +442,7 @@ narrow_steps() {
 	NX="$busy --warmup-ms ${NARROW_WARMUP_MS:-1000}"
 	GX="$busy --warmup-ms ${GRID_WARMUP_MS:-150}"
 	if [ "${NARROW_TABLE:-1}" = 0 ]; then
-		note "NARROW_TABLE=0: the set, the mid-size GEMM and the dX tilings left out"
+		note "NARROW_TABLE=0: the set, the mid-size GEMM, the dX and the tiled128 tilings left out"
 		narrow_grid "$copy"
 		return
 	fi
@@ -479,6 +487,21 @@ narrow_steps() {
 			--variants coopmat_khr_splitk --reps 5 ${copy:+--copy-gbps $copy}
 	done
 	[ -s "$R/dxtile.jsonl" ] && $REPORT lines "$R/dxtile.jsonl" | tee -a "$S"
+	# f32 layers of 128-256 features on other tiled128 tilings
+	# (VKGRAD_T128_TILE: BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX]]], one daemon per
+	# tiling): dW+db forced to splitk128, dX forced to tiled128
+	: >"$R/t128tile.jsonl"
+	for tile in ${NARROW_T128_TILES:-}; do
+		# shellcheck disable=SC2086
+		VKGRADD_ENV="VKGRAD_T128_TILE=$tile" DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines "t128-$tile" \
+			"$B/bin/vkgradd" "$R/t128tile.jsonl" "$T128_TILE_SET" f32 --variants splitk128 --outputs dw,db \
+			--reps 5 ${copy:+--copy-gbps $copy} $NX
+		# shellcheck disable=SC2086
+		VKGRADD_ENV="VKGRAD_T128_TILE=$tile" DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines "t128-$tile" \
+			"$B/bin/vkgradd" "$R/t128tile.jsonl" "$T128_TILE_SET" f32 --variants tiled128 --outputs dx \
+			--reps 5 ${copy:+--copy-gbps $copy} $NX
+	done
+	[ -s "$R/t128tile.jsonl" ] && $REPORT lines "$R/t128tile.jsonl" | tee -a "$S"
 	narrow_grid "$copy"
 }
 
@@ -687,7 +710,7 @@ QUICK=${QUICK:-}
 PY=${PYTHON:-python3}
 if [ -n "$QUICK" ]; then
 	KSHAPES="64,64,32;96,64,48" BIG=128,64,64 MID=64,32,32 WIDE=32,64,64 NARROW=256,64,8
-	NSET="16384,64,64;16384,32,16" DX_TILE_SET=${DX_TILE_SET:-16384,64,64} GSET="1024,3,5;16384,16,8;256,64,64" GREPS=2
+	NSET="16384,64,64;16384,32,16" DX_TILE_SET=${DX_TILE_SET:-16384,64,64} T128_TILE_SET=${T128_TILE_SET:-4096,128,128} GSET="1024,3,5;16384,16,8;256,64,64" GREPS=2
 	# (one job in flight: lavapipe has no kernel timestamps, and a line's
 	# gpu_us is then its batch's time, several jobs' with more in flight)
 	NARROW_INFLIGHT=${NARROW_INFLIGHT:-1} NARROW_WARMUP_MS=${NARROW_WARMUP_MS:-50} GRID_WARMUP_MS=${GRID_WARMUP_MS:-20} SETTLE_MS=${SETTLE_MS:-0}
@@ -698,6 +721,7 @@ else
 	KSHAPES="8192,4096,4096;16384,8192,8192;2048,1024,1024" BIG=8192,4096,4096 MID=2048,1024,1024
 	WIDE=1024,4096,4096 NARROW="4096,1024,16;8192,4096,32"
 	NSET=${NSET:-"1048576,64,64;1048576,32,16;4194304,64,64;1048576,128,128;262144,256,256"} GSET=${GSET:-grid} GREPS=${GREPS:-5}
+	T128_TILE_SET=${T128_TILE_SET:-"1048576,128,128;262144,256,256"}
 	HEAVY=${HEAVY:-8192x4096x4096 2048x1024x1024} TENANTS=8 MIXED_S=5 HEAVY_INFLIGHT=4 TENANT_REPS=2 REPS=2 E2E_REPS=10 TJOBS=2000 SYNC_REPS=3 SYNC_JOBS=6000
 	CHECK_SHAPES="1x1x1 1x33x1 31x1x7 33x257x31 257x33x16 64x64x8 100x100x100 128x31x257
 		4096x1024x16 8192x4096x32 2048x1024x1024 512x512x512 70000x64x8" COMPARE_ARGS=

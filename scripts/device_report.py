@@ -116,9 +116,9 @@ def kernel_lines(path):
         got = True
         sh = ",".join(str(x) for x in j.get("shape", []))
         t = " ".join("%s=%s" % (k.replace("_us", ""), v) for k, v in j.get("stream_us", {}).items())
-        print("%-13s %-5s %-15s e2e %9.1f gpu %9.1f ok %-5s %s" % (
-            j.get("run", ""), j.get("dtype", ""), sh, j["end_to_end_us"], j.get("gpu_us", 0),
-            str(j.get("ok")).lower(), t))
+        print("%-13s %-5s %-15s %-10s %-8s e2e %9.1f gpu %9.1f ok %-5s %s" % (
+            j.get("run", ""), j.get("dtype", ""), sh, j.get("variant", ""), j.get("outputs", ""),
+            j["end_to_end_us"], j.get("gpu_us", 0), str(j.get("ok")).lower(), t))
         if os.environ.get("STAGES") == "1" and j.get("stages_us"):
             print("%-16s stages_us %s" % ("", " ".join("%s=%s" % kv for kv in j["stages_us"].items())))
     if not got:
