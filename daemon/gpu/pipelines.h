@@ -127,7 +127,8 @@ typedef struct pipelines_cmk_tile {
  * full backward (745 / 740 at 4,194,304x64x64), so it keeps two; the 32x32
  * tiles (KERN_CMKS_S and KERN_CMKS_DX_S) with one step took 90.0 us
  * against two's 101.5 at 1,048,576x32x16's full backward, 314 / 353 at
- * 4,194,304x32x16 (dW+db 62.5 / 64.5 and 207 / 209.5), so they take one;
+ * 4,194,304x32x16 (dW+db 62.5 / 64.5 and 207 / 209.5; 64 and 76
+ * registers for the two pipelines against 73 and 84), so they take one;
  * the 128x128 tiles with two steps, or as 4x4 subgroups of 32x32, or 2x4
  * of 64x32, were slower than these (dW+db 264, 288, 354 us against 254.5
  * at 1,048,576x128x128). */
