@@ -262,12 +262,16 @@ static double expect_stages(const char *line, const char *const *present, size_t
 /* `bench --compare --json` on the tiny latency line: the daemon's line has
  * every stage from the client's request to its wake-up, the direct line
  * the engine's alone. Per job the stages add up exactly (test_datapath);
- * here the medians of the stages must come within 50 % of the median round
- * trip (medians do not add, but a stage missing, counted twice or in the
- * wrong unit would be far off), and what the trace leaves out of each
- * round trip (untraced_us: the bench's own timing around the library) must
- * be small: at most a quarter of the round trip plus 200 µs on this loaded
- * machine. */
+ * here what the trace leaves out of each round trip (untraced_us, the
+ * median over the jobs of round trip - its stages: the bench's own timing
+ * around the library) must be small, at most a quarter of the round trip
+ * plus 200 µs on this loaded machine, so a stage missing from the trace
+ * fails; and the medians of the stages must add up to at most 1.5 times
+ * the median round trip, so a stage counted twice or in the wrong unit
+ * fails. Not a lower bound on that sum: medians do not add, and on a
+ * loaded CPU a job's time lands in a different stage from job to job
+ * (a fresh clone's `.ci/run` here, 2026-12-07: the direct line's stages
+ * added up to 2,908 µs against a p50 of 6,322, untraced 0). */
 static void test_bench_json_stages(void **state)
 {
 	(void)state;
@@ -292,7 +296,7 @@ static void test_bench_json_stages(void **state)
 		const double untraced = strtod(json_get(lines[i], "untraced_us", v, sizeof(v)), NULL);
 		printf("%s: stages add up to %.1f µs, p50 %.1f µs, untraced %.1f µs\n",
 		       daemon ? "daemon" : "direct", sum, p50, untraced);
-		assert_true(sum >= 0.5 * p50 && sum <= 1.5 * p50);
+		assert_true(sum > 0 && sum <= 1.5 * p50);
 		assert_true(untraced >= 0 && untraced <= 0.25 * p50 + 200);
 	}
 }
