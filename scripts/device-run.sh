@@ -489,17 +489,16 @@ narrow_steps() {
 	[ -s "$R/dxtile.jsonl" ] && $REPORT lines "$R/dxtile.jsonl" | tee -a "$S"
 	# f32 layers of 128-256 features on other tiled128 tilings
 	# (VKGRAD_T128_TILE: BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX]]], one daemon per
-	# tiling): dW+db forced to splitk128, dX forced to tiled128
+	# tiling and output): dW+db forced to splitk128, dX forced to tiled128
+	local vo
 	: >"$R/t128tile.jsonl"
 	for tile in ${NARROW_T128_TILES:-}; do
-		# shellcheck disable=SC2086
-		VKGRADD_ENV="VKGRAD_T128_TILE=$tile" DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines "t128-$tile" \
-			"$B/bin/vkgradd" "$R/t128tile.jsonl" "$T128_TILE_SET" f32 --variants splitk128 --outputs dw,db \
-			--reps 5 ${copy:+--copy-gbps $copy} $NX
-		# shellcheck disable=SC2086
-		VKGRADD_ENV="VKGRAD_T128_TILE=$tile" DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines "t128-$tile" \
-			"$B/bin/vkgradd" "$R/t128tile.jsonl" "$T128_TILE_SET" f32 --variants tiled128 --outputs dx \
-			--reps 5 ${copy:+--copy-gbps $copy} $NX
+		for vo in splitk128:dw,db tiled128:dx; do
+			# shellcheck disable=SC2086
+			VKGRADD_ENV="VKGRAD_T128_TILE=$tile" DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines "t128-$tile" \
+				"$B/bin/vkgradd" "$R/t128tile.jsonl" "$T128_TILE_SET" f32 --variants "${vo%%:*}" \
+				--outputs "${vo#*:}" --reps 5 ${copy:+--copy-gbps $copy} $NX
+		done
 	done
 	[ -s "$R/t128tile.jsonl" ] && $REPORT lines "$R/t128tile.jsonl" | tee -a "$S"
 	narrow_grid "$copy"

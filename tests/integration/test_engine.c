@@ -85,11 +85,11 @@ static void blocker_submit(blocker *b, uint64_t bdim, uint64_t out, uint64_t see
  * time: once c's ping is answered, every request c sent before it is in
  * the daemon; if then (after a ping of the blocker's connection, whose
  * reply follows the blocker's if the blocker had finished first) its
- * reply has not come, every job was queued while it ran. (vkg_poll may also read a
- * reply that came after the ping's; then the try is only called
- * inconclusive.) A try that proves nothing is repeated with a blocker
- * twice as large in every dimension. Returns whether the blocker still
- * ran; b->done is set when its reply was consumed here. */
+ * reply has not come, every job was queued while it ran. (vkg_poll may
+ * also read a reply that came after the ping's; then the try is only
+ * called inconclusive.) A try that proves nothing is repeated with a
+ * blocker twice as large in every dimension. Returns whether the blocker
+ * still ran; b->done is set when its reply was consumed here. */
 static bool blocker_behind(blocker *b, vkg_client *c)
 {
 	vkg_error err;
