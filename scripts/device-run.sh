@@ -121,7 +121,7 @@
 #   NARROW_T128_TILES  suite narrow's tiled128 tilings for the f32 layers
 #                   of 128-256 features (VKGRAD_T128_TILE values, e.g.
 #                   "128x128x8x8x16x2x0x8 128x128x8x8x16x1x0x8
-#                   128x64x8x4x16x2x0x8"; unset: the step is left out):
+#                   128x64x8x4x16x1x0x8"; unset: the step is left out):
 #                   dW+db forced to splitk128 and dX forced to tiled128, a
 #                   daemon per tiling and output (the default tiling's
 #                   lines come from the first entry, if it names it)
