@@ -141,6 +141,36 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'interrupted 130' INT
 trap 'interrupted 143' TERM
 
+# One cost model for the run: a daemon started once on a cache directory of
+# its own times the kernels and saves its model there, and each test
+# daemon's fresh cache directory starts with a copy (VKGRAD_TEST_MODEL_DIR,
+# tests/common/daemon_proc.h) instead of timing them again at every start
+# (about a second of CPU on lavapipe, several on a loaded machine). Set
+# VKGRAD_TEST_MODEL_DIR (empty: none) to skip this.
+seed_model() {
+	[ -x "$BUILD/vkgradd" ] && [ -x "$BUILD/vkgrad" ] || return 0
+	"$BUILD/vkgradd" --socket "$tmp/model.sock" --cache-dir "$tmp/model" >"$tmp/model.log" 2>&1 &
+	mpid=$!
+	tries=0
+	until "$BUILD/vkgrad" --socket "$tmp/model.sock" ping >/dev/null 2>&1; do
+		tries=$((tries + 1))
+		if [ "$tries" -gt 1200 ] || ! kill -0 "$mpid" 2>/dev/null; then
+			break
+		fi
+		sleep 0.1
+	done
+	kill -TERM "$mpid" 2>/dev/null
+	wait "$mpid" 2>/dev/null
+	if ls "$tmp/model"/costmodel-*.txt >/dev/null 2>&1; then
+		VKGRAD_TEST_MODEL_DIR=$tmp/model
+		export VKGRAD_TEST_MODEL_DIR
+	else
+		echo "run.sh: no cost model measured for the run (each test daemon measures its own):" >&2
+		tail -5 "$tmp/model.log" >&2
+	fi
+}
+[ -z "${VKGRAD_TEST_MODEL_DIR+set}" ] && seed_model
+
 w=0
 while [ "$w" -lt "$TEST_JOBS" ] && [ "$w" -lt "$n" ]; do
 	worker &

@@ -14,7 +14,12 @@
  * blanks; `make test-valgrind`); start, stop and reply timeouts are then
  * ten times longer (daemon_proc_slow()) and tests/common/leakcheck.h skips
  * its growth checks.
- * VKGRAD_TEST_VALIDATION=0 leaves the validation layer out. */
+ * VKGRAD_TEST_VALIDATION=0 leaves the validation layer out.
+ * VKGRAD_TEST_MODEL_DIR=DIR (set by tests/run.sh): a directory holding a
+ * cost model (costmodel-*.txt) measured once for the run; a daemon's own
+ * cache directory starts with a copy, so the daemon loads it instead of
+ * timing the kernels at every start (where it does not fit, as with
+ * another loop bound, the daemon measures as before). */
 #ifndef VKG_TEST_DAEMON_PROC_H
 #define VKG_TEST_DAEMON_PROC_H
 
