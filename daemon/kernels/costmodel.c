@@ -439,18 +439,25 @@ static probe_shape probe_shape_of(const probe *pb, bool cpu)
 	return shape_of(pb->pp, pb->kind, pb->n * scale);
 }
 
+/* Does pl have what part pp needs to run in dtype dt: every plain
+ * kernel of dt (the optional ones aside), and pp's own pipelines? */
+static bool part_served(const pipelines *pl, int dt, const probe_part *pp)
+{
+	bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
+	for (unsigned p = 0; p < NPARTS; p++)
+		all = all && (optional_part(parts[p].kern) || pl->pipe[parts[p].kern][dt]);
+	return all && pl->pipe[pp->kern][dt] && (pp->kern != KERN_NARROW || pl->pipe[KERN_NARROW_RED][dt]);
+}
+
 /* The probes of every dtype the device serves every plain kernel of
  * (tiled128 where it has it) into list; their count. */
 static unsigned probe_list(const pipelines *pl, probe *list)
 {
 	unsigned n = 0;
 	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++) {
-		bool all = pl->dtype_ok[dt] && pl->pipe[KERN_REDUCE][dt];
-		for (unsigned p = 0; p < NPARTS; p++)
-			all = all && (optional_part(parts[p].kern) || pl->pipe[parts[p].kern][dt]);
-		for (unsigned p = 0; p < NPARTS && all; p++) {
+		for (unsigned p = 0; p < NPARTS; p++) {
 			const probe_part *pp = &parts[p];
-			if (!pl->pipe[pp->kern][dt] || (pp->kern == KERN_NARROW && !pl->pipe[KERN_NARROW_RED][dt]))
+			if (!part_served(pl, dt, pp))
 				continue;
 			list[n++] = (probe){pp, (proto_dtype)dt, 0, 1};
 			for (int i = dt == PROTO_F32 ? 0 : 1; i < 2; i++) {
@@ -461,6 +468,24 @@ static unsigned probe_list(const pipelines *pl, probe *list)
 		}
 	}
 	return n;
+}
+
+unsigned costmodel_keep_served(costmodel *m, const pipelines *pl)
+{
+	unsigned dropped = 0;
+	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++)
+		for (int k = 0; k < KERN_COUNT; k++) {
+			if (!m->fit[k][dt].ok)
+				continue;
+			bool served = false;
+			for (unsigned p = 0; p < NPARTS; p++)
+				served = served || (parts[p].kern == k && part_served(pl, dt, &parts[p]));
+			if (!served) {
+				m->fit[k][dt].ok = false;
+				dropped++;
+			}
+		}
+	return dropped;
 }
 
 /* One submission of pr's recorded probes (np of them, `reps` each): each

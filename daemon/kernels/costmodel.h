@@ -133,6 +133,12 @@ costmodel_geom costmodel_geometry(const proto_request *q, bool for_dx, int k, ui
  * for the same job), and skips the probes. 0, or -1 with the reason in err
  * and m all !ok. */
 int costmodel_load(costmodel *m, const device *d, const char *dir, char *err, size_t errlen);
+/* Leave out of m (loaded) the fits of kernels that pl cannot run, as
+ * costmodel_measure would not have timed them: a model saved by a daemon
+ * that had them (another device limit, a pipeline whose creation failed
+ * here) must not make auto pick a kernel without a pipeline. Returns how
+ * many fits it left out. */
+unsigned costmodel_keep_served(costmodel *m, const pipelines *pl);
 /* Save m there: a new file made by mkstemp in dir, renamed over the old.
  * 0, or -1 with the reason in err. */
 int costmodel_save(const costmodel *m, const device *d, const char *dir, char *err, size_t errlen);

@@ -41,6 +41,11 @@ void placement_init(placement *p, const device *d, const pipelines *pl, const co
 	} else if (dir && costmodel_load(&p->cost, d, cfg->cache_dir, err, sizeof(err)) == 0) {
 		log_info("cost model: loaded from the cache directory %s; auto picks among the plain "
 			 "kernels by it", cfg->cache_dir);
+		const unsigned dropped = costmodel_keep_served(&p->cost, pl);
+		if (dropped)
+			log_notice("cost model: %u of its fits are for kernels this daemon has no pipeline "
+				   "for (a device limit, a creation that failed): auto leaves those out",
+				   dropped);
 	} else {
 		if (dir)
 			log_info("cost model: none saved to use (%s): measuring", err);

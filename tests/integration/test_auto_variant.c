@@ -275,6 +275,47 @@ static void test_model_saved_then_loaded_and_bad_files_refused(void **state)
 	unlink(path);
 }
 
+/* A model saved by a daemon that had tiled128 and the narrow family,
+ * loaded by one that lacks them (VKGRAD_FAULT_SHARED_16K: 16 KiB of shared
+ * memory, their 32 KiB pipelines not made): their fits are left out, so
+ * auto never picks a kernel without a pipeline. Before, a job auto put on
+ * tiled128 there recorded a dispatch of no pipeline, and lavapipe crashed
+ * the daemon (65x65x65 dW, found when test daemons began sharing one
+ * model). Every job is checked against float64, and the daemon must stop
+ * cleanly after them. */
+static void test_model_of_kernels_this_daemon_lacks(void **state)
+{
+	(void)state;
+	const char *const args[] = {"--cache-dir", g_d.cache, "--cost-model", NULL};
+	daemon_proc a = {0};
+	assert_int_equal(daemon_proc_start(&a, args, NULL), 0); /* a model there, measured or loaded */
+	assert_int_equal(daemon_proc_stop(&a), 0);
+	char path[512];
+	find_model_file(path, sizeof(path));
+	assert_true(path[0] != 0);
+	daemon_proc d = {0};
+	static const char *const env[] = {"VKGRAD_FAULT_SHARED_16K=1", NULL};
+	assert_int_equal(daemon_proc_start(&d, args, env), 0);
+	if (!daemon_proc_log_contains(&d, "fits are for kernels this daemon has no pipeline for")) {
+		daemon_proc_print_log_tail(&d, 30);
+		fail_msg("the daemon's log does not say it left the model's tiled128 and narrow fits out");
+	}
+	vkg_error err;
+	vkg_client *c = vkg_connect(d.sock, &err);
+	assert_non_null(c);
+	static const uint64_t shapes[][3] = {{65, 65, 65}, {160, 160, 160}, {4096, 64, 64}, {300, 40, 24}};
+	for (unsigned s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		static const unsigned outs[] = {JC_DW, JC_DX, JC_ALL};
+		for (unsigned o = 0; o < 3; o++) {
+			jobcase jc;
+			jobcase_init(&jc, shapes[s][0], shapes[s][1], shapes[s][2], outs[o], false);
+			assert_int_equal(jobcase_run(c, &jc, 1, 1, 1, NULL), 0);
+		}
+	}
+	vkg_close(c);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -293,6 +334,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_auto_within_twice_the_best_forced),
 		cmocka_unit_test(test_model_saved_then_loaded_and_bad_files_refused),
+		cmocka_unit_test(test_model_of_kernels_this_daemon_lacks),
 	};
 	int rc = cmocka_run_group_tests_name("auto_variant", tests, group_setup, group_teardown);
 	return rc || daemon_proc_failures ? 1 : 0;
