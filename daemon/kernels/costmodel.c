@@ -472,19 +472,17 @@ static unsigned probe_list(const pipelines *pl, probe *list)
 
 unsigned costmodel_keep_served(costmodel *m, const pipelines *pl)
 {
-	unsigned dropped = 0;
+	bool served[KERN_COUNT][PROTO_DTYPE_COUNT] = {{false}};
 	for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++)
-		for (int k = 0; k < KERN_COUNT; k++) {
-			if (!m->fit[k][dt].ok)
-				continue;
-			bool served = false;
-			for (unsigned p = 0; p < NPARTS; p++)
-				served = served || (parts[p].kern == k && part_served(pl, dt, &parts[p]));
-			if (!served) {
+		for (unsigned p = 0; p < NPARTS; p++)
+			served[parts[p].kern][dt] = served[parts[p].kern][dt] || part_served(pl, dt, &parts[p]);
+	unsigned dropped = 0;
+	for (int k = 0; k < KERN_COUNT; k++)
+		for (int dt = 0; dt < PROTO_DTYPE_COUNT; dt++)
+			if (m->fit[k][dt].ok && !served[k][dt]) {
 				m->fit[k][dt].ok = false;
 				dropped++;
 			}
-		}
 	return dropped;
 }
 

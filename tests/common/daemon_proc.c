@@ -106,39 +106,46 @@ static bool can_connect(const char *path)
 	return ok;
 }
 
+/* Copy file `from` (at most 16 KiB: a cost model is at most 8) to `to`;
+ * on any failure `to` is left out. */
+static void copy_small_file(const char *from, const char *to)
+{
+	char buf[16384];
+	FILE *in = fopen(from, "rb");
+	if (!in)
+		return;
+	const size_t got = fread(buf, 1, sizeof(buf), in);
+	const bool whole = feof(in) && !ferror(in);
+	fclose(in);
+	FILE *out = whole ? fopen(to, "wb") : NULL;
+	if (!out)
+		return;
+	const bool ok = fwrite(buf, 1, got, out) == got;
+	if (fclose(out) != 0 || !ok)
+		unlink(to);
+}
+
 /* A daemon's own cache directory, not made yet, made holding a copy of
  * the cost models of VKGRAD_TEST_MODEL_DIR (tests/run.sh measures one per
- * run), so the daemon loads one instead of timing the kernels again. Any
- * failure leaves the directory as it was: the daemon then measures. */
+ * run), so the daemon loads one instead of timing the kernels again. A
+ * directory made before (a daemon restarted on it) is left as it is; a
+ * model not copied is measured by the daemon. */
 static void seed_cache(const char *cache)
 {
 	const char *src = getenv("VKGRAD_TEST_MODEL_DIR");
-	if (!src || !*src || access(cache, F_OK) == 0)
+	if (!src || !*src || mkdir(cache, 0700) != 0)
 		return;
 	DIR *dir = opendir(src);
 	if (!dir)
 		return;
-	if (mkdir(cache, 0700) == 0) {
-		for (struct dirent *e; (e = readdir(dir));) {
-			const size_t len = strlen(e->d_name);
-			if (strncmp(e->d_name, "costmodel-", 10) || len < 4 || strcmp(e->d_name + len - 4, ".txt"))
-				continue;
-			char from[PATH_MAX], to[PATH_MAX], buf[16384];
-			snprintf(from, sizeof(from), "%s/%s", src, e->d_name);
-			snprintf(to, sizeof(to), "%s/%s", cache, e->d_name);
-			FILE *in = fopen(from, "rb");
-			if (!in)
-				continue;
-			const size_t got = fread(buf, 1, sizeof(buf), in);
-			const bool whole = feof(in) && !ferror(in);
-			fclose(in);
-			FILE *out = whole ? fopen(to, "wb") : NULL;
-			if (!out)
-				continue;
-			const bool ok = fwrite(buf, 1, got, out) == got;
-			if (fclose(out) != 0 || !ok)
-				unlink(to);
-		}
+	for (struct dirent *e; (e = readdir(dir));) {
+		const size_t len = strlen(e->d_name);
+		if (strncmp(e->d_name, "costmodel-", 10) || len < 4 || strcmp(e->d_name + len - 4, ".txt"))
+			continue;
+		char from[PATH_MAX], to[PATH_MAX];
+		snprintf(from, sizeof(from), "%s/%s", src, e->d_name);
+		snprintf(to, sizeof(to), "%s/%s", cache, e->d_name);
+		copy_small_file(from, to);
 	}
 	closedir(dir);
 }

@@ -220,18 +220,25 @@ static void find_model_file(char *path, size_t n)
 	closedir(dir);
 }
 
+/* Daemon d on g_d's cache directory with extra environment env (or
+ * NULL), started, its log holding `want`. */
+static void shared_cache_daemon(daemon_proc *d, const char *want, const char *const *env)
+{
+	/* (--cost-model: a GPU measures it only when asked, a CPU device always) */
+	const char *const args[] = {"--cache-dir", g_d.cache, "--cost-model", NULL};
+	assert_int_equal(daemon_proc_start(d, args, env), 0);
+	if (!daemon_proc_log_contains(d, want)) {
+		daemon_proc_print_log_tail(d, 30);
+		fail_msg("the daemon's log lacks '%s'", want);
+	}
+}
+
 /* A daemon on g_d's cache directory: started, its log holding `want`,
  * a checked job served, stopped. */
 static void start_on_shared_cache(const char *want)
 {
 	daemon_proc d = {0};
-	/* (--cost-model: a GPU measures it only when asked, a CPU device always) */
-	const char *const args[] = {"--cache-dir", g_d.cache, "--cost-model", NULL};
-	assert_int_equal(daemon_proc_start(&d, args, NULL), 0);
-	if (!daemon_proc_log_contains(&d, want)) {
-		daemon_proc_print_log_tail(&d, 30);
-		fail_msg("the daemon's log lacks '%s'", want);
-	}
+	shared_cache_daemon(&d, want, NULL);
 	vkg_error err;
 	vkg_client *c = vkg_connect(d.sock, &err);
 	assert_non_null(c);
@@ -286,20 +293,13 @@ static void test_model_saved_then_loaded_and_bad_files_refused(void **state)
 static void test_model_of_kernels_this_daemon_lacks(void **state)
 {
 	(void)state;
-	const char *const args[] = {"--cache-dir", g_d.cache, "--cost-model", NULL};
-	daemon_proc a = {0};
-	assert_int_equal(daemon_proc_start(&a, args, NULL), 0); /* a model there, measured or loaded */
-	assert_int_equal(daemon_proc_stop(&a), 0);
+	start_on_shared_cache("cost model: "); /* a model there, measured or loaded */
 	char path[512];
 	find_model_file(path, sizeof(path));
 	assert_true(path[0] != 0);
 	daemon_proc d = {0};
 	static const char *const env[] = {"VKGRAD_FAULT_SHARED_16K=1", NULL};
-	assert_int_equal(daemon_proc_start(&d, args, env), 0);
-	if (!daemon_proc_log_contains(&d, "fits are for kernels this daemon has no pipeline for")) {
-		daemon_proc_print_log_tail(&d, 30);
-		fail_msg("the daemon's log does not say it left the model's tiled128 and narrow fits out");
-	}
+	shared_cache_daemon(&d, "fits are for kernels this daemon has no pipeline for", env);
 	vkg_error err;
 	vkg_client *c = vkg_connect(d.sock, &err);
 	assert_non_null(c);
