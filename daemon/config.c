@@ -53,6 +53,7 @@ void config_read_env(config_env *e)
 	e->cmk_small_below = getenv("VKGRAD_CMK_SMALL_BELOW");
 	e->t128_tile = getenv("VKGRAD_T128_TILE"); /* T128_TILE_ENV */
 	e->nv2_tile = getenv("VKGRAD_NV2_TILE"); /* NV2_TILE_ENV */
+	e->dxs_tile = getenv("VKGRAD_DXS_TILE"); /* DXS_TILE_ENV */
 	e->stream_no_sums = env_is("VKGRAD_STREAM_SUMS", "0");
 	e->stream_no_timestamps = env_is("VKGRAD_STREAM_TIMESTAMPS", "0");
 	e->fault_inject = getenv("VKGRAD_FAULT_INJECT");

@@ -93,6 +93,7 @@ typedef struct config_env {
 	const char *cmk_small_below;           /* VKGRAD_CMK_SMALL_BELOW */
 	const char *t128_tile;                 /* VKGRAD_T128_TILE (t128_tile.h) */
 	const char *nv2_tile;                  /* VKGRAD_NV2_TILE (nv2_tile.h) */
+	const char *dxs_tile;                  /* VKGRAD_DXS_TILE (dxs_tile.h) */
 	/* streamed jobs (stream.c) */
 	bool stream_no_sums;       /* VKGRAD_STREAM_SUMS=0: dW never resumed */
 	bool stream_no_timestamps; /* VKGRAD_STREAM_TIMESTAMPS=0: steps untimed */

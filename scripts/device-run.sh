@@ -140,7 +140,7 @@ REPORT="python3 $HERE/device_report.py"
 
 # the test binaries a bundle carries: the older three (suite check runs them
 # below) and GPU_TESTS_NEW, run first on the GPU, each alone
-GPU_TESTS_NEW=${GPU_TESTS_NEW-"test_narrow test_activation test_optim test_tensors test_splitk128 test_auto_variant test_cmk_splitk test_f32x3_splitk test_cmks_dx"}
+GPU_TESTS_NEW=${GPU_TESTS_NEW-"test_narrow test_activation test_optim test_tensors test_splitk128 test_auto_variant test_cmk_splitk test_f32x3_splitk test_cmks_dx test_dx_stream"}
 GPU_TESTS="test_stream test_forward test_dtypes $GPU_TESTS_NEW"
 # the Python tests (tests/python/NAME) suite check runs against the bundle
 PY_TESTS=${PY_TESTS-"test_resident_run test_python_ops"}

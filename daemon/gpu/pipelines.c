@@ -58,6 +58,9 @@ static const struct {
 			 sizeof(kiface_gemm_split)},
 	[KERN_CMKS_DX_S] = {"linear_coopmat_khr_splitk_dx_gemm", "coopmat_khr_splitk", VKG_BINDINGS_GEMM_SPLIT_DX,
 			    sizeof(kiface_gemm_split_dx)},
+	[KERN_CMK_DXS] = GEMM("linear_coopmat_khr_dx_stream", "coopmat_khr"),
+	[KERN_CMK_DXS_M] = GEMM("linear_coopmat_khr_dx_stream", "coopmat_khr"),
+	[KERN_CMK_DXS_L] = GEMM("linear_coopmat_khr_dx_stream", "coopmat_khr"),
 #undef GEMM
 #undef GEMM_SUMS
 };
@@ -284,6 +287,30 @@ static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk
 	c->info = (VkSpecializationInfo){CMK_SPECS, c->map, sizeof(c->v), c->v};
 }
 
+/* linear_coopmat_khr_dx_stream's constants (dxs_tile_specs) */
+static void dxs_spec_fill(cmk_spec *c, const dxs_tile *t)
+{
+	dxs_tile_specs(t, c->v);
+	for (uint32_t i = 0; i < DXS_SPECS; i++)
+		c->map[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+	c->info = (VkSpecializationInfo){DXS_SPECS, c->map, DXS_SPECS * sizeof(uint32_t), c->v};
+}
+
+/* Can linear_coopmat_khr_dx_stream's pipeline k (pipelines_is_dxs) run
+ * for dtype t: f16/bf16 where KERN_CMK_* can (cmk_ok), its tiling on, the
+ * device's matrices for t 16x16x16, its workgroup and shared memory within
+ * the device's limits, the kernel built? */
+static bool dxs_usable(const pipelines *p, const device *d, int k, int t, bool cmk_ok)
+{
+	const dxs_tile *x = &p->dxs[pipelines_dxs_class(k)];
+	const cmk_shape s = d->cmk.shape[t];
+	return cmk_ok && t != PROTO_F32 && x->on && s.m == 16 && s.n == 16 && s.k == 16 &&
+	       dxs_tile_threads(x) <= d->props.limits.maxComputeWorkGroupInvocations &&
+	       dxs_tile_threads(x) <= d->props.limits.maxComputeWorkGroupSize[0] &&
+	       dxs_tile_shared(x) <= d->props.limits.maxComputeSharedMemorySize &&
+	       kreg_find(kern_desc[KERN_CMK_DXS].name, proto_dtype_name((proto_dtype)t), kern_desc[KERN_CMK_DXS].variant);
+}
+
 /* f32's pipelines that are another registry kernel than kern_desc names:
  * KERN_CMK_DW/DX (and their small tilings) are linear_coopmat_khr_f32x3_gemm
  * (coopmat_khr_f32x3), KERN_CMK_SPLITK is
@@ -332,6 +359,12 @@ static const char *kern_label(int k, int t)
 		return "linear_coopmat_khr_splitk_gemm (32x32 tiles)";
 	if (k == KERN_CMKS_DX_S)
 		return "linear_coopmat_khr_splitk_dx_gemm (32x32 tiles)";
+	if (pipelines_is_dxs(k)) {
+		static const char *const dxs[DXS_CLASSES] = {"linear_coopmat_khr_dx_stream (out <= 64)",
+							     "linear_coopmat_khr_dx_stream (out <= 128)",
+							     "linear_coopmat_khr_dx_stream (out <= 256)"};
+		return dxs[pipelines_dxs_class(k)];
+	}
 	return pipelines_is_cmk(k) || pipelines_is_nv2(k) ? cmk[k - KERN_CMK_DW] : kern_name(k, t);
 }
 
@@ -582,6 +615,8 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 				continue;
 			if (k == KERN_CMKS_DX_S && !cmks_dx_s_usable(d, t, cmks_dx_ok[t]))
 				continue;
+			if (pipelines_is_dxs(k) && !dxs_usable(p, d, k, t, cmk_ok[t]))
+				continue;
 			if (k >= KERN_NV2_DW_S && k <= KERN_NV2_DX_S && !p->nv2_small_ok[t])
 				continue;
 			/* f32 (coopmat_khr_f32x3): the large tiling only */
@@ -609,6 +644,11 @@ static int prepare_jobs(pipelines *p, const device *d, const bool *cmk_ok, const
 			if (pipelines_is_cmks(k) || pipelines_is_cmks_dx(k)) { /* dW only: A along m */
 				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
 				cmk_spec_fill(cs, d->cmk.shape[t], true, pipelines_cmks_tile(k, (proto_dtype)t));
+				bj->spec = &cs->info;
+			}
+			if (pipelines_is_dxs(k)) {
+				cmk_spec *cs = &specs[k * PROTO_DTYPE_COUNT + t];
+				dxs_spec_fill(cs, &p->dxs[pipelines_dxs_class(k)]);
 				bj->spec = &cs->info;
 			}
 			const kreg_entry *e = kreg_find(kern_name(k, t), proto_dtype_name((proto_dtype)t),
@@ -683,7 +723,15 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 	}
 	t128_spec t128s[2]; /* KERN_TILED128's (and KERN_SPLITK128's), KERN_TILED128_S's */
 	nv2_spec nv2s[4 * PROTO_DTYPE_COUNT];
-	int rc = t128_choice(p, d, env, err, errlen);
+	static const char *const dxs_default[DXS_CLASSES] = DXS_TILE_DEFAULTS;
+	int rc = 0;
+	for (int c = 0; c < DXS_CLASSES && rc == 0; c++)
+		rc = dxs_tile_parse(env->dxs_tile ? env->dxs_tile : dxs_default[c], &p->dxs[c], err, errlen);
+	if (rc == 0 && env->dxs_tile)
+		log_warn("%s=%s: linear_coopmat_khr_dx_stream %s", DXS_TILE_ENV, env->dxs_tile,
+			 p->dxs[0].on ? "with that tiling for every out" : "off");
+	if (rc == 0)
+		rc = t128_choice(p, d, env, err, errlen);
 	if (rc == 0)
 		rc = nv2_choice(p, d, env, nv2_ok, err, errlen);
 	if (rc == 0)

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "device.h"
+#include "dxs_tile.h"
 #include "msg.h"
 #include "nv2_tile.h"
 #include "t128_tile.h"
@@ -52,6 +53,9 @@ enum { KERN_PARAM, KERN_INPUT, KERN_TILED, KERN_SPLITK, KERN_REDUCE, KERN_COOPMA
        KERN_CMKS_L /* KERN_CMK_SPLITK on 128x128 tiles (f16/bf16: PIPELINES_CMKS_L_TILE): layers of >= 128 features */,
        KERN_CMKS_S /* KERN_CMK_SPLITK on 32x32 tiles (f16/bf16: PIPELINES_CMKS_S_TILE): layers of <= 32 features */,
        KERN_CMKS_DX_S /* KERN_CMKS_DX on 32x32 tiles (PIPELINES_CMKS_S_TILE): layers of <= 32 features */,
+       KERN_CMK_DXS /* linear_coopmat_khr_dx_stream (f16/bf16, dxs_tile.h): a narrow layer's dX with W in registers, out <= 64 */,
+       KERN_CMK_DXS_M /* the same, out <= 128 (its own tiling) */,
+       KERN_CMK_DXS_L /* the same, out <= 256 */,
        KERN_COUNT };
 
 /* Is k one of linear_coopmat_khr_splitk_gemm's dW/db pipelines (split-K on
@@ -67,6 +71,17 @@ static inline bool pipelines_is_cmks(int k)
 static inline bool pipelines_is_cmks_dx(int k)
 {
 	return k == KERN_CMKS_DX || k == KERN_CMKS_DX_S;
+}
+
+/* Is k one of linear_coopmat_khr_dx_stream's pipelines; which class of K
+ * (dxs_tile.h: 0 out <= 64, 1 <= 128, 2 <= 256)? */
+static inline bool pipelines_is_dxs(int k)
+{
+	return k >= KERN_CMK_DXS && k <= KERN_CMK_DXS_L;
+}
+static inline int pipelines_dxs_class(int k)
+{
+	return k - KERN_CMK_DXS;
 }
 
 /* Is k one of linear_coopmat_nv2_gemm's pipelines; does it compute dW? */
@@ -197,6 +212,7 @@ typedef struct pipelines {
 	t128_tile t128_small; /* KERN_TILED128_S (f32): T128_TILE_SMALL where the default tiling runs, else off */
 	nv2_tile nv2[PROTO_DTYPE_COUNT]; /* KERN_NV2_DW/DX per dtype: VKGRAD_NV2_TILE's tiling, or the default */
 	nv2_tile nv2_small[PROTO_DTYPE_COUNT]; /* KERN_NV2_*_S per dtype: NV2_TILE_SMALL_DEFAULT */
+	dxs_tile dxs[DXS_CLASSES]; /* KERN_CMK_DXS, _M, _L: VKGRAD_DXS_TILE's tiling or the defaults (off: none) */
 	bool nv2_small_ok[PROTO_DTYPE_COUNT];  /* ... where it fits the device */
 	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
 	char nv2_why[PROTO_DTYPE_COUNT][256]; /* no KERN_NV2_* pipeline for a dtype: why */

@@ -65,6 +65,8 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 	uint32_t w = pipelines_is_t128(k) || q->dtype == PROTO_F32 ? 4 : 0;
 	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k) || pipelines_is_cmks(k))
 		w = 8;
+	if (pipelines_is_dxs(k))
+		w = 8;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
 	return VKG_FLAG_VEC_LOADS;
@@ -82,6 +84,8 @@ static uint64_t gemm_max_k(const recorder *rc, int k, proto_dtype dt)
 		return (uint64_t)tt->bk * KSHAPE_MAX_LOOP_TRIPS;
 	if (pipelines_is_nv2(k))
 		return (uint64_t)pipelines_nv2_tile(rc->pl, k, dt)->bk * KSHAPE_MAX_LOOP_TRIPS;
+	if (pipelines_is_dxs(k)) /* (the W it holds: refine_cmk_dx_stream takes no more) */
+		return 16ull * rc->pl->dxs[pipelines_dxs_class(k)].tk;
 	return kshape_max_k(k, dt);
 }
 
@@ -124,13 +128,17 @@ static void gemm_tile(const recorder *rc, int k, proto_dtype dt, uint64_t *tm, u
 	}
 	if (pipelines_is_cmk(k))
 		*tm = rc->pl->cmk_bm[pipelines_cmk_tiling(k)], *tn = rc->pl->cmk_bn[pipelines_cmk_tiling(k)];
+	if (pipelines_is_dxs(k)) {
+		const dxs_tile *t = &rc->pl->dxs[pipelines_dxs_class(k)];
+		*tm = dxs_tile_bm(t), *tn = dxs_tile_bn(t);
+	}
 }
 
 /* Is kernel k one of the GEMMs record_tiled records? */
 static bool is_gemm(int k)
 {
 	return k == KERN_TILED || k == KERN_TILED128 || k == KERN_TILED128_S || k == KERN_COOPMAT || pipelines_is_cmk(k) ||
-	       pipelines_is_nv2(k);
+	       pipelines_is_nv2(k) || pipelines_is_dxs(k);
 }
 
 /* The GEMM kernels for dW (+ fused db) or for dX: linear_tiled_gemm (k =
@@ -170,6 +178,10 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 			.a_off = b[0].elem_off, .b_off = b[1].elem_off, .c_off = b[2].elem_off,
 			.d_off = 0, .sam = (uint32_t)q->out, .sak = 1, .flags = VKG_FLAG_WRITE_C | acc,
 		};
+		/* linear_coopmat_khr_dx_stream reads and writes 16 bytes at a
+		 * time, unchecked: tensors off that grid take coopmat_khr */
+		if (pipelines_is_dxs(k) && !dxs_tile_aligned(pc.a_off, pc.b_off, pc.c_off))
+			k = KERN_CMK_DX;
 	}
 	pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);
 	grid_bind_pipe(r, k);

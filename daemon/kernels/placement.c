@@ -247,6 +247,10 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		refine_nv2_small(&j->plan, q, p->pl->nv2_small[t].bm, p->pl->nv2_small[t].bn,
 				  REFINE_NV2_SMALL_MIN_TILES);
 	refine_cmk_tiling(&j->plan, q, p->pl->cmk_small_below, p->pl->cmk_bm[0], p->pl->cmk_bn[0]);
+	const dxs_tile *dxs[DXS_CLASSES];
+	for (int c = 0; c < DXS_CLASSES; c++)
+		dxs[c] = p->pl->pipe[KERN_CMK_DXS + c][t] ? &p->pl->dxs[c] : NULL;
+	refine_cmk_dx_stream(&j->plan, q, dxs);
 	refine_cmks_tiling(&j->plan, q, p->pl->pipe[KERN_CMKS_L][t] != VK_NULL_HANDLE,
 			    p->pl->pipe[KERN_CMKS_S][t] != VK_NULL_HANDLE,
 			    p->pl->pipe[KERN_CMKS_S][t] && p->pl->pipe[KERN_CMKS_DX_S][t] && p->pl->pipe[KERN_CMK_DX][t]);

@@ -183,6 +183,19 @@ void refine_cmks_tiling(variant_plan *p, const proto_request *q, bool has_l, boo
 	p->slices = s;
 }
 
+void refine_cmk_dx_stream(variant_plan *p, const proto_request *q, const dxs_tile *const tiles[DXS_CLASSES])
+{
+	if (q->variant != PROTO_VARIANT_AUTO || q->dtype == PROTO_F32 ||
+	    (p->input != KERN_CMK_DX && p->input != KERN_CMK_DX_S))
+		return;
+	static const uint32_t max_k[DXS_CLASSES] = DXS_CLASS_MAX_K;
+	for (int c = 0; c < DXS_CLASSES; c++)
+		if (q->out <= max_k[c] && tiles[c] && dxs_tile_takes(tiles[c], q->batch, q->in, q->out)) {
+			p->input = KERN_CMK_DXS + c;
+			return;
+		}
+}
+
 void refine_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
 			uint32_t bn)
 {

@@ -6,6 +6,7 @@
  * the device (its pipelines' tiles, whether a pipeline exists, whether it
  * is a GPU): refine_nv2_large / refine_nv2_small (coopmat_nv2 for large
  * 16-bit GEMMs), refine_cmk_tiling (coopmat_khr's small tiling),
+ * refine_cmk_dx_stream (a narrow layer's 16-bit dX with W in registers),
  * refine_cmks_tiling (coopmat_khr_splitk's 128x128 and 32x32 tilings, and
  * dX beside dW on the latter), and on a GPU refine_splitk128 (mid-size f32
  * GEMMs on split-K's 128 tile), refine_narrow_short, refine_t128_small and
@@ -20,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dxs_tile.h"
 #include "variant.h"
 
 /* auto, f16/bf16: coopmat_nv2 (tiles of bm × bn) instead of coopmat_khr for
@@ -46,6 +48,19 @@ void refine_nv2_small(variant_plan *p, const proto_request *q, uint32_t bm, uint
  * than small_below tiles of bm × bn (the large tiling's). */
 void refine_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_below, uint32_t bm,
 			uint32_t bn);
+
+/* auto, f16/bf16: a dX still on coopmat_khr (KERN_CMK_DX or its small
+ * tiling) to linear_coopmat_khr_dx_stream: the pipeline of the first class
+ * of K (dxs_tile.h: out <= 64, 128, 256; KERN_CMK_DXS + class) that holds
+ * out and whose tiling (tiles[class]; NULL: the device has no such
+ * pipeline) takes the GEMM (dxs_tile_takes: m = batch, n = in, k = out;
+ * whole 16-wide blocks, whole strips). Tensors off its 16-byte grid go
+ * back to coopmat_khr when the job is recorded (dispatch.c). On the H100
+ * (2026-12-07, bf16 dX alone, device tensors, 8 in flight): 300 us
+ * against coopmat_khr's 369 at 1,048,576x128x128, 259.5 / 274 at
+ * 262,144x256x256, 129 / 264 at 1,048,576x64x64 (docs/performance.md,
+ * fifteenth run). */
+void refine_cmk_dx_stream(variant_plan *p, const proto_request *q, const dxs_tile *const tiles[DXS_CLASSES]);
 
 /* linear_coopmat_khr_splitk_gemm's tiling for a 16-bit dW/db on split-K's
  * tensor cores (KERN_CMK_SPLITK, auto or forced `coopmat_khr_splitk`):

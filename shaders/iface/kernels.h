@@ -48,7 +48,8 @@
 
 /* ---- the GEMM kernels: C[m, n] (+)= Σ_k A(m, k) · B[k, n] -------------------
  * linear_tiled_gemm, linear_splitk_gemm, linear_tiled128_gemm, linear_splitk128_gemm,
- * linear_coopmat_gemm, linear_coopmat_khr_gemm, linear_coopmat_nv2_gemm,
+ * linear_coopmat_gemm, linear_coopmat_khr_gemm, linear_coopmat_khr_dx_stream (dX
+ * only; d unused), linear_coopmat_nv2_gemm,
  * linear_coopmat_khr_f32x3_gemm; linear_coopmat_khr_splitk_gemm and
  * linear_coopmat_khr_f32x3_splitk_gemm with two
  * words more (VKG_PC_GEMM_SPLIT).

@@ -32,6 +32,7 @@ static const struct {
 	{"linear_splitk128_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
+	{"linear_coopmat_khr_dx_stream", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_nv2_gemm", VKG_BINDINGS_GEMM_SUMS, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_f32x3_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm)},
 	{"linear_coopmat_khr_splitk_gemm", VKG_BINDINGS_GEMM, sizeof(kiface_gemm_split)},

@@ -1,0 +1,44 @@
+/* daemon/kernels/dxs_tile.c — see dxs_tile.h. */
+#include "dxs_tile.h"
+#include "tilespec.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int dxs_tile_parse(const char *s, dxs_tile *t, char *err, size_t errlen)
+{
+	memset(t, 0, sizeof(*t));
+	if (s && strcmp(s, "off") == 0)
+		return 0;
+	uint32_t v[4] = {0, 0, 0, 0};
+	char why[64];
+	const char *fault = NULL;
+	if (tilespec_numbers(s, v, 4, 4, why, sizeof(why)) == 0)
+		fault = why;
+	else if (v[0] < 1 || v[0] > 32)
+		fault = "NW must be 1 to 32";
+	else if (v[1] < 1 || v[1] > 16)
+		fault = "TK must be 1 to 16";
+	else if (v[2] < 1 || v[2] > 4)
+		fault = "RT must be 1 to 4";
+	else if (v[3] < 1 || v[3] > 64)
+		fault = "STRIPS must be 1 to 64";
+	if (fault) {
+		snprintf(err, errlen, "%s='%.40s': %s; the accepted form is %s", DXS_TILE_ENV, s ? s : "", fault,
+			 DXS_TILE_FORM);
+		return -1;
+	}
+	*t = (dxs_tile){true, v[0], v[1], v[2], v[3]};
+	return 0;
+}
+
+bool dxs_tile_takes(const dxs_tile *t, uint64_t m, uint64_t n, uint64_t k)
+{
+	return t->on && m && n && k && k % 16 == 0 && k <= 16ull * t->tk && n % 16 == 0 &&
+	       m % (16ull * t->rt) == 0;
+}
+
+void dxs_tile_specs(const dxs_tile *t, uint32_t v[DXS_SPECS])
+{
+	v[0] = t->nw, v[1] = t->tk, v[2] = t->rt, v[3] = t->strips, v[4] = dxs_tile_threads(t);
+}

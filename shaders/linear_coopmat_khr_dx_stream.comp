@@ -1,0 +1,190 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "iface/kernels.h"
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+#if defined(VKG_DTYPE_BF16)
+#extension GL_EXT_bfloat16 : require
+#define ETYPE bfloat16_t
+#else
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define ETYPE float16_t
+#endif
+// @kernel kernel_name=linear_coopmat_khr_dx_stream domain=linear_backward variant=coopmat_khr dtype=f16,bf16 status=experimental
+// @build needs_f16=coopmat_khr needs_bf16=coopmat_khr,bfloat16 spirv_opt=off
+//
+// dX = dY·W (+ dX) of a narrow layer on the tensor cores, streaming the
+// batch: C[m, n] (+)= Σ_k A[m, k] · B[k, n] with A = dY (batch × out,
+// row-major: sam = K, sak = 1), B = W (out × in, row-major), C = dX
+// (batch × in), for a reduction K (= out) of at most 16·TK. Same push
+// constants and bindings as linear_coopmat_khr_gemm (binding 3 unused).
+//
+// Each subgroup owns 16 columns of C and holds W's K × 16 block of them
+// in registers for its whole life (TK cooperative matrices of 16×16, loaded
+// once). The workgroup (NW subgroups side by side: 16·NW columns × 16·RT·
+// STRIPS rows of C) then walks its STRIPS strips of 16·RT rows: each strip
+// of A (all of its K columns) goes to shared memory in 16-byte loads, the
+// next strip's loads in flight while the current one is multiplied (two
+// stages, rows padded by 16 bytes, one barrier a strip); every subgroup
+// takes its A fragments from there, TK products per 16 rows into f32
+// accumulators (RT independent chains), and each 16×16 result goes out
+// through a small shared staging of its own, eight elements (16 bytes) per
+// lane, rounded once to the storage type (accumulate: added to the old
+// value in f32 first).
+//
+// Every element of C is written by one subgroup, its sum in a fixed order:
+// the same bits every run. The daemon takes it only where every load and
+// store is whole and aligned (refine.h: K and N multiples of 16, K at
+// most 16·TK, M a multiple of 16·RT, the offsets multiples of 8); it never
+// reads or writes past the tensors, so nothing else is checked here.
+// Created where linear_coopmat_khr_gemm is and the device's matrices for
+// the dtype are 16×16×16 (daemon/gpu/pipelines.c).
+
+layout(constant_id = 0) const uint NW = 8;      // subgroups per workgroup (16 columns each)
+layout(constant_id = 1) const uint TK = 16;     // the reduction's 16-wide blocks held (K <= 16·TK)
+layout(constant_id = 2) const uint RT = 2;      // 16-row blocks per strip
+layout(constant_id = 3) const uint STRIPS = 8;  // strips per workgroup
+layout(local_size_x_id = 4) in;                 // NW·32 (set by the daemon)
+
+const uint BN = NW * 16u;
+const uint NT = NW * 32u;
+const uint SROWS = 16u * RT;
+const uint BM = SROWS * STRIPS;
+const uint ESTR = 16u / 4u + 1u; // uvec4 per staged row of 16 f32 (+ one of padding)
+const uint ASTR = 2u * TK + 1u;  // uvec4 per shared row of a strip of A (+ one of padding)
+const uint ASTAGE = SROWS * ASTR;
+const uint LA = (SROWS * 2u * TK + NT - 1u) / NT; // 16-byte loads per thread and strip, at most
+
+layout(std430, set = 0, binding = 0) readonly buffer BufA8 { uvec4 a8[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB8 { uvec4 b8[]; };
+layout(std430, set = 0, binding = 2) buffer BufC8 { uvec4 c8[]; };
+layout(std430, set = 0, binding = 3) buffer BufD { uint16_t d[]; };
+
+layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
+
+shared uvec4 sa[2u * ASTAGE]; // two stages of a strip of A (dY), rows padded
+shared uvec4 st[NW * 16u * ESTR]; // each subgroup's staging of a 16x16 f32 block
+
+vec2 unpack2(uint w)
+{
+#if defined(VKG_DTYPE_BF16)
+	return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u));
+#else
+	return unpackHalf2x16(w);
+#endif
+}
+
+uint narrow1(float f)
+{
+#if defined(VKG_DTYPE_BF16)
+	// round to nearest even, NaN stays NaN (as shaders/dtype.glsl)
+	uint u = floatBitsToUint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (u >> 16) | 0x40u;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return u >> 16;
+#else
+	return packHalf2x16(vec2(f, 0.0)) & 0xffffu;
+#endif
+}
+
+uint pack2(float x, float y)
+{
+	return narrow1(x) | (narrow1(y) << 16);
+}
+
+uvec4 ra[LA]; // this thread's share of the next strip, on its way to shared memory
+
+// The strip of SROWS rows from r0: K/8 vectors a row, thread tid's every NT-th.
+void load_strip(uint r0, uint kv)
+{
+	const uint tid = gl_LocalInvocationID.x;
+	[[unroll]] for (uint q = 0u; q < LA; q++) {
+		const uint v = tid + q * NT;
+		if (v < SROWS * kv) {
+			const uint r = v / kv, c = v % kv;
+			ra[q] = a8[(pc.a_off + (r0 + r) * pc.sam) / 8u + c];
+		}
+	}
+}
+
+void store_strip(uint base, uint kv)
+{
+	const uint tid = gl_LocalInvocationID.x;
+	[[unroll]] for (uint q = 0u; q < LA; q++) {
+		const uint v = tid + q * NT;
+		if (v < SROWS * kv)
+			sa[base + (v / kv) * ASTR + v % kv] = ra[q];
+	}
+}
+
+void main()
+{
+	const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN + warp * 16u;
+	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
+	const bool live = n0 < pc.N; // (a subgroup past C still loads and meets the barriers)
+	const uint tk = pc.K / 16u, kv = pc.K / 8u; // (K a multiple of 16, at most 16·TK)
+	const bool accum = (pc.flags & VKG_FLAG_ACCUMULATE) != 0u;
+	// whole strips (M a multiple of SROWS); the last workgroup's may be fewer
+	const uint ns = min(STRIPS, (pc.M - min(m0, pc.M)) / SROWS);
+
+	// W's K × 16 block of this subgroup's columns, once
+	coopmat<ETYPE, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w[TK];
+	[[unroll]] for (uint t = 0u; t < TK; t++)
+		if (live && t < tk)
+			coopMatLoad(w[t], b8, (pc.b_off + t * 16u * pc.N + n0) / 8u, pc.N / 8u,
+				    gl_CooperativeMatrixLayoutRowMajor);
+
+	if (ns == 0u)
+		return; // (uniform: the whole workgroup)
+	load_strip(m0, kv);
+	store_strip(0u, kv);
+	barrier();
+	const uint ebase = warp * 16u * ESTR;
+	const uint er = lane >> 1, eh = lane & 1u; // the row and half-row this lane writes
+	for (uint s = 0u; s < ns; s++) {
+		const uint r0 = m0 + s * SROWS, base = (s & 1u) * ASTAGE;
+		if (s + 1u < ns)
+			load_strip(r0 + SROWS, kv); // (in flight while this strip is multiplied)
+		if (live) {
+			coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[RT];
+			[[unroll]] for (uint i = 0u; i < RT; i++)
+				acc[i] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+			[[unroll]] for (uint t = 0u; t < TK; t++) {
+				if (t >= tk)
+					continue;
+				[[unroll]] for (uint i = 0u; i < RT; i++) {
+					coopmat<ETYPE, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a;
+					coopMatLoad(a, sa, base + i * 16u * ASTR + t * 2u, ASTR,
+						    gl_CooperativeMatrixLayoutRowMajor);
+					acc[i] = coopMatMulAdd(a, w[t], acc[i]);
+				}
+			}
+			[[unroll]] for (uint i = 0u; i < RT; i++) {
+				coopMatStore(acc[i], st, ebase, ESTR, gl_CooperativeMatrixLayoutRowMajor);
+				subgroupMemoryBarrierShared();
+				subgroupBarrier();
+				const uint e = ebase + er * ESTR + eh * 2u;
+				vec4 lo = uintBitsToFloat(st[e]), hi = uintBitsToFloat(st[e + 1u]);
+				const uint at = (pc.c_off + (r0 + i * 16u + er) * pc.N + n0 + eh * 8u) / 8u;
+				if (accum) {
+					const uvec4 o = c8[at];
+					lo += vec4(unpack2(o.x), unpack2(o.y));
+					hi += vec4(unpack2(o.z), unpack2(o.w));
+				}
+				c8[at] = uvec4(pack2(lo.x, lo.y), pack2(lo.z, lo.w), pack2(hi.x, hi.y),
+					       pack2(hi.z, hi.w));
+				subgroupBarrier(); // (the next store overwrites the staging)
+			}
+		}
+		// the next strip into the other stage (last read in step s - 1,
+		// before the barrier that ended it)
+		if (s + 1u < ns)
+			store_strip(ASTAGE - base, kv);
+		barrier();
+	}
+}

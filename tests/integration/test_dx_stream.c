@@ -1,0 +1,240 @@
+/* tests/integration/test_dx_stream.c — a narrow layer's 16-bit dX with W
+ * in registers (linear_coopmat_khr_dx_stream, KERN_CMK_DXS; issue 37):
+ * auto's dX of f16/bf16 jobs that coopmat_khr would take, out a multiple
+ * of 16 up to 256, in a multiple of 16, the batch a multiple of the
+ * strips' rows; three pipelines, one per class of out (up to 64, 128,
+ * 256), each with its own tiling (refine_cmk_dx_stream; the rule and the
+ * tilings are unit-tested in tests/unit/test_dxs_tile.c). The shapes below
+ * take every class.
+ *
+ * On any device:
+ *  - VKGRAD_DXS_TILE malformed or out of its ranges stops the daemon at
+ *    start, its log naming the variable, the value, what is wrong and the
+ *    accepted form; the same directory then serves;
+ *  - VKGRAD_DXS_TILE=off: hello lists the kernel for no dtype, auto's dX
+ *    is correct against float64 on its other kernels, the daemon serves.
+ * Where the device offers it (hello lists it for the dtype: a GPU with
+ * VK_KHR_cooperative_matrix and 16×16×16 matrices), for f16 and bf16, on
+ * a daemon without a cost model and without streaming:
+ *  - auto jobs of the shapes it takes (dX alone and the full backward, out
+ *    and in from 16 to 256, with accumulate and without), and of shapes
+ *    beside them it does not take (out 264, in 40, a batch of 16·odd rows),
+ *    half of them with every tensor at an odd element offset (those go
+ *    back to coopmat_khr when recorded), each against the float64
+ *    reference of the stored inputs, normwise (f16 2e-3, bf16 1e-2:
+ *    client/ref.h), every byte outside the outputs as before;
+ *  - the same job twice: the same bytes;
+ *  - grids in small dispatches (--dispatch-max-macs: the workgroups'
+ *    first row and column tiles through m_base and n_base), device-local;
+ *  - no Vulkan validation error.
+ * Where it does not (lavapipe), those skip, saying why. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bwjob.h"
+#include "daemon_proc.h"
+#include "expect.h"
+#include "rawsock.h"
+#include "vkgrad.h"
+
+#define VARIANT "coopmat_khr"
+#define KERNEL "linear_coopmat_khr_dx_stream"
+
+/* g_d: no cost model, no streaming; g_cut: small dispatches (started only
+ * where the kernel runs) */
+static daemon_proc g_d, g_cut;
+static bool g_cut_up;
+static bool g_offered[PROTO_DTYPE_COUNT];
+static char g_device[128];
+
+enum { O_DW = BWJOB_DW, O_DB = BWJOB_DB, O_DX = BWJOB_DX };
+
+static bool any_offered(const char *test)
+{
+	if (g_offered[PROTO_F16] || g_offered[PROTO_BF16])
+		return true;
+	printf("SKIP %s: %s does not offer %s (it needs VK_KHR_cooperative_matrix with 16x16x16 f16/bf16 "
+	       "matrices)\n", test, g_device, KERNEL);
+	return false;
+}
+
+static void test_bad_values_refused(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *value, *fault;
+	} bad[] = {
+		{"", "not a list of numbers"},
+		{"fast", "not a list of numbers"},
+		{"8x16x2", "fewer than 4 numbers"},
+		{"8x16x2x8x1", "more than 4 numbers"},
+		{"0x16x2x8", "NW must be 1 to 32"},
+		{"33x16x2x8", "NW must be 1 to 32"},
+		{"8x17x2x8", "TK must be 1 to 16"},
+		{"8x16x5x8", "RT must be 1 to 4"},
+		{"8x16x2x65", "STRIPS must be 1 to 64"},
+	};
+	daemon_proc d;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(daemon_proc_init(&d), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		static char text[1 << 16];
+		int ws;
+		if (!daemon_proc_knob_refused(&d, "VKGRAD_DXS_TILE", bad[i].value, &ws, text, sizeof(text)) ||
+		    !strstr(text, bad[i].fault) || !strstr(text, "the accepted form is NWxTKxRTxSTRIPS"))
+			fail_msg("VKGRAD_DXS_TILE='%s': wait status %d, log:\n%s", bad[i].value, ws, text);
+	}
+	/* the same directory then serves */
+	assert_int_equal(daemon_proc_start(&d, NULL, NULL), 0);
+	assert_int_equal(bwjob_check(d.sock, PROTO_BF16, 4096, 64, 64, O_DX, false, "auto", 1, 0), 0);
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+static void test_off(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--no-cost-model", NULL};
+	static const char *const env[] = {"VKGRAD_DXS_TILE=off", NULL};
+	daemon_proc d;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(daemon_proc_start(&d, args, env), 0);
+	bool offered[PROTO_DTYPE_COUNT] = {false};
+	char device[128];
+	assert_int_equal(bwjob_offered(d.sock, "test_dx_stream", KERNEL, VARIANT, BWJOB_16BIT_ONLY, offered, device,
+				       sizeof(device)),
+			 0);
+	assert_false(offered[PROTO_F16] || offered[PROTO_BF16]);
+	assert_true(daemon_proc_log_contains(&d, "VKGRAD_DXS_TILE=off: linear_coopmat_khr_dx_stream off"));
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+		assert_int_equal(bwjob_check(d.sock, dt, 65536, 128, 128, O_DX, true, "auto", 20 + dt, 0), 0);
+		assert_int_equal(bwjob_check(d.sock, dt, 8192, 256, 256, O_DW | O_DB | O_DX, false, "auto", 30 + dt, 0),
+				 0);
+	}
+	assert_true(rawsock_daemon_serves(d.sock));
+	assert_int_equal(daemon_proc_stop(&d), 0);
+}
+
+/* B, I, O: the ones it takes (out and in multiples of 16 up to 256, the
+ * batch a multiple of 32), then beside them (out 264 > 256, in 40, a
+ * batch of 16·odd rows: the default's strips are 32 rows) */
+static const uint64_t shapes[][3] = {{65536, 64, 64},  {32768, 128, 128}, {32768, 256, 256}, {65536, 32, 16},
+				     {4096, 48, 80},   {32768, 256, 16},   {32768, 16, 256}, {8192, 64, 264},
+				     {8192, 40, 64},   {65552, 128, 128}};
+
+static void test_auto_shapes_outputs_offsets(void **state)
+{
+	(void)state;
+	if (!any_offered("auto shapes")) {
+		skip();
+		return;
+	}
+	static const unsigned subsets[] = {O_DX, O_DW | O_DB | O_DX};
+	unsigned failed = 0, n = 0;
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+		if (!g_offered[dt]) {
+			printf("%s: not offered for %s\n", KERNEL, bwjob_dtype[dt]);
+			continue;
+		}
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (unsigned k = 0; k < 2; k++)
+				for (int acc = 0; acc < 2; acc++, n++)
+					failed += bwjob_check(g_d.sock, dt, shapes[s][0], shapes[s][1], shapes[s][2],
+							      subsets[k], acc, "auto", 100 + n, n % 2 ? 2 : 0);
+	}
+	printf("%s: %u auto jobs, %u failed\n", KERNEL, n, failed);
+	assert_int_equal(failed, 0);
+	expect_validation_clean(&g_d, 0, KERNEL);
+}
+
+/* The same job twice: the same bytes (each dX element summed by one
+ * subgroup in a fixed order). */
+static void test_same_bits_every_run(void **state)
+{
+	(void)state;
+	if (!any_offered("same bits")) {
+		skip();
+		return;
+	}
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+		if (!g_offered[dt])
+			continue;
+		for (int acc = 0; acc < 2; acc++)
+			assert_int_equal(bwjob_same_bits(g_d.sock, dt, 16384, 256, 256, O_DX, acc, "auto", 7, 0), 0);
+		assert_int_equal(bwjob_same_bits(g_d.sock, dt, 32768, 128, 128, O_DW | O_DB | O_DX, true, "auto", 8, 0), 0);
+	}
+}
+
+/* Grids in small dispatches: the workgroups' row and column tiles
+ * through m_base and n_base, device-local. */
+static void test_small_dispatches(void **state)
+{
+	(void)state;
+	if (!any_offered("small dispatches")) {
+		skip();
+		return;
+	}
+	if (!g_cut_up) {
+		static const char *const args[] = {"--no-cost-model", "--devlocal-min-bytes", "1", "--dispatch-max-macs",
+						   "2000000", "--stream-chunk-bytes", "off", NULL};
+		assert_int_equal(daemon_proc_start(&g_cut, args, NULL), 0);
+		g_cut_up = true;
+	}
+	proto_stats s0, s1;
+	assert_int_equal(rawsock_stats(g_cut.sock, &s0), 0);
+	unsigned failed = 0;
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
+		if (g_offered[dt]) {
+			failed += bwjob_check(g_cut.sock, dt, 16384, 256, 256, O_DX, true, "auto", 500 + dt, 0);
+			failed += bwjob_check(g_cut.sock, dt, 32768, 128, 128, O_DX, false, "auto", 510 + dt, 0);
+		}
+	assert_int_equal(rawsock_stats(g_cut.sock, &s1), 0);
+	printf("small dispatches: %llu dispatches for 4 jobs or fewer\n",
+	       (unsigned long long)(s1.dispatches - s0.dispatches));
+	assert_true(s1.dispatches - s0.dispatches > 8); /* (the grids were cut) */
+	assert_int_equal(failed, 0);
+	expect_validation_clean(&g_cut, 0, KERNEL ", small dispatches");
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	static const char *const args[] = {"--no-cost-model", "--stream-chunk-bytes", "off", NULL};
+	if (daemon_proc_start(&g_d, args, NULL) != 0)
+		return -1;
+	if (bwjob_offered(g_d.sock, "test_dx_stream", KERNEL, VARIANT, BWJOB_16BIT_ONLY, g_offered, g_device,
+			  sizeof(g_device)) != 0)
+		return -1;
+	printf("%s on %s: f16 %s, bf16 %s\n", KERNEL, g_device, g_offered[PROTO_F16] ? "offered" : "absent",
+	       g_offered[PROTO_BF16] ? "offered" : "absent");
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	int rc = daemon_proc_stop(&g_d);
+	if (g_cut_up)
+		rc |= daemon_proc_stop(&g_cut);
+	return rc;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_values_refused),
+		cmocka_unit_test(test_off),
+		cmocka_unit_test(test_auto_shapes_outputs_offsets),
+		cmocka_unit_test(test_same_bits_every_run),
+		cmocka_unit_test(test_small_dispatches),
+	};
+	int rc = cmocka_run_group_tests_name("dx_stream", tests, group_setup, group_teardown);
+	return rc + daemon_proc_failures;
+}
