@@ -723,13 +723,14 @@ int pipelines_init(pipelines *p, const device *d, const char *cache_dir, const c
 	}
 	t128_spec t128s[2]; /* KERN_TILED128's (and KERN_SPLITK128's), KERN_TILED128_S's */
 	nv2_spec nv2s[4 * PROTO_DTYPE_COUNT];
-	static const char *const dxs_default[DXS_CLASSES] = DXS_TILE_DEFAULTS;
 	int rc = 0;
 	for (int c = 0; c < DXS_CLASSES && rc == 0; c++)
-		rc = dxs_tile_parse(env->dxs_tile ? env->dxs_tile : dxs_default[c], &p->dxs[c], err, errlen);
+		rc = dxs_tile_choose(env->dxs_tile, c, &p->dxs[c], err, errlen);
 	if (rc == 0 && env->dxs_tile)
 		log_warn("%s=%s: linear_coopmat_khr_dx_stream %s", DXS_TILE_ENV, env->dxs_tile,
-			 p->dxs[0].on ? "with that tiling for every out" : "off");
+			 !p->dxs[0].on ? "off"
+			 : strcmp(env->dxs_tile, "on") == 0 ? "on, each class of out on its own tiling"
+							     : "with that tiling for every out");
 	if (rc == 0)
 		rc = t128_choice(p, d, env, err, errlen);
 	if (rc == 0)

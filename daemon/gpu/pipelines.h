@@ -212,7 +212,7 @@ typedef struct pipelines {
 	t128_tile t128_small; /* KERN_TILED128_S (f32): T128_TILE_SMALL where the default tiling runs, else off */
 	nv2_tile nv2[PROTO_DTYPE_COUNT]; /* KERN_NV2_DW/DX per dtype: VKGRAD_NV2_TILE's tiling, or the default */
 	nv2_tile nv2_small[PROTO_DTYPE_COUNT]; /* KERN_NV2_*_S per dtype: NV2_TILE_SMALL_DEFAULT */
-	dxs_tile dxs[DXS_CLASSES]; /* KERN_CMK_DXS, _M, _L: VKGRAD_DXS_TILE's tiling or the defaults (off: none) */
+	dxs_tile dxs[DXS_CLASSES]; /* KERN_CMK_DXS, _M, _L: VKGRAD_DXS_TILE's (dxs_tile_choose; unset: off) */
 	bool nv2_small_ok[PROTO_DTYPE_COUNT];  /* ... where it fits the device */
 	char cmk_why[PROTO_DTYPE_COUNT][256]; /* no KERN_CMK_* pipeline for a dtype: why */
 	char nv2_why[PROTO_DTYPE_COUNT][256]; /* no KERN_NV2_* pipeline for a dtype: why */

@@ -3,16 +3,19 @@
  * dY·W with W in registers, dY streamed through shared memory), its
  * specialization constants, and which GEMMs it takes.
  *
- * VKGRAD_DXS_TILE="NWxTKxRTxSTRIPS" or "off": NW subgroups of 32 per
+ * Off unless VKGRAD_DXS_TILE asks for it (its test on the GPU has not yet
+ * run to its end: docs/performance.md, fifteenth run). VKGRAD_DXS_TILE=on:
+ * the three classes' tilings below; "NWxTKxRTxSTRIPS": NW subgroups of 32 per
  * workgroup, each 16 columns of dX with W's K × 16 block held as TK
  * 16×16 matrices (the reduction K = out at most 16·TK), strips of 16·RT
  * rows, STRIPS of them per workgroup: a tile of 16·RT·STRIPS rows × 16·NW
- * columns. "off": no such pipeline (auto's dX stays on coopmat_khr).
+ * columns, for every class; "off" or unset: no such pipeline (auto's dX
+ * stays on coopmat_khr).
  *
  * Three pipelines, one per class of K (out): up to 64, up to 128, up to
  * 256 (DXS_CLASS_MAX_K), each with its own tiling (DXS_TILE_DEFAULTS,
- * measured: docs/kernels.md); VKGRAD_DXS_TILE gives all three the one it
- * names. A GEMM takes the first class that holds its K and whose tiling
+ * measured: docs/kernels.md) under VKGRAD_DXS_TILE=on, or all three the
+ * one it names. A GEMM takes the first class that holds its K and whose tiling
  * takes it (dxs_tile_takes). */
 #ifndef VKG_DAEMON_DXS_TILE_H
 #define VKG_DAEMON_DXS_TILE_H
@@ -27,7 +30,7 @@
 #define DXS_CLASSES 3
 #define DXS_CLASS_MAX_K {64u, 128u, 256u}
 #define DXS_TILE_DEFAULTS {"4x8x2x16", "8x8x2x16", "8x16x2x8"}
-#define DXS_TILE_FORM "NWxTKxRTxSTRIPS (NW 1-32, TK 1-16, RT 1-4, STRIPS 1-64), e.g. 8x16x2x8, or off"
+#define DXS_TILE_FORM "on, off, or NWxTKxRTxSTRIPS (NW 1-32, TK 1-16, RT 1-4, STRIPS 1-64), e.g. 8x16x2x8"
 #define DXS_SPECS 5 /* NW, TK, RT, STRIPS, the workgroup's threads */
 
 typedef struct dxs_tile {
@@ -38,6 +41,10 @@ typedef struct dxs_tile {
 /* The tiling named by s ("off": t->on false). Returns 0, or -1 with err
  * naming VKGRAD_DXS_TILE, what is wrong and the accepted form. */
 int dxs_tile_parse(const char *s, dxs_tile *t, char *err, size_t errlen);
+
+/* Class c's tiling for VKGRAD_DXS_TILE's value v: NULL or "off" off, "on"
+ * the class's default (DXS_TILE_DEFAULTS), else dxs_tile_parse's. */
+int dxs_tile_choose(const char *v, int c, dxs_tile *t, char *err, size_t errlen);
 
 /* Its tile of dX per workgroup: rows (bm) and columns (bn). */
 static inline uint32_t dxs_tile_bm(const dxs_tile *t)

@@ -5,17 +5,19 @@
  * strips' rows; three pipelines, one per class of out (up to 64, 128,
  * 256), each with its own tiling (refine_cmk_dx_stream; the rule and the
  * tilings are unit-tested in tests/unit/test_dxs_tile.c). The shapes below
- * take every class.
+ * take every class. It is off unless VKGRAD_DXS_TILE asks for it
+ * (dxs_tile.h).
  *
  * On any device:
  *  - VKGRAD_DXS_TILE malformed or out of its ranges stops the daemon at
  *    start, its log naming the variable, the value, what is wrong and the
  *    accepted form; the same directory then serves;
- *  - VKGRAD_DXS_TILE=off: hello lists the kernel for no dtype, auto's dX
- *    is correct against float64 on its other kernels, the daemon serves.
- * Where the device offers it (hello lists it for the dtype: a GPU with
- * VK_KHR_cooperative_matrix and 16×16×16 matrices), for f16 and bf16, on
- * a daemon without a cost model and without streaming:
+ *  - unset and VKGRAD_DXS_TILE=off: hello lists the kernel for no dtype,
+ *    auto's dX is correct against float64 on its other kernels, the
+ *    daemon serves.
+ * Where a daemon with VKGRAD_DXS_TILE=on offers it (hello lists it for the
+ * dtype: a GPU with VK_KHR_cooperative_matrix and 16×16×16 matrices), for
+ * f16 and bf16, on a daemon without a cost model and without streaming:
  *  - auto jobs of the shapes it takes (dX alone and the full backward, out
  *    and in from 16 to 256, with accumulate and without), and of shapes
  *    beside them it does not take (out 264, in 40, a batch of 16·odd rows),
@@ -26,7 +28,9 @@
  *  - the same job twice: the same bytes;
  *  - grids in small dispatches (--dispatch-max-macs: the workgroups'
  *    first row and column tiles through m_base and n_base), device-local;
- *  - no Vulkan validation error.
+ *  - no Vulkan validation error;
+ * each step prints the seconds since the start (the first GPU runs ran out
+ * of time in the same-bits test without saying where).
  * Where it does not (lavapipe), those skip, saying why. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,12 +49,27 @@
 #include "rawsock.h"
 #include "vkgrad.h"
 
+#include <time.h>
+
+/* Seconds since the first call, for the progress lines (the GPU run of
+ * 2026-12-07 ran out of time in this file without saying where). */
+static double elapsed_s(void)
+{
+	static struct timespec t0;
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	if (!t0.tv_sec && !t0.tv_nsec)
+		t0 = t;
+	return (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
 #define VARIANT "coopmat_khr"
 #define KERNEL "linear_coopmat_khr_dx_stream"
 
 /* g_d: no cost model, no streaming; g_cut: small dispatches (started only
  * where the kernel runs) */
 static daemon_proc g_d, g_cut;
+static const char *const g_on[] = {"VKGRAD_DXS_TILE=on", NULL}; /* (off by default) */
 static bool g_cut_up;
 static bool g_offered[PROTO_DTYPE_COUNT];
 static char g_device[128];
@@ -89,7 +108,7 @@ static void test_bad_values_refused(void **state)
 		static char text[1 << 16];
 		int ws;
 		if (!daemon_proc_knob_refused(&d, "VKGRAD_DXS_TILE", bad[i].value, &ws, text, sizeof(text)) ||
-		    !strstr(text, bad[i].fault) || !strstr(text, "the accepted form is NWxTKxRTxSTRIPS"))
+		    !strstr(text, bad[i].fault) || !strstr(text, "the accepted form is on, off, or NWxTKxRTxSTRIPS"))
 			fail_msg("VKGRAD_DXS_TILE='%s': wait status %d, log:\n%s", bad[i].value, ws, text);
 	}
 	/* the same directory then serves */
@@ -98,28 +117,32 @@ static void test_bad_values_refused(void **state)
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
-static void test_off(void **state)
+/* Unset (the default) and off: no pipeline; auto's dX correct on its
+ * other kernels. */
+static void test_default_and_off(void **state)
 {
 	(void)state;
 	static const char *const args[] = {"--no-cost-model", NULL};
-	static const char *const env[] = {"VKGRAD_DXS_TILE=off", NULL};
-	daemon_proc d;
-	memset(&d, 0, sizeof(d));
-	assert_int_equal(daemon_proc_start(&d, args, env), 0);
-	bool offered[PROTO_DTYPE_COUNT] = {false};
-	char device[128];
-	assert_int_equal(bwjob_offered(d.sock, "test_dx_stream", KERNEL, VARIANT, BWJOB_16BIT_ONLY, offered, device,
-				       sizeof(device)),
-			 0);
-	assert_false(offered[PROTO_F16] || offered[PROTO_BF16]);
-	assert_true(daemon_proc_log_contains(&d, "VKGRAD_DXS_TILE=off: linear_coopmat_khr_dx_stream off"));
-	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
-		assert_int_equal(bwjob_check(d.sock, dt, 65536, 128, 128, O_DX, true, "auto", 20 + dt, 0), 0);
-		assert_int_equal(bwjob_check(d.sock, dt, 8192, 256, 256, O_DW | O_DB | O_DX, false, "auto", 30 + dt, 0),
+	static const char *const off[] = {"VKGRAD_DXS_TILE=off", NULL};
+	for (int i = 0; i < 2; i++) {
+		daemon_proc d;
+		memset(&d, 0, sizeof(d));
+		assert_int_equal(daemon_proc_start(&d, args, i ? off : NULL), 0);
+		bool offered[PROTO_DTYPE_COUNT] = {false};
+		char device[128];
+		assert_int_equal(bwjob_offered(d.sock, "test_dx_stream", KERNEL, VARIANT, BWJOB_16BIT_ONLY, offered,
+					       device, sizeof(device)),
 				 0);
+		assert_false(offered[PROTO_F16] || offered[PROTO_BF16]);
+		assert_true(daemon_proc_log_contains(&d, "VKGRAD_DXS_TILE=off: linear_coopmat_khr_dx_stream off") == (i == 1));
+		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+			assert_int_equal(bwjob_check(d.sock, dt, i ? 4096 : 32768, 128, 128, O_DX, true, "auto", 20 + dt, 0), 0);
+			assert_int_equal(
+				bwjob_check(d.sock, dt, i ? 1024 : 8192, 256, 256, O_DW | O_DB | O_DX, false, "auto", 30 + dt, 0), 0);
+		}
+		assert_true(rawsock_daemon_serves(d.sock));
+		assert_int_equal(daemon_proc_stop(&d), 0);
 	}
-	assert_true(rawsock_daemon_serves(d.sock));
-	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
 /* B, I, O: the ones it takes (out and in multiples of 16 up to 256, the
@@ -143,11 +166,15 @@ static void test_auto_shapes_outputs_offsets(void **state)
 			printf("%s: not offered for %s\n", KERNEL, bwjob_dtype[dt]);
 			continue;
 		}
-		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			printf("%.1f s: %s %llux%llux%llu\n", elapsed_s(), bwjob_dtype[dt], (unsigned long long)shapes[s][0],
+			       (unsigned long long)shapes[s][1], (unsigned long long)shapes[s][2]);
+			fflush(stdout);
 			for (unsigned k = 0; k < 2; k++)
 				for (int acc = 0; acc < 2; acc++, n++)
 					failed += bwjob_check(g_d.sock, dt, shapes[s][0], shapes[s][1], shapes[s][2],
 							      subsets[k], acc, "auto", 100 + n, n % 2 ? 2 : 0);
+		}
 	}
 	printf("%s: %u auto jobs, %u failed\n", KERNEL, n, failed);
 	assert_int_equal(failed, 0);
@@ -166,8 +193,13 @@ static void test_same_bits_every_run(void **state)
 	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
 		if (!g_offered[dt])
 			continue;
-		for (int acc = 0; acc < 2; acc++)
+		for (int acc = 0; acc < 2; acc++) {
+			printf("%.1f s: %s same bits, 16384x256x256 dX%s\n", elapsed_s(), bwjob_dtype[dt], acc ? " acc" : "");
+			fflush(stdout);
 			assert_int_equal(bwjob_same_bits(g_d.sock, dt, 16384, 256, 256, O_DX, acc, "auto", 7, 0), 0);
+		}
+		printf("%.1f s: %s same bits, 32768x128x128 full\n", elapsed_s(), bwjob_dtype[dt]);
+		fflush(stdout);
 		assert_int_equal(bwjob_same_bits(g_d.sock, dt, 32768, 128, 128, O_DW | O_DB | O_DX, true, "auto", 8, 0), 0);
 	}
 }
@@ -184,7 +216,7 @@ static void test_small_dispatches(void **state)
 	if (!g_cut_up) {
 		static const char *const args[] = {"--no-cost-model", "--devlocal-min-bytes", "1", "--dispatch-max-macs",
 						   "2000000", "--stream-chunk-bytes", "off", NULL};
-		assert_int_equal(daemon_proc_start(&g_cut, args, NULL), 0);
+		assert_int_equal(daemon_proc_start(&g_cut, args, g_on), 0);
 		g_cut_up = true;
 	}
 	proto_stats s0, s1;
@@ -206,8 +238,9 @@ static void test_small_dispatches(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
+	elapsed_s();
 	static const char *const args[] = {"--no-cost-model", "--stream-chunk-bytes", "off", NULL};
-	if (daemon_proc_start(&g_d, args, NULL) != 0)
+	if (daemon_proc_start(&g_d, args, g_on) != 0)
 		return -1;
 	if (bwjob_offered(g_d.sock, "test_dx_stream", KERNEL, VARIANT, BWJOB_16BIT_ONLY, g_offered, g_device,
 			  sizeof(g_device)) != 0)
@@ -230,7 +263,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_values_refused),
-		cmocka_unit_test(test_off),
+		cmocka_unit_test(test_default_and_off),
 		cmocka_unit_test(test_auto_shapes_outputs_offsets),
 		cmocka_unit_test(test_same_bits_every_run),
 		cmocka_unit_test(test_small_dispatches),

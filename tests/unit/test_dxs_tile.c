@@ -60,6 +60,30 @@ static void test_parse(void **state)
 	}
 }
 
+/* VKGRAD_DXS_TILE's value per class: unset and "off" off, "on" each
+ * class's default, a tiling every class's. */
+static void test_choose(void **state)
+{
+	(void)state;
+	static const char *const dflt[DXS_CLASSES] = DXS_TILE_DEFAULTS;
+	char err[256];
+	for (int c = 0; c < DXS_CLASSES; c++) {
+		dxs_tile t, want;
+		assert_int_equal(dxs_tile_choose(NULL, c, &t, err, sizeof(err)), 0);
+		assert_false(t.on);
+		assert_int_equal(dxs_tile_choose("off", c, &t, err, sizeof(err)), 0);
+		assert_false(t.on);
+		assert_int_equal(dxs_tile_choose("on", c, &t, err, sizeof(err)), 0);
+		assert_int_equal(dxs_tile_parse(dflt[c], &want, err, sizeof(err)), 0);
+		assert_true(t.on);
+		assert_memory_equal(&t, &want, sizeof(t));
+		assert_int_equal(dxs_tile_choose("4x16x1x2", c, &t, err, sizeof(err)), 0);
+		assert_true(t.on && t.nw == 4 && t.tk == 16 && t.rt == 1 && t.strips == 2);
+		assert_int_equal(dxs_tile_choose("On", c, &t, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "the accepted form is on, off, or NWxTKxRTxSTRIPS"));
+	}
+}
+
 /* m × n = A (m × k) · B (k × n): whole 16-wide blocks, k at most 16·TK,
  * m whole strips of 16·RT rows; off takes nothing. */
 static void test_takes(void **state)
@@ -183,6 +207,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_takes),
+		cmocka_unit_test(test_choose),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_refine),
 	};
