@@ -118,6 +118,11 @@
 #                     VKGRAD_CMK_SMALL_BELOW=4294967295+VKGRAD_CMK_TILE_SMALL=8x1x32x64x32x1
 #   DX_TILE_SET     their shapes (default 1048576,64,64;1048576,128,128;
 #                   262144,256,256, bf16)
+#   NARROW_DXS      suite narrow's linear_coopmat_khr_dx_stream step (off by
+#                   default in the daemon): VKGRAD_DXS_TILE values (e.g. "on
+#                   8x16x2x8 4x8x2x16"), one daemon each, bf16 dX alone (auto,
+#                   which takes it, and coopmat_khr forced, which does not)
+#                   and auto's full backward over DX_TILE_SET; unset: left out
 #   NARROW_T128_TILES  suite narrow's tiled128 tilings for the f32 layers
 #                   of 128-256 features (VKGRAD_T128_TILE values, e.g.
 #                   "128x128x8x8x16x2x0x8 128x128x8x8x16x1x0x8
@@ -487,6 +492,22 @@ narrow_steps() {
 			--variants coopmat_khr_splitk --reps 5 ${copy:+--copy-gbps $copy}
 	done
 	[ -s "$R/dxtile.jsonl" ] && $REPORT lines "$R/dxtile.jsonl" | tee -a "$S"
+	# a narrow layer's 16-bit dX on linear_coopmat_khr_dx_stream
+	# (VKGRAD_DXS_TILE: on, or NWxTKxRTxSTRIPS for every class of out)
+	: >"$R/dxs.jsonl"
+	for tile in ${NARROW_DXS:-}; do
+		# shellcheck disable=SC2086
+		VKGRADD_ENV="VKGRAD_DXS_TILE=$tile" DAEMON_ARGS="--stream-chunk-bytes off --devlocal-min-bytes 1" \
+			kernel_lines "dxs-$tile" "$B/bin/vkgradd" "$R/dxs.jsonl" \
+			"${DX_TILE_SET:-1048576,64,64;1048576,128,128;262144,256,256}" bf16 \
+			--variants auto,coopmat_khr --outputs dx ${copy:+--copy-gbps $copy} $NX
+		# shellcheck disable=SC2086
+		VKGRADD_ENV="VKGRAD_DXS_TILE=$tile" DAEMON_ARGS="--stream-chunk-bytes off --devlocal-min-bytes 1" \
+			kernel_lines "dxs-full-$tile" "$B/bin/vkgradd" "$R/dxs.jsonl" \
+			"${DX_TILE_SET:-1048576,64,64;1048576,128,128;262144,256,256}" bf16 \
+			--variants auto ${copy:+--copy-gbps $copy} $NX
+	done
+	[ -s "$R/dxs.jsonl" ] && $REPORT lines "$R/dxs.jsonl" | tee -a "$S"
 	# f32 layers of 128-256 features on other tiled128 tilings
 	# (VKGRAD_T128_TILE: BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX]]], one daemon per
 	# tiling and output): dW+db forced to splitk128, dX forced to tiled128
