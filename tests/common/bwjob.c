@@ -256,3 +256,13 @@ int bwjob_offered(const char *sock, const char *client, const char *kernel, cons
 	vkg_close(c);
 	return rc;
 }
+
+int bwjob_offered_16bit(const char *sock, const char *client, const char *kernel, const char *variant,
+			bool offered[3], char *device, size_t n)
+{
+	if (bwjob_offered(sock, client, kernel, variant, BWJOB_16BIT_ONLY, offered, device, n) != 0)
+		return -1;
+	printf("%s on %s: f16 %s, bf16 %s\n", kernel, device, offered[PROTO_F16] ? "offered" : "absent",
+	       offered[PROTO_BF16] ? "offered" : "absent");
+	return 0;
+}

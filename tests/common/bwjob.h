@@ -104,5 +104,9 @@ vkg_job bwjob_region_job(const char *dtype, const char *variant, uint64_t B, uin
 enum { BWJOB_F32_ONLY = 1u, BWJOB_16BIT_ONLY = 6u }; /* bwjob_offered's dtypes */
 int bwjob_offered(const char *sock, const char *client, const char *kernel, const char *variant,
 		  unsigned dtypes, bool offered[3], char *device, size_t n);
+/* bwjob_offered for a 16-bit kernel, then a line saying where it is
+ * offered ("KERNEL on DEVICE: f16 offered, bf16 absent"). */
+int bwjob_offered_16bit(const char *sock, const char *client, const char *kernel, const char *variant,
+			bool offered[3], char *device, size_t n);
 
 #endif

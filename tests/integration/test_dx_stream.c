@@ -242,12 +242,8 @@ static int group_setup(void **state)
 	static const char *const args[] = {"--no-cost-model", "--stream-chunk-bytes", "off", NULL};
 	if (daemon_proc_start(&g_d, args, g_on) != 0)
 		return -1;
-	if (bwjob_offered(g_d.sock, "test_dx_stream", KERNEL, VARIANT, BWJOB_16BIT_ONLY, g_offered, g_device,
-			  sizeof(g_device)) != 0)
-		return -1;
-	printf("%s on %s: f16 %s, bf16 %s\n", KERNEL, g_device, g_offered[PROTO_F16] ? "offered" : "absent",
-	       g_offered[PROTO_BF16] ? "offered" : "absent");
-	return 0;
+	return bwjob_offered_16bit(g_d.sock, "test_dx_stream", KERNEL, VARIANT, g_offered, g_device,
+				   sizeof(g_device));
 }
 
 static int group_teardown(void **state)
