@@ -178,9 +178,13 @@ static void record_tiled(const rec *r, bool for_dx, int k)
 			.a_off = b[0].elem_off, .b_off = b[1].elem_off, .c_off = b[2].elem_off,
 			.d_off = 0, .sam = (uint32_t)q->out, .sak = 1, .flags = VKG_FLAG_WRITE_C | acc,
 		};
-		/* linear_coopmat_khr_dx_stream reads and writes 16 bytes at a
-		 * time, unchecked: tensors off that grid take coopmat_khr */
-		if (pipelines_is_dxs(k) && !dxs_tile_aligned(pc.a_off, pc.b_off, pc.c_off))
+		/* linear_coopmat_khr_dx_stream reads and writes whole 16-row
+		 * strips 16 bytes at a time, unchecked: a GEMM its tiling does
+		 * not take as recorded (a streamed job's chunk of rows that are
+		 * not whole strips) or tensors off that grid take coopmat_khr */
+		if (pipelines_is_dxs(k) &&
+		    (!dxs_tile_takes(&r->rc->pl->dxs[pipelines_dxs_class(k)], q->batch, q->in, q->out) ||
+		     !dxs_tile_aligned(pc.a_off, pc.b_off, pc.c_off)))
 			k = KERN_CMK_DX;
 	}
 	pc.flags |= vec_flag(q, k, pc.a_off, pc.b_off);

@@ -54,8 +54,9 @@ void refine_cmk_tiling(variant_plan *p, const proto_request *q, uint64_t small_b
  * of K (dxs_tile.h: out <= 64, 128, 256; KERN_CMK_DXS + class) that holds
  * out and whose tiling (tiles[class]; NULL: the device has no such
  * pipeline) takes the GEMM (dxs_tile_takes: m = batch, n = in, k = out;
- * whole 16-wide blocks, whole strips). Tensors off its 16-byte grid go
- * back to coopmat_khr when the job is recorded (dispatch.c). On the H100
+ * whole 16-wide blocks, whole strips). A GEMM it does not take as
+ * recorded (a streamed job's chunk of rows) and tensors off its 16-byte
+ * grid go back to coopmat_khr when the job is recorded (dispatch.c). On the H100
  * (2026-12-07, bf16 dX alone, device tensors, 8 in flight): 300 us
  * against coopmat_khr's 369 at 1,048,576x128x128, 259.5 / 274 at
  * 262,144x256x256, 129 / 264 at 1,048,576x64x64 (docs/performance.md,

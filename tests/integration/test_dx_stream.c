@@ -28,6 +28,9 @@
  *  - the same job twice: the same bytes;
  *  - grids in small dispatches (--dispatch-max-macs: the workgroups'
  *    first row and column tiles through m_base and n_base), device-local;
+ *  - every job streamed in chunks of rows that are not whole strips (its
+ *    chunks then go back to coopmat_khr when recorded), and of rows that
+ *    are;
  *  - no Vulkan validation error;
  * each step prints the seconds since the start (the first GPU runs ran out
  * of time in the same-bits test without saying where).
@@ -206,6 +209,44 @@ static void test_same_bits_every_run(void **state)
 
 /* Grids in small dispatches: the workgroups' row and column tiles
  * through m_base and n_base, device-local. */
+/* Every job streamed: dX in chunks of rows (the chunk's GEMM is recorded
+ * on its own), once in chunks of 1,953 rows (not whole strips of 32: those
+ * chunks must go back to coopmat_khr, or rows of dX would be left out)
+ * and once in chunks of 4,096 rows (whole strips). */
+static void test_streamed_chunks(void **state)
+{
+	(void)state;
+	if (!any_offered("streamed chunks")) {
+		skip();
+		return;
+	}
+	/* chunk bytes of dY: 1,953 and 4,096 rows of a 128-wide 16-bit dY */
+	static const char *const chunk[2] = {"499968", "1048576"};
+	unsigned failed = 0;
+	for (int i = 0; i < 2; i++) {
+		const char *const args[] = {"--no-cost-model", "--devlocal-min-bytes", "1", "--stream-min-bytes", "1",
+					    "--stream-chunk-bytes", chunk[i], NULL};
+		daemon_proc st;
+		memset(&st, 0, sizeof(st));
+		assert_int_equal(daemon_proc_start(&st, args, g_on), 0);
+		proto_stats s0, s1;
+		assert_int_equal(rawsock_stats(st.sock, &s0), 0);
+		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
+			if (g_offered[dt]) {
+				failed += bwjob_check(st.sock, dt, 32768, 128, 128, O_DX, true, "auto", 900 + dt, 0);
+				failed += bwjob_check(st.sock, dt, 32768, 64, 128, O_DW | O_DB | O_DX, false, "auto", 910 + dt, 0);
+			}
+		assert_int_equal(rawsock_stats(st.sock, &s1), 0);
+		printf("%.1f s: chunks of %s bytes: %llu of the jobs streamed, %llu chunks\n", elapsed_s(), chunk[i],
+		       (unsigned long long)(s1.stream_jobs - s0.stream_jobs),
+		       (unsigned long long)(s1.stream_chunks - s0.stream_chunks));
+		assert_true(s1.stream_jobs > s0.stream_jobs);
+		expect_validation_clean(&st, 0, KERNEL ", streamed");
+		assert_int_equal(daemon_proc_stop(&st), 0);
+	}
+	assert_int_equal(failed, 0);
+}
+
 static void test_small_dispatches(void **state)
 {
 	(void)state;
@@ -263,6 +304,7 @@ int main(void)
 		cmocka_unit_test(test_auto_shapes_outputs_offsets),
 		cmocka_unit_test(test_same_bits_every_run),
 		cmocka_unit_test(test_small_dispatches),
+		cmocka_unit_test(test_streamed_chunks),
 	};
 	int rc = cmocka_run_group_tests_name("dx_stream", tests, group_setup, group_teardown);
 	return rc + daemon_proc_failures;
