@@ -287,7 +287,9 @@ static void cmk_spec_fill(cmk_spec *c, cmk_shape s, bool a_kmajor, pipelines_cmk
 	c->info = (VkSpecializationInfo){CMK_SPECS, c->map, sizeof(c->v), c->v};
 }
 
-/* linear_coopmat_khr_dx_stream's constants (dxs_tile_specs) */
+/* linear_coopmat_khr_dx_stream's constants (dxs_tile_specs), in a
+ * cmk_spec's room */
+_Static_assert(DXS_SPECS <= CMK_SPECS, "dx_stream's constants fit a cmk_spec");
 static void dxs_spec_fill(cmk_spec *c, const dxs_tile *t)
 {
 	dxs_tile_specs(t, c->v);

@@ -65,8 +65,6 @@ static uint32_t vec_flag(const proto_request *q, int k, uint32_t a_off, uint32_t
 	uint32_t w = pipelines_is_t128(k) || q->dtype == PROTO_F32 ? 4 : 0;
 	if (k == KERN_COOPMAT || pipelines_is_cmk(k) || pipelines_is_nv2(k) || pipelines_is_cmks(k))
 		w = 8;
-	if (pipelines_is_dxs(k))
-		w = 8;
 	if (!w || q->in % w || q->out % w || a_off % w || b_off % w)
 		return 0;
 	return VKG_FLAG_VEC_LOADS;

@@ -50,20 +50,18 @@
 #include "daemon_proc.h"
 #include "expect.h"
 #include "rawsock.h"
+#include "deadline.h"
 #include "vkgrad.h"
-
-#include <time.h>
 
 /* Seconds since the first call, for the progress lines (the GPU run of
  * 2026-12-07 ran out of time in this file without saying where). */
 static double elapsed_s(void)
 {
-	static struct timespec t0;
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	if (!t0.tv_sec && !t0.tv_nsec)
+	static int64_t t0 = -1;
+	const int64_t t = deadline_now_ms();
+	if (t0 < 0)
 		t0 = t;
-	return (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+	return (double)(t - t0) / 1e3;
 }
 
 #define VARIANT "coopmat_khr"
