@@ -118,7 +118,7 @@
 #                     VKGRAD_CMK_SMALL_BELOW=4294967295+VKGRAD_CMK_TILE_SMALL=8x1x32x64x32x1
 #   DX_TILE_SET     their shapes (default 1048576,64,64;1048576,128,128;
 #                   262144,256,256, bf16)
-#   NARROW_DXS      suite narrow's linear_coopmat_khr_dx_stream step (off by
+#   NARROW_DXS      suite narrow's linear_coopmat_khr_dx_stream step (on by
 #                   default in the daemon): VKGRAD_DXS_TILE values (e.g. "on
 #                   8x16x2x8 4x8x2x16"), one daemon each, bf16 dX alone (auto,
 #                   which takes it, and coopmat_khr forced, which does not)

@@ -41,8 +41,8 @@
 // most 16·TK, M a multiple of 16·RT, the offsets multiples of 8); it never
 // reads or writes past the tensors, so nothing else is checked here.
 // Created where linear_coopmat_khr_gemm is and the device's matrices for
-// the dtype are 16×16×16 (daemon/gpu/pipelines.c), and only where
-// VKGRAD_DXS_TILE asks for it (daemon/kernels/dxs_tile.h: off by default).
+// the dtype are 16×16×16 (daemon/gpu/pipelines.c), unless
+// VKGRAD_DXS_TILE=off (daemon/kernels/dxs_tile.h: on by default).
 
 layout(constant_id = 0) const uint NW = 8;      // subgroups per workgroup (16 columns each)
 layout(constant_id = 1) const uint TK = 16;     // the reduction's 16-wide blocks held (K <= 16·TK)

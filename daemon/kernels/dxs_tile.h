@@ -3,18 +3,18 @@
  * dY·W with W in registers, dY streamed through shared memory), its
  * specialization constants, and which GEMMs it takes.
  *
- * Off unless VKGRAD_DXS_TILE asks for it (its test on the GPU has not yet
- * run to its end: docs/performance.md, fifteenth run). VKGRAD_DXS_TILE=on:
- * the three classes' tilings below; "NWxTKxRTxSTRIPS": NW subgroups of 32 per
+ * On by default (its test ran to its end on the H100 on 2026-12-07:
+ * docs/performance.md, sixteenth run). Unset or VKGRAD_DXS_TILE=on: the
+ * three classes' tilings below; "NWxTKxRTxSTRIPS": NW subgroups of 32 per
  * workgroup, each 16 columns of dX with W's K × 16 block held as TK
  * 16×16 matrices (the reduction K = out at most 16·TK), strips of 16·RT
  * rows, STRIPS of them per workgroup: a tile of 16·RT·STRIPS rows × 16·NW
- * columns, for every class; "off" or unset: no such pipeline (auto's dX
- * stays on coopmat_khr).
+ * columns, for every class; "off": no such pipeline (auto's dX stays on
+ * coopmat_khr).
  *
  * Three pipelines, one per class of K (out): up to 64, up to 128, up to
  * 256 (DXS_CLASS_MAX_K), each with its own tiling (DXS_TILE_DEFAULTS,
- * measured: docs/kernels.md) under VKGRAD_DXS_TILE=on, or all three the
+ * measured: docs/kernels.md) by default, or all three the
  * one it names. A GEMM takes the first class that holds its K and whose tiling
  * takes it (dxs_tile_takes). */
 #ifndef VKG_DAEMON_DXS_TILE_H
@@ -42,8 +42,9 @@ typedef struct dxs_tile {
  * naming VKGRAD_DXS_TILE, what is wrong and the accepted form. */
 int dxs_tile_parse(const char *s, dxs_tile *t, char *err, size_t errlen);
 
-/* Class c's tiling for VKGRAD_DXS_TILE's value v: NULL or "off" off, "on"
- * the class's default (DXS_TILE_DEFAULTS), else dxs_tile_parse's. */
+/* Class c's tiling for VKGRAD_DXS_TILE's value v: NULL (unset) or "on"
+ * the class's default (DXS_TILE_DEFAULTS), "off" off, else
+ * dxs_tile_parse's. */
 int dxs_tile_choose(const char *v, int c, dxs_tile *t, char *err, size_t errlen);
 
 /* Its tile of dX per workgroup: rows (bm) and columns (bn). */

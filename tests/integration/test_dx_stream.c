@@ -5,17 +5,17 @@
  * strips' rows; three pipelines, one per class of out (up to 64, 128,
  * 256), each with its own tiling (refine_cmk_dx_stream; the rule and the
  * tilings are unit-tested in tests/unit/test_dxs_tile.c). The shapes below
- * take every class. It is off unless VKGRAD_DXS_TILE asks for it
- * (dxs_tile.h).
+ * take every class. It is on unless VKGRAD_DXS_TILE=off (dxs_tile.h).
  *
  * On any device:
  *  - VKGRAD_DXS_TILE malformed or out of its ranges stops the daemon at
  *    start, its log naming the variable, the value, what is wrong and the
  *    accepted form; the same directory then serves;
- *  - unset and VKGRAD_DXS_TILE=off: hello lists the kernel for no dtype,
+ *  - VKGRAD_DXS_TILE=off: hello lists the kernel for no dtype,
  *    auto's dX is correct against float64 on its other kernels, the
  *    daemon serves.
- * Where a daemon with VKGRAD_DXS_TILE=on offers it (hello lists it for the
+ *  - VKGRAD_DXS_TILE=on: hello lists it for the dtypes the default does.
+ * Where the default daemon offers it (hello lists it for the
  * dtype: a GPU with VK_KHR_cooperative_matrix and 16×16×16 matrices), for
  * f16 and bf16, on a daemon without a cost model and without streaming:
  *  - auto jobs of the shapes it takes (dX alone and the full backward, out
@@ -67,10 +67,9 @@ static double elapsed_s(void)
 #define VARIANT "coopmat_khr"
 #define KERNEL "linear_coopmat_khr_dx_stream"
 
-/* g_d: no cost model, no streaming; g_cut: small dispatches (started only
+/* g_d: the default (the kernel on), no cost model, no streaming; g_cut: small dispatches (started only
  * where the kernel runs) */
 static daemon_proc g_d, g_cut;
-static const char *const g_on[] = {"VKGRAD_DXS_TILE=on", NULL}; /* (off by default) */
 static bool g_cut_up;
 static bool g_offered[PROTO_DTYPE_COUNT];
 static char g_device[128];
@@ -118,29 +117,33 @@ static void test_bad_values_refused(void **state)
 	assert_int_equal(daemon_proc_stop(&d), 0);
 }
 
-/* Unset (the default) and off: no pipeline; auto's dX correct on its
- * other kernels. */
-static void test_default_and_off(void **state)
+/* off: no pipeline, auto's dX correct on its other kernels; on: the
+ * default's offer (the classes' tilings). */
+static void test_off_and_on(void **state)
 {
 	(void)state;
 	static const char *const args[] = {"--no-cost-model", NULL};
-	static const char *const off[] = {"VKGRAD_DXS_TILE=off", NULL};
+	static const char *const env[2][2] = {{"VKGRAD_DXS_TILE=off", NULL}, {"VKGRAD_DXS_TILE=on", NULL}};
 	for (int i = 0; i < 2; i++) {
 		daemon_proc d;
 		memset(&d, 0, sizeof(d));
-		assert_int_equal(daemon_proc_start(&d, args, i ? off : NULL), 0);
+		assert_int_equal(daemon_proc_start(&d, args, env[i]), 0);
 		bool offered[PROTO_DTYPE_COUNT] = {false};
 		char device[128];
 		assert_int_equal(bwjob_offered(d.sock, "test_dx_stream", KERNEL, VARIANT, BWJOB_16BIT_ONLY, offered,
 					       device, sizeof(device)),
 				 0);
-		assert_false(offered[PROTO_F16] || offered[PROTO_BF16]);
-		assert_true(daemon_proc_log_contains(&d, "VKGRAD_DXS_TILE=off: linear_coopmat_khr_dx_stream off") == (i == 1));
-		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
-			assert_int_equal(bwjob_check(d.sock, dt, i ? 4096 : 32768, 128, 128, O_DX, true, "auto", 20 + dt, 0), 0);
-			assert_int_equal(
-				bwjob_check(d.sock, dt, i ? 1024 : 8192, 256, 256, O_DW | O_DB | O_DX, false, "auto", 30 + dt, 0), 0);
-		}
+		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
+			assert_true(offered[dt] == (i == 1 && g_offered[dt]));
+		assert_true(daemon_proc_log_contains(&d, i ? "VKGRAD_DXS_TILE=on: linear_coopmat_khr_dx_stream on"
+							   : "VKGRAD_DXS_TILE=off: linear_coopmat_khr_dx_stream off"));
+		if (i == 0)
+			for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+				assert_int_equal(bwjob_check(d.sock, dt, 4096, 128, 128, O_DX, true, "auto", 20 + dt, 0), 0);
+				assert_int_equal(
+					bwjob_check(d.sock, dt, 1024, 256, 256, O_DW | O_DB | O_DX, false, "auto", 30 + dt, 0),
+					0);
+			}
 		assert_true(rawsock_daemon_serves(d.sock));
 		assert_int_equal(daemon_proc_stop(&d), 0);
 	}
@@ -226,7 +229,7 @@ static void test_streamed_chunks(void **state)
 					    "--stream-chunk-bytes", chunk[i], NULL};
 		daemon_proc st;
 		memset(&st, 0, sizeof(st));
-		assert_int_equal(daemon_proc_start(&st, args, g_on), 0);
+		assert_int_equal(daemon_proc_start(&st, args, NULL), 0);
 		proto_stats s0, s1;
 		assert_int_equal(rawsock_stats(st.sock, &s0), 0);
 		for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++)
@@ -255,7 +258,7 @@ static void test_small_dispatches(void **state)
 	if (!g_cut_up) {
 		static const char *const args[] = {"--no-cost-model", "--devlocal-min-bytes", "1", "--dispatch-max-macs",
 						   "2000000", "--stream-chunk-bytes", "off", NULL};
-		assert_int_equal(daemon_proc_start(&g_cut, args, g_on), 0);
+		assert_int_equal(daemon_proc_start(&g_cut, args, NULL), 0);
 		g_cut_up = true;
 	}
 	proto_stats s0, s1;
@@ -279,7 +282,7 @@ static int group_setup(void **state)
 	(void)state;
 	elapsed_s();
 	static const char *const args[] = {"--no-cost-model", "--stream-chunk-bytes", "off", NULL};
-	if (daemon_proc_start(&g_d, args, g_on) != 0)
+	if (daemon_proc_start(&g_d, args, NULL) != 0)
 		return -1;
 	return bwjob_offered_16bit(g_d.sock, "test_dx_stream", KERNEL, VARIANT, g_offered, g_device,
 				   sizeof(g_device));
@@ -298,7 +301,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_values_refused),
-		cmocka_unit_test(test_default_and_off),
+		cmocka_unit_test(test_off_and_on),
 		cmocka_unit_test(test_auto_shapes_outputs_offsets),
 		cmocka_unit_test(test_same_bits_every_run),
 		cmocka_unit_test(test_small_dispatches),

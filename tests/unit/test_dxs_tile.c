@@ -60,8 +60,8 @@ static void test_parse(void **state)
 	}
 }
 
-/* VKGRAD_DXS_TILE's value per class: unset and "off" off, "on" each
- * class's default, a tiling every class's. */
+/* VKGRAD_DXS_TILE's value per class: unset and "on" each class's
+ * default, "off" off, a tiling every class's. */
 static void test_choose(void **state)
 {
 	(void)state;
@@ -69,13 +69,13 @@ static void test_choose(void **state)
 	char err[256];
 	for (int c = 0; c < DXS_CLASSES; c++) {
 		dxs_tile t, want;
-		assert_int_equal(dxs_tile_choose(NULL, c, &t, err, sizeof(err)), 0);
-		assert_false(t.on);
 		assert_int_equal(dxs_tile_choose("off", c, &t, err, sizeof(err)), 0);
 		assert_false(t.on);
-		assert_int_equal(dxs_tile_choose("on", c, &t, err, sizeof(err)), 0);
 		assert_int_equal(dxs_tile_parse(dflt[c], &want, err, sizeof(err)), 0);
-		assert_true(t.on);
+		assert_true(want.on);
+		assert_int_equal(dxs_tile_choose("on", c, &t, err, sizeof(err)), 0);
+		assert_memory_equal(&t, &want, sizeof(t));
+		assert_int_equal(dxs_tile_choose(NULL, c, &t, err, sizeof(err)), 0);
 		assert_memory_equal(&t, &want, sizeof(t));
 		assert_int_equal(dxs_tile_choose("4x16x1x2", c, &t, err, sizeof(err)), 0);
 		assert_true(t.on && t.nw == 4 && t.tk == 16 && t.rt == 1 && t.strips == 2);
