@@ -37,7 +37,7 @@ int dxs_tile_choose(const char *v, int c, dxs_tile *t, char *err, size_t errlen)
 	static const char *const dflt[DXS_CLASSES] = DXS_TILE_DEFAULTS;
 	if ((!v || strcmp(v, "on") == 0) && c >= 0 && c < DXS_CLASSES)
 		v = dflt[c]; /* (unset: on) */
-	return dxs_tile_parse(v, t, err, errlen);
+	return dxs_tile_parse(v ? v : "off", t, err, errlen); /* (no such class: off) */
 }
 
 bool dxs_tile_takes(const dxs_tile *t, uint64_t m, uint64_t n, uint64_t k)

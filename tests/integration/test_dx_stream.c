@@ -208,8 +208,6 @@ static void test_same_bits_every_run(void **state)
 	}
 }
 
-/* Grids in small dispatches: the workgroups' row and column tiles
- * through m_base and n_base, device-local. */
 /* Every job streamed: dX in chunks of rows (the chunk's GEMM is recorded
  * on its own), once in chunks of 1,953 rows (not whole strips of 32: those
  * chunks must go back to coopmat_khr, or rows of dX would be left out)
@@ -248,6 +246,8 @@ static void test_streamed_chunks(void **state)
 	assert_int_equal(failed, 0);
 }
 
+/* Grids in small dispatches: the workgroups' row and column tiles
+ * through m_base and n_base, device-local. */
 static void test_small_dispatches(void **state)
 {
 	(void)state;

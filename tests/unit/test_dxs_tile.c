@@ -82,6 +82,10 @@ static void test_choose(void **state)
 		assert_int_equal(dxs_tile_choose("On", c, &t, err, sizeof(err)), -1);
 		assert_non_null(strstr(err, "the accepted form is on, off, or NWxTKxRTxSTRIPS"));
 	}
+	/* no such class: unset is off, not a parse of nothing */
+	dxs_tile t;
+	assert_int_equal(dxs_tile_choose(NULL, DXS_CLASSES, &t, err, sizeof(err)), 0);
+	assert_false(t.on);
 }
 
 /* m × n = A (m × k) · B (k × n): whole 16-wide blocks, k at most 16·TK,
