@@ -201,6 +201,15 @@ static uint64_t place_partials(const placement *p, job *j, const proto_request *
 	return bytes;
 }
 
+/* Does j's size ask for the device-local path (copies of its tensors in
+ * scratch; placement_place drops it where they do not fit)? A job naming a
+ * device tensor is not copied: its device operands are there already. */
+static bool devlocal_wanted(const placement *p, const job *j)
+{
+	const uint64_t min = p->devlocal_min[j->req.dtype];
+	return min != CONFIG_OFF && job_bytes(j) >= min && !job_has_device_tensor(j);
+}
+
 /* Choose j's kernels and where its tensors live, given `used` bytes of the
  * slot's scratch already placed: split-K partials and, for a job of at
  * least devlocal_min tensor bytes, its tensors' device-local copies. What
@@ -267,6 +276,11 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		refine_narrow_short(&j->plan, q);
 	if (p->pl->pipe[KERN_TILED128_S][t])
 		refine_t128_small(&j->plan, q, gpu);
+	/* (linear_forward's X and Y are its dX GEMM's dY and dX) */
+	const bool fwd = j->req.op == PROTO_OP_LINEAR_FORWARD;
+	if (gpu && !devlocal_wanted(p, j) &&
+	    !(job_on_device(j, fwd ? PROTO_T_X : PROTO_T_DY) && job_on_device(j, fwd ? PROTO_T_Y : PROTO_T_DX)))
+		refine_host_dx(&j->plan, q);
 	if (gpu)
 		refine_short(&j->plan, q);
 	j->devlocal = false;
@@ -279,10 +293,7 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 				? scratch_round(j->bytes[PROTO_T_DY])
 				: 0;
 	uint64_t dl = 0;
-	/* a job naming a device tensor is not copied to scratch: its device
-	 * operands are device-local already */
-	if (p->devlocal_min[j->req.dtype] != CONFIG_OFF && job_bytes(j) >= p->devlocal_min[j->req.dtype] &&
-	    !job_has_device_tensor(j))
+	if (devlocal_wanted(p, j))
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present)
 				dl += scratch_round(j->bytes[t]);

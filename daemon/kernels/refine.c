@@ -67,6 +67,14 @@ void refine_narrow_short(variant_plan *p, const proto_request *q)
 		p->input = KERN_TILED;
 }
 
+void refine_host_dx(variant_plan *p, const proto_request *q)
+{
+	if (q->variant != PROTO_VARIANT_AUTO || !q->t[PROTO_T_DX].present || p->input != KERN_NARROW_DX)
+		return;
+	p->input = KERN_INPUT;
+	p->dx_slices = 1;
+}
+
 void refine_short(variant_plan *p, const proto_request *q)
 {
 	if (q->variant != PROTO_VARIANT_AUTO || q->batch > REFINE_SHORT_MAX_BATCH ||

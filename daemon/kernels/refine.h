@@ -9,8 +9,9 @@
  * refine_cmk_dx_stream (a narrow layer's 16-bit dX with W in registers),
  * refine_cmks_tiling (coopmat_khr_splitk's 128x128 and 32x32 tilings, and
  * dX beside dW on the latter), and on a GPU refine_splitk128 (mid-size f32
- * GEMMs on split-K's 128 tile), refine_narrow_short, refine_t128_small and
- * last refine_short (short layers on the seed kernels); refine_widen runs
+ * GEMMs on split-K's 128 tile), refine_narrow_short, refine_t128_small,
+ * refine_host_dx (where dY or dX is read through the bus) and last
+ * refine_short (short layers on the seed kernels); refine_widen runs
  * where the job's tensors sit in device memory. A pass changes only what
  * its rule names and leaves a plan it does not apply to as it was (a
  * forced variant's plan too, but where it says otherwise). Each rule's
@@ -142,6 +143,21 @@ void refine_short(variant_plan *p, const proto_request *q);
 #define REFINE_NARROW_SHORT_MIN_IN 32
 #define REFINE_NARROW_SHORT_MIN_OUT 16
 void refine_narrow_short(variant_plan *p, const proto_request *q);
+
+/* On a GPU (placement.c), auto's dX on the narrow family
+ * (linear_narrow_input, KERN_NARROW_DX) of a job whose dY or dX stays in
+ * host memory (a client's region read through the bus: the job is under
+ * the device-local path's bytes and not all its tensors are device
+ * tensors): the seed's dX kernel (KERN_INPUT) instead. Through the bus
+ * the narrow kernel is 5-11x slower: H100, 2026-12-07 08:49 UTC, f32 dX
+ * alone from a region (`bench --kernels --outputs dx`, kernel µs): 559
+ * against the seed's 106 at 65,536x16x8, 1,496 / 138 at 262,144x3x5,
+ * 2,369 / 677 at 65,536x64x64 (the seed kernel within 7 % of the best
+ * family on each; tiled 115, 234, 710); with the tensors copied to
+ * device memory (131,072x64x64: 64 MiB) narrow took 591, the seed 648.
+ * test_auto_variant's 65,536x16x8 full backward had auto at 2.1x the
+ * best (narrow's 666 against split-K's 335, whose dX is tiled). */
+void refine_host_dx(variant_plan *p, const proto_request *q);
 
 /* For a job whose tensors are in device memory (the device-local path),
  * when the variant is auto: a GEMM by linear_tiled_gemm becomes

@@ -107,6 +107,12 @@ static inline bool job_has_device_tensor(const job *j)
 	return false;
 }
 
+/* Is the job's tensor in slot t a device tensor (absent: as good as one)? */
+static inline bool job_on_device(const job *j, int t)
+{
+	return !j->req.t[t].present || (j->reg[t] && j->reg[t]->device_local);
+}
+
 /* Is every tensor the job names a device tensor (none in a region)? */
 static inline bool job_all_device_tensors(const job *j)
 {

@@ -264,6 +264,7 @@ static void test_hello_lists_every_dtype(void **state)
 			continue;
 		}
 		if (strcmp(k.name, "linear_coopmat_khr_gemm") == 0 ||
+		    strcmp(k.name, "linear_coopmat_khr_dx_stream") == 0 ||
 		    strcmp(k.name, "linear_coopmat_nv2_gemm") == 0) {
 			assert_string_not_equal(k.dtype, "f32");
 			assert_string_equal(k.variant, k.name[15] == 'k'

@@ -1593,6 +1593,39 @@ static void test_narrow_short(void **state)
 	}
 }
 
+/* A dX read through the bus (refine_host_dx, where placement.c finds dY or
+ * dX in host memory on a GPU): auto's narrow dX goes to the seed kernel,
+ * its dW/db stay; forced narrow, other dX kernels and jobs without dX keep
+ * their plans. */
+static void test_host_dx(void **state)
+{
+	(void)state;
+	const unsigned gpu = VARIANT_HAS_NARROW | VARIANT_HAS_F32X3 | VARIANT_HAS_NV2;
+	const uint64_t take[][3] = {{65536, 16, 8}, {262144, 3, 5}, {65536, 1, 1}, {1048576, 256, 256}};
+	for (size_t i = 0; i < sizeof(take) / sizeof(take[0]); i++)
+		for (int d = 0; d < 2; d++) {
+			proto_request q = job(take[i][0], take[i][1], take[i][2], true, true, true, PROTO_VARIANT_AUTO);
+			q.dtype = d ? PROTO_BF16 : PROTO_F32;
+			variant_plan p = variant_choose(&q, gpu);
+			const variant_plan before = p;
+			assert_int_equal(p.input, KERN_NARROW_DX); /* the rules alone (and on lavapipe) */
+			refine_host_dx(&p, &q);
+			assert_int_equal(p.input, KERN_INPUT);
+			assert_int_equal(p.dx_slices, 1);
+			assert_int_equal(p.param, before.param);
+			assert_int_equal(p.slices, before.slices);
+		}
+	proto_request q = job(65536, 16, 8, true, true, true, PROTO_VARIANT_NARROW);
+	q.dtype = PROTO_F32;
+	assert_int_equal(pass_leaves(refine_host_dx, &q, gpu).input, KERN_NARROW_DX);
+	q = job(65536, 16, 8, true, true, false, PROTO_VARIANT_AUTO); /* no dX */
+	q.dtype = PROTO_F32;
+	pass_leaves(refine_host_dx, &q, gpu);
+	q = job(32768, 16, 8, true, true, true, PROTO_VARIANT_AUTO); /* dX not on the narrow family */
+	q.dtype = PROTO_F32;
+	assert_int_not_equal(pass_leaves(refine_host_dx, &q, gpu).input, KERN_NARROW_DX);
+}
+
 /* The narrow family also takes a layer of up to 1024 inputs onto at most
  * 16 outputs (VARIANT_NARROW_WIDE_MAX_IN / _OUT); 16-bit keeps
  * coopmat_khr_splitk's plan where the device has it. */
@@ -1723,6 +1756,7 @@ int main(void)
 		cmocka_unit_test(test_t128_small),
 		cmocka_unit_test(test_narrow_wide_in),
 		cmocka_unit_test(test_narrow_short),
+		cmocka_unit_test(test_host_dx),
 		cmocka_unit_test(test_short_layers),
 		cmocka_unit_test(test_thresholds_at_the_tile_edge),
 		cmocka_unit_test(test_bias_alone_is_one_pass_over_dy),
