@@ -42,6 +42,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@
 #include "expect.h"
 #include "rawsock.h"
 #include "deadline.h"
+#include "ref.h"
 #include "vkgrad.h"
 
 /* Seconds since the first call, for the progress lines (the GPU run of
@@ -185,6 +187,125 @@ static void test_auto_shapes_outputs_offsets(void **state)
 	expect_validation_clean(&g_d, 0, KERNEL);
 }
 
+/* bwjob's checker for a dX-alone job: the normwise error against the
+ * float64 reference, and each element rounded to nearest once (the kernel
+ * rounds its f32 sum, plus the old value when accumulating, to the storage
+ * type by the matrix conversion): an element farther than half an ulp of
+ * the storage type (bf16 8 significant bits, f16 11) plus f32
+ * accumulation's share (2^-16 of the sum of the terms' magnitudes, K <=
+ * 256) counts as misrounded; more than 1 % of them is a bound broken
+ * (rounding toward zero misses on about half). */
+static void check_rounded(const bwjob_result *r, bwjob_outcome *oc, const void *ctx)
+{
+	const bool bf16 = *(const int *)ctx == PROTO_BF16;
+	const uint64_t n = r->n[BWJOB_T_DX];
+	double *want = malloc(n * sizeof(double));
+	assert_non_null(want);
+	uint64_t bad = 0;
+	for (uint64_t b = 0; b < r->B; b++)
+		for (uint64_t i = 0; i < r->I; i++) {
+			double sum = 0, mag = 0;
+			for (uint64_t o = 0; o < r->O; o++) {
+				const double t = (double)r->val[BWJOB_T_DY][b * r->O + o] *
+						 (double)r->val[BWJOB_T_W][o * r->I + i];
+				sum += t;
+				mag += fabs(t);
+			}
+			const uint64_t e = b * r->I + i;
+			const double old = r->acc ? r->val[BWJOB_T_DX][e] : 0.0, w = sum + old;
+			want[e] = sum;
+			if (w == 0)
+				continue;
+			const double half_ulp = ldexp(1.0, ilogb(fabs(w)) - (bf16 ? 8 : 11));
+			if (fabs((double)r->got[BWJOB_T_DX][e] - w) > half_ulp + ldexp(mag, -16))
+				bad++;
+		}
+	if (bad * 100 > n)
+		snprintf(oc->bound, sizeof(oc->bound), "dx: %llu of %llu elements past half an ulp (not rounded to nearest)",
+			 (unsigned long long)bad, (unsigned long long)n);
+	double *based = r->acc ? malloc(n * sizeof(double)) : NULL;
+	for (uint64_t e = 0; based && e < n; e++)
+		based[e] = r->val[BWJOB_T_DX][e];
+	/* (vkg_ref_max_rel_err adds `based` to want itself) */
+	oc->err = vkg_ref_max_rel_err(r->got[BWJOB_T_DX], want, based, n);
+	free(based);
+	free(want);
+}
+
+/* A float to bf16 and back: to nearest (even) or toward zero. */
+static float bf16_of(float f, bool nearest)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if (nearest)
+		u += 0x7fffu + ((u >> 16) & 1u);
+	u &= 0xffff0000u;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* check_rounded itself, on any device: a dX rounded to nearest passes, the
+ * same truncated toward zero breaks its bound. */
+static void test_rounding_check_catches_truncation(void **state)
+{
+	(void)state;
+	enum { B = 64, I = 16, O = 32 };
+	static float x[B * I], dy[B * O], w[O * I], dx_near[B * I], dx_cut[B * I];
+	uint64_t seed = 12345;
+	for (int k = 0; k < B * O; k++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		dy[k] = bf16_of((float)((double)(seed >> 11) / 9007199254740992.0 - 0.5), true);
+	}
+	for (int k = 0; k < O * I; k++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		w[k] = bf16_of((float)((double)(seed >> 11) / 9007199254740992.0 - 0.5), true);
+	}
+	for (int b = 0; b < B; b++)
+		for (int i = 0; i < I; i++) {
+			double sum = 0;
+			for (int o = 0; o < O; o++)
+				sum += (double)dy[b * O + o] * w[o * I + i];
+			dx_near[b * I + i] = bf16_of((float)sum, true);
+			dx_cut[b * I + i] = bf16_of((float)sum, false);
+		}
+	const int dt = PROTO_BF16;
+	float *val[BWJOB_NT] = {x, dy, w, NULL, NULL, NULL}, *got[BWJOB_NT] = {0};
+	bwjob_result r = {.B = B, .I = I, .O = O, .acc = false, .val = val, .got = got};
+	r.present[BWJOB_T_X] = r.present[BWJOB_T_DY] = r.present[BWJOB_T_W] = r.present[BWJOB_T_DX] = true;
+	r.n[BWJOB_T_DX] = B * I;
+	bwjob_outcome oc = {0};
+	got[BWJOB_T_DX] = dx_near;
+	check_rounded(&r, &oc, &dt);
+	assert_string_equal(oc.bound, "");
+	assert_true(oc.err <= bwjob_tol[dt]);
+	got[BWJOB_T_DX] = dx_cut;
+	check_rounded(&r, &oc, &dt);
+	assert_non_null(strstr(oc.bound, "not rounded to nearest"));
+	printf("check_rounded: %s\n", oc.bound);
+}
+
+/* Each class's dX rounded to nearest, overwritten and accumulated
+ * (check_rounded). */
+static void test_rounded_to_nearest(void **state)
+{
+	(void)state;
+	if (!any_offered("rounding")) {
+		skip();
+		return;
+	}
+	unsigned failed = 0;
+	for (int dt = PROTO_F16; dt <= PROTO_BF16; dt++) {
+		if (!g_offered[dt])
+			continue;
+		for (uint64_t k = 64; k <= 256; k *= 2)
+			for (int acc = 0; acc < 2; acc++)
+				failed += bwjob_check_checked(g_d.sock, dt, 4096, k, k, O_DX, acc, "auto", 40 + k + (uint64_t)acc,
+							      0, check_rounded, &dt);
+	}
+	printf("%.1f s: rounding checked, %u failed\n", elapsed_s(), failed);
+	assert_int_equal(failed, 0);
+}
+
 /* The same job twice: the same bytes (each dX element summed by one
  * subgroup in a fixed order). */
 static void test_same_bits_every_run(void **state)
@@ -303,6 +424,8 @@ int main(void)
 		cmocka_unit_test(test_bad_values_refused),
 		cmocka_unit_test(test_off_and_on),
 		cmocka_unit_test(test_auto_shapes_outputs_offsets),
+		cmocka_unit_test(test_rounding_check_catches_truncation),
+		cmocka_unit_test(test_rounded_to_nearest),
 		cmocka_unit_test(test_same_bits_every_run),
 		cmocka_unit_test(test_small_dispatches),
 		cmocka_unit_test(test_streamed_chunks),
