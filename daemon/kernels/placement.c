@@ -210,6 +210,16 @@ static bool devlocal_wanted(const placement *p, const job *j)
 	return min != CONFIG_OFF && job_bytes(j) >= min && !job_has_device_tensor(j);
 }
 
+/* Does j's dX GEMM read dY or write dX through the bus: the job not on the
+ * device-local path, and one of the two in a client's region?
+ * (linear_forward's X and Y are its dX GEMM's dY and dX.) */
+static bool dx_through_bus(const placement *p, const job *j)
+{
+	const bool fwd = j->req.op == PROTO_OP_LINEAR_FORWARD;
+	return !devlocal_wanted(p, j) &&
+	       !(job_on_device(j, fwd ? PROTO_T_X : PROTO_T_DY) && job_on_device(j, fwd ? PROTO_T_Y : PROTO_T_DX));
+}
+
 /* Choose j's kernels and where its tensors live, given `used` bytes of the
  * slot's scratch already placed: split-K partials and, for a job of at
  * least devlocal_min tensor bytes, its tensors' device-local copies. What
@@ -276,10 +286,7 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 		refine_narrow_short(&j->plan, q);
 	if (p->pl->pipe[KERN_TILED128_S][t])
 		refine_t128_small(&j->plan, q, gpu);
-	/* (linear_forward's X and Y are its dX GEMM's dY and dX) */
-	const bool fwd = j->req.op == PROTO_OP_LINEAR_FORWARD;
-	if (gpu && !devlocal_wanted(p, j) &&
-	    !(job_on_device(j, fwd ? PROTO_T_X : PROTO_T_DY) && job_on_device(j, fwd ? PROTO_T_Y : PROTO_T_DX)))
+	if (gpu && dx_through_bus(p, j))
 		refine_host_dx(&j->plan, q);
 	if (gpu)
 		refine_short(&j->plan, q);

@@ -28,6 +28,7 @@
 #include "expect.h"
 #include "rawsock.h"
 #include "ref.h"
+#include "rounding.h"
 #include "vkgrad.h"
 
 static daemon_proc g_d;
@@ -53,24 +54,14 @@ static float from_bits(uint16_t v, bool bf16)
 
 enum { X, DY, W, DW, DB, DX, NT };
 
-/* Elements of got (the outputs of one job, overwritten) farther from the
- * float64 reference want than half a unit in the last place of the storage
- * type (bf16 8 significant bits, f16 11) plus what f32 accumulation may
- * add (2^-16 of the sum of the terms' magnitudes, abs: a generous bound for
- * the K of these shapes): a correctly rounded result has none; one that
- * rounds toward zero misses on about half of them. */
+/* Elements of got (the outputs of one job, overwritten) not rounded to
+ * nearest from the float64 reference want (rounding_missed). */
 static uint64_t misrounded(const float *got, const double *want, const double *abs_sum, uint64_t n,
 			   bool bf16)
 {
 	uint64_t bad = 0;
-	for (uint64_t i = 0; i < n; i++) {
-		const double a = fabs(want[i]);
-		if (a == 0)
-			continue;
-		const double half_ulp = ldexp(1.0, ilogb(a) - (bf16 ? 8 : 11));
-		if (fabs((double)got[i] - want[i]) > half_ulp + ldexp(abs_sum[i], -16))
-			bad++;
-	}
+	for (uint64_t i = 0; i < n; i++)
+		bad += rounding_missed((double)got[i], want[i], abs_sum[i], bf16);
 	return bad;
 }
 
@@ -223,7 +214,7 @@ static void run_dtype(bool bf16)
 	for (int v = 0; v < nv; v++) {
 		printf("%s %s: %llu of %llu elements past half an ulp\n", bf16 ? "bf16" : "f16", variants[v],
 		       (unsigned long long)mis[v], (unsigned long long)all[v]);
-		if (mis[v] * 100 > all[v]) {
+		if (mis[v] * 100 > all[v] * ROUNDING_MAX_PERCENT) {
 			fprintf(stderr, "%s %s: %llu of %llu elements not rounded to nearest\n",
 				bf16 ? "bf16" : "f16", variants[v], (unsigned long long)mis[v],
 				(unsigned long long)all[v]);
