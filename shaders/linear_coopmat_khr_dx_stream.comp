@@ -30,10 +30,17 @@
 // next strip's loads in flight while the current one is multiplied (two
 // stages, rows padded by 16 bytes, one barrier a strip); every subgroup
 // takes its A fragments from there, TK products per 16 rows into f32
-// accumulators (RT independent chains), and each 16×16 result goes out
-// through a small shared staging of its own, eight elements (16 bytes) per
-// lane, rounded once to the storage type (accumulate: added to the old
-// value in f32 first).
+// accumulators (RT independent chains), and each 16×16 result is rounded
+// once to the storage type (accumulate: the old block loaded as a matrix
+// and added in f32 first; bf16: each element to nearest even before the
+// matrix conversion, which cuts toward zero on the H100) and goes out
+// through a small shared staging of its subgroup, eight elements (16
+// bytes) per lane. The staging holds the 16-bit block, not the f32 one:
+// half the shared memory, which lets 16 subgroups (256 columns: dY read
+// once) fit 48 KiB with two stages of a 32-row strip (H100, 2026-12-07,
+// eighteenth run in docs/performance.md: bf16 dX alone at 262,144×256×256
+// 217 µs against 259 with the f32 staging; full backward 435 against 476,
+// 519 against 544 at 1,048,576×128×128).
 //
 // Every element of C is written by one subgroup, its sum in a fixed order:
 // the same bits every run. The daemon takes it only where every load and
@@ -54,7 +61,7 @@ const uint BN = NW * 16u;
 const uint NT = NW * 32u;
 const uint SROWS = 16u * RT;
 const uint BM = SROWS * STRIPS;
-const uint ESTR = 16u / 4u + 1u; // uvec4 per staged row of 16 f32 (+ one of padding)
+const uint ESTR = 16u / 8u + 1u; // uvec4 per staged row of 16 elements (+ one of padding)
 const uint ASTR = 2u * TK + 1u;  // uvec4 per shared row of a strip of A (+ one of padding)
 const uint ASTAGE = SROWS * ASTR;
 const uint LA = (SROWS * 2u * TK + NT - 1u) / NT; // 16-byte loads per thread and strip, at most
@@ -67,37 +74,21 @@ layout(std430, set = 0, binding = 3) buffer BufD { uint16_t d[]; };
 layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 
 shared uvec4 sa[2u * ASTAGE]; // two stages of a strip of A (dY), rows padded
-shared uvec4 st[NW * 16u * ESTR]; // each subgroup's staging of a 16x16 f32 block
-
-vec2 unpack2(uint w)
-{
-#if defined(VKG_DTYPE_BF16)
-	return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u));
-#else
-	return unpackHalf2x16(w);
-#endif
-}
-
-uint narrow1(float f)
-{
-#if defined(VKG_DTYPE_BF16)
-	// round to nearest even, NaN stays NaN (as shaders/dtype.glsl)
-	uint u = floatBitsToUint(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (u >> 16) | 0x40u;
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return u >> 16;
-#else
-	return packHalf2x16(vec2(f, 0.0)) & 0xffffu;
-#endif
-}
-
-uint pack2(float x, float y)
-{
-	return narrow1(x) | (narrow1(y) << 16);
-}
+shared uvec4 st[NW * 16u * ESTR]; // each subgroup's staging of a 16x16 block, rounded
 
 uvec4 ra[LA]; // this thread's share of the next strip, on its way to shared memory
+
+#if defined(VKG_DTYPE_BF16)
+// f rounded to the nearest bf16 (ties to even), still an f32; NaN stays NaN
+float bf16_rne(float f)
+{
+	uint u = floatBitsToUint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return f;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return uintBitsToFloat(u & 0xffff0000u);
+}
+#endif
 
 // The strip of SROWS rows from r0: K/8 vectors a row, thread tid's every NT-th.
 void load_strip(uint r0, uint kv)
@@ -166,19 +157,26 @@ void main()
 				}
 			}
 			[[unroll]] for (uint i = 0u; i < RT; i++) {
-				coopMatStore(acc[i], st, ebase, ESTR, gl_CooperativeMatrixLayoutRowMajor);
+				const uint row = r0 + i * 16u;
+				if (accum) {
+					coopmat<ETYPE, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o;
+					coopMatLoad(o, c8, (pc.c_off + row * pc.N + n0) / 8u, pc.N / 8u,
+						    gl_CooperativeMatrixLayoutRowMajor);
+					acc[i] = acc[i] + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(o);
+				}
+#if defined(VKG_DTYPE_BF16)
+				// the matrix conversion to bf16 cuts toward zero on some
+				// devices (H100, 2026-12-07): each element is rounded to
+				// nearest even first, so the conversion below is exact
+				for (int e = 0; e < acc[i].length(); e++)
+					acc[i][e] = bf16_rne(acc[i][e]);
+#endif
+				coopmat<ETYPE, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> h =
+					coopmat<ETYPE, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[i]);
+				coopMatStore(h, st, ebase, ESTR, gl_CooperativeMatrixLayoutRowMajor);
 				subgroupMemoryBarrierShared();
 				subgroupBarrier();
-				const uint e = ebase + er * ESTR + eh * 2u;
-				vec4 lo = uintBitsToFloat(st[e]), hi = uintBitsToFloat(st[e + 1u]);
-				const uint at = (pc.c_off + (r0 + i * 16u + er) * pc.N + n0 + eh * 8u) / 8u;
-				if (accum) {
-					const uvec4 o = c8[at];
-					lo += vec4(unpack2(o.x), unpack2(o.y));
-					hi += vec4(unpack2(o.z), unpack2(o.w));
-				}
-				c8[at] = uvec4(pack2(lo.x, lo.y), pack2(lo.z, lo.w), pack2(hi.x, hi.y),
-					       pack2(hi.z, hi.w));
+				c8[(pc.c_off + (row + er) * pc.N + n0 + eh * 8u) / 8u] = st[ebase + er * ESTR + eh];
 				subgroupBarrier(); // (the next store overwrites the staging)
 			}
 		}

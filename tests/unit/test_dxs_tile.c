@@ -36,8 +36,8 @@ static void test_parse(void **state)
 	assert_int_equal(dxs_tile_bn(&t), 64);
 	assert_int_equal(dxs_tile_threads(&t), 128);
 	/* two stages of 16 rows of 128 16-bit elements, and each subgroup's 16
-	 * rows of 16 f32, every row padded by 16 bytes */
-	assert_int_equal(dxs_tile_shared(&t), 2 * 16 * (256 + 16) + 4 * 16 * 80);
+	 * rows of 16 16-bit elements, every row padded by 16 bytes */
+	assert_int_equal(dxs_tile_shared(&t), 2 * 16 * (256 + 16) + 4 * 16 * 48);
 	uint32_t v[DXS_SPECS];
 	dxs_tile_specs(&t, v);
 	const uint32_t want[DXS_SPECS] = {4, 8, 1, 16, 128};
@@ -131,6 +131,11 @@ static void test_defaults(void **state)
 		assert_true(dxs_tile_shared(&t) <= 49152);
 		assert_true(dxs_tile_threads(&t) <= 1024);
 	}
+	/* the largest class on 16 subgroups: all 256 columns, dY read once */
+	dxs_tile l;
+	assert_int_equal(dxs_tile_parse(dflt[DXS_CLASSES - 1], &l, err, sizeof(err)), 0);
+	assert_int_equal(dxs_tile_bn(&l), 256);
+	assert_int_equal(dxs_tile_shared(&l), 46080);
 }
 
 /* auto, f16/bf16, a dX on coopmat_khr (either tiling) that a class takes:
