@@ -26,8 +26,9 @@
 
 #define DXS_TILE_ENV "VKGRAD_DXS_TILE"
 /* the classes: K at most 64, 128, 256; their default tilings (H100,
- * 2026-12-07: docs/performance.md, fifteenth and seventeenth runs; the
- * largest on 16 subgroups since the staging holds 16-bit blocks) */
+ * 2026-12-07: docs/performance.md, fifteenth, seventeenth and eighteenth
+ * runs; the largest on 16 subgroups since the staging holds 16-bit
+ * blocks) */
 #define DXS_CLASSES 3
 #define DXS_CLASS_MAX_K {64u, 128u, 256u}
 #define DXS_TILE_DEFAULTS {"4x8x2x16", "8x8x2x16", "16x16x2x16"}
