@@ -79,7 +79,10 @@ shared uvec4 st[NW * 16u * ESTR]; // each subgroup's staging of a 16x16 block, r
 uvec4 ra[LA]; // this thread's share of the next strip, on its way to shared memory
 
 #if defined(VKG_DTYPE_BF16)
-// f rounded to the nearest bf16 (ties to even), still an f32; NaN stays NaN
+// f rounded to the nearest bf16 (ties to even), still an f32; NaN stays NaN.
+// (dtype.glsl's bf16_bits rounds the same way; this is the form measured
+// on the H100, where small changes to this kernel moved its matrices to
+// local memory: docs/performance.md, eighteenth run.)
 float bf16_rne(float f)
 {
 	uint u = floatBitsToUint(f);

@@ -211,12 +211,13 @@ static bool devlocal_wanted(const placement *p, const job *j)
 }
 
 /* Does j's dX GEMM read dY or write dX through the bus: the job not on the
- * device-local path, and one of the two in a client's region?
- * (linear_forward's X and Y are its dX GEMM's dY and dX.) */
-static bool dx_through_bus(const placement *p, const job *j)
+ * device-local path (devlocal: devlocal_wanted's answer), and one of the
+ * two in a client's region? (linear_forward's X and Y are its dX GEMM's dY
+ * and dX.) */
+static bool dx_through_bus(const job *j, bool devlocal)
 {
 	const bool fwd = j->req.op == PROTO_OP_LINEAR_FORWARD;
-	return !devlocal_wanted(p, j) &&
+	return !devlocal &&
 	       !(job_on_device(j, fwd ? PROTO_T_X : PROTO_T_DY) && job_on_device(j, fwd ? PROTO_T_Y : PROTO_T_DX));
 }
 
@@ -280,18 +281,19 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 	 * tiling (and forced tiled128's dX there on every device), short
 	 * layers on the seed kernels */
 	const bool gpu = p->dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+	const bool devlocal = devlocal_wanted(p, j);
 	if (gpu && p->pl->pipe[KERN_SPLITK128][t] && p->pl->pipe[KERN_REDUCE][t])
 		refine_splitk128(&j->plan, q);
 	if (gpu && p->pl->pipe[KERN_SPLITK][t] && p->pl->pipe[KERN_REDUCE][t])
 		refine_narrow_short(&j->plan, q);
 	if (p->pl->pipe[KERN_TILED128_S][t])
 		refine_t128_small(&j->plan, q, gpu);
-	if (gpu && dx_through_bus(p, j))
+	if (gpu && dx_through_bus(j, devlocal))
 		refine_host_dx(&j->plan, q);
 	if (gpu)
 		refine_short(&j->plan, q);
-	j->devlocal = false;
-	j->streamed = false; /* the engine decides (stream_wants) */
+	/* (j->devlocal and j->streamed were cleared above; the engine decides
+	 * streaming: stream_wants) */
 	j->act_no_scratch = false;
 	uint64_t split = place_partials(p, j, q);
 	/* a linear_backward with an activation: dZ (as many bytes as dY),
@@ -300,7 +302,7 @@ uint64_t placement_place(const placement *p, job *j, uint64_t used)
 				? scratch_round(j->bytes[PROTO_T_DY])
 				: 0;
 	uint64_t dl = 0;
-	if (devlocal_wanted(p, j))
+	if (devlocal)
 		for (int t = 0; t < PROTO_T_COUNT; t++)
 			if (j->req.t[t].present)
 				dl += scratch_round(j->bytes[t]);

@@ -98,11 +98,17 @@ static inline bool job_is_optim(const job *j)
 	return j->req.op == PROTO_OP_SGD_STEP || j->req.op == PROTO_OP_ADAM_STEP;
 }
 
-/* Does the job name a device tensor (tensor.h) in any slot? */
+/* Is slot t's tensor a device tensor (tensor.h), not one in a region? */
+static inline bool job_slot_is_device_tensor(const job *j, int t)
+{
+	return j->reg[t] && j->reg[t]->device_local;
+}
+
+/* Does the job name a device tensor in any slot? */
 static inline bool job_has_device_tensor(const job *j)
 {
 	for (int t = 0; t < PROTO_T_COUNT; t++)
-		if (j->reg[t] && j->reg[t]->device_local)
+		if (job_slot_is_device_tensor(j, t))
 			return true;
 	return false;
 }
@@ -110,7 +116,7 @@ static inline bool job_has_device_tensor(const job *j)
 /* Is the job's tensor in slot t a device tensor (absent: as good as one)? */
 static inline bool job_on_device(const job *j, int t)
 {
-	return !j->req.t[t].present || (j->reg[t] && j->reg[t]->device_local);
+	return !j->req.t[t].present || job_slot_is_device_tensor(j, t);
 }
 
 /* Is every tensor the job names a device tensor (none in a region)? */
@@ -118,11 +124,9 @@ static inline bool job_all_device_tensors(const job *j)
 {
 	bool any = false;
 	for (int t = 0; t < PROTO_T_COUNT; t++) {
-		if (!j->req.t[t].present)
-			continue;
-		if (!j->reg[t] || !j->reg[t]->device_local)
+		if (!job_on_device(j, t))
 			return false;
-		any = true;
+		any = any || j->req.t[t].present;
 	}
 	return any;
 }

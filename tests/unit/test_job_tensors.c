@@ -2,7 +2,9 @@
  * job's tensors are device tensors. job_has_device_tensor (any: the job is
  * not copied to the device-local path) and job_all_device_tensors (every
  * tensor it names: placement.c widens its GEMMs to the 128 tile on a GPU,
- * as for a job copied to device memory). */
+ * as for a job copied to device memory), and per slot job_on_device (a
+ * device tensor or none: placement.c's test for a dX read through the
+ * bus). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,6 +53,8 @@ static void test_which_are_device_tensors(void **state)
 		j = backward(all & ~(1u << t));
 		assert_true(job_has_device_tensor(&j));
 		assert_false(job_all_device_tensors(&j));
+		for (int u = 0; u < PROTO_T_COUNT; u++)
+			assert_true(job_on_device(&j, u) == (u != t));
 		j = backward(1u << t);
 		assert_true(job_has_device_tensor(&j));
 		assert_false(job_all_device_tensors(&j));
@@ -59,6 +63,10 @@ static void test_which_are_device_tensors(void **state)
 	j = backward(all);
 	j.req.t[PROTO_T_DX].present = false;
 	j.reg[PROTO_T_DX] = NULL;
+	assert_true(job_all_device_tensors(&j));
+	assert_true(job_on_device(&j, PROTO_T_DX));
+	j.reg[PROTO_T_DX] = &host_r;
+	assert_true(job_on_device(&j, PROTO_T_DX));
 	assert_true(job_all_device_tensors(&j));
 	/* a job naming nothing has none */
 	memset(&j, 0, sizeof(j));
