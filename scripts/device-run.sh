@@ -97,6 +97,9 @@
 #                   family), where device time is short
 #   NARROW_TABLE=0  suite narrow with its grid step only (no set, mid-size
 #                   GEMM, dX or tiled128 tilings, or torch_narrow.py)
+#   NARROW_SET=0    suite narrow without the set, its cuBLAS side
+#                   (torch_narrow.py) and the mid-size GEMM: the tiling
+#                   steps below (and the grid) only
 #   GSET            the grid step's shapes (default grid: `bench --kernels
 #                   --shapes grid`; or "B,I,O;B,I,O...")
 #   GRID_VARIANTS   the grid step's families (default all ten)
@@ -433,8 +436,20 @@ narrow_steps() {
 		daemon_start "$B/bin/vkgradd" "$R/debug.log" --log-level debug && daemon_stop
 		grep -E "Register Count" "$R/debug.log" | grep -E "narrow|splitk|coopmat_khr" |
 			sed 's/^.*vkgradd: debug: //; s/Binary Size=[0-9]*; //' | cut -c1-220 | tee -a "$S"
+		# and dx_stream's under each NARROW_DXS tiling
+		local t
+		for t in ${NARROW_DXS:-}; do
+			VKGRADD_ENV="VKGRAD_DXS_TILE=$t" daemon_start "$B/bin/vkgradd" "$R/debug-dxs.log" \
+				--log-level debug && daemon_stop
+			note "VKGRAD_DXS_TILE=$t:"
+			grep -E "Register Count" "$R/debug-dxs.log" | grep -E "dx_stream" |
+				sed 's/^.*vkgradd: debug: //; s/Binary Size=[0-9]*; //' | cut -c1-220 | tee -a "$S"
+			: >"$R/debug-dxs.log"
+		done
 	fi
-	if [ "${NARROW_TABLE:-1}" != 0 ] && [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
+	local set=1
+	[ "${NARROW_SET:-1}" = 0 ] && set= && note "NARROW_SET=0: the set, torch_narrow.py and the mid-size GEMM left out"
+	if [ -n "$set" ] && [ "${NARROW_TABLE:-1}" != 0 ] && [ -f "$B/torch_narrow.py" ] && [ -n "$HAVE_NVIDIA" ] && in_budget torch_narrow.py; then
 		say "torch_narrow.py"
 		(cd "$B" && timeout 240 "$PY" torch_narrow.py "$NSET" f32,bf16 &&
 			timeout 60 "$PY" torch_narrow.py "$MID" f32) >"$R/torch_narrow.jsonl" \
@@ -451,6 +466,15 @@ narrow_steps() {
 		narrow_grid "$copy"
 		return
 	fi
+	[ -n "$set" ] && narrow_set "$copy"
+	narrow_tilings "$copy"
+	narrow_grid "$copy"
+}
+
+# suite narrow's set (dW+db and full backward, BEFORE_VKGRADD's beside where
+# set) and the mid-size GEMM, beside torch_narrow.py (copy_gbps $1)
+narrow_set() {
+	local copy=$1
 	# shellcheck disable=SC2086
 	DAEMON_ARGS="--stream-chunk-bytes off" kernel_lines param "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$NSET" f32,bf16 --variants "${NARROW_VARIANTS:-auto,narrow,coopmat_khr_splitk,coopmat_khr_f32_splitk}" --outputs dw,db ${copy:+--copy-gbps $copy} $NX
@@ -476,6 +500,12 @@ narrow_steps() {
 	DAEMON_ARGS="--stream-chunk-bytes off --devlocal-min-bytes 1" kernel_lines mid "$B/bin/vkgradd" "$R/narrow.jsonl" \
 		"$MID" f32 --variants auto,tiled,tiled128,splitk,splitk128 ${copy:+--copy-gbps $copy}
 	$REPORT narrow "$R/narrow.jsonl" "$R/torch_narrow.jsonl" | tee -a "$S"
+}
+
+# suite narrow's tiling steps, each left out where its setting is unset
+# (copy_gbps $1)
+narrow_tilings() {
+	local copy=$1
 	# a narrow layer's 16-bit dX on coopmat_khr under other tilings
 	# (VKGRAD_CMK_TILE, _TILE_SMALL: WMxWNxwmxwnxBKxDEPTH; the large default
 	# 2x2x64x64x32x1 is 128x128 per workgroup, half of it padding where in
@@ -522,7 +552,6 @@ narrow_steps() {
 		done
 	done
 	[ -s "$R/t128tile.jsonl" ] && $REPORT lines "$R/t128tile.jsonl" | tee -a "$S"
-	narrow_grid "$copy"
 }
 
 # suite narrow's last step: auto against every family on the grid (copy_gbps $1)

@@ -27,8 +27,10 @@
 // once). The workgroup (NW subgroups side by side: 16·NW columns × 16·RT·
 // STRIPS rows of C) then walks its STRIPS strips of 16·RT rows: each strip
 // of A (all of its K columns) goes to shared memory in 16-byte loads, the
-// next strip's loads in flight while the current one is multiplied (two
-// stages, rows padded by 16 bytes, one barrier a strip); every subgroup
+// next AHEAD strips' loads in flight while the current one is multiplied
+// (two stages, rows padded by 16 bytes, one barrier a strip; with AHEAD
+// 2 a thread's loads of strip j land in ra for even j, rb for odd, each
+// stored to its stage one strip before it is multiplied); every subgroup
 // takes its A fragments from there, TK products per 16 rows into f32
 // accumulators (RT independent chains), and each 16×16 result is rounded
 // once to the storage type (accumulate: the old block loaded as a matrix
@@ -56,6 +58,7 @@ layout(constant_id = 1) const uint TK = 16;     // the reduction's 16-wide block
 layout(constant_id = 2) const uint RT = 2;      // 16-row blocks per strip
 layout(constant_id = 3) const uint STRIPS = 8;  // strips per workgroup
 layout(local_size_x_id = 4) in;                 // NW·32 (set by the daemon)
+layout(constant_id = 5) const uint AHEAD = 1;   // strips whose loads are in flight (1 or 2)
 
 const uint BN = NW * 16u;
 const uint NT = NW * 32u;
@@ -76,7 +79,10 @@ layout(push_constant) uniform Params { VKG_PC_GEMM(uint) } pc;
 shared uvec4 sa[2u * ASTAGE]; // two stages of a strip of A (dY), rows padded
 shared uvec4 st[NW * 16u * ESTR]; // each subgroup's staging of a 16x16 block, rounded
 
-uvec4 ra[LA]; // this thread's share of the next strip, on its way to shared memory
+// this thread's share of a strip on its way to shared memory: the next
+// one (AHEAD 1), or of the next two the even one in ra, the odd in rb
+uvec4 ra[LA];
+uvec4 rb[LA];
 
 #if defined(VKG_DTYPE_BF16)
 // f rounded to the nearest bf16 (ties to even), still an f32; NaN stays NaN.
@@ -93,32 +99,25 @@ float bf16_rne(float f)
 }
 #endif
 
-// The strip of SROWS rows from r0: K/8 vectors a row, thread tid's every NT-th.
-void load_strip(uint r0, uint kv)
-{
-	const uint tid = gl_LocalInvocationID.x;
-	[[unroll]] for (uint q = 0u; q < LA; q++) {
-		const uint v = tid + q * NT;
-		if (v < SROWS * kv) {
-			const uint r = v / kv, c = v % kv;
-			ra[q] = a8[(pc.a_off + (r0 + r) * pc.sam) / 8u + c];
-		}
+// The strip of SROWS rows from r0 into R: K/8 vectors a row, thread tid's
+// every NT-th. (Macros, so that ra and rb stay named registers.)
+#define LOAD_STRIP(R, r0) \
+	[[unroll]] for (uint q = 0u; q < LA; q++) { \
+		const uint v = tid + q * NT; \
+		if (v < SROWS * kv) \
+			R[q] = a8[(pc.a_off + ((r0) + v / kv) * pc.sam) / 8u + v % kv]; \
 	}
-}
-
-void store_strip(uint base, uint kv)
-{
-	const uint tid = gl_LocalInvocationID.x;
-	[[unroll]] for (uint q = 0u; q < LA; q++) {
-		const uint v = tid + q * NT;
-		if (v < SROWS * kv)
-			sa[base + (v / kv) * ASTR + v % kv] = ra[q];
+// R into the stage at base.
+#define STORE_STRIP(R, base) \
+	[[unroll]] for (uint q = 0u; q < LA; q++) { \
+		const uint v = tid + q * NT; \
+		if (v < SROWS * kv) \
+			sa[(base) + (v / kv) * ASTR + v % kv] = R[q]; \
 	}
-}
 
 void main()
 {
-	const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+	const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
 	const uint n0 = (pc.n_base + gl_WorkGroupID.x) * BN + warp * 16u;
 	const uint m0 = (pc.m_base + gl_WorkGroupID.y) * BM;
 	const bool live = n0 < pc.N; // (a subgroup past C still loads and meets the barriers)
@@ -136,15 +135,22 @@ void main()
 
 	if (ns == 0u)
 		return; // (uniform: the whole workgroup)
-	load_strip(m0, kv);
-	store_strip(0u, kv);
+	LOAD_STRIP(ra, m0)
+	STORE_STRIP(ra, 0u)
+	if (AHEAD == 2u && ns > 1u)
+		LOAD_STRIP(rb, m0 + SROWS)
 	barrier();
 	const uint ebase = warp * 16u * ESTR;
 	const uint er = lane >> 1, eh = lane & 1u; // the row and half-row this lane writes
 	for (uint s = 0u; s < ns; s++) {
 		const uint r0 = m0 + s * SROWS, base = (s & 1u) * ASTAGE;
-		if (s + 1u < ns)
-			load_strip(r0 + SROWS, kv); // (in flight while this strip is multiplied)
+		// strip s + AHEAD's loads, in flight while this strip is multiplied
+		if (s + AHEAD < ns) {
+			if (AHEAD == 1u || ((s + AHEAD) & 1u) == 0u)
+				LOAD_STRIP(ra, r0 + AHEAD * SROWS)
+			else
+				LOAD_STRIP(rb, r0 + AHEAD * SROWS)
+		}
 		if (live) {
 			coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[RT];
 			[[unroll]] for (uint i = 0u; i < RT; i++)
@@ -185,8 +191,12 @@ void main()
 		}
 		// the next strip into the other stage (last read in step s - 1,
 		// before the barrier that ended it)
-		if (s + 1u < ns)
-			store_strip(ASTAGE - base, kv);
+		if (s + 1u < ns) {
+			if (AHEAD == 1u || ((s + 1u) & 1u) == 0u)
+				STORE_STRIP(ra, ASTAGE - base)
+			else
+				STORE_STRIP(rb, ASTAGE - base)
+		}
 		barrier();
 	}
 }

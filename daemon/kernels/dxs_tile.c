@@ -10,10 +10,10 @@ int dxs_tile_parse(const char *s, dxs_tile *t, char *err, size_t errlen)
 	memset(t, 0, sizeof(*t));
 	if (s && strcmp(s, "off") == 0)
 		return 0;
-	uint32_t v[4] = {0, 0, 0, 0};
+	uint32_t v[5] = {0, 0, 0, 0, 1};
 	char why[64];
 	const char *fault = NULL;
-	if (tilespec_numbers(s, v, 4, 4, why, sizeof(why)) == 0)
+	if (tilespec_numbers(s, v, 4, 5, why, sizeof(why)) == 0)
 		fault = why;
 	else if (v[0] < 1 || v[0] > 32)
 		fault = "NW must be 1 to 32";
@@ -23,19 +23,53 @@ int dxs_tile_parse(const char *s, dxs_tile *t, char *err, size_t errlen)
 		fault = "RT must be 1 to 4";
 	else if (v[3] < 1 || v[3] > 64)
 		fault = "STRIPS must be 1 to 64";
+	else if (v[4] < 1 || v[4] > 2)
+		fault = "AHEAD must be 1 or 2";
 	if (fault) {
 		snprintf(err, errlen, "%s='%.40s': %s; the accepted form is %s", DXS_TILE_ENV, s ? s : "", fault,
 			 DXS_TILE_FORM);
 		return -1;
 	}
-	*t = (dxs_tile){true, v[0], v[1], v[2], v[3]};
+	*t = (dxs_tile){true, v[0], v[1], v[2], v[3], v[4]};
 	return 0;
+}
+
+/* The c-th of the DXS_CLASSES tilings joined by commas in v, into one
+ * (NULL: not such a list, or c out of range). */
+static const char *class_item(const char *v, int c, char *one, size_t len)
+{
+	const char *p = v;
+	int n = 0;
+	for (const char *q = v; *q; q++)
+		n += *q == ',';
+	if (n != DXS_CLASSES - 1 || c < 0 || c >= DXS_CLASSES)
+		return NULL;
+	for (int i = 0; i < c; i++)
+		p = strchr(p, ',') + 1;
+	const char *e = strchr(p, ',');
+	const size_t k = e ? (size_t)(e - p) : strlen(p);
+	if (k >= len)
+		return NULL;
+	memcpy(one, p, k);
+	one[k] = 0;
+	return one;
 }
 
 int dxs_tile_choose(const char *v, int c, dxs_tile *t, char *err, size_t errlen)
 {
 	static const char *const dflt[DXS_CLASSES] = DXS_TILE_DEFAULTS;
-	if ((!v || strcmp(v, "on") == 0) && c >= 0 && c < DXS_CLASSES)
+	const bool known = c >= 0 && c < DXS_CLASSES;
+	char one[32];
+	if (v && strchr(v, ',')) {
+		v = class_item(v, c, one, sizeof(one));
+		if (!v && known) {
+			memset(t, 0, sizeof(*t));
+			snprintf(err, errlen, "%s: not %d tilings joined by commas; the accepted form is %s",
+				 DXS_TILE_ENV, DXS_CLASSES, DXS_TILE_FORM);
+			return -1;
+		}
+	}
+	if ((!v || strcmp(v, "on") == 0) && known)
 		v = dflt[c]; /* (unset: on) */
 	return dxs_tile_parse(v ? v : "off", t, err, errlen); /* (no such class: off) */
 }
@@ -49,4 +83,5 @@ bool dxs_tile_takes(const dxs_tile *t, uint64_t m, uint64_t n, uint64_t k)
 void dxs_tile_specs(const dxs_tile *t, uint32_t v[DXS_SPECS])
 {
 	v[0] = t->nw, v[1] = t->tk, v[2] = t->rt, v[3] = t->strips, v[4] = dxs_tile_threads(t);
+	v[5] = t->ahead;
 }

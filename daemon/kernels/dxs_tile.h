@@ -5,11 +5,13 @@
  *
  * On by default (its test ran to its end on the H100 on 2026-12-07:
  * docs/performance.md, sixteenth run). Unset or VKGRAD_DXS_TILE=on: the
- * three classes' tilings below; "NWxTKxRTxSTRIPS": NW subgroups of 32 per
- * workgroup, each 16 columns of dX with W's K × 16 block held as TK
- * 16×16 matrices (the reduction K = out at most 16·TK), strips of 16·RT
- * rows, STRIPS of them per workgroup: a tile of 16·RT·STRIPS rows × 16·NW
- * columns, for every class; "off": no such pipeline (auto's dX stays on
+ * three classes' tilings below; "NWxTKxRTxSTRIPS[xAHEAD]": NW subgroups of
+ * 32 per workgroup, each 16 columns of dX with W's K × 16 block held as
+ * TK 16×16 matrices (the reduction K = out at most 16·TK), strips of
+ * 16·RT rows, STRIPS of them per workgroup: a tile of 16·RT·STRIPS rows ×
+ * 16·NW columns; AHEAD (1 or 2, unset 1) strips' loads in flight while
+ * one is multiplied; for every class, or three of them joined by commas,
+ * one per class; "off": no such pipeline (auto's dX stays on
  * coopmat_khr).
  *
  * Three pipelines, one per class of K (out): up to 64, up to 128, up to
@@ -32,12 +34,14 @@
 #define DXS_CLASSES 3
 #define DXS_CLASS_MAX_K {64u, 128u, 256u}
 #define DXS_TILE_DEFAULTS {"4x8x2x16", "8x8x2x16", "16x16x2x16"}
-#define DXS_TILE_FORM "on, off, or NWxTKxRTxSTRIPS (NW 1-32, TK 1-16, RT 1-4, STRIPS 1-64), e.g. 8x16x2x8"
-#define DXS_SPECS 5 /* NW, TK, RT, STRIPS, the workgroup's threads */
+#define DXS_TILE_FORM                                                                   \
+	"on, off, or NWxTKxRTxSTRIPS[xAHEAD] (NW 1-32, TK 1-16, RT 1-4, STRIPS 1-64, AHEAD 1-2), " \
+	"or three joined by commas (out <= 64, 128, 256)"
+#define DXS_SPECS 6 /* NW, TK, RT, STRIPS, the workgroup's threads, AHEAD */
 
 typedef struct dxs_tile {
 	bool on;
-	uint32_t nw, tk, rt, strips;
+	uint32_t nw, tk, rt, strips, ahead;
 } dxs_tile;
 
 /* The tiling named by s ("off": t->on false). Returns 0, or -1 with err
@@ -45,8 +49,8 @@ typedef struct dxs_tile {
 int dxs_tile_parse(const char *s, dxs_tile *t, char *err, size_t errlen);
 
 /* Class c's tiling for VKGRAD_DXS_TILE's value v: NULL (unset) or "on"
- * the class's default (DXS_TILE_DEFAULTS), "off" off, else
- * dxs_tile_parse's. */
+ * the class's default (DXS_TILE_DEFAULTS), "off" off, three tilings
+ * joined by commas the c-th's, else dxs_tile_parse's. */
 int dxs_tile_choose(const char *v, int c, dxs_tile *t, char *err, size_t errlen);
 
 /* Its tile of dX per workgroup: rows (bm) and columns (bn). */
@@ -83,7 +87,7 @@ static inline bool dxs_tile_aligned(uint64_t a_off, uint64_t b_off, uint64_t c_o
 	return a_off % 8 == 0 && b_off % 8 == 0 && c_off % 8 == 0;
 }
 
-/* Its specialization constants (constant_id 0..4), in order. */
+/* Its specialization constants (constant_id 0..5), in order. */
 void dxs_tile_specs(const dxs_tile *t, uint32_t v[DXS_SPECS]);
 
 #endif

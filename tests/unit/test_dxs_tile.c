@@ -40,13 +40,20 @@ static void test_parse(void **state)
 	assert_int_equal(dxs_tile_shared(&t), 2 * 16 * (256 + 16) + 4 * 16 * 48);
 	uint32_t v[DXS_SPECS];
 	dxs_tile_specs(&t, v);
-	const uint32_t want[DXS_SPECS] = {4, 8, 1, 16, 128};
+	const uint32_t want[DXS_SPECS] = {4, 8, 1, 16, 128, 1};
 	assert_memory_equal(v, want, sizeof(want));
+	/* two strips' loads in flight */
+	assert_int_equal(dxs_tile_parse("16x16x2x16x2", &t, err, sizeof(err)), 0);
+	assert_true(t.on && t.nw == 16 && t.tk == 16 && t.rt == 2 && t.strips == 16 && t.ahead == 2);
+	dxs_tile_specs(&t, v);
+	const uint32_t want2[DXS_SPECS] = {16, 16, 2, 16, 512, 2};
+	assert_memory_equal(v, want2, sizeof(want2));
 	assert_int_equal(dxs_tile_parse("off", &t, err, sizeof(err)), 0);
 	assert_false(t.on);
 	static const struct {
 		const char *s, *fault;
-	} bad[] = {{"", "not a list of numbers"}, {"8x16x2", "fewer than 4"}, {"8x16x2x8x1", "more than 4"},
+	} bad[] = {{"", "not a list of numbers"}, {"8x16x2", "fewer than 4"}, {"8x16x2x8x1x1", "more than 5"},
+		   {"8x16x2x8x3", "AHEAD must be 1 or 2"}, {"8x16x2x8x0", "AHEAD must be 1 or 2"},
 		   {"0x16x2x8", "NW must be 1 to 32"}, {"8x0x2x8", "TK must be 1 to 16"},
 		   {"8x16x0x8", "RT must be 1 to 4"}, {"8x16x2x0", "STRIPS must be 1 to 64"},
 		   {"OFF", "not a list of numbers"}};
@@ -86,6 +93,39 @@ static void test_choose(void **state)
 	dxs_tile t;
 	assert_int_equal(dxs_tile_choose(NULL, DXS_CLASSES, &t, err, sizeof(err)), 0);
 	assert_false(t.on);
+	/* one tiling per class, joined by commas ("on": the class's default) */
+	const char *list = "4x8x2x16x2,off,on";
+	assert_int_equal(dxs_tile_choose(list, 0, &t, err, sizeof(err)), 0);
+	assert_true(t.on && t.nw == 4 && t.tk == 8 && t.rt == 2 && t.strips == 16 && t.ahead == 2);
+	assert_int_equal(dxs_tile_choose(list, 1, &t, err, sizeof(err)), 0);
+	assert_false(t.on);
+	dxs_tile want;
+	assert_int_equal(dxs_tile_choose(list, 2, &t, err, sizeof(err)), 0);
+	assert_int_equal(dxs_tile_parse(dflt[2], &want, err, sizeof(err)), 0);
+	assert_memory_equal(&t, &want, sizeof(t));
+	assert_int_equal(dxs_tile_choose(list, DXS_CLASSES, &t, err, sizeof(err)), 0);
+	assert_false(t.on);
+	/* two items, four, an empty one, a bad one: refused, naming the form */
+	static const struct {
+		const char *v, *fault;
+	} badl[] = {{"4x8x2x16,8x8x2x16", "not 3 tilings joined by commas"},
+		    {"on,on,on,on", "not 3 tilings joined by commas"},
+		    {"4x8x2x16,,16x16x2x16", "not a list of numbers"},
+		    {"4x8x2x16,8x8x2x16x5,16x16x2x16", "AHEAD must be 1 or 2"}};
+	for (size_t i = 0; i < sizeof(badl) / sizeof(badl[0]); i++) {
+		int bad = 0;
+		for (int c = 0; c < DXS_CLASSES; c++) {
+			err[0] = 0;
+			if (dxs_tile_choose(badl[i].v, c, &t, err, sizeof(err)) != 0) {
+				assert_false(t.on);
+				assert_non_null(strstr(err, "VKGRAD_DXS_TILE"));
+				assert_non_null(strstr(err, badl[i].fault));
+				assert_non_null(strstr(err, DXS_TILE_FORM));
+				bad++;
+			}
+		}
+		assert_true(bad > 0);
+	}
 }
 
 /* m × n = A (m × k) · B (k × n): whole 16-wide blocks, k at most 16·TK,
