@@ -5,32 +5,39 @@
 #include <stdio.h>
 #include <string.h>
 
+/* What is wrong with the tiling s (NULL: nothing; t then holds it). */
+static const char *tile_fault(const char *s, dxs_tile *t, char *why, size_t whylen)
+{
+	uint32_t v[5] = {0, 0, 0, 0, 1};
+	if (tilespec_numbers(s, v, 4, 5, why, whylen) == 0)
+		return why;
+	if (v[0] < 1 || v[0] > 32)
+		return "NW must be 1 to 32";
+	if (v[1] < 1 || v[1] > 16)
+		return "TK must be 1 to 16";
+	if (v[2] < 1 || v[2] > 4)
+		return "RT must be 1 to 4";
+	if (v[3] < 1 || v[3] > 64)
+		return "STRIPS must be 1 to 64";
+	if (v[4] < 1 || v[4] > 2)
+		return "AHEAD must be 1 or 2";
+	*t = (dxs_tile){true, v[0], v[1], v[2], v[3], v[4]};
+	return NULL;
+}
+
 int dxs_tile_parse(const char *s, dxs_tile *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
 	if (s && strcmp(s, "off") == 0)
 		return 0;
-	uint32_t v[5] = {0, 0, 0, 0, 1};
 	char why[64];
-	const char *fault = NULL;
-	if (tilespec_numbers(s, v, 4, 5, why, sizeof(why)) == 0)
-		fault = why;
-	else if (v[0] < 1 || v[0] > 32)
-		fault = "NW must be 1 to 32";
-	else if (v[1] < 1 || v[1] > 16)
-		fault = "TK must be 1 to 16";
-	else if (v[2] < 1 || v[2] > 4)
-		fault = "RT must be 1 to 4";
-	else if (v[3] < 1 || v[3] > 64)
-		fault = "STRIPS must be 1 to 64";
-	else if (v[4] < 1 || v[4] > 2)
-		fault = "AHEAD must be 1 or 2";
+	const char *fault = tile_fault(s, t, why, sizeof(why));
 	if (fault) {
+		memset(t, 0, sizeof(*t));
 		snprintf(err, errlen, "%s='%.40s': %s; the accepted form is %s", DXS_TILE_ENV, s ? s : "", fault,
 			 DXS_TILE_FORM);
 		return -1;
 	}
-	*t = (dxs_tile){true, v[0], v[1], v[2], v[3], v[4]};
 	return 0;
 }
 
@@ -59,15 +66,26 @@ int dxs_tile_choose(const char *v, int c, dxs_tile *t, char *err, size_t errlen)
 {
 	static const char *const dflt[DXS_CLASSES] = DXS_TILE_DEFAULTS;
 	const bool known = c >= 0 && c < DXS_CLASSES;
-	char one[32];
+	memset(t, 0, sizeof(*t));
 	if (v && strchr(v, ',')) {
-		v = class_item(v, c, one, sizeof(one));
-		if (!v && known) {
+		/* one per class: the c-th, named with the whole value if wrong */
+		char one[32], why[64];
+		const char *item = class_item(v, c, one, sizeof(one)), *fault = NULL;
+		if (!known)
+			return 0;
+		if (!item)
+			fault = "not 3 tilings joined by commas";
+		else if (strcmp(item, "on") == 0)
+			item = dflt[c];
+		if (!fault && strcmp(item, "off") != 0)
+			fault = tile_fault(item, t, why, sizeof(why));
+		if (fault) {
 			memset(t, 0, sizeof(*t));
-			snprintf(err, errlen, "%s: not %d tilings joined by commas; the accepted form is %s",
-				 DXS_TILE_ENV, DXS_CLASSES, DXS_TILE_FORM);
+			snprintf(err, errlen, "%s='%.60s': tiling %d of %d: %s; the accepted form is %s", DXS_TILE_ENV,
+				 v, c + 1, DXS_CLASSES, fault, DXS_TILE_FORM);
 			return -1;
 		}
+		return 0;
 	}
 	if ((!v || strcmp(v, "on") == 0) && known)
 		v = dflt[c]; /* (unset: on) */

@@ -29,7 +29,7 @@ static void test_parse(void **state)
 {
 	(void)state;
 	dxs_tile t;
-	char err[256];
+	char err[512];
 	assert_int_equal(dxs_tile_parse("4x8x1x16", &t, err, sizeof(err)), 0);
 	assert_true(t.on && t.nw == 4 && t.tk == 8 && t.rt == 1 && t.strips == 16);
 	assert_int_equal(dxs_tile_bm(&t), 256);
@@ -73,7 +73,7 @@ static void test_choose(void **state)
 {
 	(void)state;
 	static const char *const dflt[DXS_CLASSES] = DXS_TILE_DEFAULTS;
-	char err[256];
+	char err[512];
 	for (int c = 0; c < DXS_CLASSES; c++) {
 		dxs_tile t, want;
 		assert_int_equal(dxs_tile_choose("off", c, &t, err, sizeof(err)), 0);
@@ -134,7 +134,7 @@ static void test_takes(void **state)
 {
 	(void)state;
 	dxs_tile t;
-	char err[256];
+	char err[512];
 	assert_int_equal(dxs_tile_parse("8x16x2x8", &t, err, sizeof(err)), 0);
 	assert_true(dxs_tile_takes(&t, 262144, 256, 256));
 	assert_true(dxs_tile_takes(&t, 32, 16, 16));
@@ -162,7 +162,7 @@ static void test_defaults(void **state)
 	(void)state;
 	static const char *const dflt[DXS_CLASSES] = DXS_TILE_DEFAULTS;
 	static const uint32_t max_k[DXS_CLASSES] = DXS_CLASS_MAX_K;
-	char err[256];
+	char err[512];
 	for (int c = 0; c < DXS_CLASSES; c++) {
 		dxs_tile t;
 		assert_int_equal(dxs_tile_parse(dflt[c], &t, err, sizeof(err)), 0);
@@ -186,7 +186,7 @@ static void test_refine(void **state)
 	(void)state;
 	static const char *const dflt[DXS_CLASSES] = DXS_TILE_DEFAULTS;
 	dxs_tile t[DXS_CLASSES];
-	char err[256];
+	char err[512];
 	for (int c = 0; c < DXS_CLASSES; c++)
 		assert_int_equal(dxs_tile_parse(dflt[c], &t[c], err, sizeof(err)), 0);
 	const dxs_tile *const all[DXS_CLASSES] = {&t[0], &t[1], &t[2]};
