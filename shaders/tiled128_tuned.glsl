@@ -39,7 +39,6 @@ layout(constant_id = 9) const uint T_BK = 16;
 layout(constant_id = 10) const uint T_SPLIT = 1;
 layout(constant_id = 11) const uint T_PAD = 0;
 layout(constant_id = 12) const uint T_WX = 0;
-layout(constant_id = 13) const uint T_TOUCH = 0;
 
 const uint T_TX = T_BN / T_TN; // threads along n
 const uint T_TY = T_BM / T_TM; // threads along m
@@ -54,32 +53,6 @@ const uint T_LP = (T_LA + T_LB) / T_SPLIT; // per phase
 const uint T_KP = T_BK / T_SPLIT;
 
 layout(std430, set = 0, binding = 2) buffer BufC4 { vec4 c4[]; };
-
-// T_TOUCH: the tile T_TOUCH steps past the one whose loads are in flight
-// is touched, one 4-byte load per 32-byte sector (a sector per thread and
-// operand, as many as there are threads), so that its sectors start
-// coming from DRAM before its own loads go out. What is read is only
-// summed into a value stored under VKG_FLAG_SINK, which the daemon never
-// sets (the loads are kept). A of the tile at k0: k-major (sam 1) T_BK
-// rows of T_BM elements, else T_BM rows of T_BK; B: T_BK rows of T_BN.
-float t_touch_a(uint tid, uint k0, uint m0)
-{
-	if (pc.sam == 1u) {
-		const uint spr = max(T_BM / 8u, 1u);
-		const uint k = k0 + tid / spr, m = m0 + (tid % spr) * 8u;
-		return (tid < T_BK * spr && k < pc.K && m < pc.M) ? a[pc.a_off + m + k * pc.sak] : 0.0;
-	}
-	const uint spr = max(T_BK / 8u, 1u);
-	const uint m = m0 + tid / spr, k = k0 + (tid % spr) * 8u;
-	return (tid < T_BM * spr && m < pc.M && k < pc.K) ? a[pc.a_off + m * pc.sam + k] : 0.0;
-}
-
-float t_touch_b(uint tid, uint k0, uint n0)
-{
-	const uint spr = max(T_BN / 8u, 1u);
-	const uint k = k0 + tid / spr, n = n0 + (tid % spr) * 8u;
-	return (tid < T_BK * spr && k < pc.K && n < pc.N) ? b[pc.b_off + k * pc.N + n] : 0.0;
-}
 
 // Load slot s (0 .. T_LA + T_LB - 1) of the tile at k0: slots below T_LA
 // are A's vec4 number tid + s · T_NT, the others B's. Where it goes in the
@@ -188,7 +161,6 @@ void tuned_main()
 	T_DECL_ROW(8) T_DECL_ROW(9) T_DECL_ROW(10) T_DECL_ROW(11)
 	T_DECL_ROW(12) T_DECL_ROW(13) T_DECL_ROW(14) T_DECL_ROW(15)
 	float bias = 0.0;
-	float ta = 0.0, tb = 0.0, sink = 0.0; // T_TOUCH's reads
 
 	// the first tile into buffer 0
 	[[unroll]] for (uint s = 0u; s < T_LA + T_LB; s++)
@@ -206,12 +178,6 @@ void tuned_main()
 			if (more) {
 				[[unroll]] for (uint l = 0u; l < T_LP; l++)
 					pre[l] = t_load(p * T_LP + l, tid, k0 + T_BK, m0, n0, vec);
-			}
-			// (the last touch's values, read a step ago, into the sink)
-			if (T_TOUCH > 0u && p == 0u && k0 + (1u + T_TOUCH) * T_BK < pc.K) {
-				sink += ta + tb;
-				ta = t_touch_a(tid, k0 + (1u + T_TOUCH) * T_BK, m0);
-				tb = t_touch_b(tid, k0 + (1u + T_TOUCH) * T_BK, n0);
 			}
 			[[unroll]] for (uint kk = 0u; kk < T_KP; kk++) {
 				const uint k = p * T_KP + kk;
@@ -240,9 +206,6 @@ void tuned_main()
 		barrier();
 		buf ^= 1u;
 	}
-
-	if (T_TOUCH > 0u && (pc.flags & VKG_FLAG_SINK) != 0u)
-		c[pc.c_off + tid] = sink + ta + tb;
 
 	const bool vc = pc.N % 4u == 0u && pc.c_off % 4u == 0u;
 	if (want_c) {

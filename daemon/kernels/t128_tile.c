@@ -48,8 +48,6 @@ static const char *t128_tile_fault(const t128_tile *t)
 		return "PAD must be 0 or 1";
 	if (!one_of(t->wx, wxs, 7) || (t->wx && ((t->bn / t->tn) % t->wx || (t->bm / t->tm) % (32 / t->wx))))
 		return "WX must be 0, 1, 2, 4, 8, 16 or 32, divide BN/TN, and 32/WX divide BM/TM";
-	if (t->touch > 3)
-		return "TOUCH must be 0 to 3";
 	return NULL;
 }
 
@@ -58,13 +56,13 @@ int t128_tile_parse(const char *s, t128_tile *t, char *err, size_t errlen)
 	memset(t, 0, sizeof(*t));
 	if (!s)
 		return 0;
-	uint32_t v[9] = {0, 0, 0, 0, 0, 1, 0, 0, 0};
+	uint32_t v[8] = {0, 0, 0, 0, 0, 1, 0, 0};
 	char why[64];
 	const char *fault = NULL;
-	if (tilespec_numbers(s, v, 5, 9, why, sizeof(why)) == 0) {
+	if (tilespec_numbers(s, v, 5, 8, why, sizeof(why)) == 0) {
 		fault = why;
 	} else {
-		*t = (t128_tile){true, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+		*t = (t128_tile){true, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
 		fault = t128_tile_fault(t);
 	}
 	if (fault) {
@@ -80,7 +78,7 @@ void t128_spec_fill(t128_spec *c, const t128_tile *t)
 {
 	const uint32_t ar = t->bm / 4 + t->pad, br = t->bn / 4 + t->pad;
 	const uint32_t v[T128_SPECS] = {1, t128_tile_threads(t), 1, 2 * t->bk * ar, 2 * t->bk * br,
-					t->bm, t->bn, t->tm, t->tn, t->bk, t->split, t->pad, t->wx, t->touch};
+					t->bm, t->bn, t->tm, t->tn, t->bk, t->split, t->pad, t->wx};
 	for (uint32_t i = 0; i < T128_SPECS; i++) {
 		c->v[i] = v[i];
 		c->map[i] = (VkSpecializationMapEntry){i, i * 4, 4};

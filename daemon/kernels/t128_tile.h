@@ -2,14 +2,11 @@
  * (shaders/tiled128_tuned.glsl): VKGRAD_T128_TILE, parsed, checked, and
  * turned into the pipeline's specialization constants.
  *
- * VKGRAD_T128_TILE="BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX[xTOUCH]]]]": a BM×BN
- * tile of C per workgroup of (BM/TM)·(BN/TN) threads, TM×TN outputs per
- * thread, k steps of BK, the next tile's global loads in SPLIT phases of a
- * step, PAD vec4 of padding per shared row, warps of WX×(32/WX) threads
- * (0: rows of BN/TN threads), and TOUCH (0: none) steps past the loads in
- * flight, the tile whose 32-byte sectors of A and B each thread touches
- * (one 4-byte load each, up to a sector per thread and operand) so that
- * they start coming from DRAM before that tile's own loads go out. Unset: T128_TILE_DEFAULT; "fixed": the fixed 128×128
+ * VKGRAD_T128_TILE="BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX]]]": a BM×BN tile of C
+ * per workgroup of (BM/TM)·(BN/TN) threads, TM×TN outputs per thread, k
+ * steps of BK, the next tile's global loads in SPLIT phases of a step, PAD
+ * vec4 of padding per shared row, warps of WX×(32/WX) threads (0: rows of
+ * BN/TN threads). Unset: T128_TILE_DEFAULT; "fixed": the fixed 128×128
  * kernel (8×8 per thread). Only f32 takes it;
  * f16 and bf16 keep the fixed kernel. */
 #ifndef VKG_DAEMON_T128_TILE_H
@@ -37,12 +34,12 @@
 /* the accepted form, as the daemon's refusal gives it (each limit is in
  * the message's first part: t128_tile.c) */
 #define T128_TILE_FORM                                                                      \
-	"BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX[xTOUCH]]]], e.g. 128x128x8x8x16 or 128x64x8x4x16x1x0x8 " \
-	"(see daemon/kernels/t128_tile.h)"
+	"BMxBNxTMxTNxBK[xSPLIT[xPAD[xWX]]], e.g. 128x128x8x8x16 or 128x64x8x4x16x1x0x8 (see " \
+	"daemon/kernels/t128_tile.h)"
 
 typedef struct t128_tile {
 	bool on; /* false: the fixed kernel */
-	uint32_t bm, bn, tm, tn, bk, split, pad, wx, touch;
+	uint32_t bm, bn, tm, tn, bk, split, pad, wx;
 } t128_tile;
 
 /* The tiling named by `s` (NULL: off). Returns 0, or -1 with err naming
@@ -52,8 +49,8 @@ int t128_tile_parse(const char *s, t128_tile *t, char *err, size_t errlen);
 uint32_t t128_tile_threads(const t128_tile *t);
 uint32_t t128_tile_shared(const t128_tile *t);
 
-/* linear_tiled128_gemm's specialization constants (constant_id 0..13). */
-#define T128_SPECS 14
+/* linear_tiled128_gemm's specialization constants (constant_id 0..12). */
+#define T128_SPECS 13
 typedef struct t128_spec {
 	uint32_t v[T128_SPECS];
 	VkSpecializationMapEntry map[T128_SPECS];

@@ -281,12 +281,6 @@
 #define VKG_FLAG_PREP_BIAS 256u
 /* linear_activation: y = act(z) in place (else dZ = dY ⊙ act') */
 #define VKG_FLAG_ACT_FORWARD 512u
-/* Never set by the daemon: a kernel that touches rows ahead of its loads
- * (one 4-byte load per 32-byte sector, so that they come from DRAM into
- * the caches early) stores what it read under this bit, which keeps the
- * compiler from dropping those loads (shaders/tiled128_tuned.glsl's
- * T_TOUCH, shaders/narrow_mt8.glsl). */
-#define VKG_FLAG_SINK 0x40000000u
 
 /* ---- bench_peak_fma, bench_peak_mma, bench_peak_nv2, bench_peak_copy: `vkgrad bench --peak` only
  * Microkernels that measure ceilings (bench/cli_bench_peak.c): FP32 FMA
