@@ -437,14 +437,14 @@ narrow_steps() {
 		grep -E "Register Count" "$R/debug.log" | grep -E "narrow|splitk|coopmat_khr" |
 			sed 's/^.*vkgradd: debug: //; s/Binary Size=[0-9]*; //' | cut -c1-220 | tee -a "$S"
 		# and dx_stream's under each NARROW_DXS tiling
-		local t
+		local t n=0
 		for t in ${NARROW_DXS:-}; do
-			VKGRADD_ENV="VKGRAD_DXS_TILE=$t" daemon_start "$B/bin/vkgradd" "$R/debug-dxs.log" \
+			n=$((n + 1))
+			VKGRADD_ENV="VKGRAD_DXS_TILE=$t" daemon_start "$B/bin/vkgradd" "$R/debug-dxs$n.log" \
 				--log-level debug && daemon_stop
-			note "VKGRAD_DXS_TILE=$t:"
-			grep -E "Register Count" "$R/debug-dxs.log" | grep -E "dx_stream" |
+			note "VKGRAD_DXS_TILE=$t (debug-dxs$n.log):"
+			grep -E "Register Count" "$R/debug-dxs$n.log" | grep -E "dx_stream" |
 				sed 's/^.*vkgradd: debug: //; s/Binary Size=[0-9]*; //' | cut -c1-220 | tee -a "$S"
-			: >"$R/debug-dxs.log"
 		done
 	fi
 	local set=1
