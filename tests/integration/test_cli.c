@@ -629,7 +629,9 @@ static void test_bench_kernels_warmup_failure(void **state)
  * against the reference as any ("pruned":true); the fastest line so far
  * and the lines within X of it are measured in full. On lavapipe
  * tiled128 runs a 16,384x1x1 layer some 30x slower than the narrow family
- * (124 ms against 3-4 ms), so X = 4 prunes it and not the narrow line;
+ * (124 ms against 3-4 ms), only 3.5-4x under ASan (355-382 ms against
+ * 93-102, 2026-12-07, where X = 4 failed this test once in two runs), so
+ * X = 1.5 prunes it and not the narrow line;
  * without --prune both are measured in full. */
 static void test_bench_kernels_prune(void **state)
 {
@@ -638,7 +640,7 @@ static void test_bench_kernels_prune(void **state)
 	for (int prune = 1; prune >= 0; prune--) {
 		snprintf(cmd, sizeof(cmd), "%s/vkgrad --socket %s bench --kernels --shapes 16384,1,1 --dtypes f32 "
 			 "--variants narrow,tiled128 --reps 3 --warmup-ms 20 %s --json",
-			 build_dir(), g_d.sock, prune ? "--prune 4" : "");
+			 build_dir(), g_d.sock, prune ? "--prune 1.5" : "");
 		assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
 		assert_int_equal(json_lines(out, lines, 8), 2); /* (no auto: no summary line) */
 		unsigned n = 0;
