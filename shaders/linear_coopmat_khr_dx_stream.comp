@@ -22,20 +22,21 @@
 // (batch × in), for a reduction K (= out) of at most 16·TK. Same push
 // constants and bindings as linear_coopmat_khr_gemm (binding 3 unused).
 //
-// Each subgroup owns 16 columns of C and holds W's K × 16 block of them
-// in registers for its whole life (TK cooperative matrices of 16×16, loaded
+// Each subgroup owns 16 columns of C and holds W's K × 16 block of them in
+// registers for its whole life (TK cooperative matrices of 16×16, loaded
 // once). The workgroup (NW subgroups side by side: 16·NW columns × 16·RT·
 // STRIPS rows of C) then walks its STRIPS strips of 16·RT rows: each strip
 // of A (all of its K columns) goes to shared memory in 16-byte loads, the
 // next AHEAD strips' loads in flight while the current one is multiplied
-// (two stages, rows padded by 16 bytes, one barrier a strip; with AHEAD
-// 2 a thread's loads of strip j land in ra for even j, rb for odd, each
-// stored to its stage one strip before it is multiplied); every subgroup
-// takes its A fragments from there, TK products per 16 rows into f32
-// accumulators (RT independent chains), and each 16×16 result is rounded
-// once to the storage type (accumulate: the old block loaded as a matrix
-// and added in f32 first; bf16: each element to nearest even before the
-// matrix conversion, which cuts toward zero on the H100) and goes out
+// (two stages, rows padded by 16 bytes, one barrier a strip; with AHEAD 2
+// a thread's loads of strip j land in ra for even j, rb for odd, each
+// stored to its stage one strip before it is multiplied: no faster on the
+// H100, docs/performance.md's nineteenth run, so the tilings keep 1);
+// every subgroup takes its A fragments from there, TK products per 16 rows
+// into f32 accumulators (RT independent chains), and each 16×16 result is
+// rounded once to the storage type (accumulate: the old block loaded as a
+// matrix and added in f32 first; bf16: each element to nearest even before
+// the matrix conversion, which cuts toward zero on the H100) and goes out
 // through a small shared staging of its subgroup, eight elements (16
 // bytes) per lane. The staging holds the 16-bit block, not the f32 one:
 // half the shared memory, which lets 16 subgroups (256 columns: dY read
