@@ -32,24 +32,21 @@ int dxs_tile_parse(const char *s, dxs_tile *t, char *err, size_t errlen)
 		return 0;
 	char why[64];
 	const char *fault = tile_fault(s, t, why, sizeof(why));
-	if (fault) {
-		memset(t, 0, sizeof(*t));
+	if (fault)
 		snprintf(err, errlen, "%s='%.40s': %s; the accepted form is %s", DXS_TILE_ENV, s ? s : "", fault,
 			 DXS_TILE_FORM);
-		return -1;
-	}
-	return 0;
+	return fault ? -1 : 0;
 }
 
-/* The c-th of the DXS_CLASSES tilings joined by commas in v, into one
- * (NULL: not such a list, or c out of range). */
+/* The c-th (0 .. DXS_CLASSES - 1) of the DXS_CLASSES tilings joined by
+ * commas in v, into one (NULL: not such a list, or the item too long). */
 static const char *class_item(const char *v, int c, char *one, size_t len)
 {
 	const char *p = v;
 	int n = 0;
 	for (const char *q = v; *q; q++)
 		n += *q == ',';
-	if (n != DXS_CLASSES - 1 || c < 0 || c >= DXS_CLASSES)
+	if (n != DXS_CLASSES - 1)
 		return NULL;
 	for (int i = 0; i < c; i++)
 		p = strchr(p, ',') + 1;
@@ -65,31 +62,23 @@ static const char *class_item(const char *v, int c, char *one, size_t len)
 int dxs_tile_choose(const char *v, int c, dxs_tile *t, char *err, size_t errlen)
 {
 	static const char *const dflt[DXS_CLASSES] = DXS_TILE_DEFAULTS;
-	const bool known = c >= 0 && c < DXS_CLASSES;
 	memset(t, 0, sizeof(*t));
-	if (v && strchr(v, ',')) {
-		/* one per class: the c-th, named with the whole value if wrong */
-		char one[32], why[64];
-		const char *item = class_item(v, c, one, sizeof(one)), *fault = NULL;
-		if (!known)
-			return 0;
-		if (!item)
-			fault = "not 3 tilings joined by commas";
-		else if (strcmp(item, "on") == 0)
-			item = dflt[c];
-		if (!fault && strcmp(item, "off") != 0)
-			fault = tile_fault(item, t, why, sizeof(why));
-		if (fault) {
-			memset(t, 0, sizeof(*t));
-			snprintf(err, errlen, "%s='%.60s': tiling %d of %d: %s; the accepted form is %s", DXS_TILE_ENV,
-				 v, c + 1, DXS_CLASSES, fault, DXS_TILE_FORM);
-			return -1;
-		}
+	if (c < 0 || c >= DXS_CLASSES)
+		return 0; /* (no such class: off) */
+	if (!v || !strchr(v, ','))
+		return dxs_tile_parse(!v || strcmp(v, "on") == 0 ? dflt[c] : v, t, err, errlen);
+	/* one per class: the c-th, named with the whole value if wrong */
+	char one[32], why[64];
+	const char *item = class_item(v, c, one, sizeof(one)), *fault = "not 3 tilings joined by commas";
+	if (item && strcmp(item, "off") == 0)
 		return 0;
-	}
-	if ((!v || strcmp(v, "on") == 0) && known)
-		v = dflt[c]; /* (unset: on) */
-	return dxs_tile_parse(v ? v : "off", t, err, errlen); /* (no such class: off) */
+	if (item)
+		fault = tile_fault(strcmp(item, "on") == 0 ? dflt[c] : item, t, why, sizeof(why));
+	if (!fault)
+		return 0;
+	snprintf(err, errlen, "%s='%.60s': tiling %d of %d: %s; the accepted form is %s", DXS_TILE_ENV, v, c + 1,
+		 DXS_CLASSES, fault, DXS_TILE_FORM);
+	return -1;
 }
 
 bool dxs_tile_takes(const dxs_tile *t, uint64_t m, uint64_t n, uint64_t k)
